@@ -1,0 +1,402 @@
+#!/usr/bin/env bash
+# slurmbridge local testbed: a real Slurm 22.05 cluster (munged, MariaDB, slurmdbd, slurmctld and
+# one slurmd per node) on this machine, on loopback only, everything under $TESTBED_DIR.
+#
+#   testbed.sh up       install missing packages, generate configs, start what is not running,
+#                       wait until every node is idle (idempotent)
+#   testbed.sh down     stop exactly the processes the testbed started, by pid file
+#   testbed.sh status   say what is up
+#   testbed.sh clean    down, then remove $TESTBED_DIR
+#
+# It never writes /etc/slurm. Source $TESTBED_DIR/env to point sinfo, sbatch, sacct and sacctmgr
+# at the testbed.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
+TESTBED_DB_PORT=${TESTBED_DB_PORT:-13306}
+TESTBED_CTLD_PORT=${TESTBED_CTLD_PORT:-16817}
+TESTBED_DBD_PORT=${TESTBED_DBD_PORT:-16819}
+TESTBED_SLURMD_PORT_BASE=${TESTBED_SLURMD_PORT_BASE:-17001}
+TESTBED_IDLE_TIMEOUT=${TESTBED_IDLE_TIMEOUT:-60}
+# Extra directories searched for plugins before Slurm's own (the job_submit plugin goes here).
+TESTBED_PLUGIN_DIR=${TESTBED_PLUGIN_DIR:-$TESTBED_DIR/plugins}
+
+CLUSTER=testbed
+NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
+GPU_NODES=(a100-1 a100-2 v100-1 v100-2 a100-spot-1)
+PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
+PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev)
+
+RUN=$TESTBED_DIR/run
+LOG=$TESTBED_DIR/log
+ETC=$TESTBED_DIR/etc
+DB_SOCKET=$RUN/mysqld/mysqld.sock
+MUNGE_SOCKET=$RUN/munge/munge.socket
+
+say() { printf 'testbed: %s\n' "$*"; }
+die() { printf 'testbed: error: %s\n' "$*" >&2; exit 1; }
+
+require_root() {
+	[ "$(id -u)" -eq 0 ] || die "run as root: the testbed starts Slurm daemons and runs jobs as alice, bob and carol"
+}
+
+# pid_of NAME prints the pid recorded in $RUN/NAME.pid when that process is alive and still the
+# program we started (a recycled pid is never signalled).
+pid_of() {
+	local name=$1 pidfile=$RUN/$1.pid pid exe
+	[ -s "$pidfile" ] || return 1
+	pid=$(tr -dc '0-9' <"$pidfile")
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+	exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	case $name in
+	mariadb) [[ $exe == *mariadbd* || $exe == *mysqld* ]] ;;
+	munged) [[ $exe == *munged* ]] ;;
+	slurmdbd) [[ $exe == *slurmdbd* ]] ;;
+	slurmctld) [[ $exe == *slurmctld* ]] ;;
+	slurmd-*) [[ $exe == *slurmd* && $exe == *"${name#slurmd-}"* ]] ;;
+	*) return 1 ;;
+	esac || return 1
+	echo "$pid"
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND... retries COMMAND until it succeeds or time runs out.
+wait_for() {
+	local what=$1 secs=$2 deadline
+	shift 2
+	deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		if [ $SECONDS -ge $deadline ]; then
+			say "gave up waiting for $what after ${secs}s"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+install_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	say "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# The packages' own services are not started: the testbed runs its own daemons.
+	if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+		apt-get update
+		apt-get install -y --no-install-recommends "${missing[@]}"
+	fi
+}
+
+ensure_users() {
+	local entry user
+	for entry in "${PROJECTS[@]}"; do
+		user=${entry#*:}
+		id -u "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+	done
+}
+
+port_for_node() {
+	local i
+	for i in "${!NODES[@]}"; do
+		[ "${NODES[$i]}" = "$1" ] && echo $((TESTBED_SLURMD_PORT_BASE + i)) && return 0
+	done
+	return 1
+}
+
+# render TEMPLATE OUT replaces @NAME@ placeholders; an unknown placeholder is an error so a
+# template change never ships a half-filled config.
+render() {
+	local template=$1 out=$2 host
+	host=$(hostname -s)
+	sed -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
+		-e "s|@HOST@|$host|g" \
+		-e "s|@COMM_PARAMS@|$COMM_PARAMS|g" \
+		-e "s|@CTLD_PORT@|$TESTBED_CTLD_PORT|g" \
+		-e "s|@DBD_PORT@|$TESTBED_DBD_PORT|g" \
+		-e "s|@DB_PORT@|$TESTBED_DB_PORT|g" \
+		-e "s|@PLUGIN_DIR@|$TESTBED_PLUGIN_DIR:$SLURM_PLUGIN_DIR|g" \
+		-e "s|@SLURMD_PORT_CPU@|$(port_for_node cpu-1)-$(port_for_node cpu-2)|g" \
+		-e "s|@SLURMD_PORT_A100@|$(port_for_node a100-1)-$(port_for_node a100-2)|g" \
+		-e "s|@SLURMD_PORT_V100@|$(port_for_node v100-1)-$(port_for_node v100-2)|g" \
+		-e "s|@SLURMD_PORT_A100_SPOT@|$(port_for_node a100-spot-1)|g" \
+		-e "s|@DB_PASSWORD@|$(cat "$TESTBED_DIR/secrets/db-password")|g" \
+		"$template" >"$out.tmp"
+	if grep -n '@[A-Z][A-Z0-9_]*@' "$out.tmp" >&2; then
+		rm -f "$out.tmp"
+		die "unfilled placeholder in $template"
+	fi
+	mv "$out.tmp" "$out"
+}
+
+make_layout() {
+	local node i
+	install -d -m 0755 "$TESTBED_DIR" "$ETC" "$RUN" "$LOG" "$TESTBED_DIR/state" "$TESTBED_DIR/gpus" "$TESTBED_PLUGIN_DIR"
+	install -d -m 0700 "$TESTBED_DIR/secrets"
+	install -d -m 0755 -o slurm -g slurm "$TESTBED_DIR/state/slurmctld" "$RUN/slurm"
+	install -d -m 0755 -o munge -g munge "$RUN/munge"
+	install -d -m 0700 -o munge -g munge "$TESTBED_DIR/state/munge"
+	install -d -m 0755 -o mysql -g mysql "$RUN/mysqld" "$TESTBED_DIR/state/mysql"
+	install -d -m 0755 "$TESTBED_DIR/state/slurmd"
+	for node in "${NODES[@]}"; do
+		install -d -m 0755 "$TESTBED_DIR/state/slurmd/$node"
+	done
+	for node in "${GPU_NODES[@]}"; do
+		install -d -m 0755 "$TESTBED_DIR/gpus/$node"
+		for i in 0 1 2 3; do
+			# A character device (a twin of /dev/null) lets slurmd derive CUDA_VISIBLE_DEVICES;
+			# where mknod is not allowed a plain file still gives a working GRES count.
+			[ -e "$TESTBED_DIR/gpus/$node/nvidia$i" ] ||
+				mknod -m 0666 "$TESTBED_DIR/gpus/$node/nvidia$i" c 1 3 2>/dev/null ||
+				: >"$TESTBED_DIR/gpus/$node/nvidia$i"
+		done
+	done
+	# Daemons that drop privileges write their logs as their own user.
+	touch "$LOG/slurmctld.log" "$LOG/slurmdbd.log" "$LOG/munged.log" "$LOG/mariadb.log"
+	chown slurm:slurm "$LOG/slurmctld.log" "$LOG/slurmdbd.log"
+	chown munge:munge "$LOG/munged.log"
+	chown mysql:mysql "$LOG/mariadb.log"
+	if [ ! -s "$TESTBED_DIR/secrets/db-password" ]; then
+		(umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TESTBED_DIR/secrets/db-password")
+	fi
+}
+
+# NoInAddrAny makes slurmd bind the address its host name resolves to: only loopback-safe when
+# that address is a loopback one (it is on Debian's default /etc/hosts).
+comm_params() {
+	local addr
+	addr=$(getent ahostsv4 "$(hostname)" | awk 'NR == 1 {print $1}')
+	case $addr in
+	127.*) echo "NoCtldInAddrAny,NoInAddrAny" ;;
+	*)
+		say "host name resolves to '${addr:-nothing}', not loopback: slurmd will listen on all addresses" >&2
+		echo "NoCtldInAddrAny"
+		;;
+	esac
+}
+
+write_configs() {
+	COMM_PARAMS=$(comm_params)
+	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
+	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
+	render "$REPO_ROOT/slurm-conf/testbed/slurm.conf.in" "$ETC/slurm.conf"
+	render "$REPO_ROOT/slurm-conf/testbed/gres.conf.in" "$ETC/gres.conf"
+	(umask 077 && render "$REPO_ROOT/slurm-conf/testbed/slurmdbd.conf.in" "$ETC/slurmdbd.conf")
+	chown slurm:slurm "$ETC/slurmdbd.conf"
+	chmod 0600 "$ETC/slurmdbd.conf"
+	# quotad and tests read the accounting database with their own read-only account.
+	cat >"$TESTBED_DIR/env" <<EOF
+# Source this file to use the slurmbridge testbed: sinfo, sbatch, sacct, sacctmgr talk to it.
+export TESTBED_DIR=$TESTBED_DIR
+export SLURM_CONF=$ETC/slurm.conf
+export SLURMBRIDGE_CLUSTER=$CLUSTER
+export SLURMBRIDGE_DB_ADDR=127.0.0.1:$TESTBED_DB_PORT
+export SLURMBRIDGE_DB_NAME=slurm_acct_db
+export SLURMBRIDGE_DB_USER=slurm
+export SLURMBRIDGE_DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db-password
+export SLURMBRIDGE_PLUGIN_DIR=$TESTBED_PLUGIN_DIR
+EOF
+	chmod 0644 "$TESTBED_DIR/env"
+}
+
+start_munged() {
+	pid_of munged >/dev/null && return 0
+	if [ ! -s "$TESTBED_DIR/state/munge/munge.key" ]; then
+		mungekey --create --keyfile="$TESTBED_DIR/state/munge/munge.key"
+		chown munge:munge "$TESTBED_DIR/state/munge/munge.key"
+		chmod 0400 "$TESTBED_DIR/state/munge/munge.key"
+	fi
+	say "starting munged"
+	runuser -u munge -- /usr/sbin/munged \
+		--socket="$MUNGE_SOCKET" --num-threads=10 \
+		--key-file="$TESTBED_DIR/state/munge/munge.key" \
+		--pid-file="$RUN/munge/munged.pid" \
+		--log-file="$LOG/munged.log" \
+		--seed-file="$TESTBED_DIR/state/munge/munge.seed"
+	wait_for "munged" 10 test -S "$MUNGE_SOCKET"
+	ln -sf "$RUN/munge/munged.pid" "$RUN/munged.pid"
+}
+
+db_root() {
+	mariadb --no-defaults --socket="$DB_SOCKET" -uroot "$@"
+}
+
+start_mariadb() {
+	local data=$TESTBED_DIR/state/mysql/data
+	if ! pid_of mariadb >/dev/null; then
+		if [ ! -d "$data/mysql" ]; then
+			say "initialising MariaDB in $data"
+			mariadb-install-db --no-defaults --user=mysql --datadir="$data" \
+				--auth-root-authentication-method=socket --skip-test-db >"$LOG/mariadb-install.log" 2>&1 ||
+				{ cat "$LOG/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+		fi
+		say "starting MariaDB on 127.0.0.1:$TESTBED_DB_PORT"
+		# Its own data directory, socket and port: never the machine's MariaDB.
+		/usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$data" \
+			--socket="$DB_SOCKET" --port="$TESTBED_DB_PORT" --bind-address=127.0.0.1 \
+			--pid-file="$RUN/mysqld/mariadb.pid" --log-error="$LOG/mariadb.log" \
+			--innodb-buffer-pool-size=256M --innodb-log-file-size=64M \
+			--innodb-lock-wait-timeout=900 --max-allowed-packet=16M </dev/null >/dev/null 2>&1 &
+		disown
+		# mariadbd writes its pid file as the mysql user, so in a directory of its own.
+		ln -sf "$RUN/mysqld/mariadb.pid" "$RUN/mariadb.pid"
+		wait_for "MariaDB" 30 db_root -e 'SELECT 1' || { tail -n 20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
+	fi
+	local pw
+	pw=$(cat "$TESTBED_DIR/secrets/db-password")
+	db_root <<EOF
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$pw';
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$pw';
+ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$pw';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$pw';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+EOF
+}
+
+slurm_env() {
+	export SLURM_CONF=$ETC/slurm.conf
+}
+
+start_slurmdbd() {
+	pid_of slurmdbd >/dev/null && return 0
+	say "starting slurmdbd on 127.0.0.1:$TESTBED_DBD_PORT"
+	# slurmdbd reads slurmdbd.conf from the directory of $SLURM_CONF.
+	/usr/sbin/slurmdbd
+	wait_for "slurmdbd" 30 sacctmgr -n show cluster || { tail -n 20 "$LOG/slurmdbd.log" >&2; die "slurmdbd did not answer"; }
+}
+
+# sacctmgr_add adds an entity unless it exists (sacctmgr exits non-zero on "Nothing new added").
+ensure_accounts() {
+	local entry acct user
+	sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
+	for entry in "${PROJECTS[@]}"; do
+		acct=${entry%%:*}
+		user=${entry#*:}
+		sacctmgr -n -P show account "$acct" format=account | grep -qx "$acct" ||
+			sacctmgr -i add account "$acct" cluster="$CLUSTER" description="project $acct" organization=slurmbridge >/dev/null
+		sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$acct" user="$user" format=user | grep -qx "$user" ||
+			sacctmgr -i add user "$user" account="$acct" defaultaccount="$acct" cluster="$CLUSTER" >/dev/null
+	done
+	sacctmgr -n -P show user root format=adminlevel | grep -qx Administrator ||
+		sacctmgr -i modify user root set adminlevel=Administrator >/dev/null
+}
+
+start_slurmctld() {
+	pid_of slurmctld >/dev/null && return 0
+	say "starting slurmctld on 127.0.0.1:$TESTBED_CTLD_PORT"
+	/usr/sbin/slurmctld
+	wait_for "slurmctld" 30 scontrol ping || { tail -n 20 "$LOG/slurmctld.log" >&2; die "slurmctld did not answer"; }
+}
+
+start_slurmds() {
+	local node
+	for node in "${NODES[@]}"; do
+		pid_of "slurmd-$node" >/dev/null && continue
+		/usr/sbin/slurmd -N "$node" || { tail -n 20 "$LOG/slurmd-$node.log" >&2; die "slurmd $node did not start"; }
+	done
+}
+
+all_nodes_idle() {
+	local states
+	states=$(sinfo -h -N -o '%N %t' | sort -u)
+	[ "$(printf '%s\n' "$states" | awk '$2 == "idle"' | wc -l)" -eq ${#NODES[@]} ]
+}
+
+cmd_up() {
+	require_root
+	local t0=$SECONDS
+	install_packages
+	ensure_users
+	make_layout
+	write_configs
+	slurm_env
+	start_munged
+	start_mariadb
+	start_slurmdbd
+	ensure_accounts
+	start_slurmctld
+	start_slurmds
+	# A node left down by a previous run (e.g. killed slurmd) is brought back.
+	scontrol update nodename="$(IFS=,; echo "${NODES[*]}")" state=resume >/dev/null 2>&1 || true
+	if ! wait_for "all nodes idle" "$TESTBED_IDLE_TIMEOUT" all_nodes_idle; then
+		sinfo -N >&2 || true
+		die "nodes not idle after ${TESTBED_IDLE_TIMEOUT}s; logs in $LOG"
+	fi
+	say "up in $((SECONDS - t0))s: all ${#NODES[@]} nodes idle. Use it with: . $TESTBED_DIR/env"
+	sinfo -o '%10P %.5a %.6D %8t %N %G'
+}
+
+stop_pid() {
+	local name=$1 pid i
+	pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 100); do
+		[ -d "/proc/$pid" ] || break
+		sleep 0.1
+	done
+	if [ -d "/proc/$pid" ]; then
+		say "$name ($pid) ignored SIGTERM for 10s; sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	say "stopped $name ($pid)"
+	rm -f "$(readlink -f "$RUN/$name.pid")" "$RUN/$name.pid"
+}
+
+# Running jobs' slurmstepd processes outlive slurmd, so a full stop cancels what still runs in
+# this throwaway cluster (pending jobs stay in its saved state) and waits for the steps to end.
+end_running_jobs() {
+	pid_of slurmctld >/dev/null && [ -f "$ETC/slurm.conf" ] || return 0
+	local running
+	running=$(squeue -h -t running,completing,configuring -o %i 2>/dev/null | wc -l) || return 0
+	[ "$running" -gt 0 ] || return 0
+	say "cancelling $running running testbed job(s) so no slurmstepd is left behind"
+	scancel --state=running >/dev/null 2>&1 || true
+	scancel --state=configuring >/dev/null 2>&1 || true
+	wait_for "running jobs to end" 20 test -z "$(squeue -h -t running,completing,configuring -o %i 2>/dev/null)" || true
+}
+
+cmd_down() {
+	require_root
+	local node
+	slurm_env
+	end_running_jobs
+	# Nodes first, then the controller, accounting, database and authentication.
+	for node in "${NODES[@]}"; do stop_pid "slurmd-$node"; done
+	stop_pid slurmctld
+	stop_pid slurmdbd
+	stop_pid mariadb
+	stop_pid munged
+}
+
+cmd_status() {
+	local name pid rc=0 node
+	for name in munged mariadb slurmdbd slurmctld $(for node in "${NODES[@]}"; do echo "slurmd-$node"; done); do
+		if pid=$(pid_of "$name"); then
+			printf '%-20s up    pid %s\n' "$name" "$pid"
+		else
+			printf '%-20s down\n' "$name"
+			rc=3
+		fi
+	done
+	if [ -f "$ETC/slurm.conf" ] && pid_of slurmctld >/dev/null; then
+		SLURM_CONF=$ETC/slurm.conf sinfo -o '%10P %.5a %.6D %8t %N %G' || true
+	fi
+	return $rc
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+clean)
+	cmd_down
+	case $TESTBED_DIR in /tmp/* | /var/tmp/*) rm -rf "$TESTBED_DIR" ;; *) die "refusing to remove $TESTBED_DIR (not under /tmp or /var/tmp)" ;; esac
+	;;
+*)
+	echo "usage: $0 up|down|status|clean" >&2
+	exit 2
+	;;
+esac
