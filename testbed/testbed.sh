@@ -180,8 +180,11 @@ write_configs() {
 	COMM_PARAMS=$(comm_params)
 	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
+	local before
+	before=$(cat "$ETC/slurm.conf" "$ETC/gres.conf" 2>/dev/null | md5sum)
 	render "$REPO_ROOT/slurm-conf/testbed/slurm.conf.in" "$ETC/slurm.conf"
 	render "$REPO_ROOT/slurm-conf/testbed/gres.conf.in" "$ETC/gres.conf"
+	[ "$before" = "$(cat "$ETC/slurm.conf" "$ETC/gres.conf" | md5sum)" ] || CONFIG_CHANGED=1
 	(umask 077 && render "$REPO_ROOT/slurm-conf/testbed/slurmdbd.conf.in" "$ETC/slurmdbd.conf")
 	chown slurm:slurm "$ETC/slurmdbd.conf"
 	chmod 0600 "$ETC/slurmdbd.conf"
@@ -285,7 +288,14 @@ ensure_accounts() {
 }
 
 start_slurmctld() {
-	pid_of slurmctld >/dev/null && return 0
+	if pid_of slurmctld >/dev/null; then
+		# A running cluster picks up a changed template without a restart.
+		if [ "${CONFIG_CHANGED:-0}" = 1 ]; then
+			say "configuration changed: scontrol reconfigure"
+			scontrol reconfigure
+		fi
+		return 0
+	fi
 	say "starting slurmctld on 127.0.0.1:$TESTBED_CTLD_PORT"
 	/usr/sbin/slurmctld
 	wait_for "slurmctld" 30 scontrol ping || { tail -n 20 "$LOG/slurmctld.log" >&2; die "slurmctld did not answer"; }

@@ -1,0 +1,92 @@
+// Package slurm holds the adapters that talk to Slurm's commands. Everything that execs a
+// Slurm command goes through a Runner, so policies stay pure and tests can replay captured
+// output.
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Runner runs one command and returns its standard output. Implementations never involve a
+// shell: arguments are passed to the program as they are, so job fields and CLI input cannot
+// inject commands.
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// DefaultTimeout bounds a Slurm command when the caller's context has no deadline: a hung
+// slurmctld must not hang a daemon cycle.
+const DefaultTimeout = 30 * time.Second
+
+// ExecRunner runs commands with os/exec.
+type ExecRunner struct {
+	// Env is the complete environment of the command (e.g. with SLURM_CONF); nil inherits ours.
+	Env []string
+	// Timeout applies when ctx has no deadline; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Credential, when set, runs the command as another user (needs root).
+	Credential *syscall.Credential
+	// Dir is the working directory; empty means ours.
+	Dir string
+}
+
+// CommandError reports a command that ran and failed, with what it printed on stderr, which is
+// where Slurm commands say why.
+type CommandError struct {
+	Command  string
+	ExitCode int
+	Stderr   string
+	Err      error
+}
+
+func (e *CommandError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("%s: exit %d: %s", e.Command, e.ExitCode, msg)
+}
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// Run implements Runner.
+func (r ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		timeout := r.Timeout
+		if timeout == 0 {
+			timeout = DefaultTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = r.Env
+	cmd.Dir = r.Dir
+	if r.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.Credential}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	cmdErr := &CommandError{Command: name + " " + strings.Join(args, " "), ExitCode: -1, Stderr: stderr.String(), Err: err}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		cmdErr.ExitCode = exitErr.ExitCode()
+	}
+	if ctx.Err() != nil {
+		cmdErr.Err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return stdout.Bytes(), cmdErr
+}

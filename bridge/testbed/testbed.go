@@ -1,0 +1,268 @@
+// Package testbed lets integration tests use the local Slurm testbed started by
+// `make testbed-up` (testbed/testbed.sh): submit jobs as the testbed's users, wait for job
+// states with a deadline, and read accounting records from sacct.
+//
+// It never skips: a test that asks for the testbed and cannot reach it fails, because an
+// integration test that silently skips in CI is a missing test.
+package testbed
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+)
+
+// DefaultDir is where testbed.sh puts the testbed unless TESTBED_DIR says otherwise.
+const DefaultDir = "/tmp/slurmbridge-testbed"
+
+// Users maps each testbed user to the project (Slurm account) it belongs to.
+var Users = map[string]string{"alice": "proj-a", "bob": "proj-b", "carol": "proj-c"}
+
+// Cluster is a handle on a running testbed.
+type Cluster struct {
+	Dir string
+	// Vars are the variables exported by $TESTBED_DIR/env (SLURM_CONF, SLURMBRIDGE_DB_*, ...).
+	Vars map[string]string
+	env  []string
+}
+
+// Open reads $TESTBED_DIR/env and checks that slurmctld answers.
+func Open(ctx context.Context) (*Cluster, error) {
+	dir := os.Getenv("TESTBED_DIR")
+	if dir == "" {
+		dir = DefaultDir
+	}
+	vars, err := readEnvFile(filepath.Join(dir, "env"))
+	if err != nil {
+		return nil, fmt.Errorf("testbed not set up (run `make testbed-up`): %w", err)
+	}
+	c := &Cluster{Dir: dir, Vars: vars, env: mergeEnv(os.Environ(), vars)}
+	if _, err := c.Run(ctx, "scontrol", "ping"); err != nil {
+		return nil, fmt.Errorf("testbed slurmctld does not answer (run `make testbed-up`): %w", err)
+	}
+	return c, nil
+}
+
+// Require returns the testbed or fails the test.
+func Require(t testing.TB) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Env is the environment Slurm commands need to reach the testbed.
+func (c *Cluster) Env() []string { return slices.Clone(c.env) }
+
+// Runner returns a runner for Slurm commands as root (the testbed's admin).
+func (c *Cluster) Runner() slurm.Runner { return slurm.ExecRunner{Env: c.env} }
+
+// Run runs a Slurm command as root against the testbed.
+func (c *Cluster) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return c.Runner().Run(ctx, name, args...)
+}
+
+// RunAs runs a command as a testbed user, in that user's home directory, so Slurm's own
+// permission checks apply to it.
+func (c *Cluster) RunAs(ctx context.Context, username, name string, args ...string) ([]byte, error) {
+	u, err := user.Lookup(username)
+	if err != nil {
+		return nil, fmt.Errorf("testbed user %q: %w", username, err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	env := mergeEnv(c.env, map[string]string{"HOME": u.HomeDir, "USER": username, "LOGNAME": username})
+	r := slurm.ExecRunner{Env: env, Dir: u.HomeDir, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	return r.Run(ctx, name, args...)
+}
+
+// Submit runs `sbatch --parsable ARGS...` as username and returns the job id. Output goes to
+// /dev/null unless ARGS say otherwise.
+func (c *Cluster) Submit(ctx context.Context, username string, args ...string) (string, error) {
+	full := append([]string{"--parsable", "--output=/dev/null"}, args...)
+	out, err := c.RunAs(ctx, username, "sbatch", full...)
+	if err != nil {
+		return "", err
+	}
+	// --parsable prints "jobid" or "jobid;cluster"; anything the job_submit plugin said to the
+	// user comes on stderr.
+	id, _, _ := strings.Cut(strings.TrimSpace(lastLine(string(out))), ";")
+	if _, err := strconv.ParseUint(id, 10, 32); err != nil {
+		return "", fmt.Errorf("sbatch printed %q, not a job id", out)
+	}
+	return id, nil
+}
+
+// JobState is the live state of a job as slurmctld reports it (squeue %T), e.g. PENDING,
+// RUNNING, COMPLETED.
+func (c *Cluster) JobState(ctx context.Context, jobID string) (string, error) {
+	out, err := c.Run(ctx, "squeue", "-h", "-j", jobID, "-t", "all", "-o", "%T")
+	if err != nil {
+		return "", err
+	}
+	state := strings.TrimSpace(string(out))
+	if state == "" {
+		return "", fmt.Errorf("job %s unknown to slurmctld", jobID)
+	}
+	return state, nil
+}
+
+// terminalStates end a job; waiting for anything else past one of them is pointless.
+var terminalStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+
+// WaitState polls until the job is in one of want and returns that state. It gives up with an
+// error at the deadline of ctx, or as soon as the job ends in a state not wanted.
+func (c *Cluster) WaitState(ctx context.Context, jobID string, want ...string) (string, error) {
+	var last string
+	for {
+		state, err := c.JobState(ctx, jobID)
+		if err == nil {
+			last = state
+			if slices.Contains(want, state) {
+				return state, nil
+			}
+			if slices.Contains(terminalStates, state) {
+				return state, fmt.Errorf("job %s ended %s, wanted %s", jobID, state, strings.Join(want, "|"))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return last, fmt.Errorf("job %s still %q when waiting for %s ended: %w", jobID, last, strings.Join(want, "|"), ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// AcctRecord is one job's allocation line from sacct (-X).
+type AcctRecord struct {
+	JobID, User, Account, Partition, QOS, State, ExitCode string
+	// AllocTRES as sacct prints it, e.g. "billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1000M,node=1".
+	AllocTRES string
+}
+
+// TRES returns the value of one TRES in AllocTRES ("" when absent).
+func (r AcctRecord) TRES(name string) string {
+	for _, kv := range strings.Split(r.AllocTRES, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// Accounting waits until slurmdbd has the job's record in a final state (the database lags
+// slurmctld) and returns it.
+func (c *Cluster) Accounting(ctx context.Context, jobID string) (AcctRecord, error) {
+	var last AcctRecord
+	var lastErr error
+	for {
+		rec, err := c.sacct(ctx, jobID)
+		if err == nil {
+			last = rec
+			// sacct says e.g. "CANCELLED by 1001": the first word is the state.
+			if st := strings.Fields(rec.State); len(st) > 0 && slices.Contains(terminalStates, st[0]) {
+				return rec, nil
+			}
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return last, fmt.Errorf("sacct for job %s: %w (%v)", jobID, ctx.Err(), lastErr)
+			}
+			return last, fmt.Errorf("sacct for job %s still shows %q: %w", jobID, last.State, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+var errNoRecord = errors.New("no accounting record yet")
+
+func (c *Cluster) sacct(ctx context.Context, jobID string) (AcctRecord, error) {
+	out, err := c.Run(ctx, "sacct", "-X", "-n", "-P", "-j", jobID,
+		"-o", "JobID,User,Account,Partition,QOS,State,ExitCode,AllocTRES")
+	if err != nil {
+		return AcctRecord{}, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 8 || f[0] != jobID {
+			continue
+		}
+		return AcctRecord{JobID: f[0], User: f[1], Account: f[2], Partition: f[3], QOS: f[4], State: f[5], ExitCode: f[6], AllocTRES: f[7]}, nil
+	}
+	return AcctRecord{}, errNoRecord
+}
+
+// readEnvFile parses the `export K=V` lines testbed.sh writes.
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vars := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: cannot read line %q", path, line)
+		}
+		vars[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if vars["SLURM_CONF"] == "" {
+		return nil, fmt.Errorf("%s does not set SLURM_CONF", path)
+	}
+	return vars, nil
+}
+
+// mergeEnv returns base with vars set, replacing earlier values of the same names.
+func mergeEnv(base []string, vars map[string]string) []string {
+	out := make([]string, 0, len(base)+len(vars))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, override := vars[k]; !override {
+			out = append(out, kv)
+		}
+	}
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+vars[k])
+	}
+	return out
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

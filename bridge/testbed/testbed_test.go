@@ -1,0 +1,48 @@
+package testbed
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestReadEnvFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "env")
+	content := "# comment\nexport TESTBED_DIR=/tmp/tb\nexport SLURM_CONF=/tmp/tb/etc/slurm.conf\n\n"
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars, err := readEnvFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vars["SLURM_CONF"] != "/tmp/tb/etc/slurm.conf" || vars["TESTBED_DIR"] != "/tmp/tb" || len(vars) != 2 {
+		t.Fatalf("vars = %v", vars)
+	}
+}
+
+func TestReadEnvFileRejectsFileWithoutSlurmConf(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(path, []byte("export TESTBED_DIR=/tmp/tb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readEnvFile(path); err == nil {
+		t.Fatal("want an error for an env file without SLURM_CONF")
+	}
+}
+
+func TestMergeEnvOverridesAndKeeps(t *testing.T) {
+	got := mergeEnv([]string{"PATH=/bin", "SLURM_CONF=/etc/slurm/slurm.conf"}, map[string]string{"SLURM_CONF": "/tmp/x"})
+	want := []string{"PATH=/bin", "SLURM_CONF=/tmp/x"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestAcctRecordTRES(t *testing.T) {
+	r := AcctRecord{AllocTRES: "billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1000M,node=1"}
+	if r.TRES("gres/gpu:a100") != "1" || r.TRES("gres/gpu") != "1" || r.TRES("mem") != "1000M" || r.TRES("gres/gpu:v100") != "" {
+		t.Fatalf("TRES lookups wrong for %q", r.AllocTRES)
+	}
+}
