@@ -181,7 +181,7 @@ write_configs() {
 	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
 	local before
-	before=$(cat "$ETC/slurm.conf" "$ETC/gres.conf" 2>/dev/null | md5sum)
+	before=$({ cat "$ETC/slurm.conf" "$ETC/gres.conf" 2>/dev/null || true; } | md5sum)
 	render "$REPO_ROOT/slurm-conf/testbed/slurm.conf.in" "$ETC/slurm.conf"
 	render "$REPO_ROOT/slurm-conf/testbed/gres.conf.in" "$ETC/gres.conf"
 	[ "$before" = "$(cat "$ETC/slurm.conf" "$ETC/gres.conf" | md5sum)" ] || CONFIG_CHANGED=1
