@@ -166,8 +166,9 @@ func (r AcctRecord) TRES(name string) string {
 	return ""
 }
 
-// Accounting waits until slurmdbd has the job's record in a final state (the database lags
-// slurmctld) and returns it.
+// Accounting waits until slurmdbd has the job's whole record in a final state and returns it.
+// The database lags slurmctld, and a short job's completion can reach it before its start
+// message: for a moment the row says COMPLETED with no partition and QOS "Unknown".
 func (c *Cluster) Accounting(ctx context.Context, jobID string) (AcctRecord, error) {
 	var last AcctRecord
 	var lastErr error
@@ -176,7 +177,7 @@ func (c *Cluster) Accounting(ctx context.Context, jobID string) (AcctRecord, err
 		if err == nil {
 			last = rec
 			// sacct says e.g. "CANCELLED by 1001": the first word is the state.
-			if st := strings.Fields(rec.State); len(st) > 0 && slices.Contains(terminalStates, st[0]) {
+			if st := strings.Fields(rec.State); len(st) > 0 && slices.Contains(terminalStates, st[0]) && rec.complete() {
 				return rec, nil
 			}
 		}
@@ -191,6 +192,8 @@ func (c *Cluster) Accounting(ctx context.Context, jobID string) (AcctRecord, err
 		}
 	}
 }
+
+func (r AcctRecord) complete() bool { return r.Partition != "" && r.QOS != "" && r.QOS != "Unknown" }
 
 var errNoRecord = errors.New("no accounting record yet")
 
