@@ -13,14 +13,38 @@ BIN := bin
 TESTBED_DIR ?= /tmp/slurmbridge-testbed
 export TESTBED_DIR
 
-.PHONY: all build vet test test-unit bench demo \
+PLUGIN := $(BIN)/job_submit_pools.so
+PLUGIN_SRC := $(shell find cgo-plugins/job_submit_pools bridge/pools bridge/gpureq -name '*.go' -o -name '*.c' -o -name '*.h') go.mod go.sum
+# Where `make install-plugin` puts the plugin: the first directory of the running Slurm's
+# PluginDir unless given.
+PLUGIN_DIR ?= $(shell scontrol show config 2>/dev/null | awk -F' = ' '/^PluginDir/ {split($$2, d, ":"); print d[1]}')
+
+.PHONY: all build plugin install-plugin vet test test-unit bench demo \
 	testbed-up testbed-down testbed-status testbed-clean clean
 
 all: build
 
-build:
+# Commands (package main under */cmd/) go to bin/; the plugin is built by its own rule.
+build: plugin
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./...
+	@cmds=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... | grep '/cmd/' || true); \
+	if [ -n "$$cmds" ]; then echo "$(GO) build -o $(BIN)/ $$cmds"; $(GO) build -o $(BIN)/ $$cmds; fi
+
+# The job_submit plugin is built against this machine's /usr/include/slurm, so its
+# plugin_version matches the slurmctld installed here (libslurm-dev).
+plugin: $(PLUGIN)
+
+$(PLUGIN): $(PLUGIN_SRC)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $@ ./cgo-plugins/job_submit_pools
+	@rm -f $(BIN)/job_submit_pools.h
+
+# Installed by rename, never overwritten in place: slurmctld may have the old one mapped.
+install-plugin: $(PLUGIN)
+	@test -n "$(PLUGIN_DIR)" || { echo "PluginDir unknown: make install-plugin PLUGIN_DIR=/usr/lib/x86_64-linux-gnu/slurm-wlm"; exit 1; }
+	install -m 0755 $(PLUGIN) $(DESTDIR)$(PLUGIN_DIR)/.job_submit_pools.so.new
+	mv -f $(DESTDIR)$(PLUGIN_DIR)/.job_submit_pools.so.new $(DESTDIR)$(PLUGIN_DIR)/job_submit_pools.so
+	@echo "installed $(DESTDIR)$(PLUGIN_DIR)/job_submit_pools.so; enable it with JobSubmitPlugins=pools and restart slurmctld"
 
 vet:
 	$(GO) vet ./...
@@ -39,7 +63,10 @@ bench:
 demo: testbed-up
 	@bash testbed/demo.sh
 
+# Packages first: building the plugin needs libslurm-dev's headers.
 testbed-up:
+	@bash testbed/testbed.sh packages
+	@$(MAKE) --no-print-directory plugin
 	@bash testbed/testbed.sh up
 
 testbed-down:

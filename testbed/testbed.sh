@@ -2,8 +2,10 @@
 # slurmbridge local testbed: a real Slurm 22.05 cluster (munged, MariaDB, slurmdbd, slurmctld and
 # one slurmd per node) on this machine, on loopback only, everything under $TESTBED_DIR.
 #
+#   testbed.sh packages install the missing Debian packages
 #   testbed.sh up       install missing packages, generate configs, start what is not running,
-#                       wait until every node is idle (idempotent)
+#                       wait until every node is idle (idempotent); with bin/job_submit_pools.so
+#                       built, install it and enable JobSubmitPlugins=pools
 #   testbed.sh down     stop exactly the processes the testbed started, by pid file
 #   testbed.sh status   say what is up
 #   testbed.sh clean    down, then remove $TESTBED_DIR
@@ -113,6 +115,7 @@ render() {
 	sed -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
 		-e "s|@HOST@|$host|g" \
 		-e "s|@COMM_PARAMS@|$COMM_PARAMS|g" \
+		-e "s|@JOB_SUBMIT_PLUGINS@|$JOB_SUBMIT_PLUGINS|g" \
 		-e "s|@CTLD_PORT@|$TESTBED_CTLD_PORT|g" \
 		-e "s|@DBD_PORT@|$TESTBED_DBD_PORT|g" \
 		-e "s|@DB_PORT@|$TESTBED_DB_PORT|g" \
@@ -176,8 +179,25 @@ comm_params() {
 	esac
 }
 
+# install_plugin copies a built job_submit plugin and the testbed's pools.yaml in place, by
+# rename (slurmctld may have the old .so mapped), and says whether the plugin changed.
+install_plugin() {
+	local built=$REPO_ROOT/bin/job_submit_pools.so dest=$TESTBED_PLUGIN_DIR/job_submit_pools.so
+	JOB_SUBMIT_PLUGINS=
+	[ -f "$built" ] || { say "no $built (run make plugin): jobs are not routed into pools"; return 0; }
+	JOB_SUBMIT_PLUGINS=pools
+	install -m 0644 "$REPO_ROOT/slurm-conf/testbed/pools.yaml" "$ETC/.pools.yaml.new"
+	mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
+	if ! cmp -s "$built" "$dest"; then
+		install -m 0755 "$built" "$dest.new"
+		mv -f "$dest.new" "$dest"
+		PLUGIN_CHANGED=1
+	fi
+}
+
 write_configs() {
 	COMM_PARAMS=$(comm_params)
+	install_plugin
 	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
 	local before
@@ -289,6 +309,13 @@ ensure_accounts() {
 
 start_slurmctld() {
 	if pid_of slurmctld >/dev/null; then
+		# A new plugin .so is only loaded by a new slurmctld (its state survives the restart).
+		if [ "${PLUGIN_CHANGED:-0}" = 1 ]; then
+			say "job_submit plugin changed: restarting slurmctld"
+			stop_pid slurmctld
+			start_slurmctld
+			return 0
+		fi
 		# A running cluster picks up a changed template without a restart.
 		if [ "${CONFIG_CHANGED:-0}" = 1 ]; then
 			say "configuration changed: scontrol reconfigure"
@@ -398,6 +425,10 @@ cmd_status() {
 }
 
 case ${1:-} in
+packages)
+	require_root
+	install_packages
+	;;
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -35,6 +36,9 @@ type ExecRunner struct {
 	Credential *syscall.Credential
 	// Dir is the working directory; empty means ours.
 	Dir string
+	// Stderr, when set, also receives what the command prints on stderr (Slurm commands say
+	// there what a job_submit plugin told the user, even on success).
+	Stderr io.Writer
 }
 
 // CommandError reports a command that ran and failed, with what it printed on stderr, which is
@@ -76,6 +80,9 @@ func (r ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
+	if r.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, r.Stderr)
+	}
 	err := cmd.Run()
 	if err == nil {
 		return stdout.Bytes(), nil

@@ -81,32 +81,75 @@ func (c *Cluster) Run(ctx context.Context, name string, args ...string) ([]byte,
 // RunAs runs a command as a testbed user, in that user's home directory, so Slurm's own
 // permission checks apply to it.
 func (c *Cluster) RunAs(ctx context.Context, username, name string, args ...string) ([]byte, error) {
+	r, err := c.userRunner(username)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(ctx, name, args...)
+}
+
+// RunAsWithStderr is RunAs that also returns what the command printed on stderr.
+func (c *Cluster) RunAsWithStderr(ctx context.Context, username, name string, args ...string) (stdout []byte, stderr string, err error) {
+	r, err := c.userRunner(username)
+	if err != nil {
+		return nil, "", err
+	}
+	var buf strings.Builder
+	r.Stderr = &buf
+	stdout, err = r.Run(ctx, name, args...)
+	return stdout, buf.String(), err
+}
+
+func (c *Cluster) userRunner(username string) (slurm.ExecRunner, error) {
 	u, err := user.Lookup(username)
 	if err != nil {
-		return nil, fmt.Errorf("testbed user %q: %w", username, err)
+		return slurm.ExecRunner{}, fmt.Errorf("testbed user %q: %w", username, err)
 	}
 	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 	env := mergeEnv(c.env, map[string]string{"HOME": u.HomeDir, "USER": username, "LOGNAME": username})
-	r := slurm.ExecRunner{Env: env, Dir: u.HomeDir, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	return r.Run(ctx, name, args...)
+	return slurm.ExecRunner{Env: env, Dir: u.HomeDir, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}, nil
 }
 
 // Submit runs `sbatch --parsable ARGS...` as username and returns the job id. Output goes to
 // /dev/null unless ARGS say otherwise.
 func (c *Cluster) Submit(ctx context.Context, username string, args ...string) (string, error) {
+	id, _, err := c.SubmitWithMessage(ctx, username, args...)
+	return id, err
+}
+
+// SubmitWithMessage is Submit that also returns what sbatch printed on stderr: the message of
+// a job_submit plugin, on success as on refusal.
+func (c *Cluster) SubmitWithMessage(ctx context.Context, username string, args ...string) (id, message string, err error) {
 	full := append([]string{"--parsable", "--output=/dev/null"}, args...)
-	out, err := c.RunAs(ctx, username, "sbatch", full...)
+	out, stderr, err := c.RunAsWithStderr(ctx, username, "sbatch", full...)
 	if err != nil {
-		return "", err
+		return "", stderr, err
 	}
 	// --parsable prints "jobid" or "jobid;cluster"; anything the job_submit plugin said to the
 	// user comes on stderr.
-	id, _, _ := strings.Cut(strings.TrimSpace(lastLine(string(out))), ";")
+	id, _, _ = strings.Cut(strings.TrimSpace(lastLine(string(out))), ";")
 	if _, err := strconv.ParseUint(id, 10, 32); err != nil {
-		return "", fmt.Errorf("sbatch printed %q, not a job id", out)
+		return "", stderr, fmt.Errorf("sbatch printed %q, not a job id", out)
 	}
-	return id, nil
+	return id, stderr, nil
+}
+
+// Partition is the job's partition as slurmctld holds it: for a pending job routed to several
+// pools, the comma-separated list.
+func (c *Cluster) Partition(ctx context.Context, jobID string) (string, error) {
+	out, err := c.Run(ctx, "squeue", "-h", "-j", jobID, "-t", "all", "-o", "%P")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Cancel cancels jobs; for test clean-up, errors are ignored.
+func (c *Cluster) Cancel(jobIDs ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = c.Run(ctx, "scancel", jobIDs...)
 }
 
 // JobState is the live state of a job as slurmctld reports it (squeue %T), e.g. PENDING,

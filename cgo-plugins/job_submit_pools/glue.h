@@ -1,0 +1,21 @@
+/*
+ * C side of the job_submit/pools plugin, shared by plugin.c and the Go code.
+ * Strings handed to slurmctld must come from Slurm's own allocator (slurm_xstrdup):
+ * slurmctld xfree()s them, and a malloc'd pointer there crashes it.
+ */
+#ifndef SLURMBRIDGE_JOB_SUBMIT_POOLS_GLUE_H
+#define SLURMBRIDGE_JOB_SUBMIT_POOLS_GLUE_H
+
+#include <stdint.h>
+#include <slurm/slurm.h>
+
+enum pools_log_level { POOLS_LOG_ERROR = 0, POOLS_LOG_INFO = 1, POOLS_LOG_VERBOSE = 2, POOLS_LOG_DEBUG = 3 };
+
+/* Replace job_desc->partition; only called where it was NULL, so nothing is freed. */
+void pools_set_partition(job_desc_msg_t *desc, const char *partition);
+/* Set *err_msg (shown to the user by sbatch/srun/salloc) unless another plugin already did. */
+void pools_set_err_msg(char **err_msg, const char *msg);
+/* Log through slurmctld's own log. */
+void pools_log(int level, const char *msg);
+
+#endif

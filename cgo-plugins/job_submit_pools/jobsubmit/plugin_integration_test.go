@@ -1,0 +1,202 @@
+//go:build integration
+
+package jobsubmit_test
+
+// These tests drive the real job_submit_pools.so inside the testbed's slurmctld through sbatch,
+// srun, salloc and scontrol, as the testbed's users, with slurm-conf/testbed/pools.yaml
+// (policy cheapest: a100-spot, then a100 and v100 at equal cost per unit of work).
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+func setup(t *testing.T) (*testbed.Cluster, context.Context) {
+	t.Helper()
+	c := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	out, err := c.Run(ctx, "scontrol", "show", "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "JobSubmitPlugins        = pools") {
+		t.Fatalf("testbed slurmctld runs without JobSubmitPlugins=pools (was bin/job_submit_pools.so built before `make testbed-up`?)")
+	}
+	return c, ctx
+}
+
+// Held jobs stay PENDING, so the partition list the plugin wrote can be read back.
+func TestPluginRoutesPendingJobsToPools(t *testing.T) {
+	c, ctx := setup(t)
+	cases := []struct {
+		name          string
+		args          []string
+		wantPartition string
+		wantMessage   string
+	}{
+		{"cpu job to the default CPU pool", []string{"--wrap", "true"}, "cpu", "job sent to pool cpu"},
+		{"typed GPU job to a100 pools, spot first", []string{"--gres=gpu:a100:1", "--wrap", "true"}, "a100-spot,a100", "a100-spot,a100"},
+		{"--gpus=N of any type to every GPU pool", []string{"--gpus=2", "--wrap", "true"}, "a100-spot,a100,v100", "a100-spot,a100,v100"},
+		{"--gpus-per-node with type", []string{"--gpus-per-node=v100:2", "--wrap", "true"}, "v100", "pool v100"},
+		{"--gpus-per-task", []string{"--gpus-per-task=1", "-n", "2", "--wrap", "true"}, "a100-spot,a100,v100", "a100-spot"},
+		{"more GPUs per node than spot nodes hold but fits over 2 nodes", []string{"--gres=gpu:a100:4", "-N", "2", "--wrap", "true"}, "a100", "pool a100"},
+		{"named partition kept", []string{"-p", "v100", "--gres=gpu:v100:1", "--wrap", "true"}, "v100", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--hold", "--job-name=pools-route"}, tc.args...)
+			id, msg, err := c.SubmitWithMessage(ctx, "alice", args...)
+			if err != nil {
+				t.Fatalf("sbatch %v: %v", tc.args, err)
+			}
+			t.Cleanup(func() { c.Cancel(id) })
+			got, err := c.Partition(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.wantPartition {
+				t.Errorf("partition = %q, want %q", got, tc.wantPartition)
+			}
+			if tc.wantMessage == "" && strings.Contains(msg, "slurmbridge") {
+				t.Errorf("sbatch said %q for a job that named its pool", msg)
+			}
+			if tc.wantMessage != "" && !strings.Contains(msg, tc.wantMessage) {
+				t.Errorf("sbatch said %q, want it to mention %q", msg, tc.wantMessage)
+			}
+		})
+	}
+}
+
+func TestPluginRejectsImpossibleRequestsWithUsefulMessage(t *testing.T) {
+	c, ctx := setup(t)
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"GPU job to the CPU pool", []string{"-p", "cpu", "--gpus=1"}, []string{"pool cpu", "no GPUs", "a100-spot,a100,v100"}},
+		{"GPU type the pool lacks", []string{"-p", "a100", "--gres=gpu:v100:1"}, []string{"pool a100", "v100", "-p v100"}},
+		{"more GPUs per node than any node has", []string{"-p", "v100", "--gpus-per-node=8"}, []string{"pool v100", "8", "No pool can run it"}},
+		{"unknown GPU type", []string{"--gres=gpu:h100:1"}, []string{"h100"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--hold", "--job-name=pools-reject"}, tc.args...)
+			args = append(args, "--wrap", "true")
+			id, msg, err := c.SubmitWithMessage(ctx, "bob", args...)
+			if err == nil {
+				c.Cancel(id)
+				t.Fatalf("job %s accepted; want a refusal", id)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("sbatch said %q; want it to mention %q", msg, w)
+				}
+			}
+			if !strings.Contains(msg, "Invalid generic resource") {
+				t.Errorf("sbatch said %q; want Slurm's GRES error after ours", msg)
+			}
+		})
+	}
+}
+
+// A routed GPU job really runs, in the cheapest pool, and is accounted there.
+func TestRoutedGPUJobRunsInCheapestPool(t *testing.T) {
+	c, ctx := setup(t)
+	id, err := c.Submit(ctx, "carol", "--job-name=pools-run", "--gres=gpu:a100:1", "--wrap", "test \"$SLURM_GPUS_ON_NODE\" = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state, err := c.WaitState(ctx, id, "COMPLETED"); err != nil {
+		t.Fatalf("%v (state %s)", err, state)
+	}
+	rec, err := c.Accounting(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Partition != "a100-spot" || rec.Account != "proj-c" || rec.TRES("gres/gpu:a100") != "1" {
+		t.Fatalf("accounted as %+v, want proj-c in a100-spot with one a100", rec)
+	}
+}
+
+// Spot full: Slurm starts the job in the on-demand fallback listed after it. That is the
+// availability-aware choice, made by Slurm itself from the list the plugin wrote.
+func TestFullSpotPoolFallsBackToOnDemand(t *testing.T) {
+	c, ctx := setup(t)
+	filler, err := c.Submit(ctx, "alice", "--job-name=pools-fill", "-p", "a100-spot", "--gres=gpu:a100:4", "--wrap", "sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Cancel(filler) })
+	if _, err := c.WaitState(ctx, filler, "RUNNING"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Submit(ctx, "bob", "--job-name=pools-fallback", "--gres=gpu:a100:1", "--wrap", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitState(ctx, id, "COMPLETED"); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Accounting(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Partition != "a100" {
+		t.Fatalf("ran in %q, want the on-demand fallback a100 while a100-spot is full", rec.Partition)
+	}
+}
+
+// srun and salloc go through the same plugin as sbatch.
+func TestPluginRoutesInteractiveJobs(t *testing.T) {
+	c, ctx := setup(t)
+	// srun runs on the node; salloc runs its command here, inside the allocation's environment.
+	for _, cmd := range [][]string{
+		{"srun", "--job-name=pools-srun", "--gpus=1", "-t", "1", "printenv", "SLURMD_NODENAME"},
+		{"salloc", "--job-name=pools-salloc", "--gpus=1", "-t", "1", "printenv", "SLURM_JOB_NODELIST"},
+	} {
+		out, stderr, err := c.RunAsWithStderr(ctx, "alice", cmd[0], cmd[1:]...)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd[0], err)
+		}
+		if !strings.Contains(stderr, "slurmbridge: job sent to pools") {
+			t.Errorf("%s said %q; want the plugin's routing message", cmd[0], stderr)
+		}
+		// SLURM_JOB_PARTITION holds the whole list; the node says which pool ran it. Which GPU
+		// pool depends on what the previous job's node is still doing: Slurm's choice.
+		if node := strings.TrimSpace(string(out)); !strings.HasPrefix(node, "a100") && !strings.HasPrefix(node, "v100") {
+			t.Errorf("%s ran on %q, want a GPU node", cmd[0], node)
+		}
+	}
+}
+
+// job_modify applies the same rules to a pending job's new partition and GPU request.
+func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
+	c, ctx := setup(t)
+	id, err := c.Submit(ctx, "alice", "--hold", "--job-name=pools-modify", "--gres=gpu:a100:1", "--wrap", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Cancel(id) })
+
+	_, stderr, err := c.RunAsWithStderr(ctx, "alice", "scontrol", "update", "jobid="+id, "partition=cpu", "gres=gpu:a100:1")
+	if err == nil {
+		t.Fatalf("moving a GPU job to the CPU pool was accepted")
+	}
+	if got, _ := c.Partition(ctx, id); got != "a100-spot,a100" {
+		t.Errorf("partition after refused update = %q, want it unchanged", got)
+	}
+	t.Logf("refusal: %s", strings.TrimSpace(stderr))
+
+	if _, err := c.RunAs(ctx, "alice", "scontrol", "update", "jobid="+id, "partition=v100", "gres=gpu:v100:2"); err != nil {
+		t.Fatalf("a valid update was refused: %v", err)
+	}
+	if got, _ := c.Partition(ctx, id); got != "v100" {
+		t.Errorf("partition after valid update = %q, want v100", got)
+	}
+}

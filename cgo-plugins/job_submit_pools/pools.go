@@ -1,0 +1,131 @@
+// Command job_submit_pools is the job_submit/pools Slurm plugin, built with
+// -buildmode=c-shared into job_submit_pools.so. This file only converts job_desc_msg_t fields
+// to Go and back; the decisions are made by the jobsubmit package (and bridge/pools), which
+// are plain Go and tested without slurmctld.
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall
+#include <stdlib.h>
+#include <slurm/slurm_errno.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
+)
+
+const (
+	slurmSuccess = 0
+)
+
+var plugin = jobsubmit.New(jobsubmit.ConfigPathFromEnv(), logToSlurm)
+
+func logToSlurm(level jobsubmit.Level, msg string) {
+	cmsg := C.CString(msg)
+	defer C.free(unsafe.Pointer(cmsg))
+	C.pools_log(C.int(level), cmsg)
+}
+
+// guard turns a Go panic into a logged error and an unchanged job: a panic escaping into
+// slurmctld would kill it.
+func guard(rc *C.int) {
+	if r := recover(); r != nil {
+		logToSlurm(jobsubmit.LevelError, fmt.Sprintf("internal error, job left unchanged: %v", r))
+		*rc = slurmSuccess
+	}
+}
+
+//export pools_go_init
+func pools_go_init() (rc C.int) {
+	defer guard(&rc)
+	plugin.Init()
+	return slurmSuccess
+}
+
+//export pools_go_fini
+func pools_go_fini() {
+	defer func() { _ = recover() }()
+	plugin.Fini()
+}
+
+//export pools_go_submit
+func pools_go_submit(desc *C.job_desc_msg_t, uid C.uint32_t, errMsg **C.char) (rc C.int) {
+	defer guard(&rc)
+	req := requestFrom(desc, pools.Submit)
+	out := plugin.Submit(&req, uint32(uid))
+	apply(desc, out, errMsg)
+	return errno(out.Reject)
+}
+
+//export pools_go_modify
+func pools_go_modify(desc *C.job_desc_msg_t, uid C.uint32_t) (rc C.int) {
+	defer guard(&rc)
+	req := requestFrom(desc, pools.Modify)
+	out := plugin.Modify(&req, uint32(uid))
+	apply(desc, out, nil)
+	return errno(out.Reject)
+}
+
+// errno is the Slurm error the submitting command prints after our message.
+func errno(r jobsubmit.Rejection) C.int {
+	switch r {
+	case jobsubmit.RejectGRES:
+		return C.ESLURM_INVALID_GRES
+	case jobsubmit.RejectPartition:
+		return C.ESLURM_INVALID_PARTITION_NAME
+	}
+	return slurmSuccess
+}
+
+func apply(desc *C.job_desc_msg_t, out jobsubmit.Outcome, errMsg **C.char) {
+	if out.SetPartition != "" {
+		cpart := C.CString(out.SetPartition)
+		C.pools_set_partition(desc, cpart)
+		C.free(unsafe.Pointer(cpart))
+	}
+	if out.UserMessage != "" && errMsg != nil {
+		cmsg := C.CString(out.UserMessage)
+		C.pools_set_err_msg(errMsg, cmsg)
+		C.free(unsafe.Pointer(cmsg))
+	}
+}
+
+// requestFrom copies the fields routing reads; NULL strings become "" and numbers keep
+// Slurm's NO_VAL sentinels, which bridge/pools interprets.
+func requestFrom(d *C.job_desc_msg_t, op pools.Op) pools.Request {
+	return pools.Request{
+		Op:             op,
+		Partition:      goString(d.partition),
+		TRESPerJob:     goString(d.tres_per_job),
+		TRESPerNode:    goString(d.tres_per_node),
+		TRESPerSocket:  goString(d.tres_per_socket),
+		TRESPerTask:    goString(d.tres_per_task),
+		MinCPUs:        uint32(d.min_cpus),
+		CPUsPerTask:    uint16(d.cpus_per_task),
+		PnMinCPUs:      uint16(d.pn_min_cpus),
+		PnMinMemory:    uint64(d.pn_min_memory),
+		MinNodes:       uint32(d.min_nodes),
+		MaxNodes:       uint32(d.max_nodes),
+		NumTasks:       uint32(d.num_tasks),
+		NTasksPerNode:  uint16(d.ntasks_per_node),
+		SocketsPerNode: uint16(d.sockets_per_node),
+		Name:           goString(d.name),
+		Comment:        goString(d.comment),
+		Features:       goString(d.features),
+	}
+}
+
+func goString(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	return C.GoString(s)
+}
+
+func main() {}
