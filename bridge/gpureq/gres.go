@@ -1,0 +1,250 @@
+// Package gpureq is Slurm 22.05's vocabulary for GPU requests and TRES strings.
+//
+// It reads the four job_desc GRES fields (tres_per_job, tres_per_node, tres_per_socket,
+// tres_per_task, e.g. "gres:gpu:a100:1,gres:mps:100"), the GRES of a node as sinfo prints it
+// ("gpu:a100:4(S:0)"), and accounting TRES strings in both the named form
+// ("cpu=1,mem=1000M,gres/gpu:a100=1") and the id form ("1=16,2=128000,1001=4").
+//
+// Every parser takes untrusted input: it allocates little, never panics, and its errors name
+// the offending token. It does no I/O, so the job_submit plugin may call it in slurmctld's RPC
+// thread.
+package gpureq
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// GPUName is the GRES name that means GPUs; other GRES (mps, shard, nic...) are kept apart.
+const GPUName = "gpu"
+
+// Gres is one entry of a GRES list: "gres:gpu:a100:2" is {Name: "gpu", Type: "a100", Count: 2}.
+// Type is empty when the request accepts any type.
+type Gres struct {
+	Name  string
+	Type  string
+	Count uint64
+}
+
+// IsGPU reports whether the entry counts GPUs.
+func (g Gres) IsGPU() bool { return g.Name == GPUName }
+
+// String spells the entry as job_desc does, "gres:NAME[:TYPE]:COUNT".
+func (g Gres) String() string {
+	if g.Type == "" {
+		return fmt.Sprintf("gres:%s:%d", g.Name, g.Count)
+	}
+	return fmt.Sprintf("gres:%s:%s:%d", g.Name, g.Type, g.Count)
+}
+
+// SyntaxError says which token of which field could not be read.
+type SyntaxError struct {
+	Field   string // e.g. "tres_per_node"
+	Token   string // the offending comma-separated entry, truncated
+	Problem string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("%s: bad token %q: %s", e.Field, e.Token, e.Problem)
+}
+
+// maxTokenInError bounds what a user-supplied token can add to a log line or err_msg.
+const maxTokenInError = 64
+
+func syntaxError(field, token, format string, args ...any) *SyntaxError {
+	if len(token) > maxTokenInError {
+		token = token[:maxTokenInError] + "..."
+	}
+	return &SyntaxError{Field: field, Token: token, Problem: fmt.Sprintf(format, args...)}
+}
+
+// ParseGres reads one job_desc tres_per_* value: comma-separated entries
+// "[gres:]NAME[:TYPE][:COUNT]". Slurm 22.05 writes the "gres:" prefix; "gres/" (Slurm 23.02+)
+// and no prefix are accepted too. A missing count means 1. field names the value in errors.
+// An empty string is an empty list.
+func ParseGres(field, s string) ([]Gres, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := make([]Gres, 0, 1+strings.Count(s, ","))
+	err := eachGres(field, s, func(g Gres) { out = append(out, g) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachGres calls fn for every entry of a tres_per_* value; Parse uses it to fill a Request
+// without an intermediate slice.
+func eachGres(field, s string, fn func(Gres)) error {
+	if s == "" {
+		return nil
+	}
+	for entry := range strings.SplitSeq(s, ",") {
+		g, err := parseGresEntry(field, entry, true)
+		if err != nil {
+			return err
+		}
+		fn(g)
+	}
+	return nil
+}
+
+// ParseNodeGres reads a node's GRES as sinfo/scontrol print them: "gpu:a100:4(S:0-1)",
+// "gpu:a100:2(IDX:0,2)" (gres_used), "gpu:4,mps:400". The parenthesised socket or index
+// lists are dropped. "", "(null)" and "N/A" mean none.
+func ParseNodeGres(s string) ([]Gres, error) {
+	const field = "node gres"
+	if s == "" || s == "(null)" || s == "N/A" {
+		return nil, nil
+	}
+	var out []Gres
+	depth, start := 0, 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			switch s[i] {
+			case '(':
+				depth++
+				continue
+			case ')':
+				if depth == 0 {
+					return nil, syntaxError(field, s, "unbalanced ')'")
+				}
+				depth--
+				continue
+			case ',':
+				if depth > 0 {
+					continue
+				}
+			default:
+				continue
+			}
+		} else if depth != 0 {
+			return nil, syntaxError(field, s, "unbalanced '('")
+		}
+		entry := s[start:i]
+		start = i + 1
+		if p := strings.IndexByte(entry, '('); p >= 0 {
+			if !strings.HasSuffix(entry, ")") {
+				return nil, syntaxError(field, entry, "text after ')'")
+			}
+			entry = entry[:p]
+		}
+		g, err := parseGresEntry(field, entry, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func parseGresEntry(field, entry string, allowPrefix bool) (Gres, error) {
+	rest := entry
+	if allowPrefix {
+		if r, ok := strings.CutPrefix(rest, "gres:"); ok {
+			rest = r
+		} else if r, ok := strings.CutPrefix(rest, "gres/"); ok {
+			rest = r
+		}
+	}
+	if rest == "" {
+		return Gres{}, syntaxError(field, entry, "empty entry")
+	}
+	name, rest, hasMore := strings.Cut(rest, ":")
+	if !validWord(name) {
+		return Gres{}, syntaxError(field, entry, "GRES name %q is not a word of letters, digits, '_', '-' or '.'", name)
+	}
+	g := Gres{Name: name, Count: 1}
+	if !hasMore {
+		return g, nil
+	}
+	first, last, hasLast := strings.Cut(rest, ":")
+	if hasLast {
+		// NAME:TYPE:COUNT
+		if strings.Contains(last, ":") {
+			return Gres{}, syntaxError(field, entry, "more than NAME:TYPE:COUNT")
+		}
+		if !validWord(first) {
+			return Gres{}, syntaxError(field, entry, "type %q is not a word of letters, digits, '_', '-' or '.'", first)
+		}
+		n, err := parseCount(last)
+		if err != nil {
+			return Gres{}, syntaxError(field, entry, "count %q: %v", last, err)
+		}
+		g.Type, g.Count = first, n
+		return g, nil
+	}
+	// NAME:COUNT or NAME:TYPE; as in Slurm, it is a count when it reads as one.
+	if n, err := parseCount(first); err == nil {
+		g.Count = n
+		return g, nil
+	}
+	if !validWord(first) {
+		return Gres{}, syntaxError(field, entry, "%q is neither a count nor a type", first)
+	}
+	g.Type = first
+	return g, nil
+}
+
+// validWord accepts GRES names and types such as "gpu", "a100", "tesla_v100" or the MIG
+// profile "1g.5gb": letters, digits, '_', '-' and '.', starting with a letter or digit.
+func validWord(s string) bool {
+	if s == "" || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// parseCount reads a GRES count: decimal digits with an optional k, m or g suffix that
+// multiplies by 1024, 1024² or 1024³ (Slurm's gres.c does the same).
+func parseCount(s string) (uint64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("empty")
+	}
+	mult := uint64(1)
+	switch s[len(s)-1] {
+	case 'k', 'K':
+		mult, s = 1<<10, s[:len(s)-1]
+	case 'm', 'M':
+		mult, s = 1<<20, s[:len(s)-1]
+	case 'g', 'G':
+		mult, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := parseDigits(s)
+	if err != nil {
+		return 0, err
+	}
+	hi, lo := bits.Mul64(n, mult)
+	if hi != 0 {
+		return 0, fmt.Errorf("too large")
+	}
+	return lo, nil
+}
+
+// parseDigits reads plain decimal digits: no sign, no spaces.
+func parseDigits(s string) (uint64, error) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, fmt.Errorf("not a number")
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("too large")
+		}
+		return 0, fmt.Errorf("not a number")
+	}
+	return n, nil
+}

@@ -1,0 +1,435 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Decide returns what the job should do now. The order of the checks is the
+// order of trust: a job that is not elastic, bad declarations and missing
+// or stale reports all hold; hard bounds come next; then stragglers (a slow
+// worker skews every efficiency figure); then shrink, then grow.
+func Decide(in Input) Decision {
+	s := in.Settings.withDefaults()
+	d := decide(in, s)
+	if d.Action != Replace && d.Flags == nil {
+		d.Flags = signalFlags(in, s) // a replacement brings its own, with throughput flags
+	}
+	return d
+}
+
+func decide(in Input, s Settings) Decision {
+	job := in.Job
+	if !job.Elastic {
+		return hold("job %s is not elastic; elasticd leaves it alone", job.ID)
+	}
+	if err := s.validate(); err != nil {
+		return hold("invalid settings: %v", err)
+	}
+	if err := job.Bounds.validate(s); err != nil {
+		return hold("invalid declaration: %v", err)
+	}
+	if len(in.History) == 0 {
+		return hold("no throughput reported yet")
+	}
+	latest := in.History[len(in.History)-1]
+	if age := in.Now.Sub(latest.Time); age > s.StaleAfter {
+		return hold("last throughput report is %s old (stale after %s); the job's probe may be down", age.Round(time.Second), s.StaleAfter)
+	}
+	if problem := incomplete(latest); problem != "" {
+		return hold("latest report is incomplete: %s", problem)
+	}
+
+	p := planner{in: in, s: s, bounds: job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
+	if p.total < p.bounds.MinWorkers {
+		return p.growToMin()
+	}
+	if p.total > p.bounds.MaxWorkers {
+		return p.shrinkToMax(latest)
+	}
+
+	epochs := splitEpochs(in.History)
+	current := epochs[len(epochs)-1]
+	latestWindow := current.settled(in.History, s.SettleTime, s.MinSamples, true)
+	if len(latestWindow) < s.MinSamples {
+		return hold("measuring %s: %d of %d settled reports", current.key, len(latestWindow), s.MinSamples)
+	}
+	p.cur = mean(in.History, latestWindow)
+	if !(p.cur.total > 0) {
+		return hold("job reports no progress (0 samples/s) at %s", current.key)
+	}
+	first := mean(in.History, current.settled(in.History, s.SettleTime, s.MinSamples, false))
+	p.changed = math.Abs(p.cur.total-first.total) > s.NoiseTolerance*first.total
+	p.changeText = fmt.Sprintf("throughput at this size went from %.0f to %.0f samples/s", first.total, p.cur.total)
+	p.sizes = latestMeasured(in.History, epochs, s.SettleTime, s.MinSamples)
+
+	if d, ok := p.replaceStraggler(signalFlags(in, s)); ok {
+		return d
+	}
+	if d, ok := p.shrinkIfStepDoesNotPay(); ok {
+		return d
+	}
+	return p.growOrHold()
+}
+
+// planner holds what the checks share for one decision.
+type planner struct {
+	in     Input
+	s      Settings
+	bounds Bounds
+	alloc  map[GPUType]int
+	total  int
+
+	cur        window   // the current size, last MinSamples settled reports
+	paidSteps  []string // steps into the current size that still pay
+	changed    bool     // throughput at the current size moved beyond noise
+	changeText string
+	sizes      map[string]measured
+}
+
+func (p *planner) price(t GPUType) float64 {
+	for _, o := range p.bounds.Types {
+		if o.Type == t {
+			return o.PricePerGPUHour
+		}
+	}
+	return 0
+}
+
+// costPerHour of an allocation, in dollars.
+func (p *planner) costPerHour(alloc map[GPUType]int) float64 {
+	c := 0.0
+	for t, n := range alloc {
+		c += float64(n*p.bounds.GPUsPerWorker) * p.price(t)
+	}
+	return c
+}
+
+// step is the verdict on one step between two measured sizes that differ
+// in the count of one type.
+type step struct {
+	efficiency float64
+	pays       bool
+	text       string
+}
+
+// judge computes s for the step from lo to hi (hi has more workers of t).
+func (p *planner) judge(lo, hi window, loAlloc, hiAlloc map[GPUType]int, t GPUType) step {
+	added := float64(hiAlloc[t] - loAlloc[t])
+	gain := hi.total - lo.total
+	var eff float64
+	if p.s.Objective == MaxThroughputPerDollar {
+		// s on cost: marginal samples/s per dollar over the job's average.
+		addedCost := p.costPerHour(hiAlloc) - p.costPerHour(loAlloc)
+		eff = (gain / addedCost) / (lo.total / p.costPerHour(loAlloc))
+	} else {
+		baseline := hi.perType[t] / float64(hiAlloc[t]) // a type new to the job: its own workers
+		if loAlloc[t] > 0 {
+			baseline = lo.perType[t] / float64(loAlloc[t])
+		}
+		eff = (gain / added) / baseline
+	}
+	if math.IsNaN(eff) {
+		eff = 0
+	}
+	st := step{efficiency: eff, pays: eff > p.s.Threshold}
+	st.text = fmt.Sprintf("%s → %s: %.0f → %.0f samples/s, s = %.2f (threshold %.2f)",
+		configKey(loAlloc), configKey(hiAlloc), lo.total, hi.total, eff, p.s.Threshold)
+	if v := p.s.ValuePerMillionSamples; v > 0 && st.pays {
+		worth := gain * 3600 / 1e6 * v
+		cost := added * float64(p.bounds.GPUsPerWorker) * p.price(t)
+		if worth <= cost {
+			st.pays = false
+			st.text += fmt.Sprintf("; the gain is worth $%.2f/h, the added GPUs cost $%.2f/h", worth, cost)
+		}
+	}
+	return st
+}
+
+// shrinkIfStepDoesNotPay undoes the step that led to the current size when
+// its efficiency, with today's throughput, is at or below the threshold.
+// This is both "a step failed: back to the last good size" and "shrink when
+// s falls below threshold".
+func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
+	type candidate struct {
+		t     GPUType
+		lower measured
+		step  step
+		count int
+	}
+	var worst *candidate
+	for _, t := range sortedTypes(p.alloc) {
+		lower, ok := neighbour(p.sizes, p.alloc, t, true)
+		if !ok {
+			continue
+		}
+		st := p.judge(lower.rate, p.cur, lower.alloc, p.alloc, t)
+		count := min(p.alloc[t]-lower.alloc[t], p.total-p.bounds.MinWorkers)
+		if st.pays {
+			p.paidSteps = append(p.paidSteps, st.text)
+		}
+		if st.pays || count <= 0 {
+			continue
+		}
+		if worst == nil || st.efficiency < worst.step.efficiency {
+			worst = &candidate{t: t, lower: lower, step: st, count: count}
+		}
+	}
+	if worst == nil {
+		return Decision{}, false
+	}
+	workers := p.pickToRemove(worst.t, worst.count, worst.lower.rate)
+	reason := fmt.Sprintf("step %s does not pay; back to %d workers", worst.step.text, p.total-worst.count)
+	if p.total-worst.count > totalWorkers(worst.lower.alloc) {
+		reason += fmt.Sprintf(" (min is %d)", p.bounds.MinWorkers)
+	}
+	return Decision{Action: Shrink, Type: worst.t, Count: worst.count, Workers: workers, Reason: reason}, true
+}
+
+// pickToRemove chooses n workers of type t: first those absent from the
+// smaller size (the ones the failed step added), then the slowest, then by
+// id from the highest (newest worker jobs first).
+func (p *planner) pickToRemove(t GPUType, n int, smaller window) []string {
+	var ids []string
+	for id, wt := range p.cur.workerType {
+		if wt == t {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		_, aOld := smaller.perWorker[a]
+		_, bOld := smaller.perWorker[b]
+		if aOld != bOld {
+			if aOld {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(p.cur.perWorker[a], p.cur.perWorker[b]); c != 0 {
+			return c
+		}
+		return -compareIDs(a, b)
+	})
+	return ids[:n]
+}
+
+// compareIDs orders worker ids numerically where they are Slurm job ids of
+// different lengths ("999" < "1000"), else as text.
+func compareIDs(a, b string) int {
+	if c := cmp.Compare(len(a), len(b)); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+// growthOption is a type the job could grow by now.
+type growthOption struct {
+	t        GPUType
+	count    int
+	known    bool    // rate comes from a measurement
+	rate     float64 // expected samples/s of one new worker
+	score    float64 // rate, per $/GPU-hour when every type has a price
+	price    float64 // per GPU-hour
+	estimate string
+}
+
+// growOrHold grows by the best type whose next step is allowed, or holds
+// and says why nothing is.
+func (p *planner) growOrHold() Decision {
+	if p.total >= p.bounds.MaxWorkers {
+		d := hold("at max %d workers (%s)", p.bounds.MaxWorkers, configKey(p.alloc))
+		for _, st := range p.paidSteps {
+			d.Reason += "; step " + st + " pays"
+		}
+		return d
+	}
+	var options []growthOption
+	var blocked []string
+	for _, t := range p.allowedTypes() {
+		count, why := p.growthRoom(t)
+		if count == 0 {
+			blocked = append(blocked, why)
+			continue
+		}
+		if upper, ok := neighbour(p.sizes, p.alloc, t, false); ok && upper.alloc[t] <= p.alloc[t]+count {
+			st := p.judge(p.cur, upper.rate, p.alloc, upper.alloc, t)
+			// Left that size less than a cooldown ago: go back only on
+			// clear evidence, so noise cannot make the job flap.
+			clearlyPays := st.pays && st.efficiency > p.s.Threshold*(1+p.s.NoiseTolerance)
+			if reprobe := upper.end.Add(p.s.Cooldown); !clearlyPays && p.in.Now.Before(reprobe) && !p.changed {
+				blocked = append(blocked, fmt.Sprintf("step %s did not pay; holding, re-probe at %s or when throughput moves more than %.0f%%",
+					st.text, reprobe.UTC().Format(time.RFC3339), 100*p.s.NoiseTolerance))
+				continue
+			}
+		}
+		o := p.expected(t, count)
+		if v := p.s.ValuePerMillionSamples; v > 0 && o.known {
+			worth := o.rate * 3600 / 1e6 * v
+			cost := float64(p.bounds.GPUsPerWorker) * o.price
+			if worth <= cost {
+				blocked = append(blocked, fmt.Sprintf("a %s worker (%s) would bring samples worth at most $%.2f/h for $%.2f/h",
+					t, o.estimate, worth, cost))
+				continue
+			}
+		}
+		options = append(options, o)
+	}
+	if len(options) == 0 {
+		return hold("no growth: %s", strings.Join(blocked, "; "))
+	}
+	slices.SortFunc(options, func(a, b growthOption) int {
+		if a.known != b.known {
+			if a.known {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.price, b.price); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.t, b.t)
+	})
+	best := options[0]
+	reason := fmt.Sprintf("grow %s by %d %s worker(s): %s", configKey(p.alloc), best.count, best.t, best.estimate)
+	for _, st := range p.paidSteps {
+		reason += "; step " + st + " pays"
+	}
+	if p.changed {
+		reason += "; " + p.changeText
+	}
+	return Decision{Action: Grow, Type: best.t, Count: best.count, Reason: reason}
+}
+
+// allPriced: every declared type has a price, so types compare per dollar.
+func (p *planner) allPriced() bool {
+	for _, o := range p.bounds.Types {
+		if o.PricePerGPUHour <= 0 {
+			return false
+		}
+	}
+	return len(p.bounds.Types) > 0
+}
+
+// allowedTypes are the declared types, or the job's own when none are
+// declared.
+func (p *planner) allowedTypes() []GPUType {
+	if len(p.bounds.Types) == 0 {
+		return sortedTypes(p.alloc)
+	}
+	types := make([]GPUType, 0, len(p.bounds.Types))
+	for _, o := range p.bounds.Types {
+		types = append(types, o.Type)
+	}
+	slices.Sort(types)
+	return types
+}
+
+// growthRoom is how many workers of t the next step adds, within max, the
+// type's own max and the free capacity; with 0 it says what stops it.
+func (p *planner) growthRoom(t GPUType) (int, string) {
+	n := p.s.Step
+	if p.s.Doubling {
+		n = p.total
+	}
+	n = min(n, p.bounds.MaxWorkers-p.total)
+	for _, o := range p.bounds.Types {
+		if o.Type == t && o.MaxWorkers > 0 {
+			n = min(n, o.MaxWorkers-p.alloc[t])
+			if n <= 0 {
+				return 0, fmt.Sprintf("%s at its max of %d workers", t, o.MaxWorkers)
+			}
+		}
+	}
+	if p.in.Capacity != nil {
+		n = min(n, p.in.Capacity[t])
+		if n <= 0 {
+			return 0, fmt.Sprintf("no free %s capacity", t)
+		}
+	}
+	return n, ""
+}
+
+// expected estimates what a new worker of t brings: the per-worker rate of
+// t now, else at the latest size that had t; optimistic (s = 1), which the
+// next measurement corrects.
+func (p *planner) expected(t GPUType, count int) growthOption {
+	o := growthOption{t: t, count: count, price: p.price(t)}
+	rate, from := 0.0, ""
+	if n := p.alloc[t]; n > 0 {
+		rate, from = p.cur.perType[t]/float64(n), "now"
+	} else {
+		var latest measured
+		for _, m := range p.sizes {
+			if m.alloc[t] > 0 && (from == "" || m.end.After(latest.end)) {
+				latest, from = m, "at "+configKey(m.alloc)
+			}
+		}
+		if from != "" {
+			rate = latest.rate.perType[t] / float64(latest.alloc[t])
+		}
+	}
+	if from == "" {
+		o.estimate = fmt.Sprintf("no %s throughput measured yet, probing", t)
+		return o
+	}
+	o.known, o.rate, o.score = true, rate, rate
+	o.estimate = fmt.Sprintf("%s workers do %.0f samples/s each (%s)", t, rate, from)
+	if p.allPriced() {
+		o.score = rate / o.price
+		o.estimate += fmt.Sprintf(", %.0f samples/s per $/GPU-hour", o.score)
+	}
+	return o
+}
+
+// growToMin restores the declared minimum (a worker was lost) with the
+// type the job runs most of, then the cheapest: restoring min is not the
+// time to explore.
+func (p *planner) growToMin() Decision {
+	need := p.bounds.MinWorkers - p.total
+	var candidates []GPUType
+	for _, t := range p.allowedTypes() {
+		if p.in.Capacity == nil || p.in.Capacity[t] >= need {
+			candidates = append(candidates, t)
+		}
+	}
+	if len(candidates) == 0 {
+		return hold("below min: %d of %d workers, and no type has %d free workers", p.total, p.bounds.MinWorkers, need)
+	}
+	slices.SortStableFunc(candidates, func(a, b GPUType) int {
+		if c := cmp.Compare(p.alloc[b], p.alloc[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(p.price(a), p.price(b))
+	})
+	t := candidates[0]
+	return Decision{Action: Grow, Type: t, Count: need,
+		Reason: fmt.Sprintf("below min: %d of %d workers; adding %d %s", p.total, p.bounds.MinWorkers, need, t)}
+}
+
+// shrinkToMax removes the slowest workers of the latest report.
+func (p *planner) shrinkToMax(latest Measurement) Decision {
+	n := p.total - p.bounds.MaxWorkers
+	workers := slices.Clone(latest.Workers)
+	slices.SortStableFunc(workers, func(a, b WorkerRate) int {
+		if c := cmp.Compare(a.SamplesPerSec, b.SamplesPerSec); c != 0 {
+			return c
+		}
+		return -compareIDs(a.Worker, b.Worker)
+	})
+	d := Decision{Action: Shrink, Count: n, Type: workers[0].Type,
+		Reason: fmt.Sprintf("above max: %d of %d workers; removing the %d slowest", p.total, p.bounds.MaxWorkers, n)}
+	for _, w := range workers[:n] {
+		d.Workers = append(d.Workers, w.Worker)
+		if w.Type != d.Type {
+			d.Type = ""
+		}
+	}
+	return d
+}

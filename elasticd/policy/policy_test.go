@@ -1,0 +1,615 @@
+package policy
+
+import (
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestScalingRuns(t *testing.T) {
+	linear := curve(map[int]float64{1: 100, 64: 6400})
+	tests := []struct {
+		name      string
+		rate      func(map[GPUType]int, WorkerRate) float64
+		job       Job
+		settings  Settings
+		wantSizes []int
+		wantHold  string
+		wantSteps []string // parts of the reasons, in order
+	}{
+		{
+			// The paper's curve: 16, 32, 64 GPUs → 2200, 4000, 5000 img/s;
+			// s = 0.82 from 16 to 32 GPUs, 0.25 from 32 to 64.
+			name:      "paper's curve settles at the knee",
+			rate:      curve(map[int]float64{1: 2200, 2: 4000, 4: 5000}),
+			job:       elasticJob(1, 4, 16),
+			settings:  Settings{Doubling: true},
+			wantSizes: []int{2, 4, 2},
+			wantHold:  "step a100=2 → a100=4: 4000 → 5000 samples/s, s = 0.25 (threshold 0.50) did not pay",
+			wantSteps: []string{"", "a100=1 → a100=2: 2200 → 4000 samples/s, s = 0.82 (threshold 0.50) pays", "s = 0.25 (threshold 0.50) does not pay; back to 2 workers"},
+		},
+		{
+			name:      "linear scaling grows to max",
+			rate:      linear,
+			job:       elasticJob(1, 6, 4),
+			wantSizes: []int{2, 3, 4, 5, 6},
+			wantHold:  "at max 6 workers",
+		},
+		{
+			name:      "doubling stops at max",
+			rate:      linear,
+			job:       elasticJob(1, 6, 4),
+			settings:  Settings{Doubling: true},
+			wantSizes: []int{2, 4, 6},
+			wantHold:  "at max 6 workers",
+		},
+		{
+			// s(2→3) = (200−190)/1 / (190/2) = 0.11
+			name:      "sublinear step below threshold reverts to last good size",
+			rate:      curve(map[int]float64{1: 100, 2: 190, 3: 200}),
+			job:       elasticJob(1, 8, 4),
+			wantSizes: []int{2, 3, 2},
+			wantHold:  "s = 0.11",
+		},
+		{
+			// s(1→2) = 0.70, below a threshold of 0.75: back to 1 worker.
+			name:      "higher threshold stops earlier",
+			rate:      curve(map[int]float64{1: 100, 2: 170, 3: 230}),
+			job:       elasticJob(1, 8, 4),
+			settings:  Settings{Threshold: 0.75},
+			wantSizes: []int{2, 1},
+			wantHold:  "a100=1 → a100=2: 100 → 170 samples/s, s = 0.70",
+		},
+	}
+
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(tc.rate, "a100")
+			sizes, decisions := s.drive(t, tc.job, tc.settings, 20)
+			if !slices.Equal(sizes, tc.wantSizes) {
+				t.Errorf("sizes = %v, want %v", sizes, tc.wantSizes)
+			}
+			for i, part := range tc.wantSteps {
+				if !strings.Contains(decisions[i].Reason, part) {
+					t.Errorf("decision %d: %q does not contain %q", i, decisions[i].Reason, part)
+				}
+			}
+			final := decisions[len(decisions)-1]
+			if !strings.Contains(final.Reason, tc.wantHold) {
+				t.Errorf("final hold %q does not contain %q", final.Reason, tc.wantHold)
+			}
+		})
+	}
+}
+
+func TestRevertRemovesTheWorkersTheStepAdded(t *testing.T) {
+	// At 3 workers the added worker 1002 is the fastest, yet the step does
+	// not pay (190 → 200 samples/s): undoing it removes 1002, not the
+	// slowest.
+	s := newSim(func(alloc map[GPUType]int, w WorkerRate) float64 {
+		if alloc["a100"] < 3 {
+			return 95
+		}
+		return map[string]float64{"1000": 60, "1001": 60, "1002": 80}[w.Worker]
+	}, "a100", "a100")
+	job := elasticJob(1, 8, 4)
+	s.settle(Settings{})
+	grow := Decide(s.input(job, Settings{}))
+	if grow.Action != Grow {
+		t.Fatalf("want grow, got %s: %s", grow.Action, grow.Reason)
+	}
+	s.apply(t, grow)
+	s.settle(Settings{})
+	d := Decide(s.input(job, Settings{}))
+	if d.Action != Shrink || d.Count != 1 || !slices.Equal(d.Workers, []string{"1002"}) || d.Type != "a100" {
+		t.Fatalf("got %s %d %v (%s), want shrink of 1002", d.Action, d.Count, d.Workers, d.Reason)
+	}
+}
+
+func TestRegrowAfterLeavingASize(t *testing.T) {
+	// The job ran at 2 then 3 workers, and is back at 2 (a worker was
+	// lost). Within the cooldown it goes back to 3 only if that step
+	// clearly paid: s above threshold × (1 + noise tolerance) = 0.55.
+	tests := []struct {
+		name string
+		s    float64 // efficiency of 2 → 3
+		want Action
+	}{
+		{"clearly paid: grow at once", 0.9, Grow},
+		{"paid within noise of the threshold: wait for the cooldown", 0.52, Hold},
+		{"did not pay: wait for the cooldown", 0.3, Hold},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(curve(map[int]float64{2: 190, 3: 190 + tc.s*95}), "a100", "a100")
+			s.settle(Settings{})
+			s.add("a100", 1)
+			s.settle(Settings{})
+			s.remove("1002")
+			s.settle(Settings{})
+			d := Decide(s.input(elasticJob(1, 8, 4), Settings{}))
+			if d.Action != tc.want {
+				t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, tc.want)
+			}
+		})
+	}
+}
+
+// afterFailedStep leaves a job back at 2 workers after its step to 3 did
+// not pay, with the last report at 2 workers just settled.
+func afterFailedStep(t *testing.T, st Settings) (*sim, Job) {
+	t.Helper()
+	s := newSim(curve(map[int]float64{1: 100, 2: 190, 3: 200}), "a100")
+	job := elasticJob(1, 8, 4)
+	if sizes, _ := s.drive(t, job, st, 10); !slices.Equal(sizes, []int{2, 3, 2}) {
+		t.Fatalf("setup: sizes %v", sizes)
+	}
+	return s, job
+}
+
+func TestCooldown(t *testing.T) {
+	st := Settings{Cooldown: 10 * time.Minute}
+	tests := []struct {
+		name  string
+		after time.Duration // more steady reports at 2 workers
+		want  Action
+	}{
+		{"just reverted: hold", 0, Hold},
+		{"within cooldown: hold", 8 * time.Minute, Hold},
+		{"cooldown over: probe again", 10 * time.Minute, Grow},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, job := afterFailedStep(t, st)
+			s.report(int(tc.after/reportEvery), nil)
+			d := Decide(s.input(job, st))
+			if d.Action != tc.want {
+				t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, tc.want)
+			}
+			if d.Action == Hold && !strings.Contains(d.Reason, "re-probe at") {
+				t.Errorf("hold reason %q does not say when it re-probes", d.Reason)
+			}
+		})
+	}
+}
+
+func TestNoiseAndThroughputChange(t *testing.T) {
+	tests := []struct {
+		name  string
+		scale func(i int) float64
+		want  Action
+	}{
+		{"jitter within 10% holds", func(i int) float64 { return []float64{1.04, 0.96, 1.03, 0.97, 1.02, 0.98}[i%6] }, Hold},
+		{"throughput up 25% re-probes before the cooldown", func(int) float64 { return 1.25 }, Grow},
+		// 2 workers now do 142.5 samples/s against 100 at 1: s = 0.43.
+		{"throughput down 25% makes the last step not pay", func(int) float64 { return 0.75 }, Shrink},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, job := afterFailedStep(t, Settings{})
+			s.report(12, tc.scale)
+			d := Decide(s.input(job, Settings{}))
+			if d.Action != tc.want {
+				t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestShrinkWhenEfficiencyFalls(t *testing.T) {
+	fast := true
+	s := newSim(func(alloc map[GPUType]int, _ WorkerRate) float64 {
+		k := float64(totalWorkers(alloc))
+		if fast || k < 3 {
+			return 100
+		}
+		return 210.0 / 3 // the job at 3 workers now does 210 samples/s: s(2→3) = 0.1
+	}, "a100")
+	job := elasticJob(1, 3, 4)
+	if sizes, ds := s.drive(t, job, Settings{}, 10); !slices.Equal(sizes, []int{2, 3}) || !strings.Contains(ds[len(ds)-1].Reason, "at max") {
+		t.Fatalf("setup: sizes %v", sizes)
+	}
+	fast = false
+	s.report(6, nil)
+	d := Decide(s.input(job, Settings{}))
+	if d.Action != Shrink || d.Count != 1 || !strings.Contains(d.Reason, "s = 0.10") {
+		t.Fatalf("got %s %d (%s), want shrink by 1 with s = 0.10", d.Action, d.Count, d.Reason)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	linear := curve(map[int]float64{1: 100, 64: 6400})
+	t.Run("below min grows to min", func(t *testing.T) {
+		s := newSim(linear, "a100", "a100")
+		// No report yet: a job whose probe says nothing is not touched.
+		if d := Decide(s.input(elasticJob(4, 8, 4), Settings{})); d.Action != Hold {
+			t.Fatalf("without reports: got %s (%s), want hold", d.Action, d.Reason)
+		}
+		s.report(1, nil) // one unsettled report is enough to restore min
+		d := Decide(s.input(elasticJob(4, 8, 4), Settings{}))
+		if d.Action != Grow || d.Count != 2 || d.Type != "a100" {
+			t.Fatalf("got %s %d %s (%s), want grow by 2 a100", d.Action, d.Count, d.Type, d.Reason)
+		}
+	})
+	t.Run("above max removes the slowest", func(t *testing.T) {
+		s := newSim(func(_ map[GPUType]int, w WorkerRate) float64 {
+			return map[string]float64{"1000": 100, "1001": 90, "1002": 100, "1003": 80}[w.Worker]
+		}, "a100", "a100", "a100", "a100")
+		s.report(1, nil)
+		d := Decide(s.input(elasticJob(1, 2, 4), Settings{}))
+		if d.Action != Shrink || !slices.Equal(d.Workers, []string{"1003", "1001"}) {
+			t.Fatalf("got %s %v (%s), want shrink of 1003, 1001", d.Action, d.Workers, d.Reason)
+		}
+	})
+	t.Run("never shrinks below min", func(t *testing.T) {
+		// Measured at 1 and 2 workers, the step does not pay, but min is 2.
+		s := newSim(curve(map[int]float64{1: 100, 2: 110}), "a100")
+		s.settle(Settings{})
+		s.add("a100", 1)
+		s.settle(Settings{})
+		d := Decide(s.input(elasticJob(2, 2, 4), Settings{}))
+		if d.Action != Hold {
+			t.Fatalf("got %s (%s), want hold", d.Action, d.Reason)
+		}
+		d = Decide(s.input(elasticJob(1, 2, 4), Settings{}))
+		if d.Action != Shrink {
+			t.Fatalf("with min 1: got %s (%s), want shrink", d.Action, d.Reason)
+		}
+	})
+	t.Run("type max and capacity cap a step", func(t *testing.T) {
+		s := newSim(linear, "a100")
+		s.settle(Settings{})
+		job := elasticJob(1, 16, 4, TypeOption{Type: "a100", MaxWorkers: 3})
+		in := s.input(job, Settings{Step: 4})
+		if d := Decide(in); d.Action != Grow || d.Count != 2 {
+			t.Fatalf("type max: got %s %d (%s), want grow by 2", d.Action, d.Count, d.Reason)
+		}
+		in.Capacity = map[GPUType]int{"a100": 1}
+		if d := Decide(in); d.Action != Grow || d.Count != 1 {
+			t.Fatalf("capacity: got %s %d (%s), want grow by 1", d.Action, d.Count, d.Reason)
+		}
+		in.Capacity = map[GPUType]int{}
+		if d := Decide(in); d.Action != Hold || !strings.Contains(d.Reason, "no free a100 capacity") {
+			t.Fatalf("no capacity: got %s (%s), want hold", d.Action, d.Reason)
+		}
+	})
+}
+
+func TestHoldsWithReason(t *testing.T) {
+	steady := func() *sim {
+		s := newSim(curve(map[int]float64{1: 100, 64: 6400}), "a100", "a100")
+		s.settle(Settings{})
+		return s
+	}
+	job := elasticJob(1, 8, 4)
+	tests := []struct {
+		name   string
+		input  func() Input
+		reason string
+	}{
+		{"not elastic", func() Input {
+			in := steady().input(job, Settings{})
+			in.Job.Elastic = false
+			return in
+		}, "not elastic"},
+		{"no reports", func() Input { return newSim(nil, "a100").input(job, Settings{}) }, "no throughput reported yet"},
+		{"stale report", func() Input {
+			in := steady().input(job, Settings{})
+			in.Now = in.Now.Add(5 * time.Minute)
+			return in
+		}, "stale after 2m0s"},
+		{"a worker did not report", func() Input {
+			s := steady()
+			last := &s.history[len(s.history)-1]
+			last.Workers = last.Workers[:1]
+			return s.input(job, Settings{})
+		}, "1 of 2 a100 workers reported"},
+		{"rate is NaN", func() Input {
+			s := steady()
+			s.history[len(s.history)-1].Workers = []WorkerRate{{Worker: "1000", Type: "a100", SamplesPerSec: math.NaN()}, {Worker: "1001", Type: "a100", SamplesPerSec: 50}}
+			return s.input(job, Settings{})
+		}, "worker 1000 reported NaN samples/s"},
+		{"not settled after a change", func() Input {
+			s := steady()
+			s.add("a100", 1)
+			s.report(4, nil)
+			return s.input(job, Settings{})
+		}, "measuring a100=3: 1 of 3 settled reports"},
+		{"incomplete reports are not counted as settled", func() Input {
+			s := steady()
+			s.add("a100", 1)
+			s.report(7, nil) // settled from the 4th on
+			for _, i := range []int{len(s.history) - 3, len(s.history) - 2} {
+				s.history[i].Workers = s.history[i].Workers[:2]
+			}
+			return s.input(job, Settings{})
+		}, "measuring a100=3: 2 of 3 settled reports"},
+		{"no progress", func() Input {
+			s := newSim(func(map[GPUType]int, WorkerRate) float64 { return 0 }, "a100")
+			s.settle(Settings{})
+			return s.input(job, Settings{})
+		}, "no progress"},
+		{"min above max", func() Input { return steady().input(elasticJob(4, 2, 4), Settings{}) }, "invalid declaration: max workers 2 is below min workers 4"},
+		{"per-dollar objective without prices", func() Input {
+			return steady().input(elasticJob(1, 4, 4, TypeOption{Type: "a100"}), Settings{Objective: MaxThroughputPerDollar})
+		}, "a100 has no price"},
+		{"bad threshold", func() Input { return steady().input(job, Settings{Threshold: -1}) }, "invalid settings: threshold"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.input())
+			if d.Action != Hold || d.Count != 0 || d.Workers != nil {
+				t.Fatalf("got %s %d %v (%s), want a plain hold", d.Action, d.Count, d.Workers, d.Reason)
+			}
+			if !strings.Contains(d.Reason, tc.reason) {
+				t.Errorf("reason %q does not contain %q", d.Reason, tc.reason)
+			}
+		})
+	}
+}
+
+// heterogeneous is a job where an a100 worker does 200 samples/s and a v100
+// worker 100, scaling linearly, unless slowdown says otherwise.
+func heterogeneous(slowdown func(alloc map[GPUType]int) float64) func(map[GPUType]int, WorkerRate) float64 {
+	return func(alloc map[GPUType]int, w WorkerRate) float64 {
+		r := map[GPUType]float64{"a100": 200, "v100": 100}[w.Type]
+		if slowdown != nil {
+			r *= slowdown(alloc)
+		}
+		return r
+	}
+}
+
+func TestHeterogeneousTypes(t *testing.T) {
+	a100 := TypeOption{Type: "a100", Pool: "gpu-a100", PricePerGPUHour: 3}
+	v100 := TypeOption{Type: "v100", Pool: "gpu-v100", PricePerGPUHour: 1}
+	tests := []struct {
+		name     string
+		start    []GPUType
+		history  [][]GPUType // earlier sizes, each settled, before start
+		types    []TypeOption
+		settings Settings
+		want     Action
+		wantType GPUType
+		reason   string
+	}{
+		{"fastest per worker without prices", []GPUType{"a100", "v100"}, nil,
+			[]TypeOption{{Type: "a100"}, {Type: "v100"}}, Settings{}, Grow, "a100", "a100 workers do 200 samples/s each"},
+		{"best per dollar with prices", []GPUType{"a100", "v100"}, nil,
+			[]TypeOption{a100, v100}, Settings{}, Grow, "v100", "100 samples/s per $/GPU-hour"},
+		{"a type never measured is probed when the measured one is full", []GPUType{"a100"}, nil,
+			[]TypeOption{{Type: "a100", MaxWorkers: 1}, {Type: "v100"}}, Settings{}, Grow, "v100", "no v100 throughput measured yet"},
+		{"a type measured earlier keeps its rate", []GPUType{"a100"}, [][]GPUType{{"a100", "v100"}},
+			[]TypeOption{a100, v100}, Settings{}, Grow, "v100", "at a100=1,v100=1"},
+		{"types the job is not allowed are ignored", []GPUType{"a100", "v100"}, nil,
+			[]TypeOption{{Type: "v100"}}, Settings{}, Grow, "v100", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(heterogeneous(nil))
+			for _, size := range append(tc.history, tc.start) {
+				s.remove(idsOf(s.workers)...)
+				for _, ty := range size {
+					s.add(ty, 1)
+				}
+				s.settle(tc.settings)
+			}
+			d := Decide(s.input(elasticJob(1, 8, 4, tc.types...), tc.settings))
+			if d.Action != tc.want || d.Type != tc.wantType || !strings.Contains(d.Reason, tc.reason) {
+				t.Fatalf("got %s %s (%s), want %s %s with %q", d.Action, d.Type, d.Reason, tc.want, tc.wantType, tc.reason)
+			}
+		})
+	}
+}
+
+func idsOf(ws []WorkerRate) []string {
+	var ids []string
+	for _, w := range ws {
+		ids = append(ids, w.Worker)
+	}
+	return ids
+}
+
+func TestHeterogeneousStepIsJudgedOnTheAddedType(t *testing.T) {
+	tests := []struct {
+		name     string
+		slowdown func(map[GPUType]int) float64
+		want     Action
+	}{
+		// 2 a100 (400) + 1 v100 (100) = 500: the v100 added its own rate, s = 1.
+		{"added v100 adds its own rate", nil, Grow},
+		// Synchronous training runs at the slowest worker's pace: with a
+		// v100 in, every worker does half its rate: 2×100 + 50 = 250 < 400.
+		{"added v100 slows the a100s", func(alloc map[GPUType]int) float64 {
+			if alloc["v100"] > 0 {
+				return 0.5
+			}
+			return 1
+		}, Shrink},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(heterogeneous(tc.slowdown), "a100", "a100")
+			job := elasticJob(1, 8, 4, TypeOption{Type: "a100", MaxWorkers: 2}, TypeOption{Type: "v100"})
+			s.settle(Settings{})
+			d := Decide(s.input(job, Settings{}))
+			if d.Action != Grow || d.Type != "v100" {
+				t.Fatalf("setup: %s %s (%s)", d.Action, d.Type, d.Reason)
+			}
+			s.apply(t, d)
+			s.settle(Settings{})
+			d = Decide(s.input(job, Settings{}))
+			if d.Action != tc.want {
+				t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, tc.want)
+			}
+			if d.Action == Shrink && (d.Type != "v100" || len(d.Workers) != 1) {
+				t.Fatalf("shrink %s %v, want the v100 worker", d.Type, d.Workers)
+			}
+		})
+	}
+}
+
+func TestPricesAndUtility(t *testing.T) {
+	priced := []TypeOption{{Type: "a100", PricePerGPUHour: 3}, {Type: "v100", PricePerGPUHour: 1}}
+	t.Run("per-dollar objective rejects a step that pays per worker", func(t *testing.T) {
+		// a100+v100 do 200+100 for $16/h. A second a100 brings 150 for
+		// $12/h: per worker s = 150/200 = 0.75; per dollar
+		// s = (150/12) / (300/16) = 0.67. Threshold 0.7 between the two.
+		s := newSim(func(alloc map[GPUType]int, w WorkerRate) float64 {
+			if w.Type == "v100" {
+				return 100
+			}
+			if alloc["a100"] == 2 {
+				return 175
+			}
+			return 200
+		}, "a100", "v100")
+		s.settle(Settings{})
+		s.add("a100", 1)
+		s.settle(Settings{})
+		job := elasticJob(1, 8, 4, priced...)
+		if d := Decide(s.input(job, Settings{Threshold: 0.7})); d.Action != Grow {
+			t.Fatalf("per worker: got %s (%s), want grow", d.Action, d.Reason)
+		}
+		d := Decide(s.input(job, Settings{Threshold: 0.7, Objective: MaxThroughputPerDollar}))
+		if d.Action != Shrink || d.Type != "a100" || !strings.Contains(d.Reason, "s = 0.67") {
+			t.Fatalf("per dollar: got %s %s (%s), want shrink of an a100 at s = 0.67", d.Action, d.Type, d.Reason)
+		}
+	})
+	t.Run("utility below cost blocks growth and undoes a step", func(t *testing.T) {
+		// One a100 worker: 4 GPUs × $3 = $12/h. At $0.01 per million
+		// samples, 200 samples/s is worth $0.0072/h: never worth it.
+		s := newSim(curve(map[int]float64{1: 200, 64: 12800}), "a100")
+		s.settle(Settings{})
+		job := elasticJob(1, 8, 4, priced[0])
+		cheap := Settings{ValuePerMillionSamples: 0.01}
+		if d := Decide(s.input(job, cheap)); d.Action != Hold || !strings.Contains(d.Reason, "would bring samples worth") {
+			t.Fatalf("got %s (%s), want hold for cost", d.Action, d.Reason)
+		}
+		valuable := Settings{ValuePerMillionSamples: 100} // 200 samples/s is worth $72/h
+		if d := Decide(s.input(job, valuable)); d.Action != Grow {
+			t.Fatalf("got %s (%s), want grow", d.Action, d.Reason)
+		}
+		s.add("a100", 1)
+		s.settle(Settings{})
+		if d := Decide(s.input(job, cheap)); d.Action != Shrink || !strings.Contains(d.Reason, "added GPUs cost $12.00/h") {
+			t.Fatalf("got %s (%s), want shrink for cost", d.Action, d.Reason)
+		}
+	})
+}
+
+func TestStragglers(t *testing.T) {
+	slow := func(ids ...string) func(map[GPUType]int, WorkerRate) float64 {
+		return func(_ map[GPUType]int, w WorkerRate) float64 {
+			r := map[GPUType]float64{"a100": 200, "v100": 100}[w.Type]
+			if slices.Contains(ids, w.Worker) {
+				return r * 0.6
+			}
+			return r
+		}
+	}
+	throttled := GPUSignal{Worker: "1002", GPU: 1, HasUtilization: true, UtilizationPct: 99, SMClockMHz: 900, MaxSMClockMHz: 1410,
+		ThermalOrPowerThrottled: true, ThrottleReasons: []string{"hw_thermal_slowdown"}}
+	busy := func(worker string) GPUSignal {
+		return GPUSignal{Worker: worker, HasUtilization: true, UtilizationPct: 98, SMClockMHz: 1410, MaxSMClockMHz: 1410}
+	}
+	idle := GPUSignal{Worker: "1001", HasUtilization: true, UtilizationPct: 20, SMClockMHz: 1410, MaxSMClockMHz: 1410}
+
+	tests := []struct {
+		name        string
+		rate        func(map[GPUType]int, WorkerRate) float64
+		types       []GPUType
+		signals     []GPUSignal
+		capacity    map[GPUType]int
+		want        Action
+		wantWorkers []string
+		reason      string
+		flags       map[string]string // worker → part of its flag
+	}{
+		{"slow worker is replaced", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"}, nil, nil,
+			Replace, []string{"1002"}, "120 samples/s, below 0.80 × the median 200 of a100 workers", map[string]string{"1002": "throughput"}},
+		{"NVML explains the replacement", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{busy("1000"), busy("1001"), throttled, busy("1003")}, nil,
+			Replace, []string{"1002"}, "GPU 1 throttled to 900 of 1410 MHz (hw_thermal_slowdown)", map[string]string{"1002": "NVML: GPU 1 throttled"}},
+		{"the slowest of two is replaced first", slow("1001", "1003"), []GPUType{"a100", "a100", "a100", "a100", "a100"}, nil, nil,
+			Replace, []string{"1001"}, "", map[string]string{"1001": "throughput", "1003": "throughput"}},
+		{"NVML alone never replaces", slow(), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{busy("1000"), idle, throttled, busy("1003")}, nil,
+			Grow, nil, "", map[string]string{"1001": "GPU utilisation 20% while peers' median is 98%", "1002": "throttled"}},
+		{"a slower type is no straggler", slow(), []GPUType{"a100", "a100", "v100", "v100"}, nil, nil,
+			Grow, nil, "", nil},
+		{"no capacity to replace: hold", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"}, nil, map[GPUType]int{"a100": 0},
+			Hold, nil, "no free a100 worker to replace it with", map[string]string{"1002": "throughput"}},
+		{"stale NVML signals are ignored", slow(), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{{Worker: "1002", Time: t0.Add(-time.Hour), SMClockMHz: 900, MaxSMClockMHz: 1410, ThermalOrPowerThrottled: true}}, nil,
+			Grow, nil, "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(tc.rate, tc.types...)
+			s.settle(Settings{})
+			in := s.input(elasticJob(1, 16, 4), Settings{})
+			for _, sig := range tc.signals {
+				if sig.Time.IsZero() {
+					sig.Time = in.Now.Add(-5 * time.Second)
+				}
+				in.Signals = append(in.Signals, sig)
+			}
+			in.Capacity = tc.capacity
+			d := Decide(in)
+			if d.Action != tc.want || !slices.Equal(d.Workers, tc.wantWorkers) || !strings.Contains(d.Reason, tc.reason) {
+				t.Fatalf("got %s %v (%s), want %s %v with %q", d.Action, d.Workers, d.Reason, tc.want, tc.wantWorkers, tc.reason)
+			}
+			if d.Action == Replace && (d.Count != 1 || d.Type != "a100") {
+				t.Errorf("replace %d %s, want 1 a100", d.Count, d.Type)
+			}
+			got := map[string]string{}
+			for _, f := range d.Flags {
+				got[f.Worker] += f.Reason
+			}
+			if len(got) != len(tc.flags) {
+				t.Errorf("flags %v, want flags for %v", got, tc.flags)
+			}
+			for w, part := range tc.flags {
+				if !strings.Contains(got[w], part) {
+					t.Errorf("flag of %s = %q, want it to contain %q", w, got[w], part)
+				}
+			}
+		})
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	s := newSim(heterogeneous(nil), "a100", "v100", "a100", "v100")
+	s.settle(Settings{})
+	in := s.input(elasticJob(1, 8, 4, TypeOption{Type: "a100", PricePerGPUHour: 2}, TypeOption{Type: "v100", PricePerGPUHour: 1}), Settings{})
+	first := Decide(in)
+	for range 50 {
+		if d := Decide(in); !reflect.DeepEqual(d, first) {
+			t.Fatalf("decision changed: %+v then %+v", first, d)
+		}
+	}
+}
+
+func TestDefaultsApplyToZeroFields(t *testing.T) {
+	got := Settings{Threshold: 0.7}.withDefaults()
+	want := DefaultSettings()
+	want.Threshold = 0.7
+	if got != want {
+		t.Errorf("withDefaults = %+v, want %+v", got, want)
+	}
+	if err := DefaultSettings().validate(); err != nil {
+		t.Errorf("defaults invalid: %v", err)
+	}
+}
+
+func TestActionString(t *testing.T) {
+	for a, want := range map[Action]string{Hold: "hold", Grow: "grow", Shrink: "shrink", Replace: "replace", Action(9): "Action(9)"} {
+		if a.String() != want {
+			t.Errorf("%d.String() = %q, want %q", int(a), a.String(), want)
+		}
+	}
+}
