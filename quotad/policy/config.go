@@ -1,0 +1,371 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults for Settings fields left out of the quota table.
+const (
+	DefaultBorrowQOS      = "borrow"
+	DefaultGuaranteedQOS  = "guar-{account}"
+	DefaultMaxSnapshotAge = 15 * time.Second
+	accountPlaceholder    = "{account}"
+)
+
+// DefaultLendReasons are the pending reasons with which Slurm says a job is held by its QOS's
+// GPU group limit, i.e. the job is over its project's guarantee.
+var DefaultLendReasons = []string{"QOSGrpGRES"}
+
+// Config is the quota table: what `quotactl set` edits and quotad enforces.
+type Config struct {
+	Settings Settings `yaml:"settings,omitempty"`
+	// LendLimits caps, per GPU type, how many GPUs all borrowers together may hold. A type
+	// without an entry may be lent without limit. Written to the borrow QOS as GrpTRES, so
+	// Slurm enforces it too.
+	LendLimits map[string]int `yaml:"lendLimits,omitempty"`
+	Projects   []Project      `yaml:"projects"`
+
+	lines lineIndex // where each value was in the YAML, for validation messages
+}
+
+// Settings are the cluster-wide knobs of the quota model.
+type Settings struct {
+	// BorrowQOS is the shared QOS that lent jobs run in; guaranteed QOS may preempt it.
+	BorrowQOS string `yaml:"borrowQOS,omitempty"`
+	// GuaranteedQOS names each project's guaranteed QOS; "{account}" is replaced by the account.
+	GuaranteedQOS string `yaml:"guaranteedQOS,omitempty"`
+	// GraceTime is the borrow QOS's time between SIGTERM and SIGKILL on reclaim.
+	GraceTime time.Duration `yaml:"graceTime,omitempty"`
+	// PreemptExemptTime is the borrow QOS's minimum run time before a borrower may be reclaimed.
+	PreemptExemptTime time.Duration `yaml:"preemptExemptTime,omitempty"`
+	// GuaranteedPriority and BorrowPriority set the QOS Priority; nil leaves it unmanaged.
+	GuaranteedPriority *int `yaml:"guaranteedPriority,omitempty"`
+	BorrowPriority     *int `yaml:"borrowPriority,omitempty"`
+	// MaxSnapshotAge: a snapshot older than this yields a plan without actions.
+	MaxSnapshotAge time.Duration `yaml:"maxSnapshotAge,omitempty"`
+	// LendReasons are the pending reasons that make a job a candidate for lending.
+	LendReasons []string `yaml:"lendReasons,omitempty"`
+}
+
+// Project is one Slurm account's quota.
+type Project struct {
+	Account string `yaml:"account"`
+	// GPUs is the guaranteed number of GPUs per GPU type.
+	GPUs map[string]int `yaml:"gpus,omitempty"`
+	// TotalGPUs is the guarantee on gres/gpu (any type); nil means the sum of GPUs. A value
+	// above that sum guarantees GPUs of any type for jobs that name no type.
+	TotalGPUs *int `yaml:"totalGPUs,omitempty"`
+	// BorrowLimit caps the GPUs the project may hold borrowed, all types together; nil: no cap.
+	BorrowLimit *int `yaml:"borrowLimit,omitempty"`
+	// BorrowLimitByType caps borrowed GPUs per type; a type without an entry has no cap.
+	BorrowLimitByType map[string]int `yaml:"borrowLimitByType,omitempty"`
+	// Weight is the project's share when idle GPUs are divided among borrowers; nil means 1.
+	Weight *float64 `yaml:"weight,omitempty"`
+}
+
+// BorrowQOSName is the shared borrow QOS's name.
+func (s Settings) BorrowQOSName() string {
+	if s.BorrowQOS == "" {
+		return DefaultBorrowQOS
+	}
+	return s.BorrowQOS
+}
+
+// GuaranteedQOSName is the name of account's guaranteed QOS.
+func (s Settings) GuaranteedQOSName(account string) string {
+	pattern := s.GuaranteedQOS
+	if pattern == "" {
+		pattern = DefaultGuaranteedQOS
+	}
+	return strings.ReplaceAll(pattern, accountPlaceholder, account)
+}
+
+// SnapshotMaxAge is the oldest snapshot that may still lead to actions.
+func (s Settings) SnapshotMaxAge() time.Duration {
+	if s.MaxSnapshotAge <= 0 {
+		return DefaultMaxSnapshotAge
+	}
+	return s.MaxSnapshotAge
+}
+
+// Reasons returns the pending reasons that mark a job as held by its quota.
+func (s Settings) Reasons() []string {
+	if len(s.LendReasons) == 0 {
+		return DefaultLendReasons
+	}
+	return s.LendReasons
+}
+
+// Total is the project's guarantee on gres/gpu.
+func (p Project) Total() int {
+	if p.TotalGPUs != nil {
+		return *p.TotalGPUs
+	}
+	sum := 0
+	for _, n := range p.GPUs {
+		sum += n
+	}
+	return sum
+}
+
+// ShareWeight is the project's fair-share weight.
+func (p Project) ShareWeight() float64 {
+	if p.Weight == nil {
+		return 1
+	}
+	return *p.Weight
+}
+
+// LoadConfig reads and validates a quota table file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes a quota table strictly (unknown keys are errors) and validates it.
+// Errors name the YAML line.
+func ParseConfig(data []byte) (*Config, error) {
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("quota table is empty")
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("quota table must be a single YAML document")
+	}
+	// A second, untyped pass only to learn line numbers: yaml.v3 keeps them on Nodes only.
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	cfg.lines = indexLines(&root)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Marshal encodes the quota table in the format ParseConfig reads.
+func (c *Config) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Project returns the quota of account, if it has one.
+func (c *Config) Project(account string) (Project, bool) {
+	for _, p := range c.Projects {
+		if p.Account == account {
+			return p, true
+		}
+	}
+	return Project{}, false
+}
+
+// slurmName is what may safely appear in an account, QOS or GPU type name: sacctmgr
+// lowercases names and uses ',' and '=' as separators in its arguments.
+var slurmName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+// Validate reports every problem of the quota table, each with its YAML line when known.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &ConfigError{Line: c.lines.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	s := c.Settings
+	if !slurmName.MatchString(s.BorrowQOSName()) {
+		bad("settings.borrowQOS", "%q is not a valid QOS name (lowercase letters, digits, '_', '.', '-')", s.BorrowQOSName())
+	}
+	if s.GuaranteedQOS != "" && strings.Count(s.GuaranteedQOS, accountPlaceholder) != 1 {
+		bad("settings.guaranteedQOS", "%q must contain %s exactly once", s.GuaranteedQOS, accountPlaceholder)
+	}
+	for _, d := range []struct {
+		path string
+		v    time.Duration
+	}{{"settings.graceTime", s.GraceTime}, {"settings.preemptExemptTime", s.PreemptExemptTime}, {"settings.maxSnapshotAge", s.MaxSnapshotAge}} {
+		if d.v < 0 {
+			bad(d.path, "must not be negative, got %s", d.v)
+		}
+	}
+	for i, r := range s.LendReasons {
+		if strings.TrimSpace(r) == "" {
+			bad(fmt.Sprintf("settings.lendReasons.%d", i), "empty reason")
+		}
+	}
+	for _, t := range sortedKeys(c.LendLimits) {
+		checkType(bad, "lendLimits."+t, t)
+		if c.LendLimits[t] < 0 {
+			bad("lendLimits."+t, "lend limit of %s must not be negative, got %d", t, c.LendLimits[t])
+		}
+	}
+	if len(c.Projects) == 0 {
+		bad("projects", "no projects")
+	}
+	seenAccount := map[string]int{}
+	seenQOS := map[string]string{}
+	for i, p := range c.Projects {
+		at := fmt.Sprintf("projects.%d", i)
+		name := p.Account
+		if name == "" {
+			name = "#" + strconv.Itoa(i+1)
+		}
+		field := func(f string) string { return at + "." + f }
+		if p.Account == "" {
+			bad(field("account"), "project %s has no account", name)
+		} else if !slurmName.MatchString(p.Account) {
+			bad(field("account"), "account %q is not a valid Slurm account name (lowercase letters, digits, '_', '.', '-')", p.Account)
+		} else if first, dup := seenAccount[p.Account]; dup {
+			bad(field("account"), "project %s is listed twice (first at line %d)", p.Account, c.lines.line(fmt.Sprintf("projects.%d", first)))
+		} else {
+			seenAccount[p.Account] = i
+			qos := s.GuaranteedQOSName(p.Account)
+			if qos == s.BorrowQOSName() {
+				bad(field("account"), "guaranteed QOS of %s would be the borrow QOS %q", p.Account, qos)
+			} else if other, clash := seenQOS[qos]; clash {
+				bad(field("account"), "guaranteed QOS %q of %s is also that of %s", qos, p.Account, other)
+			} else if !slurmName.MatchString(qos) {
+				bad(field("account"), "guaranteed QOS name %q is not a valid QOS name", qos)
+			}
+			seenQOS[qos] = p.Account
+		}
+		typedSum := 0
+		for _, t := range sortedKeys(p.GPUs) {
+			checkType(bad, field("gpus."+t), t)
+			if p.GPUs[t] < 0 {
+				bad(field("gpus."+t), "project %s: guaranteed %s must not be negative, got %d", name, t, p.GPUs[t])
+			}
+			typedSum += p.GPUs[t]
+		}
+		if p.TotalGPUs != nil {
+			if *p.TotalGPUs < 0 {
+				bad(field("totalGPUs"), "project %s: totalGPUs must not be negative, got %d", name, *p.TotalGPUs)
+			} else if *p.TotalGPUs < typedSum {
+				bad(field("totalGPUs"), "project %s: totalGPUs %d is less than the sum of its typed guarantees %d", name, *p.TotalGPUs, typedSum)
+			}
+		}
+		if p.BorrowLimit != nil && *p.BorrowLimit < 0 {
+			bad(field("borrowLimit"), "project %s: borrowLimit must not be negative, got %d", name, *p.BorrowLimit)
+		}
+		for _, t := range sortedKeys(p.BorrowLimitByType) {
+			checkType(bad, field("borrowLimitByType."+t), t)
+			if p.BorrowLimitByType[t] < 0 {
+				bad(field("borrowLimitByType."+t), "project %s: borrow limit of %s must not be negative, got %d", name, t, p.BorrowLimitByType[t])
+			}
+		}
+		if p.Weight != nil && (!(*p.Weight > 0) || math.IsInf(*p.Weight, 0)) {
+			bad(field("weight"), "project %s: weight must be a finite number > 0, got %v", name, *p.Weight)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkType(bad func(path, format string, args ...any), path, t string) {
+	if !slurmName.MatchString(t) {
+		bad(path, "GPU type %q is not a valid name (lowercase letters, digits, '_', '.', '-')", t)
+	}
+}
+
+// ConfigError is one problem in the quota table.
+type ConfigError struct {
+	Line int    // 1-based YAML line; 0 when the table was not read from YAML
+	Path string // dotted path, e.g. projects.1.weight
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s: %s", e.Line, e.Path, e.Msg)
+	}
+	return e.Path + ": " + e.Msg
+}
+
+// lineIndex maps dotted paths (sequence items by index) to YAML lines.
+type lineIndex map[string]int
+
+func indexLines(root *yaml.Node) lineIndex {
+	idx := lineIndex{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		idx[path] = n.Line
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], join(path, n.Content[i].Value))
+				idx[join(path, n.Content[i].Value)] = n.Content[i].Line // the key's line reads best
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, join(path, strconv.Itoa(i)))
+			}
+		}
+	}
+	walk(root, "")
+	return idx
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// line finds path's line, or that of its nearest ancestor present in the file (a missing field
+// is reported at its project).
+func (idx lineIndex) line(path string) int {
+	for path != "" {
+		if l, ok := idx[path]; ok {
+			return l
+		}
+		cut := strings.LastIndexByte(path, '.')
+		if cut < 0 {
+			break
+		}
+		path = path[:cut]
+	}
+	return idx[""]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,179 @@
+package policy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigExample(t *testing.T) {
+	cfg, err := LoadConfig("testdata/quotas.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Settings: Settings{
+			BorrowQOS: "borrow", GuaranteedQOS: "guar-{account}",
+			GraceTime: 10 * time.Second, PreemptExemptTime: 30 * time.Second, MaxSnapshotAge: 15 * time.Second,
+		},
+		LendLimits: map[string]int{"a100": 8, "v100": 6},
+		Projects: []Project{
+			{Account: "proj-a", GPUs: gpus("a100", 4), BorrowLimit: intp(4), Weight: floatp(1)},
+			{Account: "proj-b", GPUs: gpus("a100", 4), BorrowLimit: intp(4), Weight: floatp(1)},
+			{Account: "proj-c", GPUs: gpus("v100", 2), BorrowLimitByType: gpus("a100", 2), Weight: floatp(1)},
+		},
+	}
+	cfg.lines = nil
+	if !reflect.DeepEqual(*cfg, want) {
+		t.Fatalf("got %+v\nwant %+v", *cfg, want)
+	}
+	if got := cfg.Settings.GuaranteedQOSName("proj-c"); got != "guar-proj-c" {
+		t.Errorf("guaranteed QOS name %q", got)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := ParseConfig([]byte("projects:\n  - account: p\n    gpus: {a100: 3, v100: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, p := cfg.Settings, cfg.Projects[0]
+	if s.BorrowQOSName() != "borrow" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != DefaultMaxSnapshotAge ||
+		!reflect.DeepEqual(s.Reasons(), []string{"QOSGrpGRES"}) {
+		t.Errorf("settings defaults: %+v", s)
+	}
+	if p.Total() != 4 || p.ShareWeight() != 1 {
+		t.Errorf("project defaults: total %d weight %g", p.Total(), p.ShareWeight())
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error, in any order
+	}{
+		{
+			name: "unknown key names its line",
+			yaml: "projects:\n  - account: p\n    gpu: {a100: 1}\n",
+			want: []string{"line 3", "field gpu not found"},
+		},
+		{
+			name: "unknown settings key",
+			yaml: "settings:\n  borowQOS: b\nprojects:\n  - account: p\n",
+			want: []string{"line 2", "field borowQOS not found"},
+		},
+		{
+			name: "duration must be a string with a unit",
+			yaml: "settings:\n  graceTime: 30\nprojects:\n  - account: p\n",
+			want: []string{"line 2", "time.Duration"},
+		},
+		{
+			name: "duplicate GPU type key",
+			yaml: "projects:\n  - account: p\n    gpus: {a100: 1, a100: 2}\n",
+			want: []string{"line 3", "already defined"},
+		},
+		{
+			name: "negative numbers",
+			yaml: "lendLimits:\n  a100: -1\nprojects:\n  - account: p\n    gpus:\n      a100: -2\n    totalGPUs: -3\n    borrowLimit: -4\n    borrowLimitByType: {v100: -5}\n",
+			want: []string{
+				"line 2: lendLimits.a100: lend limit of a100 must not be negative, got -1",
+				"line 6: projects.0.gpus.a100: project p: guaranteed a100 must not be negative, got -2",
+				"line 7: projects.0.totalGPUs: project p: totalGPUs must not be negative, got -3",
+				"line 8: projects.0.borrowLimit: project p: borrowLimit must not be negative, got -4",
+				"line 9: projects.0.borrowLimitByType.v100: project p: borrow limit of v100 must not be negative, got -5",
+			},
+		},
+		{
+			name: "duplicate project names both lines",
+			yaml: "projects:\n  - account: p\n  - account: q\n  - account: p\n",
+			want: []string{"line 4: projects.2.account: project p is listed twice (first at line 2)"},
+		},
+		{
+			name: "weights must be positive",
+			yaml: "projects:\n  - account: p\n    weight: 0\n  - account: q\n    weight: -1.5\n",
+			want: []string{"line 3: projects.0.weight: project p: weight must be a finite number > 0, got 0", "line 5: projects.1.weight: project q: weight must be a finite number > 0, got -1.5"},
+		},
+		{
+			name: "total below typed guarantees",
+			yaml: "projects:\n  - account: p\n    gpus: {a100: 2, v100: 2}\n    totalGPUs: 3\n",
+			want: []string{"line 4: projects.0.totalGPUs: project p: totalGPUs 3 is less than the sum of its typed guarantees 4"},
+		},
+		{
+			name: "missing account is reported at the project",
+			yaml: "projects:\n  - gpus: {a100: 1}\n",
+			want: []string{"line 2: projects.0.account: project #1 has no account"},
+		},
+		{
+			name: "names that would break sacctmgr arguments",
+			yaml: "projects:\n  - account: \"p,q\"\n    gpus: {\"A100\": 1}\n",
+			want: []string{`account "p,q" is not a valid Slurm account name`, `GPU type "A100" is not a valid name`},
+		},
+		{
+			name: "guaranteed QOS pattern needs the account",
+			yaml: "settings:\n  guaranteedQOS: guar\nprojects:\n  - account: p\n",
+			want: []string{"line 2: settings.guaranteedQOS", "must contain {account} exactly once"},
+		},
+		{
+			name: "guaranteed QOS must not be the borrow QOS",
+			yaml: "settings:\n  guaranteedQOS: \"{account}\"\nprojects:\n  - account: borrow\n",
+			want: []string{`line 4: projects.0.account: guaranteed QOS of borrow would be the borrow QOS "borrow"`},
+		},
+		{
+			name: "negative durations",
+			yaml: "settings:\n  preemptExemptTime: -1m\nprojects:\n  - account: p\n",
+			want: []string{"line 2: settings.preemptExemptTime: must not be negative, got -1m0s"},
+		},
+		{
+			name: "no projects",
+			yaml: "settings: {}\n",
+			want: []string{"projects: no projects"},
+		},
+		{name: "empty", yaml: "", want: []string{"quota table is empty"}},
+		{name: "two documents", yaml: "projects:\n  - account: p\n---\nprojects: []\n", want: []string{"single YAML document"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("no error; parsed %+v", cfg)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateWithoutYAMLHasNoLines(t *testing.T) {
+	cfg := config().project("p", gpus("a100", 1), weight(0)).obj()
+	err := cfg.Validate()
+	if err == nil || err.Error() != "projects.0.weight: project p: weight must be a finite number > 0, got 0" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// quotactl set rewrites the table with Marshal; what it writes must read back the same.
+func TestConfigMarshalRoundTrip(t *testing.T) {
+	cfg, err := LoadConfig("testdata/quotas.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Projects[1].GPUs["v100"] = 1
+	cfg.Projects[2].TotalGPUs = intp(3)
+	out, err := cfg.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseConfig(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cfg.lines, back.lines = nil, nil
+	if !reflect.DeepEqual(cfg, back) {
+		t.Fatalf("round trip changed the table:\n%s\ngot %+v\nwant %+v", out, back, cfg)
+	}
+}

@@ -1,0 +1,224 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Plan is what one quotad cycle should do, and why. It never cancels, kills or requeues a job:
+// reclaiming lent GPUs is Slurm's own QOS preemption.
+type Plan struct {
+	// Acting is false when the plan must not act (stale snapshot, invalid quota table);
+	// Notes says why, and the action lists are empty.
+	Acting bool
+	Notes  []string
+	// Sync actions, in the order to apply them: QOS before the accounts that name them.
+	QOS      []QOSChange
+	Accounts []AccountChange
+	// Moves of pending jobs between QOS; returns come before lends.
+	Moves    []JobMove
+	Projects []ProjectStatus
+	Types    []TypeStatus
+	Jobs     []JobExplanation // sorted by job id
+}
+
+// HasActions says whether applying the plan would change anything.
+func (p *Plan) HasActions() bool {
+	return len(p.QOS)+len(p.Accounts)+len(p.Moves) > 0
+}
+
+// Explain returns the explanation for job id.
+func (p *Plan) Explain(id uint32) (string, bool) {
+	i := sort.Search(len(p.Jobs), func(i int) bool { return p.Jobs[i].JobID >= id })
+	if i < len(p.Jobs) && p.Jobs[i].JobID == id {
+		return p.Jobs[i].Text, true
+	}
+	return "", false
+}
+
+// ExplainAccount returns the project's summary followed by its jobs' explanations.
+func (p *Plan) ExplainAccount(account string) []string {
+	var out []string
+	for _, ps := range p.Projects {
+		if ps.Account == account {
+			out = append(out, ps.Summary)
+		}
+	}
+	for _, j := range p.Jobs {
+		if j.Account == account {
+			out = append(out, j.Text)
+		}
+	}
+	return out
+}
+
+// ClearLimit as a GrpTRES value removes the limit (sacctmgr's own spelling); as a From value it
+// means the limit was not set.
+const ClearLimit int64 = -1
+
+// Change is one field's old and new value.
+type Change[T any] struct {
+	From, To T
+}
+
+// TRESChange is one GrpTRES entry's old and new value.
+type TRESChange struct {
+	Name     string // gres/gpu or gres/gpu:TYPE
+	From, To int64
+}
+
+// QOSChange creates or modifies one QOS. A nil field stays as it is.
+type QOSChange struct {
+	Name              string
+	Create            bool
+	GrpTRES           []TRESChange // sorted by name; GPU entries only, other TRES are not touched
+	Preempt           *Change[[]string]
+	PreemptMode       *Change[string]
+	GraceTime         *Change[time.Duration]
+	PreemptExemptTime *Change[time.Duration]
+	Priority          *Change[int]
+}
+
+func (c QOSChange) String() string {
+	var b strings.Builder
+	if c.Create {
+		fmt.Fprintf(&b, "create qos %s:", c.Name)
+	} else {
+		fmt.Fprintf(&b, "modify qos %s:", c.Name)
+	}
+	for _, t := range c.GrpTRES {
+		fmt.Fprintf(&b, " grptres %s %s->%s", t.Name, limitString(t.From), limitString(t.To))
+	}
+	if c.Preempt != nil {
+		fmt.Fprintf(&b, " preempt [%s]->[%s]", strings.Join(c.Preempt.From, ","), strings.Join(c.Preempt.To, ","))
+	}
+	if c.PreemptMode != nil {
+		fmt.Fprintf(&b, " preemptmode %s->%s", orNone(c.PreemptMode.From), c.PreemptMode.To)
+	}
+	if c.GraceTime != nil {
+		fmt.Fprintf(&b, " gracetime %s->%s", c.GraceTime.From, c.GraceTime.To)
+	}
+	if c.PreemptExemptTime != nil {
+		fmt.Fprintf(&b, " preemptexempttime %s->%s", c.PreemptExemptTime.From, c.PreemptExemptTime.To)
+	}
+	if c.Priority != nil {
+		fmt.Fprintf(&b, " priority %d->%d", c.Priority.From, c.Priority.To)
+	}
+	return b.String()
+}
+
+// AccountChange sets an account's allowed QOS list and default QOS. A nil field stays.
+type AccountChange struct {
+	Account    string
+	QOS        *Change[[]string] // the whole new list, sorted
+	DefaultQOS *Change[string]
+}
+
+func (c AccountChange) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "modify account %s:", c.Account)
+	if c.QOS != nil {
+		fmt.Fprintf(&b, " qos [%s]->[%s]", strings.Join(c.QOS.From, ","), strings.Join(c.QOS.To, ","))
+	}
+	if c.DefaultQOS != nil {
+		fmt.Fprintf(&b, " defaultqos %s->%s", orNone(c.DefaultQOS.From), c.DefaultQOS.To)
+	}
+	return b.String()
+}
+
+// MoveKind says why a pending job changes QOS.
+type MoveKind string
+
+const (
+	// Lend moves an over-quota job into the borrow QOS to run on idle GPUs.
+	Lend MoveKind = "lend"
+	// Return moves a pending borrower back to its project's guaranteed QOS.
+	Return MoveKind = "return"
+)
+
+// JobMove changes a PENDING job's QOS (scontrol update jobid=N qos=TO).
+type JobMove struct {
+	Kind    MoveKind
+	JobID   uint32
+	Account string
+	From    string
+	To      string
+	GPUs    map[string]int // the GPUs this decision counted, by type ("" any type)
+	Reason  string
+}
+
+func (m JobMove) String() string {
+	return fmt.Sprintf("%s job %d (%s, %s): qos %s->%s", m.Kind, m.JobID, m.Account, gpuList(m.GPUs), m.From, m.To)
+}
+
+// ProjectStatus is one project's quota position, for quotactl list and explain.
+type ProjectStatus struct {
+	Account       string
+	GuaranteedQOS string
+	Weight        float64
+	Usage         float64 // GPU-seconds in the fairness window
+	ByType        []ProjectTypeStatus
+	Summary       string
+}
+
+// ProjectTypeStatus counts one project's GPUs of one type ("" for requests of any type whose
+// type is not known yet).
+type ProjectTypeStatus struct {
+	Type       string
+	Guaranteed int
+	InUse      int // held by started jobs in the guaranteed QOS
+	Borrowed   int // held or promised (pending after a lend) in the borrow QOS
+	Pending    int // requested by pending jobs in the guaranteed QOS
+}
+
+// TypeStatus is the cluster-wide position of one GPU type.
+type TypeStatus struct {
+	Type      string
+	Total     int
+	Idle      int
+	Lent      int // held or promised in the borrow QOS, this plan's lends included
+	LendLimit int // -1: no limit
+}
+
+// JobExplanation says why a job runs or waits, and what this plan does with it.
+type JobExplanation struct {
+	JobID   uint32
+	Account string
+	Text    string
+}
+
+func limitString(v int64) string {
+	if v == ClearLimit {
+		return "none"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// gpuList spells GPU counts like "2 a100 + 1 any".
+func gpuList(g map[string]int) string {
+	if len(g) == 0 {
+		return "0 GPUs"
+	}
+	parts := make([]string, 0, len(g))
+	for _, t := range sortedKeys(g) {
+		parts = append(parts, fmt.Sprintf("%d %s", g[t], typeName(t)))
+	}
+	return strings.Join(parts, " + ")
+}
+
+func typeName(t string) string {
+	if t == "" {
+		return "any-type GPU"
+	}
+	return t
+}

@@ -1,0 +1,179 @@
+package policy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func syncLines(plan *Plan) []string {
+	var out []string
+	for _, c := range plan.QOS {
+		out = append(out, c.String())
+	}
+	for _, c := range plan.Accounts {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+func TestSyncFromNothing(t *testing.T) {
+	cfg, err := LoadConfig("testdata/quotas.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := snapshot().testbed(8, 4, 8).obj()
+	snap.Accounts = []Account{
+		{Name: "proj-a", QOS: []string{"normal"}, DefaultQOS: "normal"},
+		{Name: "proj-b", QOS: []string{"normal"}, DefaultQOS: "normal"},
+		{Name: "proj-c", QOS: []string{"normal"}, DefaultQOS: "normal"},
+	}
+	plan := BuildPlan(cfg, snap, t0)
+	want := []string{
+		"create qos borrow: grptres gres/gpu none->14 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s",
+		"create qos guar-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0 preempt []->[borrow]",
+		"create qos guar-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0 preempt []->[borrow]",
+		"create qos guar-proj-c: grptres gres/gpu none->2 grptres gres/gpu:a100 none->0 grptres gres/gpu:v100 none->2 preempt []->[borrow]",
+		"modify account proj-a: qos [normal]->[borrow,guar-proj-a] defaultqos normal->guar-proj-a",
+		"modify account proj-b: qos [normal]->[borrow,guar-proj-b] defaultqos normal->guar-proj-b",
+		"modify account proj-c: qos [normal]->[borrow,guar-proj-c] defaultqos normal->guar-proj-c",
+	}
+	if got := syncLines(plan); !reflect.DeepEqual(got, want) {
+		t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(plan.Moves) != 0 || !plan.Acting {
+		t.Fatalf("moves %v acting %v", plan.Moves, plan.Acting)
+	}
+
+	applySync(snap, plan)
+	if again := BuildPlan(cfg, snap, t0); again.HasActions() {
+		t.Fatalf("not idempotent, second plan: %v", syncLines(again))
+	}
+}
+
+func TestSyncOnlyDifferences(t *testing.T) {
+	base := func() *configBuilder {
+		return config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).lendLimit("a100", 6)
+	}
+	tests := []struct {
+		name   string
+		cfg    *Config
+		change func(*Snapshot) // applied to the synced snapshot of base()
+		want   []string
+	}{
+		{
+			name: "raised guarantee touches one QOS, one entry",
+			cfg:  base().obj(),
+			change: func(s *Snapshot) {
+				s.QOS[1].GrpTRES["gres/gpu:a100"] = 2
+				s.QOS[1].GrpTRES["gres/gpu"] = 2
+			},
+			want: []string{"modify qos guar-proj-a: grptres gres/gpu 2->4 grptres gres/gpu:a100 2->4"},
+		},
+		{
+			name:   "a GPU limit the table does not want is cleared, other TRES are left alone",
+			cfg:    base().obj(),
+			change: func(s *Snapshot) { s.QOS[0].GrpTRES["gres/gpu:h100"] = 1; s.QOS[0].GrpTRES["cpu"] = 64 },
+			want:   []string{"modify qos borrow: grptres gres/gpu:h100 1->none"},
+		},
+		{
+			name: "dropped lend limit clears the cap",
+			cfg:  config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).obj(),
+			want: []string{"modify qos borrow: grptres gres/gpu:a100 6->none"},
+		},
+		{
+			name: "case of names and order of lists do not matter",
+			cfg:  base().obj(),
+			change: func(s *Snapshot) {
+				s.QOS[0].PreemptMode = "REQUEUE"
+				s.Accounts[0].QOS = []string{"GUAR-PROJ-A", "borrow"}
+			},
+		},
+		{
+			name:   "borrow QOS must preempt nobody",
+			cfg:    base().obj(),
+			change: func(s *Snapshot) { s.QOS[0].Preempt = []string{"guar-proj-a"} },
+			want:   []string{"modify qos borrow: preempt [guar-proj-a]->[]"},
+		},
+		{
+			name: "other QOS are taken off a project's account",
+			cfg:  base().obj(),
+			change: func(s *Snapshot) {
+				s.Accounts[1].QOS = append(s.Accounts[1].QOS, "normal")
+				s.Accounts[1].DefaultQOS = "normal"
+			},
+			want: []string{"modify account proj-b: qos [borrow,guar-proj-b,normal]->[borrow,guar-proj-b] defaultqos normal->guar-proj-b"},
+		},
+		{
+			name:   "times and priority",
+			cfg:    func() *Config { c := base().obj(); c.Settings.GuaranteedPriority = intp(100); return c }(),
+			change: func(s *Snapshot) { s.QOS[0].GraceTime = time.Minute },
+			want: []string{
+				"modify qos borrow: gracetime 1m0s->10s",
+				"modify qos guar-proj-a: priority 0->100",
+				"modify qos guar-proj-b: priority 0->100",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot().testbed(8, 4, 8).synced(t, base().obj()).obj()
+			if snap.QOS[0].Name != "borrow" || snap.QOS[1].Name != "guar-proj-a" || snap.Accounts[0].Name != "proj-a" {
+				t.Fatalf("synced snapshot order changed: %+v", snap.QOS)
+			}
+			if tt.change != nil {
+				tt.change(snap)
+			}
+			plan := BuildPlan(tt.cfg, snap, t0)
+			if got := syncLines(plan); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestSyncMissingAccountIsReportedNotCreated(t *testing.T) {
+	cfg := config().project("proj-a", gpus("a100", 4)).project("proj-z", gpus("a100", 1)).obj()
+	snap := snapshot().testbed(8, 4, 8).obj()
+	snap.Accounts = []Account{{Name: "proj-a", QOS: []string{"borrow", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}}
+	plan := BuildPlan(cfg, snap, t0)
+	for _, c := range plan.Accounts {
+		if c.Account == "proj-z" {
+			t.Fatalf("planned a change on a missing account: %v", c)
+		}
+	}
+	if !containsLine(plan.Notes, "account proj-z is in the quota table but not in slurmdbd") {
+		t.Fatalf("notes %q", plan.Notes)
+	}
+}
+
+// While QOS or accounts differ from the table, jobs are not moved: the moves would rest on
+// limits Slurm does not have yet.
+func TestNoMovesWhileSyncIsPending(t *testing.T) {
+	cfg := config().project("proj-a", gpus("a100", 1)).obj()
+	snap := snapshot().testbed(8, 4, 8).synced(t, cfg).jobs(
+		job(1, "proj-a").gpu("a100", 1).running(time.Minute).obj(),
+		job(2, "proj-a").gpu("a100", 1).obj(),
+		job(3, "proj-a").gpu("a100", 1).borrowed().noRequeue().obj(),
+	).obj()
+	snap.QOS[1].GrpTRES["gres/gpu:a100"] = 0
+	plan := BuildPlan(cfg, snap, t0)
+	if len(plan.QOS) != 1 || len(plan.Moves) != 0 {
+		t.Fatalf("qos %v moves %v", plan.QOS, plan.Moves)
+	}
+	for _, id := range []uint32{2, 3} {
+		if text, _ := plan.Explain(id); !strings.Contains(text, "quotad first applies 1 QOS/account change(s)") {
+			t.Errorf("job %d: %q", id, text)
+		}
+	}
+}
+
+func containsLine(lines []string, sub string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, sub) {
+			return true
+		}
+	}
+	return false
+}
