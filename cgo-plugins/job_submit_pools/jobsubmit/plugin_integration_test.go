@@ -8,11 +8,17 @@ package jobsubmit_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 )
 
 func setup(t *testing.T) (*testbed.Cluster, context.Context) {
@@ -199,4 +205,192 @@ func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
 	if got, _ := c.Partition(ctx, id); got != "v100" {
 		t.Errorf("partition after valid update = %q, want v100", got)
 	}
+}
+
+// With every a100 busy (spot and on-demand), a new any-type GPU job starts in v100 at once
+// instead of waiting behind the cheaper pools.
+func TestBusyPoolsDoNotDelayAJobThatFitsElsewhere(t *testing.T) {
+	c, ctx := setup(t)
+	var fillers []string
+	for _, args := range [][]string{
+		{"-p", "a100-spot", "--gres=gpu:a100:4"},
+		{"-p", "a100", "-N", "2", "--gres=gpu:a100:4"},
+	} {
+		args = append(args, "--job-name=pools-busy-fill", "--wrap", "sleep 120")
+		id, err := c.Submit(ctx, "alice", args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillers = append(fillers, id)
+	}
+	t.Cleanup(func() { c.Cancel(fillers...) })
+	for _, id := range fillers {
+		if _, err := c.WaitState(ctx, id, "RUNNING"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, err := c.Submit(ctx, "carol", "--job-name=pools-busy", "--gres=gpu:1", "--wrap", "sleep 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Cancel(id) })
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := c.WaitState(waitCtx, id, "RUNNING", "COMPLETED"); err != nil {
+		t.Fatalf("job did not start while v100 was free: %v", err)
+	}
+	out, err := c.Run(ctx, "squeue", "-h", "-j", id, "-t", "all", "-o", "%N")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node := strings.TrimSpace(string(out)); !strings.HasPrefix(node, "v100") {
+		t.Fatalf("job ran on %q, want a v100 node", node)
+	}
+}
+
+// A broken pools.yaml never blocks submissions: the plugin keeps routing with the last good
+// config, slurmctld stays up, its log names the problem, and the fixed file is loaded again.
+// (With no good config at all, e.g. slurmctld started on a broken file, jobs pass unrouted:
+// see the jobsubmit unit tests.)
+func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
+	c, ctx := setup(t)
+	path := filepath.Join(c.Dir, "etc", "pools.yaml")
+	logPath := filepath.Join(c.Dir, "log", "slurmctld.log")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace := func(content []byte) {
+		t.Helper()
+		if err := os.WriteFile(path+".new", content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Run(ctx, "scontrol", "reconfigure"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { replace(good) })
+	// Submissions drive the plugin's recheck of the file; wait for the log line it writes.
+	submitUntilLogged := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(3 * jobsubmit.RecheckInterval)
+		for {
+			id, msg, err := c.SubmitWithMessage(ctx, "alice", "--hold", "--job-name=pools-config", "--gres=gpu:a100:1", "--wrap", "true")
+			if err != nil {
+				t.Fatalf("a valid job was refused: %v", err)
+			}
+			c.Cancel(id)
+			if !strings.Contains(msg, "job sent to pools a100-spot,a100") {
+				t.Fatalf("job not routed with the last good config: %q", msg)
+			}
+			log, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(log), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("slurmctld.log lacks %q after %v", want, 3*jobsubmit.RecheckInterval)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+
+	marker := fmt.Sprintf("colour%d", time.Now().UnixNano())
+	replace([]byte("default_cpu_pool: cpu\npools:\n  - name: cpu\n    " + marker + ": blue\n"))
+	submitUntilLogged(marker)
+	if _, err := c.Run(ctx, "scontrol", "ping"); err != nil {
+		t.Fatalf("slurmctld down after a broken config: %v", err)
+	}
+
+	// A fixed file with a visible change is picked up.
+	fixed := strings.Replace(string(good), "policy: cheapest", "policy: default-first", 1)
+	if fixed == string(good) {
+		t.Fatal("testbed pools.yaml no longer sets policy: cheapest; update this test")
+	}
+	replace([]byte(fixed))
+	submitUntilLogged("(policy default-first)")
+}
+
+// A burst of submissions from 8 parallel submitters, malformed GPU strings among them, leaves
+// slurmctld up and every accepted job in its queue.
+func TestSubmissionBurstLosesNothing(t *testing.T) {
+	c, ctx := setup(t)
+	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	const total, submitters = 5000, 8
+	name := fmt.Sprintf("pools-burst-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		_, _ = c.Run(cctx, "scancel", "--name="+name)
+	})
+	variants := [][]string{
+		{"--wrap", "true"},
+		{"--gres=gpu:a100:1", "--wrap", "true"},
+		{"--gpus=2", "--wrap", "true"},
+		{"-p", "cpu", "--gpus=1", "--wrap", "true"},                // refused by the plugin
+		{"--gres=gpu:a100:many", "--wrap", "true"},                 // malformed: refused by sbatch or Slurm
+		{"--gres=gpu::1", "--wrap", "true"},                        // malformed
+		{"--gpus=v100:0x10", "--wrap", "true"},                     // malformed
+		{"--comment", "class=;;,,=", "--gpus=1", "--wrap", "true"}, // odd comment, valid job
+	}
+	users := []string{"alice", "bob", "carol"}
+	var (
+		mu       sync.Mutex
+		accepted = map[string]bool{}
+		refused  int
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for w := 0; w < submitters; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= total || ctx.Err() != nil {
+					return
+				}
+				args := append([]string{"--hold", "--job-name=" + name}, variants[i%int64(len(variants))]...)
+				id, _, err := c.SubmitWithMessage(ctx, users[int(i)%len(users)], args...)
+				mu.Lock()
+				if err == nil {
+					accepted[id] = true
+				} else {
+					refused++
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("burst did not finish: %v", ctx.Err())
+	}
+	if _, err := c.Run(ctx, "scontrol", "ping"); err != nil {
+		t.Fatalf("slurmctld down after the burst: %v", err)
+	}
+	out, err := c.Run(ctx, "squeue", "-h", "--name="+name, "-t", "all", "-o", "%i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inQueue := map[string]bool{}
+	for _, id := range strings.Fields(string(out)) {
+		inQueue[id] = true
+	}
+	for id := range accepted {
+		if !inQueue[id] {
+			t.Errorf("accepted job %s is not in squeue", id)
+		}
+	}
+	// 4 of the 8 variants are valid; the others must have been refused, not half-accepted.
+	if len(accepted) < total/2 || refused == 0 {
+		t.Errorf("accepted %d, refused %d of %d: want every valid job accepted and the bad ones refused", len(accepted), refused, total)
+	}
+	t.Logf("%d submissions: %d accepted (all in squeue), %d refused", total, len(accepted), refused)
 }

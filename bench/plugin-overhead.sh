@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# slurmctld's cost of routing: sdiag's REQUEST_SUBMIT_BATCH_JOB ave_time (µs) with no
+# job_submit plugin, with job_submit/pools, and with bench/job_submit_pools.lua doing the same
+# routing, in alternating rounds on the running testbed. Prints every round, the three medians and
+# the ratios. Jobs are submitted held and cancelled, so nothing runs.
+#
+#   bench/plugin-overhead.sh [ROUNDS] [JOBS_PER_ROUND] [PARALLEL]     (defaults 6 1000 8; root)
+set -euo pipefail
+ROUNDS=${1:-6}
+JOBS=${2:-1000}
+PARALLEL=${3:-8}
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
+# shellcheck source=/dev/null
+. "$TESTBED_DIR/env"
+ETC=$(dirname "$SLURM_CONF")
+NAME=bench-overhead-$$
+
+[ "$(id -u)" -eq 0 ] || { echo "run as root (it reconfigures the testbed)" >&2; exit 1; }
+grep -q '^JobSubmitPlugins=pools' "$SLURM_CONF" || { echo "testbed runs without the pools plugin: make plugin testbed-up" >&2; exit 1; }
+cp "$REPO_ROOT/bench/job_submit_pools.lua" "$ETC/job_submit.lua"
+
+restore() {
+	sed -i 's/^#*JobSubmitPlugins=.*/JobSubmitPlugins=pools/' "$SLURM_CONF"
+	scontrol reconfigure || true
+	scancel --name="$NAME" 2>/dev/null || true
+	rm -f "$ETC/job_submit.lua"
+}
+trap restore EXIT
+
+use_plugin() {
+	case $1 in
+	none) sed -i 's/^#*JobSubmitPlugins=.*/#JobSubmitPlugins=none/' "$SLURM_CONF" ;;
+	*) sed -i "s/^#*JobSubmitPlugins=.*/JobSubmitPlugins=$1/" "$SLURM_CONF" ;;
+	esac
+	scontrol reconfigure
+	sleep 1
+}
+
+# The same jobs in every variant, landing in the same partitions: without a plugin they name the
+# partition list the plugin would write, so slurmctld does the same work after routing and the
+# difference is the routing itself.
+submit_round() {
+	local variant=$1
+	seq 1 "$JOBS" | xargs -P "$PARALLEL" -I{} sh -c '
+		variant=$1
+		case $(({} % 3)) in
+		0) part=cpu; set -- --wrap true ;;
+		1) part=a100-spot,a100; set -- --gres=gpu:a100:1 --wrap true ;;
+		2) part=a100-spot,a100,v100; set -- --gpus=2 --wrap true ;;
+		esac
+		[ "$variant" = none ] && set -- -p "$part" "$@"
+		exec runuser -u alice -- sbatch --hold --parsable --quiet --chdir=/tmp --output=/dev/null --job-name='"$NAME"' "$@"' sh "$variant" >/dev/null 2>&1
+}
+
+ave_time() {
+	sdiag | awk '/REQUEST_SUBMIT_BATCH_JOB/ {for (i = 1; i <= NF; i++) if ($i ~ /^ave_time:/) {sub("ave_time:", "", $i); print $i}}'
+}
+
+median() { sort -n | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+declare -A results
+ratios_pools="" ratios_lua=""
+variants=(none pools lua)
+echo "round variant ave_time_us"
+for round in $(seq 1 "$ROUNDS"); do
+	# Rotate the order each round so no variant always runs first (after a reconfigure).
+	offset=$(((round - 1) % 3))
+	declare -A this
+	for k in 0 1 2; do
+		v=${variants[$(((k + offset) % 3))]}
+		use_plugin "$v"
+		sdiag -r >/dev/null
+		submit_round "$v"
+		t=$(ave_time)
+		results[$v]+="$t "
+		this[$v]=$t
+		echo "$round $v $t"
+		scancel --name="$NAME"
+	done
+	# Ratios within a round see the same machine load: their median is the robust figure.
+	ratios_pools+="$(awk -v a="${this[pools]}" -v b="${this[none]}" 'BEGIN {print a / b}') "
+	ratios_lua+="$(awk -v a="${this[lua]}" -v b="${this[none]}" 'BEGIN {print a / b}') "
+done
+
+m_none=$(tr ' ' '\n' <<<"${results[none]}" | grep . | median)
+m_pools=$(tr ' ' '\n' <<<"${results[pools]}" | grep . | median)
+m_lua=$(tr ' ' '\n' <<<"${results[lua]}" | grep . | median)
+echo
+echo "REQUEST_SUBMIT_BATCH_JOB ave_time, median of $ROUNDS rounds of $JOBS submissions ($PARALLEL parallel):"
+printf '  none  %8.0f us\n  pools %8.0f us\n  lua   %8.0f us\n' "$m_none" "$m_pools" "$m_lua"
+awk -v n="$m_none" -v p="$m_pools" -v l="$m_lua" 'BEGIN {printf "  ratio of medians:          pools/none = %.3f   lua/none = %.3f\n", p / n, l / n}'
+printf '  median of per-round ratios: pools/none = %.3f   lua/none = %.3f   (goal pools/none <= 1.05)\n' \
+	"$(tr ' ' '\n' <<<"$ratios_pools" | grep . | median)" "$(tr ' ' '\n' <<<"$ratios_lua" | grep . | median)"
