@@ -1,0 +1,23 @@
+// Command poolctl checks and shows slurmbridge's resource pools: validate, status, explain.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/slurmbridge/slurmbridge/bridge/poolctl"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := poolctl.Run(ctx, os.Args, poolctl.Env{
+		Fetcher: slurm.CommandFetcher{Runner: slurm.ExecRunner{}},
+		Out:     os.Stdout,
+		Err:     os.Stderr,
+	})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,89 @@
+// Package poolctl is the pools admin CLI: check pools.yaml against the live cluster, show each
+// pool's state, and explain where a job would be routed. It prints what bridge/pools decides
+// and what bridge/slurm reads; it decides nothing of its own.
+package poolctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
+)
+
+// Env is what the commands talk to; tests replace the fetcher with one fed by fixtures.
+type Env struct {
+	Fetcher slurm.Fetcher
+	Out     io.Writer
+	Err     io.Writer
+}
+
+// Exit statuses.
+const (
+	exitProblems = 1 // validate found problems, or Slurm could not be read
+	exitUsage    = 2 // bad flags or arguments
+)
+
+// Run runs poolctl with args (args[0] is the program name) and returns the exit status.
+func Run(ctx context.Context, args []string, env Env) int {
+	err := newApp(env).RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	code := exitProblems
+	var exit cli.ExitCoder
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(env.Err, "poolctl:", msg)
+	}
+	return code
+}
+
+func newApp(env Env) *cli.App {
+	return &cli.App{
+		Name:  "poolctl",
+		Usage: "check and show slurmbridge resource pools",
+		Description: "The pools file defaults to $" + jobsubmit.ConfigEnv + ", else pools.yaml beside slurm.conf " +
+			"($SLURM_CONF or /etc/slurm/slurm.conf): the file the job_submit plugin reads.",
+		Writer:          env.Out,
+		ErrWriter:       env.Err,
+		HideHelpCommand: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "pools file (default: the plugin's)"},
+		},
+		OnUsageError: usageError,
+		// Run reports errors and picks the exit status; urfave/cli must not exit on its own.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{
+			validateCommand(env),
+			statusCommand(env),
+			explainCommand(env),
+		},
+	}
+}
+
+func usageError(_ *cli.Context, err error, _ bool) error {
+	return cli.Exit(err.Error(), exitUsage)
+}
+
+// configPath is --config, else where the job_submit plugin looks.
+func configPath(c *cli.Context) string {
+	if p := c.String("config"); p != "" {
+		return p
+	}
+	return jobsubmit.ConfigPathFromEnv()
+}
+
+// noArgs refuses positional arguments, which urfave/cli would otherwise ignore silently.
+func noArgs(c *cli.Context) error {
+	if c.Args().Present() {
+		return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, c.Args().First()), exitUsage)
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package slurm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+)
+
+// Node is one node of `sinfo --json` (Slurm 22.05, OpenAPI v0.0.38), with the fields poolctl
+// and quotad read.
+type Node struct {
+	Name       string
+	Partitions []string
+	// State is the base state as 22.05 prints it, lower case: idle, mixed, allocated, down,
+	// unknown, error, future.
+	State string
+	// StateFlags are the flags on top of it, upper case: DRAIN, NOT_RESPONDING, MAINTENANCE...
+	StateFlags    []string
+	CPUs          int
+	AllocCPUs     int
+	MemoryMB      uint64 // real_memory
+	AllocMemoryMB uint64
+	Gres          []gpureq.Gres // configured, e.g. gpu:a100:4
+	GresUsed      []gpureq.Gres // allocated now, e.g. gpu:a100:2(IDX:0-1)
+	TRES          gpureq.TRES   // configured, e.g. cpu=8,mem=32000M,gres/gpu=4
+	TRESUsed      gpureq.TRES   // allocated now; empty when idle (sinfo prints null)
+}
+
+// downStates are base states in which a node runs nothing new.
+var downStates = []string{"down", "unknown", "error", "future"}
+
+// downFlags are flags that keep the scheduler off a node whatever its base state.
+var downFlags = []string{
+	"DRAIN", "FAIL", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN",
+	"REBOOT_ISSUED", "INVALID_REG",
+}
+
+// Up reports whether Slurm may start jobs on the node: its base state is idle, mixed or
+// allocated and no flag such as DRAIN or NOT_RESPONDING holds it back.
+func (n *Node) Up() bool {
+	if slices.Contains(downStates, strings.ToLower(n.State)) {
+		return false
+	}
+	for _, f := range n.StateFlags {
+		if slices.Contains(downFlags, strings.ToUpper(f)) {
+			return false
+		}
+	}
+	return true
+}
+
+// GPUs is the number of GPUs the node has, all types together.
+func (n *Node) GPUs() uint64 { return countGPUs(n.Gres) }
+
+// AllocGPUs is the number of the node's GPUs allocated to jobs now.
+func (n *Node) AllocGPUs() uint64 { return countGPUs(n.GresUsed) }
+
+// InPartition reports whether the node belongs to the partition.
+func (n *Node) InPartition(partition string) bool { return slices.Contains(n.Partitions, partition) }
+
+func countGPUs(gres []gpureq.Gres) uint64 {
+	var n uint64
+	for _, g := range gres {
+		if g.IsGPU() {
+			n += g.Count
+		}
+	}
+	return n
+}
+
+type wireNode struct {
+	Name        string   `json:"name"`
+	Partitions  []string `json:"partitions"`
+	State       string   `json:"state"`
+	StateFlags  []string `json:"state_flags"`
+	CPUs        int      `json:"cpus"`
+	AllocCPUs   int      `json:"alloc_cpus"`
+	RealMemory  uint64   `json:"real_memory"`
+	AllocMemory uint64   `json:"alloc_memory"`
+	Gres        string   `json:"gres"`
+	GresUsed    string   `json:"gres_used"`
+	TRES        string   `json:"tres"`
+	TRESUsed    string   `json:"tres_used"` // null when nothing is allocated
+}
+
+// ParseNodes reads the output of `sinfo --json`. An answer with errors, or without a "nodes"
+// array, is an error: never a partial or empty list that looks like an empty cluster.
+func ParseNodes(data []byte) ([]Node, error) {
+	var resp struct {
+		envelope
+		Nodes *[]wireNode `json:"nodes"`
+	}
+	if err := decode(data, "sinfo", &resp, &resp.envelope); err != nil {
+		return nil, err
+	}
+	if resp.Nodes == nil {
+		return nil, errors.New(`sinfo JSON has no "nodes" array`)
+	}
+	nodes := make([]Node, 0, len(*resp.Nodes))
+	for _, w := range *resp.Nodes {
+		n, err := w.node()
+		if err != nil {
+			return nil, fmt.Errorf("sinfo JSON: node %s: %w", w.Name, err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+func (w *wireNode) node() (Node, error) {
+	n := Node{
+		Name: w.Name, Partitions: w.Partitions, State: w.State, StateFlags: w.StateFlags,
+		CPUs: w.CPUs, AllocCPUs: w.AllocCPUs, MemoryMB: w.RealMemory, AllocMemoryMB: w.AllocMemory,
+	}
+	if n.Name == "" {
+		return Node{}, errors.New("no name")
+	}
+	var err error
+	if n.Gres, err = gpureq.ParseNodeGres(w.Gres); err != nil {
+		return Node{}, fmt.Errorf("gres: %w", err)
+	}
+	if n.GresUsed, err = gpureq.ParseNodeGres(w.GresUsed); err != nil {
+		return Node{}, fmt.Errorf("gres_used: %w", err)
+	}
+	if n.TRES, err = gpureq.ParseTRES(w.TRES); err != nil {
+		return Node{}, fmt.Errorf("tres: %w", err)
+	}
+	if n.TRESUsed, err = gpureq.ParseTRES(w.TRESUsed); err != nil {
+		return Node{}, fmt.Errorf("tres_used: %w", err)
+	}
+	return n, nil
+}
+
+// Cluster gives the cluster's shape for pools.CheckCluster: each partition with its nodes,
+// down ones included (a drained node still has the shape the config describes).
+func Cluster(nodes []Node) pools.Cluster {
+	cl := pools.Cluster{Partitions: map[string][]pools.ClusterNode{}}
+	for _, n := range nodes {
+		cn := pools.ClusterNode{Name: n.Name, Gres: n.Gres, CPUs: n.CPUs, MemoryMB: n.MemoryMB}
+		for _, p := range n.Partitions {
+			cl.Partitions[p] = append(cl.Partitions[p], cn)
+		}
+	}
+	return cl
+}

@@ -1,0 +1,87 @@
+package slurm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+)
+
+func TestParseNodesReadsEveryField(t *testing.T) {
+	nodes, err := ParseNodes(fixture(t, "sinfo-testbed-busy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	spot := byName["a100-spot-1"] // three of its four GPUs allocated
+	if spot.State != "mixed" || len(spot.StateFlags) != 0 || !spot.InPartition("a100-spot") || spot.InPartition("a100") ||
+		spot.CPUs != 8 || spot.AllocCPUs != 1 || spot.MemoryMB != 32000 || spot.AllocMemoryMB != 1000 {
+		t.Fatalf("a100-spot-1 read as %+v", spot)
+	}
+	if spot.GPUs() != 4 || spot.AllocGPUs() != 3 || spot.Gres[0].Type != "a100" {
+		t.Fatalf("a100-spot-1 GPUs %d allocated %d (gres %v)", spot.GPUs(), spot.AllocGPUs(), spot.Gres)
+	}
+	if spot.TRES.GPUs("a100") != 4 || spot.TRES["mem"] != 32000 || spot.TRESUsed.GPUs("a100") != 3 {
+		t.Fatalf("a100-spot-1 TRES %v used %v", spot.TRES, spot.TRESUsed)
+	}
+	idle := byName["a100-2"] // tres_used is null, gres_used "gpu:a100:0(IDX:N/A)"
+	if idle.AllocGPUs() != 0 || len(idle.TRESUsed) != 0 || !idle.Up() {
+		t.Fatalf("idle a100-2 read as %+v", idle)
+	}
+	cpu := byName["cpu-1"] // gres "", gres_used "gpu:0"
+	if cpu.GPUs() != 0 || cpu.AllocGPUs() != 0 || len(cpu.Gres) != 0 {
+		t.Fatalf("cpu-1 read as %+v", cpu)
+	}
+}
+
+func TestNodeUp(t *testing.T) {
+	for _, tc := range []struct {
+		state string
+		flags []string
+		up    bool
+	}{
+		{"idle", nil, true},
+		{"mixed", nil, true},
+		{"allocated", []string{"COMPLETING"}, true},
+		{"idle", []string{"DRAIN"}, false},
+		{"mixed", []string{"DRAIN"}, false}, // draining: runs what it has, takes nothing new
+		{"idle", []string{"NOT_RESPONDING"}, false},
+		{"idle", []string{"POWERED_DOWN"}, false},
+		{"down", nil, false},
+		{"unknown", nil, false},
+		{"future", nil, false},
+	} {
+		n := Node{State: tc.state, StateFlags: tc.flags}
+		if n.Up() != tc.up {
+			t.Errorf("%s %v: Up() = %v, want %v", tc.state, tc.flags, n.Up(), tc.up)
+		}
+	}
+}
+
+func TestClusterMatchesTheTestbedPools(t *testing.T) {
+	nodes, err := ParseNodes(fixture(t, "sinfo-testbed-idle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := Cluster(nodes)
+	if len(cl.Partitions) != 4 || len(cl.Partitions["a100"]) != 2 || len(cl.Partitions["a100-spot"]) != 1 {
+		t.Fatalf("partitions: %v", cl.Partitions)
+	}
+	cfg, err := pools.Load("../../slurm-conf/testbed/pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := pools.CheckCluster(cfg, cl); len(problems) > 0 {
+		t.Fatalf("the testbed's pools.yaml does not match its sinfo:\n%v", problems)
+	}
+
+	// A node in two partitions is in both; a wrong shape is found through the conversion.
+	nodes[0].Partitions = append(nodes[0].Partitions, "v100")
+	problems := pools.CheckCluster(cfg, Cluster(nodes))
+	if len(problems) == 0 || !strings.Contains(problems.Error(), "node_count is 2 but partition v100 has 3 nodes") {
+		t.Fatalf("got problems %v", problems)
+	}
+}
