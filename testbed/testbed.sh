@@ -114,8 +114,14 @@ render() {
 	host=$(hostname -s)
 	sed -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
 		-e "s|@HOST@|$host|g" \
+		-e "s|@CTLD_ADDR@|127.0.0.1|g" \
+		-e "s|@DBD_HOST@|$host|g" \
+		-e "s|@DBD_ADDR@|127.0.0.1|g" \
+		-e "s|@DB_HOST@|127.0.0.1|g" \
+		-e "s|@NODE_HOST@|$host|g" \
+		-e "s|@NODE_ADDR@|127.0.0.1|g" \
 		-e "s|@COMM_PARAMS@|$COMM_PARAMS|g" \
-		-e "s|@JOB_SUBMIT_PLUGINS@|$JOB_SUBMIT_PLUGINS|g" \
+		-e "s|@JOB_SUBMIT_LINE@|$JOB_SUBMIT_LINE|g" \
 		-e "s|@CTLD_PORT@|$TESTBED_CTLD_PORT|g" \
 		-e "s|@DBD_PORT@|$TESTBED_DBD_PORT|g" \
 		-e "s|@DB_PORT@|$TESTBED_DB_PORT|g" \
@@ -183,9 +189,9 @@ comm_params() {
 # rename (slurmctld may have the old .so mapped), and says whether the plugin changed.
 install_plugin() {
 	local built=$REPO_ROOT/bin/job_submit_pools.so dest=$TESTBED_PLUGIN_DIR/job_submit_pools.so
-	JOB_SUBMIT_PLUGINS=
+	JOB_SUBMIT_LINE="#JobSubmitPlugins=pools (bin/job_submit_pools.so was not built)"
 	[ -f "$built" ] || { say "no $built (run make plugin): jobs are not routed into pools"; return 0; }
-	JOB_SUBMIT_PLUGINS=pools
+	JOB_SUBMIT_LINE=JobSubmitPlugins=pools
 	install -m 0644 "$REPO_ROOT/slurm-conf/testbed/pools.yaml" "$ETC/.pools.yaml.new"
 	mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
 	if ! cmp -s "$built" "$dest"; then
