@@ -14,18 +14,19 @@ TESTBED_DIR ?= /tmp/slurmbridge-testbed
 export TESTBED_DIR
 
 PLUGIN := $(BIN)/job_submit_pools.so
+SPANK := $(BIN)/spank_elastic.so
 PLUGIN_SRC := $(shell find cgo-plugins/job_submit_pools bridge/pools bridge/gpureq -name '*.go' -o -name '*.c' -o -name '*.h') go.mod go.sum
 # Where `make install-plugin` puts the plugin: the first directory of the running Slurm's
 # PluginDir unless given.
 PLUGIN_DIR ?= $(shell scontrol show config 2>/dev/null | awk -F' = ' '/^PluginDir/ {split($$2, d, ":"); print d[1]}')
 
-.PHONY: all build plugin install-plugin vet test test-unit bench demo \
+.PHONY: all build plugin spank install-plugin vet test test-unit bench demo \
 	testbed-up testbed-down testbed-status testbed-clean clean
 
 all: build
 
 # Commands (package main under */cmd/) go to bin/; the plugin is built by its own rule.
-build: plugin
+build: plugin spank
 	@mkdir -p $(BIN)
 	@cmds=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... | grep '/cmd/' || true); \
 	if [ -n "$$cmds" ]; then echo "$(GO) build -o $(BIN)/ $$cmds"; $(GO) build -o $(BIN)/ $$cmds; fi
@@ -38,6 +39,14 @@ $(PLUGIN): $(PLUGIN_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $@ ./cgo-plugins/job_submit_pools
 	@rm -f $(BIN)/job_submit_pools.h
+
+# The SPANK plugin (elastic job declarations) is plain C against the same headers; sbatch,
+# srun and slurmstepd load it through plugstack.conf (see elasticd/README.md).
+spank: $(SPANK)
+
+$(SPANK): cgo-plugins/spank_elastic/spank_elastic.c
+	@mkdir -p $(BIN)
+	$(CC) -Wall -Wextra -Werror -O2 -fPIC -shared -o $@ $<
 
 # Installed by rename, never overwritten in place: slurmctld may have the old one mapped.
 install-plugin: $(PLUGIN)
@@ -57,8 +66,9 @@ test-unit: vet
 test: testbed-up vet
 	$(GO) test -count=1 -p 1 -tags integration -timeout 30m ./...
 
+# Every benchmark, one results file in bench/results/ (see bench/README.md).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	@bash bench/run.sh
 
 demo: testbed-up
 	@bash testbed/demo.sh
