@@ -73,10 +73,11 @@ bench:
 demo: testbed-up
 	@bash testbed/demo.sh
 
-# Packages first: building the plugin needs libslurm-dev's headers.
+# Packages first: building the plugins needs libslurm-dev's headers. Then the cluster, with the
+# plugins installed and quotad and elasticd started (testbed/quotad.sh, testbed/elasticd.sh).
 testbed-up:
 	@bash testbed/testbed.sh packages
-	@$(MAKE) --no-print-directory plugin
+	@$(MAKE) --no-print-directory build
 	@bash testbed/testbed.sh up
 
 testbed-down:

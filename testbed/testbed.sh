@@ -28,7 +28,8 @@ CLUSTER=testbed
 NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
 GPU_NODES=(a100-1 a100-2 v100-1 v100-2 a100-spot-1)
 PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
-PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev)
+# python3 runs the elastic examples' synthetic trainer.
+PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev python3)
 
 RUN=$TESTBED_DIR/run
 LOG=$TESTBED_DIR/log
@@ -201,9 +202,27 @@ install_plugin() {
 	fi
 }
 
+# install_spank puts the elastic SPANK plugin in place, by rename, and writes plugstack.conf:
+# empty (no SPANK plugins) when the plugin is not built.
+install_spank() {
+	local built=$REPO_ROOT/bin/spank_elastic.so dest=$TESTBED_PLUGIN_DIR/spank_elastic.so
+	install -d -m 0755 "$TESTBED_DIR/elastic"
+	if [ ! -f "$built" ]; then
+		: >"$ETC/plugstack.conf"
+		return 0
+	fi
+	if ! cmp -s "$built" "$dest"; then
+		install -m 0755 "$built" "$dest.new"
+		mv -f "$dest.new" "$dest"
+	fi
+	echo "required $dest dir=$TESTBED_DIR/elastic pools=a100,a100-spot,v100 max_workers=16 rdzv_port_base=29400" >"$ETC/plugstack.conf.new"
+	mv -f "$ETC/plugstack.conf.new" "$ETC/plugstack.conf"
+}
+
 write_configs() {
 	COMM_PARAMS=$(comm_params)
 	install_plugin
+	install_spank
 	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
 	local before
@@ -315,17 +334,12 @@ ensure_accounts() {
 
 start_slurmctld() {
 	if pid_of slurmctld >/dev/null; then
-		# A new plugin .so is only loaded by a new slurmctld (its state survives the restart).
-		if [ "${PLUGIN_CHANGED:-0}" = 1 ]; then
-			say "job_submit plugin changed: restarting slurmctld"
+		# A new plugin .so is only loaded by a new slurmctld, and some settings (MaxJobCount,
+		# ports) are not reread by scontrol reconfigure: restart it. Jobs and state survive.
+		if [ "${PLUGIN_CHANGED:-0}" = 1 ] || [ "${CONFIG_CHANGED:-0}" = 1 ]; then
+			say "job_submit plugin or configuration changed: restarting slurmctld"
 			stop_pid slurmctld
 			start_slurmctld
-			return 0
-		fi
-		# A running cluster picks up a changed template without a restart.
-		if [ "${CONFIG_CHANGED:-0}" = 1 ]; then
-			say "configuration changed: scontrol reconfigure"
-			scontrol reconfigure
 		fi
 		return 0
 	fi
@@ -348,6 +362,29 @@ all_nodes_idle() {
 	[ "$(printf '%s\n' "$states" | awk '$2 == "idle"' | wc -l)" -eq ${#NODES[@]} ]
 }
 
+# slurmbridge's own daemons run on the testbed when they are built (make build); each has a
+# start/stop script that works by pid file. TESTBED_DAEMONS="" runs Slurm alone.
+read -r -a SLURMBRIDGE_DAEMONS <<<"${TESTBED_DAEMONS-quotad elasticd}"
+
+start_slurmbridge_daemons() {
+	local d
+	for d in "${SLURMBRIDGE_DAEMONS[@]}"; do
+		if [ -x "$REPO_ROOT/bin/$d" ]; then
+			TESTBED_DIR=$TESTBED_DIR bash "$REPO_ROOT/testbed/$d.sh" start
+		else
+			say "no bin/$d (run make build): not started"
+		fi
+	done
+}
+
+stop_slurmbridge_daemons() {
+	local d
+	for d in "${SLURMBRIDGE_DAEMONS[@]}"; do
+		[ -f "$REPO_ROOT/testbed/$d.sh" ] && TESTBED_DIR=$TESTBED_DIR bash "$REPO_ROOT/testbed/$d.sh" stop
+	done
+	return 0
+}
+
 cmd_up() {
 	require_root
 	local t0=$SECONDS
@@ -362,12 +399,15 @@ cmd_up() {
 	ensure_accounts
 	start_slurmctld
 	start_slurmds
+	# Running slurmds reread a changed slurm.conf/gres.conf/plugstack.conf on reconfigure.
+	[ "${CONFIG_CHANGED:-0}" = 1 ] && scontrol reconfigure
 	# A node left down by a previous run (e.g. killed slurmd) is brought back.
 	scontrol update nodename="$(IFS=,; echo "${NODES[*]}")" state=resume >/dev/null 2>&1 || true
 	if ! wait_for "all nodes idle" "$TESTBED_IDLE_TIMEOUT" all_nodes_idle; then
 		sinfo -N >&2 || true
 		die "nodes not idle after ${TESTBED_IDLE_TIMEOUT}s; logs in $LOG"
 	fi
+	start_slurmbridge_daemons
 	say "up in $((SECONDS - t0))s: all ${#NODES[@]} nodes idle. Use it with: . $TESTBED_DIR/env"
 	sinfo -o '%10P %.5a %.6D %8t %N %G'
 }
@@ -405,6 +445,7 @@ cmd_down() {
 	require_root
 	local node
 	slurm_env
+	stop_slurmbridge_daemons
 	end_running_jobs
 	# Nodes first, then the controller, accounting, database and authentication.
 	for node in "${NODES[@]}"; do stop_pid "slurmd-$node"; done
@@ -423,6 +464,9 @@ cmd_status() {
 			printf '%-20s down\n' "$name"
 			rc=3
 		fi
+	done
+	for name in "${SLURMBRIDGE_DAEMONS[@]}"; do
+		[ -x "$REPO_ROOT/bin/$name" ] && { TESTBED_DIR=$TESTBED_DIR bash "$REPO_ROOT/testbed/$name.sh" status || rc=3; }
 	done
 	if [ -f "$ETC/slurm.conf" ] && pid_of slurmctld >/dev/null; then
 		SLURM_CONF=$ETC/slurm.conf sinfo -o '%10P %.5a %.6D %8t %N %G' || true

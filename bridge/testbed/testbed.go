@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,6 +144,36 @@ func (c *Cluster) Partition(ctx context.Context, jobID string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// PauseDaemon stops one of slurmbridge's daemons that the testbed runs (testbed/NAME.sh, e.g.
+// quotad or elasticd) for the rest of the test, and starts it again when the test ends, if it
+// was running: a test that runs its own instance in-process must not race the testbed's.
+func (c *Cluster) PauseDaemon(t testing.TB, name string) {
+	t.Helper()
+	script := filepath.Join(repoRoot(), "testbed", name+".sh")
+	r := slurm.ExecRunner{Env: mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir})}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := r.Run(ctx, "bash", script, "status"); err != nil {
+		return // not running: nothing to pause or restore
+	}
+	if _, err := r.Run(ctx, "bash", script, "stop"); err != nil {
+		t.Fatalf("pause %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := r.Run(ctx, "bash", script, "start"); err != nil {
+			t.Errorf("restart %s after the test: %v", name, err)
+		}
+	})
+}
+
+// repoRoot is the source tree this package was built from.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // Cancel cancels jobs; for test clean-up, errors are ignored.

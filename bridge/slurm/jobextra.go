@@ -1,0 +1,93 @@
+package slurm
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// JobExtra is the part of a `squeue --json` job that Job leaves out and elasticd needs: who owns
+// the job numerically, where its batch script runs, and which GPU indices it holds on each node.
+// Read it from the same output as ParseJobs, so both describe one moment.
+type JobExtra struct {
+	ID        uint32
+	UserID    uint32
+	GroupID   uint32
+	Name      string
+	BatchHost string // node running the batch script; "" while pending
+	WorkDir   string // current_working_directory
+	// GresDetail is one entry per allocated node, in the order of the job's node list, e.g.
+	// "gpu:a100:1(IDX:0)" or "gpu:a100:2(IDX:0-1)".
+	GresDetail []string
+	TimeLimit  uint32 // minutes; 0 when unlimited or unknown
+	StdOut     string // standard_output with Slurm's patterns expanded, e.g. /home/a/slurm-12.out
+}
+
+type wireJobExtra struct {
+	JobID      uint32   `json:"job_id"`
+	UserID     uint32   `json:"user_id"`
+	GroupID    uint32   `json:"group_id"`
+	Name       string   `json:"name"`
+	BatchHost  string   `json:"batch_host"`
+	WorkDir    string   `json:"current_working_directory"`
+	GresDetail []string `json:"gres_detail"`
+	TimeLimit  uint32   `json:"time_limit"`
+	StdOut     string   `json:"standard_output"`
+}
+
+// ParseJobExtras reads the extra fields of every job of `squeue --json`, by job id. Like
+// ParseJobs, an answer with errors or without a "jobs" array is an error.
+func ParseJobExtras(data []byte) (map[uint32]JobExtra, error) {
+	var resp struct {
+		envelope
+		Jobs *[]wireJobExtra `json:"jobs"`
+	}
+	if err := decode(data, "squeue", &resp, &resp.envelope); err != nil {
+		return nil, err
+	}
+	if resp.Jobs == nil {
+		return nil, errors.New(`squeue JSON has no "jobs" array`)
+	}
+	out := make(map[uint32]JobExtra, len(*resp.Jobs))
+	for _, w := range *resp.Jobs {
+		if w.JobID == 0 {
+			return nil, errors.New("squeue JSON: a job has no job_id")
+		}
+		out[w.JobID] = JobExtra{ID: w.JobID, UserID: w.UserID, GroupID: w.GroupID, Name: w.Name,
+			BatchHost: w.BatchHost, WorkDir: w.WorkDir, GresDetail: w.GresDetail, TimeLimit: w.TimeLimit, StdOut: w.StdOut}
+	}
+	return out, nil
+}
+
+// GPUIndices reads the GPU indices of one gres_detail entry: "gpu:a100:2(IDX:0,2-3)" gives
+// [0 2 3]; an entry without GPUs ("" or "gpu:0(IDX:N/A)") gives none.
+func GPUIndices(detail string) ([]int, error) {
+	_, idx, ok := strings.Cut(detail, "(IDX:")
+	if !ok {
+		return nil, nil
+	}
+	idx, ok = strings.CutSuffix(idx, ")")
+	if !ok {
+		return nil, fmt.Errorf("gres_detail %q: no closing parenthesis", detail)
+	}
+	if idx == "N/A" || idx == "" {
+		return nil, nil
+	}
+	var out []int
+	for part := range strings.SplitSeq(idx, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b-a > 1024 {
+			return nil, fmt.Errorf("gres_detail %q: bad index %q", detail, part)
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}

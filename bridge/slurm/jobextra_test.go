@@ -1,0 +1,45 @@
+package slurm
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestParseJobExtrasReadsTheTestbedFixture(t *testing.T) {
+	extras, err := ParseJobExtras(fixture(t, "squeue-testbed-mixed.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := ParseJobs(fixture(t, "squeue-testbed-mixed.json"))
+	if err != nil || len(extras) != len(jobs) {
+		t.Fatalf("%d extras for %d jobs (%v)", len(extras), len(jobs), err)
+	}
+	j := extras[jobs[3].ID]
+	if j.UserID != 1003 || j.GroupID != 1003 || j.WorkDir != "/tmp" || j.StdOut != "/dev/null" || j.BatchHost != "a100-spot-1" || j.Name != "wrap" {
+		t.Fatalf("job %d read as %+v", jobs[3].ID, j)
+	}
+	if _, err := ParseJobExtras(fixture(t, "squeue-slurmctld-unreachable.json")); err == nil {
+		t.Fatal("an answer with errors must not parse")
+	}
+}
+
+func TestGPUIndices(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		bad  bool
+	}{
+		{"gpu:a100:1(IDX:0)", []int{0}, false},
+		{"gpu:a100:3(IDX:0,2-3)", []int{0, 2, 3}, false},
+		{"gpu:0(IDX:N/A)", nil, false},
+		{"", nil, false},
+		{"gpu:a100:1(IDX:x)", nil, true},
+		{"gpu:a100:1(IDX:3-1)", nil, true},
+		{"gpu:a100:1(IDX:0", nil, true},
+	} {
+		got, err := GPUIndices(tc.in)
+		if (err != nil) != tc.bad || !slices.Equal(got, tc.want) {
+			t.Errorf("GPUIndices(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}

@@ -1,0 +1,264 @@
+// Package app is elasticd's command line: `elasticd run` (the daemon), `elasticd agent` (the
+// node agent) and `elasticd status` (per elastic job: size, throughput history, last decision
+// and why).
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/go-co-op/gocron/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/agent"
+	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/probe"
+	"github.com/slurmbridge/slurmbridge/elasticd/registry"
+)
+
+// New builds the CLI.
+func New() *cli.App {
+	return &cli.App{
+		Name:  "elasticd",
+		Usage: "grow and shrink elastic training jobs on Slurm from their measured throughput",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"ELASTICD_LOG_LEVEL"}},
+		},
+		Commands: []*cli.Command{runCommand(), agentCommand(), statusCommand()},
+	}
+}
+
+func logger(c *cli.Context) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(c.String("log-level"))
+	if err != nil {
+		return zerolog.Logger{}, err
+	}
+	return zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), nil
+}
+
+var stateDirFlag = &cli.StringFlag{Name: "state-dir", Value: "/var/spool/slurmbridge/elastic", EnvVars: []string{"ELASTICD_STATE_DIR"},
+	Usage: "the SPANK plugin's dir= (declarations, reports, hosts files)"}
+
+func runCommand() *cli.Command {
+	d := policy.DefaultSettings()
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run the daemon",
+		Flags: []cli.Flag{
+			stateDirFlag,
+			&cli.StringFlag{Name: "pools", EnvVars: []string{"ELASTICD_POOLS"}, Usage: "pools config (bridge/pools YAML); unset: workers go to the main job's partition"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9464", Usage: "address of /metrics, /v1/status and /v1/signals"},
+			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second},
+			&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "between a worker's TERM and its cancellation"},
+			&cli.DurationFlag{Name: "pending-timeout", Value: 5 * time.Minute},
+			&cli.Float64Flag{Name: "threshold", Value: d.Threshold, Usage: "scaling efficiency a grow step must beat"},
+			&cli.IntFlag{Name: "min-samples", Value: d.MinSamples},
+			&cli.DurationFlag{Name: "settle", Value: d.SettleTime},
+			&cli.DurationFlag{Name: "stale-after", Value: d.StaleAfter},
+			&cli.DurationFlag{Name: "cooldown", Value: d.Cooldown},
+		},
+		Action: func(c *cli.Context) error {
+			log, err := logger(c)
+			if err != nil {
+				return err
+			}
+			cfg := daemon.Config{Dir: registry.Dir(c.String("state-dir")), Grace: c.Duration("grace"), PendingTimeout: c.Duration("pending-timeout")}
+			cfg.Settings = policy.Settings{Threshold: c.Float64("threshold"), MinSamples: c.Int("min-samples"),
+				SettleTime: c.Duration("settle"), StaleAfter: c.Duration("stale-after"), Cooldown: c.Duration("cooldown")}
+			if path := c.String("pools"); path != "" {
+				if cfg.Pools, err = pools.Load(path); err != nil {
+					return err
+				}
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			runner := slurm.ExecRunner{}
+			d := daemon.New(cfg, daemon.CommandSlurm{Runner: runner, Env: baseEnv()}, log, daemon.NewMetrics(reg))
+
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+			mux.Handle("/v1/", d.Handler())
+			return serveAndLoop(c.Context, log, c.String("listen"), mux, c.Duration("interval"), d.Cycle)
+		},
+	}
+}
+
+// baseEnv is what sbatch gets when run as a job's owner: nothing of elasticd's own
+// environment but the path and where Slurm's config is.
+func baseEnv() []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	if conf := os.Getenv("SLURM_CONF"); conf != "" {
+		env = append(env, "SLURM_CONF="+conf)
+	}
+	return env
+}
+
+// serveAndLoop serves mux and runs cycle every interval (never two at once) until SIGTERM or
+// SIGINT.
+func serveAndLoop(parent context.Context, log zerolog.Logger, listen string, mux http.Handler, interval time.Duration,
+	cycle func(context.Context) error) error {
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var srv *http.Server
+	if listen != "" {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return err
+		}
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error().Err(err).Msg("HTTP server stopped")
+			}
+		}()
+		log.Info().Str("listen", ln.Addr().String()).Msg("serving /metrics and /v1/")
+	}
+	s, err := gocron.NewScheduler()
+	if err != nil {
+		return err
+	}
+	_, err = s.NewJob(gocron.DurationJob(interval), gocron.NewTask(func() {
+		cctx, cancel := context.WithTimeout(ctx, max(interval*3, time.Minute))
+		defer cancel()
+		if err := cycle(cctx); err != nil {
+			log.Warn().Err(err).Msg("cycle skipped; nothing done")
+		}
+	}), gocron.WithSingletonMode(gocron.LimitModeReschedule), gocron.WithStartAt(gocron.WithStartImmediately()))
+	if err != nil {
+		return err
+	}
+	s.Start()
+	<-ctx.Done()
+	log.Info().Msg("stopping")
+	err = s.Shutdown()
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	return err
+}
+
+func agentCommand() *cli.Command {
+	host, _ := os.Hostname()
+	return &cli.Command{
+		Name:  "agent",
+		Usage: "run the node agent: NVML samples of the jobs' GPUs, posted to elasticd",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "node", Value: cli.NewStringSlice(host), Usage: "Slurm node names this host runs (repeat for multiple slurmd)"},
+			&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464"},
+			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second},
+		},
+		Action: func(c *cli.Context) error {
+			log, err := logger(c)
+			if err != nil {
+				return err
+			}
+			reader, err := probe.Open(nvml.New())
+			if errors.Is(err, probe.ErrUnavailable) {
+				// Said once; elasticd decides from application throughput alone.
+				log.Warn().Err(err).Msg("no GPU signals from this node")
+			} else if err != nil {
+				return err
+			}
+			defer reader.Close()
+			a := &agent.Agent{Nodes: c.StringSlice("node"), Slurm: daemon.CommandSlurm{Runner: slurm.ExecRunner{}},
+				Reader: reader, Post: agent.PostHTTP(&http.Client{}, c.String("elasticd")), Log: log}
+			return serveAndLoop(c.Context, log, "", nil, c.Duration("interval"), a.Cycle)
+		},
+	}
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "per elastic job: size, throughput history, last decision and why",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464"},
+			&cli.BoolFlag{Name: "json"},
+		},
+		Action: func(c *cli.Context) error {
+			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.String("elasticd"), "/")+"/v1/status", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+			if err != nil {
+				return err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("elasticd answered %s: %s", resp.Status, body)
+			}
+			if c.Bool("json") {
+				_, err = c.App.Writer.Write(body)
+				return err
+			}
+			var jobs []daemon.JobStatus
+			if err := json.Unmarshal(body, &jobs); err != nil {
+				return err
+			}
+			PrintStatus(c.App.Writer, jobs)
+			return nil
+		},
+	}
+}
+
+// PrintStatus writes the status for people.
+func PrintStatus(w io.Writer, jobs []daemon.JobStatus) {
+	if len(jobs) == 0 {
+		fmt.Fprintln(w, "no elastic jobs")
+		return
+	}
+	for _, j := range jobs {
+		fmt.Fprintf(w, "job %d  user %s  account %s  workers %d..%d x %d GPU  pools %s\n",
+			j.JobID, j.User, j.Account, j.MinWorkers, j.MaxWorkers, j.GPUsPerWorker, strings.Join(j.Pools, ","))
+		fmt.Fprintf(w, "  size      %s\n", sizeString(j.Size))
+		var hist []string
+		for _, p := range j.Throughput {
+			hist = append(hist, fmt.Sprintf("%s:%.0f", sizeString(p.Size), p.SamplesPerSec))
+		}
+		fmt.Fprintf(w, "  samples/s %s\n", strings.Join(hist, " "))
+		fmt.Fprintf(w, "  decision  %s at %s: %s\n", j.Decision, j.DecidedAt.Format(time.TimeOnly), j.Reason)
+		for _, f := range j.Flags {
+			fmt.Fprintf(w, "  flag      %s\n", f)
+		}
+	}
+}
+
+func sizeString(size map[string]int) string {
+	var parts []string
+	for t, n := range size {
+		parts = append(parts, fmt.Sprintf("%s=%d", t, n))
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}

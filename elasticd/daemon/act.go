@@ -1,0 +1,273 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+)
+
+// grow submits dec.Count workers of dec.Type.
+func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, dec policy.Decision, log zerolog.Logger) []uint32 {
+	var ids []uint32
+	for range dec.Count {
+		id, err := d.submitWorker(ctx, j, main, snap, dec.Type)
+		if err != nil {
+			d.metrics.actionErrors.WithLabelValues("grow").Inc()
+			log.Error().Err(err).Str("type", string(dec.Type)).Msg("cannot submit a worker")
+			return ids
+		}
+		d.metrics.actions.WithLabelValues("grow").Inc()
+		log.Info().Uint32("worker", id).Str("type", string(dec.Type)).Msg("worker submitted")
+		j.submitted[id] = d.now()
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// partitionFor places a worker of type t: the declared pools of that type, through
+// bridge/pools' Route (the job_submit plugin's own choice), else the main job's partition.
+func (d *Daemon) partitionFor(j *job, main slurm.Job, t policy.GPUType) (string, error) {
+	ps := d.poolsOfType(j, t)
+	if len(ps) == 0 {
+		if d.typeOf(main) != t {
+			return "", fmt.Errorf("no declared pool has %s GPUs", t)
+		}
+		return main.Partition, nil
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Partition)
+	}
+	r := pools.Request{
+		Op: pools.Submit, Partition: strings.Join(names, ","),
+		TRESPerNode: fmt.Sprintf("gres:gpu:%s:%d", t, j.decl.GPUsPerWorker),
+		MinNodes:    1, MaxNodes: 1, NumTasks: 1,
+		CPUsPerTask: pools.NoVal16, PnMinCPUs: pools.NoVal16, NTasksPerNode: pools.NoVal16, SocketsPerNode: pools.NoVal16,
+		MinCPUs: pools.NoVal, PnMinMemory: pools.NoVal64,
+	}
+	switch route := d.cfg.Pools.Route(&r); route.Action {
+	case pools.SetPartition:
+		return route.Partition, nil
+	case pools.Reject:
+		return "", fmt.Errorf("pools: %s", route.Message)
+	default:
+		if route.Err != nil {
+			return "", route.Err
+		}
+		return r.Partition, nil
+	}
+}
+
+// submitWorker runs sbatch as the job's owner: same account, the job's own script, one node
+// with GPUsPerWorker GPUs of type t, and the environment contract.
+func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType) (uint32, error) {
+	if j.script == nil {
+		script, err := d.slurm.BatchScript(ctx, j.id)
+		if err != nil {
+			return 0, fmt.Errorf("reading the main job's batch script: %w", err)
+		}
+		j.script = script
+	}
+	partition, err := d.partitionFor(j, main, t)
+	if err != nil {
+		return 0, err
+	}
+	extra := snap.extras[j.id]
+	args := []string{
+		"--job-name=" + WorkerName(j.id),
+		"--account=" + main.Account,
+		"--partition=" + partition,
+		"--nodes=1", "--ntasks=1",
+		fmt.Sprintf("--gres=gpu:%s:%d", t, j.decl.GPUsPerWorker),
+	}
+	if extra.WorkDir != "" {
+		args = append(args, "--chdir="+extra.WorkDir)
+	}
+	if out := workerOutput(extra.StdOut); out != "" {
+		args = append(args, "--output="+out)
+	}
+	if extra.TimeLimit > 0 {
+		args = append(args, fmt.Sprintf("--time=%d", extra.TimeLimit))
+	}
+	return d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Args: args, Env: d.contract(j), Script: j.script, Dir: extra.WorkDir})
+}
+
+// workerOutput puts a worker's output beside the main job's: the main job's directory is the
+// one its owner chose and can write.
+func workerOutput(mainOut string) string {
+	if mainOut == "/dev/null" {
+		return mainOut
+	}
+	if !filepath.IsAbs(mainOut) {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(mainOut), "%x-%j.out")
+}
+
+// contract is the environment every worker gets (see elasticd/README.md); the main job gets
+// the same from the SPANK plugin, with ELASTIC_ROLE=main.
+func (d *Daemon) contract(j *job) []string {
+	id := strconv.FormatUint(uint64(j.id), 10)
+	return []string{
+		"ELASTIC_ROLE=worker",
+		"ELASTIC_JOB_ID=" + id,
+		"ELASTIC_MIN=" + strconv.Itoa(j.decl.MinWorkers),
+		"ELASTIC_MAX=" + strconv.Itoa(j.decl.MaxWorkers),
+		fmt.Sprintf("ELASTIC_NNODES=%d:%d", j.decl.MinWorkers, j.decl.MaxWorkers),
+		"ELASTIC_GPUS_PER_WORKER=" + strconv.Itoa(j.decl.GPUsPerWorker),
+		"ELASTIC_RDZV_ENDPOINT=" + j.decl.RdzvEndpoint,
+		"ELASTIC_REPORT_DIR=" + d.cfg.Dir.ReportDir(j.id),
+		"ELASTIC_HOSTS_FILE=" + d.cfg.Dir.HostsFile(j.id),
+	}
+}
+
+// shrink sends TERM to the named workers; the main job is never among them.
+func (d *Daemon) shrink(ctx context.Context, j *job, active []slurm.Job, dec policy.Decision, now time.Time, log zerolog.Logger) {
+	for _, name := range dec.Workers {
+		id, err := strconv.ParseUint(name, 10, 32)
+		if err != nil || uint32(id) == j.id || !slices.ContainsFunc(active, func(w slurm.Job) bool { return w.ID == uint32(id) }) {
+			log.Warn().Str("worker", name).Msg("shrink names the main job or an unknown worker; left alone")
+			continue
+		}
+		d.terminate(ctx, j, uint32(id), now, log)
+	}
+}
+
+func (d *Daemon) terminate(ctx context.Context, j *job, id uint32, now time.Time, log zerolog.Logger) {
+	if err := d.slurm.Terminate(ctx, id); err != nil {
+		d.metrics.actionErrors.WithLabelValues("terminate").Inc()
+		log.Error().Err(err).Uint32("worker", id).Msg("cannot signal the worker")
+		return
+	}
+	d.metrics.actions.WithLabelValues("terminate").Inc()
+	log.Info().Uint32("worker", id).Dur("grace", d.cfg.Grace).Msg("worker sent TERM")
+	j.stopping[id] = now
+}
+
+// finishStops cancels workers still there after the grace period and forgets those gone.
+func (d *Daemon) finishStops(ctx context.Context, j *job, workers []slurm.Job, now time.Time, log zerolog.Logger) {
+	for id, at := range j.stopping {
+		i := slices.IndexFunc(workers, func(w slurm.Job) bool { return w.ID == id })
+		if i < 0 || !(workers[i].Running() || workers[i].Pending()) {
+			delete(j.stopping, id)
+			continue
+		}
+		if now.Sub(at) >= d.cfg.Grace && workers[i].State != "COMPLETING" {
+			if err := d.slurm.Cancel(ctx, id); err != nil {
+				d.metrics.actionErrors.WithLabelValues("cancel").Inc()
+				log.Error().Err(err).Uint32("worker", id).Msg("cannot cancel the worker")
+				continue
+			}
+			d.metrics.actions.WithLabelValues("cancel").Inc()
+			log.Info().Uint32("worker", id).Msg("worker still running after the grace period; cancelled")
+			j.stopping[id] = now // cancel again only after another grace period
+		}
+	}
+}
+
+// cancelStalePending cancels workers pending too long.
+func (d *Daemon) cancelStalePending(ctx context.Context, j *job, pending []uint32, snap *snapshot, now time.Time, log zerolog.Logger) {
+	for _, id := range pending {
+		submitted := snap.jobs[id].Submit
+		if submitted.IsZero() || now.Sub(submitted) < d.cfg.PendingTimeout {
+			continue
+		}
+		if _, done := j.stopping[id]; done {
+			continue
+		}
+		if err := d.slurm.Cancel(ctx, id); err != nil {
+			log.Error().Err(err).Uint32("worker", id).Msg("cannot cancel the pending worker")
+			continue
+		}
+		log.Info().Uint32("worker", id).Dur("pending", now.Sub(submitted)).Msg("worker pending too long; cancelled")
+		j.stopping[id] = now
+		delete(j.replacing, id) // a straggler whose successor never started stays
+	}
+}
+
+// replace starts the straggler's successor; the straggler gets TERM once it has reported.
+func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, active []slurm.Job, snap *snapshot, dec policy.Decision, log zerolog.Logger) {
+	old, err := strconv.ParseUint(dec.Workers[0], 10, 32)
+	if err != nil || uint32(old) == j.id || !slices.ContainsFunc(active, func(w slurm.Job) bool { return w.ID == uint32(old) }) {
+		log.Warn().Str("worker", dec.Workers[0]).Msg("straggler is the main job or unknown; elasticd never touches the main job")
+		return
+	}
+	ids := d.grow(ctx, j, main, snap, policy.Decision{Action: policy.Grow, Type: dec.Type, Count: 1}, log)
+	if len(ids) == 1 {
+		j.replacing[ids[0]] = uint32(old)
+	}
+}
+
+// completeReplacements stops each straggler once its successor runs and has reported.
+func (d *Daemon) completeReplacements(ctx context.Context, j *job, snap *snapshot, now time.Time, log zerolog.Logger) {
+	for newID, old := range j.replacing {
+		w, ok := snap.jobs[newID]
+		if !ok || !(w.Running() || w.Pending()) {
+			delete(j.replacing, newID)
+			continue
+		}
+		rep, reported, _ := d.cfg.Dir.LatestReport(j.id, strconv.FormatUint(uint64(newID), 10), j.decl.UID)
+		if !w.Running() || !reported || rep.Time.Before(w.Start) {
+			d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("worker %d joins before straggler %d leaves", newID, old)}, now, log)
+			continue
+		}
+		d.terminate(ctx, j, old, now, log)
+		delete(j.replacing, newID)
+	}
+}
+
+// cleanup ends the workers of a finished main job and removes its directory once they are
+// gone.
+func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *snapshot, log zerolog.Logger) {
+	name := WorkerName(id)
+	uid, known := uint32(0), false
+	if j != nil {
+		uid, known = j.decl.UID, true
+	} else if decl, err := d.cfg.Dir.ReadDeclarationOwnedBy(id, d.cfg.DeclarationOwner); err == nil {
+		uid, known = decl.UID, true
+	}
+	left := 0
+	for wid, extra := range snap.extras {
+		w := snap.jobs[wid]
+		if !known || extra.Name != name || extra.UserID != uid || !(w.Running() || w.Pending()) {
+			continue
+		}
+		left++
+		if j != nil {
+			if _, stopping := j.stopping[wid]; stopping {
+				continue
+			}
+		}
+		if err := d.slurm.Cancel(ctx, wid); err != nil {
+			log.Error().Err(err).Uint32("worker", wid).Msg("cannot cancel a worker of a finished job")
+			continue
+		}
+		log.Info().Uint32("worker", wid).Msg("main job finished; worker cancelled")
+		if j != nil {
+			j.stopping[wid] = d.now()
+		}
+	}
+	if left > 0 {
+		return
+	}
+	if err := d.cfg.Dir.Remove(id); err != nil {
+		log.Warn().Err(err).Msg("cannot remove the finished job's directory")
+		return
+	}
+	if j != nil {
+		log.Info().Msg("elastic job finished; directory removed")
+	}
+	d.mu.Lock()
+	delete(d.jobs, id)
+	d.mu.Unlock()
+}

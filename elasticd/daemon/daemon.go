@@ -1,0 +1,460 @@
+// Package daemon is elasticd's control loop: each cycle reads the queue (squeue --json), the
+// elastic jobs' declarations and throughput reports (elasticd/registry) and the node agents'
+// NVML signals, asks elasticd/policy what each job should do, and does it: grow by submitting
+// worker jobs as the job's user, shrink by TERM then cancel of chosen worker jobs after a
+// grace period, replace a straggler by starting its successor first. The main job is never
+// signalled; a job without a declaration is never touched.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/registry"
+)
+
+// Config is what the daemon needs besides Slurm.
+type Config struct {
+	Dir registry.Dir
+	// Pools places workers and prices GPU types; nil: workers go to the main job's partition.
+	Pools    *pools.Config
+	Settings policy.Settings
+	// Grace between a worker's TERM and its cancellation.
+	Grace time.Duration
+	// PendingTimeout: a worker still pending after this is cancelled (the capacity it was
+	// counted on went elsewhere).
+	PendingTimeout time.Duration
+	// HistoryLimit bounds the measurements kept per job.
+	HistoryLimit int
+	// DeclarationOwner is the uid that must own declarations: 0, the SPANK plugin in
+	// slurmstepd; tests that do not run as root set their own.
+	DeclarationOwner uint32
+}
+
+// WorkerName is the job name of every worker of main job id: workers are found by it (and by
+// their owner) after a restart.
+func WorkerName(mainID uint32) string {
+	return "elastic-worker-" + strconv.FormatUint(uint64(mainID), 10)
+}
+
+// Daemon holds the state of every elastic job between cycles.
+type Daemon struct {
+	cfg     Config
+	slurm   Slurm
+	log     zerolog.Logger
+	now     func() time.Time
+	metrics *Metrics
+
+	mu      sync.Mutex // guards jobs, signals and lastCycle (the HTTP handlers read them)
+	jobs    map[uint32]*job
+	signals map[uint32]map[int]policy.GPUSignal // by worker job id, then GPU index
+	// lastCycle is when a cycle last read the queue.
+	lastCycle time.Time
+}
+
+// job is one elastic job as elasticd follows it.
+type job struct {
+	id      uint32
+	decl    *registry.Declaration
+	user    string
+	account string
+	script  []byte
+
+	history   []policy.Measurement
+	size      map[policy.GPUType]int
+	last      policy.Decision
+	lastAt    time.Time
+	submitted map[uint32]time.Time // workers submitted and not yet seen running
+	stopping  map[uint32]time.Time // workers sent TERM, with when
+	replacing map[uint32]uint32    // new worker → the straggler it replaces
+	finished  time.Time            // main job left the queue
+}
+
+// New makes a daemon.
+func New(cfg Config, s Slurm, log zerolog.Logger, m *Metrics) *Daemon {
+	if cfg.Grace <= 0 {
+		cfg.Grace = 30 * time.Second
+	}
+	if cfg.PendingTimeout <= 0 {
+		cfg.PendingTimeout = 5 * time.Minute
+	}
+	if cfg.HistoryLimit <= 0 {
+		cfg.HistoryLimit = 1000
+	}
+	return &Daemon{cfg: cfg, slurm: s, log: log, now: time.Now, metrics: m,
+		jobs: map[uint32]*job{}, signals: map[uint32]map[int]policy.GPUSignal{}}
+}
+
+// snapshot is one cycle's view of the queue.
+type snapshot struct {
+	jobs   map[uint32]slurm.Job
+	extras map[uint32]slurm.JobExtra
+	nodes  []slurm.Node
+}
+
+// Cycle runs one round. It returns an error only when the queue or the nodes could not be read:
+// then nothing is done, because every action would rest on stale data.
+func (d *Daemon) Cycle(ctx context.Context) error {
+	start := d.now()
+	defer func() { d.metrics.cycleSeconds.Observe(d.now().Sub(start).Seconds()) }()
+	list, extras, err := d.slurm.Queue(ctx)
+	if err != nil {
+		d.metrics.cycleErrors.Inc()
+		return fmt.Errorf("reading the queue: %w", err)
+	}
+	nodes, err := d.slurm.Nodes(ctx)
+	if err != nil {
+		d.metrics.cycleErrors.Inc()
+		return fmt.Errorf("reading the nodes: %w", err)
+	}
+	snap := snapshot{jobs: map[uint32]slurm.Job{}, extras: extras, nodes: nodes}
+	for _, j := range list {
+		snap.jobs[j.ID] = j
+	}
+	ids, err := d.cfg.Dir.Jobs()
+	if err != nil {
+		d.metrics.cycleErrors.Inc()
+		return fmt.Errorf("reading %s: %w", d.cfg.Dir, err)
+	}
+
+	d.mu.Lock()
+	d.lastCycle = start
+	d.mu.Unlock()
+	for _, id := range ids {
+		d.step(ctx, id, &snap)
+	}
+	d.mu.Lock()
+	for id := range d.jobs {
+		if !slices.Contains(ids, id) {
+			delete(d.jobs, id)
+		}
+	}
+	d.metrics.observeJobs(d.jobs)
+	d.mu.Unlock()
+	return nil
+}
+
+// step follows one registered job for one cycle.
+func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
+	log := d.log.With().Uint32("job", id).Logger()
+	d.mu.Lock()
+	j := d.jobs[id]
+	d.mu.Unlock()
+	main, inQueue := snap.jobs[id]
+	if j == nil {
+		if !inQueue || !main.Running() {
+			// Not ours to follow (yet): a leftover directory of a job that ended while
+			// elasticd was down is cleaned once its workers are gone.
+			if !inQueue {
+				d.cleanup(ctx, id, nil, snap, log)
+			}
+			return
+		}
+		decl, err := d.cfg.Dir.ReadDeclarationOwnedBy(id, d.cfg.DeclarationOwner)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				log.Warn().Err(err).Msg("declaration unusable; job left alone")
+			}
+			return
+		}
+		extra := snap.extras[id]
+		if extra.UserID != decl.UID {
+			log.Warn().Uint32("declared_uid", decl.UID).Uint32("job_uid", extra.UserID).Msg("declaration does not belong to the job's owner; job left alone")
+			return
+		}
+		j = &job{id: id, decl: decl, user: main.User, account: main.Account,
+			submitted: map[uint32]time.Time{}, stopping: map[uint32]time.Time{}, replacing: map[uint32]uint32{}}
+		log.Info().Str("user", j.user).Int("min", decl.MinWorkers).Int("max", decl.MaxWorkers).
+			Int("gpus_per_worker", decl.GPUsPerWorker).Strs("pools", decl.Pools).Msg("following elastic job")
+		d.mu.Lock()
+		d.jobs[id] = j
+		d.mu.Unlock()
+	}
+	if !inQueue || !(main.Running() || main.Pending()) {
+		d.cleanup(ctx, id, j, snap, log)
+		return
+	}
+	now := d.now()
+	workers := d.workersOf(j, snap)
+	d.finishStops(ctx, j, workers, now, log)
+	if !main.Running() {
+		// Requeued (preempted): the training restarts; reports from before would mislead.
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: "main job is not running (" + main.State + ")"}, now, log)
+		j.history = nil
+		return
+	}
+
+	running := []slurm.Job{main}
+	var pending []uint32
+	for _, w := range workers {
+		switch {
+		case w.Running():
+			running = append(running, w)
+			delete(j.submitted, w.ID)
+		case w.Pending():
+			pending = append(pending, w.ID)
+		}
+	}
+	for id, at := range j.submitted {
+		// A job sbatch accepted is in the next squeue; still absent a minute later, it is
+		// gone before it ran (purged after failing).
+		if _, ok := snap.jobs[id]; !ok && now.Sub(at) > time.Minute {
+			delete(j.submitted, id)
+		}
+	}
+	active := slices.DeleteFunc(slices.Clone(running), func(w slurm.Job) bool { _, stopping := j.stopping[w.ID]; return stopping })
+	d.writeHosts(j, active, log)
+	current := d.record(j, active, now, log)
+
+	switch {
+	case len(pending) > 0:
+		d.cancelStalePending(ctx, j, pending, snap, now, log)
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for worker job(s) %v to start", pending)}, now, log)
+		return
+	case len(j.submitted) > 0:
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: "waiting for submitted workers to appear in the queue"}, now, log)
+		return
+	case len(j.replacing) > 0:
+		d.completeReplacements(ctx, j, snap, now, log)
+		return
+	case len(j.stopping) > 0:
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for %d worker(s) to stop", len(j.stopping))}, now, log)
+		return
+	}
+	if len(active) < j.decl.MinWorkers {
+		// Below the declared minimum the training cannot start (torchrun waits for MIN
+		// nodes), so there is no throughput to wait for.
+		t := d.typeOf(main)
+		dec := policy.Decision{Action: policy.Grow, Type: t, Count: j.decl.MinWorkers - len(active),
+			Reason: fmt.Sprintf("below the declared min: %d of %d workers", len(active), j.decl.MinWorkers)}
+		d.setDecision(j, dec, now, log)
+		d.grow(ctx, j, main, snap, dec, log)
+		return
+	}
+
+	if n := len(j.history); n == 0 || !maps.Equal(j.history[n-1].Allocated, current) {
+		// The last measurement is of another size: deciding on it would repeat the last
+		// action (grow again before the new worker has even reported).
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for every worker of %d to report", len(active))}, now, log)
+		return
+	}
+	dec := policy.Decide(policy.Input{
+		Now: now,
+		Job: policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: policy.Bounds{
+			MinWorkers: j.decl.MinWorkers, MaxWorkers: j.decl.MaxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker,
+			Types: d.typeOptions(j),
+		}},
+		History:  j.history,
+		Signals:  d.signalsFor(active),
+		Capacity: d.capacity(j, main, snap),
+		Settings: d.cfg.Settings,
+	})
+	d.setDecision(j, dec, now, log)
+	switch dec.Action {
+	case policy.Grow:
+		d.grow(ctx, j, main, snap, dec, log)
+	case policy.Shrink:
+		d.shrink(ctx, j, active, dec, now, log)
+	case policy.Replace:
+		d.replace(ctx, j, main, active, snap, dec, log)
+	}
+}
+
+// workersOf lists the job's worker jobs in the queue: the worker name and the main job's
+// owner, so a job another user names like a worker is never counted or cancelled.
+func (d *Daemon) workersOf(j *job, snap *snapshot) []slurm.Job {
+	name := WorkerName(j.id)
+	var out []slurm.Job
+	for id, extra := range snap.extras {
+		w, ok := snap.jobs[id]
+		if ok && extra.Name == name && extra.UserID == j.decl.UID && id != j.id {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b slurm.Job) int { return int(a.ID) - int(b.ID) })
+	return out
+}
+
+// typeOf is a worker's GPU type: its pool's, else the type of the GPUs it holds.
+func (d *Daemon) typeOf(w slurm.Job) policy.GPUType {
+	if d.cfg.Pools != nil {
+		for _, p := range d.cfg.Pools.Pools {
+			if p.Partition == w.Partition && p.GPUType != "" {
+				return policy.GPUType(p.GPUType)
+			}
+		}
+	}
+	for _, tres := range []string{w.TRESAlloc.String(), w.TRESReq.String()} {
+		for field := range strings.SplitSeq(tres, ",") {
+			if name, ok := strings.CutPrefix(field, "gres/gpu:"); ok {
+				t, _, _ := strings.Cut(name, "=")
+				return policy.GPUType(t)
+			}
+		}
+	}
+	return "gpu"
+}
+
+// poolsOfType are the declared pools of GPU type t, in declaration order.
+func (d *Daemon) poolsOfType(j *job, t policy.GPUType) []*pools.Pool {
+	var out []*pools.Pool
+	if d.cfg.Pools == nil {
+		return nil
+	}
+	for _, name := range j.decl.Pools {
+		if p := d.cfg.Pools.Pool(name); p != nil && policy.GPUType(p.GPUType) == t {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// typeOptions turns the declared pools into the policy's GPU types, one per type, priced by
+// the cheapest of its pools.
+func (d *Daemon) typeOptions(j *job) []policy.TypeOption {
+	var out []policy.TypeOption
+	if d.cfg.Pools == nil {
+		return nil
+	}
+	for _, name := range j.decl.Pools {
+		p := d.cfg.Pools.Pool(name)
+		if p == nil || p.GPUType == "" {
+			continue
+		}
+		i := slices.IndexFunc(out, func(o policy.TypeOption) bool { return o.Type == policy.GPUType(p.GPUType) })
+		if i < 0 {
+			out = append(out, policy.TypeOption{Type: policy.GPUType(p.GPUType), Pool: p.Name, PricePerGPUHour: p.PricePerGPUHour})
+		} else if p.PricePerGPUHour < out[i].PricePerGPUHour {
+			out[i].PricePerGPUHour, out[i].Pool = p.PricePerGPUHour, p.Name
+		}
+	}
+	return out
+}
+
+// capacity counts, per type the job may use, how many more workers fit on up nodes now.
+func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) map[policy.GPUType]int {
+	types := d.typeOptions(j)
+	if len(types) == 0 {
+		types = []policy.TypeOption{{Type: d.typeOf(main)}}
+	}
+	out := map[policy.GPUType]int{}
+	for _, o := range types {
+		parts := []string{main.Partition}
+		if ps := d.poolsOfType(j, o.Type); len(ps) > 0 {
+			parts = parts[:0]
+			for _, p := range ps {
+				parts = append(parts, p.Partition)
+			}
+		}
+		for _, n := range snap.nodes {
+			if !n.Up() || !slices.ContainsFunc(parts, n.InPartition) {
+				continue
+			}
+			free := n.GPUs() - min(n.AllocGPUs(), n.GPUs())
+			out[o.Type] += int(free) / j.decl.GPUsPerWorker
+		}
+	}
+	return out
+}
+
+// record appends a measurement when every active worker has reported since the last one.
+// A worker's report counts only from its own job's start, and never the main job's old ones
+// from before a requeue.
+// It returns the allocation of the active workers.
+func (d *Daemon) record(j *job, active []slurm.Job, now time.Time, log zerolog.Logger) map[policy.GPUType]int {
+	m := policy.Measurement{Allocated: map[policy.GPUType]int{}}
+	for _, w := range active {
+		m.Allocated[d.typeOf(w)]++
+	}
+	d.mu.Lock()
+	j.size = m.Allocated
+	d.mu.Unlock()
+	for _, w := range active {
+		t := d.typeOf(w)
+		worker := strconv.FormatUint(uint64(w.ID), 10)
+		rep, ok, err := d.cfg.Dir.LatestReport(j.id, worker, j.decl.UID)
+		if err != nil {
+			log.Warn().Err(err).Str("worker", worker).Msg("report unreadable")
+		}
+		if !ok || err != nil || (!w.Start.IsZero() && rep.Time.Before(w.Start)) || rep.Time.After(now.Add(time.Minute)) {
+			return m.Allocated // incomplete: the policy would hold on it anyway; keep the history clean
+		}
+		m.Workers = append(m.Workers, policy.WorkerRate{Worker: worker, Type: t, SamplesPerSec: rep.SamplesPerSec})
+		if m.Time.IsZero() || rep.Time.Before(m.Time) {
+			m.Time = rep.Time // the measurement is as old as its oldest report
+		}
+	}
+	if n := len(j.history); n > 0 && !m.Time.After(j.history[n-1].Time) {
+		return m.Allocated
+	}
+	d.mu.Lock()
+	j.history = append(j.history, m)
+	if over := len(j.history) - d.cfg.HistoryLimit; over > 0 {
+		j.history = slices.Delete(j.history, 0, over)
+	}
+	d.mu.Unlock()
+	return m.Allocated
+}
+
+func (d *Daemon) writeHosts(j *job, active []slurm.Job, log zerolog.Logger) {
+	var hosts []registry.Host
+	for _, w := range active {
+		if node, ok := singleNode(w); ok {
+			hosts = append(hosts, registry.Host{Node: node, Slots: j.decl.GPUsPerWorker})
+		}
+	}
+	if err := d.cfg.Dir.WriteHosts(j.id, hosts); err != nil {
+		log.Warn().Err(err).Msg("cannot write the hosts file")
+	}
+}
+
+// singleNode is a one-node job's node name.
+func singleNode(w slurm.Job) (string, bool) {
+	if w.NodeCount == 1 && w.Nodes != "" && !strings.ContainsAny(w.Nodes, "[,") {
+		return w.Nodes, true
+	}
+	return "", false
+}
+
+func (d *Daemon) setDecision(j *job, dec policy.Decision, now time.Time, log zerolog.Logger) {
+	d.mu.Lock()
+	changed := dec.Action != j.last.Action || dec.Reason != j.last.Reason
+	j.last, j.lastAt = dec, now
+	d.mu.Unlock()
+	d.metrics.decisions.WithLabelValues(dec.Action.String()).Inc()
+	if changed {
+		ev := log.Info()
+		if dec.Action == policy.Hold {
+			ev = log.Debug()
+		}
+		ev.Str("action", dec.Action.String()).Str("type", string(dec.Type)).Int("count", dec.Count).
+			Strs("workers", dec.Workers).Str("reason", dec.Reason).Msg("decision")
+	}
+}
+
+// signalsFor turns the agents' latest NVML samples into the policy's signals.
+func (d *Daemon) signalsFor(active []slurm.Job) []policy.GPUSignal {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []policy.GPUSignal
+	for _, w := range active {
+		byGPU := d.signals[w.ID]
+		for _, i := range slices.Sorted(maps.Keys(byGPU)) {
+			out = append(out, byGPU[i])
+		}
+	}
+	return out
+}

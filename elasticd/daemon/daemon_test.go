@@ -1,0 +1,253 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/registry"
+)
+
+// fakeSlurm is a queue the test edits between cycles; it records every action.
+type fakeSlurm struct {
+	jobs      map[uint32]slurm.Job
+	extras    map[uint32]slurm.JobExtra
+	queueErr  error
+	nextID    uint32
+	submits   []SubmitRequest
+	terminate []uint32
+	cancel    []uint32
+}
+
+func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error) {
+	if f.queueErr != nil {
+		return nil, nil, f.queueErr
+	}
+	var jobs []slurm.Job
+	for _, j := range f.jobs {
+		jobs = append(jobs, j)
+	}
+	return jobs, f.extras, nil
+}
+
+func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
+	return []slurm.Node{{Name: "a100-1", Partitions: []string{"a100"}, State: "mixed", Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}}}, nil
+}
+
+func (f *fakeSlurm) BatchScript(context.Context, uint32) ([]byte, error) {
+	return []byte("#!/bin/sh\n"), nil
+}
+
+func (f *fakeSlurm) Submit(_ context.Context, req SubmitRequest) (uint32, error) {
+	f.submits = append(f.submits, req)
+	f.nextID++
+	return f.nextID, nil
+}
+
+func (f *fakeSlurm) Terminate(_ context.Context, id uint32) error {
+	f.terminate = append(f.terminate, id)
+	return nil
+}
+
+func (f *fakeSlurm) Cancel(_ context.Context, id uint32) error {
+	f.cancel = append(f.cancel, id)
+	return nil
+}
+
+// run puts a job in the queue as running on a100-1.
+func (f *fakeSlurm) run(id uint32, name string, uid uint32, start time.Time) {
+	f.jobs[id] = slurm.Job{ID: id, User: "alice", Account: "proj-a", Partition: "a100", State: "RUNNING", NodeCount: 1, Nodes: "a100-1", Start: start}
+	f.extras[id] = slurm.JobExtra{ID: id, UserID: uid, Name: name, WorkDir: "/tmp", StdOut: "/tmp/out/main.out"}
+}
+
+type harness struct {
+	t     *testing.T
+	dir   registry.Dir
+	slurm *fakeSlurm
+	d     *Daemon
+	now   time.Time
+	uid   uint32
+}
+
+const mainID = 100
+
+func newHarness(t *testing.T, min, max int) *harness {
+	t.Helper()
+	uid := uint32(os.Getuid())
+	h := &harness{t: t, dir: registry.Dir(t.TempDir()), uid: uid, now: time.Unix(1_800_000_000, 0),
+		slurm: &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.JobExtra{}, nextID: 200}}
+	if err := os.MkdirAll(h.dir.ReportDir(mainID), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	decl := fmt.Sprintf(`{"version":1,"job_id":%d,"uid":%d,"gid":%d,"min_workers":%d,"max_workers":%d,"gpus_per_worker":1,"rdzv_endpoint":"host:29500","pools":["a100"],"recorded":1}`,
+		mainID, uid, os.Getgid(), min, max)
+	if err := os.WriteFile(filepath.Join(h.dir.JobDir(mainID), "declaration.json"), []byte(decl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pools.Parse([]byte("pools:\n  - name: a100\n    gpu_type: a100\n    price_per_gpu_hour: 3\n    node: {gpus: 4, cpus: 8, memory_mb: 32000}\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d = New(Config{Dir: h.dir, Pools: cfg, DeclarationOwner: uid, Grace: 10 * time.Second,
+		Settings: policy.Settings{MinSamples: 2, SettleTime: time.Second, StaleAfter: 10 * time.Second}},
+		h.slurm, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()))
+	h.d.now = func() time.Time { return h.now }
+	h.slurm.run(mainID, "train", uid, h.now)
+	return h
+}
+
+// report appends one line per worker: the job's total rate split evenly.
+func (h *harness) report(total float64, workers ...uint32) {
+	h.t.Helper()
+	for _, w := range workers {
+		line := fmt.Sprintf(`{"time": %d, "worker": "%d", "samples_per_sec": %g}`+"\n", h.now.Unix(), w, total/float64(len(workers)))
+		f, err := os.OpenFile(filepath.Join(h.dir.ReportDir(mainID), fmt.Sprintf("%d.jsonl", w)), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		f.WriteString(line)
+		f.Close()
+	}
+}
+
+// cycle advances the clock and runs one cycle.
+func (h *harness) cycle() {
+	h.t.Helper()
+	h.now = h.now.Add(2 * time.Second)
+	if err := h.d.Cycle(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) decision() policy.Decision {
+	return h.d.jobs[mainID].last
+}
+
+func TestBelowMinSubmitsWorkersAsTheOwnerWithTheContract(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	h.cycle()
+	if len(h.slurm.submits) != 1 {
+		t.Fatalf("%d submissions, want 1 to reach min 2 (decision %+v)", len(h.slurm.submits), h.decision())
+	}
+	req := h.slurm.submits[0]
+	for _, want := range []string{"--job-name=elastic-worker-100", "--account=proj-a", "--partition=a100", "--gres=gpu:a100:1", "--chdir=/tmp", "--output=/tmp/out/%x-%j.out"} {
+		if !slices.Contains(req.Args, want) {
+			t.Errorf("sbatch args %q lack %s", req.Args, want)
+		}
+	}
+	for _, want := range []string{"ELASTIC_ROLE=worker", "ELASTIC_JOB_ID=100", "ELASTIC_NNODES=2:4", "ELASTIC_RDZV_ENDPOINT=host:29500"} {
+		if !slices.Contains(req.Env, want) {
+			t.Errorf("worker env %q lacks %s", req.Env, want)
+		}
+	}
+	if req.UID != h.uid || string(req.Script) != "#!/bin/sh\n" {
+		t.Fatalf("submitted as uid %d with script %q", req.UID, req.Script)
+	}
+	h.cycle() // the worker is not in the queue yet: no second submission
+	if len(h.slurm.submits) != 1 {
+		t.Fatalf("submitted again before the first worker appeared: %d", len(h.slurm.submits))
+	}
+}
+
+// The job reports 100, 190, 200 samples/s at 1, 2, 3 workers: the knee is 2.
+func TestGrowsWhileStepsPayThenShrinksGracefully(t *testing.T) {
+	h := newHarness(t, 1, 4)
+	rates := map[int]float64{1: 100, 2: 190, 3: 200}
+	workers := []uint32{mainID}
+	for range 40 {
+		h.report(rates[len(workers)], workers...)
+		h.cycle()
+		for range h.slurm.submits[len(workers)-1:] {
+			id := uint32(200 + len(workers))
+			h.slurm.run(id, WorkerName(mainID), h.uid, h.now)
+			workers = append(workers, id)
+		}
+		if len(h.slurm.terminate) > 0 {
+			break
+		}
+	}
+	// 1 → 2 pays (s = 0.9), 2 → 3 does not (s = 0.11): the third worker is told to go.
+	if len(h.slurm.submits) != 2 || !slices.Equal(h.slurm.terminate, []uint32{202}) {
+		t.Fatalf("submits %d, terminated %v; want 2 grows and TERM to worker 202 (decision %+v)", len(h.slurm.submits), h.slurm.terminate, h.decision())
+	}
+	if h.decision().Action != policy.Shrink || !strings.Contains(h.decision().Reason, "does not pay") {
+		t.Fatalf("decision %+v", h.decision())
+	}
+	// Within the grace period nothing more; after it, a plain cancel; never the main job.
+	workers = workers[:2]
+	h.report(190, workers...)
+	h.cycle()
+	if len(h.slurm.cancel) != 0 {
+		t.Fatalf("cancelled %v within the grace period", h.slurm.cancel)
+	}
+	for range 5 {
+		h.report(190, workers...)
+		h.cycle()
+	}
+	if !slices.Equal(h.slurm.cancel, []uint32{202}) || slices.Contains(h.slurm.terminate, mainID) {
+		t.Fatalf("cancelled %v, terminated %v; want only 202", h.slurm.cancel, h.slurm.terminate)
+	}
+	delete(h.slurm.jobs, 202)
+	h.report(190, workers...)
+	h.cycle()
+	h.report(190, workers...)
+	h.cycle()
+	if d := h.decision(); d.Action != policy.Hold {
+		t.Fatalf("after the shrink: %+v, want hold at the knee", d)
+	}
+}
+
+func TestUnreadableQueueDoesNothing(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	h.slurm.queueErr = errors.New("slurmctld down")
+	if err := h.d.Cycle(context.Background()); err == nil {
+		t.Fatal("want the queue error")
+	}
+	if len(h.slurm.submits)+len(h.slurm.terminate)+len(h.slurm.cancel) != 0 {
+		t.Fatal("acted on a cycle without a queue")
+	}
+}
+
+func TestJobWithoutDeclarationOrOfAnotherUserIsLeftAlone(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	h.slurm.extras[mainID] = slurm.JobExtra{ID: mainID, UserID: h.uid + 1}
+	h.cycle()
+	h.slurm.run(101, "plain", h.uid, h.now) // running, no directory
+	h.cycle()
+	if len(h.slurm.submits) != 0 || len(h.d.jobs) != 0 {
+		t.Fatalf("acted on a job whose declaration is not its owner's: %d submissions", len(h.slurm.submits))
+	}
+}
+
+func TestFinishedMainJobEndsItsWorkers(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	h.cycle()
+	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	h.slurm.run(300, WorkerName(mainID), h.uid+1, h.now) // another user's job with the same name
+	h.cycle()
+	delete(h.slurm.jobs, mainID)
+	delete(h.slurm.extras, mainID)
+	h.cycle()
+	if !slices.Equal(h.slurm.cancel, []uint32{201}) {
+		t.Fatalf("cancelled %v, want only the job's own worker 201", h.slurm.cancel)
+	}
+	delete(h.slurm.jobs, 201)
+	delete(h.slurm.extras, 201)
+	h.cycle()
+	if _, err := os.Stat(h.dir.JobDir(mainID)); !os.IsNotExist(err) {
+		t.Fatalf("job directory left behind: %v", err)
+	}
+}

@@ -1,0 +1,181 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/registry"
+)
+
+// These tests need the SPANK plugin in the testbed's plugstack.conf with
+// dir=$TESTBED_DIR/elastic (see elasticd/README.md): they run elasticd in-process on that
+// directory, so the testbed's own elasticd is paused meanwhile.
+
+func TestInvalidElasticDeclarationIsRejectedAtSubmit(t *testing.T) {
+	c := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for args, want := range map[string]string{
+		"--elastic=4:2":                     "MAX 2 is below MIN 4",
+		"--elastic=two:4":                   `MIN "two" must be a whole number`,
+		"--elastic=1:2 --elastic-pools=h9x": "unknown pool h9x",
+		"--elastic-pools=a100":              "--elastic-pools needs --elastic",
+	} {
+		full := append(strings.Fields(args), "-p", "a100", "--gres=gpu:a100:1", "--wrap", "true")
+		id, msg, err := c.SubmitWithMessage(ctx, "alice", full...)
+		if err == nil {
+			c.Cancel(id)
+			t.Errorf("%s: accepted as job %s", args, id)
+			continue
+		}
+		if !strings.Contains(msg, want) {
+			t.Errorf("%s: sbatch said %q, want it to say %q", args, msg, want)
+		}
+	}
+}
+
+// The synthetic trainer's job does 100, 190, 200 and 205 samples/s on 1 to 4 workers: the step
+// to 2 pays (s = 0.9), the step to 3 does not (s = 0.11). elasticd must grow to 2, probe 3,
+// shrink back to 2 with a TERM the worker hears, and hold there; a plain job beside it is left
+// alone.
+func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "elasticd")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	work, err := os.MkdirTemp("", "elastic-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	trainer, err := filepath.Abs("../examples/synthetic_trainer.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(work, "job.sh")
+	body := "#!/bin/bash\n#SBATCH --elastic=1:4:1\n#SBATCH --elastic-pools=a100\n" +
+		"exec python3 " + trainer + " --interval 0.5 --duration 600 --curve 1:100,2:190,3:200,4:205\n"
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := pools.Load(filepath.Join(c.Dir, "etc", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range c.Env() {
+		if strings.HasPrefix(kv, "SLURM_CONF=") || strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	d := New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
+		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
+		CommandSlurm{Runner: c.Runner(), Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
+
+	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id64, _ := strconv.ParseUint(mainID, 10, 32)
+	main := uint32(id64)
+	defer func() {
+		c.Cancel(mainID, plainID)
+		// Cycles after the main job ends cancel the workers and remove its directory.
+		for range 20 {
+			_ = d.Cycle(context.Background())
+			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+
+	start := time.Now()
+	var sizes []int
+	var shrunk, held time.Duration
+	for ctx.Err() == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		st := jobStatus(d, main)
+		if st != nil {
+			if n := st.Size["a100"]; len(sizes) == 0 || sizes[len(sizes)-1] != n {
+				sizes = append(sizes, n)
+				t.Logf("%5.1fs size %d: %s %s", time.Since(start).Seconds(), n, st.Decision, st.Reason)
+			}
+			if shrunk == 0 && st.Decision == "shrink" {
+				shrunk = time.Since(start)
+			}
+			if shrunk > 0 && st.Decision == "hold" && st.Size["a100"] == 2 && len(st.Stopping) == 0 &&
+				strings.Contains(st.Reason, "did not pay") {
+				held = time.Since(start)
+				break
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	if held == 0 {
+		t.Fatalf("no grow/shrink/hold cycle within the deadline: sizes %v, status %+v", sizes, jobStatus(d, main))
+	}
+	t.Logf("sizes %v; shrink after %s, holding at the knee after %s", sizes, shrunk.Round(time.Second), held.Round(time.Second))
+	if !slices.Equal(sizes[:3], []int{1, 2, 3}) || sizes[len(sizes)-1] != 2 {
+		t.Fatalf("sizes %v, want 1, 2, 3 then back to 2", sizes)
+	}
+
+	// The removed worker heard the TERM and left on its own.
+	outs, _ := filepath.Glob(filepath.Join(work, fmt.Sprintf("elastic-worker-%s-*.out", mainID)))
+	var heard bool
+	for _, out := range outs {
+		data, _ := os.ReadFile(out)
+		heard = heard || strings.Contains(string(data), "SIGTERM, leaving the rendezvous")
+	}
+	if !heard {
+		t.Fatalf("no worker output (%v) shows the graceful TERM", outs)
+	}
+	// The plain job got no workers.
+	out, err := c.Run(ctx, "squeue", "-h", "-n", WorkerName(uint32(mustAtoi(t, plainID))), "-o", "%i")
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("workers of the plain job: %q, %v", out, err)
+	}
+}
+
+func jobStatus(d *Daemon, id uint32) *JobStatus {
+	for _, s := range d.Status() {
+		if s.JobID == id {
+			return &s
+		}
+	}
+	return nil
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/probe"
+)
+
+// JobStatus is one elastic job as `elasticd status` prints it.
+type JobStatus struct {
+	JobID         uint32         `json:"job_id"`
+	User          string         `json:"user"`
+	Account       string         `json:"account"`
+	MinWorkers    int            `json:"min_workers"`
+	MaxWorkers    int            `json:"max_workers"`
+	GPUsPerWorker int            `json:"gpus_per_worker"`
+	Pools         []string       `json:"pools"`
+	Size          map[string]int `json:"size"`
+	// Throughput is the job's samples/s, oldest first (the last StatusHistory measurements).
+	Throughput   []Point   `json:"throughput"`
+	Decision     string    `json:"decision"`
+	Reason       string    `json:"reason"`
+	Flags        []string  `json:"flags,omitempty"`
+	DecidedAt    time.Time `json:"decided_at"`
+	Stopping     []uint32  `json:"stopping,omitempty"`
+	Replacements []string  `json:"replacements,omitempty"`
+}
+
+// Point is one measurement of a job.
+type Point struct {
+	Time          time.Time      `json:"time"`
+	Size          map[string]int `json:"size"`
+	SamplesPerSec float64        `json:"samples_per_sec"`
+}
+
+// StatusHistory is how many measurements a status shows per job.
+const StatusHistory = 20
+
+// Status describes every followed job, by job id.
+func (d *Daemon) Status() []JobStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []JobStatus
+	for _, j := range d.jobs {
+		s := JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
+			MaxWorkers: j.decl.MaxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: j.decl.Pools,
+			Size: map[string]int{}, Decision: j.last.Action.String(), Reason: j.last.Reason, DecidedAt: j.lastAt}
+		for t, n := range j.size {
+			s.Size[string(t)] = n
+		}
+		for _, m := range j.history[max(len(j.history)-StatusHistory, 0):] {
+			p := Point{Time: m.Time, Size: map[string]int{}, SamplesPerSec: total(m)}
+			for t, n := range m.Allocated {
+				p.Size[string(t)] = n
+			}
+			s.Throughput = append(s.Throughput, p)
+		}
+		for _, f := range j.last.Flags {
+			s.Flags = append(s.Flags, f.Worker+": "+f.Reason)
+		}
+		for id := range j.stopping {
+			s.Stopping = append(s.Stopping, id)
+		}
+		slices.Sort(s.Stopping)
+		for newID, old := range j.replacing {
+			s.Replacements = append(s.Replacements, fmt.Sprintf("%d replaces %d", newID, old))
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b JobStatus) int { return int(a.JobID) - int(b.JobID) })
+	return out
+}
+
+func total(m policy.Measurement) float64 {
+	sum := 0.0
+	for _, w := range m.Workers {
+		sum += w.SamplesPerSec
+	}
+	return sum
+}
+
+// SignalReport is what a node agent posts: the NVML samples of the GPUs each job holds on
+// its node.
+type SignalReport struct {
+	Node string       `json:"node"`
+	Jobs []JobSignals `json:"jobs"`
+}
+
+// JobSignals are the samples of one job's GPUs on one node.
+type JobSignals struct {
+	JobID   uint32         `json:"job_id"`
+	Samples []probe.Sample `json:"samples"`
+}
+
+// maxSignalReport bounds a posted report.
+const maxSignalReport = 1 << 20
+
+// AddSignals stores an agent's report; only the latest sample per GPU is kept, and only for
+// jobs elasticd follows (main jobs and their workers).
+func (d *Daemon) AddSignals(r SignalReport) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, js := range r.Jobs {
+		if !d.followsLocked(js.JobID) {
+			continue
+		}
+		byGPU := d.signals[js.JobID]
+		if byGPU == nil {
+			byGPU = map[int]policy.GPUSignal{}
+			d.signals[js.JobID] = byGPU
+		}
+		for _, s := range js.Samples {
+			byGPU[s.Index] = toSignal(js.JobID, s)
+		}
+	}
+	for id := range d.signals {
+		if !d.followsLocked(id) {
+			delete(d.signals, id)
+		}
+	}
+}
+
+// followsLocked: id is a followed main job or one of its known workers.
+func (d *Daemon) followsLocked(id uint32) bool {
+	if _, ok := d.jobs[id]; ok {
+		return true
+	}
+	for _, j := range d.jobs {
+		for _, m := range j.history[max(len(j.history)-1, 0):] {
+			for _, w := range m.Workers {
+				if w.Worker == strconv.FormatUint(uint64(id), 10) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func toSignal(jobID uint32, s probe.Sample) policy.GPUSignal {
+	g := policy.GPUSignal{Time: s.Time, Worker: strconv.FormatUint(uint64(jobID), 10), GPU: s.Index,
+		ThermalOrPowerThrottled: s.ThermalOrPowerThrottled(), ThrottleReasons: s.ThrottleReasons}
+	if s.GPUUtilPct != nil {
+		g.HasUtilization, g.UtilizationPct = true, float64(*s.GPUUtilPct)
+	}
+	if s.SMClockMHz != nil {
+		g.SMClockMHz = *s.SMClockMHz
+	}
+	if s.MaxSMClockMHz != nil {
+		g.MaxSMClockMHz = *s.MaxSMClockMHz
+	}
+	return g
+}
+
+// Handler serves GET /v1/status and POST /v1/signals.
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(d.Status())
+	})
+	mux.HandleFunc("POST /v1/signals", func(w http.ResponseWriter, r *http.Request) {
+		var rep SignalReport
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSignalReport))
+		if err := dec.Decode(&rep); err != nil {
+			http.Error(w, "bad signal report: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		d.AddSignals(rep)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}

@@ -1,0 +1,107 @@
+package registry
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseReport(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		ok   bool
+	}{
+		{`{"time": 1795341352.5, "worker": "12", "samples_per_sec": 95.5}`, true},
+		{`{"time": "2026-11-22T10:00:00Z", "worker": "12", "samples_per_sec": 0}`, true},
+		{`{"time": 1795341352, "worker": "12"}`, false},                           // no rate
+		{`{"time": 1795341352, "worker": "12", "samples_per_sec": -1}`, false},    // negative
+		{`{"time": "yesterday", "worker": "12", "samples_per_sec": 1}`, false},    // bad time
+		{`{"time": 1795341352, "worker": "12", "samples_per_sec": 1e999}`, false}, // overflow
+		{`not json`, false},
+		{`{"time": 1, "worker": "12", "samples_per_sec": 1, "pad": "` + strings.Repeat("x", 2000) + `"}`, false},
+	} {
+		_, err := ParseReport([]byte(tc.line))
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseReport(%.60s): err %v, want ok=%v", tc.line, err, tc.ok)
+		}
+	}
+}
+
+func TestLatestReportSkipsPartialForeignAndBrokenLines(t *testing.T) {
+	dir := Dir(t.TempDir())
+	if err := os.MkdirAll(dir.ReportDir(7), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	content := `{"time": 100, "worker": "12", "samples_per_sec": 1}
+{"time": 200, "worker": "12", "samples_per_sec": 2}
+{"time": 300, "worker": "99", "samples_per_sec": 3}
+garbage
+{"time": 400, "worker": "12", "samples_per`
+	if err := os.WriteFile(filepath.Join(dir.ReportDir(7), "12.jsonl"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uid := uint32(os.Getuid())
+	rep, ok, err := dir.LatestReport(7, "12", uid)
+	if err != nil || !ok || rep.SamplesPerSec != 2 || !rep.Time.Equal(time.Unix(200, 0)) {
+		t.Fatalf("got %+v ok=%v err=%v; want the rate 2 reported at 200", rep, ok, err)
+	}
+	if _, ok, err := dir.LatestReport(7, "13", uid); ok || err != nil {
+		t.Fatalf("a worker without a file: ok=%v err=%v", ok, err)
+	}
+	if _, _, err := dir.LatestReport(7, "12", uid+1); err == nil {
+		t.Fatal("a file owned by someone else must be refused")
+	}
+	if _, _, err := dir.LatestReport(7, "../x", uid); err == nil {
+		t.Fatal("a worker id that is not a job id must be refused")
+	}
+}
+
+func TestReadDeclaration(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("declarations must be owned by root; run as root")
+	}
+	dir := Dir(t.TempDir())
+	write := func(s string) {
+		t.Helper()
+		if err := os.MkdirAll(dir.JobDir(5), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir.JobDir(5), "declaration.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As the plugin wrote it on the testbed.
+	write(`{"version":1,"job_id":5,"uid":1001,"gid":1001,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:29405","pools":["a100","v100"],"recorded":1795341352}`)
+	d, err := dir.ReadDeclaration(5)
+	if err != nil || d.MaxWorkers != 3 || d.Pools[1] != "v100" || d.UID != 1001 {
+		t.Fatalf("got %+v, %v", d, err)
+	}
+	for _, bad := range []string{
+		`{"version":1,"job_id":6,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[]}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":4,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[]}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm;rm:1","pools":[]}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":["a","a"]}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[],"extra":1}`,
+	} {
+		write(bad)
+		if _, err := dir.ReadDeclaration(5); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+func TestWriteHosts(t *testing.T) {
+	dir := Dir(t.TempDir())
+	if err := os.MkdirAll(dir.JobDir(3), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.WriteHosts(3, []Host{{"a100-1", 4}, {"v100-2", 4}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(dir.HostsFile(3))
+	if string(got) != "a100-1:4\nv100-2:4\n" {
+		t.Fatalf("hosts file %q", got)
+	}
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# elasticd and its node agent on the local testbed.
+#   testbed/elasticd.sh start    start elasticd and one agent for the testbed's 7 nodes (one host)
+#   testbed/elasticd.sh stop     stop exactly what start started, by pid file
+#   testbed/elasticd.sh status   which of them run
+# Needs bin/elasticd (make build) and the testbed up; pid files in $TESTBED_DIR/run, logs in
+# $TESTBED_DIR/log, elasticd's state directory (the SPANK plugin's dir=) in $TESTBED_DIR/elastic.
+# Fast settings so a demo job moves in seconds: ELASTICD_INTERVAL, ELASTICD_PORT override.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
+RUN=$TESTBED_DIR/run
+LOG=$TESTBED_DIR/log
+BIN=${ELASTICD_BIN:-$REPO/bin/elasticd}
+PORT=${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))} # 19464 beside the default ports
+INTERVAL=${ELASTICD_INTERVAL:-2s}
+NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
+
+say() { printf 'elasticd: %s\n' "$*"; }
+die() { printf 'elasticd: error: %s\n' "$*" >&2; exit 1; }
+
+# pid_of NAME: the pid in $RUN/NAME.pid when it is alive and still elasticd (a recycled pid is
+# never signalled).
+pid_of() {
+	local pidfile=$RUN/$1.pid pid
+	[ -s "$pidfile" ] || return 1
+	pid=$(tr -dc '0-9' <"$pidfile")
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+	[[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *elasticd* ]] || return 1
+	echo "$pid"
+}
+
+start_one() {
+	local name=$1
+	shift
+	if pid=$(pid_of "$name"); then
+		say "$name already running ($pid)"
+		return
+	fi
+	SLURM_CONF=$TESTBED_DIR/etc/slurm.conf setsid "$BIN" "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+	echo $! >"$RUN/$name.pid"
+	say "started $name ($!), log $LOG/$name.log"
+}
+
+cmd_start() {
+	[ -x "$BIN" ] || die "$BIN missing: run make build"
+	[ -s "$TESTBED_DIR/etc/slurm.conf" ] || die "no testbed in $TESTBED_DIR: bring it up first"
+	mkdir -p "$RUN" "$LOG" "$TESTBED_DIR/elastic"
+	chmod 0755 "$TESTBED_DIR/elastic"
+	start_one elasticd run --state-dir "$TESTBED_DIR/elastic" --pools "$TESTBED_DIR/etc/pools.yaml" \
+		--listen "127.0.0.1:$PORT" --interval "$INTERVAL" --grace 10s --min-samples 3 --settle 5s \
+		--stale-after 30s --cooldown 2m
+	local node_flags=()
+	for n in "${NODES[@]}"; do node_flags+=(--node "$n"); done
+	start_one elastic-agent agent "${node_flags[@]}" --elasticd "http://127.0.0.1:$PORT" --interval "$INTERVAL"
+}
+
+stop_one() {
+	local name=$1 pid i
+	pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 50); do
+		[ -d "/proc/$pid" ] || break
+		sleep 0.1
+	done
+	[ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+	rm -f "$RUN/$name.pid"
+	say "stopped $name ($pid)"
+}
+
+cmd_stop() {
+	stop_one elastic-agent
+	stop_one elasticd
+}
+
+# Exit status 3 when either is not running, like testbed.sh status.
+cmd_status() {
+	local name pid rc=0
+	for name in elasticd elastic-agent; do
+		if pid=$(pid_of "$name"); then say "$name running ($pid)"; else say "$name not running"; rc=3; fi
+	done
+	return $rc
+}
+
+case ${1:-} in
+start) cmd_start ;;
+stop) cmd_stop ;;
+status) cmd_status ;;
+*) die "usage: $0 start|stop|status" ;;
+esac
