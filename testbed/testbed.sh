@@ -301,6 +301,10 @@ ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$pw';
 ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$pw';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+-- quotad's own schema (quota table, audit) lives beside slurmdbd's.
+CREATE DATABASE IF NOT EXISTS slurmbridge;
+GRANT ALL ON slurmbridge.* TO 'slurm'@'127.0.0.1';
+GRANT ALL ON slurmbridge.* TO 'slurm'@'localhost';
 EOF
 }
 

@@ -1,0 +1,137 @@
+package actuate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
+)
+
+type recordingRunner struct {
+	calls [][]string
+	fail  func(argv []string) error
+}
+
+func (r *recordingRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	argv := append([]string{name}, args...)
+	r.calls = append(r.calls, argv)
+	if r.fail != nil {
+		return nil, r.fail(argv)
+	}
+	return nil, nil
+}
+
+type auditLog struct{ entries []store.Entry }
+
+func (a *auditLog) Record(_ context.Context, e store.Entry) error {
+	a.entries = append(a.entries, e)
+	return nil
+}
+
+func TestApplyArgvAndAudit(t *testing.T) {
+	plan := &policy.Plan{
+		Acting: true,
+		QOS: []policy.QOSChange{{
+			Name: "borrow", Create: true,
+			PreemptMode:       &policy.Change[string]{To: "requeue"},
+			GraceTime:         &policy.Change[time.Duration]{To: 2 * time.Second},
+			PreemptExemptTime: &policy.Change[time.Duration]{To: 90 * time.Second},
+		}, {
+			Name:    "guar-proj-a",
+			GrpTRES: []policy.TRESChange{{Name: "gres/gpu", From: 2, To: 4}, {Name: "gres/gpu:v100", From: 1, To: policy.ClearLimit}},
+			Preempt: &policy.Change[[]string]{From: nil, To: []string{"borrow"}},
+		}},
+		Accounts: []policy.AccountChange{{Account: "proj-a", QOS: &policy.Change[[]string]{From: []string{"normal"}, To: []string{"borrow", "guar-proj-a"}}, DefaultQOS: &policy.Change[string]{To: "guar-proj-a"}}},
+		Moves: []policy.JobMove{
+			{Kind: policy.Return, JobID: 41, Account: "proj-b", From: "borrow", To: "guar-proj-b"},
+			{Kind: policy.Lend, JobID: 42, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+		},
+	}
+	r := &recordingRunner{}
+	audit := &auditLog{}
+	a := &Actuator{Runner: r, Audit: audit, Actor: "test", Cluster: "testbed", Log: zerolog.Nop()}
+	res, err := a.Apply(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"sacctmgr", "-i", "add", "qos", "borrow"},
+		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow", "set", "preemptmode=requeue", "gracetime=2", "preemptexempttime=00:01:30"},
+		{"sacctmgr", "-i", "modify", "qos", "where", "name=guar-proj-a", "set", "grptres=gres/gpu=4,gres/gpu:v100=-1", "preempt=borrow"},
+		{"sacctmgr", "-i", "modify", "account", "where", "name=proj-a", "cluster=testbed", "set", "qos=borrow,guar-proj-a", "defaultqos=guar-proj-a"},
+		{"scontrol", "update", "jobid=41", "qos=guar-proj-b"},
+		{"scontrol", "update", "jobid=42", "qos=borrow"},
+	}
+	if len(r.calls) != len(want) {
+		t.Fatalf("ran %d commands, want %d:\n%v", len(r.calls), len(want), r.calls)
+	}
+	for i := range want {
+		if !slices.Equal(r.calls[i], want[i]) {
+			t.Errorf("command %d = %q, want %q", i, r.calls[i], want[i])
+		}
+	}
+	if res.QOS != 2 || res.Accounts != 1 || res.Lends != 1 || res.Returns != 1 {
+		t.Errorf("result = %+v", res)
+	}
+	if len(audit.entries) != 5 {
+		t.Fatalf("%d audit entries, want 5", len(audit.entries))
+	}
+	if e := audit.entries[1]; e.Old != "grptres gres/gpu=2 grptres gres/gpu:v100=1 preempt=" || !strings.Contains(e.New, "gres/gpu:v100=none") {
+		t.Errorf("QOS audit old %q new %q", e.Old, e.New)
+	}
+	if e := audit.entries[4]; e.Subject != "job 42" || e.Old != "qos=guar-proj-b" || e.New != "qos=borrow" || e.Actor != "test" {
+		t.Errorf("move audit = %+v", e)
+	}
+	for _, c := range r.calls {
+		for _, verb := range []string{"scancel", "requeue", "hold", "kill"} {
+			if slices.Contains(c, verb) || c[0] == verb {
+				t.Errorf("actuator ran %q", c)
+			}
+		}
+	}
+}
+
+func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
+	r := &recordingRunner{fail: func(argv []string) error {
+		if argv[0] == "sacctmgr" {
+			return errors.New("sacctmgr: error: Problem talking to the database")
+		}
+		return nil
+	}}
+	plan := &policy.Plan{Acting: true,
+		QOS:   []policy.QOSChange{{Name: "borrow", Create: true}},
+		Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}},
+	}
+	a := &Actuator{Runner: r, Log: zerolog.Nop()}
+	if _, err := a.Apply(context.Background(), plan); err == nil {
+		t.Fatal("no error from a failed sacctmgr")
+	}
+	if len(r.calls) != 1 {
+		t.Errorf("went on after a failed QOS change: %v", r.calls)
+	}
+
+	r = &recordingRunner{fail: func(argv []string) error {
+		if argv[2] == "jobid=1" {
+			return errors.New("Job is no longer pending execution")
+		}
+		return nil
+	}}
+	plan = &policy.Plan{Acting: true, Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}, {Kind: policy.Lend, JobID: 2, To: "borrow"}}}
+	a = &Actuator{Runner: r, Log: zerolog.Nop()}
+	res, err := a.Apply(context.Background(), plan)
+	if err == nil || res.Lends != 1 || len(r.calls) != 2 {
+		t.Errorf("a failed move must not stop the others: res %+v err %v calls %v", res, err, r.calls)
+	}
+
+	r = &recordingRunner{}
+	if _, err := (&Actuator{Runner: r, Log: zerolog.Nop()}).Apply(context.Background(), &policy.Plan{Acting: false, Moves: plan.Moves}); err != nil || len(r.calls) != 0 {
+		t.Errorf("a plan that does not act ran %v (err %v)", r.calls, err)
+	}
+}

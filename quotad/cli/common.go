@@ -1,0 +1,136 @@
+// Package cli holds quotad's and quotactl's command lines (urfave/cli/v2): flags, wiring of
+// the adapters, and quotactl's commands. The mains under quotad/cmd only call these.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/rs/zerolog"
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
+	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
+)
+
+// dbFlags are shared by quotad and quotactl; each also reads the variables the testbed's env
+// file exports.
+func dbFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "cluster", Usage: "Slurm ClusterName (names slurmdbd's per-cluster tables)", EnvVars: []string{"SLURMBRIDGE_CLUSTER"}, Required: true},
+		&ucli.StringFlag{Name: "db-addr", Usage: "slurmdbd's MariaDB, host:port", EnvVars: []string{"SLURMBRIDGE_DB_ADDR"}, Value: "127.0.0.1:3306"},
+		&ucli.StringFlag{Name: "db-user", Usage: "database user", EnvVars: []string{"SLURMBRIDGE_DB_USER"}, Value: "slurm"},
+		&ucli.StringFlag{Name: "db-password-file", Usage: "file holding the database password (mode 0600 or stricter)", EnvVars: []string{"SLURMBRIDGE_DB_PASSWORD_FILE"}},
+		&ucli.StringFlag{Name: "acct-db", Usage: "slurmdbd's database (StorageLoc)", EnvVars: []string{"SLURMBRIDGE_DB_NAME"}, Value: "slurm_acct_db"},
+		&ucli.StringFlag{Name: "quota-db", Usage: "quotad's own database (quotas, audit)", EnvVars: []string{"SLURMBRIDGE_QUOTA_DB"}, Value: "slurmbridge"},
+	}
+}
+
+// env is what a command needs: both databases, the readers and a Slurm runner.
+type env struct {
+	acctDB, quotaDB *sqlx.DB
+	reader          *slurmdb.Reader
+	store           *store.Store
+	runner          slurm.Runner
+	builder         *snapshot.Builder
+	log             zerolog.Logger
+}
+
+func (e *env) Close() {
+	if e.acctDB != nil {
+		e.acctDB.Close()
+	}
+	if e.quotaDB != nil {
+		e.quotaDB.Close()
+	}
+}
+
+// openEnv connects to both databases and migrates quotad's schema.
+func openEnv(c *ucli.Context, log zerolog.Logger) (*env, error) {
+	ctx := c.Context
+	cfg := store.DBConfig{Addr: c.String("db-addr"), User: c.String("db-user"), PasswordFile: c.String("db-password-file")}
+	e := &env{log: log}
+	var err error
+	if e.acctDB, err = store.Open(ctx, cfg, c.String("acct-db")); err != nil {
+		return nil, err
+	}
+	if e.quotaDB, err = store.Open(ctx, cfg, c.String("quota-db")); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("%w (as MariaDB root: CREATE DATABASE %s; GRANT ALL ON %s.* TO '%s'@'<host>')", err, c.String("quota-db"), c.String("quota-db"), cfg.User)
+	}
+	if e.reader, err = slurmdb.NewReader(e.acctDB, c.String("cluster")); err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.store = &store.Store{DB: e.quotaDB}
+	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if _, err := e.store.Migrate(mctx); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("migrating database %s: %w", c.String("quota-db"), err)
+	}
+	// Slurm commands inherit our environment (SLURM_CONF); no shell is involved.
+	e.runner = slurm.ExecRunner{Timeout: 20 * time.Second}
+	e.builder = &snapshot.Builder{Live: slurm.CommandFetcher{Runner: e.runner}, Accounting: e.reader}
+	return e, nil
+}
+
+// actor names who runs the command, for the audit: the login behind sudo when there is one.
+func actor() string {
+	name := fmt.Sprintf("uid %d", os.Geteuid())
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	if sudo := os.Getenv("SUDO_USER"); sudo != "" && os.Geteuid() == 0 {
+		name += " (sudo by " + sudo + ")"
+	}
+	return name
+}
+
+// errNotAdmin is returned for mutations by users without Slurm admin rights.
+var errNotAdmin = errors.New("permission denied")
+
+// requireAdmin allows root and users whose slurmdbd AdminLevel is Administrator, as sacctmgr
+// does for the changes quotactl makes.
+func requireAdmin(ctx context.Context, r *slurmdb.Reader) error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	u, err := user.Current()
+	if err != nil {
+		return fmt.Errorf("who am I: %w", err)
+	}
+	level, err := r.AdminLevel(ctx, u.Username)
+	if err != nil {
+		return err
+	}
+	if level < slurmdb.AdminAdministrator {
+		return fmt.Errorf("%w: %s is neither root nor a Slurm AdminLevel=Administrator user (sacctmgr modify user %s set adminlevel=Administrator)", errNotAdmin, u.Username, u.Username)
+	}
+	return nil
+}
+
+// newLogger writes zerolog to w: JSON, or console text when asked.
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level: %w", err)
+	}
+	out := w
+	switch format {
+	case "json", "":
+	case "console":
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: true}
+	default:
+		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want json or console", format)
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}

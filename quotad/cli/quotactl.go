@@ -1,0 +1,462 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/slurmbridge/slurmbridge/quotad/actuate"
+	"github.com/slurmbridge/slurmbridge/quotad/daemon"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
+	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
+)
+
+// QuotactlApp is the admin command line.
+func QuotactlApp() *ucli.App {
+	outFlags := []ucli.Flag{
+		&ucli.BoolFlag{Name: "parsable2", Aliases: []string{"P"}, Usage: "'|'-separated output with a header, like sacctmgr -P"},
+		&ucli.BoolFlag{Name: "json", Usage: "JSON output"},
+	}
+	return &ucli.App{
+		Name:                 "quotactl",
+		Usage:                "manage slurmbridge's guaranteed GPU quotas",
+		Flags:                dbFlags(),
+		EnableBashCompletion: true,
+		Commands: []*ucli.Command{
+			{
+				Name: "set", Usage: "set a project's quota", ArgsUsage: "ACCOUNT",
+				Flags: []ucli.Flag{
+					&ucli.StringFlag{Name: "gpus", Usage: "guaranteed GPUs per type, e.g. a100=4,v100=2 (replaces the project's list)"},
+					&ucli.IntFlag{Name: "borrow-limit", Usage: "most GPUs the project may borrow, all types (-1: no limit)"},
+					&ucli.Float64Flag{Name: "weight", Usage: "share of idle GPUs among borrowers (> 0)"},
+				},
+				Action: withEnv(cmdSet),
+			},
+			{Name: "list", Usage: "quota, in use, borrowed, lent and pending GPUs per project and type", Flags: outFlags, Action: withEnv(cmdList)},
+			{Name: "explain", Usage: "why a job runs or waits, or a project's position", ArgsUsage: "JOBID|ACCOUNT", Action: withEnv(cmdExplain)},
+			{
+				Name: "history", Usage: "audit trail of quota changes and of quotad's QOS, account and job changes",
+				Flags: append([]ucli.Flag{
+					&ucli.IntFlag{Name: "limit", Value: 50},
+					&ucli.StringFlag{Name: "kind", Usage: "quota, qos, account or move"},
+				}, outFlags...),
+				Action: withEnv(cmdHistory),
+			},
+			{
+				Name: "sync", Usage: "compute the plan quotad would apply now, and apply it (when no quotad is active)",
+				Flags:  []ucli.Flag{&ucli.BoolFlag{Name: "dry-run", Usage: "print the plan only"}},
+				Action: withEnv(cmdSync),
+			},
+			{Name: "import", Usage: "replace the quota table with a YAML file", ArgsUsage: "FILE", Action: withEnv(cmdImport)},
+			{Name: "export", Usage: "print the quota table as YAML", Action: withEnv(cmdExport)},
+		},
+	}
+}
+
+func withEnv(fn func(c *ucli.Context, e *env) error) ucli.ActionFunc {
+	return func(c *ucli.Context) error {
+		log, err := newLogger(os.Stderr, "warn", "console")
+		if err != nil {
+			return err
+		}
+		e, err := openEnv(c, log)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		return fn(c, e)
+	}
+}
+
+// ParseGPUList reads "a100=4,v100=2".
+func ParseGPUList(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		t, n, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want TYPE=COUNT, e.g. a100=4", item)
+		}
+		count, err := strconv.Atoi(n)
+		if err != nil || count < 0 {
+			return nil, fmt.Errorf("%q: count must be a whole number >= 0", item)
+		}
+		if _, dup := out[t]; dup {
+			return nil, fmt.Errorf("GPU type %s given twice", t)
+		}
+		out[t] = count
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--gpus is empty")
+	}
+	return out, nil
+}
+
+func cmdSet(c *ucli.Context, e *env) error {
+	ctx := c.Context
+	if c.NArg() != 1 {
+		return errors.New("usage: quotactl set ACCOUNT --gpus a100=4[,v100=2] [--borrow-limit N] [--weight W]")
+	}
+	account := c.Args().First()
+	if err := requireAdmin(ctx, e.reader); err != nil {
+		return err
+	}
+	exists, err := e.reader.AccountExists(ctx, account)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("account %s does not exist in slurmdbd on cluster %s (create it with sacctmgr add account first)", account, c.String("cluster"))
+	}
+	cfg, err := e.store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	idx := -1
+	for i, p := range cfg.Projects {
+		if p.Account == account {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		if !c.IsSet("gpus") {
+			return fmt.Errorf("%s has no quota yet: give --gpus", account)
+		}
+		cfg.Projects = append(cfg.Projects, policy.Project{Account: account})
+		idx = len(cfg.Projects) - 1
+	}
+	p := &cfg.Projects[idx]
+	if c.IsSet("gpus") {
+		gpus, err := ParseGPUList(c.String("gpus"))
+		if err != nil {
+			return fmt.Errorf("--gpus: %w", err)
+		}
+		tres, err := e.reader.TRESNames(ctx)
+		if err != nil {
+			return err
+		}
+		known := slurmdb.GPUTypes(tres)
+		for t := range gpus {
+			if !known[t] {
+				return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s); add gres/gpu:%s to AccountingStorageTRES", t, strings.Join(sortedSet(known), ", "), t)
+			}
+		}
+		p.GPUs = gpus
+	}
+	if c.IsSet("borrow-limit") {
+		if n := c.Int("borrow-limit"); n < 0 {
+			p.BorrowLimit = nil
+		} else {
+			p.BorrowLimit = &n
+		}
+	}
+	if c.IsSet("weight") {
+		w := c.Float64("weight")
+		p.Weight = &w
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	warnOvercommit(ctx, c.App.ErrWriter, e, cfg)
+	changes, err := e.store.Save(ctx, cfg, actor())
+	if err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(c.App.Writer, "%s: unchanged\n", account)
+		return nil
+	}
+	for _, ch := range changes {
+		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))
+	}
+	return nil
+}
+
+// warnOvercommit warns when the guarantees of a type add up to more than the pools hold:
+// then not every project can get its guarantee at once.
+func warnOvercommit(ctx context.Context, w io.Writer, e *env, cfg *policy.Config) {
+	nodes, err := e.builder.Live.Nodes(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "warning: cannot read the GPU pools (%v): overcommit not checked\n", err)
+		return
+	}
+	for _, msg := range Overcommit(cfg, snapshot.Pools(nodes)) {
+		fmt.Fprintln(w, "warning:", msg)
+	}
+}
+
+// Overcommit names each GPU type whose guarantees exceed the GPUs the pools hold.
+func Overcommit(cfg *policy.Config, pools []policy.GPUPool) []string {
+	total := map[string]int{}
+	for _, p := range pools {
+		total[p.Type] += p.Total
+	}
+	guaranteed := map[string]int{}
+	who := map[string][]string{}
+	for _, p := range cfg.Projects {
+		for t, n := range p.GPUs {
+			if n > 0 {
+				guaranteed[t] += n
+				who[t] = append(who[t], fmt.Sprintf("%s %d", p.Account, n))
+			}
+		}
+	}
+	var out []string
+	for _, t := range sortedKeys(guaranteed) {
+		if guaranteed[t] > total[t] {
+			sort.Strings(who[t])
+			out = append(out, fmt.Sprintf("%s is overcommitted: guarantees add up to %d (%s) but the pools hold %d", t, guaranteed[t], strings.Join(who[t], ", "), total[t]))
+		}
+	}
+	return out
+}
+
+// planNow builds the plan quotad would build now.
+func planNow(ctx context.Context, e *env) (*policy.Plan, *snapshot.Snapshot, error) {
+	cfg, err := e.store.Load(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := e.builder.Take(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the cluster: %w", err)
+	}
+	return policy.BuildPlan(cfg, snap.Snapshot, time.Now()), snap, nil
+}
+
+// ListRow is one line of quotactl list.
+type ListRow struct {
+	Account  string `json:"account"`
+	GPUType  string `json:"gpu_type"`
+	Quota    int    `json:"quota"`
+	InUse    int    `json:"in_use"`
+	Borrowed int    `json:"borrowed"`
+	Lent     int    `json:"lent"`
+	Pending  int    `json:"pending"`
+}
+
+// ListRows turns a plan into quotactl list's rows.
+func ListRows(plan *policy.Plan) []ListRow {
+	var rows []ListRow
+	for _, p := range plan.Projects {
+		for _, r := range p.ByType {
+			t := r.Type
+			if t == "" {
+				t = "any"
+			}
+			rows = append(rows, ListRow{Account: p.Account, GPUType: t, Quota: r.Guaranteed, InUse: r.InUse, Borrowed: r.Borrowed, Lent: daemon.LentFrom(plan, r), Pending: r.Pending})
+		}
+	}
+	return rows
+}
+
+// WriteList prints rows as a table, '|'-separated (parsable) or JSON.
+func WriteList(w io.Writer, rows []ListRow, parsable, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if rows == nil {
+			rows = []ListRow{}
+		}
+		return enc.Encode(rows)
+	}
+	header := []string{"Account", "GPUType", "Quota", "InUse", "Borrowed", "Lent", "Pending"}
+	lines := [][]string{}
+	for _, r := range rows {
+		lines = append(lines, []string{r.Account, r.GPUType, strconv.Itoa(r.Quota), strconv.Itoa(r.InUse), strconv.Itoa(r.Borrowed), strconv.Itoa(r.Lent), strconv.Itoa(r.Pending)})
+	}
+	return writeTable(w, header, lines, parsable)
+}
+
+func writeTable(w io.Writer, header []string, lines [][]string, parsable bool) error {
+	if parsable {
+		fmt.Fprintln(w, strings.Join(header, "|"))
+		for _, l := range lines {
+			fmt.Fprintln(w, strings.Join(l, "|"))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, l := range lines {
+		fmt.Fprintln(tw, strings.Join(l, "\t"))
+	}
+	return tw.Flush()
+}
+
+func cmdList(c *ucli.Context, e *env) error {
+	plan, _, err := planNow(c.Context, e)
+	if err != nil {
+		return err
+	}
+	if !plan.Acting {
+		for _, n := range plan.Notes {
+			fmt.Fprintln(c.App.ErrWriter, "note:", n)
+		}
+	}
+	return WriteList(c.App.Writer, ListRows(plan), c.Bool("parsable2"), c.Bool("json"))
+}
+
+func cmdExplain(c *ucli.Context, e *env) error {
+	if c.NArg() != 1 {
+		return errors.New("usage: quotactl explain JOBID|ACCOUNT")
+	}
+	arg := c.Args().First()
+	plan, _, err := planNow(c.Context, e)
+	if err != nil {
+		return err
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintln(c.App.Writer, "note:", n)
+	}
+	return Explain(c.App.Writer, plan, arg)
+}
+
+// Explain prints the plan's explanation of a job id or an account.
+func Explain(w io.Writer, plan *policy.Plan, arg string) error {
+	if id, err := strconv.ParseUint(arg, 10, 32); err == nil {
+		text, ok := plan.Explain(uint32(id))
+		if !ok {
+			return fmt.Errorf("job %d is not a GPU job slurmctld knows as pending or running: quotad has nothing to say about it", id)
+		}
+		fmt.Fprintln(w, text)
+		return nil
+	}
+	lines := plan.ExplainAccount(arg)
+	if len(lines) == 0 {
+		return fmt.Errorf("account %s has no quota", arg)
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	return nil
+}
+
+func cmdHistory(c *ucli.Context, e *env) error {
+	rows, err := e.store.History(c.Context, c.String("kind"), c.Int("limit"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if rows == nil {
+			rows = []store.Entry{}
+		}
+		return enc.Encode(rows)
+	}
+	var lines [][]string
+	for _, r := range rows {
+		lines = append(lines, []string{r.At.Local().Format("2006-01-02T15:04:05"), r.Actor, r.Kind, r.Subject, orNone(r.Old), orNone(r.New)})
+	}
+	return writeTable(c.App.Writer, []string{"Time", "Who", "Kind", "Subject", "Old", "New"}, lines, c.Bool("parsable2"))
+}
+
+func cmdSync(c *ucli.Context, e *env) error {
+	ctx := c.Context
+	plan, _, err := planNow(ctx, e)
+	if err != nil {
+		return err
+	}
+	daemon.WritePlan(c.App.Writer, plan)
+	if c.Bool("dry-run") || !plan.Acting || !plan.HasActions() {
+		return nil
+	}
+	if err := requireAdmin(ctx, e.reader); err != nil {
+		return err
+	}
+	// Applying beside an active quotad would race it on the same facts: take its lease.
+	lease := &daemon.DBLease{DB: e.quotaDB}
+	held, holder, err := lease.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("a quotad is active (%s) and applies this plan itself every cycle; use --dry-run to see it", holder)
+	}
+	defer lease.Release(context.Background())
+	act := &actuate.Actuator{Runner: e.runner, Audit: e.store, Actor: "quotactl sync by " + actor(), Cluster: c.String("cluster"), Log: e.log}
+	res, err := act.Apply(ctx, plan)
+	fmt.Fprintf(c.App.Writer, "applied: %d QOS, %d accounts, %d lends, %d returns\n", res.QOS, res.Accounts, res.Lends, res.Returns)
+	return err
+}
+
+func cmdImport(c *ucli.Context, e *env) error {
+	if c.NArg() != 1 {
+		return errors.New("usage: quotactl import FILE")
+	}
+	if err := requireAdmin(c.Context, e.reader); err != nil {
+		return err
+	}
+	cfg, err := policy.LoadConfig(c.Args().First())
+	if err != nil {
+		return err
+	}
+	for _, p := range cfg.Projects {
+		ok, err := e.reader.AccountExists(c.Context, p.Account)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintf(c.App.ErrWriter, "warning: account %s is not in slurmdbd: quotad will not manage it until it exists\n", p.Account)
+		}
+	}
+	warnOvercommit(c.Context, c.App.ErrWriter, e, cfg)
+	changes, err := e.store.Save(c.Context, cfg, actor())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "imported %s: %d change(s)\n", c.Args().First(), len(changes))
+	for _, ch := range changes {
+		fmt.Fprintf(c.App.Writer, "  %s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))
+	}
+	return nil
+}
+
+func cmdExport(c *ucli.Context, e *env) error {
+	cfg, err := e.store.Load(c.Context)
+	if err != nil {
+		return err
+	}
+	data, err := cfg.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = c.App.Writer.Write(data)
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func sortedSet(m map[string]bool) []string {
+	return sortedKeys(m)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

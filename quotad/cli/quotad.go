@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/slurmbridge/slurmbridge/quotad/actuate"
+	"github.com/slurmbridge/slurmbridge/quotad/daemon"
+)
+
+// QuotadApp is the quotad daemon's command line.
+func QuotadApp() *ucli.App {
+	return &ucli.App{
+		Name:  "quotad",
+		Usage: "guaranteed GPU quotas with borrowing on Slurm: keeps QOS in line with the quota table, lends idle GPUs, returns borrowers",
+		Flags: append(dbFlags(),
+			&ucli.DurationFlag{Name: "interval", Usage: "time between cycles", Value: daemon.DefaultInterval, EnvVars: []string{"QUOTAD_INTERVAL"}},
+			&ucli.BoolFlag{Name: "dry-run", Usage: "print each cycle's plan and change nothing"},
+			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
+			&ucli.StringFlag{Name: "listen", Usage: "Prometheus metrics address (empty: none)", Value: "127.0.0.1:9817", EnvVars: []string{"QUOTAD_LISTEN"}},
+			&ucli.StringFlag{Name: "log-level", Value: "info"},
+			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
+		),
+		Action: runQuotad,
+	}
+}
+
+func runQuotad(c *ucli.Context) error {
+	log, err := newLogger(os.Stderr, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c.Context = ctx
+	e, err := openEnv(c, log)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	host, _ := os.Hostname()
+	m := daemon.NewMetrics()
+	d := &daemon.Daemon{
+		Config:      e.store,
+		Snapshots:   e.builder,
+		Lease:       &daemon.DBLease{DB: e.quotaDB},
+		Apply:       &actuate.Actuator{Runner: e.runner, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log},
+		Preemptions: e.reader,
+		Metrics:     m,
+		Log:         log,
+		DryRun:      c.Bool("dry-run"),
+		Out:         os.Stdout,
+	}
+	if c.Bool("once") {
+		res, err := d.Cycle(ctx)
+		if err == nil && !d.DryRun {
+			daemon.WritePlan(os.Stdout, res.Plan)
+		}
+		d.Lease.Release(ctx)
+		return err
+	}
+	if addr := c.String("listen"); addr != "" {
+		bound, err := daemon.ServeMetrics(ctx, addr, m, log)
+		if err != nil {
+			return err
+		}
+		log.Info().Str("addr", bound.String()).Msg("serving /metrics")
+	}
+	log.Info().Dur("interval", c.Duration("interval")).Bool("dry_run", d.DryRun).Str("cluster", c.String("cluster")).Msg("quotad starting")
+	err = d.Run(ctx, c.Duration("interval"))
+	log.Info().Msg("quotad stopped")
+	return err
+}

@@ -1,0 +1,290 @@
+// Package daemon runs quotad's cycle: snapshot → plan → actions, every few seconds, with one
+// active instance (a MariaDB lease), Prometheus metrics and zerolog logs.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/quotad/actuate"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
+	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+)
+
+// DefaultInterval is the time between cycle starts.
+const DefaultInterval = 5 * time.Second
+
+// ConfigLoader reads the quota table (store.Store).
+type ConfigLoader interface {
+	Load(ctx context.Context) (*policy.Config, error)
+}
+
+// Snapshotter takes a snapshot (snapshot.Builder).
+type Snapshotter interface {
+	Take(ctx context.Context) (*snapshot.Snapshot, error)
+}
+
+// Lease is the single-active-instance lease (DBLease).
+type Lease interface {
+	Ensure(ctx context.Context) (held bool, holder string, err error)
+	Release(ctx context.Context)
+}
+
+// PreemptionReader lists borrowers Slurm preempted (slurmdb.Reader).
+type PreemptionReader interface {
+	QOSID(ctx context.Context, name string) (uint32, bool, error)
+	Preemptions(ctx context.Context, qosID uint32, since time.Time) ([]slurmdb.Preemption, error)
+}
+
+// Applier applies a plan (actuate.Actuator).
+type Applier interface {
+	Apply(ctx context.Context, plan *policy.Plan) (actuate.Result, error)
+}
+
+// Daemon is one quotad.
+type Daemon struct {
+	Config      ConfigLoader
+	Snapshots   Snapshotter
+	Lease       Lease
+	Apply       Applier
+	Preemptions PreemptionReader // nil: reclaims are not observed
+	Metrics     *Metrics
+	Log         zerolog.Logger
+	// DryRun prints each cycle's plan to Out and changes nothing; it needs no lease.
+	DryRun bool
+	Out    io.Writer
+	// CycleTimeout bounds one cycle; zero means the interval.
+	CycleTimeout time.Duration
+	Now          func() time.Time
+
+	wasActive    *bool
+	reclaimsFrom time.Time
+	reclaimsSeen map[string]bool
+}
+
+func (d *Daemon) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+// CycleResult says what one cycle did.
+type CycleResult struct {
+	Outcome string // acted, dry_run, passive, not_acting, error
+	Plan    *policy.Plan
+	Applied actuate.Result
+}
+
+// Cycle runs one cycle. Any read error means no action at all, and the error says why.
+func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
+	start := d.now()
+	defer func() {
+		if d.Metrics != nil {
+			d.Metrics.cycleSeconds.Observe(time.Since(start).Seconds())
+			d.Metrics.cycles.WithLabelValues(res.Outcome).Inc()
+			if err == nil && res.Outcome != "not_acting" {
+				d.Metrics.lastSuccess.Set(float64(d.now().Unix()))
+			}
+		}
+	}()
+	res.Outcome = "error"
+	active := false
+	if !d.DryRun {
+		held, holder, err := d.Lease.Ensure(ctx)
+		if err != nil {
+			d.setActive(false, "")
+			return res, fmt.Errorf("lease: %w", err)
+		}
+		d.setActive(held, holder)
+		active = held
+	}
+	cfg, err := d.Config.Load(ctx)
+	if err != nil {
+		return res, fmt.Errorf("reading the quota table: %w", err)
+	}
+	snap, err := d.Snapshots.Take(ctx)
+	if err != nil {
+		return res, fmt.Errorf("snapshot: %w", err)
+	}
+	for _, s := range snap.Skipped {
+		d.Log.Warn().Str("job", s).Msg("job left out of the snapshot")
+	}
+	plan := policy.BuildPlan(cfg, snap.Snapshot, d.now())
+	res.Plan = plan
+	if d.Metrics != nil {
+		d.Metrics.observePlan(plan)
+	}
+	if active {
+		d.observeReclaims(ctx, cfg)
+	}
+	if d.DryRun {
+		res.Outcome = "dry_run"
+		if d.Out != nil {
+			fmt.Fprintf(d.Out, "--- %s (dry run: nothing is changed)\n", start.Format(time.RFC3339))
+			WritePlan(d.Out, plan)
+		}
+		return res, nil
+	}
+	if !plan.Acting {
+		res.Outcome = "not_acting"
+		for _, n := range plan.Notes {
+			d.Log.Warn().Str("note", n).Msg("plan does not act")
+		}
+		return res, nil
+	}
+	if !active {
+		res.Outcome = "passive"
+		return res, nil
+	}
+	// Check the lease again just before acting: the snapshot took time, and a lost lease means
+	// another quotad may act on the same facts.
+	if held, holder, err := d.Lease.Ensure(ctx); err != nil || !held {
+		d.setActive(false, holder)
+		res.Outcome = "passive"
+		if err != nil {
+			return res, fmt.Errorf("lease lost before acting: %w", err)
+		}
+		return res, nil
+	}
+	for _, n := range plan.Notes {
+		d.Log.Info().Str("note", n).Msg("plan")
+	}
+	applied, err := d.Apply.Apply(ctx, plan)
+	res.Applied = applied
+	res.Outcome = "acted"
+	if d.Metrics != nil {
+		for acct, n := range applied.LendsByAccount {
+			d.Metrics.lends.WithLabelValues(acct).Add(float64(n))
+		}
+		for acct, n := range applied.ReturnsByAccount {
+			d.Metrics.returns.WithLabelValues(acct).Add(float64(n))
+		}
+	}
+	if applied.QOS+applied.Accounts+applied.Lends+applied.Returns > 0 {
+		d.Log.Info().Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("lends", applied.Lends).
+			Int("returns", applied.Returns).Dur("took", time.Since(start)).Msg("cycle applied")
+	}
+	if err != nil {
+		return res, fmt.Errorf("applying the plan: %w", err)
+	}
+	return res, nil
+}
+
+func (d *Daemon) setActive(active bool, holder string) {
+	if d.Metrics != nil {
+		v := 0.0
+		if active {
+			v = 1
+		}
+		d.Metrics.active.Set(v)
+	}
+	if d.wasActive != nil && *d.wasActive == active {
+		return
+	}
+	d.wasActive = &active
+	if active {
+		d.Log.Info().Str("lease", LeaseName).Msg("this quotad is the active one")
+	} else {
+		d.Log.Warn().Str("lease", LeaseName).Str("holder", holder).Msg("another quotad holds the lease: staying passive (planning only, no actions)")
+	}
+}
+
+// observeReclaims counts borrowers slurmdbd recorded as PREEMPTED since this quotad started.
+// Errors only cost the metric.
+func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
+	if d.Preemptions == nil || d.Metrics == nil {
+		return
+	}
+	if d.reclaimsSeen == nil {
+		d.reclaimsSeen = map[string]bool{}
+		d.reclaimsFrom = d.now()
+	}
+	id, ok, err := d.Preemptions.QOSID(ctx, cfg.Settings.BorrowQOSName())
+	if err != nil || !ok {
+		return
+	}
+	rows, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
+	if err != nil {
+		d.Log.Debug().Err(err).Msg("reading preemptions")
+		return
+	}
+	for _, r := range rows {
+		key := fmt.Sprintf("%d@%d", r.JobID, r.End)
+		if d.reclaimsSeen[key] {
+			continue
+		}
+		d.reclaimsSeen[key] = true
+		d.Metrics.reclaims.WithLabelValues(r.Account).Inc()
+		d.Log.Info().Uint32("job", r.JobID).Str("account", r.Account).Msg("borrower reclaimed: Slurm preempted and requeued it")
+	}
+}
+
+// Run runs cycles every interval until ctx ends. gocron's singleton mode skips a start while
+// the previous cycle still runs, so cycles never overlap.
+func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	timeout := d.CycleTimeout
+	if timeout <= 0 {
+		timeout = max(interval, 10*time.Second)
+	}
+	s, err := gocron.NewScheduler()
+	if err != nil {
+		return err
+	}
+	_, err = s.NewJob(gocron.DurationJob(interval), gocron.NewTask(func() {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		res, err := d.Cycle(cctx)
+		if err != nil {
+			d.Log.Error().Err(err).Str("outcome", res.Outcome).Msg("cycle did nothing it should not: nothing more is done until the next cycle")
+		}
+	}), gocron.WithSingletonMode(gocron.LimitModeReschedule), gocron.WithStartAt(gocron.WithStartImmediately()))
+	if err != nil {
+		return err
+	}
+	s.Start()
+	<-ctx.Done()
+	err = s.Shutdown()
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if !d.DryRun {
+		d.Lease.Release(rctx)
+	}
+	return err
+}
+
+// ServeMetrics serves /metrics on addr until ctx ends.
+func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("metrics server")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return ln.Addr(), nil
+}

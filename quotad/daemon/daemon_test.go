@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/quotad/actuate"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+)
+
+type fakeConfig struct{ cfg *policy.Config }
+
+func (f fakeConfig) Load(context.Context) (*policy.Config, error) { return f.cfg, nil }
+
+type fakeSnaps struct {
+	snap *snapshot.Snapshot
+	err  error
+}
+
+func (f fakeSnaps) Take(context.Context) (*snapshot.Snapshot, error) { return f.snap, f.err }
+
+type fakeLease struct {
+	held   bool
+	checks int
+}
+
+func (l *fakeLease) Ensure(context.Context) (bool, string, error) {
+	l.checks++
+	return l.held, "MariaDB connection 7", nil
+}
+func (l *fakeLease) Release(context.Context) {}
+
+type countingApplier struct{ plans int }
+
+func (a *countingApplier) Apply(_ context.Context, p *policy.Plan) (actuate.Result, error) {
+	a.plans++
+	return actuate.Result{Lends: len(p.Moves), LendsByAccount: map[string]int{"proj-b": len(p.Moves)}}, nil
+}
+
+// overQuota: proj-b runs 4 in its guarantee and has one more pending over quota, 4 a100 idle.
+func overQuota(now time.Time) *snapshot.Snapshot {
+	jobs := []policy.Job{}
+	for i := 1; i <= 5; i++ {
+		j := policy.Job{ID: uint32(i), Account: "proj-b", QOS: "guar-proj-b", State: policy.StateRunning, Requeue: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}}
+		if i == 5 {
+			j.State, j.Reason = policy.StatePending, "QOSGrpGRES"
+		}
+		jobs = append(jobs, j)
+	}
+	return &snapshot.Snapshot{Snapshot: &policy.Snapshot{
+		TakenAt:  now,
+		Jobs:     jobs,
+		GPUs:     []policy.GPUPool{{Partition: "a100", Type: "a100", Total: 8, Idle: 4}},
+		QOS:      []policy.QOS{{Name: "borrow", PreemptMode: "requeue"}, {Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}, Preempt: []string{"borrow"}}},
+		Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}},
+	}}
+}
+
+func newTestDaemon(t *testing.T, snaps Snapshotter, lease *fakeLease, app *countingApplier) (*Daemon, *bytes.Buffer) {
+	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	now := time.Unix(1795341600, 0)
+	return &Daemon{Config: fakeConfig{cfg}, Snapshots: snaps, Lease: lease, Apply: app, Metrics: NewMetrics(),
+		Log: zerolog.New(&logs), Now: func() time.Time { return now }}, &logs
+}
+
+func TestCycleLendsWhenActive(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	app, lease := &countingApplier{}, &fakeLease{held: true}
+	d, _ := newTestDaemon(t, fakeSnaps{snap: overQuota(now)}, lease, app)
+	res, err := d.Cycle(context.Background())
+	if err != nil || res.Outcome != "acted" || app.plans != 1 || len(res.Plan.Moves) != 1 || res.Plan.Moves[0].JobID != 5 {
+		t.Fatalf("outcome %s err %v plans %d moves %v", res.Outcome, err, app.plans, res.Plan.Moves)
+	}
+	if lease.checks != 2 {
+		t.Errorf("lease checked %d times, want before reading and again before acting", lease.checks)
+	}
+	if v := testutil.ToFloat64(d.Metrics.lends.WithLabelValues("proj-b")); v != 1 {
+		t.Errorf("lends_total = %v", v)
+	}
+	if v := testutil.ToFloat64(d.Metrics.inUse.WithLabelValues("proj-b", "a100")); v != 4 {
+		t.Errorf("in_use_gpus = %v", v)
+	}
+}
+
+func TestCycleDoesNothingOnReadError(t *testing.T) {
+	app := &countingApplier{}
+	d, _ := newTestDaemon(t, fakeSnaps{err: errors.New("slurmctld (squeue): Unable to contact slurm controller")}, &fakeLease{held: true}, app)
+	res, err := d.Cycle(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Unable to contact") || app.plans != 0 || res.Outcome != "error" {
+		t.Errorf("outcome %s err %v plans %d: want an error saying why and no action", res.Outcome, err, app.plans)
+	}
+}
+
+func TestCyclePassiveWithoutLease(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	app := &countingApplier{}
+	d, logs := newTestDaemon(t, fakeSnaps{snap: overQuota(now)}, &fakeLease{held: false}, app)
+	for range 2 {
+		res, err := d.Cycle(context.Background())
+		if err != nil || res.Outcome != "passive" || app.plans != 0 {
+			t.Fatalf("outcome %s err %v plans %d", res.Outcome, err, app.plans)
+		}
+	}
+	if n := strings.Count(logs.String(), "staying passive"); n != 1 {
+		t.Errorf("said it is passive %d times, want once: %s", n, logs.String())
+	}
+}
+
+func TestCycleStaleSnapshotDoesNotAct(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	app := &countingApplier{}
+	d, _ := newTestDaemon(t, fakeSnaps{snap: overQuota(now.Add(-time.Minute))}, &fakeLease{held: true}, app)
+	res, err := d.Cycle(context.Background())
+	if err != nil || res.Outcome != "not_acting" || app.plans != 0 {
+		t.Errorf("outcome %s err %v plans %d", res.Outcome, err, app.plans)
+	}
+}
+
+func TestDryRunPrintsAndNeedsNoLease(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	app, lease := &countingApplier{}, &fakeLease{held: false}
+	d, _ := newTestDaemon(t, fakeSnaps{snap: overQuota(now)}, lease, app)
+	var out bytes.Buffer
+	d.DryRun, d.Out = true, &out
+	if _, err := d.Cycle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if app.plans != 0 || lease.checks != 0 {
+		t.Errorf("dry run applied %d plans, checked the lease %d times", app.plans, lease.checks)
+	}
+	if !strings.Contains(out.String(), "lend job 5 (proj-b, 1 a100): qos guar-proj-b->borrow") {
+		t.Errorf("dry-run output lacks the lend:\n%s", out.String())
+	}
+}

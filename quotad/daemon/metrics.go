@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+)
+
+// Metrics are quotad's Prometheus series.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	quota, inUse, borrowed, lent, pending *prometheus.GaugeVec // project, gpu_type
+	typeTotal, typeIdle, typeLent         *prometheus.GaugeVec // gpu_type
+	lends, returns, reclaims              *prometheus.CounterVec
+	cycles                                *prometheus.CounterVec // result
+	cycleSeconds                          prometheus.Histogram
+	lastSuccess                           prometheus.Gauge
+	active                                prometheus.Gauge
+}
+
+// NewMetrics registers quotad's series on a registry of their own, with Go and process
+// collectors.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	pt := []string{"project", "gpu_type"}
+	gv := func(name, help string, labels []string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "quotad", Name: name, Help: help}, labels)
+		reg.MustRegister(g)
+		return g
+	}
+	cv := func(name, help string, labels []string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quotad", Name: name, Help: help}, labels)
+		reg.MustRegister(c)
+		return c
+	}
+	m := &Metrics{
+		Registry:  reg,
+		quota:     gv("quota_gpus", "Guaranteed GPUs per project and type.", pt),
+		inUse:     gv("in_use_gpus", "GPUs held by a project's jobs in its guaranteed QOS.", pt),
+		borrowed:  gv("borrowed_gpus", "GPUs a project holds or was promised in the borrow QOS.", pt),
+		lent:      gv("lent_gpus", "A project's unused guaranteed GPUs that borrowers hold now.", pt),
+		pending:   gv("pending_gpus", "GPUs requested by a project's pending jobs in its guaranteed QOS.", pt),
+		typeTotal: gv("gpus_total", "GPUs in the cluster per type.", []string{"gpu_type"}),
+		typeIdle:  gv("gpus_idle", "Idle GPUs per type at the last snapshot.", []string{"gpu_type"}),
+		typeLent:  gv("gpus_lent", "GPUs per type held or promised in the borrow QOS.", []string{"gpu_type"}),
+		lends:     cv("lends_total", "Pending jobs moved to the borrow QOS.", []string{"project"}),
+		returns:   cv("returns_total", "Pending borrowers moved back to their guaranteed QOS.", []string{"project"}),
+		reclaims:  cv("reclaims_observed_total", "Borrowers seen preempted (requeued) by Slurm in slurmdbd.", []string{"project"}),
+		cycles:    cv("cycles_total", "Cycles by result: acted, dry_run, passive, not_acting, error.", []string{"result"}),
+		cycleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "quotad", Name: "cycle_duration_seconds",
+			Help: "Time of one cycle, snapshot to last action.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quotad", Name: "last_successful_cycle_timestamp_seconds",
+			Help: "Unix time of the last cycle that read a fresh snapshot and applied its plan (or was passive)."}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quotad", Name: "lease_held",
+			Help: "1 when this quotad holds the single-active-instance lease."}),
+	}
+	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// observePlan sets the per-project and per-type gauges from a plan.
+func (m *Metrics) observePlan(plan *policy.Plan) {
+	for _, g := range []*prometheus.GaugeVec{m.quota, m.inUse, m.borrowed, m.lent, m.pending, m.typeTotal, m.typeIdle, m.typeLent} {
+		g.Reset() // projects and types removed from the table must not linger
+	}
+	for _, p := range plan.Projects {
+		for _, row := range p.ByType {
+			t := typeLabel(row.Type)
+			m.quota.WithLabelValues(p.Account, t).Set(float64(row.Guaranteed))
+			m.inUse.WithLabelValues(p.Account, t).Set(float64(row.InUse))
+			m.borrowed.WithLabelValues(p.Account, t).Set(float64(row.Borrowed))
+			m.pending.WithLabelValues(p.Account, t).Set(float64(row.Pending))
+			m.lent.WithLabelValues(p.Account, t).Set(float64(LentFrom(plan, row)))
+		}
+	}
+	for _, t := range plan.Types {
+		m.typeTotal.WithLabelValues(t.Type).Set(float64(t.Total))
+		m.typeIdle.WithLabelValues(t.Type).Set(float64(t.Idle))
+		m.typeLent.WithLabelValues(t.Type).Set(float64(t.Lent))
+	}
+}
+
+func typeLabel(t string) string {
+	if t == "" {
+		return "any"
+	}
+	return t
+}
+
+// LentFrom is how many of a project's unused guaranteed GPUs of a type borrowers hold now: its
+// unused guarantee, capped by what all borrowers hold of that type. The borrow QOS is shared,
+// so this is what the project would reclaim by submitting, not a per-loan ledger.
+func LentFrom(plan *policy.Plan, row policy.ProjectTypeStatus) int {
+	unused := row.Guaranteed - row.InUse
+	if unused <= 0 || row.Type == "" {
+		return 0
+	}
+	for _, t := range plan.Types {
+		if t.Type == row.Type {
+			return min(unused, t.Lent)
+		}
+	}
+	return 0
+}

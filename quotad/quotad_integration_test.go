@@ -1,0 +1,276 @@
+//go:build integration
+
+// Scenario tests of issue 4 on the real testbed: quotad lends, Slurm reclaims by requeue.
+// They use the testbed's running quotad when one holds the lease, or start bin/quotad (built
+// here) for the test; either way the quota table is the testbed's slurm-conf/testbed/quotas.yaml.
+package quotad_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+const exemptTime = 20 * time.Second // preemptExemptTime in slurm-conf/testbed/quotas.yaml
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "quotad-it-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	out, err := exec.Command("go", "build", "-o", dir, "github.com/slurmbridge/slurmbridge/quotad/cmd/quotad", "github.com/slurmbridge/slurmbridge/quotad/cmd/quotactl").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building quotad: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func repoRoot(t *testing.T) string {
+	wd, _ := os.Getwd()
+	return filepath.Dir(wd)
+}
+
+// quotactl runs bin/quotactl as root with the testbed's environment.
+func quotactl(t *testing.T, c *testbed.Cluster, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "quotactl"), args...)
+	cmd.Env = c.Env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("quotactl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// startQuotad starts a quotad with the testbed's quotas and returns its log file.
+func startQuotad(t *testing.T, c *testbed.Cluster, interval string) (string, *exec.Cmd) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "quotad.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "quotad"), "--interval", interval, "--listen", "127.0.0.1:0")
+	cmd.Env, cmd.Stdout, cmd.Stderr = c.Env(), logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_, _ = cmd.Process.Wait()
+		logf.Close()
+	})
+	return logPath, cmd
+}
+
+// ensureQuotad makes sure a quotad enforces the testbed quotas, and waits until the QOS and
+// accounts are synced.
+func ensureQuotad(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	log, _ := startQuotad(t, c, "2s")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		out, err := c.Run(ctx, "sacctmgr", "-n", "-P", "show", "assoc", "where", "account=proj-a,proj-b", "format=account,user,defaultqos")
+		if err == nil && strings.Count(string(out), "|guar-proj-") == 4 {
+			if data, _ := os.ReadFile(log); strings.Contains(string(data), "active one") || strings.Contains(string(data), "staying passive") {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			data, _ := os.ReadFile(log)
+			t.Fatalf("QOS not synced within 60s; quotad log:\n%s", data)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+type jobRow struct{ id, user, qos, state, reason string }
+
+func queue(t *testing.T, c *testbed.Cluster, ids []string) map[string]jobRow {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := c.Run(ctx, "squeue", "-h", "-t", "all", "-j", strings.Join(ids, ","), "-o", "%i|%u|%q|%T|%r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]jobRow{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(l, "|")
+		if len(f) == 5 {
+			rows[f[0]] = jobRow{f[0], f[1], f[2], f[3], f[4]}
+		}
+	}
+	return rows
+}
+
+func submitN(t *testing.T, c *testbed.Cluster, user string, n int, extra ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ids []string
+	for range n {
+		args := append([]string{"-p", "a100", "--gres=gpu:a100:1"}, extra...)
+		args = append(args, "--wrap", "sleep 600")
+		id, err := c.Submit(ctx, user, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	t.Cleanup(func() { c.Cancel(ids...) })
+	return ids
+}
+
+// waitFor polls cond until it holds or the time is up, and returns how long it took.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func count(rows map[string]jobRow, ids []string, pred func(jobRow) bool) int {
+	n := 0
+	for _, id := range ids {
+		if pred(rows[id]) {
+			n++
+		}
+	}
+	return n
+}
+
+// preemptedIn lists the jobs sacct shows with a PREEMPTED record (-D: every requeue's row).
+func preemptedIn(t *testing.T, c *testbed.Cluster, ids []string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := c.Run(ctx, "sacct", "-X", "-D", "-n", "-P", "-j", strings.Join(ids, ","), "-o", "JobID,State")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if id, st, ok := strings.Cut(l, "|"); ok && st == "PREEMPTED" && !slices.Contains(got, id) {
+			got = append(got, id)
+		}
+	}
+	return got
+}
+
+// TestBorrowReclaimReturn is scenarios 1, 2, 3 and 5: bob borrows 4 a100 beyond his quota,
+// alice's in-quota jobs reclaim them by requeue once PreemptExemptTime has passed (never
+// before), and bob's requeued jobs run again when alice's end.
+func TestBorrowReclaimReturn(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	bob := submitN(t, c, "bob", 8)
+	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
+	d := waitFor(t, "bob: 4 in quota and 4 borrowed running", 15*time.Second, func() bool {
+		q := queue(t, c, bob)
+		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
+			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow" }) == 4
+	})
+	borrowedAt := time.Now()
+	t.Logf("scenario 1: all 8 of bob's jobs running (4 borrowed) %s after submission", d.Round(100*time.Millisecond))
+	q := queue(t, c, bob)
+	var inQuota, borrowers []string
+	for _, id := range bob {
+		if q[id].qos == "borrow" {
+			borrowers = append(borrowers, id)
+		} else {
+			inQuota = append(inQuota, id)
+		}
+	}
+
+	alice := submitN(t, c, "alice", 4)
+	// Scenario 5: borrowers younger than PreemptExemptTime are not reclaimed.
+	for time.Since(borrowedAt) < exemptTime-3*time.Second {
+		if p := preemptedIn(t, c, borrowers); len(p) > 0 {
+			t.Fatalf("borrowers %v reclaimed %s after they started, before PreemptExemptTime %s", p, time.Since(borrowedAt).Round(time.Second), exemptTime)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("scenario 5: no borrower reclaimed during its first %s", (exemptTime - 3*time.Second))
+
+	// Scenario 2: once exempt, alice's jobs run by requeueing exactly 4 borrowers.
+	exemptAt := borrowedAt.Add(exemptTime)
+	waitFor(t, "alice's 4 jobs running", 90*time.Second, func() bool {
+		return count(queue(t, c, alice), alice, isRunning) == 4
+	})
+	t.Logf("scenario 2: alice's 4 jobs running %s after the borrowers' PreemptExemptTime ended", time.Since(exemptAt).Round(100*time.Millisecond))
+	if p := preemptedIn(t, c, inQuota); len(p) > 0 {
+		t.Errorf("bob's in-quota jobs %v were preempted", p)
+	}
+	waitFor(t, "4 PREEMPTED borrowers in sacct", 20*time.Second, func() bool { return len(preemptedIn(t, c, borrowers)) == 4 })
+	q = queue(t, c, bob)
+	if n := count(q, inQuota, isRunning); n != 4 {
+		t.Errorf("%d of bob's in-quota jobs running, want 4: %v", n, q)
+	}
+	if n := count(q, borrowers, func(r jobRow) bool { return r.state == "PENDING" }); n != 4 {
+		t.Errorf("%d of bob's reclaimed borrowers pending again, want 4 (not cancelled): %v", n, q)
+	}
+
+	// Scenario 3: alice's jobs end; bob's requeued jobs run again (after cred_expire).
+	c.Cancel(alice...)
+	d = waitFor(t, "bob's requeued jobs running again", 60*time.Second, func() bool {
+		return count(queue(t, c, bob), borrowers, isRunning) == 4
+	})
+	t.Logf("scenario 3: bob's 4 requeued jobs running again %s after alice's ended", d.Round(100*time.Millisecond))
+}
+
+// TestNoRequeueNeverLent is scenario 4.
+func TestNoRequeueNeverLent(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 15*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
+	})
+	nr := submitN(t, c, "bob", 1, "--no-requeue")[0]
+	time.Sleep(6 * time.Second) // three cycles of the test's quotad
+	r := queue(t, c, []string{nr})[nr]
+	if r.state != "PENDING" || r.qos != "guar-proj-b" {
+		t.Fatalf("--no-requeue job is %s in %s, want PENDING in guar-proj-b", r.state, r.qos)
+	}
+	out := quotactl(t, c, "explain", nr)
+	if !strings.Contains(out, "never lent") || !strings.Contains(out, "Requeue=0") {
+		t.Errorf("explain does not say why it is not lent:\n%s", out)
+	}
+}
+
+// TestSecondQuotadStaysPassive is part of scenario 6.
+func TestSecondQuotadStaysPassive(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	log, cmd := startQuotad(t, c, "1s")
+	time.Sleep(3 * time.Second)
+	_ = cmd.Process.Signal(os.Interrupt)
+	_, _ = cmd.Process.Wait()
+	data, _ := os.ReadFile(log)
+	if !strings.Contains(string(data), "staying passive") || strings.Contains(string(data), "moved job") || strings.Contains(string(data), "cycle applied") {
+		t.Errorf("second quotad is not passive:\n%s", data)
+	}
+}

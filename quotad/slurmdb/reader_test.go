@@ -1,0 +1,100 @@
+package slurmdb
+
+import (
+	"database/sql"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Rows as the testbed's slurmdbd wrote them after quotad's first sync.
+var (
+	testTRES = map[uint32]string{1: "cpu", 2: "mem", 4: "node", 5: "billing", 1001: "gres/gpu", 1002: "gres/gpu:a100", 1003: "gres/gpu:v100"}
+	testQOS  = []QOSRow{
+		{ID: 1, Name: "normal"},
+		{ID: 3, Name: "borrow", PreemptMode: 2, GraceTime: sql.NullInt64{Int64: 2, Valid: true}, PreemptExemptTime: sql.NullInt64{Int64: 20, Valid: true}},
+		{ID: 4, Name: "guar-proj-a", GrpTRES: "1001=4,1002=4,1003=0", Preempt: ",3,"},
+	}
+	testAssocs = []AssocRow{
+		{ID: 1, Account: "root", QOS: ",1,"},
+		{ID: 2, User: "root", Account: "root"},
+		{ID: 3, Account: "proj-a", ParentAcct: "root", QOS: ",3,4,", DefQOSID: sql.NullInt64{Int64: 4, Valid: true}},
+		{ID: 4, User: "alice", Account: "proj-a"},
+		{ID: 5, Account: "proj-b", ParentAcct: "root"},
+		{ID: 7, Account: "proj-c", ParentAcct: "root", QOS: ",+3,"},
+	}
+)
+
+func TestConvertQOS(t *testing.T) {
+	qos, err := ConvertQOS(testQOS, testTRES)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, g := qos[1], qos[2]
+	if b.PreemptMode != "requeue" || b.GraceTime != 2*time.Second || b.PreemptExemptTime != 20*time.Second || len(b.GrpTRES) != 0 {
+		t.Errorf("borrow = %+v", b)
+	}
+	if g.GrpTRES["gres/gpu"] != 4 || g.GrpTRES["gres/gpu:a100"] != 4 || g.GrpTRES["gres/gpu:v100"] != 0 || len(g.GrpTRES) != 3 {
+		t.Errorf("guar-proj-a GrpTRES = %v", g.GrpTRES)
+	}
+	if !slices.Equal(g.Preempt, []string{"borrow"}) || g.PreemptMode != "cluster" {
+		t.Errorf("guar-proj-a preempt %v mode %s", g.Preempt, g.PreemptMode)
+	}
+	if _, err := ConvertQOS([]QOSRow{{ID: 9, Name: "x", GrpTRES: "1009=1"}}, testTRES); err == nil {
+		t.Error("a TRES id missing from tres_table is accepted")
+	}
+}
+
+func TestConvertAccountsInherits(t *testing.T) {
+	accts, err := ConvertAccounts(testAssocs, testQOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range accts {
+		q := slices.Clone(a.QOS)
+		slices.Sort(q)
+		got[a.Name] = a.DefaultQOS + "|" + join(q)
+	}
+	want := map[string]string{
+		"proj-a": "guar-proj-a|borrow,guar-proj-a",
+		"proj-b": "|normal",        // empty list: the parent's
+		"proj-c": "|borrow,normal", // "+id": added to the parent's
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if _, ok := got["root"]; ok {
+		t.Error("root is listed as a project account")
+	}
+}
+
+func join(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
+
+func TestSumUsageClipsToWindow(t *testing.T) {
+	since, now := time.Unix(1000, 0), time.Unix(2000, 0)
+	rows := []UsageRow{
+		{Account: "proj-a", TRESAlloc: "1=1,1001=2,1002=2", Start: 500, End: 1500}, // 500 s in window × 2
+		{Account: "proj-a", TRESAlloc: "1=1,1001=1", Start: 1900, End: 0},          // running: 100 s
+		{Account: "proj-b", TRESAlloc: "1=4", Start: 1000, End: 2000},              // no GPU
+		{Account: "proj-b", TRESAlloc: "1=1,11001=3", Start: 1000, End: 2000},      // another id that merely contains 1001
+	}
+	u, err := SumUsage(rows, 1001, since, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u["proj-a"] != 1100 || u["proj-b"] != 0 {
+		t.Errorf("usage = %v, want proj-a 1100, proj-b 0", u)
+	}
+}

@@ -1,0 +1,235 @@
+// Package snapshot builds quotad's view of the cluster, a policy.Snapshot, from its two
+// sources: slurmdbd's database (QOS, accounts, usage) and slurmctld's live state (squeue and
+// sinfo --json). Any source that cannot be read fails the whole snapshot: a plan built on
+// half the facts could lend GPUs that are not idle or return jobs that are not borrowers.
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+)
+
+// Accounting is what the snapshot reads from slurmdbd's database (slurmdb.Reader).
+type Accounting interface {
+	TRESNames(ctx context.Context) (map[uint32]string, error)
+	QOS(ctx context.Context, tres map[uint32]string) ([]policy.QOS, error)
+	Accounts(ctx context.Context) ([]policy.Account, error)
+	Usage(ctx context.Context, gpuID uint32, since, now time.Time) (map[string]float64, error)
+}
+
+// DefaultUsageWindow is how far back GPU usage counts for tie-breaks among borrowers.
+const DefaultUsageWindow = 7 * 24 * time.Hour
+
+// Builder takes snapshots.
+type Builder struct {
+	Live        slurm.Fetcher
+	Accounting  Accounting
+	UsageWindow time.Duration
+	Now         func() time.Time // nil: time.Now
+}
+
+// Snapshot is a policy snapshot plus what the adapter learnt on the way.
+type Snapshot struct {
+	*policy.Snapshot
+	TRES map[uint32]string // tres_table ids → names
+	// Skipped are jobs left out of the snapshot, each with why (e.g. an unreadable GPU request).
+	Skipped []string
+}
+
+func (b *Builder) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+// Take reads every source. TakenAt is when the first (oldest) read began, so the policy's
+// freshness check covers the whole snapshot.
+func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
+	started := b.now()
+	tres, err := b.Accounting.TRESNames(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slurmdbd database: %w", err)
+	}
+	qos, err := b.Accounting.QOS(ctx, tres)
+	if err != nil {
+		return nil, fmt.Errorf("slurmdbd database: %w", err)
+	}
+	accounts, err := b.Accounting.Accounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slurmdbd database: %w", err)
+	}
+	usage := map[string]float64{}
+	if gpuID, ok := tresID(tres, "gres/gpu"); ok {
+		window := b.UsageWindow
+		if window <= 0 {
+			window = DefaultUsageWindow
+		}
+		if usage, err = b.Accounting.Usage(ctx, gpuID, started.Add(-window), started); err != nil {
+			return nil, fmt.Errorf("slurmdbd database: %w", err)
+		}
+	}
+	nodes, err := b.Live.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slurmctld (sinfo): %w", err)
+	}
+	jobs, err := b.Live.Jobs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slurmctld (squeue): %w", err)
+	}
+	snap := &Snapshot{
+		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, GPUs: Pools(nodes)},
+		TRES:     tres,
+	}
+	for i := range jobs {
+		j, ok, err := ConvertJob(&jobs[i])
+		if err != nil {
+			snap.Skipped = append(snap.Skipped, fmt.Sprintf("job %d: %v", jobs[i].ID, err))
+			continue
+		}
+		if ok {
+			snap.Jobs = append(snap.Jobs, j)
+		}
+	}
+	return snap, nil
+}
+
+func tresID(tres map[uint32]string, name string) (uint32, bool) {
+	for id, n := range tres {
+		if n == name {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// ConvertJob maps a squeue job to the policy's terms; ok is false for jobs that hold and want
+// nothing (finished ones, which squeue --json keeps for MinJobAge).
+func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
+	var state policy.JobState
+	switch {
+	case j.State == "SUSPENDED":
+		state = policy.StateSuspended
+	case j.State == "COMPLETING":
+		state = policy.StateCompleting
+	case j.State == "CONFIGURING":
+		state = policy.StateConfiguring
+	case j.Running():
+		state = policy.StateRunning
+	case j.Pending():
+		state = policy.StatePending
+	default:
+		return policy.Job{}, false, nil
+	}
+	pj := policy.Job{
+		ID: j.ID, Account: j.Account, User: j.User, State: state, Reason: j.StateReason, QOS: j.QOS,
+		Partitions: j.Partitions(), Nodes: int(j.NodeCount), Requeue: j.Requeue,
+		Priority: int64(j.Priority), SubmitTime: j.Submit,
+	}
+	if state != policy.StatePending {
+		pj.StartTime = j.Start
+	}
+	req, err := j.GPURequest()
+	if err != nil {
+		return policy.Job{}, false, fmt.Errorf("GPU request: %w", err)
+	}
+	perTaskOrSocket := false
+	for _, c := range req.GPUs {
+		if c.N == 0 {
+			continue
+		}
+		switch c.Scope {
+		case gpureq.PerNode:
+			pj.GPUsPerNode = addCount(pj.GPUsPerNode, c.Type, int(c.N))
+		case gpureq.PerJob:
+			pj.GPUsPerJob = addCount(pj.GPUsPerJob, c.Type, int(c.N))
+		default:
+			perTaskOrSocket = true
+		}
+	}
+	if perTaskOrSocket {
+		// Per-task and per-socket counts depend on the layout; slurmctld's tres_req_str has
+		// already multiplied them out for the whole job.
+		pj.GPUsPerNode = nil
+		pj.GPUsPerJob = gpusOf(j.TRESReq)
+	}
+	if state != policy.StatePending && len(j.TRESAlloc) > 0 {
+		pj.AllocatedGPUs = gpusOf(j.TRESAlloc)
+	}
+	return pj, true, nil
+}
+
+func addCount(m map[string]int, t string, n int) map[string]int {
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[t] += n
+	return m
+}
+
+// gpusOf reads GPUs by type from a TRES; the untyped count is kept as "" only for GPUs no
+// typed entry accounts for.
+func gpusOf(t gpureq.TRES) map[string]int {
+	out := map[string]int{}
+	typed := 0
+	for name, v := range t {
+		if ty, ok := strings.CutPrefix(name, "gres/gpu:"); ok && v > 0 {
+			out[ty] += int(v)
+			typed += int(v)
+		}
+	}
+	if rest := int(t.GPUs("")) - typed; rest > 0 {
+		out[""] = rest
+	}
+	return out
+}
+
+// Pools counts GPUs per partition and type. A node in several partitions counts in the first
+// one only (the policy needs disjoint pools), and a node that is not up has no idle GPUs.
+func Pools(nodes []slurm.Node) []policy.GPUPool {
+	type key struct{ part, typ string }
+	acc := map[key]*policy.GPUPool{}
+	var order []key
+	for i := range nodes {
+		n := &nodes[i]
+		if len(n.Partitions) == 0 {
+			continue
+		}
+		part := n.Partitions[0]
+		used := map[string]uint64{}
+		for _, g := range n.GresUsed {
+			if g.IsGPU() {
+				used[g.Type] += g.Count
+			}
+		}
+		for _, g := range n.Gres {
+			if !g.IsGPU() || g.Count == 0 {
+				continue
+			}
+			k := key{part, g.Type}
+			p, ok := acc[k]
+			if !ok {
+				p = &policy.GPUPool{Partition: part, Type: g.Type}
+				acc[k] = p
+				order = append(order, k)
+			}
+			p.Total += int(g.Count)
+			if n.Up() {
+				p.Idle += int(g.Count - min(g.Count, used[g.Type]))
+			}
+		}
+	}
+	slices.SortFunc(order, func(a, b key) int { return strings.Compare(a.part+"\x00"+a.typ, b.part+"\x00"+b.typ) })
+	out := make([]policy.GPUPool, 0, len(order))
+	for _, k := range order {
+		out = append(out, *acc[k])
+	}
+	return out
+}

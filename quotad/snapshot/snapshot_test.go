@@ -1,0 +1,131 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+)
+
+// fixtureFetcher replays squeue/sinfo --json captured on the testbed: bob with 4 jobs in his
+// guarantee, 2 borrowed and one --no-requeue job pending over quota.
+type fixtureFetcher struct {
+	jobsErr error
+	t       *testing.T
+}
+
+func (f fixtureFetcher) Nodes(context.Context) ([]slurm.Node, error) {
+	data, err := os.ReadFile("testdata/sinfo-borrowing.json")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return slurm.ParseNodes(data)
+}
+
+func (f fixtureFetcher) Jobs(context.Context) ([]slurm.Job, error) {
+	if f.jobsErr != nil {
+		return nil, f.jobsErr
+	}
+	data, err := os.ReadFile("testdata/squeue-borrowing.json")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return slurm.ParseJobs(data)
+}
+
+type fakeAccounting struct{ err error }
+
+func (a fakeAccounting) TRESNames(context.Context) (map[uint32]string, error) {
+	return map[uint32]string{1: "cpu", 1001: "gres/gpu", 1002: "gres/gpu:a100", 1003: "gres/gpu:v100"}, a.err
+}
+func (fakeAccounting) QOS(context.Context, map[uint32]string) ([]policy.QOS, error) { return nil, nil }
+func (fakeAccounting) Accounts(context.Context) ([]policy.Account, error)           { return nil, nil }
+func (fakeAccounting) Usage(context.Context, uint32, time.Time, time.Time) (map[string]float64, error) {
+	return map[string]float64{"proj-b": 10}, nil
+}
+
+func TestTakeFromFixtures(t *testing.T) {
+	t0 := time.Unix(1795341600, 0)
+	calls := 0
+	b := &Builder{Live: fixtureFetcher{t: t}, Accounting: fakeAccounting{}, Now: func() time.Time { calls++; return t0.Add(time.Duration(calls) * time.Second) }}
+	snap, err := b.Take(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.TakenAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("TakenAt = %v, want the first read's start %v", snap.TakenAt, t0.Add(time.Second))
+	}
+	byQOS := map[string]int{}
+	var noRequeue *policy.Job
+	for i, j := range snap.Jobs {
+		byQOS[j.QOS+"/"+string(j.State)]++
+		if !j.Requeue {
+			noRequeue = &snap.Jobs[i]
+		}
+		if j.GPUsPerNode["a100"] != 1 {
+			t.Errorf("job %d: GPUsPerNode = %v, want a100:1", j.ID, j.GPUsPerNode)
+		}
+	}
+	want := map[string]int{"guar-proj-b/RUNNING": 4, "borrow/RUNNING": 2, "guar-proj-b/PENDING": 1}
+	for k, n := range want {
+		if byQOS[k] != n {
+			t.Errorf("%s: %d jobs, want %d (all: %v)", k, byQOS[k], n, byQOS)
+		}
+	}
+	if noRequeue == nil || noRequeue.Reason != "QOSGrpGRES" || noRequeue.State != policy.StatePending {
+		t.Fatalf("the --no-requeue job is missing or wrong: %+v", noRequeue)
+	}
+	idle := map[string]int{}
+	for _, g := range snap.GPUs {
+		idle[g.Partition+"/"+g.Type] = g.Idle
+	}
+	if idle["a100/a100"] != 2 || idle["a100-spot/a100"] != 4 || idle["v100/v100"] != 8 {
+		t.Errorf("idle GPUs = %v, want a100/a100 2, a100-spot/a100 4, v100/v100 8", idle)
+	}
+	// The policy never lends the --no-requeue job, and explains it.
+	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := policy.BuildPlan(cfg, snap.Snapshot, snap.TakenAt)
+	for _, m := range plan.Moves {
+		if m.JobID == noRequeue.ID && m.Kind == policy.Lend {
+			t.Errorf("plan lends the --no-requeue job: %s", m)
+		}
+	}
+	if text, _ := plan.Explain(noRequeue.ID); !strings.Contains(text, "Requeue=0") {
+		t.Errorf("explain of the --no-requeue job = %q, want it to name Requeue=0", text)
+	}
+}
+
+func TestTakeFailsOnAnySourceError(t *testing.T) {
+	for name, b := range map[string]*Builder{
+		"database": {Live: fixtureFetcher{t: t}, Accounting: fakeAccounting{err: errors.New("connection refused")}},
+		"squeue":   {Live: fixtureFetcher{t: t, jobsErr: errors.New("slurm_load_jobs: Unable to contact slurm controller")}, Accounting: fakeAccounting{}},
+	} {
+		snap, err := b.Take(context.Background())
+		if err == nil || snap != nil {
+			t.Errorf("%s failing: snapshot %v, err %v; want no snapshot and an error", name, snap, err)
+		}
+	}
+}
+
+func TestConvertJobPerTaskUsesTRESReq(t *testing.T) {
+	j := slurm.Job{ID: 7, State: "PENDING", TRESPerTask: "gres:gpu:a100:1", TRESReq: map[string]uint64{"gres/gpu": 4, "gres/gpu:a100": 4}}
+	pj, ok, err := ConvertJob(&j)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if pj.GPUsPerJob["a100"] != 4 || len(pj.GPUsPerNode) != 0 {
+		t.Errorf("per-task job: GPUsPerJob %v GPUsPerNode %v, want a100:4 for the job", pj.GPUsPerJob, pj.GPUsPerNode)
+	}
+	j.State = "COMPLETED"
+	if _, ok, _ := ConvertJob(&j); ok {
+		t.Error("a completed job is kept")
+	}
+}

@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Audit kinds.
+const (
+	KindQuota   = "quota"   // a quota table change (quotactl set/import)
+	KindQOS     = "qos"     // a QOS created or modified by quotad
+	KindAccount = "account" // an account's QOS list or default QOS rewritten by quotad
+	KindMove    = "move"    // a pending job moved between QOS (lend or return)
+)
+
+// Entry is one audit row: who changed what, when, from what to what.
+type Entry struct {
+	ID      uint64    `db:"id" json:"id"`
+	At      time.Time `db:"at" json:"at"`
+	Actor   string    `db:"actor" json:"actor"`
+	Kind    string    `db:"kind" json:"kind"`
+	Subject string    `db:"subject" json:"subject"`
+	Old     string    `db:"old_value" json:"old"`
+	New     string    `db:"new_value" json:"new"`
+	Detail  string    `db:"detail" json:"detail,omitempty"`
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func insertAudit(ctx context.Context, tx execer, e Entry) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO audit (at, actor, kind, subject, old_value, new_value, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		e.At.UTC(), e.Actor, e.Kind, e.Subject, e.Old, e.New, e.Detail)
+	if err != nil {
+		return fmt.Errorf("writing audit: %w", err)
+	}
+	return nil
+}
+
+// Record writes one audit row outside a transaction (quotad's own actions).
+func (s *Store) Record(ctx context.Context, e Entry) error {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	return insertAudit(ctx, s.DB, e)
+}
+
+// History returns the latest audit rows, newest last; kind "" means all.
+func (s *Store) History(ctx context.Context, kind string, limit int) ([]Entry, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	var rows []Entry
+	q := "SELECT id, at, actor, kind, subject, old_value, new_value, detail FROM audit"
+	args := []any{}
+	if kind != "" {
+		q += " WHERE kind = ?"
+		args = append(args, kind)
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, limit)
+	if err := s.DB.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, fmt.Errorf("reading audit: %w", err)
+	}
+	for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
+		rows[i], rows[j] = rows[j], rows[i]
+	}
+	return rows, nil
+}

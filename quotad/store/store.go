@@ -1,0 +1,421 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+)
+
+// migrations are applied in order, once each; a released migration is never edited, only
+// followed by a new one.
+var migrations = []string{
+	1: `CREATE TABLE IF NOT EXISTS quota_settings (
+		name VARCHAR(64) NOT NULL PRIMARY KEY,
+		value TEXT NOT NULL
+	) ENGINE=InnoDB`,
+	2: `CREATE TABLE IF NOT EXISTS quota_projects (
+		account VARCHAR(64) NOT NULL PRIMARY KEY,
+		total_gpus INT NULL,
+		borrow_limit INT NULL,
+		weight DOUBLE NULL
+	) ENGINE=InnoDB`,
+	3: `CREATE TABLE IF NOT EXISTS quota_gpus (
+		account VARCHAR(64) NOT NULL,
+		gpu_type VARCHAR(64) NOT NULL,
+		guaranteed INT NOT NULL,
+		PRIMARY KEY (account, gpu_type)
+	) ENGINE=InnoDB`,
+	4: `CREATE TABLE IF NOT EXISTS quota_borrow_limits (
+		account VARCHAR(64) NOT NULL,
+		gpu_type VARCHAR(64) NOT NULL,
+		borrow_limit INT NOT NULL,
+		PRIMARY KEY (account, gpu_type)
+	) ENGINE=InnoDB`,
+	5: `CREATE TABLE IF NOT EXISTS quota_lend_limits (
+		gpu_type VARCHAR(64) NOT NULL PRIMARY KEY,
+		lend_limit INT NOT NULL
+	) ENGINE=InnoDB`,
+	6: `CREATE TABLE IF NOT EXISTS audit (
+		id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		at DATETIME(3) NOT NULL,
+		actor VARCHAR(128) NOT NULL,
+		kind VARCHAR(32) NOT NULL,
+		subject VARCHAR(128) NOT NULL,
+		old_value TEXT NOT NULL,
+		new_value TEXT NOT NULL,
+		detail TEXT NOT NULL,
+		KEY audit_at (at)
+	) ENGINE=InnoDB`,
+}
+
+// Store is quotad's database.
+type Store struct {
+	DB *sqlx.DB
+}
+
+// migrateLock serialises migrations of concurrent starts (quotad and quotactl).
+const migrateLock = "slurmbridge.migrate"
+
+// Migrate brings the schema to the latest version and returns it.
+func (s *Store) Migrate(ctx context.Context) (int, error) {
+	conn, err := s.DB.Connx(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.GetContext(ctx, &got, "SELECT GET_LOCK(?, 30)", migrateLock); err != nil {
+		return 0, fmt.Errorf("migration lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return 0, errors.New("migration lock: another process has been migrating for 30s")
+	}
+	defer conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", migrateLock) //nolint:errcheck // the lock also ends with the connection
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INT NOT NULL PRIMARY KEY, applied_at DATETIME(3) NOT NULL) ENGINE=InnoDB`); err != nil {
+		return 0, fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	var current int
+	if err := conn.GetContext(ctx, &current, "SELECT IFNULL(MAX(version), 0) FROM schema_migrations"); err != nil {
+		return 0, err
+	}
+	for v := current + 1; v < len(migrations); v++ {
+		// MariaDB commits DDL implicitly, so each migration is idempotent on its own.
+		if _, err := conn.ExecContext(ctx, migrations[v]); err != nil {
+			return current, fmt.Errorf("migration %d: %w", v, err)
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", v, time.Now().UTC()); err != nil {
+			return current, fmt.Errorf("recording migration %d: %w", v, err)
+		}
+		current = v
+	}
+	return current, nil
+}
+
+// SchemaVersion is the latest migration this build knows.
+func SchemaVersion() int { return len(migrations) - 1 }
+
+// Load reads the quota table. An empty database gives a table with no projects.
+func (s *Store) Load(ctx context.Context) (*policy.Config, error) {
+	return load(ctx, s.DB, "")
+}
+
+type querier interface {
+	SelectContext(ctx context.Context, dest any, query string, args ...any) error
+}
+
+func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
+	cfg := &policy.Config{}
+	var settings []struct {
+		Name  string `db:"name"`
+		Value string `db:"value"`
+	}
+	if err := q.SelectContext(ctx, &settings, "SELECT name, value FROM quota_settings ORDER BY name"+lock); err != nil {
+		return nil, fmt.Errorf("reading quota_settings: %w", err)
+	}
+	for _, kv := range settings {
+		if err := setSetting(&cfg.Settings, kv.Name, kv.Value); err != nil {
+			return nil, fmt.Errorf("quota_settings %s=%q: %w", kv.Name, kv.Value, err)
+		}
+	}
+	var lend []struct {
+		Type  string `db:"gpu_type"`
+		Limit int    `db:"lend_limit"`
+	}
+	if err := q.SelectContext(ctx, &lend, "SELECT gpu_type, lend_limit FROM quota_lend_limits ORDER BY gpu_type"+lock); err != nil {
+		return nil, fmt.Errorf("reading quota_lend_limits: %w", err)
+	}
+	for _, l := range lend {
+		if cfg.LendLimits == nil {
+			cfg.LendLimits = map[string]int{}
+		}
+		cfg.LendLimits[l.Type] = l.Limit
+	}
+	var projects []struct {
+		Account     string          `db:"account"`
+		TotalGPUs   sql.NullInt64   `db:"total_gpus"`
+		BorrowLimit sql.NullInt64   `db:"borrow_limit"`
+		Weight      sql.NullFloat64 `db:"weight"`
+	}
+	if err := q.SelectContext(ctx, &projects, "SELECT account, total_gpus, borrow_limit, weight FROM quota_projects ORDER BY account"+lock); err != nil {
+		return nil, fmt.Errorf("reading quota_projects: %w", err)
+	}
+	index := map[string]int{}
+	for _, p := range projects {
+		pc := policy.Project{Account: p.Account}
+		if p.TotalGPUs.Valid {
+			pc.TotalGPUs = ptr(int(p.TotalGPUs.Int64))
+		}
+		if p.BorrowLimit.Valid {
+			pc.BorrowLimit = ptr(int(p.BorrowLimit.Int64))
+		}
+		if p.Weight.Valid {
+			pc.Weight = ptr(p.Weight.Float64)
+		}
+		index[p.Account] = len(cfg.Projects)
+		cfg.Projects = append(cfg.Projects, pc)
+	}
+	var gpus []struct {
+		Account string `db:"account"`
+		Type    string `db:"gpu_type"`
+		N       int    `db:"n"`
+	}
+	if err := q.SelectContext(ctx, &gpus, "SELECT account, gpu_type, guaranteed AS n FROM quota_gpus ORDER BY account, gpu_type"+lock); err != nil {
+		return nil, fmt.Errorf("reading quota_gpus: %w", err)
+	}
+	for _, g := range gpus {
+		i, ok := index[g.Account]
+		if !ok {
+			return nil, fmt.Errorf("quota_gpus has %s, which is not in quota_projects", g.Account)
+		}
+		if cfg.Projects[i].GPUs == nil {
+			cfg.Projects[i].GPUs = map[string]int{}
+		}
+		cfg.Projects[i].GPUs[g.Type] = g.N
+	}
+	gpus = nil
+	if err := q.SelectContext(ctx, &gpus, "SELECT account, gpu_type, borrow_limit AS n FROM quota_borrow_limits ORDER BY account, gpu_type"+lock); err != nil {
+		return nil, fmt.Errorf("reading quota_borrow_limits: %w", err)
+	}
+	for _, g := range gpus {
+		i, ok := index[g.Account]
+		if !ok {
+			return nil, fmt.Errorf("quota_borrow_limits has %s, which is not in quota_projects", g.Account)
+		}
+		if cfg.Projects[i].BorrowLimitByType == nil {
+			cfg.Projects[i].BorrowLimitByType = map[string]int{}
+		}
+		cfg.Projects[i].BorrowLimitByType[g.Type] = g.N
+	}
+	return cfg, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// settingNames are the quota_settings rows, one per Settings field.
+var settingNames = []string{"borrowQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons"}
+
+func settingValues(s policy.Settings) map[string]string {
+	out := map[string]string{}
+	put := func(k, v string) {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	put("borrowQOS", s.BorrowQOS)
+	put("guaranteedQOS", s.GuaranteedQOS)
+	if s.GraceTime != 0 {
+		put("graceTime", s.GraceTime.String())
+	}
+	if s.PreemptExemptTime != 0 {
+		put("preemptExemptTime", s.PreemptExemptTime.String())
+	}
+	if s.MaxSnapshotAge != 0 {
+		put("maxSnapshotAge", s.MaxSnapshotAge.String())
+	}
+	if s.GuaranteedPriority != nil {
+		put("guaranteedPriority", strconv.Itoa(*s.GuaranteedPriority))
+	}
+	if s.BorrowPriority != nil {
+		put("borrowPriority", strconv.Itoa(*s.BorrowPriority))
+	}
+	put("lendReasons", strings.Join(s.LendReasons, ","))
+	return out
+}
+
+func setSetting(s *policy.Settings, name, value string) error {
+	var err error
+	switch name {
+	case "borrowQOS":
+		s.BorrowQOS = value
+	case "guaranteedQOS":
+		s.GuaranteedQOS = value
+	case "graceTime":
+		s.GraceTime, err = time.ParseDuration(value)
+	case "preemptExemptTime":
+		s.PreemptExemptTime, err = time.ParseDuration(value)
+	case "maxSnapshotAge":
+		s.MaxSnapshotAge, err = time.ParseDuration(value)
+	case "guaranteedPriority", "borrowPriority":
+		var n int
+		if n, err = strconv.Atoi(value); err == nil {
+			if name == "guaranteedPriority" {
+				s.GuaranteedPriority = &n
+			} else {
+				s.BorrowPriority = &n
+			}
+		}
+	case "lendReasons":
+		s.LendReasons = strings.Split(value, ",")
+	default:
+		// A newer quotad may know more settings; an older one must not silently drop them.
+		return fmt.Errorf("unknown setting (written by a newer version?)")
+	}
+	return err
+}
+
+// Save replaces the quota table with cfg (validated first) in one transaction and writes an
+// audit row, old → new, for each setting, lend limit and project that changed. It returns
+// the changes.
+func (s *Store) Save(ctx context.Context, cfg *policy.Config, actor string) ([]Change, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tx, err := s.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	// FOR UPDATE: two quotactl runs at once must not both diff against the same old table.
+	old, err := load(ctx, tx, " FOR UPDATE")
+	if err != nil {
+		return nil, err
+	}
+	changes := Diff(old, cfg)
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	for _, stmt := range []string{"DELETE FROM quota_settings", "DELETE FROM quota_lend_limits", "DELETE FROM quota_gpus", "DELETE FROM quota_borrow_limits", "DELETE FROM quota_projects"} {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range settingValues(cfg.Settings) {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO quota_settings (name, value) VALUES (?, ?)", k, v); err != nil {
+			return nil, err
+		}
+	}
+	for t, n := range cfg.LendLimits {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO quota_lend_limits (gpu_type, lend_limit) VALUES (?, ?)", t, n); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range cfg.Projects {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO quota_projects (account, total_gpus, borrow_limit, weight) VALUES (?, ?, ?, ?)",
+			p.Account, p.TotalGPUs, p.BorrowLimit, p.Weight); err != nil {
+			return nil, err
+		}
+		for t, n := range p.GPUs {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO quota_gpus (account, gpu_type, guaranteed) VALUES (?, ?, ?)", p.Account, t, n); err != nil {
+				return nil, err
+			}
+		}
+		for t, n := range p.BorrowLimitByType {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO quota_borrow_limits (account, gpu_type, borrow_limit) VALUES (?, ?, ?)", p.Account, t, n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	now := time.Now().UTC()
+	for _, c := range changes {
+		if err := insertAudit(ctx, tx, Entry{At: now, Actor: actor, Kind: KindQuota, Subject: c.Subject, Old: c.Old, New: c.New}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return changes, nil
+}
+
+// Change is one difference between two quota tables.
+type Change struct {
+	Subject  string // "project proj-a", "setting graceTime", "lend limit a100"
+	Old, New string // "" when absent
+}
+
+// Diff lists what differs between two quota tables, in a stable order.
+func Diff(old, cur *policy.Config) []Change {
+	var out []Change
+	add := func(subject, o, n string) {
+		if o != n {
+			out = append(out, Change{Subject: subject, Old: o, New: n})
+		}
+	}
+	os, ns := settingValues(old.Settings), settingValues(cur.Settings)
+	for _, k := range settingNames {
+		add("setting "+k, os[k], ns[k])
+	}
+	types := map[string]bool{}
+	for t := range old.LendLimits {
+		types[t] = true
+	}
+	for t := range cur.LendLimits {
+		types[t] = true
+	}
+	for _, t := range sortedKeys(types) {
+		add("lend limit "+t, limitText(old.LendLimits, t), limitText(cur.LendLimits, t))
+	}
+	accounts := map[string]bool{}
+	for _, p := range old.Projects {
+		accounts[p.Account] = true
+	}
+	for _, p := range cur.Projects {
+		accounts[p.Account] = true
+	}
+	for _, a := range sortedKeys(accounts) {
+		op, _ := old.Project(a)
+		np, _ := cur.Project(a)
+		add("project "+a, ProjectText(op), ProjectText(np))
+	}
+	return out
+}
+
+func limitText(m map[string]int, t string) string {
+	if n, ok := m[t]; ok {
+		return strconv.Itoa(n)
+	}
+	return ""
+}
+
+// ProjectText spells a project's quota on one line, e.g.
+// "gpus=a100:4,v100:2 borrowLimit=4 weight=2"; "" for no project.
+func ProjectText(p policy.Project) string {
+	if p.Account == "" {
+		return ""
+	}
+	var parts []string
+	parts = append(parts, "gpus="+typeList(p.GPUs))
+	if p.TotalGPUs != nil {
+		parts = append(parts, fmt.Sprintf("totalGPUs=%d", *p.TotalGPUs))
+	}
+	if p.BorrowLimit != nil {
+		parts = append(parts, fmt.Sprintf("borrowLimit=%d", *p.BorrowLimit))
+	}
+	if len(p.BorrowLimitByType) > 0 {
+		parts = append(parts, "borrowLimitByType="+typeList(p.BorrowLimitByType))
+	}
+	if p.Weight != nil {
+		parts = append(parts, "weight="+strconv.FormatFloat(*p.Weight, 'g', -1, 64))
+	}
+	return strings.Join(parts, " ")
+}
+
+func typeList(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, t := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s:%d", t, m[t]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+)
+
+func TestReadPasswordRefusesSharedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pw")
+	if err := os.WriteFile(path, []byte("s3cret\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPassword(path); err == nil || !strings.Contains(err.Error(), "mode 0640") || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("group-readable file: err %v, want a refusal naming the mode and the fix", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw, err := ReadPassword(path)
+	if err != nil || pw != "s3cret" {
+		t.Errorf("ReadPassword = %q, %v", pw, err)
+	}
+	if _, err := ReadPassword(""); err == nil {
+		t.Error("no file given, no error")
+	}
+}
+
+func TestDiffNamesEachChange(t *testing.T) {
+	parse := func(s string) *policy.Config {
+		t.Helper()
+		c, err := policy.ParseConfig([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	old := parse("settings: {graceTime: 2s}\nprojects:\n  - account: proj-a\n    gpus: {a100: 4}\n  - account: proj-b\n    gpus: {a100: 4}\n")
+	cur := parse("settings: {graceTime: 5s}\nlendLimits: {a100: 6}\nprojects:\n  - account: proj-a\n    gpus: {a100: 4}\n  - account: proj-b\n    gpus: {a100: 2, v100: 2}\n    borrowLimit: 3\n    weight: 2\n")
+	got := Diff(old, cur)
+	want := []Change{
+		{Subject: "setting graceTime", Old: "2s", New: "5s"},
+		{Subject: "lend limit a100", Old: "", New: "6"},
+		{Subject: "project proj-b", Old: "gpus=a100:4", New: "gpus=a100:2,v100:2 borrowLimit=3 weight=2"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Diff = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("change %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if d := Diff(cur, cur); len(d) != 0 {
+		t.Errorf("a table differs from itself: %+v", d)
+	}
+}
+
+func TestSettingsRoundTrip(t *testing.T) {
+	prio := 10
+	s := policy.Settings{BorrowQOS: "lend", GraceTime: 3e9, PreemptExemptTime: 20e9, BorrowPriority: &prio, LendReasons: []string{"QOSGrpGRES", "QOSGrpTRES"}}
+	var back policy.Settings
+	for k, v := range settingValues(s) {
+		if err := setSetting(&back, k, v); err != nil {
+			t.Fatal(k, err)
+		}
+	}
+	if back.BorrowQOS != "lend" || back.GraceTime != s.GraceTime || back.PreemptExemptTime != s.PreemptExemptTime || *back.BorrowPriority != 10 || len(back.LendReasons) != 2 {
+		t.Errorf("round trip = %+v", back)
+	}
+	if err := setSetting(&back, "futureKnob", "1"); err == nil {
+		t.Error("an unknown setting is silently dropped")
+	}
+}

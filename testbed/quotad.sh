@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Runs bin/quotad against the local testbed ($TESTBED_DIR, default /tmp/slurmbridge-testbed).
+#
+#   quotad.sh start    import slurm-conf/testbed/quotas.yaml, start quotad in the background
+#                      (pid file $TESTBED_DIR/run/quotad.pid, log $TESTBED_DIR/log/quotad.log,
+#                      metrics on 127.0.0.1:$QUOTAD_METRICS_PORT); harmless when it runs
+#   quotad.sh stop     stop the quotad of the pid file (never by name)
+#   quotad.sh status   say whether it runs
+#
+# Needs `make build` (bin/quotad, bin/quotactl) and a database quotad may write: see the
+# CREATE DATABASE slurmbridge and GRANT ALL ON slurmbridge.* to the testbed's DB user.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
+QUOTAD_METRICS_PORT=${QUOTAD_METRICS_PORT:-19817}
+QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-5s}
+PIDFILE=$TESTBED_DIR/run/quotad.pid
+LOGFILE=$TESTBED_DIR/log/quotad.log
+BIN=$REPO_ROOT/bin
+
+say() { printf 'quotad.sh: %s\n' "$*"; }
+die() { printf 'quotad.sh: error: %s\n' "$*" >&2; exit 1; }
+
+# running prints the pid of the pid file when that process is alive and is a quotad.
+running() {
+	local pid
+	[ -s "$PIDFILE" ] || return 1
+	pid=$(tr -dc '0-9' <"$PIDFILE")
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+	[[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *quotad* ]] || return 1
+	echo "$pid"
+}
+
+load_env() {
+	[ -f "$TESTBED_DIR/env" ] || die "no $TESTBED_DIR/env: bring the testbed up first (testbed/testbed.sh up)"
+	set -a
+	# shellcheck disable=SC1091
+	. "$TESTBED_DIR/env"
+	set +a
+}
+
+cmd_start() {
+	local pid
+	if pid=$(running); then
+		say "already running (pid $pid)"
+		return 0
+	fi
+	[ -x "$BIN/quotad" ] && [ -x "$BIN/quotactl" ] || die "bin/quotad or bin/quotactl missing: run make build"
+	load_env
+	"$BIN/quotactl" import "$REPO_ROOT/slurm-conf/testbed/quotas.yaml" >/dev/null
+	mkdir -p "$(dirname "$LOGFILE")" "$(dirname "$PIDFILE")"
+	setsid "$BIN/quotad" --interval "$QUOTAD_INTERVAL" --listen "127.0.0.1:$QUOTAD_METRICS_PORT" \
+		</dev/null >>"$LOGFILE" 2>&1 &
+	echo $! >"$PIDFILE"
+	disown
+	# It either serves metrics (it is up) or exits with its reason in the log.
+	local i
+	for i in $(seq 1 50); do
+		if ! running >/dev/null; then
+			tail -n 5 "$LOGFILE" >&2
+			die "quotad exited; log in $LOGFILE"
+		fi
+		if (exec 3<>"/dev/tcp/127.0.0.1/$QUOTAD_METRICS_PORT") 2>/dev/null; then
+			say "started (pid $(running)), metrics on http://127.0.0.1:$QUOTAD_METRICS_PORT/metrics, log $LOGFILE"
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "quotad did not serve metrics within 5s; log in $LOGFILE"
+}
+
+cmd_stop() {
+	local pid i
+	pid=$(running) || { rm -f "$PIDFILE"; say "not running"; return 0; }
+	kill -TERM "$pid"
+	for i in $(seq 1 100); do
+		[ -d "/proc/$pid" ] || break
+		sleep 0.1
+	done
+	if [ -d "/proc/$pid" ]; then
+		say "quotad ($pid) ignored SIGTERM for 10s; sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$PIDFILE"
+	say "stopped (pid $pid)"
+}
+
+cmd_status() {
+	local pid
+	if pid=$(running); then
+		say "running (pid $pid), metrics on 127.0.0.1:$QUOTAD_METRICS_PORT"
+	else
+		say "not running"
+		return 3
+	fi
+}
+
+case ${1:-} in
+start) cmd_start ;;
+stop) cmd_stop ;;
+status) cmd_status ;;
+*)
+	echo "usage: $0 start|stop|status" >&2
+	exit 2
+	;;
+esac
