@@ -4,7 +4,10 @@ package jobsubmit_test
 
 // These tests drive the real job_submit_pools.so inside the testbed's slurmctld through sbatch,
 // srun, salloc and scontrol, as the testbed's users, with slurm-conf/testbed/pools.yaml
-// (policy cheapest: a100-spot, then a100 and v100 at equal cost per unit of work).
+// (policy cheapest: a100-spot, then a100 and v100 at equal cost per unit of work). quotad may
+// run on the testbed (slurm-conf/testbed/quotas.yaml: proj-a and proj-b 4 a100, proj-c 2 v100),
+// so the jobs under test stay within their project's quota, and the load that fills pools is
+// submitted by root, whose account has no quota.
 
 import (
 	"context"
@@ -114,7 +117,7 @@ func TestPluginRejectsImpossibleRequestsWithUsefulMessage(t *testing.T) {
 // A routed GPU job really runs, in the cheapest pool, and is accounted there.
 func TestRoutedGPUJobRunsInCheapestPool(t *testing.T) {
 	c, ctx := setup(t)
-	id, err := c.Submit(ctx, "carol", "--job-name=pools-run", "--gres=gpu:a100:1", "--wrap", "test \"$SLURM_GPUS_ON_NODE\" = 1")
+	id, err := c.Submit(ctx, "bob", "--job-name=pools-run", "--gres=gpu:a100:1", "--wrap", "test \"$SLURM_GPUS_ON_NODE\" = 1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +128,8 @@ func TestRoutedGPUJobRunsInCheapestPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Partition != "a100-spot" || rec.Account != "proj-c" || rec.TRES("gres/gpu:a100") != "1" {
-		t.Fatalf("accounted as %+v, want proj-c in a100-spot with one a100", rec)
+	if rec.Partition != "a100-spot" || rec.Account != "proj-b" || rec.TRES("gres/gpu:a100") != "1" {
+		t.Fatalf("accounted as %+v, want proj-b in a100-spot with one a100", rec)
 	}
 }
 
@@ -134,7 +137,7 @@ func TestRoutedGPUJobRunsInCheapestPool(t *testing.T) {
 // availability-aware choice, made by Slurm itself from the list the plugin wrote.
 func TestFullSpotPoolFallsBackToOnDemand(t *testing.T) {
 	c, ctx := setup(t)
-	filler, err := c.Submit(ctx, "alice", "--job-name=pools-fill", "-p", "a100-spot", "--gres=gpu:a100:4", "--wrap", "sleep 60")
+	filler, err := c.Submit(ctx, "root", "--job-name=pools-fill", "-p", "a100-spot", "--gres=gpu:a100:4", "--wrap", "sleep 60")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func TestBusyPoolsDoNotDelayAJobThatFitsElsewhere(t *testing.T) {
 		{"-p", "a100", "-N", "2", "--gres=gpu:a100:4"},
 	} {
 		args = append(args, "--job-name=pools-busy-fill", "--wrap", "sleep 120")
-		id, err := c.Submit(ctx, "alice", args...)
+		id, err := c.Submit(ctx, "root", args...)
 		if err != nil {
 			t.Fatal(err)
 		}
