@@ -360,10 +360,12 @@ start_slurmds() {
 	done
 }
 
-all_nodes_idle() {
+# all_nodes_up: every node answers and can take jobs (idle, or busy with jobs when the testbed
+# is brought back up under load); a "*" suffix means not responding.
+all_nodes_up() {
 	local states
 	states=$(sinfo -h -N -o '%N %t' | sort -u)
-	[ "$(printf '%s\n' "$states" | awk '$2 == "idle"' | wc -l)" -eq ${#NODES[@]} ]
+	[ "$(printf '%s\n' "$states" | awk '$2 ~ /^(idle|mix|alloc|comp)$/' | wc -l)" -eq ${#NODES[@]} ]
 }
 
 # slurmbridge's own daemons run on the testbed when they are built (make build); each has a
@@ -407,12 +409,12 @@ cmd_up() {
 	[ "${CONFIG_CHANGED:-0}" = 1 ] && scontrol reconfigure
 	# A node left down by a previous run (e.g. killed slurmd) is brought back.
 	scontrol update nodename="$(IFS=,; echo "${NODES[*]}")" state=resume >/dev/null 2>&1 || true
-	if ! wait_for "all nodes idle" "$TESTBED_IDLE_TIMEOUT" all_nodes_idle; then
+	if ! wait_for "all nodes up" "$TESTBED_IDLE_TIMEOUT" all_nodes_up; then
 		sinfo -N >&2 || true
-		die "nodes not idle after ${TESTBED_IDLE_TIMEOUT}s; logs in $LOG"
+		die "nodes not up after ${TESTBED_IDLE_TIMEOUT}s; logs in $LOG"
 	fi
 	start_slurmbridge_daemons
-	say "up in $((SECONDS - t0))s: all ${#NODES[@]} nodes idle. Use it with: . $TESTBED_DIR/env"
+	say "up in $((SECONDS - t0))s: all ${#NODES[@]} nodes up. Use it with: . $TESTBED_DIR/env"
 	sinfo -o '%10P %.5a %.6D %8t %N %G'
 }
 

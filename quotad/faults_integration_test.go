@@ -1,0 +1,169 @@
+//go:build integration
+
+// Scenario 6 of issue 4: quotad killed mid-cycle, MariaDB gone for a minute, slurmctld
+// restarted. quotad must take no wrong action while it cannot see the whole picture, never
+// cancel or kill a job, and converge within two cycles once everything answers again. These
+// tests pause the testbed's own quotad and run their own, so they control which one is active.
+package quotad_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+const faultCycle = 2 * time.Second // --interval of the quotad under test
+
+// activeQuotad pauses the testbed's quotad, starts one under test with the testbed quotas, and
+// waits until it holds the lease. It returns the log path and the process.
+func activeQuotad(t *testing.T, c *testbed.Cluster) (string, *os.Process) {
+	t.Helper()
+	log, cmd := startQuotad(t, c, faultCycle.String())
+	waitFor(t, "the quotad under test to take the lease", 30*time.Second, func() bool {
+		data, _ := os.ReadFile(log)
+		return strings.Contains(string(data), "this quotad is the active one")
+	})
+	return log, cmd.Process
+}
+
+// overQuota submits bob's 8 one-a100 jobs (quota 4) and waits until the 4 in quota run.
+func overQuota(t *testing.T, c *testbed.Cluster) (all []string) {
+	t.Helper()
+	all = submitN(t, c, "bob", 8)
+	waitFor(t, "bob's 4 in-quota jobs running", 30*time.Second, func() bool {
+		return count(queue(t, c, all), all, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
+	})
+	return all
+}
+
+// assertNothingLent fails if any of the jobs is in the borrow QOS or no longer pending/running.
+func assertNothingLent(t *testing.T, c *testbed.Cluster, ids []string, while string) {
+	t.Helper()
+	for id, r := range queue(t, c, ids) {
+		if r.qos == "borrow" {
+			t.Fatalf("job %s lent %s", id, while)
+		}
+		if r.state != "RUNNING" && r.state != "PENDING" {
+			t.Fatalf("job %s is %s %s; quotad must never end a job", id, r.state, while)
+		}
+	}
+}
+
+// assertConverges waits for 4 of bob's jobs to be lent within two cycles (plus the time one
+// cycle can take) after recovery, then for all 8 to run, none ended.
+func assertConverges(t *testing.T, c *testbed.Cluster, ids []string, recovered time.Time) {
+	t.Helper()
+	limit := 2*faultCycle + 5*time.Second - time.Since(recovered)
+	waitFor(t, "4 of bob's jobs lent within two cycles of recovery", limit, func() bool {
+		return count(queue(t, c, ids), ids, func(r jobRow) bool { return r.qos == "borrow" }) == 4
+	})
+	t.Logf("lent %s after recovery", time.Since(recovered).Round(100*time.Millisecond))
+	waitFor(t, "all 8 of bob's jobs running", 30*time.Second, func() bool {
+		return count(queue(t, c, ids), ids, func(r jobRow) bool { return r.state == "RUNNING" }) == 8
+	})
+}
+
+func TestQuotadKilledMidCycleConverges(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "quotad")
+	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	_, first := activeQuotad(t, c)
+
+	// bob's jobs arrive and the quotad dies without warning while it may be mid-cycle.
+	ids := submitN(t, c, "bob", 8)
+	time.Sleep(faultCycle + faultCycle/3)
+	if err := first.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = first.Wait()
+	for id, r := range queue(t, c, ids) {
+		if r.state != "RUNNING" && r.state != "PENDING" {
+			t.Fatalf("job %s is %s after quotad was killed", id, r.state)
+		}
+	}
+
+	// Its lease died with its database connection: a new quotad takes over and finishes.
+	restarted := time.Now()
+	activeQuotad(t, c)
+	assertConverges(t, c, ids, restarted)
+}
+
+func TestDatabaseOutageStopsQuotadUntilItIsBack(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "quotad")
+	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	log, _ := activeQuotad(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Whatever happens, the testbed gets its database back.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Up(ctx); err != nil {
+			t.Errorf("bringing the testbed back: %v", err)
+		}
+	})
+
+	if err := c.Stop(ctx, "mariadb"); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	ids := overQuota(t, c) // slurmctld keeps accepting and running jobs without its database
+	for time.Since(down) < 60*time.Second {
+		assertNothingLent(t, c, ids, "while the database is down")
+		time.Sleep(2 * time.Second)
+	}
+	data, _ := os.ReadFile(log)
+	if !strings.Contains(string(data), "cycle did nothing it should not") {
+		t.Errorf("quotad did not log its failed cycles during the outage:\n%s", data)
+	}
+
+	if err := c.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertConverges(t, c, ids, time.Now())
+}
+
+func TestSlurmctldRestartConverges(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "quotad")
+	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Up(ctx); err != nil {
+			t.Errorf("bringing the testbed back: %v", err)
+		}
+	})
+
+	// Over-quota work waits while no quotad runs; then slurmctld goes away and a quotad starts
+	// that can read the database but not slurmctld's live state.
+	ids := overQuota(t, c)
+	if err := c.Stop(ctx, "slurmctld"); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := activeQuotad(t, c)
+	time.Sleep(5 * faultCycle)
+	// The QOS were synced before; without slurmctld's live state any applied action, sync or
+	// move, would be an action on partial data.
+	data, _ := os.ReadFile(log)
+	if strings.Contains(string(data), "cycle applied") {
+		t.Fatalf("quotad acted while slurmctld was down:\n%s", data)
+	}
+	if !strings.Contains(string(data), "cycle did nothing it should not") {
+		t.Errorf("quotad did not log its failed cycles while slurmctld was down:\n%s", data)
+	}
+
+	if err := c.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertConverges(t, c, ids, time.Now())
+}
