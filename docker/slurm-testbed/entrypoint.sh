@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Entry point of the slurmbridge testbed image: one image, one role per container.
+#
+#   slurmbridge-entrypoint mariadb | slurmdbd | slurmctld | slurmd   run that role in the foreground
+#   slurmbridge-entrypoint health ROLE                                exit 0 when the role is ready
+#   slurmbridge-entrypoint render-static                              (image build) render slurm.conf, gres.conf
+#   slurmbridge-entrypoint CMD...                                     run anything else (e.g. bash)
+#
+# Configs come from slurm-conf/testbed/*.in, the templates of the local testbed, with the same
+# placeholders filled in for a network of containers: Slurm's default ports, and each daemon
+# addressed by its compose service name (= its host name; slurmd nodes are named after the node).
+# Layout under $TESTBED_DIR as in the local testbed: etc/ run/ state/ log/ gpus/ plugins/ secrets/.
+set -euo pipefail
+
+TESTBED_DIR=${TESTBED_DIR:-/srv/slurmbridge}
+TEMPLATES=/usr/local/share/slurmbridge/slurm-conf
+ETC=$TESTBED_DIR/etc
+RUN=$TESTBED_DIR/run
+LOG=$TESTBED_DIR/log
+STATE=$TESTBED_DIR/state
+MUNGE_KEY=$TESTBED_DIR/secrets/munge/munge.key
+DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db/db-password
+DB_SOCKET=$RUN/mysqld/mysqld.sock
+CLUSTER=testbed
+PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
+# Service names in docker-compose.yml.
+CTLD_HOST=slurmctld
+DBD_HOST=slurmdbd
+DB_HOST=mariadb
+
+say() { printf '%s: %s\n' "${ROLE:-entrypoint}" "$*"; }
+die() { printf '%s: error: %s\n' "${ROLE:-entrypoint}" "$*" >&2; exit 1; }
+
+wait_for() {
+	local what=$1 secs=$2 deadline
+	shift 2
+	deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $deadline ] || { say "gave up waiting for $what after ${secs}s"; return 1; }
+		sleep 0.5
+	done
+}
+
+# render TEMPLATE OUT [DB_PASSWORD]: testbed.sh's placeholders; an unfilled one is an error.
+# JOB_SUBMIT_LINE and SLURM_PLUGIN_DIR are set by render_static (slurm.conf only).
+# A node line's host name and address are its own NodeName: one container per node.
+render() {
+	local template=$1 out=$2 password=${3:-}
+	sed -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
+		-e "s|@HOST@|$CTLD_HOST|g" \
+		-e "s|@CTLD_ADDR@|$CTLD_HOST|g" \
+		-e "s|@DBD_HOST@|$DBD_HOST|g" \
+		-e "s|@DBD_ADDR@|$DBD_HOST|g" \
+		-e "s|@DB_HOST@|$DB_HOST|g" \
+		-e 's|^\(NodeName=\([^ ]*\) .*\)@NODE_HOST@|\1\2|' \
+		-e 's|^\(NodeName=\([^ ]*\) .*\)@NODE_ADDR@|\1\2|' \
+		-e "s|@COMM_PARAMS@|NoAddrCache|g" \
+		-e "s|@JOB_SUBMIT_LINE@|${JOB_SUBMIT_LINE-}|g" \
+		-e "s|@CTLD_PORT@|6817|g" \
+		-e "s|@DBD_PORT@|6819|g" \
+		-e "s|@DB_PORT@|3306|g" \
+		-e "s|@PLUGIN_DIR@|$TESTBED_DIR/plugins:${SLURM_PLUGIN_DIR-}|g" \
+		-e "s|@SLURMD_PORT_[A-Z0-9_]*@|6818|g" \
+		-e "s|@DB_PASSWORD@|$password|g" \
+		"$template" >"$out.tmp"
+	if grep -n '@[A-Z][A-Z0-9_]*@' "$out.tmp" >&2; then
+		rm -f "$out.tmp"
+		die "unfilled placeholder in $template"
+	fi
+	mv "$out.tmp" "$out"
+}
+
+# Rendered at image build time: identical in every container, so slurmctld never sees a
+# config hash mismatch from a node.
+render_static() {
+	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
+	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
+	JOB_SUBMIT_LINE="#JobSubmitPlugins=pools (job_submit_pools.so was not built)"
+	[ -f "$TESTBED_DIR/plugins/job_submit_pools.so" ] && JOB_SUBMIT_LINE=JobSubmitPlugins=pools
+	install -d -m 0755 "$ETC"
+	render "$TEMPLATES/slurm.conf.in" "$ETC/slurm.conf"
+	render "$TEMPLATES/gres.conf.in" "$ETC/gres.conf"
+	install -m 0644 "$TEMPLATES/pools.yaml" "$ETC/pools.yaml"
+	# Plain `sinfo` without SLURM_CONF (e.g. in `docker exec ... bash -l`) finds the same files.
+	install -d /etc/slurm
+	ln -sf "$ETC/slurm.conf" /etc/slurm/slurm.conf
+	ln -sf "$ETC/gres.conf" /etc/slurm/gres.conf
+}
+
+layout() {
+	install -d -m 0755 "$RUN" "$STATE" "$TESTBED_DIR/secrets"
+	install -d -m 0755 -o munge -g munge "$RUN/munge"
+	install -d -m 0700 -o munge -g munge "$STATE/munge" "$(dirname "$MUNGE_KEY")"
+	# Logs of every container share one volume: sticky world-writable, one file per daemon.
+	# Never reset its mode (install -d would): another container's munged may be creating its file.
+	mkdir -p "$LOG"
+	[ "$(stat -c %a "$LOG")" = 1777 ] || chmod 1777 "$LOG"
+}
+
+# The munge key is made once, by whichever container gets the lock first, on the shared volume.
+start_munged() {
+	(
+		flock 9
+		if [ ! -s "$MUNGE_KEY" ]; then
+			mungekey --create --keyfile="$MUNGE_KEY.new"
+			chown munge:munge "$MUNGE_KEY.new"
+			chmod 0400 "$MUNGE_KEY.new"
+			mv "$MUNGE_KEY.new" "$MUNGE_KEY"
+			say "created the cluster's munge key"
+		fi
+	) 9>"$(dirname "$MUNGE_KEY")/.lock"
+	runuser -u munge -- /usr/sbin/munged \
+		--socket="$RUN/munge/munge.socket" --num-threads=4 \
+		--key-file="$MUNGE_KEY" \
+		--pid-file="$RUN/munge/munged.pid" \
+		--log-file="$LOG/munged-$(hostname -s).log" \
+		--seed-file="$STATE/munge/munge.seed"
+	wait_for munged 10 test -S "$RUN/munge/munge.socket" || die "munged did not start"
+}
+
+# supervise PID: stay in the foreground while the daemon runs, pass docker's SIGTERM on.
+supervise() {
+	local pid=$1
+	trap 'kill -TERM "$pid" 2>/dev/null || true' TERM INT
+	set +e
+	wait "$pid"
+	local rc=$?
+	# A trapped signal interrupts the first wait; the second one waits for the real exit.
+	kill -0 "$pid" 2>/dev/null && { wait "$pid"; rc=$?; }
+	exit $rc
+}
+
+ctld_up() { scontrol ping | grep -q 'is UP'; }
+
+db_root() { mariadb --no-defaults --socket="$DB_SOCKET" -uroot "$@"; }
+
+role_mariadb() {
+	local data=$STATE/mysql/data pw
+	install -d -m 0755 -o mysql -g mysql "$RUN/mysqld" "$STATE/mysql"
+	install -d -m 0700 "$(dirname "$DB_PASSWORD_FILE")"
+	[ -s "$DB_PASSWORD_FILE" ] ||
+		(umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DB_PASSWORD_FILE")
+	if [ ! -d "$data/mysql" ]; then
+		say "initialising MariaDB in $data"
+		mariadb-install-db --no-defaults --user=mysql --datadir="$data" \
+			--auth-root-authentication-method=socket --skip-test-db >"$LOG/mariadb-install.log" 2>&1 ||
+			{ cat "$LOG/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+	fi
+	rm -f "$RUN/mariadb.ready"
+	touch "$LOG/mariadb.log" && chown mysql:mysql "$LOG/mariadb.log"
+	# Listens on the compose network only: no port is published on the host.
+	/usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$data" \
+		--socket="$DB_SOCKET" --port=3306 --bind-address=0.0.0.0 \
+		--pid-file="$RUN/mysqld/mariadb.pid" --log-error="$LOG/mariadb.log" \
+		--innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
+		--innodb-lock-wait-timeout=900 --max-allowed-packet=16M &
+	local pid=$!
+	wait_for MariaDB 60 db_root -e 'SELECT 1' || { tail -n 20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
+	pw=$(cat "$DB_PASSWORD_FILE")
+	db_root <<EOF
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'%' IDENTIFIED BY '$pw';
+ALTER USER 'slurm'@'%' IDENTIFIED BY '$pw';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%';
+EOF
+	touch "$RUN/mariadb.ready"
+	say "MariaDB ready"
+	supervise $pid
+}
+
+ensure_accounts() {
+	local entry acct user
+	sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
+	for entry in "${PROJECTS[@]}"; do
+		acct=${entry%%:*}
+		user=${entry#*:}
+		sacctmgr -n -P show account "$acct" format=account | grep -qx "$acct" ||
+			sacctmgr -i add account "$acct" cluster="$CLUSTER" description="project $acct" organization=slurmbridge >/dev/null
+		sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$acct" user="$user" format=user | grep -qx "$user" ||
+			sacctmgr -i add user "$user" account="$acct" defaultaccount="$acct" cluster="$CLUSTER" >/dev/null
+	done
+	sacctmgr -n -P show user root format=adminlevel | grep -qx Administrator ||
+		sacctmgr -i modify user root set adminlevel=Administrator >/dev/null
+}
+
+role_slurmdbd() {
+	start_munged
+	wait_for "the database password" 60 test -s "$DB_PASSWORD_FILE" || die "no $DB_PASSWORD_FILE from the mariadb container"
+	(umask 077 && render "$TEMPLATES/slurmdbd.conf.in" "$ETC/slurmdbd.conf" "$(cat "$DB_PASSWORD_FILE")")
+	chown slurm:slurm "$ETC/slurmdbd.conf"
+	touch "$LOG/slurmdbd.log" && chown slurm:slurm "$LOG/slurmdbd.log"
+	rm -f "$RUN/slurmdbd.ready"
+	/usr/sbin/slurmdbd -D &
+	local pid=$!
+	wait_for slurmdbd 60 sacctmgr -n show cluster || { tail -n 20 "$LOG/slurmdbd.log" >&2; die "slurmdbd did not answer"; }
+	# Before slurmctld starts (compose waits for this container's health): the cluster must
+	# exist in the database when slurmctld registers.
+	ensure_accounts
+	touch "$RUN/slurmdbd.ready"
+	say "slurmdbd ready: cluster $CLUSTER, accounts proj-a/b/c with alice/bob/carol"
+	supervise $pid
+}
+
+# Node names from slurm.conf's NodeName lines, expanded (cpu-[1-2] -> cpu-1 cpu-2).
+node_names() {
+	sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$ETC/slurm.conf" | grep -vx DEFAULT |
+		while read -r expr; do scontrol show hostnames "$expr"; done
+}
+
+role_slurmctld() {
+	local node
+	start_munged
+	# Compose starts the node containers right after this one; slurmctld resolves every
+	# NodeAddr when it starts and retries an unknown name for 10 s each, so wait for their DNS
+	# names first (a missing node is still started without, and comes up once it resolves).
+	for node in $(node_names); do
+		wait_for "$node in DNS" 60 getent hosts "$node" || say "starting without $node"
+	done
+	install -d -m 0755 -o slurm -g slurm "$STATE/slurmctld" "$RUN/slurm"
+	touch "$LOG/slurmctld.log" && chown slurm:slurm "$LOG/slurmctld.log"
+	/usr/sbin/slurmctld -D &
+	supervise $!
+}
+
+# Fake GPUs at the File= paths gres.conf gives this node: character devices like /dev/null
+# (slurmd then sets CUDA_VISIBLE_DEVICES), or plain files where mknod is not allowed.
+make_gpus() {
+	local node=$1 line path dir base lo hi i
+	line=$(grep -E "^NodeName=$node[[:space:]]" "$ETC/gres.conf" || true)
+	[ -n "$line" ] || return 0
+	path=$(sed -E 's/.*File=([^ ]+).*/\1/' <<<"$line")
+	[[ $path =~ ^(.*)\[([0-9]+)-([0-9]+)\]$ ]] || die "cannot read File=$path in gres.conf"
+	base=${BASH_REMATCH[1]} lo=${BASH_REMATCH[2]} hi=${BASH_REMATCH[3]}
+	dir=$(dirname "$base")
+	install -d -m 0755 "$dir"
+	for ((i = lo; i <= hi; i++)); do
+		[ -e "$base$i" ] || mknod -m 0666 "$base$i" c 1 3 2>/dev/null || : >"$base$i"
+	done
+}
+
+role_slurmd() {
+	local node=${SLURMD_NODENAME:-$(hostname -s)}
+	start_munged
+	install -d -m 0755 "$STATE/slurmd/$node"
+	make_gpus "$node"
+	# Registers at once instead of retrying while slurmctld still starts.
+	wait_for slurmctld 120 ctld_up || say "slurmctld does not answer yet; slurmd retries on its own"
+	/usr/sbin/slurmd -D -N "$node" &
+	supervise $!
+}
+
+health() {
+	local node state
+	case $1 in
+	mariadb) test -f "$RUN/mariadb.ready" && db_root -e 'SELECT 1' slurm_acct_db ;;
+	slurmdbd) test -f "$RUN/slurmdbd.ready" && sacctmgr -n show cluster ;;
+	slurmctld) ctld_up ;;
+	slurmd)
+		node=${SLURMD_NODENAME:-$(hostname -s)}
+		state=$(sinfo -h -n "$node" -o %t)
+		case $state in idle | alloc | mix | comp) ;; *) echo "node $node is ${state:-unknown}"; return 1 ;; esac
+		;;
+	*) die "health: unknown role $1" ;;
+	esac
+}
+
+ROLE=${1:-}
+case $ROLE in
+render-static) render_static ;;
+health) health "${2:-}" ;;
+mariadb) layout && role_mariadb ;;
+slurmdbd) layout && role_slurmdbd ;;
+slurmctld) layout && role_slurmctld ;;
+slurmd) layout && role_slurmd ;;
+"") exec bash ;;
+*) exec "$@" ;;
+esac

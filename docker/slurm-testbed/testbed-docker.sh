@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The container testbed: build the image offline, bring the cluster up, test it, take it down.
+#
+#   testbed-docker.sh build   stage the build context (Go toolchain + vendored modules) and build
+#                             $IMAGE from $BASE_IMAGE (make docker-base builds that one)
+#   testbed-docker.sh up      build, `compose up -d`, wait until all 7 nodes are idle
+#   testbed-docker.sh test    the smoke scenario (smoke.sh) against the running containers
+#   testbed-docker.sh down    `compose down -v`: containers, network and volumes are removed
+#   testbed-docker.sh logs    every daemon's log from the log volume
+#
+# No host port is published: use it with `docker exec` (see README.md here).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$HERE/../.." && pwd)
+export PATH=$PATH:/usr/local/go/bin
+export BASE_IMAGE=${BASE_IMAGE:-slurmbridge/debian:bookworm}
+export IMAGE=${IMAGE:-slurmbridge/slurm-testbed:22.05}
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-slurmbridge-testbed}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-}
+IDLE_TIMEOUT=${IDLE_TIMEOUT:-180}
+CONTEXT=$HERE/.context
+NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
+
+say() { printf 'testbed-docker: %s\n' "$*"; }
+die() { printf 'testbed-docker: error: %s\n' "$*" >&2; exit 1; }
+
+# Compose v2 (`docker compose`) where present, else v1 (`docker-compose`); both read the file.
+compose() {
+	if docker compose version >/dev/null 2>&1; then
+		docker compose -f "$HERE/docker-compose.yml" "$@"
+	elif command -v docker-compose >/dev/null; then
+		docker-compose -f "$HERE/docker-compose.yml" "$@"
+	else
+		die "neither 'docker compose' nor 'docker-compose' is installed"
+	fi
+}
+
+# Offline Go build: the host's toolchain and the module's dependencies (go mod vendor, from the
+# host's module cache) go into the context, so nothing is downloaded inside the build.
+stage_context() {
+	local goroot
+	command -v go >/dev/null || die "no go on PATH: the image's build stage uses the host's Go toolchain"
+	goroot=$(go env GOROOT)
+	install -d "$CONTEXT"
+	# Only what building needs: no tests, test data or docs of the toolchain (about 100 MB less).
+	rsync -a --delete --exclude=/test/ --exclude=/api/ --exclude=/doc/ --exclude=/misc/ \
+		--exclude=testdata/ --exclude='*_test.go' "$goroot/" "$CONTEXT/go/"
+	rm -rf "$CONTEXT/src.new"
+	# The working tree as git sees it (tracked and new, not ignored), so uncommitted work is built.
+	# docker/ stays out so that editing the testbed's own files does not rebuild the Go stage.
+	(cd "$REPO_ROOT" && git ls-files -z -co --exclude-standard) | grep -zv '^docker/' |
+		rsync -a --from0 --files-from=- "$REPO_ROOT/" "$CONTEXT/src.new/"
+	(cd "$REPO_ROOT" && GOFLAGS=-mod=mod go mod vendor -o "$CONTEXT/src.new/vendor") ||
+		die "go mod vendor failed: on a host without internet, fill the module cache first (go mod download)"
+	# Swapped in with --checksum: unchanged files stay as they are and the layer cache holds.
+	rsync -a --delete --checksum "$CONTEXT/src.new/" "$CONTEXT/src/"
+	rm -rf "$CONTEXT/src.new"
+	# What the runtime stage takes besides the build output: the templates and the entry point.
+	install -d "$CONTEXT/testbed"
+	rsync -a --delete --checksum "$REPO_ROOT/slurm-conf/testbed/" "$CONTEXT/testbed/slurm-conf/"
+	rsync -a --checksum "$HERE/entrypoint.sh" "$CONTEXT/testbed/entrypoint.sh"
+}
+
+# Each build step with the seconds since the start, to see where a slow CI build spends them.
+stamp_steps() {
+	local t0=$1 line
+	while IFS= read -r line; do
+		case $line in Step*) printf '[%4ds] %s\n' $((SECONDS - t0)) "$line" ;; *) printf '%s\n' "$line" ;; esac
+	done
+}
+
+cmd_build() {
+	docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 ||
+		die "no base image $BASE_IMAGE: run 'make docker-base' (or BASE_IMAGE=debian:bookworm with internet)"
+	local t0=$SECONDS
+	stage_context
+	say "building $IMAGE from $BASE_IMAGE (context staged in $((SECONDS - t0))s)"
+	# The classic builder: BuildKit needs the buildx plugin on Docker 23+ and is not always there.
+	DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build -f "$HERE/Dockerfile" -t "$IMAGE" \
+		--build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg DEBIAN_MIRROR="$DEBIAN_MIRROR" \
+		"$CONTEXT" | stamp_steps $t0 || die "docker build failed"
+	say "built $IMAGE in $((SECONDS - t0))s"
+}
+
+ctld() { compose exec -T slurmctld "$@"; }
+
+all_nodes_idle() {
+	[ "$(ctld sinfo -h -N -o '%N %t' 2>/dev/null | sort -u | awk '$2 == "idle"' | wc -l)" -eq ${#NODES[@]} ]
+}
+
+cmd_up() {
+	cmd_build
+	local t0=$SECONDS deadline
+	say "starting the cluster (project $COMPOSE_PROJECT_NAME)"
+	compose up -d --remove-orphans || { compose ps; cmd_logs; die "compose up failed"; }
+	deadline=$((SECONDS + IDLE_TIMEOUT))
+	until all_nodes_idle; do
+		if [ $SECONDS -ge $deadline ]; then
+			compose ps || true
+			ctld sinfo -N || true
+			cmd_logs
+			die "nodes not idle ${IDLE_TIMEOUT}s after up"
+		fi
+		sleep 1
+	done
+	local took=$((SECONDS - t0))
+	echo "$took" >"$CONTEXT/up-to-idle-seconds"
+	say "up in ${took}s (compose up to all ${#NODES[@]} nodes idle)"
+	ctld sinfo -o '%10P %.5a %.6D %8t %N %G'
+	say "use it with: docker exec -it -u alice $(compose ps -q slurmctld | cut -c1-12) bash   (or: make testbed-docker-shell)"
+}
+
+cmd_down() {
+	compose down -v --remove-orphans
+}
+
+cmd_logs() {
+	local id
+	id=$(compose ps -q slurmctld 2>/dev/null || true)
+	[ -n "$id" ] || { compose logs --tail=40 || true; return 0; }
+	docker exec "$id" bash -c 'for f in $TESTBED_DIR/log/*.log; do echo "=== tail $f"; tail -n 40 "$f"; done' || true
+	compose logs --tail=20 || true
+}
+
+cmd_test() {
+	[ -n "$(compose ps -q slurmctld 2>/dev/null)" ] || die "the container testbed is not up: make testbed-docker-up"
+	COMPOSE_FILE=$HERE/docker-compose.yml UP_SECONDS=$(cat "$CONTEXT/up-to-idle-seconds" 2>/dev/null || echo '?') \
+		bash "$HERE/smoke.sh"
+}
+
+case ${1:-} in
+build) cmd_build ;;
+context) stage_context ;;
+up) cmd_up ;;
+down) cmd_down ;;
+test) cmd_test ;;
+logs) cmd_logs ;;
+shell) compose exec -u "${2:-alice}" slurmctld bash ;;
+*)
+	echo "usage: $0 build|up|test|down|logs|shell [user]" >&2
+	exit 2
+	;;
+esac
