@@ -1,0 +1,503 @@
+package poolctl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
+)
+
+// PluginFile is the job_submit plugin's file name in PluginDir.
+const PluginFile = "job_submit_pools.so"
+
+// DefaultDBPasswordFile is where the packages expect the database password (see
+// packaging/systemd/quotad.service).
+const DefaultDBPasswordFile = "/etc/slurmbridge/db-password"
+
+func doctorCommand(env Env) *cli.Command {
+	return &cli.Command{
+		Name:  "doctor",
+		Usage: "check a live cluster for what slurmbridge needs: plugin version, pools, preemption, daemons, credentials",
+		Description: "Prints one line per check and, for each problem, the fix in one line; exits 1 when " +
+			"there is any problem. Run it on the controller, as root, after every Slurm upgrade. " +
+			"An empty URL, user or file skips that check.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "plugin-dir", Usage: "where to look for " + PluginFile + " (default: slurmctld's PluginDir)"},
+			&cli.StringFlag{Name: "quotad-url", Value: "http://127.0.0.1:9817/metrics", EnvVars: []string{"SLURMBRIDGE_QUOTAD_METRICS_URL"}, Usage: "quotad's metrics"},
+			&cli.StringFlag{Name: "elasticd-url", Value: "http://127.0.0.1:9464/metrics", EnvVars: []string{"SLURMBRIDGE_ELASTICD_METRICS_URL"}, Usage: "elasticd's metrics"},
+			&cli.DurationFlag{Name: "max-cycle-age", Value: 5 * time.Minute, Usage: "quotad's last successful cycle must be newer"},
+			&cli.StringFlag{Name: "db-password-file", Value: DefaultDBPasswordFile, EnvVars: []string{"SLURMBRIDGE_DB_PASSWORD_FILE"}, Usage: "the file quotad and quotactl read"},
+			&cli.StringFlag{Name: "quotad-user", Usage: "the account quotad runs as (default: User= of quotad.service, when systemd knows it)"},
+		},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			runner, ok := runnerOf(env.Fetcher)
+			if !ok {
+				return cli.Exit("doctor needs Slurm's commands (no command runner behind the fetcher)", exitProblems)
+			}
+			d := &doctor{c: c, env: env, runner: runner, http: &http.Client{Timeout: 5 * time.Second}, now: time.Now}
+			d.run()
+			if n := d.problems(); n > 0 {
+				return cli.Exit(fmt.Sprintf("doctor: %d %s", n, plural(n, "problem")), exitProblems)
+			}
+			fmt.Fprintln(env.Out, "doctor: no problems")
+			return nil
+		},
+	}
+}
+
+// runnerOf is the Runner behind the fetcher: doctor runs scontrol, sacctmgr and systemctl the
+// way sinfo is run, so tests replay them all from fixtures.
+func runnerOf(f slurm.Fetcher) (slurm.Runner, bool) {
+	switch f := f.(type) {
+	case slurm.CommandFetcher:
+		return f.Runner, f.Runner != nil
+	case *slurm.CommandFetcher:
+		return f.Runner, f.Runner != nil
+	}
+	return nil, false
+}
+
+type status string
+
+const (
+	ok      status = "ok"
+	problem status = "PROBLEM"
+	skipped status = "skip"
+)
+
+// Finding is one check's result; a problem carries its fix.
+type Finding struct {
+	Status status
+	Check  string
+	Text   string
+	Fix    string
+}
+
+type doctor struct {
+	c        *cli.Context
+	env      Env
+	runner   slurm.Runner
+	http     *http.Client
+	now      func() time.Time
+	findings []Finding
+	conf     SlurmConfig
+	cfg      *pools.Config // nil when pools.yaml is unreadable
+	nodes    []slurm.Node
+}
+
+func (d *doctor) report(s status, check, fix, format string, args ...any) {
+	f := Finding{Status: s, Check: check, Text: fmt.Sprintf(format, args...), Fix: fix}
+	d.findings = append(d.findings, f)
+	fmt.Fprintf(d.env.Out, "%-8s %-11s %s\n", f.Status, f.Check, f.Text)
+	if f.Status == problem {
+		fmt.Fprintf(d.env.Out, "%-8s %-11s fix: %s\n", "", "", f.Fix)
+	}
+}
+
+func (d *doctor) problems() int {
+	n := 0
+	for _, f := range d.findings {
+		if f.Status == problem {
+			n++
+		}
+	}
+	return n
+}
+
+func (d *doctor) ctx() context.Context { return d.c.Context }
+
+func (d *doctor) run() {
+	if !d.slurmctld() {
+		// Every other Slurm check reads the config; the local ones still run.
+		d.credentials()
+		return
+	}
+	d.plugin()
+	d.pools()
+	d.preemption()
+	d.accounting()
+	d.quotadRights()
+	d.daemons()
+	d.credentials()
+}
+
+func (d *doctor) slurmctld() bool {
+	out, err := d.runner.Run(d.ctx(), "scontrol", "show", "config")
+	if err != nil {
+		d.report(problem, "slurmctld", "start slurmctld (systemctl start slurmctld) or point SLURM_CONF at the cluster's slurm.conf",
+			"scontrol show config failed: %v", firstLine(err.Error()))
+		return false
+	}
+	d.conf = ParseSlurmConfig(out)
+	d.report(ok, "slurmctld", "", "Slurm %s, cluster %s", d.conf.Get("SLURM_VERSION"), d.conf.Get("ClusterName"))
+	return true
+}
+
+// plugin checks that slurmctld would load our plugin: listed in JobSubmitPlugins, found first
+// in PluginDir, and built for the running Slurm's exact version.
+func (d *doctor) plugin() {
+	const rebuild = "rebuild and reinstall it on this Slurm: make plugin && sudo make install-plugin (or install the slurmbridge-controller package built against it), then restart slurmctld"
+	if !slices.Contains(d.conf.List("JobSubmitPlugins"), "pools") && !slices.Contains(d.conf.List("JobSubmitPlugins"), "job_submit/pools") {
+		d.report(problem, "plugin", "add pools to JobSubmitPlugins in slurm.conf and restart slurmctld (leave it out only to roll back)",
+			"JobSubmitPlugins = %s: jobs are not routed into pools", d.conf.Get("JobSubmitPlugins"))
+	}
+	dirs := strings.Split(d.c.String("plugin-dir"), ":")
+	if dirs[0] == "" {
+		dirs = strings.Split(d.conf.Get("PluginDir"), ":")
+	}
+	path := ""
+	for _, dir := range dirs {
+		// slurmctld takes the first directory of PluginDir that has the file.
+		if st, err := os.Stat(filepath.Join(dir, PluginFile)); err == nil && st.Mode().IsRegular() {
+			path = filepath.Join(dir, PluginFile)
+			break
+		}
+	}
+	if path == "" {
+		d.report(problem, "plugin", "install it: sudo make install-plugin, or apt install ./slurmbridge-controller_*.deb",
+			"%s is in none of PluginDir %s", PluginFile, strings.Join(dirs, ":"))
+		return
+	}
+	info, err := ReadPluginInfo(path)
+	if err != nil {
+		d.report(problem, "plugin", rebuild, "%v", err)
+		return
+	}
+	if info.Type != "job_submit/pools" {
+		d.report(problem, "plugin", "remove the file or install slurmbridge's plugin over it", "%s is plugin %q, not job_submit/pools", path, info.Type)
+		return
+	}
+	running := d.conf.Get("SLURM_VERSION")
+	want, err := SlurmVersionNumber(running)
+	if err != nil {
+		d.report(problem, "plugin", "check that scontrol talks to this cluster's slurmctld", "SLURM_VERSION of slurmctld: %v", err)
+		return
+	}
+	if info.Version != want {
+		d.report(problem, "plugin", rebuild,
+			"%s was built for Slurm %s but slurmctld runs %s: slurmctld refuses to load it (the version must match to the micro release)",
+			path, SlurmVersionString(info.Version), running)
+		return
+	}
+	d.report(ok, "plugin", "", "%s built for Slurm %s, as slurmctld runs", path, running)
+}
+
+// pools runs poolctl validate itself, output captured, so doctor and validate never disagree.
+func (d *doctor) pools() {
+	path := configPath(d.c)
+	var out bytes.Buffer
+	err := validate(d.c, Env{Fetcher: d.env.Fetcher, Out: &out, Err: io.Discard}, path, true)
+	text := strings.TrimSpace(out.String())
+	if err != nil {
+		lines := strings.Split(text, "\n")
+		if text == "" {
+			lines = nil
+		}
+		lines = append(lines, err.Error())
+		d.report(problem, "pools", "correct the file (poolctl validate shows each problem by line); the plugin keeps its last good config until then",
+			"%s", strings.Join(lines, "\n"+strings.Repeat(" ", 21)))
+	} else {
+		d.report(ok, "pools", "", "%s", text)
+	}
+	if cfg, perr := pools.Load(path); perr == nil {
+		d.cfg = cfg
+	}
+	// The GPU types for the TRES check come from the nodes even when pools.yaml is broken.
+	d.nodes, _ = d.env.Fetcher.Nodes(d.ctx())
+}
+
+// preemption: reclaiming lent GPUs is Slurm's QOS preemption with requeue.
+func (d *doctor) preemption() {
+	const fix = "in slurm.conf: %s, then scontrol reconfigure (see slurm-conf/production/slurm.conf.slurmbridge)"
+	good := true
+	if v := d.conf.Get("PreemptType"); v != "preempt/qos" {
+		d.report(problem, "preemption", fmt.Sprintf(fix, "PreemptType=preempt/qos")+"; a PreemptType change needs a slurmctld restart",
+			"PreemptType = %s: quotad reclaims lent GPUs through QOS preemption (preempt/qos)", v)
+		good = false
+	}
+	if modes := d.conf.List("PreemptMode"); !slices.ContainsFunc(modes, equalFold("REQUEUE")) {
+		d.report(problem, "preemption", fmt.Sprintf(fix, "PreemptMode=REQUEUE"),
+			"PreemptMode = %s: a reclaimed borrower must be requeued, not cancelled or suspended", d.conf.Get("PreemptMode"))
+		good = false
+	}
+	if v := d.conf.Get("JobRequeue"); v != "1" {
+		d.report(problem, "preemption", fmt.Sprintf(fix, "JobRequeue=1"),
+			"JobRequeue = %s: jobs default to no requeue, and quotad never lends a job that cannot be requeued", v)
+		good = false
+	}
+	if good {
+		d.report(ok, "preemption", "", "PreemptType=preempt/qos, PreemptMode=%s, JobRequeue=1", d.conf.Get("PreemptMode"))
+	}
+}
+
+// accounting: quotas are QOS GrpTRES limits per GPU type, enforced by slurmctld.
+func (d *doctor) accounting() {
+	const fix = "in slurm.conf: %s, then scontrol reconfigure"
+	good := true
+	if v := d.conf.Get("AccountingStorageType"); v != "accounting_storage/slurmdbd" {
+		d.report(problem, "accounting", fmt.Sprintf(fix, "AccountingStorageType=accounting_storage/slurmdbd")+" (needs slurmdbd and a slurmctld restart)",
+			"AccountingStorageType = %s: QOS and quotas live in slurmdbd", v)
+		good = false
+	}
+	enforce := d.conf.List("AccountingStorageEnforce")
+	var missing []string
+	for _, need := range []string{"limits", "qos"} {
+		if !slices.Contains(enforce, need) {
+			missing = append(missing, need)
+		}
+	}
+	if len(missing) > 0 {
+		d.report(problem, "accounting", fmt.Sprintf(fix, "AccountingStorageEnforce=associations,limits,qos,safe"),
+			"AccountingStorageEnforce = %s lacks %s: guaranteed QOS limits (GrpTRES) would not hold jobs back", d.conf.Get("AccountingStorageEnforce"), strings.Join(missing, ","))
+		good = false
+	}
+	tres := d.conf.List("AccountingStorageTRES")
+	want := []string{"gres/gpu"}
+	for _, t := range d.gpuTypes() {
+		want = append(want, "gres/gpu:"+t)
+	}
+	var absent []string
+	for _, t := range want {
+		if !slices.Contains(tres, t) {
+			absent = append(absent, t)
+		}
+	}
+	if len(absent) > 0 {
+		d.report(problem, "accounting", fmt.Sprintf(fix, "AccountingStorageTRES="+strings.Join(want, ",")),
+			"AccountingStorageTRES lacks %s: quotas are per GPU type", strings.Join(absent, ","))
+		good = false
+	}
+	if good {
+		d.report(ok, "accounting", "", "slurmdbd, enforce %s, TRES %s", d.conf.Get("AccountingStorageEnforce"), strings.Join(want, ","))
+	}
+}
+
+// gpuTypes are the typed GPUs of the nodes and of pools.yaml.
+func (d *doctor) gpuTypes() []string {
+	var types []string
+	for _, n := range d.nodes {
+		for _, g := range n.Gres {
+			if g.IsGPU() && g.Type != "" {
+				types = append(types, g.Type)
+			}
+		}
+	}
+	if d.cfg != nil {
+		for _, p := range d.cfg.Pools {
+			if p.GPUType != "" {
+				types = append(types, p.GPUType)
+			}
+		}
+	}
+	slices.Sort(types)
+	return slices.Compact(types)
+}
+
+// quotadRights: quotad adds and changes QOS with sacctmgr, which slurmdbd allows only to root,
+// SlurmUser and AdminLevel Administrator (Operator may move jobs between QOS but is refused
+// QOS changes: measured on 22.05), and pending jobs' QOS with scontrol.
+func (d *doctor) quotadRights() {
+	user := d.c.String("quotad-user")
+	if user == "" {
+		// systemctl show answers for units it does not have too: LoadState says.
+		out, err := d.runner.Run(d.ctx(), "systemctl", "show", "--property=LoadState,User", "quotad.service")
+		props := map[string]string{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if k, v, found := strings.Cut(line, "="); found {
+				props[k] = strings.TrimSpace(v)
+			}
+		}
+		if err != nil || props["LoadState"] != "loaded" {
+			d.report(skipped, "quotad-user", "", "systemd does not know quotad.service; --quotad-user names the account quotad runs as")
+			return
+		}
+		if user = props["User"]; user == "" {
+			user = "root" // a unit without User= runs as root
+		}
+	}
+	slurmUser, _, _ := strings.Cut(d.conf.Get("SlurmUser"), "(")
+	if user == "root" || user == slurmUser {
+		d.report(ok, "quotad-user", "", "quotad runs as %s, which Slurm always allows", user)
+		return
+	}
+	out, err := d.runner.Run(d.ctx(), "sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel")
+	if err != nil {
+		d.report(problem, "quotad-user", "check slurmdbd (sacctmgr show user "+user+")", "cannot read %s's AdminLevel: %v", user, firstLine(err.Error()))
+		return
+	}
+	level := strings.TrimSpace(string(out))
+	if level != "Administrator" {
+		fix := "sacctmgr -i modify user " + user + " set adminlevel=Administrator"
+		if level == "" {
+			level = "not a Slurm user"
+			fix = "sacctmgr -i add user " + user + " account=root adminlevel=Administrator"
+		}
+		d.report(problem, "quotad-user", fix, "quotad runs as %s (AdminLevel %s): slurmdbd refuses it QOS changes, which need Administrator", user, level)
+		return
+	}
+	d.report(ok, "quotad-user", "", "quotad runs as %s, AdminLevel %s", user, level)
+}
+
+func (d *doctor) daemons() {
+	if url := d.c.String("quotad-url"); url == "" {
+		d.report(skipped, "quotad", "", "--quotad-url is empty")
+	} else if m, err := d.metrics(url); err != nil {
+		d.report(problem, "quotad", "systemctl status quotad; journalctl -u quotad (or --quotad-url where it listens)", "%v", err)
+	} else {
+		last, found := m["quotad_last_successful_cycle_timestamp_seconds"]
+		age := time.Duration((float64(d.now().UnixNano())/1e9 - last) * float64(time.Second))
+		switch {
+		case !found:
+			d.report(problem, "quotad", "point --quotad-url at quotad's --listen address", "%s serves no quotad_last_successful_cycle_timestamp_seconds: not quotad", url)
+		case last == 0:
+			d.report(problem, "quotad", "journalctl -u quotad says why its cycles fail", "%s: quotad has not completed a cycle since it started", url)
+		case age > d.c.Duration("max-cycle-age"):
+			d.report(problem, "quotad", "journalctl -u quotad says why its cycles fail", "%s: quotad's last successful cycle was %s ago", url, age.Round(time.Second))
+		default:
+			d.report(ok, "quotad", "", "%s: last successful cycle %s ago", url, age.Round(time.Second))
+		}
+	}
+	if url := d.c.String("elasticd-url"); url == "" {
+		d.report(skipped, "elasticd", "", "--elasticd-url is empty")
+	} else if m, err := d.metrics(url); err != nil {
+		d.report(problem, "elasticd", "systemctl status elasticd; journalctl -u elasticd (or --elasticd-url where it listens)", "%v", err)
+	} else if _, found := m["elasticd_cycle_seconds_count"]; !found {
+		d.report(problem, "elasticd", "point --elasticd-url at elasticd run's --listen address", "%s serves no elasticd_cycle_seconds: not elasticd", url)
+	} else {
+		d.report(ok, "elasticd", "", "%s: %.0f cycles", url, m["elasticd_cycle_seconds_count"])
+	}
+}
+
+// metrics reads a Prometheus text page: unlabelled samples by name.
+func (d *doctor) metrics(url string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(d.ctx(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s unreachable: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, found := strings.Cut(sc.Text(), " ")
+		if !found || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		fields := strings.Fields(value) // value, then an optional timestamp
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			m[name] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// credentials applies quotad's own check of the password file (store.ReadPassword).
+func (d *doctor) credentials() {
+	path := d.c.String("db-password-file")
+	if path == "" {
+		d.report(skipped, "credentials", "", "--db-password-file is empty")
+		return
+	}
+	if _, err := store.ReadPassword(path); err != nil {
+		fix := "chown root:root " + path + " && chmod 600 " + path
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			fix = "write the slurmbridge DB user's password to " + path + " (install -m 600 /dev/stdin " + path + ")"
+		case errors.Is(err, fs.ErrPermission):
+			fix = "run doctor as root (the file is readable by its owner only, as it must be)"
+		}
+		d.report(problem, "credentials", fix, "%v", err)
+		return
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		d.report(problem, "credentials", "check "+path, "%v", err)
+		return
+	}
+	owner := "uid ?"
+	if sys, isUnix := st.Sys().(*syscall.Stat_t); isUnix {
+		owner = "uid " + strconv.FormatUint(uint64(sys.Uid), 10)
+	}
+	d.report(ok, "credentials", "", "%s: mode %04o, owner %s", path, st.Mode().Perm(), owner)
+}
+
+// SlurmConfig is `scontrol show config` as key = value pairs (the first of each key wins: later
+// sections such as cgroup.conf's may repeat a name).
+type SlurmConfig map[string]string
+
+// ParseSlurmConfig parses `scontrol show config`.
+func ParseSlurmConfig(out []byte) SlurmConfig {
+	conf := SlurmConfig{}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, found := strings.Cut(line, " = ")
+		k = strings.TrimSpace(k)
+		if !found || k == "" || strings.Contains(k, " ") {
+			continue
+		}
+		if _, seen := conf[k]; !seen {
+			conf[k] = strings.TrimSpace(v)
+		}
+	}
+	return conf
+}
+
+// Get is a setting's value; Slurm prints unset ones as "(null)", returned as "".
+func (c SlurmConfig) Get(key string) string {
+	if v := c[key]; v != "(null)" {
+		return v
+	}
+	return ""
+}
+
+// List splits a comma-separated setting.
+func (c SlurmConfig) List(key string) []string {
+	var out []string
+	for _, s := range strings.Split(c.Get(key), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func equalFold(want string) func(string) bool {
+	return func(s string) bool { return strings.EqualFold(s, want) }
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}

@@ -1,0 +1,177 @@
+//go:build integration
+
+package poolctl
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// envInt is an integer from the environment the testbed scripts were started with.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+// liveDoctor runs doctor against the testbed, pointed at the daemons testbed/quotad.sh and
+// testbed/elasticd.sh start (same port defaults as those scripts).
+func liveDoctor(t *testing.T, c *testbed.Cluster, extra ...string) result {
+	t.Helper()
+	quotadPort := envInt(t, "QUOTAD_METRICS_PORT", 19817)
+	elasticdPort := envInt(t, "ELASTICD_PORT", envInt(t, "TESTBED_CTLD_PORT", 16817)+2647)
+	args := append([]string{"poolctl", "--config", filepath.Join(c.Dir, "etc", "pools.yaml"), "doctor",
+		"--quotad-url", "http://127.0.0.1:" + strconv.Itoa(quotadPort) + "/metrics",
+		"--elasticd-url", "http://127.0.0.1:" + strconv.Itoa(elasticdPort) + "/metrics",
+		"--db-password-file", c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"],
+		// The testbed runs quotad as root.
+		"--quotad-user", "root"}, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := Run(ctx, args, Env{Fetcher: slurm.CommandFetcher{Runner: c.Runner()}, Out: &out, Err: &errOut})
+	return result{code, out.String(), errOut.String()}
+}
+
+func TestLiveDoctorIsCleanOnTheTestbed(t *testing.T) {
+	c := testbed.Require(t)
+	r := liveDoctor(t, c)
+	if r.code != 0 || !strings.HasSuffix(r.out, "doctor: no problems\n") {
+		t.Fatalf("exit %d, err %q, out:\n%s", r.code, r.errOut, r.out)
+	}
+	mustContain(t, "doctor output", r.out,
+		"ok       plugin      "+filepath.Join(c.Dir, "plugins", PluginFile)+" built for Slurm ",
+		"ok       pools       ", "ok       preemption", "ok       accounting", "ok       quotad", "ok       elasticd", "ok       credentials")
+}
+
+// The testbed's installed plugin is replaced, by rename as an install does, with a copy whose
+// plugin_version says the previous micro release; the running slurmctld keeps the one it has
+// mapped. The original is renamed back after.
+func TestLiveDoctorNamesPluginFromAnotherSlurm(t *testing.T) {
+	c := testbed.Require(t)
+	installed := filepath.Join(c.Dir, "plugins", PluginFile)
+	info, err := ReadPluginInfo(installed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := filepath.Join(c.Dir, "plugins", ".job_submit_pools.so.doctor-test")
+	older := info.Version - 1 // 22.05.8 -> 22.05.7
+	patchPluginVersion(t, installed, installed+".patched", older)
+	if err := os.Link(installed, saved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Rename(saved, installed); err != nil {
+			t.Errorf("restoring %s: %v", installed, err)
+		}
+		if got, err := ReadPluginInfo(installed); err != nil || got.Version != info.Version {
+			t.Errorf("after restore %s says %s (%v)", installed, SlurmVersionString(got.Version), err)
+		}
+	})
+	if err := os.Rename(installed+".patched", installed); err != nil {
+		t.Fatal(err)
+	}
+
+	r := liveDoctor(t, c)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", r.code, r.out)
+	}
+	want := "PROBLEM  plugin      " + installed + " was built for Slurm " + SlurmVersionString(older) +
+		" but slurmctld runs " + SlurmVersionString(info.Version) + ": slurmctld refuses to load it"
+	mustContain(t, "doctor output", r.out, want, "fix: rebuild and reinstall it on this Slurm")
+	if got := problemLines(r.out); len(got) != 2 {
+		t.Errorf("want the plugin problem alone, got:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// slurm.conf loses qos from AccountingStorageEnforce and gets JobRequeue=0, applied with
+// scontrol reconfigure; the generated slurm.conf is written back and reconfigured after.
+func TestLiveDoctorNamesMissingQOSEnforcement(t *testing.T) {
+	c := testbed.Require(t)
+	conf := c.Vars["SLURM_CONF"]
+	orig, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	broken := string(orig)
+	for old, repl := range map[string]string{
+		"\nAccountingStorageEnforce=associations,limits,qos,safe\n": "\nAccountingStorageEnforce=associations,limits,safe\n",
+		"\nJobRequeue=1\n": "\nJobRequeue=0\n",
+	} {
+		if !strings.Contains(broken, old) {
+			t.Fatalf("%q not in %s", strings.TrimSpace(old), conf)
+		}
+		broken = strings.Replace(broken, old, repl, 1)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := writeByRename(conf, orig); err != nil {
+			t.Errorf("restoring %s: %v", conf, err)
+			return
+		}
+		if _, err := c.Run(ctx, "scontrol", "reconfigure"); err != nil {
+			t.Errorf("scontrol reconfigure after restoring %s: %v", conf, err)
+		}
+		out, err := c.Run(ctx, "scontrol", "show", "config")
+		if cfg := ParseSlurmConfig(out); err != nil || !strings.Contains(cfg.Get("AccountingStorageEnforce"), "qos") || cfg.Get("JobRequeue") != "1" {
+			t.Errorf("after restore: AccountingStorageEnforce=%q JobRequeue=%q (%v)", cfg.Get("AccountingStorageEnforce"), cfg.Get("JobRequeue"), err)
+		}
+	})
+	if err := writeByRename(conf, []byte(broken)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(ctx, "scontrol", "reconfigure"); err != nil {
+		t.Fatal(err)
+	}
+
+	r := liveDoctor(t, c)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", r.code, r.out)
+	}
+	mustContain(t, "doctor output", r.out,
+		"PROBLEM  accounting  AccountingStorageEnforce = associations,limits,safe lacks qos: guaranteed QOS limits (GrpTRES) would not hold jobs back",
+		"fix: in slurm.conf: AccountingStorageEnforce=associations,limits,qos,safe, then scontrol reconfigure",
+		"PROBLEM  preemption  JobRequeue = 0: jobs default to no requeue",
+		"fix: in slurm.conf: JobRequeue=1, then scontrol reconfigure",
+	)
+	mustContain(t, "stderr", r.errOut, "doctor: 2 problems")
+}
+
+func TestLiveDoctorNamesQuotadUserWithoutSlurmRights(t *testing.T) {
+	c := testbed.Require(t)
+	r := liveDoctor(t, c, "--quotad-user", "alice")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", r.code, r.out)
+	}
+	mustContain(t, "doctor output", r.out,
+		"PROBLEM  quotad-user quotad runs as alice (AdminLevel None): slurmdbd refuses it QOS changes, which need Administrator",
+		"fix: sacctmgr -i modify user alice set adminlevel=Administrator")
+}
+
+// writeByRename replaces a file the daemons may be reading at that moment.
+func writeByRename(path string, data []byte) error {
+	tmp := path + ".doctor-test"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

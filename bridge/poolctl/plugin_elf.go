@@ -1,0 +1,103 @@
+package poolctl
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// PluginInfo is what slurmctld's plugin loader reads from a plugin's data symbols, read here
+// from the file without loading it: a .so built for another Slurm must not run in doctor either.
+type PluginInfo struct {
+	Type    string // plugin_type, e.g. "job_submit/pools"
+	Version uint32 // plugin_version: SLURM_VERSION_NUMBER of the headers it was built against
+	// VersionOffset is where the 4 bytes of plugin_version lie in the file, in ByteOrder.
+	VersionOffset int64
+	ByteOrder     binary.ByteOrder
+}
+
+// ReadPluginInfo reads plugin_type and plugin_version from the dynamic symbols of a Slurm
+// plugin.
+func ReadPluginInfo(path string) (PluginInfo, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return PluginInfo{}, err
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return PluginInfo{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var info PluginInfo
+	var haveType, haveVersion bool
+	for _, s := range syms {
+		switch s.Name {
+		case "plugin_type":
+			b, _, err := symbolBytes(f, s)
+			if err != nil {
+				return PluginInfo{}, fmt.Errorf("%s: plugin_type: %w", path, err)
+			}
+			info.Type, _, _ = strings.Cut(string(b), "\x00")
+			haveType = true
+		case "plugin_version":
+			b, off, err := symbolBytes(f, s)
+			if err != nil {
+				return PluginInfo{}, fmt.Errorf("%s: plugin_version: %w", path, err)
+			}
+			if len(b) != 4 {
+				return PluginInfo{}, fmt.Errorf("%s: plugin_version is %d bytes, not a uint32", path, len(b))
+			}
+			info.Version, info.VersionOffset, info.ByteOrder = f.ByteOrder.Uint32(b), off, f.ByteOrder
+			haveVersion = true
+		}
+	}
+	if !haveType || !haveVersion {
+		return PluginInfo{}, fmt.Errorf("%s: no plugin_type or plugin_version symbol: not a Slurm plugin", path)
+	}
+	return info, nil
+}
+
+// symbolBytes returns a defined data symbol's bytes and their offset in the file.
+func symbolBytes(f *elf.File, s elf.Symbol) ([]byte, int64, error) {
+	if s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE || int(s.Section) >= len(f.Sections) {
+		return nil, 0, fmt.Errorf("not defined in the file")
+	}
+	sec := f.Sections[s.Section]
+	if sec.Type == elf.SHT_NOBITS || s.Value < sec.Addr || s.Value+s.Size > sec.Addr+sec.Size || s.Size > 4096 {
+		return nil, 0, fmt.Errorf("no initialised data in section %s", sec.Name)
+	}
+	b := make([]byte, s.Size)
+	if _, err := sec.ReadAt(b, int64(s.Value-sec.Addr)); err != nil {
+		return nil, 0, err
+	}
+	return b, int64(sec.Offset + s.Value - sec.Addr), nil
+}
+
+// SlurmVersionNumber is SLURM_VERSION_NUMBER for a version string such as "22.05.8":
+// major<<16 | minor<<8 | micro.
+func SlurmVersionNumber(v string) (uint32, error) {
+	parts := strings.SplitN(strings.TrimSpace(v), ".", 3)
+	if len(parts) != 3 {
+		return 0, fmt.Errorf("Slurm version %q: want MAJOR.MINOR.MICRO", v)
+	}
+	// A pre-release suffix ("22.05.0-0rc1") does not change the number.
+	if i := strings.IndexFunc(parts[2], func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		parts[2] = parts[2][:i]
+	}
+	var n [3]uint64
+	for i, p := range parts {
+		x, err := strconv.ParseUint(p, 10, 8)
+		if err != nil {
+			return 0, fmt.Errorf("Slurm version %q: %w", v, err)
+		}
+		n[i] = x
+	}
+	return uint32(n[0]<<16 | n[1]<<8 | n[2]), nil
+}
+
+// SlurmVersionString spells a SLURM_VERSION_NUMBER as Slurm does ("22.05.8").
+func SlurmVersionString(n uint32) string {
+	return fmt.Sprintf("%d.%02d.%d", n>>16&0xff, n>>8&0xff, n&0xff)
+}
