@@ -3,14 +3,24 @@
 #   1. go test -bench over every package (routing decision, quota plan, elastic decision, ...),
 #      -count 6 so benchstat can give medians and spread;
 #   2. slurmctld's submit-path overhead of the pools plugin against no plugin and a lua plugin
-#      (bench/plugin-overhead.sh), when the testbed is up and we are root.
+#      (bench/plugin-overhead.sh), when the testbed is up and we are root;
+#   3. the Alibaba trace replay, quick mode (bench/cmd/tracereplay: static quotas vs slurmbridge on
+#      the excerpt in bench/testdata), with its CSVs and PNG plots in bench/results/<time>-replay/;
+#   4. learned price/performance on a synthetic workload (bench/profile-demo.sh).
+# 2-4 need root and a running testbed; gnuplot (Debian gnuplot-nox) draws the plots and is
+# installed when missing.
 # Usage: bench/run.sh            (make bench)
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO_ROOT"
 export PATH=$PATH:/usr/local/go/bin
 mkdir -p bench/results
-out=bench/results/$(date -u +%Y%m%dT%H%M%SZ).txt
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out=bench/results/$stamp.txt
+testbed_ok() { [ "$(id -u)" -eq 0 ] && bash testbed/testbed.sh status >/dev/null 2>&1; }
+if testbed_ok && ! command -v gnuplot >/dev/null; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gnuplot-nox >/dev/null
+fi
 {
 	echo "# slurmbridge benchmarks, $(date -u '+%F %T UTC')"
 	echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -r)"
@@ -20,8 +30,23 @@ out=bench/results/$(date -u +%Y%m%dT%H%M%SZ).txt
 	go test -run '^$' -bench . -benchmem -count 6 ./...
 	echo
 	echo "## slurmctld submit overhead (bench/plugin-overhead.sh)"
-	if [ "$(id -u)" -eq 0 ] && bash testbed/testbed.sh status >/dev/null 2>&1; then
+	if testbed_ok; then
 		bash bench/plugin-overhead.sh
+	else
+		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
+	fi
+	echo
+	echo "## trace replay, quick mode (go run ./bench/cmd/tracereplay -preset quick run)"
+	if testbed_ok; then
+		go run ./bench/cmd/tracereplay -preset quick -out "bench/results/$stamp-replay" run
+	else
+		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
+	fi
+	echo
+	echo "## learned price/performance (bench/profile-demo.sh)"
+	if testbed_ok; then
+		go build -o bin/poolctl ./bridge/cmd/poolctl
+		OUT="bench/results/$stamp-profile" bash bench/profile-demo.sh
 	else
 		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
 	fi

@@ -1,0 +1,234 @@
+// Command tracereplay replays the Alibaba GPU trace v2023 on the slurmbridge testbed under
+// static quotas and under slurmbridge, and reports from sacct (see bench/README.md).
+//
+//	tracereplay [flags] plan   print the mapped window and every scaling choice
+//	tracereplay [flags] run    replay it (root, testbed up), write report.txt, CSVs and PNGs
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bench/replay"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "tracereplay:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the flags; a preset fills the ones not given.
+type options struct {
+	trace, modes, out     string
+	from, span            int64
+	keep, factor          float64
+	minRun, maxRun, limit time.Duration
+	seed                  int64
+	rounds                int
+}
+
+// presets: quick replays 4 h of the excerpt shipped in bench/testdata in about a minute of
+// arrivals per mode (CI); full replays 12 h of the whole trace in 3 minutes of arrivals per mode.
+var presets = map[string]options{
+	"quick": {trace: "bench/testdata/alibaba-gpu-v2023-gpuspec25-excerpt.csv", from: 10368000, span: 4 * 3600,
+		keep: 1, factor: 240, minRun: 15 * time.Second, maxRun: 45 * time.Second, limit: 4 * time.Minute, rounds: 1},
+	"full": {from: 10368000, span: 12 * 3600,
+		keep: 1, factor: 240, minRun: 20 * time.Second, maxRun: 120 * time.Second, limit: 15 * time.Minute, rounds: 1},
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("tracereplay", flag.ContinueOnError)
+	preset := fs.String("preset", "quick", "quick (bench/testdata excerpt, CI) or full (needs -trace)")
+	var o options
+	fs.StringVar(&o.trace, "trace", "", "openb_pod_list_*.csv of the trace (full mode: ../shared/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec25.csv)")
+	fs.Int64Var(&o.from, "from", 0, "window start, trace seconds (creation_time)")
+	fs.Int64Var(&o.span, "span", 0, "window length, trace seconds")
+	fs.Float64Var(&o.keep, "keep", 0, "fraction of the window's GPU tasks kept, seeded")
+	fs.Float64Var(&o.factor, "factor", 0, "time compression: trace seconds per replay second")
+	fs.DurationVar(&o.minRun, "min-run", 0, "shortest job run time after compression")
+	fs.DurationVar(&o.maxRun, "max-run", 0, "longest job run time after compression")
+	fs.Int64Var(&o.seed, "seed", 1, "seed of thinning and project assignment")
+	fs.StringVar(&o.modes, "modes", "static,slurmbridge", "modes, in the order each round runs them")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds of all modes (alternating)")
+	fs.DurationVar(&o.limit, "timeout", 0, "how long one mode may run after its last submission")
+	fs.StringVar(&o.out, "out", "", "output directory (default bench/results/replay-<preset>-<time>)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || (fs.Arg(0) != "plan" && fs.Arg(0) != "run") {
+		return fmt.Errorf("usage: tracereplay [flags] plan|run")
+	}
+	base, ok := presets[*preset]
+	if !ok {
+		return fmt.Errorf("unknown preset %q (quick, full)", *preset)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o = withDefaults(o, base, set)
+	root := repoRoot()
+	if o.trace == "" {
+		return fmt.Errorf("preset %s needs -trace FILE (the trace's full files are not in the repository)", *preset)
+	}
+	if !filepath.IsAbs(o.trace) && base.trace == o.trace {
+		o.trace = filepath.Join(root, o.trace)
+	}
+	projects, err := replay.TestbedProjects(filepath.Join(root, "slurm-conf", "testbed", "quotas.yaml"))
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(o.trace)
+	if err != nil {
+		return err
+	}
+	tasks, err := replay.ReadTasks(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.trace, err)
+	}
+	plan, err := replay.Map(tasks, replay.Params{
+		Seed: o.seed, From: o.from, Span: o.span, Keep: o.keep, TimeFactor: o.factor,
+		MinRun: o.minRun, MaxRun: o.maxRun, Projects: projects, Node: replay.TestbedNode,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "trace %s (Alibaba GPU cluster trace v2023, Weng et al., USENIX ATC 2023)\n", o.trace)
+	plan.Describe(stdout)
+	if fs.Arg(0) == "plan" {
+		return nil
+	}
+
+	var modes []replay.Mode
+	for _, s := range strings.Split(o.modes, ",") {
+		m, err := replay.ParseMode(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		modes = append(modes, m)
+	}
+	if o.out == "" {
+		o.out = filepath.Join(root, "bench", "results", fmt.Sprintf("replay-%s-%s", *preset, time.Now().UTC().Format("20060102T150405Z")))
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	report, err := os.Create(filepath.Join(o.out, "report.txt"))
+	if err != nil {
+		return err
+	}
+	defer report.Close()
+	w := io.MultiWriter(stdout, report)
+	plan.Describe(report)
+
+	cluster, err := testbed.Open(ctx)
+	if err != nil {
+		return err
+	}
+	r := &replay.Runner{Cluster: cluster, RepoRoot: root, Log: w, Timeout: o.limit}
+	// Leave quotad as we found it.
+	wasRunning := r.QuotadRunning(ctx)
+	defer func() {
+		if err := r.SetQuotad(context.Background(), wasRunning); err != nil {
+			fmt.Fprintln(os.Stderr, "tracereplay: restoring quotad:", err)
+		}
+	}()
+	reports := map[replay.Mode][]replay.Report{}
+	var labels []string
+	capacity := 0
+	for round := 1; round <= o.rounds; round++ {
+		for _, m := range modes {
+			tag := fmt.Sprintf("replay-%s-r%d", m, round)
+			rep, _, err := r.Run(ctx, m, plan, tag)
+			if err != nil {
+				return fmt.Errorf("round %d, mode %s: %w", round, m, err)
+			}
+			rep.Print(w)
+			label := fmt.Sprintf("%s-r%d", m, round)
+			if err := replay.WriteData(o.out, label, &rep); err != nil {
+				return err
+			}
+			labels = append(labels, label)
+			capacity = rep.CapacityGPUs
+			reports[m] = append(reports[m], rep)
+		}
+		if s, b := reports[replay.Static], reports[replay.Slurmbridge]; len(s) == round && len(b) == round {
+			fmt.Fprintf(w, "round %d: ", round)
+			replay.Compare(&s[round-1], &b[round-1]).Print(w)
+		}
+	}
+	lost := 0
+	for _, reps := range reports {
+		for _, rep := range reps {
+			lost += len(rep.Lost)
+		}
+	}
+	if err := replay.Plot(ctx, o.out, labels, capacity); err != nil {
+		fmt.Fprintln(w, "plots:", err)
+	} else {
+		fmt.Fprintf(w, "plots: %s, %s\n", filepath.Join(o.out, "utilisation.png"), filepath.Join(o.out, "waits.png"))
+	}
+	fmt.Fprintf(w, "results in %s\n", o.out)
+	if lost > 0 {
+		return fmt.Errorf("%d jobs lost", lost)
+	}
+	return nil
+}
+
+func withDefaults(o, base options, set map[string]bool) options {
+	pick := func(name string, v *string, d string) {
+		if !set[name] {
+			*v = d
+		}
+	}
+	pick("trace", &o.trace, base.trace)
+	if !set["from"] {
+		o.from = base.from
+	}
+	if !set["span"] {
+		o.span = base.span
+	}
+	if !set["keep"] {
+		o.keep = base.keep
+	}
+	if !set["factor"] {
+		o.factor = base.factor
+	}
+	if !set["min-run"] {
+		o.minRun = base.minRun
+	}
+	if !set["max-run"] {
+		o.maxRun = base.maxRun
+	}
+	if !set["rounds"] {
+		o.rounds = base.rounds
+	}
+	if !set["timeout"] {
+		o.limit = base.limit
+	}
+	return o
+}
+
+// repoRoot is the source tree: the working directory when it is one, else where this file
+// was built from.
+func repoRoot() string {
+	if _, err := os.Stat("slurm-conf/testbed/quotas.yaml"); err == nil {
+		wd, _ := os.Getwd()
+		return wd
+	}
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}

@@ -1,0 +1,265 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// SacctFields is the sacct -o list ParseSacct reads (with SLURM_TIME_FORMAT=%s, so times are
+// Unix seconds).
+const SacctFields = "JobIDRaw,Account,QOS,Partition,State,Submit,Start,End,AllocTRES"
+
+// Record is one run of a job as sacct -D -X lists it: a requeued job has one record per run.
+type Record struct {
+	JobID, Account, QOS, Partition, State string
+	Submit, Start, End                    int64 // Unix seconds; 0 when unknown
+	GPUs                                  int
+}
+
+// ParseSacct reads `sacct -D -X -n -P -o SacctFields` output.
+func ParseSacct(out []byte) ([]Record, error) {
+	var recs []Record
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, "|")
+		if len(f) != 9 {
+			return nil, fmt.Errorf("sacct line %q: want 9 fields", line)
+		}
+		r := Record{JobID: f[0], Account: f[1], QOS: f[2], Partition: f[3], State: firstWord(f[4])}
+		r.Submit, r.Start, r.End = epoch(f[5]), epoch(f[6]), epoch(f[7])
+		for kv := range strings.SplitSeq(f[8], ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == "gres/gpu" {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, fmt.Errorf("sacct line %q: gres/gpu=%q", line, v)
+				}
+				r.GPUs = n
+			}
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// epoch reads a time printed with SLURM_TIME_FORMAT=%s; "Unknown", "None" and the like are 0.
+func epoch(s string) int64 {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// firstWord: sacct says "CANCELLED by 1001".
+func firstWord(s string) string {
+	if f := strings.Fields(s); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// Submitted is a job the replay submitted.
+type Submitted struct {
+	JobID string
+	Job   Job
+}
+
+// Point is the number of GPUs allocated from time T (seconds after the first submission).
+type Point struct {
+	T    float64
+	GPUs int
+}
+
+// Report is one mode's outcome, computed from sacct only.
+type Report struct {
+	Mode                            Mode
+	Submitted, Accounted, Completed int
+	// Lost are jobs that never completed: "id (last state)". Must be empty.
+	Lost         []string
+	GPUSeconds   float64
+	CapacityGPUs int
+	// First submission to last end, Unix seconds.
+	Start, End int64
+	// AllocRatio is allocated GPU-seconds / (capacity × span).
+	AllocRatio float64
+	// Waits are seconds from submission to first start, sorted, per class.
+	Waits map[Class][]float64
+	// Preemptions counts runs that ended PREEMPTED or REQUEUED.
+	Preemptions int
+	// BorrowRuns counts runs in the borrow QOS.
+	BorrowRuns int
+	// PeakGuaranteed is the most GPUs each account held at once outside the borrow QOS.
+	PeakGuaranteed map[string]int
+	Timeline       []Point
+}
+
+// Analyze computes the report of the submitted jobs from their sacct records.
+func Analyze(mode Mode, subs []Submitted, recs []Record, capacityGPUs int) Report {
+	rep := Report{Mode: mode, Submitted: len(subs), CapacityGPUs: capacityGPUs, Waits: map[Class][]float64{}, PeakGuaranteed: map[string]int{}}
+	byJob := map[string][]Record{}
+	for _, r := range recs {
+		byJob[r.JobID] = append(byJob[r.JobID], r)
+	}
+	type event struct {
+		t       int64
+		delta   int
+		account string // "" for borrow runs
+	}
+	var events []event
+	for _, s := range subs {
+		runs := byJob[s.JobID]
+		if len(runs) == 0 {
+			rep.Lost = append(rep.Lost, s.JobID+" (no accounting record)")
+			continue
+		}
+		rep.Accounted++
+		var submit, start int64
+		completed := false
+		last := runs[0]
+		for _, r := range runs {
+			if r.Submit > 0 && (submit == 0 || r.Submit < submit) {
+				submit = r.Submit
+			}
+			if r.Start > 0 && (start == 0 || r.Start < start) {
+				start = r.Start
+			}
+			if r.Start >= last.Start {
+				last = r
+			}
+			switch r.State {
+			case "COMPLETED":
+				completed = true
+			case "PREEMPTED", "REQUEUED":
+				rep.Preemptions++
+			}
+			if r.QOS == BorrowQOS {
+				rep.BorrowRuns++
+			}
+			if r.Start > 0 && r.End > r.Start && r.GPUs > 0 {
+				rep.GPUSeconds += float64(r.GPUs) * float64(r.End-r.Start)
+				acct := r.Account
+				if r.QOS == BorrowQOS {
+					acct = ""
+				}
+				events = append(events, event{r.Start, r.GPUs, acct}, event{r.End, -r.GPUs, acct})
+			}
+			if r.Submit > 0 && (rep.Start == 0 || r.Submit < rep.Start) {
+				rep.Start = r.Submit
+			}
+			rep.End = max(rep.End, r.End)
+		}
+		if !completed {
+			rep.Lost = append(rep.Lost, s.JobID+" ("+last.State+")")
+			continue
+		}
+		rep.Completed++
+		if submit > 0 && start >= submit {
+			rep.Waits[s.Job.Class] = append(rep.Waits[s.Job.Class], float64(start-submit))
+		}
+	}
+	for _, w := range rep.Waits {
+		slices.Sort(w)
+	}
+	if span := rep.End - rep.Start; span > 0 && capacityGPUs > 0 {
+		rep.AllocRatio = rep.GPUSeconds / (float64(capacityGPUs) * float64(span))
+	}
+	// Ends before starts at the same second, so a GPU handed over is not counted twice.
+	slices.SortStableFunc(events, func(a, b event) int {
+		if a.t != b.t {
+			return int(a.t - b.t)
+		}
+		return a.delta - b.delta
+	})
+	total, held := 0, map[string]int{}
+	for _, e := range events {
+		total += e.delta
+		if e.account != "" {
+			held[e.account] += e.delta
+			rep.PeakGuaranteed[e.account] = max(rep.PeakGuaranteed[e.account], held[e.account])
+		}
+		t := float64(e.t - rep.Start)
+		if n := len(rep.Timeline); n > 0 && rep.Timeline[n-1].T == t {
+			rep.Timeline[n-1].GPUs = total
+		} else {
+			rep.Timeline = append(rep.Timeline, Point{T: t, GPUs: total})
+		}
+	}
+	return rep
+}
+
+// Percentile is the nearest-rank percentile of sorted values; NaN when there are none.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[clamp(rank, 1, len(sorted))-1]
+}
+
+// Print writes the report as the results file shows it.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "mode %s: %d jobs submitted, %d accounted, %d completed, %d lost\n", r.Mode, r.Submitted, r.Accounted, r.Completed, len(r.Lost))
+	for _, l := range r.Lost {
+		fmt.Fprintf(w, "  LOST %s\n", l)
+	}
+	fmt.Fprintf(w, "  GPU allocation ratio %.3f (%.0f GPU-s / (%d GPUs x %d s))\n", r.AllocRatio, r.GPUSeconds, r.CapacityGPUs, r.End-r.Start)
+	for _, c := range Classes {
+		w95 := r.Waits[c]
+		fmt.Fprintf(w, "  wait %-13s n=%-4d p50 %6.1f s  p95 %6.1f s\n", c, len(w95), Percentile(w95, 50), Percentile(w95, 95))
+	}
+	fmt.Fprintf(w, "  preemptions %d, runs in the borrow QOS %d\n", r.Preemptions, r.BorrowRuns)
+	var peaks []string
+	for _, a := range slices.Sorted(maps.Keys(r.PeakGuaranteed)) {
+		peaks = append(peaks, fmt.Sprintf("%s %d", a, r.PeakGuaranteed[a]))
+	}
+	fmt.Fprintf(w, "  peak GPUs held outside the borrow QOS: %s\n", strings.Join(peaks, ", "))
+}
+
+// Comparison is slurmbridge against static quotas, side by side.
+type Comparison struct {
+	AllocGain        float64 // slurmbridge ratio / static ratio
+	InQuotaP95       float64 // slurmbridge in-quota p95 wait / static's
+	StaticP95, SBP95 float64
+}
+
+// Goals of issue 7 for slurmbridge against static quotas.
+const (
+	GoalAllocGain  = 1.3
+	GoalInQuotaP95 = 1.1
+)
+
+// Compare puts two reports of the same plan side by side.
+func Compare(static, sb *Report) Comparison {
+	c := Comparison{StaticP95: Percentile(static.Waits[InQuota], 95), SBP95: Percentile(sb.Waits[InQuota], 95)}
+	if static.AllocRatio > 0 {
+		c.AllocGain = sb.AllocRatio / static.AllocRatio
+	}
+	switch {
+	case c.StaticP95 > 0:
+		c.InQuotaP95 = c.SBP95 / c.StaticP95
+	case c.SBP95 == 0:
+		c.InQuotaP95 = 1 // both waited 0 s: equal
+	default:
+		c.InQuotaP95 = math.Inf(1)
+	}
+	return c
+}
+
+// Print says whether the goals are met.
+func (c Comparison) Print(w io.Writer) {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	fmt.Fprintf(w, "slurmbridge vs static: allocation ratio x%.2f (goal >= %.1f: %s); in-quota p95 wait %.1f s vs %.1f s, x%.2f (goal <= %.1f: %s)\n",
+		c.AllocGain, GoalAllocGain, verdict(c.AllocGain >= GoalAllocGain), c.SBP95, c.StaticP95, c.InQuotaP95, GoalInQuotaP95, verdict(c.InQuotaP95 <= GoalInQuotaP95))
+}
