@@ -3,8 +3,12 @@
 #   make demo          bring the local Slurm testbed up and show it working (root)
 #   make test          bring the testbed up, then vet and run every test, integration included (root)
 #   make test-unit     vet and unit tests only (no Slurm needed)
-#   make bench         run every benchmark
+#   make bench         run every benchmark (bench-replay-full: the trace replay's full run)
+#   make install       binaries, plugins, units, example configs (PREFIX, DESTDIR, PLUGIN_DIR)
+#   make deb           Debian packages slurmbridge-controller and slurmbridge-node in dist/
+#   make test-deb      build the packages, install and remove them with dpkg, check the files (root)
 #   make testbed-up | testbed-down | testbed-status | testbed-clean
+#   make docker-base | testbed-docker-up | testbed-docker-test | testbed-docker-down   (containers)
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -17,18 +21,26 @@ PLUGIN := $(BIN)/job_submit_pools.so
 SPANK := $(BIN)/spank_elastic.so
 PLUGIN_SRC := $(shell find cgo-plugins/job_submit_pools bridge/pools bridge/gpureq -name '*.go' -o -name '*.c' -o -name '*.h') go.mod go.sum
 # Where `make install-plugin` puts the plugin: the first directory of the running Slurm's
-# PluginDir unless given.
-PLUGIN_DIR ?= $(shell scontrol show config 2>/dev/null | awk -F' = ' '/^PluginDir/ {split($$2, d, ":"); print d[1]}')
+# PluginDir unless given, else (no slurmctld to ask) the directory of Debian's own plugins.
+PLUGIN_DIR ?= $(or $(shell scontrol show config 2>/dev/null | awk -F' = ' '/^PluginDir/ {split($$2, d, ":"); print d[1]}'),$(shell dpkg -L slurm-wlm-basic-plugins 2>/dev/null | sed -n 's|/select_cons_tres\.so$$||p' | head -n1))
 
-.PHONY: all build plugin spank install-plugin vet test test-unit bench demo \
+# `make install` layout. Units and configs name the binaries and /etc/slurmbridge by these.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+DOCDIR ?= $(PREFIX)/share/doc/slurmbridge
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+
+.PHONY: all build plugin spank install-plugin install-spank install deb test-deb vet test test-unit bench bench-replay-full demo \
 	testbed-up testbed-down testbed-status testbed-clean clean
 
 all: build
 
-# Commands (package main under */cmd/) go to bin/; the plugin is built by its own rule.
+# Commands (package main under */cmd/) go to bin/; the plugins are built by their own rules, and
+# bench/'s tools run with `go run` (bench/README.md).
 build: plugin spank
 	@mkdir -p $(BIN)
-	@cmds=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... | grep '/cmd/' || true); \
+	@cmds=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... | grep '/cmd/' | grep -v '/bench/' || true); \
 	if [ -n "$$cmds" ]; then echo "$(GO) build -o $(BIN)/ $$cmds"; $(GO) build -o $(BIN)/ $$cmds; fi
 
 # The job_submit plugin is built against this machine's /usr/include/slurm, so its
@@ -51,9 +63,31 @@ $(SPANK): cgo-plugins/spank_elastic/spank_elastic.c
 # Installed by rename, never overwritten in place: slurmctld may have the old one mapped.
 install-plugin: $(PLUGIN)
 	@test -n "$(PLUGIN_DIR)" || { echo "PluginDir unknown: make install-plugin PLUGIN_DIR=/usr/lib/x86_64-linux-gnu/slurm-wlm"; exit 1; }
+	install -d -m 0755 $(DESTDIR)$(PLUGIN_DIR)
 	install -m 0755 $(PLUGIN) $(DESTDIR)$(PLUGIN_DIR)/.job_submit_pools.so.new
 	mv -f $(DESTDIR)$(PLUGIN_DIR)/.job_submit_pools.so.new $(DESTDIR)$(PLUGIN_DIR)/job_submit_pools.so
 	@echo "installed $(DESTDIR)$(PLUGIN_DIR)/job_submit_pools.so; enable it with JobSubmitPlugins=pools and restart slurmctld"
+
+# The SPANK plugin goes beside it, the same way: sbatch and slurmstepd map it for every job.
+install-spank: $(SPANK)
+	@test -n "$(PLUGIN_DIR)" || { echo "PluginDir unknown: make install-spank PLUGIN_DIR=/usr/lib/x86_64-linux-gnu/slurm-wlm"; exit 1; }
+	install -d -m 0755 $(DESTDIR)$(PLUGIN_DIR)
+	install -m 0755 $(SPANK) $(DESTDIR)$(PLUGIN_DIR)/.spank_elastic.so.new
+	mv -f $(DESTDIR)$(PLUGIN_DIR)/.spank_elastic.so.new $(DESTDIR)$(PLUGIN_DIR)/spank_elastic.so
+
+# Everything, for a controller and its nodes alike; nothing is enabled or started (see
+# docs/operations.md). Existing files in /etc/slurmbridge are kept: they are the site's.
+install: build install-plugin install-spank
+	BINDIR=$(BINDIR) SYSCONFDIR=$(SYSCONFDIR) DOCDIR=$(DOCDIR) UNITDIR=$(UNITDIR) DESTDIR=$(DESTDIR) \
+		bash packaging/install.sh
+
+# Debian packages built against this machine's Slurm, in dist/ (packaging/build-deb.sh).
+deb: build
+	bash packaging/build-deb.sh
+
+# Builds the packages, installs and removes them with dpkg, checks every file comes and goes.
+test-deb: deb
+	bash packaging/test-deb.sh
 
 vet:
 	$(GO) vet ./...
@@ -69,6 +103,12 @@ test: testbed-up vet
 # Every benchmark, one results file in bench/results/ (see bench/README.md).
 bench:
 	@bash bench/run.sh
+
+# The trace replay's full mode, for the record (about 15 minutes; root, testbed up). The trace's
+# files are not in the repository: TRACE names one (see bench/README.md).
+TRACE ?= ../shared/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec25.csv
+bench-replay-full:
+	$(GO) run ./bench/cmd/tracereplay -preset full -trace $(TRACE) run
 
 demo: testbed-up
 	@bash testbed/demo.sh
@@ -90,4 +130,32 @@ testbed-clean:
 	@bash testbed/testbed.sh clean
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist
+
+# The container testbed (docker/slurm-testbed/): no registry needed, the base image comes from
+# a Debian mirror (debootstrap + docker import) and Go builds offline from this host's toolchain.
+# testbed-docker-test brings it up first when it is not (the image is rebuilt only on changes).
+DOCKER_TESTBED := bash docker/slurm-testbed/testbed-docker.sh
+.PHONY: docker-base testbed-docker-build testbed-docker-up testbed-docker-test testbed-docker-down \
+	testbed-docker-logs testbed-docker-shell
+
+docker-base:
+	@bash docker/slurm-testbed/build-base.sh
+
+testbed-docker-build: docker-base
+	@$(DOCKER_TESTBED) build
+
+testbed-docker-up: docker-base
+	@$(DOCKER_TESTBED) up
+
+testbed-docker-test: testbed-docker-up
+	@$(DOCKER_TESTBED) test
+
+testbed-docker-down:
+	@$(DOCKER_TESTBED) down
+
+testbed-docker-logs:
+	@$(DOCKER_TESTBED) logs
+
+testbed-docker-shell:
+	@$(DOCKER_TESTBED) shell alice

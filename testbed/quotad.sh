@@ -56,13 +56,16 @@ cmd_start() {
 	disown
 	# It either serves metrics (it is up) or exits with its reason in the log.
 	local i
+	local started
+	started=$(cat "$PIDFILE")
 	for i in $(seq 1 50); do
-		if ! running >/dev/null; then
+		# Only a vanished process counts as exited: while it execs, its cmdline can read empty.
+		if [ ! -d "/proc/$started" ]; then
 			tail -n 5 "$LOGFILE" >&2
 			die "quotad exited; log in $LOGFILE"
 		fi
 		if (exec 3<>"/dev/tcp/127.0.0.1/$QUOTAD_METRICS_PORT") 2>/dev/null; then
-			say "started (pid $(running)), metrics on http://127.0.0.1:$QUOTAD_METRICS_PORT/metrics, log $LOGFILE"
+			say "started (pid $started), metrics on http://127.0.0.1:$QUOTAD_METRICS_PORT/metrics, log $LOGFILE"
 			return 0
 		fi
 		sleep 0.1

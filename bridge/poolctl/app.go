@@ -64,6 +64,8 @@ func newApp(env Env) *cli.App {
 			validateCommand(env),
 			statusCommand(env),
 			explainCommand(env),
+			profileCommand(env),
+			doctorCommand(env),
 		},
 	}
 }
