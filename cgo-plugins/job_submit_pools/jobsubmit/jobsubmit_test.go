@@ -206,3 +206,21 @@ func TestConfigPathFromEnv(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// BenchmarkSubmit is the Go side of one job_submit call: config check, routing, the outcome and
+// its log line (the cgo layer adds the string copies).
+func BenchmarkSubmit(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "pools.yaml")
+	if err := os.WriteFile(path, []byte(threePools), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	p := New(path, func(Level, string) {})
+	p.Init()
+	req := gpuJob("gres:gpu:a100:1")
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := p.Submit(req, 1001); out.SetPartition == "" {
+			b.Fatal("not routed")
+		}
+	}
+}
