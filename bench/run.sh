@@ -6,8 +6,10 @@
 #      (bench/plugin-overhead.sh), when the testbed is up and we are root;
 #   3. the Alibaba trace replay, quick mode (bench/cmd/tracereplay: static quotas vs slurmbridge on
 #      the excerpt in bench/testdata), with its CSVs and PNG plots in bench/results/<time>-replay/;
-#   4. learned price/performance on a synthetic workload (bench/profile-demo.sh).
-# 2-4 need root and a running testbed; gnuplot (Debian gnuplot-nox) draws the plots and is
+#   4. learned price/performance on a synthetic workload (bench/profile-demo.sh);
+#   5. quotad's cycle at scale: 100k job rows, 2k pending jobs (bench/cmd/quotadcost);
+#   6. lend and reclaim latency of quotas, 5 rounds (bench/quota-latency.sh).
+# 2-6 need root and a running testbed; gnuplot (Debian gnuplot-nox) draws the plots and is
 # installed when missing.
 # Usage: bench/run.sh            (make bench)
 set -euo pipefail
@@ -47,6 +49,21 @@ fi
 	if testbed_ok; then
 		go build -o bin/poolctl ./bridge/cmd/poolctl
 		OUT="bench/results/$stamp-profile" bash bench/profile-demo.sh
+	else
+		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
+	fi
+	echo
+	echo "## quotad cycle cost at scale (go run ./bench/cmd/quotadcost)"
+	if testbed_ok; then
+		go build -o bin/quotad ./quotad/cmd/quotad
+		go run ./bench/cmd/quotadcost
+	else
+		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
+	fi
+	echo
+	echo "## lend and reclaim latency (bench/quota-latency.sh)"
+	if testbed_ok; then
+		bash bench/quota-latency.sh
 	else
 		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
 	fi
