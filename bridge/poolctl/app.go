@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/cliargs"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 )
@@ -30,7 +31,8 @@ const (
 
 // Run runs poolctl with args (args[0] is the program name) and returns the exit status.
 func Run(ctx context.Context, args []string, env Env) int {
-	err := newApp(env).RunContext(ctx, args)
+	app := newApp(env)
+	err := app.RunContext(ctx, cliargs.FlagsFirst(app, args))
 	if err == nil {
 		return 0
 	}

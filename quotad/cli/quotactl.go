@@ -44,6 +44,13 @@ func QuotactlApp() *ucli.App {
 				},
 				Action: withEnv(cmdSet),
 			},
+			{
+				// Lending limits belong to a GPU type (the pools of that type), not to a project:
+				// a pending job may start in any pool it lists, so only a per-type cap, which the
+				// borrow QOS's GrpTRES enforces, holds whatever Slurm picks.
+				Name: "lend-limit", Usage: "most GPUs of a type lent to borrowers at once (-1: no limit)", ArgsUsage: "TYPE N",
+				Action: withEnv(cmdLendLimit),
+			},
 			{Name: "list", Usage: "quota, in use, borrowed, lent and pending GPUs per project and type", Flags: outFlags, Action: withEnv(cmdList)},
 			{Name: "explain", Usage: "why a job runs or waits, or a project's position", ArgsUsage: "JOBID|ACCOUNT", Action: withEnv(cmdExplain)},
 			{
@@ -180,6 +187,54 @@ func cmdSet(c *ucli.Context, e *env) error {
 	if len(changes) == 0 {
 		fmt.Fprintf(c.App.Writer, "%s: unchanged\n", account)
 		return nil
+	}
+	for _, ch := range changes {
+		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))
+	}
+	return nil
+}
+
+func cmdLendLimit(c *ucli.Context, e *env) error {
+	ctx := c.Context
+	if c.NArg() != 2 {
+		return errors.New("usage: quotactl lend-limit TYPE N   (N = -1 removes the limit)")
+	}
+	gpuType := c.Args().Get(0)
+	n, err := strconv.Atoi(c.Args().Get(1))
+	if err != nil || n < -1 {
+		return fmt.Errorf("lend limit %q: want a whole number of GPUs, or -1 for no limit", c.Args().Get(1))
+	}
+	if err := requireAdmin(ctx, e.reader); err != nil {
+		return err
+	}
+	tres, err := e.reader.TRESNames(ctx)
+	if err != nil {
+		return err
+	}
+	if known := slurmdb.GPUTypes(tres); !known[gpuType] {
+		return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s)", gpuType, strings.Join(sortedSet(known), ", "))
+	}
+	cfg, err := e.store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		delete(cfg.LendLimits, gpuType)
+	} else {
+		if cfg.LendLimits == nil {
+			cfg.LendLimits = map[string]int{}
+		}
+		cfg.LendLimits[gpuType] = n
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	changes, err := e.store.Save(ctx, cfg, actor())
+	if err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(c.App.Writer, "lend limit %s: unchanged\n", gpuType)
 	}
 	for _, ch := range changes {
 		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/slurmbridge/slurmbridge/bridge/cliargs"
 	"github.com/slurmbridge/slurmbridge/quotad/cli"
 )
 
 func main() {
-	if err := cli.QuotactlApp().Run(os.Args); err != nil {
+	app := cli.QuotactlApp()
+	if err := app.Run(cliargs.FlagsFirst(app, os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "quotactl:", err)
 		os.Exit(1)
 	}

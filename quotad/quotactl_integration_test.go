@@ -1,0 +1,64 @@
+//go:build integration
+
+package quotad_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// quotactlErr runs bin/quotactl and returns its combined output and error.
+func quotactlErr(c *testbed.Cluster, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(binDir, "quotactl"), args...)
+	cmd.Env = c.Env()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// quotactl set and lend-limit change the quota table in the database, are audited, and refuse
+// what slurmdbd does not know; the testbed's table is restored afterwards.
+func TestQuotactlSetLendLimitAndHistory(t *testing.T) {
+	c := testbed.Require(t)
+	table := filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml")
+	quotactl(t, c, "import", table)
+	t.Cleanup(func() { quotactl(t, c, "import", table) })
+
+	out := quotactl(t, c, "set", "proj-c", "--gpus", "v100=2,a100=1", "--borrow-limit", "3", "--weight", "2")
+	if !strings.Contains(out, "project proj-c") || !strings.Contains(out, "a100:1") {
+		t.Errorf("set printed %q, want the old -> new of proj-c", out)
+	}
+	out = quotactl(t, c, "lend-limit", "a100", "6")
+	if !strings.Contains(out, "lend limit a100: (none) -> 6") {
+		t.Errorf("lend-limit printed %q", out)
+	}
+	exported := quotactl(t, c, "export")
+	for _, want := range []string{"a100: 1", "borrowLimit: 3", "weight: 2", "a100: 6"} {
+		if !strings.Contains(exported, want) {
+			t.Errorf("export lacks %q:\n%s", want, exported)
+		}
+	}
+	history := quotactl(t, c, "history", "--kind", "quota", "--limit", "5")
+	if !strings.Contains(history, "project proj-c") || !strings.Contains(history, "lend limit a100") {
+		t.Errorf("history lacks the two changes:\n%s", history)
+	}
+
+	for _, bad := range [][]string{
+		{"set", "proj-zz", "--gpus", "a100=1"},   // no such account
+		{"set", "proj-c", "--gpus", "h100=1"},    // no such GPU TRES
+		{"set", "proj-c", "--gpus", "a100=-1"},   // negative
+		{"lend-limit", "a100", "lots"},           // not a number
+		{"set", "proj-c", "--gpus", "a100=1;ls"}, // shell metacharacters are just bad input
+	} {
+		if out, err := quotactlErr(c, bad...); err == nil {
+			t.Errorf("quotactl %s accepted: %s", strings.Join(bad, " "), out)
+		}
+	}
+	// A refused change leaves the table as it was.
+	if after := quotactl(t, c, "export"); after != exported {
+		t.Errorf("refused changes altered the table:\nbefore:\n%s\nafter:\n%s", exported, after)
+	}
+}
