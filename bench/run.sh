@@ -8,7 +8,9 @@
 #      the excerpt in bench/testdata), with its CSVs and PNG plots in bench/results/<time>-replay/;
 #   4. learned price/performance on a synthetic workload (bench/profile-demo.sh);
 #   5. quotad's cycle at scale: 100k job rows, 2k pending jobs (bench/cmd/quotadcost);
-#   6. lend and reclaim latency of quotas, 5 rounds (bench/quota-latency.sh).
+#   6. lend and reclaim latency of quotas, 5 rounds (bench/quota-latency.sh);
+#   7. the elastic training simulation (bench/cmd/elasticsim: static min, knee and max vs
+#      elasticd's policy on the paper's throughput curve and three stated ones; no testbed).
 # 2-6 need root and a running testbed; gnuplot (Debian gnuplot-nox) draws the plots and is
 # installed when missing.
 # Usage: bench/run.sh            (make bench)
@@ -67,5 +69,8 @@ fi
 	else
 		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
 	fi
+	echo
+	echo "## elastic training simulation (go run ./bench/cmd/elasticsim)"
+	go run ./bench/cmd/elasticsim
 } 2>&1 | tee "$out"
 echo "results in $out"

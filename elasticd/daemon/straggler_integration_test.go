@@ -1,0 +1,174 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/registry"
+)
+
+// A job of exactly 3 workers (--elastic=3:3) on a linear curve: elasticd brings it to 3 at
+// once; the first worker job to start claims a marker and runs the trainer with --slow 0.5,
+// so it reports half its peers' samples/s. elasticd must replace it: a new worker joins first,
+// then the slow one gets TERM and leaves; the job is back at 3 healthy workers and holds.
+func TestSlowWorkerIsReplacedNewOneJoinsFirst(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "elasticd")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	work, err := os.MkdirTemp("", "elastic-slow-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	trainer, err := filepath.Abs("../examples/synthetic_trainer.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(work, "slow")
+	script := filepath.Join(work, "job.sh")
+	body := "#!/bin/bash\n#SBATCH --elastic=3:3:1\n#SBATCH --elastic-pools=a100\n" +
+		"slow=1\n" +
+		"if [ \"$ELASTIC_ROLE\" = worker ] && mkdir " + marker + " 2>/dev/null; then\n" +
+		"  echo \"$SLURM_JOB_ID\" > " + marker + "/id; slow=0.5\n" +
+		"fi\n" +
+		"exec python3 " + trainer + " --interval 0.5 --duration 600 --slow $slow --curve 1:100,2:200,3:300,4:400\n"
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := pools.Load(filepath.Join(c.Dir, "etc", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range c.Env() {
+		if strings.HasPrefix(kv, "SLURM_CONF=") || strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	d := New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
+		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
+		CommandSlurm{Runner: c.Runner(), Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
+
+	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := uint32(mustAtoi(t, mainID))
+	defer func() {
+		c.Cancel(mainID)
+		for range 20 {
+			_ = d.Cycle(context.Background())
+			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+
+	start := time.Now()
+	slowID := ""
+	var replaceReason, successor string
+	var sawFour bool
+	var last string
+	for ctx.Err() == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		if slowID == "" {
+			if data, err := os.ReadFile(filepath.Join(marker, "id")); err == nil {
+				slowID = strings.TrimSpace(string(data))
+				t.Logf("%5.1fs worker %s runs at half speed", time.Since(start).Seconds(), slowID)
+			}
+		}
+		st := jobStatus(d, main)
+		if st == nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		if line := fmt.Sprintf("size %d: %s %s %v", st.Size["a100"], st.Decision, st.Reason, st.Replacements); line != last {
+			last = line
+			t.Logf("%5.1fs %s", time.Since(start).Seconds(), line)
+		}
+		if st.Decision == "replace" && replaceReason == "" {
+			replaceReason = st.Reason
+		}
+		for _, r := range st.Replacements {
+			if id, old, ok := strings.Cut(r, " replaces "); ok && old == slowID {
+				successor = id
+			}
+		}
+		// Joins before it leaves: the successor runs beside the straggler.
+		sawFour = sawFour || st.Size["a100"] == 4
+		if successor != "" && st.Decision == "hold" && st.Size["a100"] == 3 && len(st.Stopping) == 0 &&
+			len(st.Replacements) == 0 && strings.Contains(st.Reason, "at max") && !workerQueued(ctx, t, c.Run, main, slowID) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("no replacement settled within the deadline: slow worker %q, successor %q, replace %q, status %+v",
+			slowID, successor, replaceReason, jobStatus(d, main))
+	}
+	t.Logf("replaced %s by %s after %s", slowID, successor, time.Since(start).Round(time.Second))
+	if !strings.Contains(replaceReason, "worker "+slowID+" does") || !strings.Contains(replaceReason, "joins before it leaves") {
+		t.Fatalf("replace reason %q does not name the slow worker %s", replaceReason, slowID)
+	}
+	if !sawFour {
+		t.Errorf("the successor never ran beside the straggler (size never 4)")
+	}
+
+	// The straggler heard the TERM and left; no other worker was stopped.
+	outs, _ := filepath.Glob(filepath.Join(work, fmt.Sprintf("elastic-worker-%s-*.out", mainID)))
+	var termed []string
+	for _, out := range outs {
+		data, _ := os.ReadFile(out)
+		if strings.Contains(string(data), "SIGTERM, leaving the rendezvous") {
+			termed = append(termed, out)
+		}
+	}
+	if len(termed) != 1 || !strings.Contains(termed[0], slowID) {
+		t.Fatalf("workers that heard TERM: %v; want only the slow worker %s (outputs %v)", termed, slowID, outs)
+	}
+	// Three worker jobs ran in all, nothing is flagged now, and the job runs at full speed
+	// (300 samples/s; 250 with the straggler).
+	st := jobStatus(d, main)
+	if len(st.Flags) != 0 {
+		t.Errorf("flags after the replacement: %v", st.Flags)
+	}
+	if n := len(st.Throughput); n == 0 || st.Throughput[n-1].SamplesPerSec < 290 {
+		t.Errorf("throughput after the replacement: %+v, want about 300 samples/s", st.Throughput)
+	}
+	if n := len(outs); n != 3 {
+		t.Errorf("%d worker jobs ran (%v), want 3: two at start, one successor", n, outs)
+	}
+}
+
+// workerQueued: the worker job is still in squeue (running, pending or completing).
+func workerQueued(ctx context.Context, t *testing.T, run func(context.Context, string, ...string) ([]byte, error), main uint32, id string) bool {
+	out, err := run(ctx, "squeue", "-h", "-n", WorkerName(main), "-o", "%i")
+	if err != nil {
+		t.Logf("squeue: %v", err)
+		return true
+	}
+	return slices.Contains(strings.Fields(string(out)), id)
+}
