@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Entry point of the slurmbridge testbed image: one image, one role per container.
 #
-#   slurmbridge-entrypoint mariadb | slurmdbd | slurmctld | slurmd   run that role in the foreground
+#   slurmbridge-entrypoint mariadb | slurmdbd | slurmctld | slurmd | quotad
+#                                                                     run that role in the foreground
 #   slurmbridge-entrypoint health ROLE                                exit 0 when the role is ready
 #   slurmbridge-entrypoint render-static                              (image build) render slurm.conf, gres.conf
 #   slurmbridge-entrypoint CMD...                                     run anything else (e.g. bash)
@@ -23,6 +24,13 @@ DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db/db-password
 DB_SOCKET=$RUN/mysqld/mysqld.sock
 CLUSTER=testbed
 PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
+# quotad runs as its own unprivileged user (uid fixed in the Dockerfile, so slurmdbd and
+# slurmctld resolve it too), a Slurm AdminLevel=Administrator as packaging/systemd/quotad.service
+# asks; metrics on loopback, checked by the health check from inside its container.
+QUOTAD_USER=slurmbridge
+QUOTAD_LISTEN=127.0.0.1:19817
+QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-2s}
+QUOTAD_PASSWORD_FILE=$TESTBED_DIR/secrets/quotad/db-password
 # Service names in docker-compose.yml.
 CTLD_HOST=slurmctld
 DBD_HOST=slurmdbd
@@ -162,6 +170,9 @@ CREATE DATABASE IF NOT EXISTS slurm_acct_db;
 CREATE USER IF NOT EXISTS 'slurm'@'%' IDENTIFIED BY '$pw';
 ALTER USER 'slurm'@'%' IDENTIFIED BY '$pw';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%';
+-- quotad's own schema (quota table, audit) lives beside slurmdbd's, as in testbed/testbed.sh.
+CREATE DATABASE IF NOT EXISTS slurmbridge;
+GRANT ALL ON slurmbridge.* TO 'slurm'@'%';
 EOF
 	touch "$RUN/mariadb.ready"
 	say "MariaDB ready"
@@ -181,6 +192,9 @@ ensure_accounts() {
 	done
 	sacctmgr -n -P show user root format=adminlevel | grep -qx Administrator ||
 		sacctmgr -i modify user root set adminlevel=Administrator >/dev/null
+	# quotad changes QOS and accounts (sacctmgr) and pending jobs' QOS (scontrol): Administrator.
+	sacctmgr -n -P show user "$QUOTAD_USER" format=adminlevel | grep -qx Administrator ||
+		sacctmgr -i add user "$QUOTAD_USER" account=root cluster="$CLUSTER" adminlevel=Administrator >/dev/null
 }
 
 role_slurmdbd() {
@@ -249,12 +263,35 @@ role_slurmd() {
 	supervise $!
 }
 
+quotad_up() { (exec 3<>"/dev/tcp/${QUOTAD_LISTEN%:*}/${QUOTAD_LISTEN##*:}") 2>/dev/null; }
+
+# quotad as in testbed/quotad.sh: import slurm-conf/testbed/quotas.yaml, then the daemon in the
+# foreground, both as $QUOTAD_USER. Its password file must be its own, mode 0600: a private copy
+# of the shared secret (the volume's file belongs to root).
+role_quotad() {
+	start_munged
+	wait_for "the database password" 60 test -s "$DB_PASSWORD_FILE" || die "no $DB_PASSWORD_FILE from the mariadb container"
+	install -d -m 0700 -o "$QUOTAD_USER" -g "$QUOTAD_USER" "$(dirname "$QUOTAD_PASSWORD_FILE")"
+	install -m 0600 -o "$QUOTAD_USER" -g "$QUOTAD_USER" "$DB_PASSWORD_FILE" "$QUOTAD_PASSWORD_FILE"
+	export SLURMBRIDGE_CLUSTER=$CLUSTER SLURMBRIDGE_DB_ADDR=$DB_HOST:3306 SLURMBRIDGE_DB_NAME=slurm_acct_db \
+		SLURMBRIDGE_DB_USER=slurm SLURMBRIDGE_DB_PASSWORD_FILE=$QUOTAD_PASSWORD_FILE SLURM_CONF
+	wait_for slurmctld 120 ctld_up || die "slurmctld does not answer"
+	touch "$LOG/quotad.log" && chown "$QUOTAD_USER:$QUOTAD_USER" "$LOG/quotad.log"
+	runuser -u "$QUOTAD_USER" -- quotactl import "$TEMPLATES/quotas.yaml" >>"$LOG/quotad.log" 2>&1 ||
+		{ tail -n 20 "$LOG/quotad.log" >&2; die "quotactl import failed"; }
+	say "imported $TEMPLATES/quotas.yaml; starting quotad (interval $QUOTAD_INTERVAL, metrics on $QUOTAD_LISTEN)"
+	runuser -u "$QUOTAD_USER" -- quotad --interval "$QUOTAD_INTERVAL" --listen "$QUOTAD_LISTEN" \
+		</dev/null >>"$LOG/quotad.log" 2>&1 &
+	supervise $!
+}
+
 health() {
 	local node state
 	case $1 in
 	mariadb) test -f "$RUN/mariadb.ready" && db_root -e 'SELECT 1' slurm_acct_db ;;
 	slurmdbd) test -f "$RUN/slurmdbd.ready" && sacctmgr -n show cluster ;;
 	slurmctld) ctld_up ;;
+	quotad) quotad_up ;;
 	slurmd)
 		node=${SLURMD_NODENAME:-$(hostname -s)}
 		state=$(sinfo -h -n "$node" -o %t)
@@ -272,6 +309,7 @@ mariadb) layout && role_mariadb ;;
 slurmdbd) layout && role_slurmdbd ;;
 slurmctld) layout && role_slurmctld ;;
 slurmd) layout && role_slurmd ;;
+quotad) layout && role_quotad ;;
 "") exec bash ;;
 *) exec "$@" ;;
 esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke scenario of the container testbed (issue 6), run from the host with `docker exec`
-# through compose: as non-root users inside the cluster a CPU job and a GPU job complete, and
-# with job_submit/pools loaded a GPU job without -p lands in a GPU pool. Exits non-zero at the
+# through compose: as non-root users inside the cluster a CPU job and a GPU job complete, with
+# job_submit/pools loaded a GPU job without -p lands in a GPU pool, and quotad lends idle a100s
+# to bob and reclaims them for alice by requeue. Exits non-zero at the
 # first failed check, with the job's record. Called by `testbed-docker.sh test`.
 set -euo pipefail
 
@@ -106,10 +107,96 @@ else
 	fail "slurmctld runs without JobSubmitPlugins=pools: the image was built without bin/job_submit_pools.so"
 fi
 
-# 5. quotad's borrow-and-reclaim round needs a quotad service in docker-compose.yml.
-if grep -qx quotad <<<"$(compose config --services)"; then
-	fail "a quotad service exists but this smoke test has no borrow-and-reclaim round for it yet"
-fi
-printf 'smoke: skip  quotad borrow-and-reclaim: no quotad service in the container testbed yet\n'
+# 5. quotad: one borrow-and-reclaim round on pool a100 (8 GPUs; proj-a and proj-b 4 each in
+# slurm-conf/testbed/quotas.yaml). bob fills it, 4 in quota and 4 borrowed; once the borrowers'
+# PreemptExemptTime has passed, alice's 4 in-quota jobs reclaim them: exactly those 4 are
+# PREEMPTED and requeued (PENDING again, not cancelled), bob's in-quota 4 keep running.
+ROUND_IDS=()
+cancel_round() { [ ${#ROUND_IDS[@]} -eq 0 ] || as root scancel "${ROUND_IDS[@]}" >/dev/null 2>&1 || true; }
+trap 'cancel_round; rm -rf "$TMPDIR_SMOKE"' EXIT
+
+# queue IDS...: "id|user|qos|state" per job.
+queue() { as root squeue -h -t all -j "$(IFS=,; echo "$*")" -o '%i|%u|%q|%T'; }
+# count_in ROWS IDS PATTERN: how many of IDS have a row matching "id|PATTERN".
+count_in() {
+	local rows=$1 ids=$2 pattern=$3 id n=0
+	for id in $ids; do grep -qE "^$id\|$pattern\$" <<<"$rows" && n=$((n + 1)); done
+	echo $n
+}
+# preempted IDS...: those of IDS with a PREEMPTED row in sacct (-D: every requeue's row).
+preempted() {
+	as root sacct -X -D -n -P -j "$(IFS=,; echo "$*")" -o JobID,State | awk -F'|' '$2 == "PREEMPTED" && !seen[$1]++ {print $1}'
+}
+# wait_until SECS WHAT CMD...: polls CMD every second; fails with WHAT after SECS.
+wait_until() {
+	local secs=$1 what=$2 deadline
+	shift 2
+	deadline=$((SECONDS + secs))
+	until "$@"; do
+		[ $SECONDS -lt $deadline ] || { [ -z "${ROUND_IDS[*]}" ] || queue "${ROUND_IDS[@]}" >&2 || true; fail "$what: not within ${secs}s"; }
+		sleep 1
+	done
+}
+submit_n() {
+	local user=$1 n=$2 i
+	for ((i = 0; i < n; i++)); do
+		submit "$user" --job-name=smoke-quota -p a100 --gres=gpu:a100:1 --output=/dev/null --wrap 'sleep 600'
+	done
+}
+
+grep -qx quotad <<<"$(compose config --services)" || fail "no quotad service in $COMPOSE_FILE"
+qsync() {
+	compose exec -T quotad slurmbridge-entrypoint health quotad >/dev/null 2>&1 &&
+		[ "$(as root sacctmgr -n -P show assoc where cluster=testbed account=proj-a,proj-b format=defaultqos | grep -c '^guar-proj-')" -ge 4 ]
+}
+t=$SECONDS
+wait_until 90 "quotad serving metrics and proj-a/proj-b associations on their guar-proj-* QOS" qsync
+quser=$(compose exec -T quotad ps -o user:20= -C quotad | sort -u | tr -d ' \r\n')
+[ "$quser" = slurmbridge ] || fail "quotad runs as '$quser', want the unprivileged user slurmbridge"
+pass "quotad up as user $quser, QOS synced (waited $((SECONDS - t))s)"
+
+t=$SECONDS
+read -r -a bob <<<"$(submit_n bob 8 | tr '\n' ' ')"
+[ ${#bob[@]} -eq 8 ] || fail "submitted ${#bob[@]} of bob's 8 jobs"
+ROUND_IDS=("${bob[@]}")
+bob_borrowing() {
+	rows=$(queue "${bob[@]}")
+	[ "$(count_in "$rows" "${bob[*]}" 'bob\|guar-proj-b\|RUNNING')" -eq 4 ] &&
+		[ "$(count_in "$rows" "${bob[*]}" 'bob\|borrow\|RUNNING')" -eq 4 ]
+}
+wait_until 30 "bob's 8 a100 jobs running, 4 in QOS guar-proj-b and 4 in QOS borrow" bob_borrowing
+borrowed_at=$SECONDS
+borrowers=() in_quota=()
+for id in "${bob[@]}"; do
+	if grep -q "^$id|bob|borrow|" <<<"$rows"; then borrowers+=("$id"); else in_quota+=("$id"); fi
+done
+pass "quotad lending: bob's 8 a100 jobs running $((borrowed_at - t))s after submission, 4 in quota (${in_quota[*]}), 4 borrowed in QOS borrow (${borrowers[*]})"
+
+# The borrow QOS's PreemptExemptTime (quotas.yaml: 20s) from the borrowers' start: until then
+# alice could not reclaim, so she submits after it.
+exempt=$(as root sacctmgr -n -P show qos borrow format=preemptexempttime)
+[ "$exempt" = 00:00:20 ] || fail "QOS borrow has PreemptExemptTime '$exempt', want 00:00:20 (quotas.yaml)"
+[ -z "$(preempted "${borrowers[@]}")" ] || fail "borrowers reclaimed before alice submitted: $(preempted "${borrowers[@]}" | tr '\n' ' ')"
+sleep $((borrowed_at + 21 - SECONDS > 0 ? borrowed_at + 21 - SECONDS : 0))
+t=$SECONDS
+read -r -a alice <<<"$(submit_n alice 4 | tr '\n' ' ')"
+[ ${#alice[@]} -eq 4 ] || fail "submitted ${#alice[@]} of alice's 4 jobs"
+ROUND_IDS+=("${alice[@]}")
+alice_running() { [ "$(count_in "$(queue "${alice[@]}")" "${alice[*]}" 'alice\|[^|]*\|RUNNING')" -eq 4 ]; }
+wait_until 30 "alice's 4 in-quota a100 jobs running" alice_running
+pass "quotad reclaim: alice's 4 a100 jobs (${alice[*]}) running $((SECONDS - t))s after submission (borrowers $((t - borrowed_at))s old, PreemptExemptTime 20s)"
+
+t=$SECONDS
+four_preempted() { [ "$(preempted "${borrowers[@]}" | wc -l)" -eq 4 ]; }
+wait_until 30 "sacct -D -X showing bob's 4 borrowed jobs PREEMPTED" four_preempted
+requeued() { [ "$(count_in "$(queue "${borrowers[@]}")" "${borrowers[*]}" 'bob\|[^|]*\|PENDING')" -eq 4 ]; }
+wait_until 30 "bob's 4 preempted jobs PENDING again (requeued, not cancelled)" requeued
+[ -z "$(preempted "${in_quota[@]}")" ] || fail "bob's in-quota jobs preempted: $(preempted "${in_quota[@]}" | tr '\n' ' ')"
+rows=$(queue "${in_quota[@]}")
+[ "$(count_in "$rows" "${in_quota[*]}" 'bob\|guar-proj-b\|RUNNING')" -eq 4 ] || fail "bob's in-quota jobs not all running in guar-proj-b: $rows"
+pass "requeue: bob's 4 borrowers PREEMPTED in sacct and PENDING again ($((SECONDS - t))s), his 4 in-quota jobs still RUNNING, never preempted"
+cancel_round
+ROUND_IDS=()
+pass "round's ${#bob[@]} + ${#alice[@]} jobs cancelled"
 
 printf '\nsmoke: %d checks passed in %ds; compose up to all nodes idle: %ss\n' "${#CHECKED[@]}" $((SECONDS - t0)) "${UP_SECONDS:-?}"
