@@ -66,7 +66,7 @@ func FuzzParseNodeGres(f *testing.F) {
 			return
 		}
 		for _, g := range entries {
-			if !validWord(g.Name) || (g.Type != "" && !validWord(g.Type)) || strings.ContainsAny(g.Name+g.Type, "(),:") {
+			if !ValidName(g.Name) || (g.Type != "" && !ValidName(g.Type)) || strings.ContainsAny(g.Name+g.Type, "(),:") {
 				t.Fatalf("%q gave the entry %+v", s, g)
 			}
 		}

@@ -155,7 +155,7 @@ func parseGresEntry(field, entry string, allowPrefix bool) (Gres, error) {
 		return Gres{}, syntaxError(field, entry, "empty entry")
 	}
 	name, rest, hasMore := strings.Cut(rest, ":")
-	if !validWord(name) {
+	if !ValidName(name) {
 		return Gres{}, syntaxError(field, entry, "GRES name %q is not a word of letters, digits, '_', '-' or '.'", name)
 	}
 	g := Gres{Name: name, Count: 1}
@@ -168,7 +168,7 @@ func parseGresEntry(field, entry string, allowPrefix bool) (Gres, error) {
 		if strings.Contains(last, ":") {
 			return Gres{}, syntaxError(field, entry, "more than NAME:TYPE:COUNT")
 		}
-		if !validWord(first) {
+		if !ValidName(first) {
 			return Gres{}, syntaxError(field, entry, "type %q is not a word of letters, digits, '_', '-' or '.'", first)
 		}
 		n, err := parseCount(last)
@@ -183,16 +183,18 @@ func parseGresEntry(field, entry string, allowPrefix bool) (Gres, error) {
 		g.Count = n
 		return g, nil
 	}
-	if !validWord(first) {
+	if !ValidName(first) {
 		return Gres{}, syntaxError(field, entry, "%q is neither a count nor a type", first)
 	}
 	g.Type = first
 	return g, nil
 }
 
-// validWord accepts GRES names and types such as "gpu", "a100", "tesla_v100" or the MIG
-// profile "1g.5gb": letters, digits, '_', '-' and '.', starting with a letter or digit.
-func validWord(s string) bool {
+// ValidName accepts GRES names and types such as "gpu", "a100", "tesla_v100" or the MIG
+// profile "1g.5gb": letters, digits, '_', '-' and '.', starting with a letter or digit. Pool,
+// partition and workload class names follow the same rule (bridge/pools), so none of them can
+// carry a comma, '=' or ':' into a Slurm list.
+func ValidName(s string) bool {
 	if s == "" || !isAlnum(s[0]) {
 		return false
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 )
 
 // Validate checks the config on its own (CheckCluster compares it with the cluster) and
@@ -220,26 +222,12 @@ func joinPolicies() string {
 	return strings.Join(names, ", ")
 }
 
-// validName accepts pool, partition and GPU type names: letters, digits, '_', '-', '.',
-// starting with a letter or digit. No commas: partitions are listed comma-separated.
-func validName(s string) bool {
-	if s == "" || !isAlnum(s[0]) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' && c != '.' {
-			return false
-		}
-	}
-	return true
-}
+// validName accepts pool, partition and GPU type names: gpureq's rule for GRES names (no
+// commas: partitions are listed comma-separated).
+func validName(s string) bool { return gpureq.ValidName(s) }
 
 // validClass accepts workload class names; same rule as names.
 func validClass(s string) bool { return validName(s) }
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
 
 // sortedKeys gives map keys in order, so problems come out the same on every run.
 func sortedKeys[V any](m map[string]V) []string {
