@@ -78,19 +78,7 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg, err := pools.Load(filepath.Join(c.Dir, "etc", "pools.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env []string
-	for _, kv := range c.Env() {
-		if strings.HasPrefix(kv, "SLURM_CONF=") || strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	d := New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
-		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
-		CommandSlurm{Runner: c.Runner(), Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
+	d := testbedDaemon(t, c)
 
 	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
 	if err != nil {
@@ -178,4 +166,23 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// testbedDaemon is an in-process elasticd on the testbed's elastic directory and pools, with
+// settings fast enough for a test (the testbed's own elasticd must be paused).
+func testbedDaemon(t *testing.T, c *testbed.Cluster) *Daemon {
+	t.Helper()
+	cfg, err := pools.Load(filepath.Join(c.Dir, "etc", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range c.Env() {
+		if strings.HasPrefix(kv, "SLURM_CONF=") || strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	return New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
+		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
+		CommandSlurm{Runner: c.Runner(), Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
 }

@@ -12,13 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
-	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
-	"github.com/slurmbridge/slurmbridge/elasticd/policy"
-	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
 // A job of exactly 3 workers (--elastic=3:3) on a linear curve: elasticd brings it to 3 at
@@ -55,19 +49,7 @@ func TestSlowWorkerIsReplacedNewOneJoinsFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg, err := pools.Load(filepath.Join(c.Dir, "etc", "pools.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env []string
-	for _, kv := range c.Env() {
-		if strings.HasPrefix(kv, "SLURM_CONF=") || strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	d := New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
-		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
-		CommandSlurm{Runner: c.Runner(), Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
+	d := testbedDaemon(t, c)
 
 	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
 	if err != nil {
