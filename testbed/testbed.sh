@@ -28,8 +28,9 @@ CLUSTER=testbed
 NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
 GPU_NODES=(a100-1 a100-2 v100-1 v100-2 a100-spot-1)
 PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
-# python3 runs the elastic examples' synthetic trainer.
-PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev python3)
+# python3 runs the elastic examples' synthetic trainer; python3-torch (Debian's CPU build) their
+# real torchrun job, train.py, whose workers meet in torchrun's c10d rendezvous.
+PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev python3 python3-torch)
 
 RUN=$TESTBED_DIR/run
 LOG=$TESTBED_DIR/log

@@ -1,0 +1,143 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/elasticd/transition"
+)
+
+// A real PyTorch job (examples/train.py: DDP over gloo on the testbed's CPUs) whose workers
+// meet in torchrun's c10d rendezvous, set up exactly as examples/torchrun.sbatch does. elasticd
+// grows it from its own samples/s and, once a step stops paying on these two cores, shrinks it
+// with a TERM. Every membership change must re-form the world through the rendezvous and
+// training must go on from the checkpoint: a world of 2 or more forms, a smaller one forms
+// after the shrink, and the main job keeps running throughout. The idle time of each change
+// is logged (bench/cmd/elastictransition measures it over rounds).
+func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "elasticd")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	work, err := os.MkdirTemp("", "elastic-torch-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(work, "job.sh")
+	if err := os.WriteFile(script, []byte(TorchrunScript(t, work, "1:3:1", "a100")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := testbedDaemon(t, c)
+	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := uint32(mustAtoi(t, mainID))
+	defer func() {
+		c.Cancel(mainID)
+		for range 20 {
+			_ = d.Cycle(context.Background())
+			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+
+	start := time.Now()
+	var lastDecision string
+	var shrunkAt time.Time
+	var trs []transition.Transition
+	for ctx.Err() == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		if st := jobStatus(d, main); st != nil && st.Decision+st.Reason != lastDecision {
+			lastDecision = st.Decision + st.Reason
+			t.Logf("%5.1fs size %d: %s %s", time.Since(start).Seconds(), st.Size["a100"], st.Decision, st.Reason)
+			if st.Decision == "shrink" && shrunkAt.IsZero() {
+				shrunkAt = time.Now()
+			}
+		}
+		records, err := transition.ReadDir(work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = transition.Transitions(records)
+		if !shrunkAt.IsZero() && len(trs) > 0 {
+			last := trs[len(trs)-1]
+			// Done once the world that formed after the shrink has trained for a while.
+			if last.Kind() == "shrink" && last.To.LastStep-last.To.FirstStep > 3 {
+				break
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	var grew, shrank bool
+	for _, tr := range trs {
+		t.Logf("%s (jobs %v -> %v)", tr, tr.From.Jobs, tr.To.Jobs)
+		grew = grew || tr.Kind() == "grow" && tr.To.Size >= 2
+		shrank = shrank || tr.Kind() == "shrink"
+	}
+	if !grew || !shrank {
+		t.Fatalf("after %s: want a grow to 2+ workers and a shrink through the rendezvous, got %v (last decision %q)",
+			time.Since(start).Round(time.Second), trs, lastDecision)
+	}
+	// The main job was never signalled: it is still running, and it took part in every world.
+	out, err := c.Run(ctx, "squeue", "-h", "-j", mainID, "-o", "%T")
+	if err != nil || strings.TrimSpace(string(out)) != "RUNNING" {
+		t.Fatalf("main job %s: %q, %v; want RUNNING", mainID, out, err)
+	}
+	for _, tr := range trs {
+		if !slices.Contains(tr.To.Jobs, mainID) {
+			t.Fatalf("world %v formed without the main job %s", tr.To.Jobs, mainID)
+		}
+	}
+	// Training resumed from the checkpoint rather than from the start.
+	data, _ := os.ReadFile(filepath.Join(work, "main-"+mainID+".out"))
+	if !strings.Contains(string(data), "resuming at") || strings.Count(string(data), "resuming at 0 samples") > 1 {
+		t.Fatalf("main job output does not show resumption from the checkpoint:\n%s", data)
+	}
+}
+
+// TorchrunScript is examples/torchrun.sbatch for the testbed: one CPU process per worker, the
+// trainer's traces and checkpoint in work, run until cancelled.
+func TorchrunScript(t testing.TB, work, elastic, pool string) string {
+	t.Helper()
+	sbatch, err := os.ReadFile("../examples/torchrun.sbatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := filepath.Abs("../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\n#SBATCH --elastic=" + elastic + "\n#SBATCH --elastic-pools=" + pool + "\n")
+	for _, line := range strings.Split(string(sbatch), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue // the example's own #SBATCH lines and comments
+		}
+		line = strings.ReplaceAll(line, "$SLURM_SUBMIT_DIR/elasticd/examples", examples)
+		line = strings.Replace(line, "train.py\"", "train.py\" --total-samples 1000000000 --report-interval 0.5 --trace-dir "+
+			work+" --checkpoint "+filepath.Join(work, "ckpt"), 1)
+		b.WriteString(line + "\n")
+	}
+	if !strings.Contains(b.String(), "--trace-dir") {
+		t.Fatal("examples/torchrun.sbatch no longer starts train.py the way this test expects")
+	}
+	return b.String()
+}
