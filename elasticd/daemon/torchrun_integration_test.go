@@ -36,8 +36,16 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 	if err := os.Chmod(work, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	examples, err := filepath.Abs("../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := transition.Script(examples, work, "1:3:1", "a100", transition.KeepAlive)
+	if err != nil {
+		t.Fatal(err)
+	}
 	script := filepath.Join(work, "job.sh")
-	if err := os.WriteFile(script, []byte(TorchrunScript(t, work, "1:3:1", "a100")), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d := testbedDaemon(t, c)
@@ -111,33 +119,4 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 	if !strings.Contains(string(data), "resuming at") || strings.Count(string(data), "resuming at 0 samples") > 1 {
 		t.Fatalf("main job output does not show resumption from the checkpoint:\n%s", data)
 	}
-}
-
-// TorchrunScript is examples/torchrun.sbatch for the testbed: one CPU process per worker, the
-// trainer's traces and checkpoint in work, run until cancelled.
-func TorchrunScript(t testing.TB, work, elastic, pool string) string {
-	t.Helper()
-	sbatch, err := os.ReadFile("../examples/torchrun.sbatch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	examples, err := filepath.Abs("../examples")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	b.WriteString("#!/bin/bash\n#SBATCH --elastic=" + elastic + "\n#SBATCH --elastic-pools=" + pool + "\n")
-	for _, line := range strings.Split(string(sbatch), "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue // the example's own #SBATCH lines and comments
-		}
-		line = strings.ReplaceAll(line, "$SLURM_SUBMIT_DIR/elasticd/examples", examples)
-		line = strings.Replace(line, "train.py\"", "train.py\" --total-samples 1000000000 --report-interval 0.5 --trace-dir "+
-			work+" --checkpoint "+filepath.Join(work, "ckpt"), 1)
-		b.WriteString(line + "\n")
-	}
-	if !strings.Contains(b.String(), "--trace-dir") {
-		t.Fatal("examples/torchrun.sbatch no longer starts train.py the way this test expects")
-	}
-	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -88,5 +89,30 @@ func TestReadDirSkipsHalfWrittenRecords(t *testing.T) {
 	}
 	if w := Worlds(got); len(w) != 1 || len(w[0].Jobs) != 1 || w[0].Jobs[0] != "1" {
 		t.Fatalf("worlds %+v, want one of job 1", w)
+	}
+}
+
+func TestScriptFromTheShippedExample(t *testing.T) {
+	examples, err := filepath.Abs("../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []Launcher{KeepAlive, PlainTorchrun} {
+		s, err := Script(examples, "/tmp/tr", "1:3:1", "a100", l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"#SBATCH --elastic=1:3:1\n", "#SBATCH --elastic-pools=a100\n", "--rdzv_backend=c10d",
+			examples + `/train.py" --total-samples`, "--trace-dir /tmp/tr --checkpoint /tmp/tr/ckpt"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s: script lacks %q:\n%s", l, want, s)
+			}
+		}
+		if strings.Contains(s, "--elastic=2:8:4") || strings.Contains(s, "$SLURM_SUBMIT_DIR") {
+			t.Errorf("%s: the example's own declaration or paths left in:\n%s", l, s)
+		}
+		if got := strings.Contains(s, "exec torchrun "); got != (l == PlainTorchrun) {
+			t.Errorf("%s: plain torchrun launcher = %v:\n%s", l, got, s)
+		}
 	}
 }
