@@ -10,8 +10,9 @@
 #   5. quotad's cycle at scale: 100k job rows, 2k pending jobs (bench/cmd/quotadcost);
 #   6. lend and reclaim latency of quotas, 5 rounds (bench/quota-latency.sh);
 #   7. the elastic training simulation (bench/cmd/elasticsim: static min, knee and max vs
-#      elasticd's policy on the paper's throughput curve and three stated ones; no testbed).
-# 2-6 need root and a running testbed; gnuplot (Debian gnuplot-nox) draws the plots and is
+#      elasticd's policy on the paper's throughput curve and three stated ones; no testbed);
+#   8. elastic transition idle time of a real torchrun job (bench/cmd/elastictransition).
+# 2-6 and 8 need root and a running testbed; gnuplot (Debian gnuplot-nox) draws the plots and is
 # installed when missing.
 # Usage: bench/run.sh            (make bench)
 set -euo pipefail
@@ -72,5 +73,12 @@ fi
 	echo
 	echo "## elastic training simulation (go run ./bench/cmd/elasticsim)"
 	go run ./bench/cmd/elasticsim
+	echo
+	echo "## elastic transition idle time (go run ./bench/cmd/elastictransition -rounds 2)"
+	if testbed_ok; then
+		go run ./bench/cmd/elastictransition -rounds 2
+	else
+		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
+	fi
 } 2>&1 | tee "$out"
 echo "results in $out"
