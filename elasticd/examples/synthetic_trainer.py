@@ -8,6 +8,10 @@ report format elasticd reads. The world size k is the number of workers in $ELAS
 which elasticd rewrites as workers come and go (the file Horovod's host discovery reads).
 
     synthetic_trainer.py --curve 1:100,2:190,3:200 --slow 0.5   # this worker at half speed
+    synthetic_trainer.py --pool-speed a100:1,v100:0.6            # v100 workers at 0.6 x a100
+
+--pool-speed scales a worker's share by the pool its job runs in ($SLURM_JOB_PARTITION), as
+GPUs of different types would (a pool not listed: 1).
 
 On SIGTERM (elasticd shrinking the job) it says so and leaves at once, as a real worker
 leaves the rendezvous.
@@ -51,8 +55,12 @@ def main():
     ap.add_argument("--interval", type=float, default=float(os.environ.get("SYNTH_INTERVAL", "1")))
     ap.add_argument("--duration", type=float, default=float(os.environ.get("SYNTH_DURATION", "3600")))
     ap.add_argument("--slow", type=float, default=1.0, help="factor on this worker's rate (a straggler)")
+    ap.add_argument("--pool-speed", default="", help="POOL:FACTOR,... factor on the rate by the job's pool")
     args = ap.parse_args()
     points = parse_curve(args.curve)
+    speeds = {p: float(f) for p, f in (x.split(":") for x in args.pool_speed.split(",") if x)}
+    pool = os.environ.get("SLURM_JOB_PARTITION", "")
+    speed = args.slow * speeds.get(pool, 1.0)
     worker = os.environ["SLURM_JOB_ID"]
     report = os.path.join(os.environ["ELASTIC_REPORT_DIR"], worker + ".jsonl")
     hosts = os.environ.get("ELASTIC_HOSTS_FILE", "")
@@ -63,12 +71,13 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     print(f"worker {worker} ({os.environ.get('ELASTIC_ROLE')}) of job {os.environ.get('ELASTIC_JOB_ID')}, "
-          f"rendezvous {os.environ.get('ELASTIC_RDZV_ENDPOINT')}, nnodes {os.environ.get('ELASTIC_NNODES')}", flush=True)
+          f"rendezvous {os.environ.get('ELASTIC_RDZV_ENDPOINT')}, nnodes {os.environ.get('ELASTIC_NNODES')}, "
+          f"pool {pool or '?'} at speed {speed}", flush=True)
     end = time.time() + args.duration
     while time.time() < end:
         time.sleep(args.interval)
         k = world_size(hosts)
-        rate = total_rate(points, k) / k * args.slow
+        rate = total_rate(points, k) / k * speed
         line = json.dumps({"time": time.time(), "worker": worker, "samples_per_sec": round(rate, 3), "world_size": k})
         with open(report, "a") as f:
             f.write(line + "\n")

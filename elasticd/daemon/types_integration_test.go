@@ -1,0 +1,105 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// An elastic job allowed a100 and v100 grows across GPU types: with the a100 pool full
+// (filled by root jobs once the main job runs), elasticd probes a v100 worker, places it in
+// the v100 pool, and accounts each type's throughput separately: the synthetic trainer's v100
+// workers run at 0.6 x an a100 worker, so the mixed size measures 100 + 60 samples/s, not 200.
+func TestElasticJobGrowsAcrossGPUTypes(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "elasticd")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	work, err := os.MkdirTemp("", "elastic-types-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	trainer, err := filepath.Abs("../examples/synthetic_trainer.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(work, "job.sh")
+	body := "#!/bin/bash\n#SBATCH --elastic=1:3:1\n#SBATCH --elastic-pools=a100,v100\n" +
+		"exec python3 " + trainer + " --interval 0.5 --duration 600 --curve 1:100,2:200,3:300 --pool-speed a100:1,v100:0.6\n"
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := testbedDaemon(t, c)
+	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := uint32(mustAtoi(t, mainID))
+	fillers := []string{mainID}
+	defer func() {
+		c.Cancel(fillers...)
+		for range 20 {
+			_ = d.Cycle(context.Background())
+			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	if _, err := c.WaitState(ctx, mainID, "RUNNING"); err != nil {
+		t.Fatal(err)
+	}
+	// The other 7 a100 GPUs (2 nodes x 4).
+	for range 7 {
+		id, err := c.Submit(ctx, "root", "--job-name=elastic-types-fill", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 600")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillers = append(fillers, id)
+	}
+	for _, id := range fillers[1:] {
+		if _, err := c.WaitState(ctx, id, "RUNNING"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var mixed *Point
+	var st *JobStatus
+	for ctx.Err() == nil && mixed == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		if st = jobStatus(d, main); st != nil {
+			for i, p := range st.Throughput {
+				if p.Size["a100"] == 1 && p.Size["v100"] == 1 {
+					mixed = &st.Throughput[i]
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	if mixed == nil {
+		t.Fatalf("no measurement at a100=1,v100=1 before the deadline; status %+v", st)
+	}
+	t.Logf("at a100=1,v100=1: %.0f samples/s; decision %s: %s", mixed.SamplesPerSec, st.Decision, st.Reason)
+	if math.Abs(mixed.SamplesPerSec-160) > 16 {
+		t.Errorf("mixed size measured %.0f samples/s, want ~160 (a100 100 + v100 60)", mixed.SamplesPerSec)
+	}
+	out, err := c.Run(ctx, "squeue", "-h", "-n", WorkerName(main), "-o", "%P %T")
+	if err != nil || !strings.Contains(string(out), "v100 RUNNING") {
+		t.Fatalf("worker jobs %q, %v: want one running in the v100 pool", out, err)
+	}
+}
