@@ -54,53 +54,17 @@ func TestInvalidElasticDeclarationIsRejectedAtSubmit(t *testing.T) {
 // shrink back to 2 with a TERM the worker hears, and hold there; a plain job beside it is left
 // alone.
 func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
-	c := testbed.Require(t)
-	c.PauseDaemon(t, "elasticd")
+	r := newElasticRun(t)
+	c, d, work := r.c, r.d, r.work
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-
-	work, err := os.MkdirTemp("", "elastic-it-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(work)
-	if err := os.Chmod(work, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	trainer, err := filepath.Abs("../examples/synthetic_trainer.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(work, "job.sh")
-	body := "#!/bin/bash\n#SBATCH --elastic=1:4:1\n#SBATCH --elastic-pools=a100\n" +
-		"exec python3 " + trainer + " --interval 0.5 --duration 600 --curve 1:100,2:190,3:200,4:205\n"
-	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	d := testbedDaemon(t, c)
-
-	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mainID, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=1:4:1\n#SBATCH --elastic-pools=a100\n"+
+		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --curve 1:100,2:190,3:200,4:205\n")
 	plainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id64, _ := strconv.ParseUint(mainID, 10, 32)
-	main := uint32(id64)
-	defer func() {
-		c.Cancel(mainID, plainID)
-		// Cycles after the main job ends cancel the workers and remove its directory.
-		for range 20 {
-			_ = d.Cycle(context.Background())
-			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(time.Second)
-		}
-	}()
+	defer c.Cancel(plainID)
 
 	start := time.Now()
 	var sizes []int
@@ -185,4 +149,64 @@ func testbedDaemon(t *testing.T, c *testbed.Cluster) *Daemon {
 	return New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
 		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
 		CommandSlurm{Runner: c.Runner(), Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
+}
+
+// elasticRun is one elastic job on the testbed driven by an in-process elasticd (the testbed's
+// own is paused meanwhile); the job's script, outputs and traces live in work, which the job's
+// user can write.
+type elasticRun struct {
+	c    *testbed.Cluster
+	d    *Daemon
+	work string
+}
+
+func newElasticRun(t *testing.T) *elasticRun {
+	t.Helper()
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "elasticd")
+	work, err := os.MkdirTemp("", "elastic-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return &elasticRun{c: c, d: testbedDaemon(t, c), work: work}
+}
+
+// example is the absolute path of a file in elasticd/examples.
+func example(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("../examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// submitMain submits body as alice's main job on one a100 GPU. When the test ends the job is
+// cancelled and cycles run until elasticd has ended its workers and removed its directory.
+func (r *elasticRun) submitMain(ctx context.Context, t *testing.T, body string) (string, uint32) {
+	t.Helper()
+	script := filepath.Join(r.work, "job.sh")
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := r.c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(r.work, "main-%j.out"), script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := uint32(mustAtoi(t, id))
+	t.Cleanup(func() {
+		r.c.Cancel(id)
+		for range 20 {
+			_ = r.d.Cycle(context.Background())
+			if _, err := os.Stat(r.d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	})
+	return id, main
 }

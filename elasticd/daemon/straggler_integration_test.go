@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // A job of exactly 3 workers (--elastic=3:3) on a linear curve: elasticd brings it to 3 at
@@ -20,52 +18,17 @@ import (
 // so it reports half its peers' samples/s. elasticd must replace it: a new worker joins first,
 // then the slow one gets TERM and leaves; the job is back at 3 healthy workers and holds.
 func TestSlowWorkerIsReplacedNewOneJoinsFirst(t *testing.T) {
-	c := testbed.Require(t)
-	c.PauseDaemon(t, "elasticd")
+	r := newElasticRun(t)
+	c, d, work := r.c, r.d, r.work
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-
-	work, err := os.MkdirTemp("", "elastic-slow-it-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(work)
-	if err := os.Chmod(work, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	trainer, err := filepath.Abs("../examples/synthetic_trainer.py")
-	if err != nil {
-		t.Fatal(err)
-	}
 	marker := filepath.Join(work, "slow")
-	script := filepath.Join(work, "job.sh")
-	body := "#!/bin/bash\n#SBATCH --elastic=3:3:1\n#SBATCH --elastic-pools=a100\n" +
-		"slow=1\n" +
-		"if [ \"$ELASTIC_ROLE\" = worker ] && mkdir " + marker + " 2>/dev/null; then\n" +
-		"  echo \"$SLURM_JOB_ID\" > " + marker + "/id; slow=0.5\n" +
-		"fi\n" +
-		"exec python3 " + trainer + " --interval 0.5 --duration 600 --slow $slow --curve 1:100,2:200,3:300,4:400\n"
-	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	d := testbedDaemon(t, c)
-
-	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	main := uint32(mustAtoi(t, mainID))
-	defer func() {
-		c.Cancel(mainID)
-		for range 20 {
-			_ = d.Cycle(context.Background())
-			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(time.Second)
-		}
-	}()
+	mainID, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=3:3:1\n#SBATCH --elastic-pools=a100\n"+
+		"slow=1\n"+
+		"if [ \"$ELASTIC_ROLE\" = worker ] && mkdir "+marker+" 2>/dev/null; then\n"+
+		"  echo \"$SLURM_JOB_ID\" > "+marker+"/id; slow=0.5\n"+
+		"fi\n"+
+		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --slow $slow --curve 1:100,2:200,3:300,4:400\n")
 
 	start := time.Now()
 	slowID := ""

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
 )
 
@@ -23,47 +22,15 @@ import (
 // after the shrink, and the main job keeps running throughout. The idle time of each change
 // is logged (bench/cmd/elastictransition measures it over rounds).
 func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
-	c := testbed.Require(t)
-	c.PauseDaemon(t, "elasticd")
+	r := newElasticRun(t)
+	c, d, work := r.c, r.d, r.work
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-
-	work, err := os.MkdirTemp("", "elastic-torch-it-")
+	body, err := transition.Script(filepath.Dir(example(t, "train.py")), work, "1:3:1", "a100", transition.KeepAlive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(work)
-	if err := os.Chmod(work, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	examples, err := filepath.Abs("../examples")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := transition.Script(examples, work, "1:3:1", "a100", transition.KeepAlive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(work, "job.sh")
-	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := testbedDaemon(t, c)
-	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	main := uint32(mustAtoi(t, mainID))
-	defer func() {
-		c.Cancel(mainID)
-		for range 20 {
-			_ = d.Cycle(context.Background())
-			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(time.Second)
-		}
-	}()
+	mainID, main := r.submitMain(ctx, t, body)
 
 	start := time.Now()
 	var lastDecision string

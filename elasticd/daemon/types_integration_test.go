@@ -5,13 +5,9 @@ package daemon
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // An elastic job allowed a100 and v100 grows across GPU types: with the a100 pool full
@@ -19,46 +15,14 @@ import (
 // the v100 pool, and accounts each type's throughput separately: the synthetic trainer's v100
 // workers run at 0.6 x an a100 worker, so the mixed size measures 100 + 60 samples/s, not 200.
 func TestElasticJobGrowsAcrossGPUTypes(t *testing.T) {
-	c := testbed.Require(t)
-	c.PauseDaemon(t, "elasticd")
+	r := newElasticRun(t)
+	c, d := r.c, r.d
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-
-	work, err := os.MkdirTemp("", "elastic-types-it-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(work)
-	if err := os.Chmod(work, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	trainer, err := filepath.Abs("../examples/synthetic_trainer.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(work, "job.sh")
-	body := "#!/bin/bash\n#SBATCH --elastic=1:3:1\n#SBATCH --elastic-pools=a100,v100\n" +
-		"exec python3 " + trainer + " --interval 0.5 --duration 600 --curve 1:100,2:200,3:300 --pool-speed a100:1,v100:0.6\n"
-	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := testbedDaemon(t, c)
-	mainID, err := c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(work, "main-%j.out"), script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	main := uint32(mustAtoi(t, mainID))
-	fillers := []string{mainID}
-	defer func() {
-		c.Cancel(fillers...)
-		for range 20 {
-			_ = d.Cycle(context.Background())
-			if _, err := os.Stat(d.cfg.Dir.JobDir(main)); os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(time.Second)
-		}
-	}()
+	mainID, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=1:3:1\n#SBATCH --elastic-pools=a100,v100\n"+
+		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --curve 1:100,2:200,3:300 --pool-speed a100:1,v100:0.6\n")
+	var fillers []string
+	defer func() { c.Cancel(fillers...) }()
 	if _, err := c.WaitState(ctx, mainID, "RUNNING"); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +34,7 @@ func TestElasticJobGrowsAcrossGPUTypes(t *testing.T) {
 		}
 		fillers = append(fillers, id)
 	}
-	for _, id := range fillers[1:] {
+	for _, id := range fillers {
 		if _, err := c.WaitState(ctx, id, "RUNNING"); err != nil {
 			t.Fatal(err)
 		}
