@@ -17,7 +17,8 @@ QUOTAD_METRICS_PORT=${QUOTAD_METRICS_PORT:-19817}
 QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-5s}
 PIDFILE=$TESTBED_DIR/run/quotad.pid
 LOGFILE=$TESTBED_DIR/log/quotad.log
-BIN=$REPO_ROOT/bin
+# SLURMBRIDGE_BINDIR: where quotad and quotactl are (an installed copy: /usr/bin).
+BIN=${SLURMBRIDGE_BINDIR:-$REPO_ROOT/bin}
 
 say() { printf 'quotad.sh: %s\n' "$*"; }
 die() { printf 'quotad.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -46,7 +47,7 @@ cmd_start() {
 		say "already running (pid $pid)"
 		return 0
 	fi
-	[ -x "$BIN/quotad" ] && [ -x "$BIN/quotactl" ] || die "bin/quotad or bin/quotactl missing: run make build"
+	[ -x "$BIN/quotad" ] && [ -x "$BIN/quotactl" ] || die "$BIN/quotad or $BIN/quotactl missing: run make build"
 	load_env
 	"$BIN/quotactl" import "$REPO_ROOT/slurm-conf/testbed/quotas.yaml" >/dev/null
 	mkdir -p "$(dirname "$LOGFILE")" "$(dirname "$PIDFILE")"

@@ -10,6 +10,10 @@
 #   testbed.sh status   say what is up
 #   testbed.sh clean    down, then remove $TESTBED_DIR
 #
+# TESTBED_FROM=installed runs it from an installed slurmbridge (the Debian packages, make install)
+# instead of this tree: the plugins Slurm's PluginDir holds, the daemons of SLURMBRIDGE_BINDIR
+# (default /usr/bin). packaging/test-installed.sh uses it to test the packages.
+#
 # It never writes /etc/slurm. Source $TESTBED_DIR/env to point sinfo, sbatch, sacct and sacctmgr
 # at the testbed.
 set -euo pipefail
@@ -20,9 +24,18 @@ TESTBED_DB_PORT=${TESTBED_DB_PORT:-13306}
 TESTBED_CTLD_PORT=${TESTBED_CTLD_PORT:-16817}
 TESTBED_DBD_PORT=${TESTBED_DBD_PORT:-16819}
 TESTBED_SLURMD_PORT_BASE=${TESTBED_SLURMD_PORT_BASE:-17001}
+# Elastic jobs' rendezvous ports (SPANK rdzv_port_base): a second testbed on this host needs its own.
+TESTBED_RDZV_PORT_BASE=${TESTBED_RDZV_PORT_BASE:-29400}
 TESTBED_IDLE_TIMEOUT=${TESTBED_IDLE_TIMEOUT:-60}
 # Extra directories searched for plugins before Slurm's own (the job_submit plugin goes here).
 TESTBED_PLUGIN_DIR=${TESTBED_PLUGIN_DIR:-$TESTBED_DIR/plugins}
+TESTBED_FROM=${TESTBED_FROM:-tree}
+case $TESTBED_FROM in
+tree) SLURMBRIDGE_BINDIR=${SLURMBRIDGE_BINDIR:-$REPO_ROOT/bin} ;;
+installed) SLURMBRIDGE_BINDIR=${SLURMBRIDGE_BINDIR:-/usr/bin} ;;
+*) echo "testbed: error: TESTBED_FROM=$TESTBED_FROM: want tree or installed" >&2; exit 2 ;;
+esac
+export SLURMBRIDGE_BINDIR
 
 CLUSTER=testbed
 NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
@@ -191,6 +204,17 @@ comm_params() {
 # rename (slurmctld may have the old .so mapped), and says whether the plugin changed.
 install_plugin() {
 	local built=$REPO_ROOT/bin/job_submit_pools.so dest=$TESTBED_PLUGIN_DIR/job_submit_pools.so
+	if [ "$TESTBED_FROM" = installed ]; then
+		installed_plugin job_submit_pools.so || {
+			JOB_SUBMIT_LINE="#JobSubmitPlugins=pools ($SLURM_PLUGIN_DIR/job_submit_pools.so is not installed)"
+			say "TESTBED_FROM=installed: no $SLURM_PLUGIN_DIR/job_submit_pools.so: jobs are not routed into pools"
+			return 0
+		}
+		JOB_SUBMIT_LINE=JobSubmitPlugins=pools
+		install -m 0644 "$REPO_ROOT/slurm-conf/testbed/pools.yaml" "$ETC/.pools.yaml.new"
+		mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
+		return 0
+	fi
 	JOB_SUBMIT_LINE="#JobSubmitPlugins=pools (bin/job_submit_pools.so was not built)"
 	[ -f "$built" ] || { say "no $built (run make plugin): jobs are not routed into pools"; return 0; }
 	JOB_SUBMIT_LINE=JobSubmitPlugins=pools
@@ -203,29 +227,47 @@ install_plugin() {
 	fi
 }
 
+# installed_plugin NAME: with TESTBED_FROM=installed, Slurm's PluginDir must hold NAME and the
+# testbed's own plugin directory, searched first, must not: a copy from this tree would shadow it.
+# A removed copy restarts slurmctld, like a changed plugin.
+installed_plugin() {
+	if [ -e "$TESTBED_PLUGIN_DIR/$1" ]; then
+		rm -f "$TESTBED_PLUGIN_DIR/$1"
+		PLUGIN_CHANGED=1
+	fi
+	[ -f "$SLURM_PLUGIN_DIR/$1" ]
+}
+
 # install_spank puts the elastic SPANK plugin in place, by rename, and writes plugstack.conf:
 # empty (no SPANK plugins) when the plugin is not built.
 install_spank() {
 	local built=$REPO_ROOT/bin/spank_elastic.so dest=$TESTBED_PLUGIN_DIR/spank_elastic.so
 	install -d -m 0755 "$TESTBED_DIR/elastic"
+	if [ "$TESTBED_FROM" = installed ]; then
+		built=$SLURM_PLUGIN_DIR/spank_elastic.so dest=$SLURM_PLUGIN_DIR/spank_elastic.so
+		installed_plugin spank_elastic.so || built=/nonexistent
+	fi
 	if [ ! -f "$built" ]; then
 		: >"$ETC/plugstack.conf"
 		return 0
 	fi
-	if ! cmp -s "$built" "$dest"; then
+	if [ "$built" != "$dest" ] && ! cmp -s "$built" "$dest"; then
 		install -m 0755 "$built" "$dest.new"
 		mv -f "$dest.new" "$dest"
 	fi
-	echo "required $dest dir=$TESTBED_DIR/elastic pools=a100,a100-spot,v100 max_workers=16 rdzv_port_base=29400" >"$ETC/plugstack.conf.new"
+	# The container testbed renders the same template (docker/slurm-testbed/entrypoint.sh).
+	sed -e "s|@SPANK_ELASTIC_SO@|$dest|g" -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
+		-e "s|@RDZV_PORT_BASE@|$TESTBED_RDZV_PORT_BASE|g" \
+		"$REPO_ROOT/slurm-conf/testbed/plugstack.conf.in" >"$ETC/plugstack.conf.new"
 	mv -f "$ETC/plugstack.conf.new" "$ETC/plugstack.conf"
 }
 
 write_configs() {
 	COMM_PARAMS=$(comm_params)
-	install_plugin
-	install_spank
 	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
+	install_plugin
+	install_spank
 	local before
 	before=$({ cat "$ETC/slurm.conf" "$ETC/gres.conf" 2>/dev/null || true; } | md5sum)
 	render "$REPO_ROOT/slurm-conf/testbed/slurm.conf.in" "$ETC/slurm.conf"
@@ -244,7 +286,7 @@ export SLURMBRIDGE_DB_ADDR=127.0.0.1:$TESTBED_DB_PORT
 export SLURMBRIDGE_DB_NAME=slurm_acct_db
 export SLURMBRIDGE_DB_USER=slurm
 export SLURMBRIDGE_DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db-password
-export SLURMBRIDGE_PLUGIN_DIR=$TESTBED_PLUGIN_DIR
+export SLURMBRIDGE_PLUGIN_DIR=$([ "$TESTBED_FROM" = installed ] && echo "$SLURM_PLUGIN_DIR" || echo "$TESTBED_PLUGIN_DIR")
 EOF
 	chmod 0644 "$TESTBED_DIR/env"
 }
@@ -376,10 +418,10 @@ read -r -a SLURMBRIDGE_DAEMONS <<<"${TESTBED_DAEMONS-quotad elasticd}"
 start_slurmbridge_daemons() {
 	local d
 	for d in "${SLURMBRIDGE_DAEMONS[@]}"; do
-		if [ -x "$REPO_ROOT/bin/$d" ]; then
+		if [ -x "$SLURMBRIDGE_BINDIR/$d" ]; then
 			TESTBED_DIR=$TESTBED_DIR bash "$REPO_ROOT/testbed/$d.sh" start
 		else
-			say "no bin/$d (run make build): not started"
+			say "no $SLURMBRIDGE_BINDIR/$d (run make build): not started"
 		fi
 	done
 }
@@ -473,7 +515,7 @@ cmd_status() {
 		fi
 	done
 	for name in "${SLURMBRIDGE_DAEMONS[@]}"; do
-		[ -x "$REPO_ROOT/bin/$name" ] && { TESTBED_DIR=$TESTBED_DIR bash "$REPO_ROOT/testbed/$name.sh" status || rc=3; }
+		[ -x "$SLURMBRIDGE_BINDIR/$name" ] && { TESTBED_DIR=$TESTBED_DIR bash "$REPO_ROOT/testbed/$name.sh" status || rc=3; }
 	done
 	if [ -f "$ETC/slurm.conf" ] && pid_of slurmctld >/dev/null; then
 		SLURM_CONF=$ETC/slurm.conf sinfo -o '%10P %.5a %.6D %8t %N %G' || true
