@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Entry point of the slurmbridge testbed image: one image, one role per container.
 #
-#   slurmbridge-entrypoint mariadb | slurmdbd | slurmctld | slurmd | quotad
+#   slurmbridge-entrypoint mariadb | slurmdbd | slurmctld | slurmd | quotad | elasticd
 #                                                                     run that role in the foreground
 #   slurmbridge-entrypoint health ROLE                                exit 0 when the role is ready
-#   slurmbridge-entrypoint render-static                              (image build) render slurm.conf, gres.conf
+#   slurmbridge-entrypoint render-static                              (image build) render slurm.conf, gres.conf, plugstack.conf
 #   slurmbridge-entrypoint CMD...                                     run anything else (e.g. bash)
 #
 # Configs come from slurm-conf/testbed/*.in, the templates of the local testbed, with the same
@@ -31,6 +31,15 @@ QUOTAD_USER=slurmbridge
 QUOTAD_LISTEN=127.0.0.1:19817
 QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-2s}
 QUOTAD_PASSWORD_FILE=$TESTBED_DIR/secrets/quotad/db-password
+# elasticd as testbed/elasticd.sh runs it (fast settings, so a demo job moves in seconds), on the
+# compose network for the node agents; its state directory is the SPANK plugin's dir= in
+# plugstack.conf, a volume shared by the login node, the nodes and elasticd.
+ELASTIC_DIR=$TESTBED_DIR/elastic
+ELASTICD_HOST=elasticd
+ELASTICD_PORT=9464
+ELASTICD_INTERVAL=${ELASTICD_INTERVAL:-2s}
+# The node agent needs nothing of root (packaging/systemd/elasticd-agent.service): quotad's user.
+AGENT_USER=slurmbridge
 # Service names in docker-compose.yml.
 CTLD_HOST=slurmctld
 DBD_HOST=slurmdbd
@@ -68,6 +77,8 @@ render() {
 		-e "s|@DBD_PORT@|6819|g" \
 		-e "s|@DB_PORT@|3306|g" \
 		-e "s|@PLUGIN_DIR@|$TESTBED_DIR/plugins:${SLURM_PLUGIN_DIR-}|g" \
+		-e "s|@SPANK_ELASTIC_SO@|$TESTBED_DIR/plugins/spank_elastic.so|g" \
+		-e "s|@RDZV_PORT_BASE@|29400|g" \
 		-e "s|@SLURMD_PORT_[A-Z0-9_]*@|6818|g" \
 		-e "s|@DB_PASSWORD@|$password|g" \
 		"$template" >"$out.tmp"
@@ -89,6 +100,14 @@ render_static() {
 	render "$TEMPLATES/slurm.conf.in" "$ETC/slurm.conf"
 	render "$TEMPLATES/gres.conf.in" "$ETC/gres.conf"
 	install -m 0644 "$TEMPLATES/pools.yaml" "$ETC/pools.yaml"
+	# As testbed.sh's install_spank: the elastic declaration when the plugin is built, else none.
+	if [ -f "$TESTBED_DIR/plugins/spank_elastic.so" ]; then
+		render "$TEMPLATES/plugstack.conf.in" "$ETC/plugstack.conf"
+	else
+		: >"$ETC/plugstack.conf"
+	fi
+	# Root's 0755, as the SPANK plugin makes it: a new volume mounted here starts as this.
+	install -d -m 0755 "$ELASTIC_DIR"
 	# Plain `sinfo` without SLURM_CONF (e.g. in `docker exec ... bash -l`) finds the same files.
 	install -d /etc/slurm
 	ln -sf "$ETC/slurm.conf" /etc/slurm/slurm.conf
@@ -126,15 +145,17 @@ start_munged() {
 	wait_for munged 10 test -S "$RUN/munge/munge.socket" || die "munged did not start"
 }
 
-# supervise PID: stay in the foreground while the daemon runs, pass docker's SIGTERM on.
+# supervise PID [COMPANION...]: stay in the foreground while the daemon runs, pass docker's
+# SIGTERM on to it and its companions; the companions (the node agent) end with it.
 supervise() {
-	local pid=$1
-	trap 'kill -TERM "$pid" 2>/dev/null || true' TERM INT
+	local pid=$1 all=("$@")
+	trap 'kill -TERM "${all[@]}" 2>/dev/null || true' TERM INT
 	set +e
 	wait "$pid"
 	local rc=$?
 	# A trapped signal interrupts the first wait; the second one waits for the real exit.
 	kill -0 "$pid" 2>/dev/null && { wait "$pid"; rc=$?; }
+	[ $# -eq 1 ] || kill -TERM "${all[@]:1}" 2>/dev/null
 	exit $rc
 }
 
@@ -260,7 +281,14 @@ role_slurmd() {
 	# Registers at once instead of retrying while slurmctld still starts.
 	wait_for slurmctld 120 ctld_up || say "slurmctld does not answer yet; slurmd retries on its own"
 	/usr/sbin/slurmd -D -N "$node" &
-	supervise $!
+	local slurmd=$!
+	# The node agent beside slurmd, as testbed/elasticd.sh runs it (one per node here). No NVML
+	# in these containers: it says so once and elasticd decides from throughput alone.
+	touch "$LOG/elastic-agent-$node.log" && chown "$AGENT_USER:$AGENT_USER" "$LOG/elastic-agent-$node.log"
+	runuser -u "$AGENT_USER" -- elasticd agent --node "$node" \
+		--elasticd "http://$ELASTICD_HOST:$ELASTICD_PORT" --interval "$ELASTICD_INTERVAL" \
+		</dev/null >>"$LOG/elastic-agent-$node.log" 2>&1 &
+	supervise $slurmd $!
 }
 
 quotad_up() { (exec 3<>"/dev/tcp/${QUOTAD_LISTEN%:*}/${QUOTAD_LISTEN##*:}") 2>/dev/null; }
@@ -285,6 +313,22 @@ role_quotad() {
 	supervise $!
 }
 
+elasticd_up() { elasticd status --elasticd "http://127.0.0.1:$ELASTICD_PORT" --json >/dev/null; }
+
+# elasticd as testbed/elasticd.sh starts it. Root, as packaging/systemd/elasticd.service says
+# why (sbatch as each job's owner, their batch scripts, root-owned declarations); compose
+# drops every capability but the few that needs.
+role_elasticd() {
+	start_munged
+	wait_for slurmctld 120 ctld_up || die "slurmctld does not answer"
+	[ -d "$ELASTIC_DIR" ] || die "no $ELASTIC_DIR: the elastic volume is not mounted"
+	say "starting elasticd (state $ELASTIC_DIR, interval $ELASTICD_INTERVAL, listening on :$ELASTICD_PORT)"
+	elasticd run --state-dir "$ELASTIC_DIR" --pools "$ETC/pools.yaml" \
+		--listen "0.0.0.0:$ELASTICD_PORT" --interval "$ELASTICD_INTERVAL" --grace 10s --min-samples 3 \
+		--settle 5s --stale-after 30s --cooldown 2m </dev/null >>"$LOG/elasticd.log" 2>&1 &
+	supervise $!
+}
+
 health() {
 	local node state
 	case $1 in
@@ -292,6 +336,7 @@ health() {
 	slurmdbd) test -f "$RUN/slurmdbd.ready" && sacctmgr -n show cluster ;;
 	slurmctld) ctld_up ;;
 	quotad) quotad_up ;;
+	elasticd) elasticd_up ;;
 	slurmd)
 		node=${SLURMD_NODENAME:-$(hostname -s)}
 		state=$(sinfo -h -n "$node" -o %t)
@@ -310,6 +355,7 @@ slurmdbd) layout && role_slurmdbd ;;
 slurmctld) layout && role_slurmctld ;;
 slurmd) layout && role_slurmd ;;
 quotad) layout && role_quotad ;;
+elasticd) layout && role_elasticd ;;
 "") exec bash ;;
 *) exec "$@" ;;
 esac

@@ -2,8 +2,10 @@
 # Smoke scenario of the container testbed (issue 6), run from the host with `docker exec`
 # through compose: as non-root users inside the cluster a CPU job and a GPU job complete, with
 # job_submit/pools loaded a GPU job without -p lands in a GPU pool, and quotad lends idle a100s
-# to bob and reclaims them for alice by requeue. Exits non-zero at the
-# first failed check, with the job's record. Called by `testbed-docker.sh test`.
+# to bob and reclaims them for alice by requeue; elasticd and its node agents run with the least
+# privilege they need, sbatch refuses an invalid --elastic, and elasticd grows the synthetic
+# elastic example by a worker job. Exits non-zero at the first failed check, with the job's
+# record. Called by `testbed-docker.sh test`.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +27,7 @@ pass() { CHECKED+=("$*"); printf 'smoke: ok    %s\n' "$*"; }
 fail() {
 	printf 'smoke: FAIL  %s\n' "$*" >&2
 	as root bash -c 'sinfo -N; squeue; sacct -a -X -S now-1hour -o JobID,JobName,User,Account,Partition,State,ExitCode,NodeList,AllocTRES%50' >&2 || true
+	[ -z "${ELASTIC_PHASE:-}" ] || as root bash -c 'tail -n 30 "$TESTBED_DIR/log/elasticd.log"' >&2 || true
 	exit 1
 }
 
@@ -198,5 +201,92 @@ pass "requeue: bob's 4 borrowers PREEMPTED in sacct and PENDING again ($((SECOND
 cancel_round
 ROUND_IDS=()
 pass "round's ${#bob[@]} + ${#alice[@]} jobs cancelled"
+
+# 6. elasticd. The daemon: root (it runs sbatch as each job's owner) but bounded to the six
+# capabilities of packaging/systemd/elasticd.service's CapabilityBoundingSet, and no new
+# privileges; the agents: one per node, as the unprivileged user, saying once that there is no
+# NVML here.
+ELASTIC_PHASE=1
+grep -qx elasticd <<<"$(compose config --services)" || fail "no elasticd service in $COMPOSE_FILE"
+t=$SECONDS
+elasticd_up() { compose exec -T elasticd slurmbridge-entrypoint health elasticd >/dev/null 2>&1; }
+wait_until 60 "elasticd answering elasticd status" elasticd_up
+euser=$(compose exec -T elasticd ps -o user:20= -C elasticd | sort -u | tr -d ' \r\n')
+[ "$euser" = root ] || fail "elasticd runs as '$euser', want root (sbatch as each job's owner)"
+# CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, SETGID, SETUID = bits 0-3, 6, 7.
+caps=$(compose exec -T elasticd bash -c 'grep -E "^(CapBnd|NoNewPrivs):" /proc/$(pgrep -xo elasticd)/status' | tr -s ' \t\r' ' ' | tr '\n' ' ')
+[ "$caps" = "CapBnd: 00000000000000cf NoNewPrivs: 1 " ] ||
+	fail "elasticd's privileges are '$caps', want CapBnd 00000000000000cf (chown, dac_override, dac_read_search, fowner, setgid, setuid) and NoNewPrivs 1"
+pass "elasticd up as root with capability bounding set 0xcf and no_new_privs ($((SECONDS - t))s)"
+for node in cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1; do
+	auser=$(compose exec -T "$node" ps -o user:20=,args= -C elasticd | awk '$3 == "agent" {print $1}' | sort -u | tr -d '\r\n')
+	[ "$auser" = slurmbridge ] || fail "elasticd agent on $node runs as '${auser:-nobody}', want slurmbridge"
+	said=$(as root bash -c "grep -c 'no GPU signals from this node' \"\$TESTBED_DIR/log/elastic-agent-$node.log\"" || true)
+	[ "$said" = 1 ] || fail "elasticd agent on $node said 'no GPU signals' $said times, want once"
+done
+pass "elasticd agent on each of the $NODES nodes as user slurmbridge; each said once it has no NVML"
+
+# An invalid declaration fails sbatch, as a user, before anything is submitted.
+before=$(as root squeue -h -u alice | wc -l)
+if out=$(as alice sbatch --parsable --elastic=4:2 --wrap true 2>"$TMPDIR_SMOKE/sbatch.err"); then
+	fail "sbatch --elastic=4:2 as alice was accepted (job $out)"
+fi
+msg=$(tr '\n' ' ' <"$TMPDIR_SMOKE/sbatch.err")
+[[ $msg == *"invalid --elastic: MAX 2 is below MIN 4"* ]] || fail "sbatch --elastic=4:2 refused with '$msg', want 'invalid --elastic: MAX 2 is below MIN 4'"
+[ -z "$out" ] && [ "$(as root squeue -h -u alice | wc -l)" -eq "$before" ] || fail "sbatch --elastic=4:2 queued a job anyway"
+pass "sbatch --elastic=4:2 as alice refused: ${msg% }"
+
+# The synthetic elastic example (elasticd/examples/synthetic.sbatch, --elastic=1:4:1 in pool
+# a100, samples/s 100, 190, 200, 205 at 1-4 workers), submitted as alice from the directory it
+# expects (SLURM_SUBMIT_DIR is sbatch's working directory, not --chdir): elasticd measures size 1, then grows it by a worker job, which runs the same script
+# and joins: the hosts file lists both and the trainer's own reports say world size 2.
+EXAMPLES=/usr/local/share/slurmbridge
+t=$SECONDS
+main=$(compose exec -T -u alice -w $EXAMPLES slurmctld sbatch --parsable -p a100 --gres=gpu:a100:1 \
+	--output=/home/alice/smoke-elastic-%j.out elasticd/examples/synthetic.sbatch 2>"$TMPDIR_SMOKE/sbatch.err") ||
+	fail "sbatch of the synthetic elastic job refused: $(cat "$TMPDIR_SMOKE/sbatch.err")"
+main=${main%%;*}
+ROUND_IDS=("$main")
+jobdir=/srv/slurmbridge/elastic/jobs/$main
+declared() { [ "$(as root stat -c %U:%a "$jobdir/declaration.json" "$jobdir/reports" 2>/dev/null | tr '\n' ' ')" = "root:644 alice:700 " ]; }
+wait_until 60 "the SPANK plugin recording job $main's declaration (root 0644) and reports directory (alice 0700) in the elastic volume" declared
+pass "elastic job $main as alice: declaration recorded by the SPANK plugin in the shared volume ($((SECONDS - t))s)"
+worker=
+worker_running() {
+	local state
+	state=$(as root squeue -h -j "$main" -o %T 2>/dev/null || true)
+	[[ $state == RUNNING || $state == PENDING ]] ||
+		fail "elastic job $main is '${state:-gone}' before any worker joined; its output: $(as alice cat "/home/alice/smoke-elastic-$main.out" 2>&1 | tr '\n' ' ')"
+	worker=$(as root squeue -h -u alice -t RUNNING -n "elastic-worker-$main" -o %i | head -n1 | tr -d '\r')
+	[ -n "$worker" ]
+}
+wait_until 120 "elasticd growing job $main: a RUNNING worker job elastic-worker-$main" worker_running
+grew_at=$SECONDS
+wnode=$(as root squeue -h -j "$worker" -o '%P %N')
+ROUND_IDS+=("$worker")
+pass "elasticd grew job $main: worker job $worker RUNNING ($wnode) $((grew_at - t))s after submission"
+# world_size of the last report of each worker, written by the trainer from the hosts file.
+world() { as alice bash -c "tail -n1 $jobdir/reports/$1.jsonl 2>/dev/null" | grep -oE '"world_size": *[0-9]+' | grep -oE '[0-9]+$' || true; }
+both_see_two() {
+	[ "$(as root cat "$jobdir/hosts" 2>/dev/null | grep -c .)" -ge 2 ] && [ "$(world "$main")" = 2 ] && [ "$(world "$worker")" = 2 ]
+}
+wait_until 60 "job $main's hosts file listing 2 workers and both trainers reporting world size 2" both_see_two
+hosts=$(as root cat "$jobdir/hosts" | tr '\n' ' ')
+pass "world size 2: hosts file '${hosts% }', main $main and worker $worker both report world_size 2 ($((SECONDS - grew_at))s after the worker started)"
+status=$(compose exec -T elasticd elasticd status --elasticd http://127.0.0.1:9464 | tr -d '\r')
+grep -q "^job $main  user alice" <<<"$status" || fail "elasticd status does not list job $main: $status"
+printf '%s\n' "$status" | sed 's/^/smoke:       /'
+
+# The main job ends: elasticd cancels its workers and removes its directory.
+t=$SECONDS
+as root scancel "$main"
+cleaned() {
+	[ -z "$(as root squeue -h -j "$worker" -t RUNNING,PENDING,COMPLETING -o %i 2>/dev/null)" ] &&
+		! as root test -e "$jobdir"
+}
+wait_until 60 "elasticd cancelling worker $worker and removing $jobdir after job $main ended" cleaned
+ROUND_IDS=()
+pass "job $main cancelled: elasticd cancelled worker $worker and removed its state directory ($((SECONDS - t))s)"
+ELASTIC_PHASE=
 
 printf '\nsmoke: %d checks passed in %ds; compose up to all nodes idle: %ss\n' "${#CHECKED[@]}" $((SECONDS - t0)) "${UP_SECONDS:-?}"
