@@ -7,6 +7,7 @@
 #   make install       binaries, plugins, units, example configs (PREFIX, DESTDIR, PLUGIN_DIR)
 #   make deb           Debian packages slurmbridge-controller and slurmbridge-node in dist/
 #   make test-deb      build the packages, install and remove them with dpkg, check the files (root)
+#   make test-installed  the testbed from the installed packages: integration tests, doctor (root)
 #   make testbed-up | testbed-down | testbed-status | testbed-clean
 #   make docker-base | testbed-docker-up | testbed-docker-test | testbed-docker-down   (containers)
 
@@ -31,7 +32,7 @@ SYSCONFDIR ?= /etc
 DOCDIR ?= $(PREFIX)/share/doc/slurmbridge
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 
-.PHONY: all build plugin spank install-plugin install-spank install deb test-deb vet test test-unit bench bench-replay-full demo \
+.PHONY: all build plugin spank install-plugin install-spank install deb test-deb test-installed vet test test-unit bench bench-replay-full demo \
 	testbed-up testbed-down testbed-status testbed-clean clean
 
 all: build
@@ -88,6 +89,11 @@ deb: build
 # Builds the packages, installs and removes them with dpkg, checks every file comes and goes.
 test-deb: deb
 	bash packaging/test-deb.sh
+
+# Installs the packages, restarts the testbed from them (TESTBED_FROM=installed), runs the pools
+# and quotad integration tests and the installed doctor against it, then purges them.
+test-installed: deb
+	bash packaging/test-installed.sh
 
 vet:
 	$(GO) vet ./...

@@ -4,8 +4,9 @@
 #      -count 6 so benchstat can give medians and spread;
 #   2. slurmctld's submit-path overhead of the pools plugin against no plugin and a lua plugin
 #      (bench/plugin-overhead.sh), when the testbed is up and we are root;
-#   3. the Alibaba trace replay, quick mode (bench/cmd/tracereplay: static quotas vs slurmbridge on
-#      the excerpt in bench/testdata), with its CSVs and PNG plots in bench/results/<time>-replay/;
+#   3. the Alibaba trace replay, quick mode (bench/cmd/tracereplay: static quotas, slurmbridge and,
+#      when elasticd is built, slurmbridge with elastic jobs, on the excerpt in bench/testdata),
+#      with its CSVs and PNG plots in bench/results/<time>-replay/;
 #   4. learned price/performance on a synthetic workload (bench/profile-demo.sh);
 #   5. quotad's cycle at scale: 100k job rows, 2k pending jobs (bench/cmd/quotadcost);
 #   6. lend and reclaim latency of quotas, 5 rounds (bench/quota-latency.sh);
@@ -41,7 +42,7 @@ fi
 		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
 	fi
 	echo
-	echo "## trace replay, quick mode (go run ./bench/cmd/tracereplay -preset quick run)"
+	echo "## trace replay, quick mode (go run ./bench/cmd/tracereplay -preset quick run: static, slurmbridge, elastic)"
 	if testbed_ok; then
 		go run ./bench/cmd/tracereplay -preset quick -out "bench/results/$stamp-replay" run
 	else

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,44 @@ type Params struct {
 	MinRun, MaxRun time.Duration
 	Projects       []Project
 	Node           Shape
+	// Elastic picks the jobs that mode elastic runs as elastic training jobs.
+	Elastic ElasticRule
+}
+
+// ElasticRule says which in-quota jobs become elastic training jobs in mode elastic and what
+// they do: a task that ran at least MinTraceRun of trace time, kept with probability Share
+// (seeded by task name), is `--elastic=1:MaxWorkers:GPUS` (its own GPUs per worker) running the
+// synthetic trainer with total throughput Curve (samples/s by world size) and a fixed amount of
+// work: its mapped run time at one worker's rate, so at one worker it runs as long as in modes
+// static and slurmbridge, and growing shortens it. In the other modes these jobs sleep their
+// run time like every other job.
+type ElasticRule struct {
+	MinTraceRun time.Duration
+	Share       float64
+	MaxWorkers  int // 0: no elastic jobs
+	Curve       string
+}
+
+// DefaultElastic is the rule of the presets.
+var DefaultElastic = ElasticRule{MinTraceRun: time.Hour, Share: 1, MaxWorkers: 4, Curve: "1:100,2:190,3:270,4:340"}
+
+// OneWorkerRate is the curve's samples/s at world size 1 (the first point must be K=1).
+func (e ElasticRule) OneWorkerRate() (float64, error) {
+	first, _, _ := strings.Cut(e.Curve, ",")
+	k, r, ok := strings.Cut(first, ":")
+	rate, err := strconv.ParseFloat(r, 64)
+	if !ok || k != "1" || err != nil || rate <= 0 {
+		return 0, fmt.Errorf("elastic curve %q: want 1:SAMPLES_PER_SEC,K:SAMPLES_PER_SEC,...", e.Curve)
+	}
+	for _, pt := range strings.Split(e.Curve, ",") {
+		k, r, ok := strings.Cut(pt, ":")
+		n, err1 := strconv.Atoi(k)
+		v, err2 := strconv.ParseFloat(r, 64)
+		if !ok || err1 != nil || err2 != nil || n < 1 || v <= 0 {
+			return 0, fmt.Errorf("elastic curve %q: bad point %q", e.Curve, pt)
+		}
+	}
+	return rate, nil
 }
 
 // Job is one trace task as a testbed job.
@@ -88,6 +127,9 @@ type Job struct {
 	Runtime  time.Duration
 	// TraceRuntime is the uncompressed run time, for the record.
 	TraceRuntime time.Duration
+	// Elastic: in mode elastic, an elastic training job of Samples samples (see ElasticRule).
+	Elastic bool
+	Samples int
 }
 
 // Plan is the mapped window: the jobs and what was left out or changed, and why.
@@ -99,12 +141,21 @@ type Plan struct {
 	Shared, CappedGPUs, ClampedShort, ClampedLong   int
 	TypedV100, TypedA100, AnyType, ByProjectAccount map[string]int
 	OfferedGPUSeconds                               float64
+	ElasticJobs                                     int
 }
 
 // Map applies the rules to tasks; it is deterministic for a given Params.Seed.
 func Map(tasks []Task, p Params) (*Plan, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
+	}
+	var oneWorker float64
+	if p.Elastic.MaxWorkers > 0 {
+		r, err := p.Elastic.OneWorkerRate()
+		if err != nil {
+			return nil, err
+		}
+		oneWorker = r
 	}
 	pl := &Plan{Params: p, TypedV100: map[string]int{}, TypedA100: map[string]int{}, AnyType: map[string]int{}, ByProjectAccount: map[string]int{}}
 	byType := map[string][]Project{}
@@ -183,6 +234,11 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 			pl.ClampedLong++
 		}
 		j.Runtime = run
+		if e := p.Elastic; e.MaxWorkers > 0 && j.Class == InQuota && j.TraceRuntime >= e.MinTraceRun && unit(p.Seed, t.Name, "elastic") < e.Share {
+			j.Elastic = true
+			j.Samples = int(math.Round(run.Seconds() * oneWorker))
+			pl.ElasticJobs++
+		}
 		pl.OfferedGPUSeconds += float64(j.GPUs) * run.Seconds()
 		pl.Jobs = append(pl.Jobs, j)
 	}
@@ -202,6 +258,8 @@ func (p *Params) validate() error {
 		return fmt.Errorf("need 0 < min-run <= max-run, got %s and %s", p.MinRun, p.MaxRun)
 	case len(p.Projects) == 0:
 		return fmt.Errorf("no projects")
+	case p.Elastic.MaxWorkers < 0 || p.Elastic.Share < 0 || p.Elastic.Share > 1:
+		return fmt.Errorf("elastic rule %+v: want max workers >= 0 and share in [0, 1]", p.Elastic)
 	case p.Node.CPUs <= 0 || p.Node.MemoryMB <= 0 || p.Node.GPUs <= 0:
 		return fmt.Errorf("node shape %+v: every field must be positive", p.Node)
 	}
@@ -301,7 +359,40 @@ func (pl *Plan) Describe(w io.Writer) {
 	fmt.Fprintf(w, "GPUs: a shared GPU (gpu_milli < 1000) is one whole GPU (%d tasks); counts above the project's quota or a node are capped (%d tasks)\n", pl.Shared, pl.CappedGPUs)
 	fmt.Fprintf(w, "CPU/memory: trace node %d CPUs, %d MiB, %d GPUs -> testbed node %d CPUs, %d MB, %d GPUs per GPU share; at least 1 CPU and 100 MB, at most the job's GPU share of a node\n",
 		traceNodeCPUs, traceNodeMemoryMiB, traceNodeGPUs, p.Node.CPUs, p.Node.MemoryMB, p.Node.GPUs)
-	fmt.Fprintf(w, "offered: %.0f GPU-seconds\n", pl.OfferedGPUSeconds)
+	if e := p.Elastic; e.MaxWorkers > 0 {
+		rate, _ := e.OneWorkerRate()
+		fmt.Fprintf(w, "elastic (mode elastic only): in-quota tasks that ran >= %s of trace time, kept with probability %g (seeded): %d jobs;\n", e.MinTraceRun, e.Share, pl.ElasticJobs)
+		fmt.Fprintf(w, "  each is --elastic=1:%d with its own GPUs per worker, workers in the pools of its GPU type; the synthetic trainer with curve %s samples/s\n", e.MaxWorkers, e.Curve)
+		fmt.Fprintf(w, "  and a fixed work of run time x %g samples (its run time at one worker: growing shortens it); in modes static and slurmbridge they sleep like the others\n", rate)
+	} else {
+		fmt.Fprintln(w, "elastic: no elastic jobs (max workers 0)")
+	}
+	fmt.Fprintf(w, "offered: %.0f GPU-seconds; if every job started on arrival, the last would end %s after the first arrival\n",
+		pl.OfferedGPUSeconds, pl.ArrivalBoundSpan().Round(100*time.Millisecond))
+}
+
+// ArrivalBoundSpan is the shortest span any scheduler can give the window: every job starting
+// the moment it arrives. With the offered GPU-seconds it bounds the allocation ratio
+// (MaxAllocRatio), so a mode's ratio reads against what the window's load allows.
+func (pl *Plan) ArrivalBoundSpan() time.Duration {
+	var first, last time.Duration
+	for i, j := range pl.Jobs {
+		if i == 0 || j.Arrival < first {
+			first = j.Arrival
+		}
+		last = max(last, j.Arrival+j.Runtime)
+	}
+	return last - first
+}
+
+// MaxAllocRatio is the allocation ratio of the arrival-bound span on capacity GPUs: above it no
+// mode can go (up to a second or two of Slurm's own start-up per job).
+func (pl *Plan) MaxAllocRatio(capacityGPUs int) float64 {
+	span := pl.ArrivalBoundSpan().Seconds()
+	if span <= 0 || capacityGPUs <= 0 {
+		return 0
+	}
+	return pl.OfferedGPUSeconds / (float64(capacityGPUs) * span)
 }
 
 func modelTypesString() string {
@@ -327,10 +418,33 @@ func (j *Job) SbatchArgs(mode Mode, tag string) []string {
 		"--time=" + strconv.Itoa(limitMin),
 		"--comment=replay=" + tag + " trace_qos=" + j.TraceQoS,
 	}
-	if mode == Slurmbridge && j.Class == Opportunistic {
+	if mode != Static && j.Class == Opportunistic {
 		args = append(args, "--qos="+BorrowQOS)
 	}
 	return append(args, "--wrap=sleep "+strconv.Itoa(secs))
+}
+
+// ElasticSetup is what an elastic job's submission needs beyond the job.
+type ElasticSetup struct {
+	Rule    ElasticRule
+	Trainer string // absolute path of elasticd/examples/synthetic_trainer.py, readable by the users
+	WorkDir string // where the jobs' output goes (writable by the users)
+	Pools   map[string][]string
+}
+
+// ElasticSbatchArgs are the sbatch options of an elastic job in mode elastic: SbatchArgs with
+// the declaration, and the trainer instead of sleep. Worker jobs run the same script.
+func (j *Job) ElasticSbatchArgs(tag string, e ElasticSetup) []string {
+	args := j.SbatchArgs(Elastic, tag)
+	args = args[:len(args)-1] // the --wrap=sleep
+	limitSecs := int(j.Runtime.Seconds())*2 + 120
+	return append(args,
+		fmt.Sprintf("--elastic=1:%d:%d", e.Rule.MaxWorkers, j.GPUs),
+		"--elastic-pools="+strings.Join(e.Pools[j.GPUType], ","),
+		"--chdir="+e.WorkDir,
+		"--output="+filepath.Join(e.WorkDir, tag+"-%j.out"),
+		// The duration only bounds a job whose work never completes, inside its time limit.
+		fmt.Sprintf("--wrap=exec python3 %s --curve %s --interval 1 --samples %d --duration %d", e.Trainer, e.Rule.Curve, j.Samples, limitSecs))
 }
 
 // TestbedNode is every GPU node of the testbed (slurm-conf/testbed/slurm.conf.in).

@@ -12,9 +12,10 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
-// TestQuickReplayInvariants replays a short window of the excerpt under static quotas and under
-// slurmbridge on the testbed and checks what must hold whatever the timing: no job lost, every
-// job accounted, static quotas never exceeded and never lent, and slurmbridge lending. The
+// TestQuickReplayInvariants replays a short window of the excerpt under static quotas, under
+// slurmbridge and under slurmbridge with elastic jobs on the testbed and checks what must hold
+// whatever the timing: no job lost, every job accounted, static quotas never exceeded and never
+// lent, slurmbridge lending, and elasticd growing an elastic job with worker jobs that ran. The
 // allocation goal (1.3x) is the full run's, not asserted here (bench/README.md).
 func TestQuickReplayInvariants(t *testing.T) {
 	c := testbed.Require(t)
@@ -24,8 +25,9 @@ func TestQuickReplayInvariants(t *testing.T) {
 	}
 	p := testParams()
 	p.Projects = projects
-	p.Span = 2 * 3600 // 30 s of arrivals: the two modes take about 3 minutes together
+	p.Span = 2 * 3600 // 30 s of arrivals: a mode takes about a minute and a half
 	p.MaxRun = 30 * time.Second
+	p.Elastic = DefaultElastic
 	f, err := os.Open(excerpt)
 	if err != nil {
 		t.Fatal(err)
@@ -39,23 +41,38 @@ func TestQuickReplayInvariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pl.Jobs) < 10 {
-		t.Fatalf("the window holds %d jobs; the test needs contention", len(pl.Jobs))
+	if len(pl.Jobs) < 10 || pl.ElasticJobs == 0 {
+		t.Fatalf("the window holds %d jobs, %d elastic; the test needs contention and an elastic job", len(pl.Jobs), pl.ElasticJobs)
 	}
 	quota := map[string]int{}
 	for _, pr := range projects {
 		quota[pr.Account] = pr.GPUs
 	}
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	r := &Runner{Cluster: c, RepoRoot: root, Log: testLog{t}, Timeout: 4 * time.Minute}
+	work, err := os.MkdirTemp("", "replay-elastic-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o777); err != nil { // the testbed users write the jobs' output
+		t.Fatal(err)
+	}
+	poolsByType, err := ElasticPools(filepath.Join(c.Dir, "etc", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Cluster: c, RepoRoot: root, Log: testLog{t}, Timeout: 4 * time.Minute, ElasticdMetrics: ElasticdMetricsURL(),
+		Elastic: &ElasticSetup{Rule: p.Elastic, Trainer: filepath.Join(root, "elasticd", "examples", "synthetic_trainer.py"), WorkDir: work, Pools: poolsByType}}
 	ctx := context.Background()
-	wasRunning := r.QuotadRunning(ctx)
-	t.Cleanup(func() {
-		if err := r.SetQuotad(context.Background(), wasRunning); err != nil {
-			t.Errorf("restoring quotad: %v", err)
-		}
-	})
-	for _, mode := range []Mode{Static, Slurmbridge} {
+	for _, d := range Daemons {
+		wasRunning := r.DaemonRunning(ctx, d)
+		t.Cleanup(func() {
+			if err := r.SetDaemon(context.Background(), d, wasRunning); err != nil {
+				t.Errorf("restoring %s: %v", d, err)
+			}
+		})
+	}
+	for _, mode := range []Mode{Static, Slurmbridge, Elastic} {
 		rep, subs, err := r.Run(ctx, mode, pl, "itest-"+string(mode))
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
@@ -89,10 +106,24 @@ func TestQuickReplayInvariants(t *testing.T) {
 			if rep.BorrowRuns != 0 || rep.Preemptions != 0 {
 				t.Errorf("static quotas lent: %d borrow runs, %d preemptions", rep.BorrowRuns, rep.Preemptions)
 			}
-		case Slurmbridge:
+		case Slurmbridge, Elastic:
 			if rep.BorrowRuns == 0 {
-				t.Error("slurmbridge ran no job on borrowed GPUs")
+				t.Errorf("%s ran no job on borrowed GPUs", mode)
 			}
+		}
+		if mode != Elastic {
+			if rep.ElasticJobs != 0 || rep.WorkerJobs != 0 || rep.Grows != 0 {
+				t.Errorf("%s: %d elastic jobs, %d worker jobs, %d grows: elastic outside mode elastic", mode, rep.ElasticJobs, rep.WorkerJobs, rep.Grows)
+			}
+			continue
+		}
+		// Grown means a worker job that elasticd submitted ran beside its main job.
+		if rep.ElasticJobs != pl.ElasticJobs || rep.Grows == 0 || rep.WorkerRuns == 0 || rep.Grown == 0 || rep.WorkerGPUSeconds <= 0 {
+			t.Errorf("elastic: %d of %d elastic jobs, %d grows, %d worker runs (%.0f GPU-s), %d grown: want growth",
+				rep.ElasticJobs, pl.ElasticJobs, rep.Grows, rep.WorkerRuns, rep.WorkerGPUSeconds, rep.Grown)
+		}
+		if rep.WorkerRuns > rep.Grows {
+			t.Errorf("elastic: %d worker jobs ran but elasticd counted %d grows", rep.WorkerRuns, rep.Grows)
 		}
 	}
 }

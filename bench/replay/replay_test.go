@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,7 +187,7 @@ func TestAnalyze(t *testing.T) {
 		{JobID: "12", Job: Job{Class: InQuota}},
 		{JobID: "13", Job: Job{Class: InQuota}},
 	}
-	rep := Analyze(Slurmbridge, subs, recs, 20)
+	rep := Analyze(Slurmbridge, subs, recs, nil, 20)
 	if rep.Accounted != 3 || rep.Completed != 2 || len(rep.Lost) != 2 {
 		t.Errorf("accounted %d, completed %d, lost %v", rep.Accounted, rep.Completed, rep.Lost)
 	}
@@ -217,6 +219,98 @@ func TestAnalyze(t *testing.T) {
 	}
 }
 
+// Job 20 is elastic: worker 21 ran beside it, worker 22 was cancelled while pending, worker 23
+// started as the main job ended. The workers add to allocation and peaks, never to the job
+// counts or waits.
+func TestAnalyzeElasticWorkers(t *testing.T) {
+	recs, err := ParseSacct([]byte("20|proj-a|guar-proj-a|a100|COMPLETED|100|100|120|gres/gpu=1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers, err := ParseSacct([]byte("21|proj-a|guar-proj-a|a100|CANCELLED|104|105|121|gres/gpu=1\n" +
+		"22|proj-a|guar-proj-a|a100|CANCELLED|110|Unknown|115|\n" +
+		"23|proj-a|guar-proj-a|a100|CANCELLED|119|120|121|gres/gpu=1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs := []Submitted{{JobID: "20", Job: Job{Class: InQuota, Elastic: true, Runtime: 40 * time.Second}}}
+	rep := Analyze(Elastic, subs, recs, map[string][]Record{"20": workers}, 4)
+	if rep.Submitted != 1 || rep.Completed != 1 || len(rep.Lost) != 0 || len(rep.Waits[InQuota]) != 1 {
+		t.Errorf("jobs: submitted %d, completed %d, lost %v, waits %v: workers counted as jobs", rep.Submitted, rep.Completed, rep.Lost, rep.Waits)
+	}
+	if rep.ElasticJobs != 1 || rep.Grown != 1 || rep.WorkerJobs != 3 || rep.WorkerRuns != 2 || rep.WorkerGPUSeconds != 17 {
+		t.Errorf("elastic %d, grown %d, worker jobs %d, runs %d, worker GPU-s %v", rep.ElasticJobs, rep.Grown, rep.WorkerJobs, rep.WorkerRuns, rep.WorkerGPUSeconds)
+	}
+	// 20 + 16 + 1 GPU-seconds over [100, 121]; two GPUs at once from 105.
+	if rep.GPUSeconds != 37 || rep.End != 121 || rep.PeakGuaranteed["proj-a"] != 2 {
+		t.Errorf("GPU-s %v, end %d, peaks %v", rep.GPUSeconds, rep.End, rep.PeakGuaranteed)
+	}
+	if math.Abs(rep.ElasticRunRatio-0.5) > 1e-9 {
+		t.Errorf("run ratio %v, want 20 s / 40 s", rep.ElasticRunRatio)
+	}
+	late := map[string][]Record{"20": workers[2:]}
+	if rep := Analyze(Elastic, subs, recs, late, 4); rep.Grown != 0 || rep.WorkerRuns != 1 {
+		t.Errorf("a worker that started as its main job ended: grown %d, worker runs %d", rep.Grown, rep.WorkerRuns)
+	}
+}
+
+func TestParseActions(t *testing.T) {
+	page := "# HELP elasticd_actions_total Slurm actions\n# TYPE elasticd_actions_total counter\n" +
+		"elasticd_actions_total{action=\"grow\"} 3\nelasticd_actions_total{action=\"terminate\"} 1\nelasticd_decisions_total{action=\"grow\"} 9\n"
+	got := ParseActions([]byte(page))
+	if len(got) != 2 || got["grow"] != 3 || got["terminate"] != 1 {
+		t.Errorf("actions %v", got)
+	}
+}
+
+func TestElasticRule(t *testing.T) {
+	tasks := readExcerpt(t)
+	p := testParams()
+	p.Elastic = DefaultElastic
+	pl, err := Map(tasks, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.ElasticJobs == 0 {
+		t.Fatal("no elastic job in the excerpt's day")
+	}
+	n := 0
+	for _, j := range pl.Jobs {
+		if !j.Elastic {
+			continue
+		}
+		n++
+		if j.Class != InQuota || j.TraceRuntime < time.Hour || j.Samples != int(j.Runtime.Seconds()*100) {
+			t.Errorf("elastic job %+v: want in-quota, >= 1 h of trace, run time x 100 samples", j)
+		}
+	}
+	if n != pl.ElasticJobs {
+		t.Errorf("%d elastic jobs marked, plan says %d", n, pl.ElasticJobs)
+	}
+	j := pl.Jobs[slices.IndexFunc(pl.Jobs, func(j Job) bool { return j.Elastic })]
+	args := strings.Join(j.ElasticSbatchArgs("r", ElasticSetup{Rule: DefaultElastic, Trainer: "/t.py", WorkDir: "/w",
+		Pools: map[string][]string{"a100": {"a100", "a100-spot"}, "v100": {"v100"}}}), " ")
+	for _, want := range []string{fmt.Sprintf("--elastic=1:4:%d", j.GPUs), "--elastic-pools=" + map[string]string{"a100": "a100,a100-spot", "v100": "v100"}[j.GPUType],
+		"--chdir=/w", fmt.Sprintf("--samples %d", j.Samples), "--curve 1:100,2:190,3:270,4:340", "--account=" + j.Project.Account} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if strings.Contains(args, "sleep") || strings.Contains(args, "--qos=") {
+		t.Errorf("args %q: an elastic job runs the trainer in its default QOS", args)
+	}
+	// Without the rule, no elastic jobs; a bad curve is refused.
+	p.Elastic = ElasticRule{}
+	if pl, _ := Map(tasks, p); pl.ElasticJobs != 0 {
+		t.Errorf("%d elastic jobs without a rule", pl.ElasticJobs)
+	}
+	p.Elastic = DefaultElastic
+	p.Elastic.Curve = "2:190"
+	if _, err := Map(tasks, p); err == nil {
+		t.Error("a curve without K=1 was accepted")
+	}
+}
+
 func TestPercentileAndCompare(t *testing.T) {
 	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	if Percentile(v, 50) != 5 || Percentile(v, 95) != 10 || !math.IsNaN(Percentile(nil, 50)) {
@@ -227,5 +321,23 @@ func TestPercentileAndCompare(t *testing.T) {
 	c := Compare(&s, &b)
 	if math.Abs(c.AllocGain-1.5) > 1e-9 || math.Abs(c.InQuotaP95-1.1) > 1e-9 {
 		t.Errorf("comparison %+v", c)
+	}
+}
+
+func TestArrivalBoundSpanAndMaxAllocRatio(t *testing.T) {
+	pl := &Plan{Jobs: []Job{
+		{GPUs: 2, Arrival: 5 * time.Second, Runtime: 20 * time.Second},  // ends 25 s
+		{GPUs: 1, Arrival: 10 * time.Second, Runtime: 40 * time.Second}, // ends 50 s: the last
+		{GPUs: 4, Arrival: 30 * time.Second, Runtime: 10 * time.Second}, // ends 40 s
+	}, OfferedGPUSeconds: 2*20 + 1*40 + 4*10}
+	if got := pl.ArrivalBoundSpan(); got != 45*time.Second {
+		t.Fatalf("ArrivalBoundSpan = %s, want 45s (first arrival 5 s, last end 50 s)", got)
+	}
+	// 120 GPU-s over 45 s on 8 GPUs.
+	if got, want := pl.MaxAllocRatio(8), 120.0/(8*45); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("MaxAllocRatio(8) = %v, want %v", got, want)
+	}
+	if got := (&Plan{}).MaxAllocRatio(8); got != 0 {
+		t.Fatalf("empty plan: MaxAllocRatio = %v, want 0", got)
 	}
 }

@@ -98,10 +98,27 @@ type Report struct {
 	// PeakGuaranteed is the most GPUs each account held at once outside the borrow QOS.
 	PeakGuaranteed map[string]int
 	Timeline       []Point
+	// Mode elastic. ElasticJobs are the submitted jobs that ran as elastic jobs. Their worker
+	// jobs are not trace jobs: they count in nothing above that counts jobs (submitted,
+	// completed, lost, waits), and their runs count as their elastic job's allocation (GPU
+	// seconds, timeline, peaks) and preemptions.
+	ElasticJobs int
+	// WorkerJobs elasticd submitted, and WorkerRuns that started.
+	WorkerJobs, WorkerRuns int
+	WorkerGPUSeconds       float64
+	// Grown: elastic jobs with a worker that started before the main job ended.
+	Grown int
+	// ElasticRunRatio is the elastic jobs' mean run time (main job start to end) over their
+	// mapped run time, the time their work takes at one worker: below 1 when growing paid.
+	ElasticRunRatio float64
+	// Grows and Shrinks are elasticd's actions during the mode (elasticd_actions_total grow and
+	// terminate).
+	Grows, Shrinks int
 }
 
-// Analyze computes the report of the submitted jobs from their sacct records.
-func Analyze(mode Mode, subs []Submitted, recs []Record, capacityGPUs int) Report {
+// Analyze computes the report of the submitted jobs from their sacct records; workers are the
+// runs of elastic jobs' worker jobs by main job id (mode elastic).
+func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Record, capacityGPUs int) Report {
 	rep := Report{Mode: mode, Submitted: len(subs), CapacityGPUs: capacityGPUs, Waits: map[Class][]float64{}, PeakGuaranteed: map[string]int{}}
 	byJob := map[string][]Record{}
 	for _, r := range recs {
@@ -113,6 +130,57 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, capacityGPUs int) Repor
 		account string // "" for borrow runs
 	}
 	var events []event
+	// run adds one run's allocation.
+	run := func(r Record) {
+		if r.Start > 0 && r.End > r.Start && r.GPUs > 0 {
+			rep.GPUSeconds += float64(r.GPUs) * float64(r.End-r.Start)
+			acct := r.Account
+			if r.QOS == BorrowQOS {
+				acct = ""
+			}
+			events = append(events, event{r.Start, r.GPUs, acct}, event{r.End, -r.GPUs, acct})
+		}
+	}
+	var elasticRatios float64
+	elasticDone := 0
+	for _, s := range subs {
+		if ws, ok := workers[s.JobID]; ok || mode == Elastic && s.Job.Elastic {
+			rep.ElasticJobs++
+			var mainEnd int64
+			for _, r := range byJob[s.JobID] {
+				mainEnd = max(mainEnd, r.End)
+			}
+			grown := false
+			for _, w := range ws {
+				rep.WorkerJobs++
+				if w.Start > 0 {
+					rep.WorkerRuns++
+					// A worker that started only as its main job ended never trained.
+					grown = grown || mainEnd == 0 || w.Start < mainEnd
+				}
+				if w.State == "PREEMPTED" || w.State == "REQUEUED" {
+					rep.Preemptions++
+				}
+				if w.Start > 0 && w.End > w.Start {
+					rep.WorkerGPUSeconds += float64(w.GPUs) * float64(w.End-w.Start)
+				}
+				run(w)
+				rep.End = max(rep.End, w.End)
+			}
+			if grown {
+				rep.Grown++
+			}
+			for _, r := range byJob[s.JobID] {
+				if r.State == "COMPLETED" && r.End > r.Start && r.Start > 0 && s.Job.Runtime > 0 {
+					elasticRatios += float64(r.End-r.Start) / s.Job.Runtime.Seconds()
+					elasticDone++
+				}
+			}
+		}
+	}
+	if elasticDone > 0 {
+		rep.ElasticRunRatio = elasticRatios / float64(elasticDone)
+	}
 	for _, s := range subs {
 		runs := byJob[s.JobID]
 		if len(runs) == 0 {
@@ -142,14 +210,7 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, capacityGPUs int) Repor
 			if r.QOS == BorrowQOS {
 				rep.BorrowRuns++
 			}
-			if r.Start > 0 && r.End > r.Start && r.GPUs > 0 {
-				rep.GPUSeconds += float64(r.GPUs) * float64(r.End-r.Start)
-				acct := r.Account
-				if r.QOS == BorrowQOS {
-					acct = ""
-				}
-				events = append(events, event{r.Start, r.GPUs, acct}, event{r.End, -r.GPUs, acct})
-			}
+			run(r)
 			if r.Submit > 0 && (rep.Start == 0 || r.Submit < rep.Start) {
 				rep.Start = r.Submit
 			}
@@ -220,12 +281,17 @@ func (r *Report) Print(w io.Writer) {
 		peaks = append(peaks, fmt.Sprintf("%s %d", a, r.PeakGuaranteed[a]))
 	}
 	fmt.Fprintf(w, "  peak GPUs held outside the borrow QOS: %s\n", strings.Join(peaks, ", "))
+	if r.Mode == Elastic {
+		fmt.Fprintf(w, "  elastic: %d jobs, %d grown; elasticd %d grows, %d shrinks; %d worker jobs (%d ran, %.0f GPU-s, counted in the allocation above, not as jobs); run time %.2f x one worker's\n",
+			r.ElasticJobs, r.Grown, r.Grows, r.Shrinks, r.WorkerJobs, r.WorkerRuns, r.WorkerGPUSeconds, r.ElasticRunRatio)
+	}
 }
 
-// Comparison is slurmbridge against static quotas, side by side.
+// Comparison is a mode against static quotas, side by side.
 type Comparison struct {
-	AllocGain        float64 // slurmbridge ratio / static ratio
-	InQuotaP95       float64 // slurmbridge in-quota p95 wait / static's
+	Mode             Mode    // the mode compared
+	AllocGain        float64 // its allocation ratio / static's
+	InQuotaP95       float64 // its in-quota p95 wait / static's
 	StaticP95, SBP95 float64
 }
 
@@ -237,7 +303,7 @@ const (
 
 // Compare puts two reports of the same plan side by side.
 func Compare(static, sb *Report) Comparison {
-	c := Comparison{StaticP95: Percentile(static.Waits[InQuota], 95), SBP95: Percentile(sb.Waits[InQuota], 95)}
+	c := Comparison{Mode: sb.Mode, StaticP95: Percentile(static.Waits[InQuota], 95), SBP95: Percentile(sb.Waits[InQuota], 95)}
 	if static.AllocRatio > 0 {
 		c.AllocGain = sb.AllocRatio / static.AllocRatio
 	}
@@ -260,6 +326,6 @@ func (c Comparison) Print(w io.Writer) {
 		}
 		return "NOT met"
 	}
-	fmt.Fprintf(w, "slurmbridge vs static: allocation ratio x%.2f (goal >= %.1f: %s); in-quota p95 wait %.1f s vs %.1f s, x%.2f (goal <= %.1f: %s)\n",
-		c.AllocGain, GoalAllocGain, verdict(c.AllocGain >= GoalAllocGain), c.SBP95, c.StaticP95, c.InQuotaP95, GoalInQuotaP95, verdict(c.InQuotaP95 <= GoalInQuotaP95))
+	fmt.Fprintf(w, "%s vs static: allocation ratio x%.2f (goal >= %.1f: %s); in-quota p95 wait %.1f s vs %.1f s, x%.2f (goal <= %.1f: %s)\n",
+		c.Mode, c.AllocGain, GoalAllocGain, verdict(c.AllocGain >= GoalAllocGain), c.SBP95, c.StaticP95, c.InQuotaP95, GoalInQuotaP95, verdict(c.InQuotaP95 <= GoalInQuotaP95))
 }

@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -27,6 +31,9 @@ const (
 	// Slurmbridge: pools routing plus quotad lending idle GPUs; opportunistic jobs are
 	// submitted to the borrow QOS.
 	Slurmbridge Mode = "slurmbridge"
+	// Elastic: slurmbridge plus elasticd, with the plan's elastic jobs submitted as elastic
+	// training jobs (ElasticRule). elasticd runs in this mode only.
+	Elastic Mode = "elastic"
 )
 
 // BorrowQOS is the testbed's borrow QOS (slurm-conf/testbed/quotas.yaml settings.borrowQOS).
@@ -35,10 +42,10 @@ const BorrowQOS = "borrow"
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case Static, Slurmbridge:
+	case Static, Slurmbridge, Elastic:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown mode %q (static, slurmbridge)", s)
+	return "", fmt.Errorf("unknown mode %q (static, slurmbridge, elastic)", s)
 }
 
 // TestbedProjects reads the testbed's quota table and pairs each account with its user. A
@@ -78,6 +85,14 @@ type Runner struct {
 	Log      io.Writer
 	// Timeout bounds one mode's run after its last submission.
 	Timeout time.Duration
+	// Elastic is what mode elastic needs (nil: that mode is refused).
+	Elastic *ElasticSetup
+	// ElasticdMetrics is elasticd's /metrics URL, where mode elastic counts grows and shrinks.
+	ElasticdMetrics string
+	// QuotadInterval, when set, is quotad's cycle during the replay (quotad is restarted with
+	// it). Time is compressed, so the daemons' intervals are too: at ÷240 the testbed's 5 s
+	// cycle stands for 20 minutes of trace time, a production 30 s one for 0.125 s.
+	QuotadInterval time.Duration
 }
 
 // Run replays the plan under mode and returns its report. It refuses to start while the
@@ -93,6 +108,13 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 	if err != nil {
 		return Report{}, nil, err
 	}
+	var before map[string]float64
+	if mode == Elastic {
+		if before, err = r.elasticdActions(ctx); err != nil {
+			return Report{}, nil, err
+		}
+	}
+	since := time.Now()
 	fmt.Fprintf(r.Log, "mode %s: submitting %d jobs over %s\n", mode, len(pl.Jobs), pl.Span().Round(time.Second))
 	subs, err := r.submit(ctx, mode, pl, tag)
 	if err != nil {
@@ -107,7 +129,22 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 	if err != nil {
 		return Report{}, subs, err
 	}
-	return Analyze(mode, subs, recs, capacity), subs, nil
+	var workers map[string][]Record
+	if mode == Elastic {
+		if workers, err = r.workers(ctx, subs, since); err != nil {
+			return Report{}, subs, err
+		}
+	}
+	rep := Analyze(mode, subs, recs, workers, capacity)
+	if mode == Elastic {
+		after, err := r.elasticdActions(ctx)
+		if err != nil {
+			return rep, subs, err
+		}
+		rep.Grows = int(after["grow"] - before["grow"])
+		rep.Shrinks = int(after["terminate"] - before["terminate"])
+	}
+	return rep, subs, nil
 }
 
 // users are the testbed's users, for squeue -u.
@@ -126,16 +163,43 @@ func (r *Runner) checkIdle(ctx context.Context) error {
 	return nil
 }
 
-// setMode starts or stops quotad. Static mode needs the guaranteed QOS quotad created.
+// setMode starts or stops quotad and elasticd. Static mode needs the guaranteed QOS quotad
+// created.
 func (r *Runner) setMode(ctx context.Context, mode Mode) error {
+	if mode == Elastic {
+		if r.Elastic == nil {
+			return errors.New("mode elastic needs the trainer, a work directory and the pools (Runner.Elastic)")
+		}
+		conf, err := os.ReadFile(filepath.Join(r.Cluster.Dir, "etc", "plugstack.conf"))
+		if err != nil || !strings.Contains(string(conf), "spank_elastic.so") {
+			return errors.New("mode elastic needs the SPANK plugin in the testbed's plugstack.conf: make build, then testbed/testbed.sh up")
+		}
+	}
 	action := "start"
 	if mode == Static {
 		action = "stop"
 	}
-	if _, err := r.quotad(ctx, action); err != nil {
+	var quotadEnv []string
+	if r.QuotadInterval > 0 {
+		quotadEnv = []string{"QUOTAD_INTERVAL=" + r.QuotadInterval.String()}
+		// Restarted, so the cycle is the replay's whatever quotad ran with before.
+		if _, err := r.daemon(ctx, "quotad", "stop"); err != nil {
+			return fmt.Errorf("quotad stop: %w", err)
+		}
+	}
+	if _, err := r.daemon(ctx, "quotad", action, quotadEnv...); err != nil {
 		return fmt.Errorf("quotad %s: %w", action, err)
 	}
-	if mode == Slurmbridge {
+	// elasticd only in mode elastic: in the others no job declares itself elastic, and a
+	// stopped elasticd cannot act on anything.
+	action = "stop"
+	if mode == Elastic {
+		action = "start"
+	}
+	if _, err := r.daemon(ctx, "elasticd", action); err != nil {
+		return fmt.Errorf("elasticd %s: %w", action, err)
+	}
+	if mode != Static {
 		return nil
 	}
 	out, err := r.Cluster.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres")
@@ -155,25 +219,29 @@ func (r *Runner) setMode(ctx context.Context, mode Mode) error {
 	return nil
 }
 
-// QuotadRunning says whether the testbed's quotad runs (to restore it after a replay).
-func (r *Runner) QuotadRunning(ctx context.Context) bool {
-	_, err := r.quotad(ctx, "status")
+// Daemons are slurmbridge's daemons a replay starts and stops (testbed/NAME.sh).
+var Daemons = []string{"quotad", "elasticd"}
+
+// DaemonRunning says whether the testbed's daemon (quotad, elasticd) runs, to restore it after
+// a replay.
+func (r *Runner) DaemonRunning(ctx context.Context, name string) bool {
+	_, err := r.daemon(ctx, name, "status")
 	return err == nil
 }
 
-// SetQuotad starts or stops the testbed's quotad.
-func (r *Runner) SetQuotad(ctx context.Context, running bool) error {
+// SetDaemon starts or stops the testbed's daemon (quotad, elasticd).
+func (r *Runner) SetDaemon(ctx context.Context, name string, running bool) error {
 	action := "stop"
 	if running {
 		action = "start"
 	}
-	_, err := r.quotad(ctx, action)
+	_, err := r.daemon(ctx, name, action)
 	return err
 }
 
-func (r *Runner) quotad(ctx context.Context, action string) ([]byte, error) {
-	run := slurm.ExecRunner{Env: append(r.Cluster.Env(), "TESTBED_DIR="+r.Cluster.Dir), Timeout: time.Minute}
-	return run.Run(ctx, "bash", filepath.Join(r.RepoRoot, "testbed", "quotad.sh"), action)
+func (r *Runner) daemon(ctx context.Context, name, action string, env ...string) ([]byte, error) {
+	run := slurm.ExecRunner{Env: append(append(r.Cluster.Env(), "TESTBED_DIR="+r.Cluster.Dir), env...), Timeout: time.Minute}
+	return run.Run(ctx, "bash", filepath.Join(r.RepoRoot, "testbed", name+".sh"), action)
 }
 
 // capacity is the GPUs of the nodes that are up.
@@ -207,7 +275,11 @@ func (r *Runner) submit(ctx context.Context, mode Mode, pl *Plan, tag string) ([
 			case <-time.After(d):
 			}
 		}
-		id, msg, err := r.Cluster.SubmitWithMessage(ctx, j.Project.User, j.SbatchArgs(mode, tag)...)
+		args := j.SbatchArgs(mode, tag)
+		if mode == Elastic && j.Elastic {
+			args = j.ElasticSbatchArgs(tag, *r.Elastic)
+		}
+		id, msg, err := r.Cluster.SubmitWithMessage(ctx, j.Project.User, args...)
 		if err != nil {
 			return subs, fmt.Errorf("submitting %s as %s: %w (%s)", j.Task, j.Project.User, err, strings.TrimSpace(msg))
 		}
@@ -285,6 +357,176 @@ func (r *Runner) accounting(ctx context.Context, subs []Submitted) ([]Record, er
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// workers waits until elasticd has ended the worker jobs of the elastic jobs (it cancels those
+// left when their main job ends) and reads their runs from sacct, by main job id. Worker jobs
+// are found by the name elasticd gives them, among the testbed users' jobs since the mode began.
+func (r *Runner) workers(ctx context.Context, subs []Submitted, since time.Time) (map[string][]Record, error) {
+	mains := map[string]string{} // worker job name -> main job id
+	var names []string
+	for _, s := range subs {
+		if s.Job.Elastic {
+			id, err := strconv.ParseUint(s.JobID, 10, 32)
+			if err != nil {
+				return nil, err
+			}
+			n := daemon.WorkerName(uint32(id))
+			mains[n] = s.JobID
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, err := r.Cluster.Run(ctx, "squeue", "-h", "-u", users(), "-o", "%i %j")
+		left := 0
+		for line := range strings.SplitSeq(string(out), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && mains[f[1]] != "" {
+				left++
+			}
+		}
+		if err == nil && left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d elastic worker jobs still queued 2 minutes after their main jobs ended", left)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	run := slurm.ExecRunner{Env: append(r.Cluster.Env(), "SLURM_TIME_FORMAT=%s"), Timeout: time.Minute}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		out, err := run.Run(ctx, "sacct", "-a", "-D", "-X", "-n", "-P", "-S", since.Add(-time.Second).Format("2006-01-02T15:04:05"),
+			"--name", strings.Join(names, ","), "-o", SacctFields+",JobName")
+		if err != nil {
+			return nil, err
+		}
+		// JobName is last, after the fields ParseSacct reads.
+		var body strings.Builder
+		var owners []string
+		for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+			i := strings.LastIndexByte(line, '|')
+			if i < 0 {
+				continue
+			}
+			body.WriteString(line[:i] + "\n")
+			owners = append(owners, mains[line[i+1:]])
+		}
+		recs, err := ParseSacct([]byte(body.String()))
+		if err != nil {
+			return nil, err
+		}
+		ok := true
+		byMain := map[string][]Record{}
+		for i, rec := range recs {
+			if rec.Start > 0 && rec.End == 0 || rec.Partition == "" {
+				ok = false
+			}
+			byMain[owners[i]] = append(byMain[owners[i]], rec)
+		}
+		if ok || time.Now().After(deadline) {
+			return byMain, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// ElasticdMetricsURL is where the testbed's elasticd serves /metrics: testbed/elasticd.sh's
+// port rule (ELASTICD_PORT, else TESTBED_CTLD_PORT + 2647).
+func ElasticdMetricsURL() string {
+	port := os.Getenv("ELASTICD_PORT")
+	if port == "" {
+		ctld, err := strconv.Atoi(os.Getenv("TESTBED_CTLD_PORT"))
+		if err != nil {
+			ctld = 16817
+		}
+		port = strconv.Itoa(ctld + 2647)
+	}
+	return "http://127.0.0.1:" + port + "/metrics"
+}
+
+// elasticdActions reads elasticd_actions_total by action; elasticd may still be starting.
+func (r *Runner) elasticdActions(ctx context.Context) (map[string]float64, error) {
+	var last error
+	for range 50 {
+		m, err := scrapeActions(ctx, r.ElasticdMetrics)
+		if err == nil {
+			return m, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("elasticd metrics: %w", last)
+}
+
+func scrapeActions(ctx context.Context, url string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return ParseActions(body), nil
+}
+
+// ParseActions reads the elasticd_actions_total{action="..."} series of a /metrics page.
+func ParseActions(page []byte) map[string]float64 {
+	out := map[string]float64{}
+	const prefix = `elasticd_actions_total{action="`
+	for line := range strings.SplitSeq(string(page), "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		action, value, ok := strings.Cut(rest, `"} `)
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); ok && err == nil {
+			out[action] = v
+		}
+	}
+	return out
+}
+
+// ElasticPools lists the pools of each GPU type in a pools file (bridge/pools YAML): where an
+// elastic job's workers may go.
+func ElasticPools(poolsYAML string) (map[string][]string, error) {
+	cfg, err := pools.Load(poolsYAML)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, p := range cfg.Pools {
+		if p.GPUType != "" {
+			out[p.GPUType] = append(out[p.GPUType], p.Name)
+		}
+	}
+	return out, nil
 }
 
 // settled: every job has a record and every record that started has ended.

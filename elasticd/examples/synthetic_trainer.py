@@ -13,6 +13,12 @@ which elasticd rewrites as workers come and go (the file Horovod's host discover
 --pool-speed scales a worker's share by the pool its job runs in ($SLURM_JOB_PARTITION), as
 GPUs of different types would (a pool not listed: 1).
 
+--samples N gives the job a fixed amount of work, so that growing shortens it: each report line
+carries the worker's own running total ("samples"), and every worker sums the latest total of
+each file in $ELASTIC_REPORT_DIR (departed workers' work included); once the job's sum reaches
+N the worker exits 0 (the main job too, which ends the job). Without it (0) a worker runs for
+--duration, as before.
+
 On SIGTERM (elasticd shrinking the job) it says so and leaves at once, as a real worker
 leaves the rendezvous.
 """
@@ -56,6 +62,8 @@ def main():
     ap.add_argument("--duration", type=float, default=float(os.environ.get("SYNTH_DURATION", "3600")))
     ap.add_argument("--slow", type=float, default=1.0, help="factor on this worker's rate (a straggler)")
     ap.add_argument("--pool-speed", default="", help="POOL:FACTOR,... factor on the rate by the job's pool")
+    ap.add_argument("--samples", type=float, default=float(os.environ.get("SYNTH_SAMPLES", "0")),
+                    help="the job's total work in samples, shared by its workers (0: run for --duration)")
     args = ap.parse_args()
     points = parse_curve(args.curve)
     speeds = {p: float(f) for p, f in (x.split(":") for x in args.pool_speed.split(",") if x)}
@@ -73,14 +81,43 @@ def main():
     print(f"worker {worker} ({os.environ.get('ELASTIC_ROLE')}) of job {os.environ.get('ELASTIC_JOB_ID')}, "
           f"rendezvous {os.environ.get('ELASTIC_RDZV_ENDPOINT')}, nnodes {os.environ.get('ELASTIC_NNODES')}, "
           f"pool {pool or '?'} at speed {speed}", flush=True)
-    end = time.time() + args.duration
+    last = time.time()
+    end = last + args.duration
+    done = 0.0
     while time.time() < end:
         time.sleep(args.interval)
         k = world_size(hosts)
         rate = total_rate(points, k) / k * speed
-        line = json.dumps({"time": time.time(), "worker": worker, "samples_per_sec": round(rate, 3), "world_size": k})
+        now = time.time()
+        done += rate * (now - last)
+        last = now
+        line = json.dumps({"time": now, "worker": worker, "samples_per_sec": round(rate, 3), "world_size": k,
+                           "samples": round(done, 1)})
         with open(report, "a") as f:
             f.write(line + "\n")
+        if args.samples > 0:
+            job_done = job_samples(os.path.dirname(report))
+            if job_done >= args.samples:
+                print(f"worker {worker}: job's work done ({job_done:.0f} of {args.samples:.0f} samples, "
+                      f"{done:.0f} here), leaving", flush=True)
+                return
+
+
+def job_samples(report_dir):
+    """The job's work so far: the last "samples" of every worker's report file."""
+    total = 0.0
+    for name in os.listdir(report_dir):
+        if not name.endswith(".jsonl"):
+            continue
+        try:
+            with open(os.path.join(report_dir, name), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4096))
+                lines = f.read().decode(errors="replace").strip().splitlines()
+            total += float(json.loads(lines[-1]).get("samples", 0))
+        except (OSError, ValueError, IndexError, AttributeError):
+            continue  # a file being written or gone: its work is counted on the next round
+    return total
 
 
 if __name__ == "__main__":
