@@ -1,7 +1,7 @@
 /*
  * spank_elastic: declares an elastic training job for elasticd.
  *
- *   sbatch --elastic=MIN:MAX[:GPUS_PER_WORKER] [--elastic-pools=a100,v100] job.sh
+ *   sbatch --elastic=MIN:MAX[:GPUS_PER_WORKER] [--elastic-pools=a100,v100] [--elastic-value=2.5] job.sh
  *
  * Plain C, not Go: SPANK plugins are loaded into sbatch, srun, salloc and slurmstepd, and a Go
  * runtime in a forking slurmstepd is a risk this small parser does not need.
@@ -47,12 +47,13 @@ SPANK_PLUGIN(elastic, 1);
 struct declaration {
 	int set;
 	unsigned min, max, gpus;
+	double value; /* --elastic-value: worth of a million samples; 0 = not given */
 	int npools;
 	char pools[MAX_POOLS][MAX_NAME];
 };
 
 static struct declaration decl = { .gpus = 1 };
-static int pools_given;
+static int pools_given, value_given;
 static char pools_arg[MAX_POOLS * MAX_NAME];
 
 /* Short enough that every path built from it fits in PATH_MAX. */
@@ -108,6 +109,40 @@ static int in_list(const char *list, const char *name)
 			break;
 		p = comma + 1;
 	}
+	return 0;
+}
+
+#define MAX_VALUE 1e9 /* elasticd's registry.MaxValuePerMillionSamples */
+
+/* parse_value reads a positive decimal number (digits, at most one '.', at most 6 decimals)
+ * without strtod, whose decimal point follows the locale. */
+static int parse_value(const char *s, double *out)
+{
+	double v = 0, scale = 1;
+	int digits = 0, decimals = -1;
+
+	if (!s || !*s || strlen(s) > 20)
+		return -1;
+	for (; *s; s++) {
+		if (*s == '.' && decimals < 0) {
+			decimals = 0;
+		} else if (*s >= '0' && *s <= '9') {
+			if (decimals >= 0) {
+				if (++decimals > 6)
+					return -1;
+				scale /= 10;
+				v += (*s - '0') * scale;
+			} else {
+				v = v * 10 + (*s - '0');
+			}
+			digits++;
+		} else {
+			return -1;
+		}
+	}
+	if (!digits || decimals == 0 || !(v > 0) || v > MAX_VALUE)
+		return -1;
+	*out = v;
 	return 0;
 }
 
@@ -227,6 +262,20 @@ static int opt_pools(int val, const char *optarg, int remote)
 	return 0;
 }
 
+static int opt_value(int val, const char *optarg, int remote)
+{
+	(void)val;
+	if (parse_value(optarg, &decl.value) < 0) {
+		slurm_error("elastic: invalid --elastic-value \"%.30s\": want what a million samples are worth "
+			    "in the pools' price unit, a number above 0 and at most 1000000000, e.g. --elastic-value=2.5",
+			    optarg ? optarg : "");
+		decl.value = 0;
+		return remote ? 0 : -1;
+	}
+	value_given = 1;
+	return 0;
+}
+
 /* Registered from slurm_spank_init: sbatch and salloc (allocator context) ignore a static
  * spank_options table in 22.05; srun and slurmstepd honour both. */
 static struct spank_option elastic_options[] = {
@@ -237,6 +286,10 @@ static struct spank_option elastic_options[] = {
 	{ "elastic-pools", "POOL[,POOL...]",
 	  "Pools (GPU types) elastic workers may run in; default: the job's own partition",
 	  1, 0, opt_pools },
+	{ "elastic-value", "DOLLARS",
+	  "What a million samples are worth, in the pools' price unit: elasticd adds a worker only "
+	  "if the samples it adds are worth more than its GPUs cost (needs pool prices)",
+	  1, 0, opt_value },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -318,6 +371,8 @@ static int record(uint32_t jobid, uid_t uid, gid_t gid, const char *endpoint)
 	char dir[1200], path[PATH_MAX], tmp[PATH_MAX];
 	FILE *f;
 	int fd, i;
+	/* In millionths, printed without %f, whose decimal point follows the locale. */
+	unsigned long long micros = (unsigned long long)(decl.value * 1e6 + 0.5);
 
 	snprintf(dir, sizeof(dir), "%s/jobs", state_dir);
 	if (mkdir_owned(state_dir, 0, 0, 0755) < 0 || mkdir_owned(dir, 0, 0, 0755) < 0)
@@ -339,8 +394,9 @@ static int record(uint32_t jobid, uid_t uid, gid_t gid, const char *endpoint)
 		return -1;
 	}
 	fprintf(f, "{\"version\":1,\"job_id\":%u,\"uid\":%u,\"gid\":%u,\"min_workers\":%u,"
-		   "\"max_workers\":%u,\"gpus_per_worker\":%u,\"rdzv_endpoint\":\"%s\",\"pools\":[",
-		jobid, (unsigned)uid, (unsigned)gid, decl.min, decl.max, decl.gpus, endpoint);
+		   "\"max_workers\":%u,\"gpus_per_worker\":%u,\"value_per_million_samples\":%llu.%06llu,"
+		   "\"rdzv_endpoint\":\"%s\",\"pools\":[",
+		jobid, (unsigned)uid, (unsigned)gid, decl.min, decl.max, decl.gpus, micros / 1000000, micros % 1000000, endpoint);
 	for (i = 0; i < decl.npools; i++)
 		fprintf(f, "%s\"%s\"", i ? "," : "", decl.pools[i]);
 	fprintf(f, "],\"recorded\":%lld}\n", (long long)time(NULL));
@@ -407,6 +463,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 	if (pools_given && !decl.set) {
 		slurm_error("elastic: --elastic-pools needs --elastic=MIN:MAX[:GPUS_PER_WORKER]");
+		return -1;
+	}
+	if (value_given && !decl.set) {
+		slurm_error("elastic: --elastic-value needs --elastic=MIN:MAX[:GPUS_PER_WORKER]");
 		return -1;
 	}
 	if (!decl.set)

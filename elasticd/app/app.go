@@ -75,6 +75,10 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "settle", Value: d.SettleTime},
 			&cli.DurationFlag{Name: "stale-after", Value: d.StaleAfter},
 			&cli.DurationFlag{Name: "cooldown", Value: d.Cooldown},
+			&cli.StringFlag{Name: "objective", Value: "throughput",
+				Usage: "throughput: s on samples/s per worker; throughput-per-dollar: s on samples/s per pool price (every pool needs a price)"},
+			&cli.Float64Flag{Name: "value-per-million-samples",
+				Usage: "default worth of a million samples in the pools' price unit: a step must bring samples worth more than its GPUs cost (0: no such test); a job's --elastic-value overrides it"},
 		},
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
@@ -83,11 +87,21 @@ func runCommand() *cli.Command {
 			}
 			cfg := daemon.Config{Dir: registry.Dir(c.String("state-dir")), Grace: c.Duration("grace"), PendingTimeout: c.Duration("pending-timeout")}
 			cfg.Settings = policy.Settings{Threshold: c.Float64("threshold"), MinSamples: c.Int("min-samples"),
-				SettleTime: c.Duration("settle"), StaleAfter: c.Duration("stale-after"), Cooldown: c.Duration("cooldown")}
+				SettleTime: c.Duration("settle"), StaleAfter: c.Duration("stale-after"), Cooldown: c.Duration("cooldown"),
+				ValuePerMillionSamples: c.Float64("value-per-million-samples")}
+			if cfg.Settings.Objective, err = policy.ParseObjective(c.String("objective")); err != nil {
+				return err
+			}
+			if v := cfg.Settings.ValuePerMillionSamples; !(v >= 0 && v <= registry.MaxValuePerMillionSamples) {
+				return fmt.Errorf("--value-per-million-samples %v: want 0 to %g", v, float64(registry.MaxValuePerMillionSamples))
+			}
 			if path := c.String("pools"); path != "" {
 				if cfg.Pools, err = pools.Load(path); err != nil {
 					return err
 				}
+			}
+			if err := pricesFor(cfg); err != nil {
+				return err
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -100,6 +114,23 @@ func runCommand() *cli.Command {
 			return serveAndLoop(c.Context, log, c.String("listen"), mux, c.Duration("interval"), d.Cycle)
 		},
 	}
+}
+
+// pricesFor refuses to start where the chosen objective or a site value needs pool prices that
+// are not there: every job would hold with the same reason otherwise.
+func pricesFor(cfg daemon.Config) error {
+	if cfg.Settings.Objective != policy.MaxThroughputPerDollar && cfg.Settings.ValuePerMillionSamples == 0 {
+		return nil
+	}
+	if cfg.Pools == nil {
+		return errors.New("--objective throughput-per-dollar and --value-per-million-samples need --pools with price_per_gpu_hour")
+	}
+	for _, p := range cfg.Pools.Pools {
+		if p.IsGPU() && p.PricePerGPUHour <= 0 {
+			return fmt.Errorf("pool %s has no price_per_gpu_hour: --objective throughput-per-dollar and --value-per-million-samples need one for every GPU pool", p.Name)
+		}
+	}
+	return nil
 }
 
 // baseEnv is what sbatch gets when run as a job's owner: nothing of elasticd's own
@@ -238,6 +269,9 @@ func PrintStatus(w io.Writer, jobs []daemon.JobStatus) {
 	for _, j := range jobs {
 		fmt.Fprintf(w, "job %d  user %s  account %s  workers %d..%d x %d GPU  pools %s\n",
 			j.JobID, j.User, j.Account, j.MinWorkers, j.MaxWorkers, j.GPUsPerWorker, strings.Join(j.Pools, ","))
+		if j.ValuePerMillionSamples > 0 {
+			fmt.Fprintf(w, "  value     %g per million samples (--elastic-value)\n", j.ValuePerMillionSamples)
+		}
 		fmt.Fprintf(w, "  size      %s\n", sizeString(j.Size))
 		var hist []string
 		for _, p := range j.Throughput {

@@ -260,7 +260,7 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		History:  j.history,
 		Signals:  d.signalsFor(active),
 		Capacity: d.capacity(j, main, snap),
-		Settings: d.cfg.Settings,
+		Settings: d.settingsFor(j),
 	})
 	d.setDecision(j, dec, now, log)
 	switch dec.Action {
@@ -271,6 +271,15 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	case policy.Replace:
 		d.replace(ctx, j, main, active, snap, dec, log)
 	}
+}
+
+// settingsFor is the daemon's settings with the job's own --elastic-value, when it gave one.
+func (d *Daemon) settingsFor(j *job) policy.Settings {
+	s := d.cfg.Settings
+	if v := j.decl.ValuePerMillionSamples; v > 0 {
+		s.ValuePerMillionSamples = v
+	}
+	return s
 }
 
 // workersOf lists the job's worker jobs in the queue: the worker name and the main job's

@@ -86,14 +86,25 @@ const mainID = 100
 
 func newHarness(t *testing.T, min, max int) *harness {
 	t.Helper()
+	return newHarnessValued(t, min, max, 0)
+}
+
+// newHarnessValued declares the job with --elastic-value=value (none when 0). The a100 pool
+// costs 3 per GPU-hour.
+func newHarnessValued(t *testing.T, min, max int, value float64) *harness {
+	t.Helper()
 	uid := uint32(os.Getuid())
 	h := &harness{t: t, dir: registry.Dir(t.TempDir()), uid: uid, now: time.Unix(1_800_000_000, 0),
 		slurm: &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.JobExtra{}, nextID: 200}}
 	if err := os.MkdirAll(h.dir.ReportDir(mainID), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	decl := fmt.Sprintf(`{"version":1,"job_id":%d,"uid":%d,"gid":%d,"min_workers":%d,"max_workers":%d,"gpus_per_worker":1,"rdzv_endpoint":"host:29500","pools":["a100"],"recorded":1}`,
-		mainID, uid, os.Getgid(), min, max)
+	valued := ""
+	if value > 0 {
+		valued = fmt.Sprintf(`"value_per_million_samples":%f,`, value)
+	}
+	decl := fmt.Sprintf(`{"version":1,"job_id":%d,"uid":%d,"gid":%d,"min_workers":%d,"max_workers":%d,"gpus_per_worker":1,"rdzv_endpoint":"host:29500","pools":["a100"],%s"recorded":1}`,
+		mainID, uid, os.Getgid(), min, max, valued)
 	if err := os.WriteFile(filepath.Join(h.dir.JobDir(mainID), "declaration.json"), []byte(decl), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -249,5 +260,61 @@ func TestFinishedMainJobEndsItsWorkers(t *testing.T) {
 	h.cycle()
 	if _, err := os.Stat(h.dir.JobDir(mainID)); !os.IsNotExist(err) {
 		t.Fatalf("job directory left behind: %v", err)
+	}
+}
+
+// growUntilTerminate feeds the job's rates (by worker count) until elasticd tells a worker to
+// go or 40 cycles pass, starting every worker it submits.
+func (h *harness) growUntilTerminate(rates map[int]float64) {
+	workers := []uint32{mainID}
+	for range 40 {
+		h.report(rates[len(workers)], workers...)
+		h.cycle()
+		for range h.slurm.submits[len(workers)-1:] {
+			id := uint32(200 + len(workers))
+			h.slurm.run(id, WorkerName(mainID), h.uid, h.now)
+			workers = append(workers, id)
+		}
+		if len(h.slurm.terminate) > 0 {
+			return
+		}
+	}
+}
+
+// The job's own --elastic-value decides whether a step that scales well is worth its GPUs. One
+// a100 costs 3 an hour; 1 -> 2 workers adds 90 samples/s (s = 0.9): 0.324 million samples an
+// hour, and at most 100 samples/s (0.36 million) if it scaled linearly.
+func TestElasticValueWeighsTheGainAgainstThePrice(t *testing.T) {
+	rates := map[int]float64{1: 100, 2: 190, 3: 200}
+
+	// 20 per million: the step is worth 6.48 an hour; growth stops where efficiency does.
+	rich := newHarnessValued(t, 1, 4, 20)
+	rich.growUntilTerminate(rates)
+	if len(rich.slurm.submits) != 2 || !slices.Equal(rich.slurm.terminate, []uint32{202}) {
+		t.Fatalf("value 20: submits %d, terminated %v; want the knee at 2 (decision %+v)", len(rich.slurm.submits), rich.slurm.terminate, rich.decision())
+	}
+
+	// 9 per million: a linear step would be worth 3.24, so 2 is probed; measured it is worth
+	// 2.92, less than the worker costs: back to one, and the reason says why.
+	marginal := newHarnessValued(t, 1, 4, 9)
+	marginal.growUntilTerminate(rates)
+	if len(marginal.slurm.submits) != 1 || !slices.Equal(marginal.slurm.terminate, []uint32{201}) {
+		t.Fatalf("value 9: submits %d, terminated %v; want the probe of 2 undone (decision %+v)", len(marginal.slurm.submits), marginal.slurm.terminate, marginal.decision())
+	}
+	if st := marginal.d.Status(); len(st) != 1 || st[0].ValuePerMillionSamples != 9 {
+		t.Fatalf("status %+v, want the job's value 9", st)
+	}
+	if d := marginal.decision(); d.Action != policy.Shrink || !strings.Contains(d.Reason, "worth $2.92/h") || !strings.Contains(d.Reason, "cost $3.00/h") {
+		t.Fatalf("value 9: decision %+v, want a shrink that names the worth and the cost", d)
+	}
+
+	// 5 per million: even a linear step is worth only 1.80: no probe at all.
+	poor := newHarnessValued(t, 1, 4, 5)
+	poor.growUntilTerminate(rates)
+	if len(poor.slurm.submits) != 0 {
+		t.Fatalf("value 5: %d submissions, want none", len(poor.slurm.submits))
+	}
+	if d := poor.decision(); d.Action != policy.Hold || !strings.Contains(d.Reason, "worth at most $1.80/h for $3.00/h") {
+		t.Fatalf("value 5: decision %+v, want a hold that names the worth and the cost", d)
 	}
 }

@@ -35,6 +35,10 @@ func TestInvalidElasticDeclarationIsRejectedAtSubmit(t *testing.T) {
 		"--elastic=two:4":                   `MIN "two" must be a whole number`,
 		"--elastic=1:2 --elastic-pools=h9x": "unknown pool h9x",
 		"--elastic-pools=a100":              "--elastic-pools needs --elastic",
+		"--elastic=1:2 --elastic-value=abc": "invalid --elastic-value",
+		"--elastic=1:2 --elastic-value=0":   "invalid --elastic-value",
+		"--elastic=1:2 --elastic-value=-1":  "invalid --elastic-value",
+		"--elastic-value=2":                 "--elastic-value needs --elastic",
 	} {
 		full := append(strings.Fields(args), "-p", "a100", "--gres=gpu:a100:1", "--wrap", "true")
 		id, msg, err := c.SubmitWithMessage(ctx, "alice", full...)
@@ -46,6 +50,36 @@ func TestInvalidElasticDeclarationIsRejectedAtSubmit(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%s: sbatch said %q, want it to say %q", args, msg, want)
 		}
+	}
+}
+
+// A valid --elastic-value reaches elasticd through the declaration the plugin records.
+func TestElasticValueIsRecorded(t *testing.T) {
+	c := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id, err := c.Submit(ctx, "alice", "--elastic=1:2", "--elastic-value=2.5", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Cancel(id)
+	if _, err := c.WaitState(ctx, id, "RUNNING"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := registry.Dir(filepath.Join(c.Dir, "elastic"))
+	var decl *registry.Declaration
+	for range 50 { // the batch step records it as it starts
+		if decl, err = dir.ReadDeclaration(uint32(n)); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || decl.ValuePerMillionSamples != 2.5 || decl.MaxWorkers != 2 {
+		t.Fatalf("declaration %+v, %v; want value 2.5 and max 2", decl, err)
 	}
 }
 

@@ -14,14 +14,16 @@ import (
 
 // JobStatus is one elastic job as `elasticd status` prints it.
 type JobStatus struct {
-	JobID         uint32         `json:"job_id"`
-	User          string         `json:"user"`
-	Account       string         `json:"account"`
-	MinWorkers    int            `json:"min_workers"`
-	MaxWorkers    int            `json:"max_workers"`
-	GPUsPerWorker int            `json:"gpus_per_worker"`
-	Pools         []string       `json:"pools"`
-	Size          map[string]int `json:"size"`
+	JobID         uint32   `json:"job_id"`
+	User          string   `json:"user"`
+	Account       string   `json:"account"`
+	MinWorkers    int      `json:"min_workers"`
+	MaxWorkers    int      `json:"max_workers"`
+	GPUsPerWorker int      `json:"gpus_per_worker"`
+	Pools         []string `json:"pools"`
+	// ValuePerMillionSamples is the job's --elastic-value (0: none given).
+	ValuePerMillionSamples float64        `json:"value_per_million_samples,omitempty"`
+	Size                   map[string]int `json:"size"`
 	// Throughput is the job's samples/s, oldest first (the last StatusHistory measurements).
 	Throughput   []Point   `json:"throughput"`
 	Decision     string    `json:"decision"`
@@ -50,7 +52,8 @@ func (d *Daemon) Status() []JobStatus {
 	for _, j := range d.jobs {
 		s := JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
 			MaxWorkers: j.decl.MaxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: j.decl.Pools,
-			Size: map[string]int{}, Decision: j.last.Action.String(), Reason: j.last.Reason, DecidedAt: j.lastAt}
+			ValuePerMillionSamples: j.decl.ValuePerMillionSamples,
+			Size:                   map[string]int{}, Decision: j.last.Action.String(), Reason: j.last.Reason, DecidedAt: j.lastAt}
 		for t, n := range j.size {
 			s.Size[string(t)] = n
 		}

@@ -103,6 +103,17 @@ const (
 	MaxThroughputPerDollar
 )
 
+// ParseObjective reads an objective as elasticd's --objective spells it.
+func ParseObjective(s string) (Objective, error) {
+	switch s {
+	case "throughput":
+		return MaxThroughput, nil
+	case "throughput-per-dollar":
+		return MaxThroughputPerDollar, nil
+	}
+	return 0, fmt.Errorf("unknown objective %q: want throughput or throughput-per-dollar", s)
+}
+
 // Settings tune the policy. A zero field takes the value of
 // DefaultSettings.
 type Settings struct {

@@ -613,3 +613,16 @@ func TestActionString(t *testing.T) {
 		}
 	}
 }
+
+func TestParseObjective(t *testing.T) {
+	for in, want := range map[string]Objective{"throughput": MaxThroughput, "throughput-per-dollar": MaxThroughputPerDollar} {
+		if got, err := ParseObjective(in); err != nil || got != want {
+			t.Errorf("ParseObjective(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "Throughput", "per-dollar", "throughput "} {
+		if _, err := ParseObjective(bad); err == nil {
+			t.Errorf("ParseObjective(%q) accepted", bad)
+		}
+	}
+}

@@ -56,8 +56,14 @@ type Declaration struct {
 	GPUsPerWorker int      `json:"gpus_per_worker"`
 	RdzvEndpoint  string   `json:"rdzv_endpoint"`
 	Pools         []string `json:"pools"`
-	Recorded      int64    `json:"recorded"`
+	// ValuePerMillionSamples is --elastic-value: what a million samples are worth to the user,
+	// in the pools' price unit; 0 (or absent, in declarations from before it) when not given.
+	ValuePerMillionSamples float64 `json:"value_per_million_samples"`
+	Recorded               int64   `json:"recorded"`
 }
+
+// MaxValuePerMillionSamples bounds --elastic-value, as the plugin does.
+const MaxValuePerMillionSamples = 1e9
 
 var (
 	poolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
@@ -76,6 +82,8 @@ func (d *Declaration) Validate() error {
 		return fmt.Errorf("GPUs per worker %d: want 1 to 64", d.GPUsPerWorker)
 	case !endpoint.MatchString(d.RdzvEndpoint):
 		return fmt.Errorf("rendezvous endpoint %q is not host:port", d.RdzvEndpoint)
+	case !(d.ValuePerMillionSamples >= 0 && d.ValuePerMillionSamples <= MaxValuePerMillionSamples):
+		return fmt.Errorf("value per million samples %v: want 0 to %g", d.ValuePerMillionSamples, float64(MaxValuePerMillionSamples))
 	}
 	for i, p := range d.Pools {
 		if !poolName.MatchString(p) || slices.Contains(d.Pools[:i], p) {

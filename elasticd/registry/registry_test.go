@@ -78,12 +78,21 @@ func TestReadDeclaration(t *testing.T) {
 	if err != nil || d.MaxWorkers != 3 || d.Pools[1] != "v100" || d.UID != 1001 {
 		t.Fatalf("got %+v, %v", d, err)
 	}
+	if d.ValuePerMillionSamples != 0 {
+		t.Fatalf("a declaration without --elastic-value has value %v", d.ValuePerMillionSamples)
+	}
+	write(`{"version":1,"job_id":5,"uid":1001,"gid":1001,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:29405","pools":["a100"],"value_per_million_samples":2.500000,"recorded":1795341352}`)
+	if d, err = dir.ReadDeclaration(5); err != nil || d.ValuePerMillionSamples != 2.5 {
+		t.Fatalf("with --elastic-value=2.5: got %+v, %v", d, err)
+	}
 	for _, bad := range []string{
 		`{"version":1,"job_id":6,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[]}`,
 		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":4,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[]}`,
 		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm;rm:1","pools":[]}`,
 		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":["a","a"]}`,
 		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[],"extra":1}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[],"value_per_million_samples":-1}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[],"value_per_million_samples":1e10}`,
 	} {
 		write(bad)
 		if _, err := dir.ReadDeclaration(5); err == nil {
