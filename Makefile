@@ -143,7 +143,7 @@ clean:
 # testbed-docker-test brings it up first when it is not (the image is rebuilt only on changes).
 DOCKER_TESTBED := bash docker/slurm-testbed/testbed-docker.sh
 .PHONY: docker-base testbed-docker-build testbed-docker-up testbed-docker-test testbed-docker-down \
-	testbed-docker-logs testbed-docker-shell
+	testbed-docker-logs testbed-docker-state testbed-docker-shell
 
 docker-base:
 	@bash docker/slurm-testbed/build-base.sh
@@ -162,6 +162,9 @@ testbed-docker-down:
 
 testbed-docker-logs:
 	@$(DOCKER_TESTBED) logs
+
+testbed-docker-state:
+	@$(DOCKER_TESTBED) state
 
 testbed-docker-shell:
 	@$(DOCKER_TESTBED) shell alice

@@ -3,10 +3,12 @@
 #
 #   testbed-docker.sh build   stage the build context (Go toolchain + vendored modules) and build
 #                             $IMAGE from $BASE_IMAGE (make docker-base builds that one)
-#   testbed-docker.sh up      build, `compose up -d`, wait until all 7 nodes are idle
+#   testbed-docker.sh up      build, `compose up -d`, wait until all 7 nodes are idle (what an
+#                             interrupted run left, containers and volumes, is removed first)
 #   testbed-docker.sh test    the smoke scenario (smoke.sh) against the running containers
 #   testbed-docker.sh down    `compose down -v`: containers, network and volumes are removed
-#   testbed-docker.sh logs    every daemon's log from the log volume
+#   testbed-docker.sh logs    every daemon's log from the log volume, then the cluster's state
+#   testbed-docker.sh state   containers, nodes with reasons, and jobs
 #
 # No host port is published: use it with `docker exec` (see README.md here).
 set -euo pipefail
@@ -36,10 +38,19 @@ compose() {
 	fi
 }
 
+install_rsync() {
+	[ "$(id -u)" -eq 0 ] || die "no rsync: install it (apt-get install rsync)"
+	say "installing rsync (stages the build context)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends rsync >/dev/null ||
+		{ apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends rsync >/dev/null; } ||
+		die "could not install rsync"
+}
+
 # Offline Go build: the host's toolchain and the module's dependencies (go mod vendor, from the
 # host's module cache) go into the context, so nothing is downloaded inside the build.
 stage_context() {
 	local goroot
+	command -v rsync >/dev/null || install_rsync
 	command -v go >/dev/null || die "no go on PATH: the image's build stage uses the host's Go toolchain"
 	goroot=$(go env GOROOT)
 	install -d "$CONTEXT"
@@ -89,18 +100,44 @@ all_nodes_idle() {
 	[ "$(ctld sinfo -h -N -o '%N %t' 2>/dev/null | sort -u | awk '$2 == "idle"' | wc -l)" -eq ${#NODES[@]} ]
 }
 
+# The project's containers as docker sees them, one state per line (running, exited, ...),
+# read with docker itself so that compose v1 and v2 answer alike.
+project_container_states() {
+	docker ps -a --filter "label=com.docker.compose.project=$COMPOSE_PROJECT_NAME" --format '{{.State}}'
+}
+
+project_volumes() {
+	docker volume ls -q --filter "label=com.docker.compose.project=$COMPOSE_PROJECT_NAME"
+}
+
+# A cluster that is not wholly running is what an interrupted run left (a killed CI job, a
+# reboot): its volumes still hold that run's queue, so its pending jobs would start on the nodes
+# as soon as they register and the nodes would never all be idle. Start such a cluster afresh;
+# a wholly running one is kept (up again after an edit only recreates what changed).
+remove_leftovers() {
+	local services states total running volumes
+	services=$(compose config --services | wc -l)
+	states=$(project_container_states)
+	total=$(grep -c . <<<"$states" || true)
+	running=$(grep -cx running <<<"$states" || true)
+	volumes=$(project_volumes | grep -c . || true)
+	[ "$total" -eq "$services" ] && [ "$running" -eq "$services" ] && return 0
+	[ "$total" -eq 0 ] && [ "$volumes" -eq 0 ] && return 0
+	say "an earlier run left $total containers ($running of $services services running) and $volumes volumes: removing them, the cluster starts afresh"
+	cmd_down
+}
+
 cmd_up() {
 	cmd_build
 	local t0=$SECONDS deadline
+	remove_leftovers
 	say "starting the cluster (project $COMPOSE_PROJECT_NAME)"
 	compose up -d --remove-orphans || { compose ps; cmd_logs; die "compose up failed"; }
 	deadline=$((SECONDS + IDLE_TIMEOUT))
 	until all_nodes_idle; do
 		if [ $SECONDS -ge $deadline ]; then
-			compose ps || true
-			ctld sinfo -N || true
 			cmd_logs
-			die "nodes not idle ${IDLE_TIMEOUT}s after up"
+			die "nodes not idle ${IDLE_TIMEOUT}s after up (the cluster's state is just above)"
 		fi
 		sleep 1
 	done
@@ -121,6 +158,18 @@ cmd_logs() {
 	[ -n "$id" ] || { compose logs --tail=40 || true; return 0; }
 	docker exec "$id" bash -c 'for f in $TESTBED_DIR/log/*.log; do echo "=== tail $f"; tail -n 40 "$f"; done' || true
 	compose logs --tail=20 || true
+	cmd_state
+}
+
+# Last, so that the end of a long failure log (all a CI summary may keep) says what was wrong.
+cmd_state() {
+	echo "=== containers"
+	compose ps || true
+	echo "=== nodes (sinfo -N -l) and reasons (sinfo -R)"
+	ctld sinfo -N -l || true
+	ctld sinfo -R || true
+	echo "=== jobs (squeue)"
+	ctld squeue -o '%.8i %.9P %.10j %.8u %.10a %.8T %.10M %.20R' || true
 }
 
 cmd_test() {
@@ -136,6 +185,7 @@ up) cmd_up ;;
 down) cmd_down ;;
 test) cmd_test ;;
 logs) cmd_logs ;;
+state) cmd_state ;;
 shell) compose exec -u "${2:-alice}" slurmctld bash ;;
 *)
 	echo "usage: $0 build|up|test|down|logs|shell [user]" >&2
