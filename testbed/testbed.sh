@@ -334,22 +334,12 @@ start_mariadb() {
 		ln -sf "$RUN/mysqld/mariadb.pid" "$RUN/mariadb.pid"
 		wait_for "MariaDB" 30 db_root -e 'SELECT 1' || { tail -n 20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
 	fi
-	local pw
-	pw=$(cat "$TESTBED_DIR/secrets/db-password")
-	db_root <<EOF
-CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$pw';
-CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$pw';
-ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$pw';
-ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$pw';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
--- quotad's own schema (quota table, audit) lives beside slurmdbd's.
-CREATE DATABASE IF NOT EXISTS slurmbridge;
-GRANT ALL ON slurmbridge.* TO 'slurm'@'127.0.0.1';
-GRANT ALL ON slurmbridge.* TO 'slurm'@'localhost';
-EOF
+	local sql
+	sql=$(bash "$REPO_ROOT/slurm-conf/testbed/db-setup.sh" "$TESTBED_DIR/secrets/db-password" 127.0.0.1 localhost) ||
+		die "cannot render the database setup"
+	printf '%s\n' "$sql" | db_root || die "setting up the databases failed"
 }
+
 
 slurm_env() {
 	export SLURM_CONF=$ETC/slurm.conf

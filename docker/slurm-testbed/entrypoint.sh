@@ -164,7 +164,7 @@ ctld_up() { scontrol ping | grep -q 'is UP'; }
 db_root() { mariadb --no-defaults --socket="$DB_SOCKET" -uroot "$@"; }
 
 role_mariadb() {
-	local data=$STATE/mysql/data pw
+	local data=$STATE/mysql/data
 	install -d -m 0755 -o mysql -g mysql "$RUN/mysqld" "$STATE/mysql"
 	install -d -m 0700 "$(dirname "$DB_PASSWORD_FILE")"
 	[ -s "$DB_PASSWORD_FILE" ] ||
@@ -185,16 +185,10 @@ role_mariadb() {
 		--innodb-lock-wait-timeout=900 --max-allowed-packet=16M &
 	local pid=$!
 	wait_for MariaDB 60 db_root -e 'SELECT 1' || { tail -n 20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
-	pw=$(cat "$DB_PASSWORD_FILE")
-	db_root <<EOF
-CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-CREATE USER IF NOT EXISTS 'slurm'@'%' IDENTIFIED BY '$pw';
-ALTER USER 'slurm'@'%' IDENTIFIED BY '$pw';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%';
--- quotad's own schema (quota table, audit) lives beside slurmdbd's, as in testbed/testbed.sh.
-CREATE DATABASE IF NOT EXISTS slurmbridge;
-GRANT ALL ON slurmbridge.* TO 'slurm'@'%';
-EOF
+	# Any host: the daemons reach it over the compose network, by their containers' addresses.
+	local sql
+	sql=$(bash "$TEMPLATES/db-setup.sh" "$DB_PASSWORD_FILE" '%') || die "cannot render the database setup"
+	printf '%s\n' "$sql" | db_root || die "setting up the databases failed"
 	touch "$RUN/mariadb.ready"
 	say "MariaDB ready"
 	supervise $pid

@@ -176,20 +176,7 @@ func TestBelowMinSubmitsWorkersAsTheOwnerWithTheContract(t *testing.T) {
 // The job reports 100, 190, 200 samples/s at 1, 2, 3 workers: the knee is 2.
 func TestGrowsWhileStepsPayThenShrinksGracefully(t *testing.T) {
 	h := newHarness(t, 1, 4)
-	rates := map[int]float64{1: 100, 2: 190, 3: 200}
-	workers := []uint32{mainID}
-	for range 40 {
-		h.report(rates[len(workers)], workers...)
-		h.cycle()
-		for range h.slurm.submits[len(workers)-1:] {
-			id := uint32(200 + len(workers))
-			h.slurm.run(id, WorkerName(mainID), h.uid, h.now)
-			workers = append(workers, id)
-		}
-		if len(h.slurm.terminate) > 0 {
-			break
-		}
-	}
+	workers := h.growUntilTerminate(map[int]float64{1: 100, 2: 190, 3: 200})
 	// 1 → 2 pays (s = 0.9), 2 → 3 does not (s = 0.11): the third worker is told to go.
 	if len(h.slurm.submits) != 2 || !slices.Equal(h.slurm.terminate, []uint32{202}) {
 		t.Fatalf("submits %d, terminated %v; want 2 grows and TERM to worker 202 (decision %+v)", len(h.slurm.submits), h.slurm.terminate, h.decision())
@@ -264,8 +251,8 @@ func TestFinishedMainJobEndsItsWorkers(t *testing.T) {
 }
 
 // growUntilTerminate feeds the job's rates (by worker count) until elasticd tells a worker to
-// go or 40 cycles pass, starting every worker it submits.
-func (h *harness) growUntilTerminate(rates map[int]float64) {
+// go or 40 cycles pass, starting every worker it submits, and returns the job's ids (main first).
+func (h *harness) growUntilTerminate(rates map[int]float64) []uint32 {
 	workers := []uint32{mainID}
 	for range 40 {
 		h.report(rates[len(workers)], workers...)
@@ -276,9 +263,10 @@ func (h *harness) growUntilTerminate(rates map[int]float64) {
 			workers = append(workers, id)
 		}
 		if len(h.slurm.terminate) > 0 {
-			return
+			return workers
 		}
 	}
+	return workers
 }
 
 // The job's own --elastic-value decides whether a step that scales well is worth its GPUs. One
