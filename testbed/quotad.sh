@@ -6,6 +6,8 @@
 #                      metrics on 127.0.0.1:$QUOTAD_METRICS_PORT); harmless when it runs
 #   quotad.sh stop     stop the quotad of the pid file (never by name)
 #   quotad.sh status   say whether it runs
+#   quotad.sh sync     while it is stopped: apply once what it would apply now (quotactl sync),
+#                      e.g. QOS changes a quotad stopped mid-cycle left undone
 #
 # Needs `make build` (bin/quotad, bin/quotactl) and a database quotad may write: see the
 # CREATE DATABASE slurmbridge and GRANT ALL ON slurmbridge.* to the testbed's DB user.
@@ -100,12 +102,23 @@ cmd_status() {
 	fi
 }
 
+cmd_sync() {
+	local pid
+	if pid=$(running); then
+		die "quotad runs (pid $pid): it applies its plan itself; stop it first"
+	fi
+	[ -x "$BIN/quotactl" ] || die "$BIN/quotactl missing: run make build"
+	load_env
+	"$BIN/quotactl" sync
+}
+
 case ${1:-} in
 start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
+sync) cmd_sync ;;
 *)
-	echo "usage: $0 start|stop|status" >&2
+	echo "usage: $0 start|stop|status|sync" >&2
 	exit 2
 	;;
 esac

@@ -101,7 +101,7 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 	if err := r.checkIdle(ctx); err != nil {
 		return Report{}, nil, err
 	}
-	if err := r.setMode(ctx, mode); err != nil {
+	if err := r.setMode(ctx, mode, pl.Params.Projects); err != nil {
 		return Report{}, nil, err
 	}
 	capacity, err := r.capacity(ctx)
@@ -165,7 +165,7 @@ func (r *Runner) checkIdle(ctx context.Context) error {
 
 // setMode starts or stops quotad and elasticd. Static mode needs the guaranteed QOS quotad
 // created.
-func (r *Runner) setMode(ctx context.Context, mode Mode) error {
+func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) error {
 	if mode == Elastic {
 		if r.Elastic == nil {
 			return errors.New("mode elastic needs the trainer, a work directory and the pools (Runner.Elastic)")
@@ -202,19 +202,47 @@ func (r *Runner) setMode(ctx context.Context, mode Mode) error {
 	if mode != Static {
 		return nil
 	}
+	// A quotad stopped mid-cycle (as just now, or a fresh testbed's first cycle) may have left
+	// some of its QOS and account changes undone: a project without its capped guaranteed QOS
+	// would run uncapped and the static baseline would be wrong. Apply what is left, then check.
+	if out, err := r.daemon(ctx, "quotad", "sync"); err != nil {
+		return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
+	}
+	return r.checkStaticQuotas(ctx, projects)
+}
+
+// checkStaticQuotas makes sure each project runs capped: its account's default QOS is its
+// guaranteed QOS, and that QOS caps GPUs.
+func (r *Runner) checkStaticQuotas(ctx context.Context, projects []Project) error {
 	out, err := r.Cluster.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres")
 	if err != nil {
 		return err
 	}
-	capped := 0
+	capped := map[string]bool{}
 	for line := range strings.SplitSeq(string(out), "\n") {
 		name, tres, _ := strings.Cut(line, "|")
-		if strings.HasPrefix(name, "guar-") && strings.Contains(tres, "gres/gpu=") {
-			capped++
+		capped[name] = strings.Contains(tres, "gres/gpu")
+	}
+	// The default QOS of each project user's association: what the replay's jobs run in.
+	out, err = r.Cluster.Run(ctx, "sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,defaultqos")
+	if err != nil {
+		return err
+	}
+	defaults := map[string]string{}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if f := strings.Split(strings.TrimSpace(line), "|"); len(f) == 3 && f[1] != "" {
+			defaults[f[0]+"|"+f[1]] = f[2]
 		}
 	}
-	if capped == 0 {
-		return errors.New("no guaranteed QOS with a GPU cap: run quotad once (testbed/quotad.sh start) so static quotas exist")
+	for _, pr := range projects {
+		guar := "guar-" + pr.Account
+		if !capped[guar] {
+			return fmt.Errorf("static quotas: QOS %s does not cap GPUs: run quotad once (testbed/quotad.sh start)", guar)
+		}
+		if got := defaults[pr.Account+"|"+pr.User]; got != guar {
+			return fmt.Errorf("static quotas: %s's default QOS in account %s is %q, not %s: run quotad once (testbed/quotad.sh start)",
+				pr.User, pr.Account, got, guar)
+		}
 	}
 	return nil
 }

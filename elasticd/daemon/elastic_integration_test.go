@@ -72,8 +72,10 @@ func TestElasticValueIsRecorded(t *testing.T) {
 	}
 	dir := registry.Dir(filepath.Join(c.Dir, "elastic"))
 	var decl *registry.Declaration
-	for range 50 { // the batch step records it as it starts
-		if decl, err = dir.ReadDeclaration(uint32(n)); err == nil {
+	// The batch step records it as it starts, which on 2 busy cores has taken over 5 s after
+	// RUNNING: wait as long as the test's deadline allows.
+	for {
+		if decl, err = dir.ReadDeclaration(uint32(n)); err == nil || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
