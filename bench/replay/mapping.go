@@ -34,6 +34,8 @@ type Project struct {
 	User    string
 	GPUType string
 	GPUs    int
+	// GuaranteedQOS is the account's guaranteed QOS as the quota table names it.
+	GuaranteedQOS string
 }
 
 // Shape is one testbed node: what CPU and memory requests are scaled to.

@@ -61,7 +61,7 @@ func TestbedProjects(quotasYAML string) ([]Project, error) {
 	}
 	var out []Project
 	for _, p := range cfg.Projects {
-		pr := Project{Account: p.Account, User: users[p.Account]}
+		pr := Project{Account: p.Account, User: users[p.Account], GuaranteedQOS: cfg.Settings.GuaranteedQOSName(p.Account)}
 		for _, t := range slices.Sorted(maps.Keys(p.GPUs)) {
 			if p.GPUs[t] > pr.GPUs {
 				pr.GPUType, pr.GPUs = t, p.GPUs[t]
@@ -235,7 +235,7 @@ func (r *Runner) checkStaticQuotas(ctx context.Context, projects []Project) erro
 		}
 	}
 	for _, pr := range projects {
-		guar := "guar-" + pr.Account
+		guar := pr.GuaranteedQOS
 		if !capped[guar] {
 			return fmt.Errorf("static quotas: QOS %s does not cap GPUs: run quotad once (testbed/quotad.sh start)", guar)
 		}

@@ -92,8 +92,8 @@ func runCommand() *cli.Command {
 			if cfg.Settings.Objective, err = policy.ParseObjective(c.String("objective")); err != nil {
 				return err
 			}
-			if v := cfg.Settings.ValuePerMillionSamples; !(v >= 0 && v <= registry.MaxValuePerMillionSamples) {
-				return fmt.Errorf("--value-per-million-samples %v: want 0 to %g", v, float64(registry.MaxValuePerMillionSamples))
+			if err := registry.CheckValuePerMillionSamples(cfg.Settings.ValuePerMillionSamples); err != nil {
+				return fmt.Errorf("--value-per-million-samples: %w", err)
 			}
 			if path := c.String("pools"); path != "" {
 				if cfg.Pools, err = pools.Load(path); err != nil {

@@ -65,6 +65,15 @@ type Declaration struct {
 // MaxValuePerMillionSamples bounds --elastic-value, as the plugin does.
 const MaxValuePerMillionSamples = 1e9
 
+// CheckValuePerMillionSamples accepts 0 (none given) to MaxValuePerMillionSamples: a job's
+// --elastic-value as recorded, or elasticd's site-wide default.
+func CheckValuePerMillionSamples(v float64) error {
+	if !(v >= 0 && v <= MaxValuePerMillionSamples) {
+		return fmt.Errorf("value per million samples %v: want 0 to %g", v, float64(MaxValuePerMillionSamples))
+	}
+	return nil
+}
+
 var (
 	poolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
 	endpoint = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,255}:[0-9]{1,5}$`)
@@ -82,8 +91,9 @@ func (d *Declaration) Validate() error {
 		return fmt.Errorf("GPUs per worker %d: want 1 to 64", d.GPUsPerWorker)
 	case !endpoint.MatchString(d.RdzvEndpoint):
 		return fmt.Errorf("rendezvous endpoint %q is not host:port", d.RdzvEndpoint)
-	case !(d.ValuePerMillionSamples >= 0 && d.ValuePerMillionSamples <= MaxValuePerMillionSamples):
-		return fmt.Errorf("value per million samples %v: want 0 to %g", d.ValuePerMillionSamples, float64(MaxValuePerMillionSamples))
+	}
+	if err := CheckValuePerMillionSamples(d.ValuePerMillionSamples); err != nil {
+		return err
 	}
 	for i, p := range d.Pools {
 		if !poolName.MatchString(p) || slices.Contains(d.Pools[:i], p) {
