@@ -188,7 +188,7 @@ logs) cmd_logs ;;
 state) cmd_state ;;
 shell) compose exec -u "${2:-alice}" slurmctld bash ;;
 *)
-	echo "usage: $0 build|up|test|down|logs|shell [user]" >&2
+	echo "usage: $0 build|up|test|down|logs|state|shell [user]" >&2
 	exit 2
 	;;
 esac
