@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# Builds the Debian 12 base image (an equivalent of `debian:bookworm`) from a Debian mirror with
-# debootstrap and `docker import`, for hosts that cannot pull from any image registry.
+# Builds a Debian base image (an equivalent of `debian:SUITE`) from a Debian mirror with
+# debootstrap and `docker import`, for hosts that cannot pull from any image registry. The suite
+# follows the Slurm release (testbed/release.sh): 22.05 bookworm, 24.11 trixie, 26.05 sid.
 #
 #   build-base.sh            build $BASE_IMAGE unless it exists
 #   FORCE=1 build-base.sh    rebuild it
 #
-# Environment: BASE_IMAGE (default slurmbridge/debian:bookworm), DEBIAN_MIRROR (default
+# Environment: SLURM_RELEASE (default: the host's) or SUITE, BASE_IMAGE (default
+# slurmbridge/debian:SUITE), DEBIAN_MIRROR (default
 # http://deb.debian.org/debian; a local mirror or apt proxy on an air-gapped host),
 # DEBIAN_SECURITY_MIRROR, and BASE_CACHE: a directory where the root file system tarball is
 # kept so a later build on the same host skips debootstrap (never required).
 # Needs root and debootstrap (installed with apt-get when missing).
 set -euo pipefail
 
-BASE_IMAGE=${BASE_IMAGE:-slurmbridge/debian:bookworm}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SUITE=${SUITE:-$(bash "$HERE/../../testbed/release.sh" suite "${SLURM_RELEASE:-}")}
+BASE_IMAGE=${BASE_IMAGE:-slurmbridge/debian:$SUITE}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 BASE_CACHE=${BASE_CACHE:-/var/cache/slurmbridge}
-SUITE=bookworm
 
 say() { printf 'docker-base: %s\n' "$*"; }
 die() { printf 'docker-base: error: %s\n' "$*" >&2; exit 1; }
@@ -50,12 +53,17 @@ if [ "${FORCE:-0}" = 1 ] || [ ! -s "$tarball" ]; then
 	debootstrap --variant=minbase --arch="$(dpkg --print-architecture)" "$SUITE" "$root" "$DEBIAN_MIRROR" ||
 		{ tail -n 30 "$root/debootstrap/debootstrap.log" >&2 2>/dev/null || true; die "debootstrap failed"; }
 
-	# What the official image adds: all three suites, and no caches or docs kept in layers.
-	cat >"$root/etc/apt/sources.list" <<EOF
+	# What the official image adds: the suite with its updates and security suites (unstable has
+	# neither), and no caches or docs kept in layers.
+	if [ "$SUITE" = sid ]; then
+		echo "deb $DEBIAN_MIRROR $SUITE main" >"$root/etc/apt/sources.list"
+	else
+		cat >"$root/etc/apt/sources.list" <<EOF
 deb $DEBIAN_MIRROR $SUITE main
 deb $DEBIAN_MIRROR $SUITE-updates main
 deb $DEBIAN_SECURITY_MIRROR $SUITE-security main
 EOF
+	fi
 	cat >"$root/etc/apt/apt.conf.d/docker-clean" <<'EOF'
 DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
 APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };

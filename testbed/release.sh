@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The Slurm releases slurmbridge supports, each with the Debian suite whose packages carry it.
+#
+#   release.sh host            the release this host's Debian suite carries (22.05 on bookworm)
+#   release.sh suite [REL]     the Debian suite of REL (default: the host's release)
+#   release.sh check REL       exit 0 when REL is supported, else say which are
+#   release.sh list            every supported release, one a line
+#
+# One table, so the Makefile, the testbeds and CI never spell the mapping twice.
+set -euo pipefail
+
+RELEASES=(22.05:bookworm 24.11:trixie 26.05:sid)
+
+die() { printf 'release: error: %s\n' "$*" >&2; exit 2; }
+
+list() {
+	local e
+	for e in "${RELEASES[@]}"; do echo "${e%%:*}"; done
+}
+
+suite_of() {
+	local e
+	for e in "${RELEASES[@]}"; do
+		[ "${e%%:*}" = "$1" ] && { echo "${e#*:}"; return 0; }
+	done
+	die "Slurm $1 is not supported: choose one of $(list | paste -sd' ')"
+}
+
+# The host's suite from os-release. Debian unstable names itself with "sid" in PRETTY_NAME
+# (its VERSION_CODENAME is the next release's name).
+host() {
+	local codename="" pretty="" e
+	if [ -r /etc/os-release ]; then
+		codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+		pretty=$(. /etc/os-release && echo "${PRETTY_NAME:-}")
+	fi
+	case $pretty in *sid*) codename=sid ;; esac
+	for e in "${RELEASES[@]}"; do
+		[ "${e#*:}" = "$codename" ] && { echo "${e%%:*}"; return 0; }
+	done
+	die "this host runs '${codename:-an unknown system}', whose Slurm is not one slurmbridge supports; test in a container instead: make test SLURM_RELEASE=$(list | head -n1)"
+}
+
+case ${1:-} in
+host) host ;;
+suite) suite_of "${2:-$(host)}" ;;
+check) suite_of "${2:?release}" >/dev/null ;;
+list) list ;;
+*)
+	echo "usage: $0 host | suite [RELEASE] | check RELEASE | list" >&2
+	exit 2
+	;;
+esac
