@@ -2,6 +2,9 @@
 #   make               build everything into bin/
 #   make demo          bring the local Slurm testbed up and show it working (root)
 #   make test          bring the testbed up, then vet and run every test, integration included (root)
+#   make test SLURM_RELEASE=24.11   the same against another supported release (22.05, 24.11,
+#                      26.05): on the host when it runs that release, else in a Debian container
+#                      of it (testbed/container.sh)
 #   make test-unit     vet and unit tests only (no Slurm needed)
 #   make bench         run every benchmark (bench-replay-full: the trace replay's full run)
 #   make install       binaries, plugins, units, example configs (PREFIX, DESTDIR, PLUGIN_DIR)
@@ -18,8 +21,20 @@ BIN := bin
 TESTBED_DIR ?= /tmp/slurmbridge-testbed
 export TESTBED_DIR
 
+# The Slurm release to test against (testbed/release.sh lists them); empty means the host's.
+HOST_RELEASE := $(shell bash testbed/release.sh host 2>/dev/null)
+SLURM_RELEASE ?=
+# Set when the release asked for is not the host's: test targets then run in its container.
+IN_CONTAINER := $(if $(SLURM_RELEASE),$(filter-out $(HOST_RELEASE),$(SLURM_RELEASE)))
+# The container testbed and its base image are of SLURM_RELEASE (the host's when empty).
+export SLURM_RELEASE
+
 PLUGIN := $(BIN)/job_submit_pools.so
 SPANK := $(BIN)/spank_elastic.so
+# The plugins are built for the Slurm of /usr/include/slurm (they must match it to the micro
+# version): a stamp named after that version rebuilds them when the headers change.
+SLURM_HEADERS_VERSION := $(shell awk '$$1 == "\#define" && $$2 == "SLURM_VERSION_NUMBER" {print $$3}' /usr/include/slurm/slurm_version.h 2>/dev/null)
+SLURM_STAMP := $(BIN)/.built-for-slurm-$(or $(SLURM_HEADERS_VERSION),none)
 PLUGIN_SRC := $(shell find cgo-plugins/job_submit_pools bridge/pools bridge/gpureq -name '*.go' -o -name '*.c' -o -name '*.h') go.mod go.sum
 # Where `make install-plugin` puts the plugin: the first directory of the running Slurm's
 # PluginDir unless given, else (no slurmctld to ask) the directory of Debian's own plugins.
@@ -48,7 +63,12 @@ build: plugin spank
 # plugin_version matches the slurmctld installed here (libslurm-dev).
 plugin: $(PLUGIN)
 
-$(PLUGIN): $(PLUGIN_SRC)
+$(SLURM_STAMP):
+	@mkdir -p $(BIN)
+	@rm -f $(BIN)/.built-for-slurm-*
+	@touch $@
+
+$(PLUGIN): $(PLUGIN_SRC) $(SLURM_STAMP)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $@ ./cgo-plugins/job_submit_pools
 	@rm -f $(BIN)/job_submit_pools.h
@@ -57,7 +77,7 @@ $(PLUGIN): $(PLUGIN_SRC)
 # srun and slurmstepd load it through plugstack.conf (see elasticd/README.md).
 spank: $(SPANK)
 
-$(SPANK): cgo-plugins/spank_elastic/spank_elastic.c
+$(SPANK): cgo-plugins/spank_elastic/spank_elastic.c $(SLURM_STAMP)
 	@mkdir -p $(BIN)
 	$(CC) -Wall -Wextra -Werror -O2 -fPIC -shared -o $@ $<
 
@@ -103,8 +123,14 @@ test-unit: vet
 	$(GO) test -count=1 ./...
 
 # Integration tests (build tag `integration`) share one cluster, so packages run one at a time.
+ifeq ($(IN_CONTAINER),)
 test: testbed-up vet
 	$(GO) test -count=1 -p 1 -tags integration -timeout 30m ./...
+else
+test:
+	@bash testbed/release.sh check $(SLURM_RELEASE)
+	bash testbed/container.sh $(SLURM_RELEASE) make test
+endif
 
 # Every benchmark, one results file in bench/results/ (see bench/README.md).
 bench:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# slurmbridge local testbed: a real Slurm 22.05 cluster (munged, MariaDB, slurmdbd, slurmctld and
+# slurmbridge local testbed: a real Slurm cluster of the host's release (munged, MariaDB, slurmdbd, slurmctld and
 # one slurmd per node) on this machine, on loopback only, everything under $TESTBED_DIR.
 #
 #   testbed.sh packages install the missing Debian packages
+#   testbed.sh package-list   print them (testbed/container.sh builds its images with them)
 #   testbed.sh up       install missing packages, generate configs, start what is not running,
 #                       wait until every node is idle (idempotent); with bin/job_submit_pools.so
 #                       built, install it and enable JobSubmitPlugins=pools
@@ -286,6 +287,7 @@ export SLURMBRIDGE_DB_ADDR=127.0.0.1:$TESTBED_DB_PORT
 export SLURMBRIDGE_DB_NAME=slurm_acct_db
 export SLURMBRIDGE_DB_USER=slurm
 export SLURMBRIDGE_DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db-password
+export SLURMBRIDGE_EXAMPLES=$TESTBED_DIR/share/elasticd/examples
 export SLURMBRIDGE_PLUGIN_DIR=$([ "$TESTBED_FROM" = installed ] && echo "$SLURM_PLUGIN_DIR" || echo "$TESTBED_PLUGIN_DIR")
 EOF
 	chmod 0644 "$TESTBED_DIR/env"
@@ -424,12 +426,31 @@ stop_slurmbridge_daemons() {
 	return 0
 }
 
+# The test users run the elastic examples from $TESTBED_DIR/share, a copy they can always
+# read: the checkout itself may sit in a directory they cannot enter (a 0700 home, /root).
+# Jobs are submitted from share/, so $SLURM_SUBMIT_DIR/elasticd/examples finds them there.
+publish_examples() {
+	local share=$TESTBED_DIR/share entry user
+	install -d -m 0755 "$share" "$share/elasticd"
+	rm -rf "$share/elasticd/examples.new"
+	cp -R "$REPO_ROOT/elasticd/examples" "$share/elasticd/examples.new"
+	chmod -R u=rwX,go=rX "$share/elasticd/examples.new"
+	rm -rf "$share/elasticd/examples"
+	mv "$share/elasticd/examples.new" "$share/elasticd/examples"
+	for entry in "${PROJECTS[@]}"; do
+		user=${entry#*:}
+		runuser -u "$user" -- test -r "$share/elasticd/examples/train.py" ||
+			die "$user cannot read $share/elasticd/examples: every directory above $TESTBED_DIR must be open to other users (TESTBED_DIR=/tmp/... is)"
+	done
+}
+
 cmd_up() {
 	require_root
 	local t0=$SECONDS
 	install_packages
 	ensure_users
 	make_layout
+	publish_examples
 	write_configs
 	slurm_env
 	start_munged
@@ -518,6 +539,7 @@ packages)
 	require_root
 	install_packages
 	;;
+package-list) echo "${PACKAGES[@]}" ;;
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;

@@ -62,7 +62,7 @@ func TestQuickReplayInvariants(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{Cluster: c, RepoRoot: root, Log: testLog{t}, Timeout: 4 * time.Minute, ElasticdMetrics: ElasticdMetricsURL(),
-		Elastic: &ElasticSetup{Rule: p.Elastic, Trainer: filepath.Join(root, "elasticd", "examples", "synthetic_trainer.py"), WorkDir: work, Pools: poolsByType}}
+		Elastic: &ElasticSetup{Rule: p.Elastic, Trainer: filepath.Join(c.Examples(), "synthetic_trainer.py"), WorkDir: work, Pools: poolsByType}}
 	ctx := context.Background()
 	for _, d := range Daemons {
 		wasRunning := r.DaemonRunning(ctx, d)

@@ -68,6 +68,15 @@ func Require(t testing.TB) *Cluster {
 	return c
 }
 
+// Examples is the testbed's copy of elasticd/examples, which every test user can read wherever
+// the checkout is (testbed.sh publishes it); jobs that run an example name it from here.
+func (c *Cluster) Examples() string {
+	if d := c.Vars["SLURMBRIDGE_EXAMPLES"]; d != "" {
+		return d
+	}
+	return filepath.Join(c.Dir, "share", "elasticd", "examples")
+}
+
 // Env is the environment Slurm commands need to reach the testbed.
 func (c *Cluster) Env() []string { return slices.Clone(c.env) }
 

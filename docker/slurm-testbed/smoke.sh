@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke scenario of the container testbed (issue 6), run from the host with `docker exec`
+# Smoke scenario of the container testbed, run from the host with `docker exec`
 # through compose: as non-root users inside the cluster a CPU job and a GPU job complete, with
 # job_submit/pools loaded a GPU job without -p lands in a GPU pool, and quotad lends idle a100s
 # to bob and reclaims them for alice by requeue; elasticd and its node agents run with the least
@@ -9,7 +9,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-slurmbridge-testbed}
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:?run through testbed-docker.sh test, which names the release's project}
 COMPOSE_FILE=${COMPOSE_FILE:-$HERE/docker-compose.yml}
 JOB_TIMEOUT=${JOB_TIMEOUT:-90}
 NODES=7

@@ -16,9 +16,13 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HERE/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
-export BASE_IMAGE=${BASE_IMAGE:-slurmbridge/debian:bookworm}
-export IMAGE=${IMAGE:-slurmbridge/slurm-testbed:22.05}
-export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-slurmbridge-testbed}
+# The Slurm release of the cluster (testbed/release.sh): the host's unless SLURM_RELEASE says.
+SLURM_RELEASE=${SLURM_RELEASE:-$(bash "$REPO_ROOT/testbed/release.sh" host)}
+SUITE=$(bash "$REPO_ROOT/testbed/release.sh" suite "$SLURM_RELEASE")
+export BASE_IMAGE=${BASE_IMAGE:-slurmbridge/debian:$SUITE}
+export IMAGE=${IMAGE:-slurmbridge/slurm-testbed:$SLURM_RELEASE}
+# One cluster per release can run at once; their names never meet.
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-slurmbridge-testbed-${SLURM_RELEASE//./-}}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-}
 IDLE_TIMEOUT=${IDLE_TIMEOUT:-180}
 CONTEXT=$HERE/.context

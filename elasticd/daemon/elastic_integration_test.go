@@ -211,14 +211,11 @@ func newElasticRun(t *testing.T) *elasticRun {
 	return &elasticRun{c: c, d: testbedDaemon(t, c), work: work}
 }
 
-// example is the absolute path of a file in elasticd/examples.
+// example is the absolute path of a file in the testbed's copy of elasticd/examples, which
+// the job's user can read wherever the checkout is.
 func example(t *testing.T, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("../examples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return filepath.Join(testbed.Require(t).Examples(), name)
 }
 
 // submitMain submits body as alice's main job on one a100 GPU. When the test ends the job is

@@ -57,10 +57,7 @@ func run(rounds int, perRun time.Duration) error {
 	if out, err := c.Run(ctx, "bash", "testbed/elasticd.sh", "status"); err != nil || !strings.Contains(string(out), "elasticd running") {
 		return fmt.Errorf("the testbed's elasticd is not running (bash testbed/elasticd.sh start): %s", out)
 	}
-	examples, err := filepath.Abs("elasticd/examples")
-	if err != nil {
-		return err
-	}
+	examples := c.Examples()
 	launchers := []transition.Launcher{transition.KeepAlive, transition.PlainTorchrun}
 	var samples []sample
 	for r := range rounds {

@@ -172,7 +172,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		r.Elastic = &replay.ElasticSetup{Rule: replay.DefaultElastic, WorkDir: work, Pools: poolsByType,
-			Trainer: filepath.Join(root, "elasticd", "examples", "synthetic_trainer.py")}
+			Trainer: filepath.Join(cluster.Examples(), "synthetic_trainer.py")}
 	}
 	// Leave quotad and elasticd as we found them.
 	for _, d := range replay.Daemons {

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs a command in a Debian container of another Slurm release, over a copy of this tree:
+# `make test SLURM_RELEASE=24.11` on a bookworm host comes here as
+#
+#   testbed/container.sh 24.11 make test
+#
+# The image (slurmbridge/release-host:RELEASE, testbed/container/Dockerfile) holds that
+# release's Debian packages and nothing of ours. Each run copies the tree as git sees it
+# (tracked and new, not ignored) to /srv/slurmbridge in a fresh container, where every test user
+# can read it whatever the checkout's own parents allow, and runs the command there as root:
+# the local testbed (testbed/testbed.sh) comes up inside on the container's own loopback, so it
+# never meets a testbed of the host. The host's Go toolchain and module cache are mounted (no
+# network is needed inside but a Debian mirror for the image), the build cache is a volume per
+# release. The container is removed when the command ends, is interrupted or times out.
+#
+# Environment: DEBIAN_MIRROR (image build), CONTAINER_OUT (a host directory mounted at /out).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$HERE/.." && pwd)
+export PATH=$PATH:/usr/local/go/bin
+
+say() { printf 'container: %s\n' "$*" >&2; }
+die() { printf 'container: error: %s\n' "$*" >&2; exit 1; }
+
+[ $# -ge 2 ] || { echo "usage: $0 RELEASE COMMAND..." >&2; exit 2; }
+RELEASE=$1
+shift
+SUITE=$(bash "$HERE/release.sh" suite "$RELEASE")
+BASE_IMAGE=slurmbridge/debian:$SUITE
+IMAGE=slurmbridge/release-host:$RELEASE
+NAME=slurmbridge-release-${RELEASE//./-}-$$
+
+[ "$(id -u)" -eq 0 ] || die "run as root: the testbed inside starts Slurm daemons"
+command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
+	die "Slurm $RELEASE is not this host's release ($(bash "$HERE/release.sh" host 2>/dev/null || echo none)), and no Docker engine runs here to test it in a $SUITE container"
+command -v go >/dev/null || die "no go on PATH: the container builds with the host's Go toolchain"
+
+# The base comes from a Debian mirror (debootstrap), never from a registry.
+SLURM_RELEASE=$RELEASE BASE_IMAGE=$BASE_IMAGE bash "$REPO_ROOT/docker/slurm-testbed/build-base.sh" >&2
+
+t0=$SECONDS
+say "image $IMAGE (Slurm $RELEASE from Debian $SUITE)"
+docker build -q -t "$IMAGE" \
+	--build-arg BASE_IMAGE="$BASE_IMAGE" \
+	--build-arg DEBIAN_MIRROR="${DEBIAN_MIRROR:-}" \
+	--build-arg PACKAGES="$(bash "$HERE/testbed.sh" package-list)" \
+	"$HERE/container" >/dev/null || die "building $IMAGE failed"
+say "image ready in $((SECONDS - t0))s: $(docker run --rm "$IMAGE" dpkg-query -W -f '${Version}' slurmctld)"
+
+# Every module the build needs, fetched here where the module proxy is reachable.
+(cd "$REPO_ROOT" && go mod download) || die "go mod download failed"
+GOROOT_DIR=$(go env GOROOT)
+MODCACHE=$(go env GOMODCACHE)
+
+# The tree as git sees it; a tree without git (an unpacked tarball) goes whole but its builds.
+tree() {
+	cd "$REPO_ROOT"
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		git ls-files -z -co --exclude-standard | tar --null -T - -cf -
+	else
+		tar --exclude=./bin --exclude=./dist --exclude=./.git -cf - .
+	fi
+}
+
+out_mount=()
+if [ -n "${CONTAINER_OUT:-}" ]; then
+	install -d "$CONTAINER_OUT"
+	out_mount=(-v "$(cd "$CONTAINER_OUT" && pwd):/out")
+fi
+
+cleanup() { docker rm -f "$NAME" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say "running '$*' in $NAME"
+# --init reaps what the testbed's daemons leave; no port is published. The host name resolves
+# to loopback, as on a Debian host, so the testbed's daemons listen on loopback alone.
+host=slurm-${RELEASE//./-}
+tree | docker run --rm -i --init --name "$NAME" --hostname "$host" --add-host "$host:127.0.0.1" \
+	--tmpfs /tmp:exec,mode=1777 \
+	-v "$GOROOT_DIR:/usr/local/go:ro" \
+	-v "$MODCACHE:/root/go/pkg/mod" \
+	-v "slurmbridge-gocache-$RELEASE:/root/.cache/go-build" \
+	"${out_mount[@]}" \
+	-e CI="${CI:-}" -e SLURM_RELEASE="$RELEASE" \
+	"$IMAGE" bash -c 'set -e; install -d -m 0755 /srv/slurmbridge; tar -xf - -C /srv/slurmbridge; cd /srv/slurmbridge; exec "$@"' \
+	container "$@"
