@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,12 +33,16 @@ type wireJobExtra struct {
 	BatchHost  string   `json:"batch_host"`
 	WorkDir    string   `json:"current_working_directory"`
 	GresDetail []string `json:"gres_detail"`
-	TimeLimit  uint32   `json:"time_limit"`
-	StdOut     string   `json:"standard_output"`
+	TimeLimit  number   `json:"time_limit"`
+	// standard_output is expanded up to 24.11 (data_parser v0.0.42); from v0.0.43 (25.05) it is the
+	// pattern as submitted (/tmp/slurm-%j.out) and stdout_expanded has the path.
+	StdOut         string `json:"standard_output"`
+	StdOutExpanded string `json:"stdout_expanded"`
 }
 
-// ParseJobExtras reads the extra fields of every job of `squeue --json`, by job id. Like
-// ParseJobs, an answer with errors or without a "jobs" array is an error.
+// ParseJobExtras reads the extra fields of every job of `squeue --json` of any supported
+// release, by job id. Like ParseJobs, an answer with errors or without a "jobs" array is an
+// error.
 func ParseJobExtras(data []byte) (map[uint32]JobExtra, error) {
 	var resp struct {
 		envelope
@@ -54,8 +59,13 @@ func ParseJobExtras(data []byte) (map[uint32]JobExtra, error) {
 		if w.JobID == 0 {
 			return nil, errors.New("squeue JSON: a job has no job_id")
 		}
+		limit, err := w.TimeLimit.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("squeue JSON: job %d: time_limit: %w", w.JobID, err)
+		}
 		out[w.JobID] = JobExtra{ID: w.JobID, UserID: w.UserID, GroupID: w.GroupID, Name: w.Name,
-			BatchHost: w.BatchHost, WorkDir: w.WorkDir, GresDetail: w.GresDetail, TimeLimit: w.TimeLimit, StdOut: w.StdOut}
+			BatchHost: w.BatchHost, WorkDir: w.WorkDir, GresDetail: w.GresDetail, TimeLimit: limit,
+			StdOut: cmp.Or(w.StdOutExpanded, w.StdOut)}
 	}
 	return out, nil
 }
