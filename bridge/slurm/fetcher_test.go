@@ -20,6 +20,9 @@ import (
 //     v100,a100-spot, one routed by the pools plugin), filtered down to those two
 //   - sinfo-/squeue-slurmctld-unreachable.json: both commands with a slurm.conf whose
 //     SlurmctldPort nobody listens on: exit status 0, an "errors" entry and no data
+//
+// The fixtures named by release (squeue-24.11-mixed.json, scontrol-nodes-26.05-busy.json...)
+// come from testdata/capture/capture.sh; releases_test.go describes them.
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()

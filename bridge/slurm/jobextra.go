@@ -22,7 +22,10 @@ type JobExtra struct {
 	// "gpu:a100:1(IDX:0)" or "gpu:a100:2(IDX:0-1)".
 	GresDetail []string
 	TimeLimit  uint32 // minutes; 0 when unlimited or unknown
-	StdOut     string // standard_output with Slurm's patterns expanded, e.g. /home/a/slurm-12.out
+	// StdOut is the batch script's standard output: expanded (/tmp/slurm-12.out) on 24.11 and,
+	// through stdout_expanded, from 25.05; 22.05 prints the pattern as submitted
+	// (/tmp/slurm-%j.out). Its directory is the same either way.
+	StdOut string
 }
 
 type wireJobExtra struct {
@@ -34,8 +37,8 @@ type wireJobExtra struct {
 	WorkDir    string   `json:"current_working_directory"`
 	GresDetail []string `json:"gres_detail"`
 	TimeLimit  number   `json:"time_limit"`
-	// standard_output is expanded up to 24.11 (data_parser v0.0.42); from v0.0.43 (25.05) it is the
-	// pattern as submitted (/tmp/slurm-%j.out) and stdout_expanded has the path.
+	// standard_output is expanded by 24.11 (data_parser v0.0.42) only; from v0.0.43 (25.05)
+	// stdout_expanded has the expanded path.
 	StdOut         string `json:"standard_output"`
 	StdOutExpanded string `json:"stdout_expanded"`
 }
