@@ -77,7 +77,7 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 	r := &replayRunner{t: t, outputs: map[string][]byte{
 		"sinfo --version": []byte("slurm 22.05.8\n"),
 		"sinfo --json":    fixture(t, "sinfo-slurmctld-unreachable.json"),
-		"squeue --json": fixture(t, "squeue-slurmctld-unreachable.json"),
+		"squeue --json":   fixture(t, "squeue-slurmctld-unreachable.json"),
 	}}
 	f := CommandFetcher{Runner: r}
 	nodes, err := f.Nodes(context.Background())
