@@ -36,6 +36,8 @@ func (r *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte
 		return nil, err
 	}
 	switch line {
+	case "sinfo --version": // the release of bridge/slurm's capture
+		return []byte("slurm 22.05.8\n"), nil
 	case "sinfo --json":
 		return readFixture(r.t, "sinfo-testbed-idle.json"), nil
 	case "scontrol show config":

@@ -7,22 +7,73 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
-// Fetcher reads the live cluster: nodes from `sinfo --json`, jobs from `squeue --json`.
-// poolctl and quotad take one, so their tests replay captured output instead of a cluster.
+// Fetcher reads the live cluster: its nodes and its jobs. poolctl and quotad take one, so their
+// tests replay captured output instead of a cluster.
 type Fetcher interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	Jobs(ctx context.Context) ([]Job, error)
 }
 
-// CommandFetcher is the Fetcher over Slurm's commands, run through Runner.
+// CommandFetcher is the Fetcher over Slurm's commands, run through Runner. Jobs come from
+// `squeue --json` on every release; nodes from `sinfo --json` on 22.05 and from `scontrol show
+// nodes --json` later, so Nodes needs the release: Release when set, else learned from `sinfo
+// --version` (once per NewCommandFetcher, on each call for a bare CommandFetcher{Runner: r}).
 type CommandFetcher struct {
-	Runner Runner
+	Runner  Runner
+	Release Release // zero: learn it
+	learned *learnedRelease
 }
 
-// Nodes runs `sinfo --json`: every node once, with the partitions it is in.
+// NewCommandFetcher returns a CommandFetcher that learns the release on first need and keeps it.
+func NewCommandFetcher(r Runner) CommandFetcher {
+	return CommandFetcher{Runner: r, learned: &learnedRelease{}}
+}
+
+// learnedRelease keeps the release of the first successful `sinfo --version`; copies of one
+// CommandFetcher share it.
+type learnedRelease struct {
+	mu      sync.Mutex
+	release Release
+}
+
+// SlurmRelease is the release of the Slurm commands the fetcher runs.
+func (f CommandFetcher) SlurmRelease(ctx context.Context) (Release, error) {
+	if f.Release != (Release{}) {
+		return f.Release, nil
+	}
+	if f.learned != nil {
+		f.learned.mu.Lock()
+		defer f.learned.mu.Unlock()
+		if f.learned.release != (Release{}) {
+			return f.learned.release, nil
+		}
+	}
+	out, err := f.Runner.Run(ctx, "sinfo", "--version")
+	if err != nil {
+		return Release{}, fmt.Errorf("learning the Slurm release: %w", err)
+	}
+	rel, err := ParseVersion(string(out))
+	if err != nil {
+		return Release{}, fmt.Errorf("learning the Slurm release from sinfo --version: %w", err)
+	}
+	if f.learned != nil {
+		f.learned.release = rel
+	}
+	return rel, nil
+}
+
+// Nodes lists every node once, with the partitions it is in.
 func (f CommandFetcher) Nodes(ctx context.Context) ([]Node, error) {
+	rel, err := f.SlurmRelease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rel.NodesInScontrol() {
+		return fetch(ctx, f.Runner, ParseNodes, "scontrol", "show", "nodes", "--json")
+	}
 	return fetch(ctx, f.Runner, ParseNodes, "sinfo", "--json")
 }
 
@@ -33,27 +84,45 @@ func (f CommandFetcher) Jobs(ctx context.Context) ([]Job, error) {
 	return fetch(ctx, f.Runner, ParseJobs, "squeue", "--json")
 }
 
+// Queue is one `squeue --json` read twice: the jobs and their extra fields, of one moment.
+func (f CommandFetcher) Queue(ctx context.Context) ([]Job, map[uint32]JobExtra, error) {
+	var extras map[uint32]JobExtra
+	jobs, err := fetch(ctx, f.Runner, func(out []byte) ([]Job, error) {
+		jobs, err := ParseJobs(out)
+		if err != nil {
+			return nil, err
+		}
+		extras, err = ParseJobExtras(out)
+		return jobs, err
+	}, "squeue", "--json")
+	if err != nil {
+		return nil, nil, err
+	}
+	return jobs, extras, nil
+}
+
 func fetch[T any](ctx context.Context, r Runner, parse func([]byte) ([]T, error), name string, args ...string) ([]T, error) {
 	out, err := r.Run(ctx, name, args...)
+	command := strings.Join(append([]string{name}, args...), " ")
 	if err != nil {
 		// A failing command may still have printed its JSON envelope, whose errors say more
 		// than the exit status.
 		var env envelope
 		if json.Unmarshal(out, &env) == nil && len(env.Errors) > 0 {
-			return nil, &ResponseError{Command: name, Errors: env.Errors, Err: err}
+			return nil, &ResponseError{Command: command, Errors: env.Errors, Err: err}
 		}
 		return nil, err
 	}
 	items, err := parse(out)
 	var respErr *ResponseError
 	if errors.As(err, &respErr) {
-		respErr.Command = name
+		respErr.Command = command
 	}
 	return items, err
 }
 
-// APIError is one entry of the "errors" array Slurm's JSON output carries (OpenAPI v0.0.38).
-// 22.05 spells the number "errno" in sinfo and "error_number" in squeue.
+// APIError is one entry of the "errors" array Slurm's JSON output carries. 22.05 spells the
+// number "errno" in sinfo and "error_number" in squeue; later releases "error_number".
 type APIError struct {
 	Error       string `json:"error"`
 	ErrorNumber int    `json:"error_number"`
@@ -79,7 +148,7 @@ func (e APIError) String() string {
 // ResponseError is a Slurm JSON answer whose "errors" array is not empty. Its data is never
 // used: a half-answered query would make quotas and pools look emptier than they are.
 type ResponseError struct {
-	Command string // "sinfo", "squeue"; "" when parsed from bytes
+	Command string // "squeue --json", "scontrol show nodes --json"; "" when parsed from bytes
 	Errors  []APIError
 	Err     error // the command's own failure, when it also failed
 }
@@ -91,18 +160,20 @@ func (e *ResponseError) Error() string {
 	}
 	prefix := "slurm"
 	if e.Command != "" {
-		prefix = e.Command + " --json"
+		prefix = e.Command
 	}
 	return fmt.Sprintf("%s reported errors: %s", prefix, strings.Join(msgs, "; "))
 }
 
 func (e *ResponseError) Unwrap() error { return e.Err }
 
-// envelope is what every v0.0.38 answer has around its data.
+// envelope is what every answer has around its data. Only the errors matter to decoding: the
+// wire types accept every release's forms, so the format needs no switch.
 type envelope struct {
 	Meta struct {
 		Plugin struct {
-			Type string `json:"type"` // "openapi/v0.0.38"
+			Type       string `json:"type"`        // 22.05: "openapi/v0.0.38"
+			DataParser string `json:"data_parser"` // 23.02 on: "data_parser/v0.0.42"
 		} `json:"plugin"`
 		Slurm struct {
 			Release string `json:"release"`

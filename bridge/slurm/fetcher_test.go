@@ -20,6 +20,9 @@ import (
 //     v100,a100-spot, one routed by the pools plugin), filtered down to those two
 //   - sinfo-/squeue-slurmctld-unreachable.json: both commands with a slurm.conf whose
 //     SlurmctldPort nobody listens on: exit status 0, an "errors" entry and no data
+//
+// The fixtures named by release (squeue-24.11-mixed.json, scontrol-nodes-26.05-busy.json...)
+// come from testdata/capture/capture.sh; releases_test.go describes them.
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -50,8 +53,9 @@ func (r *replayRunner) Run(_ context.Context, name string, args ...string) ([]by
 
 func TestCommandFetcherRunsSinfoAndSqueueWithJSON(t *testing.T) {
 	r := &replayRunner{t: t, outputs: map[string][]byte{
-		"sinfo --json":  fixture(t, "sinfo-testbed-busy.json"),
-		"squeue --json": fixture(t, "squeue-testbed-mixed.json"),
+		"sinfo --version": []byte("slurm 22.05.8\n"),
+		"sinfo --json":    fixture(t, "sinfo-testbed-busy.json"),
+		"squeue --json":   fixture(t, "squeue-testbed-mixed.json"),
 	}}
 	f := CommandFetcher{Runner: r}
 	nodes, err := f.Nodes(context.Background())
@@ -62,7 +66,7 @@ func TestCommandFetcherRunsSinfoAndSqueueWithJSON(t *testing.T) {
 	if err != nil || len(jobs) != 5 {
 		t.Fatalf("Jobs: %d jobs, %v; want 5", len(jobs), err)
 	}
-	if want := []string{"sinfo --json", "squeue --json"}; !slices.Equal(r.calls, want) {
+	if want := []string{"sinfo --version", "sinfo --json", "squeue --json"}; !slices.Equal(r.calls, want) {
 		t.Fatalf("ran %q, want %q", r.calls, want)
 	}
 }
@@ -71,8 +75,9 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 	// Measured on 22.05.8: with slurmctld unreachable both commands exit 0 and print an empty
 	// list beside the error. Taking the list would show an empty cluster.
 	r := &replayRunner{t: t, outputs: map[string][]byte{
-		"sinfo --json":  fixture(t, "sinfo-slurmctld-unreachable.json"),
-		"squeue --json": fixture(t, "squeue-slurmctld-unreachable.json"),
+		"sinfo --version": []byte("slurm 22.05.8\n"),
+		"sinfo --json":    fixture(t, "sinfo-slurmctld-unreachable.json"),
+		"squeue --json":   fixture(t, "squeue-slurmctld-unreachable.json"),
 	}}
 	f := CommandFetcher{Runner: r}
 	nodes, err := f.Nodes(context.Background())
@@ -103,7 +108,7 @@ func TestFailedCommandKeepsBothItsErrorAndSlurms(t *testing.T) {
 
 	// Output that is not JSON (a crash message) leaves the command's own error.
 	r = &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{"sinfo --json": []byte("sinfo: fatal: Unable to establish controller machine\n")}}
-	if _, err := (CommandFetcher{Runner: r}).Nodes(context.Background()); err != cmdErr {
+	if _, err := (CommandFetcher{Runner: r, Release: Release{22, 5}}).Nodes(context.Background()); err != cmdErr {
 		t.Fatalf("got %v, want the CommandError itself", err)
 	}
 }
@@ -118,10 +123,17 @@ func TestParseRejectsAnswersWithoutData(t *testing.T) {
 		{"nodes missing", parseNodesErr, `{"meta": {}, "errors": []}`, `no "nodes" array`},
 		{"jobs missing", parseJobsErr, `{"errors": [], "nodes": []}`, `no "jobs" array`},
 		{"truncated", parseJobsErr, `{"errors": [], "jobs": [{"job_id": 1`, "reading squeue JSON"},
-		{"v0.0.39 numbers", parseJobsErr, `{"jobs": [{"job_id": 1, "priority": {"set": true, "number": 5}}]}`, "reading squeue JSON"},
-		{"bad tres", parseJobsErr, `{"jobs": [{"job_id": 7, "tres_req_str": "cpu"}]}`, "job 7: tres_req_str"},
-		{"bad gres", parseNodesErr, `{"nodes": [{"name": "n1", "gres": "gpu:a100:x"}]}`, "node n1: gres"},
+		{"number object without number", parseJobsErr, `{"jobs": [{"job_id": 1, "job_state": ["PENDING"], "priority": {"set": true}}]}`, "lacks set or number"},
+		{"number as string", parseJobsErr, `{"jobs": [{"job_id": 1, "job_state": "PENDING", "priority": "5"}]}`, "not a number"},
+		{"fractional number", parseJobsErr, `{"jobs": [{"job_id": 1, "job_state": "PENDING", "priority": 1.5}]}`, "not an integer"},
+		{"negative count", parseJobsErr, `{"jobs": [{"job_id": 1, "job_state": "PENDING", "node_count": {"set": true, "infinite": false, "number": -1}}]}`, "node_count"},
+		{"no job_state", parseJobsErr, `{"jobs": [{"job_id": 1}]}`, "job 1: no job_state"},
+		{"job_state object", parseJobsErr, `{"jobs": [{"job_id": 1, "job_state": {"x": 1}}]}`, "neither a string nor an array"},
+		{"bad tres", parseJobsErr, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "tres_req_str": "cpu"}]}`, "job 7: tres_req_str"},
+		{"bad gres", parseNodesErr, `{"nodes": [{"name": "n1", "state": "idle", "gres": "gpu:a100:x"}]}`, "node n1: gres"},
 		{"nameless node", parseNodesErr, `{"nodes": [{"cpus": 8}]}`, "no name"},
+		{"node state only flags", parseNodesErr, `{"nodes": [{"name": "n1", "state": ["DRAIN"]}]}`, "no base state"},
+		{"sinfo of 23.02 on", parseNodesErr, `{"sinfo": [{"nodes": {"nodes": ["n1"]}}], "errors": []}`, "read scontrol show nodes --json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.parse([]byte(tc.in))

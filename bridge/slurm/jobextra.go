@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,7 +22,10 @@ type JobExtra struct {
 	// "gpu:a100:1(IDX:0)" or "gpu:a100:2(IDX:0-1)".
 	GresDetail []string
 	TimeLimit  uint32 // minutes; 0 when unlimited or unknown
-	StdOut     string // standard_output with Slurm's patterns expanded, e.g. /home/a/slurm-12.out
+	// StdOut is the batch script's standard output: expanded (/tmp/slurm-12.out) on 24.11 and,
+	// through stdout_expanded, from 25.05; 22.05 prints the pattern as submitted
+	// (/tmp/slurm-%j.out). Its directory is the same either way.
+	StdOut string
 }
 
 type wireJobExtra struct {
@@ -32,12 +36,16 @@ type wireJobExtra struct {
 	BatchHost  string   `json:"batch_host"`
 	WorkDir    string   `json:"current_working_directory"`
 	GresDetail []string `json:"gres_detail"`
-	TimeLimit  uint32   `json:"time_limit"`
-	StdOut     string   `json:"standard_output"`
+	TimeLimit  number   `json:"time_limit"`
+	// standard_output is expanded by 24.11 (data_parser v0.0.42) only; from v0.0.43 (25.05)
+	// stdout_expanded has the expanded path.
+	StdOut         string `json:"standard_output"`
+	StdOutExpanded string `json:"stdout_expanded"`
 }
 
-// ParseJobExtras reads the extra fields of every job of `squeue --json`, by job id. Like
-// ParseJobs, an answer with errors or without a "jobs" array is an error.
+// ParseJobExtras reads the extra fields of every job of `squeue --json` of any supported
+// release, by job id. Like ParseJobs, an answer with errors or without a "jobs" array is an
+// error.
 func ParseJobExtras(data []byte) (map[uint32]JobExtra, error) {
 	var resp struct {
 		envelope
@@ -54,8 +62,13 @@ func ParseJobExtras(data []byte) (map[uint32]JobExtra, error) {
 		if w.JobID == 0 {
 			return nil, errors.New("squeue JSON: a job has no job_id")
 		}
+		limit, err := w.TimeLimit.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("squeue JSON: job %d: time_limit: %w", w.JobID, err)
+		}
 		out[w.JobID] = JobExtra{ID: w.JobID, UserID: w.UserID, GroupID: w.GroupID, Name: w.Name,
-			BatchHost: w.BatchHost, WorkDir: w.WorkDir, GresDetail: w.GresDetail, TimeLimit: w.TimeLimit, StdOut: w.StdOut}
+			BatchHost: w.BatchHost, WorkDir: w.WorkDir, GresDetail: w.GresDetail, TimeLimit: limit,
+			StdOut: cmp.Or(w.StdOutExpanded, w.StdOut)}
 	}
 	return out, nil
 }

@@ -10,20 +10,25 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 )
 
-// Job is one job of `squeue --json` (Slurm 22.05, OpenAPI v0.0.38), with the fields poolctl
-// and quotad read.
+// Job is one job of `squeue --json`, with the fields poolctl and quotad read. Every supported
+// release (22.05, 24.11, 26.05) decodes to the same values; see wire.go for what differs.
 type Job struct {
 	ID      uint32
 	User    string
 	Account string
 	// Partition is the job's partition; for a pending job routed to several pools, the
 	// comma-separated list (see Partitions).
-	Partition   string
-	QOS         string
-	State       string // job_state: PENDING, RUNNING, COMPLETING, REQUEUE_HOLD...
+	Partition string
+	QOS       string
+	// State is the base state: PENDING, RUNNING, SUSPENDED, COMPLETED, CANCELLED... It is ""
+	// when Slurm 22.05 printed a flag instead (it names only the flag, e.g. COMPLETING).
+	State string
+	// StateFlags are the flags on the base state: COMPLETING, CONFIGURING, REQUEUE_HOLD...
+	StateFlags  []string
 	StateReason string // why it is pending: Resources, Priority, JobHeldUser, None...
 	Requeue     bool
-	// The GPU request as job_desc had it, e.g. "gres:gpu:a100:2"; GPURequest reads them.
+	// The GPU request as Slurm prints it: "gres:gpu:a100:2" (22.05), "gres/gpu:a100:2" or
+	// "gres/gpu:a100=2" (later releases); GPURequest reads them.
 	TRESPerNode, TRESPerJob, TRESPerTask, TRESPerSocket string
 	TRESReq                                             gpureq.TRES // tres_req_str: what the job asks for
 	TRESAlloc                                           gpureq.TRES // tres_alloc_str: what it holds; empty while pending
@@ -36,6 +41,30 @@ type Job struct {
 	Priority uint32
 }
 
+// jobBaseStates are the base states of a job (JOB_STATE_BASE); every other name is a flag.
+var jobBaseStates = []string{
+	"PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
+	"PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+}
+
+// flagsBeforeState are the flags Slurm 22.05 prints instead of the base state, in the order it
+// checks them: a job with any of them set shows the first one alone.
+var flagsBeforeState = []string{
+	"COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+	"SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
+}
+
+// StateName is the job's state as one name, the way Slurm 22.05 prints it: the first of
+// flagsBeforeState that is set, else the base state. It reads the same on every release.
+func (j *Job) StateName() string {
+	for _, f := range flagsBeforeState {
+		if slices.Contains(j.StateFlags, f) {
+			return f
+		}
+	}
+	return j.State
+}
+
 // pendingStates wait for an allocation: PENDING, and the names 22.05 prints instead of it when
 // a flag is set (a requeued or held job).
 var pendingStates = []string{"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
@@ -45,10 +74,10 @@ var pendingStates = []string{"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED
 var runningStates = []string{"RUNNING", "CONFIGURING", "COMPLETING", "RESIZING", "SIGNALING", "STAGE_OUT"}
 
 // Pending reports whether the job waits for an allocation.
-func (j *Job) Pending() bool { return slices.Contains(pendingStates, j.State) }
+func (j *Job) Pending() bool { return slices.Contains(pendingStates, j.StateName()) }
 
 // Running reports whether the job holds an allocation (suspended jobs do not count).
-func (j *Job) Running() bool { return slices.Contains(runningStates, j.State) }
+func (j *Job) Running() bool { return slices.Contains(runningStates, j.StateName()) }
 
 // Partitions splits Partition: a pending job may list several.
 func (j *Job) Partitions() []string {
@@ -69,29 +98,30 @@ func (j *Job) GPURequest() (gpureq.Request, error) {
 }
 
 type wireJob struct {
-	JobID         uint32 `json:"job_id"`
-	UserName      string `json:"user_name"`
-	Account       string `json:"account"`
-	Partition     string `json:"partition"`
-	QOS           string `json:"qos"`
-	JobState      string `json:"job_state"`
-	StateReason   string `json:"state_reason"`
-	Requeue       bool   `json:"requeue"`
-	TRESPerNode   string `json:"tres_per_node"`
-	TRESPerJob    string `json:"tres_per_job"`
-	TRESPerTask   string `json:"tres_per_task"`
-	TRESPerSocket string `json:"tres_per_socket"`
-	TRESReqStr    string `json:"tres_req_str"`
-	TRESAllocStr  string `json:"tres_alloc_str"`
-	NodeCount     uint32 `json:"node_count"`
-	Nodes         string `json:"nodes"`
-	SubmitTime    int64  `json:"submit_time"`
-	StartTime     int64  `json:"start_time"`
-	Priority      uint32 `json:"priority"`
+	JobID         uint32     `json:"job_id"`
+	UserName      string     `json:"user_name"`
+	Account       string     `json:"account"`
+	Partition     string     `json:"partition"`
+	QOS           string     `json:"qos"`
+	JobState      stateNames `json:"job_state"`
+	StateReason   string     `json:"state_reason"`
+	Requeue       bool       `json:"requeue"`
+	TRESPerNode   string     `json:"tres_per_node"`
+	TRESPerJob    string     `json:"tres_per_job"`
+	TRESPerTask   string     `json:"tres_per_task"`
+	TRESPerSocket string     `json:"tres_per_socket"`
+	TRESReqStr    string     `json:"tres_req_str"`
+	TRESAllocStr  string     `json:"tres_alloc_str"`
+	NodeCount     number     `json:"node_count"`
+	Nodes         string     `json:"nodes"`
+	SubmitTime    number     `json:"submit_time"`
+	StartTime     number     `json:"start_time"`
+	Priority      number     `json:"priority"`
 }
 
-// ParseJobs reads the output of `squeue --json`. An answer with errors, or without a "jobs"
-// array, is an error: never a partial list that makes the queue look shorter than it is.
+// ParseJobs reads the output of `squeue --json` of any supported release. An answer with
+// errors, or without a "jobs" array, is an error: never a partial list that makes the queue
+// look shorter than it is.
 func ParseJobs(data []byte) ([]Job, error) {
 	var resp struct {
 		envelope
@@ -118,14 +148,24 @@ func (w *wireJob) job() (Job, error) {
 	if w.JobID == 0 {
 		return Job{}, errors.New("no job_id")
 	}
+	if len(w.JobState) == 0 {
+		return Job{}, errors.New("no job_state")
+	}
 	j := Job{
 		ID: w.JobID, User: w.UserName, Account: w.Account, Partition: w.Partition, QOS: w.QOS,
-		State: w.JobState, StateReason: w.StateReason, Requeue: w.Requeue,
+		StateReason: w.StateReason, Requeue: w.Requeue,
 		TRESPerNode: w.TRESPerNode, TRESPerJob: w.TRESPerJob, TRESPerTask: w.TRESPerTask, TRESPerSocket: w.TRESPerSocket,
-		NodeCount: w.NodeCount, Nodes: w.Nodes,
-		Submit: unixTime(w.SubmitTime), Start: unixTime(w.StartTime), Priority: w.Priority,
+		Nodes:  w.Nodes,
+		Submit: unixTime(w.SubmitTime.unixTime()), Start: unixTime(w.StartTime.unixTime()),
 	}
+	j.State, j.StateFlags = splitState(w.JobState, jobBaseStates)
 	var err error
+	if j.NodeCount, err = w.NodeCount.uint32(); err != nil {
+		return Job{}, fmt.Errorf("node_count: %w", err)
+	}
+	if j.Priority, err = w.Priority.uint32(); err != nil {
+		return Job{}, fmt.Errorf("priority: %w", err)
+	}
 	if j.TRESReq, err = gpureq.ParseTRES(w.TRESReqStr); err != nil {
 		return Job{}, fmt.Errorf("tres_req_str: %w", err)
 	}

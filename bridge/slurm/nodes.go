@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,12 +11,12 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
-// Node is one node of `sinfo --json` (Slurm 22.05, OpenAPI v0.0.38), with the fields poolctl
-// and quotad read.
+// Node is one node as Slurm 22.05's `sinfo --json` or, from 23.02 on, `scontrol show nodes
+// --json` prints it, with the fields poolctl and quotad read.
 type Node struct {
 	Name       string
 	Partitions []string
-	// State is the base state as 22.05 prints it, lower case: idle, mixed, allocated, down,
+	// State is the base state in lower case, as 22.05 prints it: idle, mixed, allocated, down,
 	// unknown, error, future.
 	State string
 	// StateFlags are the flags on top of it, upper case: DRAIN, NOT_RESPONDING, MAINTENANCE...
@@ -72,39 +73,48 @@ func countGPUs(gres []gpureq.Gres) uint64 {
 	return n
 }
 
+// nodeBaseStates are the base states of a node (NODE_STATE_BASE); every other name is a flag.
+var nodeBaseStates = []string{"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"}
+
 type wireNode struct {
-	Name        string   `json:"name"`
-	Partitions  []string `json:"partitions"`
-	State       string   `json:"state"`
-	StateFlags  []string `json:"state_flags"`
-	CPUs        int      `json:"cpus"`
-	AllocCPUs   int      `json:"alloc_cpus"`
-	RealMemory  uint64   `json:"real_memory"`
-	AllocMemory uint64   `json:"alloc_memory"`
-	Gres        string   `json:"gres"`
-	GresUsed    string   `json:"gres_used"`
-	TRES        string   `json:"tres"`
-	TRESUsed    string   `json:"tres_used"` // null when nothing is allocated
+	Name       string     `json:"name"`
+	Partitions []string   `json:"partitions"`
+	State      stateNames `json:"state"`       // 22.05: the base state; later: base and flags
+	StateFlags []string   `json:"state_flags"` // 22.05 only
+	CPUs       number     `json:"cpus"`
+	AllocCPUs  number     `json:"alloc_cpus"`
+	RealMemory number     `json:"real_memory"`
+	AllocMem   number     `json:"alloc_memory"`
+	Gres       string     `json:"gres"`
+	GresUsed   string     `json:"gres_used"`
+	TRES       string     `json:"tres"`
+	TRESUsed   string     `json:"tres_used"` // null or "" when nothing is allocated
 }
 
-// ParseNodes reads the output of `sinfo --json`. An answer with errors, or without a "nodes"
-// array, is an error: never a partial or empty list that looks like an empty cluster.
+// ParseNodes reads the nodes of Slurm 22.05's `sinfo --json` or of `scontrol show nodes
+// --json` (23.02 on): both have a top-level "nodes" array. An answer with errors, or without
+// that array, is an error: never a partial or empty list that looks like an empty cluster.
 func ParseNodes(data []byte) ([]Node, error) {
 	var resp struct {
 		envelope
 		Nodes *[]wireNode `json:"nodes"`
+		// From 23.02, sinfo --json aggregates nodes per partition here and has no "nodes".
+		Sinfo json.RawMessage `json:"sinfo"`
 	}
-	if err := decode(data, "sinfo", &resp, &resp.envelope); err != nil {
+	if err := decode(data, "nodes", &resp, &resp.envelope); err != nil {
 		return nil, err
 	}
 	if resp.Nodes == nil {
-		return nil, errors.New(`sinfo JSON has no "nodes" array`)
+		if resp.Sinfo != nil {
+			return nil, errors.New(`sinfo JSON of Slurm 23.02 or later has no "nodes" array: read scontrol show nodes --json`)
+		}
+		return nil, errors.New(`nodes JSON has no "nodes" array`)
 	}
 	nodes := make([]Node, 0, len(*resp.Nodes))
 	for _, w := range *resp.Nodes {
 		n, err := w.node()
 		if err != nil {
-			return nil, fmt.Errorf("sinfo JSON: node %s: %w", w.Name, err)
+			return nil, fmt.Errorf("nodes JSON: node %s: %w", w.Name, err)
 		}
 		nodes = append(nodes, n)
 	}
@@ -112,14 +122,30 @@ func ParseNodes(data []byte) ([]Node, error) {
 }
 
 func (w *wireNode) node() (Node, error) {
-	n := Node{
-		Name: w.Name, Partitions: w.Partitions, State: w.State, StateFlags: w.StateFlags,
-		CPUs: w.CPUs, AllocCPUs: w.AllocCPUs, MemoryMB: w.RealMemory, AllocMemoryMB: w.AllocMemory,
-	}
-	if n.Name == "" {
+	if w.Name == "" {
 		return Node{}, errors.New("no name")
 	}
+	base, flags := splitState(w.State, nodeBaseStates)
+	if base == "" {
+		return Node{}, fmt.Errorf("state %q has no base state", w.State)
+	}
+	for _, f := range w.StateFlags {
+		flags = append(flags, strings.ToUpper(f))
+	}
+	n := Node{Name: w.Name, Partitions: w.Partitions, State: strings.ToLower(base), StateFlags: flags}
 	var err error
+	if n.CPUs, err = w.CPUs.int(); err != nil {
+		return Node{}, fmt.Errorf("cpus: %w", err)
+	}
+	if n.AllocCPUs, err = w.AllocCPUs.int(); err != nil {
+		return Node{}, fmt.Errorf("alloc_cpus: %w", err)
+	}
+	if n.MemoryMB, err = w.RealMemory.uint64(); err != nil {
+		return Node{}, fmt.Errorf("real_memory: %w", err)
+	}
+	if n.AllocMemoryMB, err = w.AllocMem.uint64(); err != nil {
+		return Node{}, fmt.Errorf("alloc_memory: %w", err)
+	}
 	if n.Gres, err = gpureq.ParseNodeGres(w.Gres); err != nil {
 		return Node{}, fmt.Errorf("gres: %w", err)
 	}

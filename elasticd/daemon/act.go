@@ -162,7 +162,7 @@ func (d *Daemon) finishStops(ctx context.Context, j *job, workers []slurm.Job, n
 			delete(j.stopping, id)
 			continue
 		}
-		if now.Sub(at) >= d.cfg.Grace && workers[i].State != "COMPLETING" {
+		if now.Sub(at) >= d.cfg.Grace && workers[i].StateName() != "COMPLETING" {
 			if err := d.slurm.Cancel(ctx, id); err != nil {
 				d.metrics.actionErrors.WithLabelValues("cancel").Inc()
 				log.Error().Err(err).Uint32("worker", id).Msg("cannot cancel the worker")

@@ -192,7 +192,7 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	d.finishStops(ctx, j, workers, now, log)
 	if !main.Running() {
 		// Requeued (preempted): the training restarts; reports from before would mislead.
-		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: "main job is not running (" + main.State + ")"}, now, log)
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: "main job is not running (" + main.StateName() + ")"}, now, log)
 		j.history = nil
 		return
 	}

@@ -45,6 +45,9 @@ type SubmitRequest struct {
 // CommandSlurm runs Slurm's commands without a shell.
 type CommandSlurm struct {
 	Runner slurm.Runner
+	// Fetcher reads the queue and the nodes the way the release needs; zero: one over Runner
+	// (which learns the release on every call).
+	Fetcher slurm.CommandFetcher
 	// Env is the base environment of the commands elasticd runs as users (SLURM_CONF, PATH).
 	Env     []string
 	Timeout time.Duration
@@ -52,21 +55,19 @@ type CommandSlurm struct {
 
 // Queue implements Slurm.
 func (c CommandSlurm) Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error) {
-	out, err := c.Runner.Run(ctx, "squeue", "--json")
-	if err != nil {
-		return nil, nil, err
+	return c.fetcher().Queue(ctx)
+}
+
+func (c CommandSlurm) fetcher() slurm.CommandFetcher {
+	if c.Fetcher.Runner == nil {
+		return slurm.CommandFetcher{Runner: c.Runner}
 	}
-	jobs, err := slurm.ParseJobs(out)
-	if err != nil {
-		return nil, nil, err
-	}
-	extras, err := slurm.ParseJobExtras(out)
-	return jobs, extras, err
+	return c.Fetcher
 }
 
 // Nodes implements Slurm.
 func (c CommandSlurm) Nodes(ctx context.Context) ([]slurm.Node, error) {
-	return slurm.CommandFetcher{Runner: c.Runner}.Nodes(ctx)
+	return c.fetcher().Nodes(ctx)
 }
 
 // BatchScript implements Slurm.

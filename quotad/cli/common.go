@@ -79,7 +79,7 @@ func openEnv(c *ucli.Context, log zerolog.Logger) (*env, error) {
 	}
 	// Slurm commands inherit our environment (SLURM_CONF); no shell is involved.
 	e.runner = slurm.ExecRunner{Timeout: 20 * time.Second}
-	e.builder = &snapshot.Builder{Live: slurm.CommandFetcher{Runner: e.runner}, Accounting: e.reader}
+	e.builder = &snapshot.Builder{Live: slurm.NewCommandFetcher(e.runner), Accounting: e.reader}
 	return e, nil
 }
 

@@ -205,15 +205,23 @@ type AssocRow struct {
 	DefQOSID   sql.NullInt64 `db:"def_qos_id"`
 }
 
-// AssocRows reads the cluster's live associations.
+// AssocRows reads the cluster's live associations, in the order they were created.
 func (r *Reader) AssocRows(ctx context.Context) ([]AssocRow, error) {
 	var rows []AssocRow
-	err := r.DB.SelectContext(ctx, &rows, "SELECT id_assoc, user, acct, parent_acct, qos, def_qos_id FROM "+
-		r.table("assoc_table")+" WHERE deleted = 0 ORDER BY lft")
+	err := r.DB.SelectContext(ctx, &rows, assocRowsQuery(r.table("assoc_table")))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s_assoc_table: %w", r.Cluster, err)
 	}
 	return rows, nil
+}
+
+// assocRowsQuery selects the live associations of one <cluster>_assoc_table. It orders by
+// id_assoc, not by the lft/rgt tree columns: slurmdbd stopped maintaining those in 23.11 and
+// dropped them in 25.05. Inheritance follows parent_acct (ConvertAccounts), so no tree order is
+// needed.
+func assocRowsQuery(table string) string {
+	return "SELECT id_assoc, user, acct, parent_acct, qos, def_qos_id FROM " + table +
+		" WHERE deleted = 0 ORDER BY id_assoc"
 }
 
 // Accounts reads each account's own association with its QOS list and default QOS resolved

@@ -2,9 +2,13 @@ package slurmdb
 
 import (
 	"database/sql"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
 // Rows as the testbed's slurmdbd wrote them after quotad's first sync.
@@ -96,5 +100,45 @@ func TestSumUsageClipsToWindow(t *testing.T) {
 	}
 	if u["proj-a"] != 1100 || u["proj-b"] != 0 {
 		t.Errorf("usage = %v, want proj-a 1100, proj-b 0", u)
+	}
+}
+
+func TestAssocRowsQueryNeedsNoTreeColumns(t *testing.T) {
+	// slurmdbd 25.05 and later have no lft/rgt in <cluster>_assoc_table; naming either is an
+	// SQL error there.
+	q := assocRowsQuery("`testbed_assoc_table`")
+	for _, word := range strings.FieldsFunc(q, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' || r == '\n' }) {
+		if word == "lft" || word == "rgt" {
+			t.Fatalf("query names %s: %s", word, q)
+		}
+	}
+	if !strings.HasSuffix(q, "ORDER BY id_assoc") {
+		t.Fatalf("query does not order by id_assoc: %s", q)
+	}
+}
+
+func TestConvertAccountsDoesNotDependOnRowOrder(t *testing.T) {
+	// Ordered by id_assoc, an account re-parented under a newer one comes before its parent.
+	want, err := ConvertAccounts(testAssocs, testQOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reversed := slices.Clone(testAssocs)
+	slices.Reverse(reversed)
+	got, err := ConvertAccounts(reversed, testQOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(accts []policy.Account) map[string]string {
+		m := map[string]string{}
+		for _, a := range accts {
+			q := slices.Clone(a.QOS)
+			slices.Sort(q)
+			m[a.Name] = a.DefaultQOS + "|" + join(q)
+		}
+		return m
+	}
+	if w, g := key(want), key(got); !maps.Equal(w, g) {
+		t.Fatalf("reversed rows resolve to %v, want %v", g, w)
 	}
 }

@@ -114,12 +114,13 @@ func tresID(tres map[uint32]string, name string) (uint32, bool) {
 // nothing (finished ones, which squeue --json keeps for MinJobAge).
 func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 	var state policy.JobState
-	switch {
-	case j.State == "SUSPENDED":
+	// StateName reads the same on every release: 22.05's single name.
+	switch name := j.StateName(); {
+	case name == "SUSPENDED":
 		state = policy.StateSuspended
-	case j.State == "COMPLETING":
+	case name == "COMPLETING":
 		state = policy.StateCompleting
-	case j.State == "CONFIGURING":
+	case name == "CONFIGURING":
 		state = policy.StateConfiguring
 	case j.Running():
 		state = policy.StateRunning

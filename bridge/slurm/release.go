@@ -1,0 +1,42 @@
+package slurm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Release is a Slurm release by its year and month, e.g. 24.11.
+type Release struct {
+	Year, Month int
+}
+
+func (r Release) String() string { return fmt.Sprintf("%02d.%02d", r.Year, r.Month) }
+
+// AtLeast reports whether r is year.month or later.
+func (r Release) AtLeast(year, month int) bool {
+	return r.Year > year || r.Year == year && r.Month >= month
+}
+
+// NodesInScontrol reports whether the release prints node details with `scontrol show nodes
+// --json` (23.02 on); before, `sinfo --json` listed each node.
+func (r Release) NodesInScontrol() bool { return r.AtLeast(23, 2) }
+
+// ParseVersion reads the release from what `sinfo --version` prints: "slurm 22.05.8", or with
+// Debian's packages "slurm-wlm 24.11.5".
+func ParseVersion(out string) (Release, error) {
+	fields := strings.Fields(out)
+	if len(fields) != 2 || !strings.HasPrefix(fields[0], "slurm") {
+		return Release{}, fmt.Errorf("not a Slurm version: %q", strings.TrimSpace(out))
+	}
+	parts := strings.SplitN(fields[1], ".", 3)
+	if len(parts) < 2 {
+		return Release{}, fmt.Errorf("not a Slurm version: %q", fields[1])
+	}
+	year, err1 := strconv.Atoi(parts[0])
+	month, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil || year < 1 || month < 1 || month > 12 {
+		return Release{}, fmt.Errorf("not a Slurm version: %q", fields[1])
+	}
+	return Release{Year: year, Month: month}, nil
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Captures the JSON that squeue, sinfo and `scontrol show nodes` print on one Slurm release,
+# for bridge/slurm's fixtures.
+#
+#   capture.sh IMAGE RELEASE [OUTDIR]   e.g. capture.sh slurmbridge/debian:trixie 24.11
+#
+# IMAGE is a plain Debian image whose suite carries RELEASE (testbed/release.sh). A throwaway
+# container on its own network (no published ports) installs Slurm from Debian, runs
+# slurmctld and two slurmd on 127.0.0.1 with fake GPUs, submits the same jobs on every
+# release, and writes into OUTDIR (default: this script's parent directory):
+#   squeue-REL-idle.json  sinfo-REL-idle.json  scontrol-nodes-REL-idle.json   before any job
+#   squeue-REL-mixed.json sinfo-REL-busy.json  scontrol-nodes-REL-busy.json   with the jobs
+#   version-REL.txt                                                            `sinfo --version`
+# 22.05 has no `scontrol show nodes --json`; its capture skips those files.
+set -euo pipefail
+
+if [ "${1:-}" = --inside ]; then
+	# Runs in the container, as root.
+	export DEBIAN_FRONTEND=noninteractive
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d
+	# sid's Release file may be older than its Valid-Until on a slow mirror.
+	apt-get -o Acquire::Check-Valid-Until=false update -qq
+	apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge procps >/dev/null
+
+	mkdir -p /etc/slurm /var/spool/slurmctld /var/lib/fakegpu/n1 /var/lib/fakegpu/n2 /out
+	# slurmd only stats the device files when no cgroup confines them.
+	for n in n1 n2; do for i in 0 1 2 3; do : >/var/lib/fakegpu/$n/nvidia$i; done; done
+	cat >/etc/slurm/slurm.conf <<-CONF
+		ClusterName=capture
+		SlurmctldHost=localhost(127.0.0.1)
+		SlurmUser=root
+		SlurmdUser=root
+		AuthType=auth/munge
+		StateSaveLocation=/var/spool/slurmctld
+		SlurmdSpoolDir=/var/spool/slurmd-%n
+		SlurmdPidFile=/run/slurmd-%n.pid
+		SlurmctldLogFile=/var/log/slurmctld.log
+		SlurmdLogFile=/var/log/slurmd-%n.log
+		ProctrackType=proctrack/linuxproc
+		TaskPlugin=task/none
+		JobAcctGatherType=jobacct_gather/none
+		AccountingStorageType=accounting_storage/none
+		MpiDefault=none
+		MailProg=/bin/true
+		SlurmdParameters=config_overrides
+		ReturnToService=2
+		SchedulerType=sched/backfill
+		SelectType=select/cons_tres
+		SelectTypeParameters=CR_Core_Memory
+		DefMemPerCPU=100
+		GresTypes=gpu
+		MinJobAge=300
+		NodeName=DEFAULT Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:a100:4
+		NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=localhost Port=17001
+		NodeName=n2 NodeAddr=127.0.0.1 NodeHostname=localhost Port=17002
+		PartitionName=DEFAULT MaxTime=INFINITE State=UP
+		PartitionName=cpu Nodes=n[1-2] Default=YES
+		PartitionName=a100 Nodes=n[1-2]
+	CONF
+	cat >/etc/slurm/gres.conf <<-CONF
+		AutoDetect=off
+		NodeName=n1 Name=gpu Type=a100 File=/var/lib/fakegpu/n1/nvidia[0-3]
+		NodeName=n2 Name=gpu Type=a100 File=/var/lib/fakegpu/n2/nvidia[0-3]
+	CONF
+	# From 24.05 slurmd sets up cgroups unless told not to; a container has none to give.
+	if [ "$2" != 22.05 ]; then echo CgroupPlugin=disabled >/etc/slurm/cgroup.conf; fi
+
+	[ -s /etc/munge/munge.key ] || mungekey --create
+	mkdir -p /run/munge && chown munge: /run/munge
+	runuser -u munge -- /usr/sbin/munged
+	slurmctld
+	slurmd -N n1
+	slurmd -N n2
+	for _ in $(seq 60); do
+		[ "$(sinfo -h -N -o %t 2>/dev/null | sort -u)" = idle ] && break
+		sleep 1
+	done
+	sinfo -N || { tail -n 20 /var/log/slurmctld.log; exit 1; }
+
+	useradd -m alice
+	# The same files on every release; errors are kept, they are part of the capture.
+	capture() { # NAME COMMAND...
+		local name=$1
+		shift
+		"$@" >"/out/$name" || echo "capture: $* exited $?" >&2
+	}
+	rel=$2
+	sinfo --version >"/out/version-$rel.txt"
+	capture "squeue-$rel-idle.json" squeue --json
+	capture "sinfo-$rel-idle.json" sinfo --json
+	[ "$rel" = 22.05 ] || capture "scontrol-nodes-$rel-idle.json" scontrol show nodes --json
+
+	submit() { runuser -u alice -- sbatch --chdir=/tmp -o /tmp/slurm-%j.out "$@" --wrap 'sleep 600'; }
+	submit -J held -H -p cpu                        # pending, held by its user
+	submit -J gres-a100 -p a100 --gres=gpu:a100:1   # running, one typed GPU per node
+	submit -J gpus2 -p a100 --gpus=2                # running, GPUs per job
+	submit -J cpu4 -p cpu -c 4 -t 30                # running, CPUs per task, a time limit
+	submit -J two-parts -p cpu,a100 --begin=now+1hour   # pending in two partitions
+	submit -J array -p cpu --array=0-3%2 -c 2       # two running, the rest pending
+	submit -J too-big -p a100 -N 2 --gres=gpu:a100:4    # pending for Resources
+	sleep 8
+	squeue
+	capture "squeue-$rel-mixed.json" squeue --json
+	capture "sinfo-$rel-busy.json" sinfo --json
+	[ "$rel" = 22.05 ] || capture "scontrol-nodes-$rel-busy.json" scontrol show nodes --json
+	exit 0
+fi
+
+image=${1:?usage: capture.sh IMAGE RELEASE [OUTDIR]}
+rel=${2:?usage: capture.sh IMAGE RELEASE [OUTDIR]}
+out=${3:-$(cd "$(dirname "$0")/.." && pwd)}
+name=slurmbridge-capture-$rel-$$
+net=$name
+docker network create "$net" >/dev/null
+trap 'docker rm -f "$name" >/dev/null 2>&1; docker network rm "$net" >/dev/null 2>&1' EXIT
+docker run -d --name "$name" --network "$net" --hostname localhost "$image" sleep infinity >/dev/null
+docker cp "$0" "$name:/capture.sh"
+docker exec "$name" bash /capture.sh --inside "$rel"
+mkdir -p "$out"
+tmp=$(mktemp -d)
+docker cp "$name:/out/." "$tmp/"
+for f in "$tmp"/*; do
+	case $f in
+	*.json) python3 -m json.tool --indent 2 "$f" >"$out/$(basename "$f")" ;; # stable, diffable
+	*) cp "$f" "$out/" ;;
+	esac
+done
+rm -rf "$tmp"
+ls -l "$out"/*"$rel"*
