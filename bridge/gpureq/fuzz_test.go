@@ -13,6 +13,7 @@ func FuzzParseGres(f *testing.F) {
 	for _, s := range []string{
 		"", "gres:gpu:a100:1", "gres:gpu:2", "gres:gpu:a100:1,gres:gpu:v100:1", "gres:mps:100",
 		"gres/gpu:1k", "gpu", "gres:gpu:1g.5gb:1", "gres:gpu:a100:x", "gres:gpu::", ",", "gres:gpu:18446744073709551615",
+		"gres/gpu:a100=1", "gres/gpu=2", "cpu=4,gres/gpu=2", "cpu:4", "license/foo=1", "mem=4G", "gpu=2",
 	} {
 		f.Add(s)
 	}
@@ -52,6 +53,30 @@ func FuzzParse(f *testing.F) {
 		}
 		if total := r.TotalGPUs(nodes, tpn, sockets); total < r.Sum(PerJob) || total < r.Sum(PerNode) {
 			t.Fatalf("TotalGPUs = %d is below a scope's sum", total)
+		}
+	})
+}
+
+// Entries of other TRES around a value change nothing in the GPU request, whatever the release
+// spelling: a cpu, mem or license entry never counts GPUs.
+func FuzzOtherTRESNeverCountGPUs(f *testing.F) {
+	for _, s := range []string{"gres/gpu:a100=1", "gres:gpu:2", "gpu:2", "gres/mps=10", "cpu=4", "gres/gpu:a100:1,gres/gpu=1"} {
+		f.Add(s, "cpu=4", "license/matlab=2")
+		f.Add(s, "cpu:4", "mem=8G")
+	}
+	f.Fuzz(func(t *testing.T, s, before, after string) {
+		want, err := Parse(Fields{PerTask: s})
+		if err != nil || s == "" {
+			return
+		}
+		for _, other := range []string{before, after} {
+			if entries, err := ParseGres("x", other); err != nil || len(entries) != 0 || other == "" {
+				return // not a non-GRES TRES list
+			}
+		}
+		got, err := Parse(Fields{PerTask: before + "," + s + "," + after})
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q around %q changed %+v into %+v, %v", before+"/"+after, s, want, got, err)
 		}
 	})
 }

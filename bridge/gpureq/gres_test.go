@@ -121,3 +121,87 @@ func TestParseNodeGres(t *testing.T) {
 		})
 	}
 }
+
+// Each release's spelling of the job_desc fields, as its clients write them
+// (src/common/slurm_opt.c and src/common/proc_args.c at the release's tag).
+func TestParseGresAcrossReleases(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []Gres
+	}{
+		{"22.05 --gres=gpu:a100:1", "gres:gpu:a100:1", []Gres{gpu("a100", 1)}},
+		{"22.05 --gpus=2", "gres:gpu:2", []Gres{gpu("", 2)}},
+		{"23.11 --gres=gpu:a100:1", "gres/gpu:a100:1", []Gres{gpu("a100", 1)}},
+		{"23.11 -c 4 in tres_per_task", "cpu:4", nil},
+		{"23.11 -c 4 --gpus-per-task=a100:1", "cpu:4,gres/gpu:a100:1", []Gres{gpu("a100", 1)}},
+		{"23.11 --tres-per-task license", "license:matlab:1,gres/gpu:1", []Gres{gpu("", 1)}},
+		{"24.05+ --gpus-per-task=a100:1", "gres/gpu:a100=1", []Gres{gpu("a100", 1)}},
+		{"24.05+ --gpus-per-task=2", "gres/gpu=2", []Gres{gpu("", 2)}},
+		{"24.05+ -c 4", "cpu=4", nil},
+		{"24.05+ -c 4 --gpus-per-task=2", "cpu=4,gres/gpu=2", []Gres{gpu("", 2)}},
+		{"24.05+ --gpus-per-task first", "gres/gpu:a100=1,cpu=4", []Gres{gpu("a100", 1)}},
+		{"24.05+ --tres-per-task=cpu=4,license/foo=1", "cpu=4,license/foo=1", nil},
+		{"24.05+ --tres-per-task=gres/mps=50", "gres/mps=50", []Gres{{Name: "mps", Count: 50}}},
+		{"24.05+ --gres=gpu:a100:1 stays colon", "gres/gpu:a100:1", []Gres{gpu("a100", 1)}},
+		{"24.05+ zero count", "gres/gpu:a100=0", []Gres{gpu("a100", 0)}},
+		{"mem entry from a non-CLI job_desc", "mem=4G,gres/gpu=1", []Gres{gpu("", 1)}},
+		{"plain gpu:2", "gpu:2", []Gres{gpu("", 2)}},
+		{"plain gpu=2", "gpu=2", []Gres{gpu("", 2)}},
+		{"CPU in capitals", "CPU=4", nil},
+		{"bare cpu", "cpu", nil},
+		{"fs/disk and bb", "fs/disk=10G,bb/datawarp=1G", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseGres("tres_per_task", tt.in)
+			if err != nil {
+				t.Fatalf("ParseGres(%q): %v", tt.in, err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ParseGres(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseGresRefusesGarbageInNewForms(t *testing.T) {
+	tests := []struct{ in, wantErr string }{
+		{"gres/gpu:a100=x", `count "x": not a number`},
+		{"gres/gpu=", `count "": empty`},
+		{"gres/gpu:a100:1=2", `type "a100:1"`},
+		{"gres/=2", `GRES name ""`},
+		{"gres/gpu:=2", `type ""`},
+		{"cpu=four", `count "four"`},
+		{"cpu=-4", `count "-4"`},
+		{"cpu=", `count "": empty`},
+		{"cpu:4:5", `count "4:5"`},
+		{"license/=1", `TRES name ""`},
+		{"license/foo=", `count ""`},
+		{"license/fo o=1", `TRES name "fo o"`},
+		{"mem=4Q", `count "4Q"`},
+		{"cpu=4,", "empty entry"},
+		{"=4", `GRES name ""`},
+		{"cpu/x=1", "cpu has no name"},
+		{"license=1", "want license/NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := ParseGres("tres_per_task", tt.in)
+			var se *SyntaxError
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &se) || se.Field != "tres_per_task" {
+				t.Fatalf("ParseGres(%q) error = %v, want a tres_per_task *SyntaxError containing %q", tt.in, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// Node GRES strings are printed the same way from 22.05 to 26.05.
+func TestParseNodeGresAcrossReleases(t *testing.T) {
+	for _, in := range []string{"gpu:a100:4(S:0-1)", "gpu:a100:4(S:0-1),shard:a100:16(S:0-1)"} {
+		got, err := ParseNodeGres(in)
+		if err != nil || len(got) == 0 || got[0] != gpu("a100", 4) {
+			t.Errorf("ParseNodeGres(%q) = %+v, %v", in, got, err)
+		}
+	}
+}

@@ -228,3 +228,32 @@ func TestRequestString(t *testing.T) {
 		}
 	}
 }
+
+// A job's request as each release fills job_desc: CPU entries never make a GPU job.
+func TestParseAcrossReleases(t *testing.T) {
+	tests := []struct {
+		name    string
+		fields  Fields
+		wantGPU bool
+		wantStr string
+	}{
+		{"22.05 --gres=gpu:a100:2", Fields{PerNode: "gres:gpu:a100:2"}, true, "2 a100 GPUs per node"},
+		{"23.11 -c 4", Fields{PerTask: "cpu:4"}, false, "no GPUs"},
+		{"23.11 -c 4 --gpus-per-task=1", Fields{PerTask: "cpu:4,gres/gpu:1"}, true, "1 GPU per task"},
+		{"24.11 -c 4", Fields{PerTask: "cpu=4"}, false, "no GPUs"},
+		{"24.11 -c 4 --gpus-per-task=a100:1", Fields{PerTask: "cpu=4,gres/gpu:a100=1"}, true, "1 a100 GPU per task"},
+		{"24.11 --gpus=2 -c 4", Fields{PerJob: "gres/gpu:2", PerTask: "cpu=4"}, true, "2 GPUs per job"},
+		{"26.05 --tres-per-task=cpu=4,license/foo=1", Fields{PerTask: "cpu=4,license/foo=1"}, false, "no GPUs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Parse(tt.fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.IsGPU() != tt.wantGPU || r.String() != tt.wantStr || len(r.Other) != 0 {
+				t.Errorf("Parse(%+v) = %+v (%s), want GPU %v, %q and no other GRES", tt.fields, r, r.String(), tt.wantGPU, tt.wantStr)
+			}
+		})
+	}
+}

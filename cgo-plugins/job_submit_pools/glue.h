@@ -1,7 +1,8 @@
 /*
  * C side of the job_submit/pools plugin, shared by plugin.c and the Go code.
  * Strings handed to slurmctld must come from Slurm's own allocator (slurm_xstrdup):
- * slurmctld xfree()s them, and a malloc'd pointer there crashes it.
+ * slurmctld xfree()s them, and a malloc'd pointer there crashes it. Strings taken from it go
+ * back with slurm_xfree.
  */
 #ifndef SLURMBRIDGE_JOB_SUBMIT_POOLS_GLUE_H
 #define SLURMBRIDGE_JOB_SUBMIT_POOLS_GLUE_H
@@ -11,7 +12,7 @@
 
 enum pools_log_level { POOLS_LOG_ERROR = 0, POOLS_LOG_INFO = 1, POOLS_LOG_VERBOSE = 2, POOLS_LOG_DEBUG = 3 };
 
-/* Replace job_desc->partition; only called where it was NULL, so nothing is freed. */
+/* Replace job_desc->partition, freeing the old list (a named list the plugin narrowed). */
 void pools_set_partition(job_desc_msg_t *desc, const char *partition);
 /* Set *err_msg (shown to the user by sbatch/srun/salloc) unless another plugin already did. */
 void pools_set_err_msg(char **err_msg, const char *msg);

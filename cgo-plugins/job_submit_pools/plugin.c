@@ -3,6 +3,7 @@
  * the job_desc fields it needs and asks bridge/pools where the job goes.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
@@ -17,17 +18,20 @@ const char plugin_name[] = "slurmbridge resource pools";
 const char plugin_type[] = "job_submit/pools";
 const uint32_t plugin_version = SLURM_VERSION_NUMBER;
 
-/* Exported by libslurmfull, which slurmctld has loaded; not in the public headers. */
+/* Exported by libslurmfull, which slurmctld has loaded; not in the public headers. The same
+ * names and signatures from 22.05 to 26.05 (src/common/xmalloc.h, src/common/xstring.h). */
 extern char *slurm_xstrdup(const char *str);
+extern void slurm_xfree(void **item);
 extern void slurm_info(const char *fmt, ...);
 extern void slurm_error(const char *fmt, ...);
 extern void slurm_verbose(const char *fmt, ...);
 extern void slurm_debug(const char *fmt, ...);
 
-/* Go cannot export a function named init. */
+/* Go cannot export a function named init. slurmctld setenv()s SLURM_CONF before it loads
+ * plugins, which C's getenv sees and Go's os.Getenv (a copy taken at process start) does not. */
 int init(void)
 {
-	return pools_go_init();
+	return pools_go_init(getenv("SLURMBRIDGE_POOLS_CONFIG"), getenv("SLURM_CONF"));
 }
 
 int fini(void)
@@ -41,16 +45,32 @@ int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 	return pools_go_submit(job_desc, submit_uid, err_msg);
 }
 
-/* 22.05 passes no err_msg to job_modify: a rejection's reason goes to the log and the errno. */
+/* job_record_t is slurmctld-internal (not in slurm.h): job_ptr is never looked inside.
+ * 23.02 added err_msg to job_modify (src/interfaces/job_submit.c); 22.05 has none, and a
+ * rejection's reason goes only to the log and the errno. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid, char **err_msg)
+{
+	(void) job_ptr;
+	return pools_go_modify(job_desc, submit_uid, err_msg);
+}
+#else
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
 {
-	(void) job_ptr; /* job_record_t is slurmctld-internal; we never look inside */
-	return pools_go_modify(job_desc, submit_uid);
+	(void) job_ptr;
+	return pools_go_modify(job_desc, submit_uid, NULL);
 }
+#endif
 
+/* The old string came from Slurm's allocator (unpacked from the RPC or set by an earlier
+ * plugin), so Slurm's xfree releases it. */
 void pools_set_partition(job_desc_msg_t *desc, const char *partition)
 {
+	char *old = desc->partition;
+
 	desc->partition = slurm_xstrdup(partition);
+	if (old)
+		slurm_xfree((void **) &old);
 }
 
 void pools_set_err_msg(char **err_msg, const char *msg)

@@ -6,7 +6,7 @@ package main
 
 /*
 #cgo CFLAGS: -O2 -Wall
-// slurm_xstrdup and the log functions come from the libslurmfull that slurmctld has loaded;
+// slurm_xstrdup, slurm_xfree and the log functions come from the libslurmfull that slurmctld has loaded;
 // letting them stay unresolved here also lets `go build ./...` link-check this package.
 #cgo LDFLAGS: -Wl,--unresolved-symbols=ignore-in-object-files
 #include <stdlib.h>
@@ -18,6 +18,7 @@ import "C"
 import (
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
@@ -28,7 +29,9 @@ const (
 	slurmSuccess = 0
 )
 
-var plugin = jobsubmit.New(jobsubmit.ConfigPathFromEnv(), logToSlurm)
+// plugin is set by init and cleared by fini; slurmctld calls job_submit and job_modify only
+// between the two, concurrently from 23.11, so they read it atomically.
+var plugin atomic.Pointer[jobsubmit.Plugin]
 
 func logToSlurm(level jobsubmit.Level, msg string) {
 	cmsg := C.CString(msg)
@@ -52,36 +55,63 @@ func guard(rc *C.int) {
 // the plugin can ever take.
 const gcMemoryLimit = 32 << 20
 
+// pools_go_init gets $SLURMBRIDGE_POOLS_CONFIG and $SLURM_CONF as C's getenv sees them (NULL
+// when unset): slurmctld sets SLURM_CONF after start, where os.Getenv cannot see it.
+//
 //export pools_go_init
-func pools_go_init() (rc C.int) {
+func pools_go_init(poolsConfigEnv, slurmConfEnv *C.char) (rc C.int) {
 	defer guard(&rc)
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(gcMemoryLimit)
-	plugin.Init()
+	p := jobsubmit.New(jobsubmit.ConfigPath(goString(poolsConfigEnv), goString(slurmConfEnv)), logToSlurm)
+	p.Init()
+	if old := plugin.Swap(p); old != nil {
+		old.Fini()
+	}
 	return slurmSuccess
 }
 
 //export pools_go_fini
 func pools_go_fini() {
 	defer func() { _ = recover() }()
-	plugin.Fini()
+	if p := plugin.Swap(nil); p != nil {
+		p.Fini()
+	}
 }
 
 //export pools_go_submit
 func pools_go_submit(desc *C.job_desc_msg_t, uid C.uint32_t, errMsg **C.char) (rc C.int) {
 	defer guard(&rc)
+	p := plugin.Load()
+	if p == nil {
+		return slurmSuccess
+	}
 	req := requestFrom(desc, pools.Submit)
-	out := plugin.Submit(&req, uint32(uid))
+	out := p.Submit(&req, uint32(uid))
 	apply(desc, out, errMsg)
 	return errno(out.Reject)
 }
 
+// pools_go_modify gets errMsg NULL from 22.05, whose job_modify has no err_msg.
+//
+// What it cannot check: job_desc on modify holds only the fields being changed, so
+// `scontrol update jobid=N partition=cpu` of a pending GPU job arrives without its GPU request.
+// That request lives in job_ptr (job_record_t: tres_per_node, tres_per_job, tres_per_socket,
+// tres_per_task, gres_list_req), whose layout is declared only in slurmctld's own headers
+// (src/slurmctld/slurmctld.h in 22.05, src/common/job_record.h from 23.x), not in
+// libslurm-dev, and changes between releases; and no Slurm API may be called from here while
+// slurmctld holds the job lock. So this plugin lets such an update through unchecked.
+//
 //export pools_go_modify
-func pools_go_modify(desc *C.job_desc_msg_t, uid C.uint32_t) (rc C.int) {
+func pools_go_modify(desc *C.job_desc_msg_t, uid C.uint32_t, errMsg **C.char) (rc C.int) {
 	defer guard(&rc)
+	p := plugin.Load()
+	if p == nil {
+		return slurmSuccess
+	}
 	req := requestFrom(desc, pools.Modify)
-	out := plugin.Modify(&req, uint32(uid))
-	apply(desc, out, nil)
+	out := p.Modify(&req, uint32(uid))
+	apply(desc, out, errMsg)
 	return errno(out.Reject)
 }
 

@@ -2,9 +2,11 @@
 // configuration's life in slurmctld (load, reload when the file changes, keep the last good one)
 // and turns bridge/pools decisions into what the cgo layer writes into job_desc.
 //
-// Its rules for running inside slurmctld's RPC thread with locks held:
-//   - no blocking I/O on the submit path except a stat() of the config file, at most once per
-//     RecheckInterval;
+// Its rules for running inside slurmctld's RPC threads with locks held:
+//   - no I/O on the submit path: a background goroutine watches the config file and swaps the
+//     parsed config in; Submit and Modify only load a pointer;
+//   - calls may run concurrently (from Slurm 23.11 job_submit runs under a read lock), so
+//     everything they touch is immutable or atomic;
 //   - never fail closed on our own trouble: with no usable config, or on an internal error,
 //     jobs pass unchanged and Slurm judges them itself; only a job that can never run in the
 //     pool it names is refused.
@@ -17,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,78 +55,117 @@ type Outcome struct {
 	UserMessage  string // shown by sbatch/srun/salloc ("" for none)
 }
 
-// RecheckInterval bounds how often the submit path stat()s the config file.
+// RecheckInterval is how often the watcher stat()s the config file.
 const RecheckInterval = 5 * time.Second
 
 // ConfigEnv names the environment variable (of slurmctld) that overrides the config path.
 const ConfigEnv = "SLURMBRIDGE_POOLS_CONFIG"
 
-// ConfigPathFromEnv is $SLURMBRIDGE_POOLS_CONFIG, else pools.yaml beside slurm.conf
-// ($SLURM_CONF or /etc/slurm/slurm.conf).
-func ConfigPathFromEnv() string {
-	if p := os.Getenv(ConfigEnv); p != "" {
-		return p
+// ConfigPath is the pools config's path given the values of $SLURMBRIDGE_POOLS_CONFIG and
+// $SLURM_CONF ("" when unset): the first if set, else pools.yaml beside slurm.conf
+// ($SLURM_CONF or /etc/slurm/slurm.conf). The plugin reads both with C getenv, because
+// slurmctld setenv()s SLURM_CONF after start and Go's os.Getenv sees only the environment the
+// process started with.
+func ConfigPath(poolsConfig, slurmConf string) string {
+	if poolsConfig != "" {
+		return poolsConfig
 	}
-	conf := os.Getenv("SLURM_CONF")
-	if conf == "" {
-		conf = "/etc/slurm/slurm.conf"
+	if slurmConf == "" {
+		slurmConf = "/etc/slurm/slurm.conf"
 	}
-	return filepath.Join(filepath.Dir(conf), "pools.yaml")
+	return filepath.Join(filepath.Dir(slurmConf), "pools.yaml")
 }
 
-// Plugin holds the loaded configuration. Its methods are safe for concurrent use.
-type Plugin struct {
-	path string
-	log  func(Level, string)
-	now  func() time.Time
+// ConfigPathFromEnv is ConfigPath over this process's environment, for commands (not for the
+// plugin inside slurmctld).
+func ConfigPathFromEnv() string {
+	return ConfigPath(os.Getenv(ConfigEnv), os.Getenv("SLURM_CONF"))
+}
 
-	mu        sync.Mutex
-	cfg       *pools.Config // nil: no usable config, jobs pass unchanged
-	stamp     fileStamp     // of the file cfg came from, or of the last file that failed
-	lastCheck time.Time
+// Plugin holds the loaded configuration. Submit and Modify are safe for concurrent use; Init
+// and Fini are called by slurmctld alone.
+type Plugin struct {
+	path     string
+	log      func(Level, string)
+	interval time.Duration // between two checks of the file by the watcher
+
+	cfg atomic.Pointer[pools.Config] // nil: no usable config, jobs pass unchanged
+
+	// Owned by whoever checks the file: Init, then the watcher goroutine alone.
+	stamp fileStamp // of the file cfg came from, or of the last file that failed
+
+	stop    chan struct{}
+	stopped sync.WaitGroup
 }
 
 // New returns a plugin reading its pools from path and logging through log.
 func New(path string, log func(Level, string)) *Plugin {
-	return &Plugin{path: path, log: log, now: time.Now}
+	return &Plugin{path: path, log: log, interval: RecheckInterval}
 }
 
-// Init loads the configuration. A missing or invalid file is logged, not fatal: slurmctld must
-// start, and jobs keep flowing unrouted until the file is fixed.
+// Init loads the configuration and starts the watcher that reloads it when the file changes.
+// A missing or invalid file is logged, not fatal: slurmctld must start, and jobs keep flowing
+// unrouted until the file is fixed.
 func (p *Plugin) Init() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.lastCheck = p.now()
-	p.reload(true)
+	p.check(true)
+	p.stop = make(chan struct{})
+	p.stopped.Add(1)
+	go p.watch(p.stop)
 }
 
-// Fini drops the configuration.
+// Fini stops the watcher, waits for it to return, and drops the configuration.
 func (p *Plugin) Fini() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cfg = nil
+	if p.stop != nil {
+		close(p.stop)
+		p.stopped.Wait()
+		p.stop = nil
+	}
+	p.cfg.Store(nil)
 	p.stamp = fileStamp{}
+}
+
+func (p *Plugin) watch(stop <-chan struct{}) {
+	defer p.stopped.Done()
+	tick := time.NewTicker(p.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			p.checkGuarded()
+		}
+	}
+}
+
+// checkGuarded is one check of the file from the watcher: a panic there would kill slurmctld.
+func (p *Plugin) checkGuarded() {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log(LevelError, fmt.Sprintf("internal error while checking %s: %v", p.path, r))
+		}
+	}()
+	p.check(false)
 }
 
 // Submit routes a new job.
 func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
-	cfg := p.config()
+	cfg := p.cfg.Load()
 	if cfg == nil {
 		return Outcome{}
 	}
 	return p.outcome(cfg.Route(req), "submit", uid)
 }
 
-// Modify checks an update of a pending job. 22.05 gives job_modify no err_msg, so a refusal's
-// reason goes to slurmctld's log, and the user sees Slurm's error for the code we return.
+// Modify checks an update of a pending job. Its UserMessage reaches the user from Slurm 23.02
+// on (job_modify's err_msg); 22.05 has none, so the cgo layer drops it there and a refusal's
+// reason is only in slurmctld's log.
 func (p *Plugin) Modify(req *pools.Request, uid uint32) Outcome {
-	cfg := p.config()
+	cfg := p.cfg.Load()
 	if cfg == nil {
 		return Outcome{}
 	}
-	out := p.outcome(cfg.Route(req), "update", uid)
-	out.UserMessage = ""
-	return out
+	return p.outcome(cfg.Route(req), "update", uid)
 }
 
 func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
@@ -147,20 +189,9 @@ func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
 	}
 }
 
-// config returns the current configuration, reloading it first when the file changed and the
-// last check is older than RecheckInterval.
-func (p *Plugin) config() *pools.Config {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now := p.now(); now.Sub(p.lastCheck) >= RecheckInterval {
-		p.lastCheck = now
-		p.reload(false)
-	}
-	return p.cfg
-}
-
-// reload reads the file when its stamp changed. A broken new file keeps the last good config.
-func (p *Plugin) reload(initial bool) {
+// check reads the file when its stamp changed and swaps the new config in. A broken new file
+// keeps the last good config; a missing one drops it.
+func (p *Plugin) check(initial bool) {
 	stamp, err := statFile(p.path)
 	if err != nil {
 		if initial || p.stamp != (fileStamp{}) {
@@ -168,7 +199,7 @@ func (p *Plugin) reload(initial bool) {
 		}
 		p.stamp = fileStamp{}
 		if errors.Is(err, fs.ErrNotExist) {
-			p.cfg = nil
+			p.cfg.Store(nil)
 		}
 		return
 	}
@@ -178,14 +209,14 @@ func (p *Plugin) reload(initial bool) {
 	p.stamp = stamp
 	cfg, err := pools.Load(p.path)
 	if err != nil {
-		if p.cfg != nil {
+		if p.cfg.Load() != nil {
 			p.log(LevelError, fmt.Sprintf("pools config %s has errors; keeping the previous one:\n%v", p.path, err))
 		} else {
 			p.log(LevelError, fmt.Sprintf("pools config %s has errors; jobs are not routed until it is fixed:\n%v", p.path, err))
 		}
 		return
 	}
-	p.cfg = cfg
+	p.cfg.Store(cfg)
 	p.log(LevelInfo, fmt.Sprintf("loaded %d pools from %s (policy %s)", len(cfg.Pools), p.path, cfg.Policy))
 }
 

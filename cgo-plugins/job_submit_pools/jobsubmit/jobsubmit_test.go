@@ -1,9 +1,11 @@
 package jobsubmit
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,11 +46,21 @@ func gpuJob(tresPerNode string) *pools.Request {
 	return &r
 }
 
-type recorder struct{ lines []string }
+// recorder keeps log lines; the watcher goroutine logs too, hence the lock.
+type recorder struct {
+	mu    sync.Mutex
+	lines []string
+}
 
-func (r *recorder) log(_ Level, msg string) { r.lines = append(r.lines, msg) }
+func (r *recorder) log(_ Level, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, msg)
+}
 
 func (r *recorder) contains(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, l := range r.lines {
 		if strings.Contains(l, s) {
 			return true
@@ -57,23 +69,24 @@ func (r *recorder) contains(s string) bool {
 	return false
 }
 
-// fixture is a plugin over a config file in a temp dir, with a clock the test moves.
+// fixture is a started plugin over a config file in a temp dir. Its watcher waits an hour
+// between checks, so a test decides when the file is checked (tick).
 type fixture struct {
-	t     *testing.T
-	path  string
-	clock time.Time
-	log   *recorder
-	p     *Plugin
+	t    *testing.T
+	path string
+	log  *recorder
+	p    *Plugin
 }
 
 func newFixture(t *testing.T, content string) *fixture {
-	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "pools.yaml"), clock: time.Unix(1_700_000_000, 0), log: &recorder{}}
+	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "pools.yaml"), log: &recorder{}}
 	if content != "" {
 		f.write(content)
 	}
 	f.p = New(f.path, f.log.log)
-	f.p.now = func() time.Time { return f.clock }
+	f.p.interval = time.Hour
 	f.p.Init()
+	t.Cleanup(f.p.Fini)
 	return f
 }
 
@@ -88,7 +101,8 @@ func (f *fixture) write(content string) {
 	}
 }
 
-func (f *fixture) advance(d time.Duration) { f.clock = f.clock.Add(d) }
+// tick is one check of the file, as the watcher does every interval.
+func (f *fixture) tick() { f.p.checkGuarded() }
 
 func TestSubmitRoutesAndTellsTheUser(t *testing.T) {
 	f := newFixture(t, twoPools)
@@ -112,17 +126,43 @@ func TestSubmitRejectsWithGRESErrorForImpossibleGPURequest(t *testing.T) {
 	}
 }
 
-func TestModifyNeverSetsAMessage(t *testing.T) {
+func TestModifyRefusalCarriesAMessageAndIsLogged(t *testing.T) {
 	f := newFixture(t, twoPools)
-	req := gpuJob("gres:gpu:a100:1")
+	req := gpuJob("gres/gpu:a100=1")
 	req.Op = pools.Modify
 	req.Partition = "cpu"
 	out := f.p.Modify(req, 0)
-	if out.Reject != RejectGRES || out.UserMessage != "" {
-		t.Fatalf("outcome = %+v, want a rejection without user message (22.05 job_modify has no err_msg)", out)
+	// The cgo layer hands the message to job_modify's err_msg from 23.02 on and drops it on 22.05.
+	if out.Reject != RejectGRES || !strings.Contains(out.UserMessage, "a100") {
+		t.Fatalf("outcome = %+v, want a GRES rejection naming a100", out)
 	}
 	if !f.log.contains("update by uid 0 refused") {
 		t.Fatalf("refusal not logged: %q", f.log.lines)
+	}
+}
+
+// Each release's spelling of the same jobs routes the same way; a CPU entry in tres_per_task
+// (23.11 on) leaves a CPU job a CPU job.
+func TestSubmitRoutesEveryReleasesSpelling(t *testing.T) {
+	f := newFixture(t, twoPools)
+	tests := []struct {
+		release, perNode, perTask, want string
+	}{
+		{"22.05", "gres:gpu:a100:1", "", "a100"},
+		{"23.11", "gres/gpu:a100:1", "cpu:4", "a100"},
+		{"24.11", "", "cpu=4,gres/gpu:a100=1", "a100"},
+		{"23.11 CPU job with -c 4", "", "cpu:4", "cpu"},
+		{"24.11 CPU job with -c 4", "", "cpu=4", "cpu"},
+		{"26.05 CPU job with a license per task", "", "cpu=4,license/matlab=1", "cpu"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.release, func(t *testing.T) {
+			req := gpuJob(tt.perNode)
+			req.TRESPerTask = tt.perTask
+			if out := f.p.Submit(req, 1001); out.SetPartition != tt.want || out.Reject != NotRejected {
+				t.Fatalf("outcome = %+v, want partition %s", out, tt.want)
+			}
+		})
 	}
 }
 
@@ -147,24 +187,26 @@ func TestInvalidConfigAtStartPassesJobsAndSaysWhy(t *testing.T) {
 	}
 }
 
-func TestReloadsChangedFileAfterRecheckInterval(t *testing.T) {
+func TestCheckPicksUpAChangedFile(t *testing.T) {
 	f := newFixture(t, twoPools)
 	f.write(threePools)
-	// Within the interval the old config is still used: no stat on every submission.
-	f.advance(RecheckInterval / 2)
-	if out := f.p.Submit(gpuJob("gres:gpu:v100:1"), 1001); out.Reject == NotRejected && out.SetPartition == "v100" {
-		t.Fatalf("config reloaded before the recheck interval")
+	// Until the watcher checks, submissions use the config they had: they never touch the file.
+	if out := f.p.Submit(gpuJob("gres:gpu:v100:1"), 1001); out.SetPartition == "v100" {
+		t.Fatalf("config changed without a check")
 	}
-	f.advance(RecheckInterval)
+	f.tick()
 	if out := f.p.Submit(gpuJob("gres:gpu:v100:1"), 1001); out.SetPartition != "v100" {
-		t.Fatalf("outcome = %+v after reload, want v100", out)
+		t.Fatalf("outcome = %+v after the check, want v100", out)
+	}
+	if !f.log.contains("loaded 3 pools") {
+		t.Fatalf("reload not logged: %q", f.log.lines)
 	}
 }
 
 func TestBrokenNewFileKeepsLastGoodConfig(t *testing.T) {
 	f := newFixture(t, twoPools)
 	f.write("pools: [")
-	f.advance(2 * RecheckInterval)
+	f.tick()
 	if out := f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out.SetPartition != "a100" {
 		t.Fatalf("outcome = %+v, want the previous config still routing to a100", out)
 	}
@@ -173,7 +215,7 @@ func TestBrokenNewFileKeepsLastGoodConfig(t *testing.T) {
 	}
 	// Fixing the file is picked up again.
 	f.write(threePools)
-	f.advance(2 * RecheckInterval)
+	f.tick()
 	if out := f.p.Submit(gpuJob("gres:gpu:v100:1"), 1001); out.SetPartition != "v100" {
 		t.Fatalf("outcome = %+v after the fix, want v100", out)
 	}
@@ -184,9 +226,98 @@ func TestRemovedFileStopsRouting(t *testing.T) {
 	if err := os.Remove(f.path); err != nil {
 		t.Fatal(err)
 	}
-	f.advance(2 * RecheckInterval)
+	f.tick()
 	if out := f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out != (Outcome{}) {
 		t.Fatalf("outcome = %+v, want unchanged job once the admin removed pools.yaml", out)
+	}
+}
+
+func TestFileCreatedAfterStartIsLoaded(t *testing.T) {
+	f := newFixture(t, "")
+	f.write(twoPools)
+	f.tick()
+	if out := f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out.SetPartition != "a100" {
+		t.Fatalf("outcome = %+v, want a100 once pools.yaml exists", out)
+	}
+}
+
+// The real watcher, on a short interval: it reloads by itself, and Fini stops it.
+func TestWatcherReloadsAndStopsAtFini(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(path, []byte(twoPools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := &recorder{}
+	p := New(path, log.log)
+	p.interval = 10 * time.Millisecond
+	p.Init()
+	if err := os.WriteFile(path+".tmp", []byte(threePools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Submit(gpuJob("gres:gpu:v100:1"), 1001).SetPartition != "v100" {
+		if time.Now().After(deadline) {
+			p.Fini()
+			t.Fatalf("watcher did not reload within 5s; log %q", log.lines)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Fini() // returns only once the watcher has returned
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if log.contains("unreadable") {
+		t.Fatalf("watcher still checked the file after Fini: %q", log.lines)
+	}
+	if out := p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out != (Outcome{}) {
+		t.Fatalf("outcome after Fini = %+v, want unchanged job", out)
+	}
+}
+
+// From 23.11 slurmctld calls job_submit concurrently; run with -race.
+func TestConcurrentSubmitsDuringReloads(t *testing.T) {
+	f := newFixture(t, twoPools)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				out := f.p.Submit(gpuJob(fmt.Sprintf("gres/gpu:a100=%d", 1+(i+w)%4)), 1001)
+				if out.Reject != NotRejected || out.SetPartition != "a100" {
+					t.Errorf("outcome = %+v, want a100", out)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		if i%2 == 0 {
+			f.write(threePools)
+		} else {
+			f.write(twoPools)
+		}
+		f.tick()
+	}
+	wg.Wait()
+}
+
+func TestConfigPath(t *testing.T) {
+	tests := []struct{ poolsConfig, slurmConf, want string }{
+		{"", "/tmp/tb/etc/slurm.conf", "/tmp/tb/etc/pools.yaml"},
+		{"/srv/pools.yaml", "/tmp/tb/etc/slurm.conf", "/srv/pools.yaml"},
+		{"/srv/pools.yaml", "", "/srv/pools.yaml"},
+		{"", "", "/etc/slurm/pools.yaml"},
+		{"", "slurm.conf", "pools.yaml"},
+	}
+	for _, tt := range tests {
+		if got := ConfigPath(tt.poolsConfig, tt.slurmConf); got != tt.want {
+			t.Errorf("ConfigPath(%q, %q) = %q, want %q", tt.poolsConfig, tt.slurmConf, got, tt.want)
+		}
 	}
 }
 
@@ -194,15 +325,6 @@ func TestConfigPathFromEnv(t *testing.T) {
 	t.Setenv(ConfigEnv, "")
 	t.Setenv("SLURM_CONF", "/tmp/tb/etc/slurm.conf")
 	if got := ConfigPathFromEnv(); got != "/tmp/tb/etc/pools.yaml" {
-		t.Fatalf("got %q", got)
-	}
-	t.Setenv(ConfigEnv, "/srv/pools.yaml")
-	if got := ConfigPathFromEnv(); got != "/srv/pools.yaml" {
-		t.Fatalf("got %q", got)
-	}
-	t.Setenv(ConfigEnv, "")
-	t.Setenv("SLURM_CONF", "")
-	if got := ConfigPathFromEnv(); got != "/etc/slurm/pools.yaml" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -216,6 +338,7 @@ func BenchmarkSubmit(b *testing.B) {
 	}
 	p := New(path, func(Level, string) {})
 	p.Init()
+	b.Cleanup(p.Fini)
 	req := gpuJob("gres:gpu:a100:1")
 	b.ReportAllocs()
 	for b.Loop() {
