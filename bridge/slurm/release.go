@@ -22,6 +22,11 @@ func (r Release) AtLeast(year, month int) bool {
 // --json` (23.02 on); before, `sinfo --json` listed each node.
 func (r Release) NodesInScontrol() bool { return r.AtLeast(23, 2) }
 
+// ReconfigureRestarts reports whether `scontrol reconfigure` replaces slurmctld by a new
+// process (fork and exec, 23.11 on), which loads every plugin afresh: a job_submit plugin keeps
+// nothing in memory across it.
+func (r Release) ReconfigureRestarts() bool { return r.AtLeast(23, 11) }
+
 // ParseVersion reads the release from what `sinfo --version` prints: "slurm 22.05.8", or with
 // Debian's packages "slurm-wlm 24.11.5".
 func ParseVersion(out string) (Release, error) {

@@ -68,6 +68,11 @@ func Require(t testing.TB) *Cluster {
 	return c
 }
 
+// Release is the Slurm release the testbed runs, as the adapter learns it.
+func (c *Cluster) Release(ctx context.Context) (slurm.Release, error) {
+	return slurm.NewCommandFetcher(c.Runner()).SlurmRelease(ctx)
+}
+
 // Examples is the testbed's copy of elasticd/examples, which every test user can read wherever
 // the checkout is (testbed.sh publishes it); jobs that run an example name it from here.
 func (c *Cluster) Examples() string {

@@ -253,10 +253,15 @@ func TestBusyPoolsDoNotDelayAJobThatFitsElsewhere(t *testing.T) {
 
 // A broken pools.yaml never blocks submissions: the plugin keeps routing with the last good
 // config, slurmctld stays up, its log names the problem, and the fixed file is loaded again.
-// (With no good config at all, e.g. slurmctld started on a broken file, jobs pass unrouted:
-// see the jobsubmit unit tests.)
+// Where reconfigure starts a new slurmctld (23.11 on), the new process has no good config to
+// keep: jobs pass unrouted until the file is fixed, and are never refused for it.
 func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 	c, ctx := setup(t)
+	release, err := c.Release(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freshProcess := release.ReconfigureRestarts()
 	path := filepath.Join(c.Dir, "etc", "pools.yaml")
 	logPath := filepath.Join(c.Dir, "log", "slurmctld.log")
 	good, err := os.ReadFile(path)
@@ -276,17 +281,23 @@ func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { replace(good) })
-	// Submissions drive the plugin's recheck of the file; wait for the log line it writes.
-	submitUntilLogged := func(want string) {
+	submit := func() string {
+		t.Helper()
+		id, msg, err := c.SubmitWithMessage(ctx, "alice", "--hold", "--job-name=pools-config", "--gres=gpu:a100:1", "--wrap", "true")
+		if err != nil {
+			t.Fatalf("a valid job was refused: %v", err)
+		}
+		c.Cancel(id)
+		return msg
+	}
+	routed := func(msg string) bool { return strings.Contains(msg, "job sent to pools a100-spot,a100") }
+	// Submissions go on while the plugin rechecks the file; wait for the log line it writes.
+	// lastGoodKept: every job is routed meanwhile (the plugin kept its last good config).
+	submitUntilLogged := func(want string, lastGoodKept bool) {
 		t.Helper()
 		deadline := time.Now().Add(3 * jobsubmit.RecheckInterval)
 		for {
-			id, msg, err := c.SubmitWithMessage(ctx, "alice", "--hold", "--job-name=pools-config", "--gres=gpu:a100:1", "--wrap", "true")
-			if err != nil {
-				t.Fatalf("a valid job was refused: %v", err)
-			}
-			c.Cancel(id)
-			if !strings.Contains(msg, "job sent to pools a100-spot,a100") {
+			if msg := submit(); lastGoodKept && !routed(msg) {
 				t.Fatalf("job not routed with the last good config: %q", msg)
 			}
 			log, err := os.ReadFile(logPath)
@@ -305,9 +316,12 @@ func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 
 	marker := fmt.Sprintf("colour%d", time.Now().UnixNano())
 	replace([]byte("default_cpu_pool: cpu\npools:\n  - name: cpu\n    " + marker + ": blue\n"))
-	submitUntilLogged(marker)
+	submitUntilLogged(marker, !freshProcess)
 	if _, err := c.Run(ctx, "scontrol", "ping"); err != nil {
 		t.Fatalf("slurmctld down after a broken config: %v", err)
+	}
+	if msg := submit(); freshProcess && routed(msg) {
+		t.Fatalf("slurmctld %s restarted on a broken pools.yaml still routes: %q", release, msg)
 	}
 
 	// A fixed file with a visible change is picked up.
@@ -316,7 +330,7 @@ func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 		t.Fatal("testbed pools.yaml no longer sets policy: cheapest; update this test")
 	}
 	replace([]byte(fixed))
-	submitUntilLogged("(policy default-first)")
+	submitUntilLogged("(policy default-first)", !freshProcess)
 }
 
 // A burst of submissions from 8 parallel submitters, malformed GPU strings among them, leaves
