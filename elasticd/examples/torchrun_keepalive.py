@@ -11,12 +11,19 @@ applies the two settings on those releases too (and changes nothing where torch 
     python3 torchrun_keepalive.py --rdzv_conf=keep_alive_interval=1,keep_alive_max_attempt=3 ...
 
 A short interval costs one small write to the rendezvous store per agent per interval.
+
+On a torch built without libuv (Debian 13's 2.6) its stores use the classic server
+(torch_stores.py beside it).
 """
+import os
 import sys
 from datetime import timedelta
 
 from torch.distributed.elastic.rendezvous import dynamic_rendezvous, registry
 from torch.distributed.run import main
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_stores import classic_servers_where_needed  # noqa: E402
 
 _create_handler = dynamic_rendezvous.create_handler
 
@@ -36,6 +43,7 @@ def create_handler(store, backend, params):
 
 dynamic_rendezvous.create_handler = create_handler
 registry.create_handler = create_handler  # the c10d and etcd-v2 backends call it from here
+classic_servers_where_needed()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,6 +30,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elastic_report import report  # noqa: E402
+from torch_stores import classic_servers_where_needed  # noqa: E402
+
+classic_servers_where_needed()
 
 
 def parse_args():
