@@ -274,7 +274,7 @@ func (r *Runner) daemon(ctx context.Context, name, action string, env ...string)
 
 // capacity is the GPUs of the nodes that are up.
 func (r *Runner) capacity(ctx context.Context) (int, error) {
-	nodes, err := slurm.CommandFetcher{Runner: r.Cluster.Runner()}.Nodes(ctx)
+	nodes, err := slurm.Client{Runner: r.Cluster.Runner()}.Nodes(ctx)
 	if err != nil {
 		return 0, err
 	}

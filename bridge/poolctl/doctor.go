@@ -70,9 +70,9 @@ func doctorCommand(env Env) *cli.Command {
 // way sinfo is run, so tests replay them all from fixtures.
 func runnerOf(f slurm.Fetcher) (slurm.Runner, bool) {
 	switch f := f.(type) {
-	case slurm.CommandFetcher:
+	case slurm.Client:
 		return f.Runner, f.Runner != nil
-	case *slurm.CommandFetcher:
+	case *slurm.Client:
 		return f.Runner, f.Runner != nil
 	}
 	return nil, false

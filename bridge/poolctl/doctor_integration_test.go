@@ -45,7 +45,7 @@ func liveDoctor(t *testing.T, c *testbed.Cluster, extra ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := Run(ctx, args, Env{Fetcher: slurm.CommandFetcher{Runner: c.Runner()}, Out: &out, Err: &errOut})
+	code := Run(ctx, args, Env{Fetcher: slurm.Client{Runner: c.Runner()}, Out: &out, Err: &errOut})
 	return result{code, out.String(), errOut.String()}
 }
 

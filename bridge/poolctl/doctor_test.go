@@ -155,7 +155,7 @@ func (cl *cluster) doctor(extra ...string) result {
 	args := append([]string{"poolctl", "--config", testbedPools, "doctor",
 		"--quotad-url", cl.quotad.URL + "/metrics", "--elasticd-url", cl.elasticd.URL + "/metrics",
 		"--db-password-file", cl.passwordFile}, extra...)
-	code := Run(context.Background(), args, Env{Fetcher: slurm.CommandFetcher{Runner: cl.runner}, Out: &out, Err: &errOut})
+	code := Run(context.Background(), args, Env{Fetcher: slurm.Client{Runner: cl.runner}, Out: &out, Err: &errOut})
 	return result{code, out.String(), errOut.String()}
 }
 

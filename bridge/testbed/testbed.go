@@ -70,7 +70,7 @@ func Require(t testing.TB) *Cluster {
 
 // Release is the Slurm release the testbed runs, as the adapter learns it.
 func (c *Cluster) Release(ctx context.Context) (slurm.Release, error) {
-	return slurm.NewCommandFetcher(c.Runner()).SlurmRelease(ctx)
+	return slurm.NewClient(c.Runner()).SlurmRelease(ctx)
 }
 
 // Examples is the testbed's copy of elasticd/examples, which every test user can read wherever

@@ -47,7 +47,7 @@ type CommandSlurm struct {
 	Runner slurm.Runner
 	// Fetcher reads the queue and the nodes the way the release needs; zero: one over Runner
 	// (which learns the release on every call).
-	Fetcher slurm.CommandFetcher
+	Fetcher slurm.Client
 	// Env is the base environment of the commands elasticd runs as users (SLURM_CONF, PATH).
 	Env     []string
 	Timeout time.Duration
@@ -58,9 +58,9 @@ func (c CommandSlurm) Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.
 	return c.fetcher().Queue(ctx)
 }
 
-func (c CommandSlurm) fetcher() slurm.CommandFetcher {
+func (c CommandSlurm) fetcher() slurm.Client {
 	if c.Fetcher.Runner == nil {
-		return slurm.CommandFetcher{Runner: c.Runner}
+		return slurm.Client{Runner: c.Runner}
 	}
 	return c.Fetcher
 }
