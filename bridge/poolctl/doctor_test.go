@@ -407,13 +407,13 @@ func TestSlurmVersionNumber(t *testing.T) {
 
 // slurmConfFile reads the Key=Value settings of a slurm.conf (the first word of each line),
 // as doctor sees them in scontrol's output.
-func slurmConfFile(t *testing.T, path string) SlurmConfig {
+func slurmConfFile(t *testing.T, path string) slurm.Config {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := SlurmConfig{}
+	conf := slurm.Config{}
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
