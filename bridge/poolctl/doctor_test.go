@@ -19,7 +19,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
-const testbedConfigFixture = "testdata/scontrol-show-config-testbed.txt"
+const testbedConfigFixture = "../slurm/testdata/scontrol-show-config-testbed.txt" // the adapter's, which parses it
 
 // fakeRunner answers doctor's commands: sinfo from bridge/slurm's capture, scontrol from
 // ours, the rest from outputs; a command not in it fails the test.
