@@ -186,6 +186,28 @@ func (c *Cluster) Partition(ctx context.Context, jobID string) (string, error) {
 	return r.Partition, err
 }
 
+// Nodes is the job's node list as slurmctld holds it ("" while pending).
+func (c *Cluster) Nodes(ctx context.Context, jobID string) (string, error) {
+	r, err := c.row(ctx, jobID)
+	return r.Nodes, err
+}
+
+// UpdateJobAs changes a job as a testbed user (scontrol update) and returns what scontrol
+// printed on stderr: the job_submit plugin's message on refusal.
+func (c *Cluster) UpdateJobAs(ctx context.Context, username, jobID string, u slurm.JobUpdate) (stderr string, err error) {
+	id, err := strconv.ParseUint(jobID, 10, 32)
+	if err != nil {
+		return "", fmt.Errorf("job id %q: %w", jobID, err)
+	}
+	var buf strings.Builder
+	s, err := c.SlurmAs(username, &buf)
+	if err != nil {
+		return "", err
+	}
+	err = s.UpdateJob(ctx, uint32(id), u)
+	return buf.String(), err
+}
+
 // PauseDaemon stops one of slurmbridge's daemons that the testbed runs (testbed/NAME.sh, e.g.
 // quotad or elasticd) for the rest of the test, and starts it again when the test ends, if it
 // was running: a test that runs its own instance in-process must not race the testbed's.

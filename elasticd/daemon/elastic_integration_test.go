@@ -146,9 +146,9 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 		t.Fatalf("no worker output (%v) shows the graceful TERM", outs)
 	}
 	// The plain job got no workers.
-	out, err := c.Run(ctx, "squeue", "-h", "-n", WorkerName(uint32(mustAtoi(t, plainID))), "-o", "%i")
-	if err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Fatalf("workers of the plain job: %q, %v", out, err)
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(uint32(mustAtoi(t, plainID)))}})
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("workers of the plain job: %+v, %v", rows, err)
 	}
 }
 
