@@ -1,6 +1,6 @@
-// Package slurm holds the adapters that talk to Slurm's commands. Everything that execs a
-// Slurm command goes through a Runner, so policies stay pure and tests can replay captured
-// output.
+// Package slurm is the Slurm adapter: Client owns every Slurm command slurmbridge runs and
+// every parse of its output. Commands go through a Runner, so policies stay pure and tests can
+// replay captured output.
 package slurm
 
 import (
