@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
@@ -92,8 +93,14 @@ func ensureQuotad(t *testing.T, c *testbed.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		out, err := c.Run(ctx, "sacctmgr", "-n", "-P", "show", "assoc", "where", "account=proj-a,proj-b", "format=account,user,defaultqos")
-		if err == nil && strings.Count(string(out), "|guar-proj-") == 4 {
+		assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-a", "proj-b"}})
+		synced := 0
+		for _, a := range assocs {
+			if strings.HasPrefix(a.DefaultQOS, "guar-proj-") {
+				synced++
+			}
+		}
+		if err == nil && synced == 4 {
 			if data, _ := os.ReadFile(log); strings.Contains(string(data), "active one") || strings.Contains(string(data), "staying passive") {
 				return
 			}
@@ -113,16 +120,13 @@ func queue(t *testing.T, c *testbed.Cluster, ids []string) map[string]jobRow {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := c.Run(ctx, "squeue", "-h", "-t", "all", "-j", strings.Join(ids, ","), "-o", "%i|%u|%q|%T|%r")
+	list, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: ids, AllStates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := map[string]jobRow{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Split(l, "|")
-		if len(f) == 5 {
-			rows[f[0]] = jobRow{f[0], f[1], f[2], f[3], f[4]}
-		}
+	for _, r := range list {
+		rows[r.ID] = jobRow{r.ID, r.User, r.QOS, r.State, r.Reason}
 	}
 	return rows
 }
@@ -173,13 +177,13 @@ func preemptedIn(t *testing.T, c *testbed.Cluster, ids []string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := c.Run(ctx, "sacct", "-X", "-D", "-n", "-P", "-j", strings.Join(ids, ","), "-o", "JobID,State")
+	recs, err := c.Slurm().SacctJobs(ctx, slurm.SacctFilter{JobIDs: ids, Duplicates: true}, "JobID", "State")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if id, st, ok := strings.Cut(l, "|"); ok && st == "PREEMPTED" && !slices.Contains(got, id) {
+	for _, r := range recs {
+		if id := r["JobID"]; r["State"] == "PREEMPTED" && !slices.Contains(got, id) {
 			got = append(got, id)
 		}
 	}

@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
-// SacctFields is the sacct -o list ParseSacct reads (with SLURM_TIME_FORMAT=%s, so times are
-// Unix seconds).
-const SacctFields = "JobIDRaw,Account,QOS,Partition,State,Submit,Start,End,AllocTRES"
+// SacctFields are the sacct fields Records reads (with SLURM_TIME_FORMAT=%s, so times are Unix
+// seconds).
+var SacctFields = []string{"JobIDRaw", "Account", "QOS", "Partition", "State", "Submit", "Start", "End", "AllocTRES"}
 
 // Record is one run of a job as sacct -D -X lists it: a requeued job has one record per run.
 type Record struct {
@@ -23,22 +25,24 @@ type Record struct {
 
 // ParseSacct reads `sacct -D -X -n -P -o SacctFields` output.
 func ParseSacct(out []byte) ([]Record, error) {
-	var recs []Record
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if line == "" {
-			continue
-		}
-		f := strings.Split(line, "|")
-		if len(f) != 9 {
-			return nil, fmt.Errorf("sacct line %q: want 9 fields", line)
-		}
-		r := Record{JobID: f[0], Account: f[1], QOS: f[2], Partition: f[3], State: firstWord(f[4])}
-		r.Submit, r.Start, r.End = epoch(f[5]), epoch(f[6]), epoch(f[7])
-		for kv := range strings.SplitSeq(f[8], ",") {
+	recs, err := slurm.ParseSacct(out, SacctFields)
+	if err != nil {
+		return nil, err
+	}
+	return Records(recs)
+}
+
+// Records reads the SacctFields of sacct's records; other fields are ignored.
+func Records(in []slurm.SacctRecord) ([]Record, error) {
+	recs := make([]Record, 0, len(in))
+	for _, f := range in {
+		r := Record{JobID: f["JobIDRaw"], Account: f["Account"], QOS: f["QOS"], Partition: f["Partition"], State: firstWord(f["State"])}
+		r.Submit, r.Start, r.End = epoch(f["Submit"]), epoch(f["Start"]), epoch(f["End"])
+		for kv := range strings.SplitSeq(f["AllocTRES"], ",") {
 			if k, v, ok := strings.Cut(kv, "="); ok && k == "gres/gpu" {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return nil, fmt.Errorf("sacct line %q: gres/gpu=%q", line, v)
+					return nil, fmt.Errorf("sacct record of job %s: gres/gpu=%q", r.JobID, v)
 				}
 				r.GPUs = n
 			}

@@ -147,18 +147,18 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 	return rep, subs, nil
 }
 
-// users are the testbed's users, for squeue -u.
-func users() string {
-	return strings.Join(slices.Sorted(maps.Keys(testbed.Users)), ",")
+// usersQueue is the testbed's users' jobs that are queued or running.
+func (r *Runner) usersQueue(ctx context.Context) ([]slurm.QueueRow, error) {
+	return r.Cluster.Slurm().QueueRows(ctx, slurm.QueueFilter{Users: slices.Sorted(maps.Keys(testbed.Users))})
 }
 
 func (r *Runner) checkIdle(ctx context.Context) error {
-	out, err := r.Cluster.Run(ctx, "squeue", "-h", "-u", users(), "-o", "%i")
+	rows, err := r.usersQueue(ctx)
 	if err != nil {
 		return err
 	}
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		return fmt.Errorf("the testbed's users have %d jobs queued or running (%s...): a replay needs the GPUs to itself", len(ids), ids[0])
+	if len(rows) > 0 {
+		return fmt.Errorf("the testbed's users have %d jobs queued or running (%s...): a replay needs the GPUs to itself", len(rows), rows[0].ID)
 	}
 	return nil
 }
@@ -214,24 +214,23 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 // checkStaticQuotas makes sure each project runs capped: its account's default QOS is its
 // guaranteed QOS, and that QOS caps GPUs.
 func (r *Runner) checkStaticQuotas(ctx context.Context, projects []Project) error {
-	out, err := r.Cluster.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres")
+	qos, err := r.Cluster.Slurm().ShowQOS(ctx)
 	if err != nil {
 		return err
 	}
 	capped := map[string]bool{}
-	for line := range strings.SplitSeq(string(out), "\n") {
-		name, tres, _ := strings.Cut(line, "|")
-		capped[name] = strings.Contains(tres, "gres/gpu")
+	for _, q := range qos {
+		capped[q.Name] = strings.Contains(q.GrpTRES, "gres/gpu")
 	}
 	// The default QOS of each project user's association: what the replay's jobs run in.
-	out, err = r.Cluster.Run(ctx, "sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,defaultqos")
+	assocs, err := r.Cluster.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{})
 	if err != nil {
 		return err
 	}
 	defaults := map[string]string{}
-	for line := range strings.SplitSeq(string(out), "\n") {
-		if f := strings.Split(strings.TrimSpace(line), "|"); len(f) == 3 && f[1] != "" {
-			defaults[f[0]+"|"+f[1]] = f[2]
+	for _, a := range assocs {
+		if a.User != "" {
+			defaults[a.Account+"|"+a.User] = a.DefaultQOS
 		}
 	}
 	for _, pr := range projects {
@@ -272,9 +271,14 @@ func (r *Runner) daemon(ctx context.Context, name, action string, env ...string)
 	return run.Run(ctx, "bash", filepath.Join(r.RepoRoot, "testbed", name+".sh"), action)
 }
 
+// sacct is the adapter for sacct: times as Unix seconds, and a minute for slurmdbd to answer.
+func (r *Runner) sacct() slurm.Client {
+	return slurm.Client{Runner: slurm.ExecRunner{Env: append(r.Cluster.Env(), "SLURM_TIME_FORMAT=%s"), Timeout: time.Minute}}
+}
+
 // capacity is the GPUs of the nodes that are up.
 func (r *Runner) capacity(ctx context.Context) (int, error) {
-	nodes, err := slurm.CommandFetcher{Runner: r.Cluster.Runner()}.Nodes(ctx)
+	nodes, err := r.Cluster.Slurm().Nodes(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -328,11 +332,11 @@ func (r *Runner) waitDone(ctx context.Context, subs []Submitted) error {
 		want[s.JobID] = true
 	}
 	for {
-		out, err := r.Cluster.Run(ctx, "squeue", "-h", "-u", users(), "-o", "%i")
+		rows, err := r.usersQueue(ctx)
 		if err == nil {
 			left := 0
-			for _, id := range strings.Fields(string(out)) {
-				if want[id] {
+			for _, row := range rows {
+				if want[row.ID] {
 					left++
 				}
 			}
@@ -365,14 +369,14 @@ func (r *Runner) accounting(ctx context.Context, subs []Submitted) ([]Record, er
 	for _, s := range subs {
 		ids = append(ids, s.JobID)
 	}
-	run := slurm.ExecRunner{Env: append(r.Cluster.Env(), "SLURM_TIME_FORMAT=%s"), Timeout: time.Minute}
+	sacct := r.sacct()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		out, err := run.Run(ctx, "sacct", "-D", "-X", "-n", "-P", "-j", strings.Join(ids, ","), "-o", SacctFields)
+		all, err := sacct.SacctJobs(ctx, slurm.SacctFilter{JobIDs: ids, Duplicates: true}, SacctFields...)
 		if err != nil {
 			return nil, err
 		}
-		recs, err := ParseSacct(out)
+		recs, err := Records(all)
 		if err != nil {
 			return nil, err
 		}
@@ -409,10 +413,10 @@ func (r *Runner) workers(ctx context.Context, subs []Submitted, since time.Time)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		out, err := r.Cluster.Run(ctx, "squeue", "-h", "-u", users(), "-o", "%i %j")
+		rows, err := r.usersQueue(ctx)
 		left := 0
-		for line := range strings.SplitSeq(string(out), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && mains[f[1]] != "" {
+		for _, row := range rows {
+			if mains[row.Name] != "" {
 				left++
 			}
 		}
@@ -428,26 +432,19 @@ func (r *Runner) workers(ctx context.Context, subs []Submitted, since time.Time)
 		case <-time.After(2 * time.Second):
 		}
 	}
-	run := slurm.ExecRunner{Env: append(r.Cluster.Env(), "SLURM_TIME_FORMAT=%s"), Timeout: time.Minute}
+	sacct := r.sacct()
 	deadline = time.Now().Add(90 * time.Second)
 	for {
-		out, err := run.Run(ctx, "sacct", "-a", "-D", "-X", "-n", "-P", "-S", since.Add(-time.Second).Format("2006-01-02T15:04:05"),
-			"--name", strings.Join(names, ","), "-o", SacctFields+",JobName")
+		all, err := sacct.SacctJobs(ctx, slurm.SacctFilter{AllUsers: true, Duplicates: true, Since: since.Add(-time.Second), Names: names},
+			append(slices.Clone(SacctFields), "JobName")...)
 		if err != nil {
 			return nil, err
 		}
-		// JobName is last, after the fields ParseSacct reads.
-		var body strings.Builder
-		var owners []string
-		for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-			i := strings.LastIndexByte(line, '|')
-			if i < 0 {
-				continue
-			}
-			body.WriteString(line[:i] + "\n")
-			owners = append(owners, mains[line[i+1:]])
+		owners := make([]string, len(all))
+		for i, rec := range all {
+			owners[i] = mains[rec["JobName"]]
 		}
-		recs, err := ParseSacct([]byte(body.String()))
+		recs, err := Records(all)
 		if err != nil {
 			return nil, err
 		}

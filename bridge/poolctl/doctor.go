@@ -51,11 +51,11 @@ func doctorCommand(env Env) *cli.Command {
 			if err := noArgs(c); err != nil {
 				return err
 			}
-			runner, ok := runnerOf(env.Fetcher)
+			client, ok := clientOf(env.Fetcher)
 			if !ok {
 				return cli.Exit("doctor needs Slurm's commands (no command runner behind the fetcher)", exitProblems)
 			}
-			d := &doctor{c: c, env: env, runner: runner, http: &http.Client{Timeout: 5 * time.Second}, now: time.Now}
+			d := &doctor{c: c, env: env, slurm: client, runner: client.Runner, http: &http.Client{Timeout: 5 * time.Second}, now: time.Now}
 			d.run()
 			if n := d.problems(); n > 0 {
 				return cli.Exit(fmt.Sprintf("doctor: %d %s", n, plural(n, "problem")), exitProblems)
@@ -66,16 +66,17 @@ func doctorCommand(env Env) *cli.Command {
 	}
 }
 
-// runnerOf is the Runner behind the fetcher: doctor runs scontrol, sacctmgr and systemctl the
-// way sinfo is run, so tests replay them all from fixtures.
-func runnerOf(f slurm.Fetcher) (slurm.Runner, bool) {
+// clientOf is the Slurm adapter behind the fetcher: doctor asks it for scontrol and sacctmgr,
+// and runs systemctl with its Runner, the way sinfo is run, so tests replay them all from
+// fixtures.
+func clientOf(f slurm.Fetcher) (slurm.Client, bool) {
 	switch f := f.(type) {
-	case slurm.CommandFetcher:
-		return f.Runner, f.Runner != nil
-	case *slurm.CommandFetcher:
-		return f.Runner, f.Runner != nil
+	case slurm.Client:
+		return f, f.Runner != nil
+	case *slurm.Client:
+		return *f, f.Runner != nil
 	}
-	return nil, false
+	return slurm.Client{}, false
 }
 
 type status string
@@ -97,11 +98,12 @@ type Finding struct {
 type doctor struct {
 	c        *cli.Context
 	env      Env
-	runner   slurm.Runner
+	slurm    slurm.Client
+	runner   slurm.Runner // for systemctl
 	http     *http.Client
 	now      func() time.Time
 	findings []Finding
-	conf     SlurmConfig
+	conf     slurm.Config
 	cfg      *pools.Config // nil when pools.yaml is unreadable
 	nodes    []slurm.Node
 }
@@ -143,13 +145,13 @@ func (d *doctor) run() {
 }
 
 func (d *doctor) slurmctld() bool {
-	out, err := d.runner.Run(d.ctx(), "scontrol", "show", "config")
+	conf, err := d.slurm.ShowConfig(d.ctx())
 	if err != nil {
 		d.report(problem, "slurmctld", "start slurmctld (systemctl start slurmctld) or point SLURM_CONF at the cluster's slurm.conf",
 			"scontrol show config failed: %v", firstLine(err.Error()))
 		return false
 	}
-	d.conf = ParseSlurmConfig(out)
+	d.conf = conf
 	d.report(ok, "slurmctld", "", "Slurm %s, cluster %s", d.conf.Get("SLURM_VERSION"), d.conf.Get("ClusterName"))
 	return true
 }
@@ -341,12 +343,11 @@ func (d *doctor) quotadRights() {
 		d.report(ok, "quotad-user", "", "quotad runs as %s, which Slurm always allows", user)
 		return
 	}
-	out, err := d.runner.Run(d.ctx(), "sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel")
+	level, err := d.slurm.UserAdminLevel(d.ctx(), user)
 	if err != nil {
 		d.report(problem, "quotad-user", "check slurmdbd (sacctmgr show user "+user+")", "cannot read %s's AdminLevel: %v", user, firstLine(err.Error()))
 		return
 	}
-	level := strings.TrimSpace(string(out))
 	if level != "Administrator" {
 		fix := "sacctmgr -i modify user " + user + " set adminlevel=Administrator"
 		if level == "" {
@@ -452,45 +453,6 @@ func (d *doctor) credentials() {
 		owner = "uid " + strconv.FormatUint(uint64(sys.Uid), 10)
 	}
 	d.report(ok, "credentials", "", "%s: mode %04o, owner %s", path, st.Mode().Perm(), owner)
-}
-
-// SlurmConfig is `scontrol show config` as key = value pairs (the first of each key wins: later
-// sections such as cgroup.conf's may repeat a name).
-type SlurmConfig map[string]string
-
-// ParseSlurmConfig parses `scontrol show config`.
-func ParseSlurmConfig(out []byte) SlurmConfig {
-	conf := SlurmConfig{}
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, found := strings.Cut(line, " = ")
-		k = strings.TrimSpace(k)
-		if !found || k == "" || strings.Contains(k, " ") {
-			continue
-		}
-		if _, seen := conf[k]; !seen {
-			conf[k] = strings.TrimSpace(v)
-		}
-	}
-	return conf
-}
-
-// Get is a setting's value; Slurm prints unset ones as "(null)", returned as "".
-func (c SlurmConfig) Get(key string) string {
-	if v := c[key]; v != "(null)" {
-		return v
-	}
-	return ""
-}
-
-// List splits a comma-separated setting.
-func (c SlurmConfig) List(key string) []string {
-	var out []string
-	for _, s := range strings.Split(c.Get(key), ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func equalFold(want string) func(string) bool {

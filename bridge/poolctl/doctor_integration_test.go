@@ -45,7 +45,7 @@ func liveDoctor(t *testing.T, c *testbed.Cluster, extra ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := Run(ctx, args, Env{Fetcher: slurm.CommandFetcher{Runner: c.Runner()}, Out: &out, Err: &errOut})
+	code := Run(ctx, args, Env{Fetcher: slurm.Client{Runner: c.Runner()}, Out: &out, Err: &errOut})
 	return result{code, out.String(), errOut.String()}
 }
 
@@ -128,18 +128,17 @@ func TestLiveDoctorNamesMissingQOSEnforcement(t *testing.T) {
 			t.Errorf("restoring %s: %v", conf, err)
 			return
 		}
-		if _, err := c.Run(ctx, "scontrol", "reconfigure"); err != nil {
+		if err := c.Slurm().Reconfigure(ctx); err != nil {
 			t.Errorf("scontrol reconfigure after restoring %s: %v", conf, err)
 		}
-		out, err := c.Run(ctx, "scontrol", "show", "config")
-		if cfg := ParseSlurmConfig(out); err != nil || !strings.Contains(cfg.Get("AccountingStorageEnforce"), "qos") || cfg.Get("JobRequeue") != "1" {
+		if cfg, err := c.Slurm().ShowConfig(ctx); err != nil || !strings.Contains(cfg.Get("AccountingStorageEnforce"), "qos") || cfg.Get("JobRequeue") != "1" {
 			t.Errorf("after restore: AccountingStorageEnforce=%q JobRequeue=%q (%v)", cfg.Get("AccountingStorageEnforce"), cfg.Get("JobRequeue"), err)
 		}
 	})
 	if err := writeByRename(conf, []byte(broken)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Run(ctx, "scontrol", "reconfigure"); err != nil {
+	if err := c.Slurm().Reconfigure(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -19,7 +19,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
-const testbedConfigFixture = "testdata/scontrol-show-config-testbed.txt"
+const testbedConfigFixture = "../slurm/testdata/scontrol-show-config-testbed.txt" // the adapter's, which parses it
 
 // fakeRunner answers doctor's commands: sinfo from bridge/slurm's capture, scontrol from
 // ours, the rest from outputs; a command not in it fails the test.
@@ -155,7 +155,7 @@ func (cl *cluster) doctor(extra ...string) result {
 	args := append([]string{"poolctl", "--config", testbedPools, "doctor",
 		"--quotad-url", cl.quotad.URL + "/metrics", "--elasticd-url", cl.elasticd.URL + "/metrics",
 		"--db-password-file", cl.passwordFile}, extra...)
-	code := Run(context.Background(), args, Env{Fetcher: slurm.CommandFetcher{Runner: cl.runner}, Out: &out, Err: &errOut})
+	code := Run(context.Background(), args, Env{Fetcher: slurm.Client{Runner: cl.runner}, Out: &out, Err: &errOut})
 	return result{code, out.String(), errOut.String()}
 }
 
@@ -407,13 +407,13 @@ func TestSlurmVersionNumber(t *testing.T) {
 
 // slurmConfFile reads the Key=Value settings of a slurm.conf (the first word of each line),
 // as doctor sees them in scontrol's output.
-func slurmConfFile(t *testing.T, path string) SlurmConfig {
+func slurmConfFile(t *testing.T, path string) slurm.Config {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := SlurmConfig{}
+	conf := slurm.Config{}
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {

@@ -20,7 +20,7 @@ func runLive(t *testing.T, c *testbed.Cluster, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	env := Env{Fetcher: slurm.CommandFetcher{Runner: c.Runner()}, Out: &out, Err: &errOut}
+	env := Env{Fetcher: slurm.Client{Runner: c.Runner()}, Out: &out, Err: &errOut}
 	code := Run(ctx, append([]string{"poolctl"}, args...), env)
 	return result{code, out.String(), errOut.String()}
 }

@@ -91,7 +91,7 @@ var wantGPUs = map[uint32]struct {
 func TestEveryReleaseDecodesTheSameQueue(t *testing.T) {
 	for _, rel := range releases {
 		t.Run(rel.name, func(t *testing.T) {
-			jobs, extras, err := NewCommandFetcher(replayRelease(t, rel.name, "busy")).Queue(context.Background())
+			jobs, extras, err := NewClient(replayRelease(t, rel.name, "busy")).Queue(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func TestEveryReleaseDecodesTheSameNodes(t *testing.T) {
 		} {
 			t.Run(rel.name+"/"+state, func(t *testing.T) {
 				r := replayRelease(t, rel.name, state)
-				f := NewCommandFetcher(r)
+				f := NewClient(r)
 				nodes, err := f.Nodes(context.Background())
 				if err != nil {
 					t.Fatal(err)

@@ -1,6 +1,6 @@
-// Package slurm holds the adapters that talk to Slurm's commands. Everything that execs a
-// Slurm command goes through a Runner, so policies stay pure and tests can replay captured
-// output.
+// Package slurm is the Slurm adapter: Client owns every Slurm command slurmbridge runs and
+// every parse of its output. Commands go through a Runner, so policies stay pure and tests can
+// replay captured output.
 package slurm
 
 import (
@@ -20,6 +20,13 @@ import (
 // inject commands.
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// InputRunner is a Runner that can also feed the command's standard input: sbatch reads a
+// script there, so a job's script never has to be written to a file first.
+type InputRunner interface {
+	Runner
+	RunInput(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
 }
 
 // DefaultTimeout bounds a Slurm command when the caller's context has no deadline: a hung
@@ -62,6 +69,15 @@ func (e *CommandError) Unwrap() error { return e.Err }
 
 // Run implements Runner.
 func (r ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return r.run(ctx, nil, name, args)
+}
+
+// RunInput implements InputRunner.
+func (r ExecRunner) RunInput(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	return r.run(ctx, stdin, name, args)
+}
+
+func (r ExecRunner) run(ctx context.Context, stdin []byte, name string, args []string) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		timeout := r.Timeout
 		if timeout == 0 {
@@ -76,6 +92,9 @@ func (r ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 	cmd.Dir = r.Dir
 	if r.Credential != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.Credential}
+	}
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

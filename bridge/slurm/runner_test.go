@@ -51,3 +51,10 @@ func TestExecRunnerUsesGivenEnvironment(t *testing.T) {
 		t.Fatalf("env = %q", out)
 	}
 }
+
+func TestExecRunnerFeedsStdin(t *testing.T) {
+	out, err := ExecRunner{}.RunInput(context.Background(), []byte("#!/bin/sh\necho hi\n"), "cat")
+	if err != nil || string(out) != "#!/bin/sh\necho hi\n" {
+		t.Errorf("cat got %q, %v", out, err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
 // A CPU job and a GPU job run to COMPLETED as alice and are accounted to her project with the
@@ -90,27 +92,26 @@ func TestClusterShape(t *testing.T) {
 		t.Errorf("sinfo nodes:\n got %q\nwant %q", got, want)
 	}
 
-	out, err = c.Run(ctx, "sacctmgr", "-n", "-P", "show", "assoc", "where", "cluster=testbed", "format=account,user")
+	assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Cluster: "testbed"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	assocs := strings.Split(strings.TrimSpace(string(out)), "\n")
 	for user, acct := range Users {
-		if !slices.Contains(assocs, acct+"|"+user) {
-			t.Errorf("no association %s|%s in %q", acct, user, assocs)
+		if !slices.ContainsFunc(assocs, func(a slurm.Association) bool { return a.Account == acct && a.User == user }) {
+			t.Errorf("no association %s|%s in %+v", acct, user, assocs)
 		}
 	}
 
-	out, err = c.Run(ctx, "scontrol", "show", "config")
+	conf, err := c.Slurm().ShowConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, setting := range []string{"PreemptType             = preempt/qos", "PreemptMode             = REQUEUE", "JobRequeue              = 1", "SelectType              = select/cons_tres", "PriorityType            = priority/multifactor"} {
-		if !strings.Contains(string(out), setting) {
-			t.Errorf("scontrol show config lacks %q", setting)
+	for key, want := range map[string]string{"PreemptType": "preempt/qos", "PreemptMode": "REQUEUE", "JobRequeue": "1", "SelectType": "select/cons_tres", "PriorityType": "priority/multifactor"} {
+		if got := conf.Get(key); got != want {
+			t.Errorf("scontrol show config: %s = %q, want %q", key, got, want)
 		}
 	}
-	if !strings.Contains(string(out), "gres/gpu:a100") || !strings.Contains(string(out), "gres/gpu:v100") {
-		t.Errorf("AccountingStorageTRES lacks typed GPUs")
+	if tres := conf.Get("AccountingStorageTRES"); !strings.Contains(tres, "gres/gpu:a100") || !strings.Contains(tres, "gres/gpu:v100") {
+		t.Errorf("AccountingStorageTRES %q lacks typed GPUs", tres)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -50,7 +51,7 @@ func Open(ctx context.Context) (*Cluster, error) {
 		return nil, fmt.Errorf("testbed not set up (run `make testbed-up`): %w", err)
 	}
 	c := &Cluster{Dir: dir, Vars: vars, env: mergeEnv(os.Environ(), vars)}
-	if _, err := c.Run(ctx, "scontrol", "ping"); err != nil {
+	if err := c.Slurm().Ping(ctx); err != nil {
 		return nil, fmt.Errorf("testbed slurmctld does not answer (run `make testbed-up`): %w", err)
 	}
 	return c, nil
@@ -70,7 +71,22 @@ func Require(t testing.TB) *Cluster {
 
 // Release is the Slurm release the testbed runs, as the adapter learns it.
 func (c *Cluster) Release(ctx context.Context) (slurm.Release, error) {
-	return slurm.NewCommandFetcher(c.Runner()).SlurmRelease(ctx)
+	return c.Slurm().SlurmRelease(ctx)
+}
+
+// Slurm is the Slurm adapter as root (the testbed's admin).
+func (c *Cluster) Slurm() slurm.Client { return slurm.NewClient(c.Runner()) }
+
+// SlurmAs is the Slurm adapter as a testbed user, in that user's home directory, so Slurm's own
+// permission checks apply; what the commands print on stderr also goes to stderr when it is
+// not nil.
+func (c *Cluster) SlurmAs(username string, stderr io.Writer) (slurm.Client, error) {
+	r, err := c.userRunner(username)
+	if err != nil {
+		return slurm.Client{}, err
+	}
+	r.Stderr = stderr
+	return slurm.NewClient(r), nil
 }
 
 // Examples is the testbed's copy of elasticd/examples, which every test user can read wherever
@@ -136,28 +152,60 @@ func (c *Cluster) Submit(ctx context.Context, username string, args ...string) (
 // SubmitWithMessage is Submit that also returns what sbatch printed on stderr: the message of
 // a job_submit plugin, on success as on refusal.
 func (c *Cluster) SubmitWithMessage(ctx context.Context, username string, args ...string) (id, message string, err error) {
-	full := append([]string{"--parsable", "--output=/dev/null"}, args...)
-	out, stderr, err := c.RunAsWithStderr(ctx, username, "sbatch", full...)
+	// Anything the job_submit plugin said to the user comes on stderr.
+	var stderr strings.Builder
+	s, err := c.SlurmAs(username, &stderr)
 	if err != nil {
-		return "", stderr, err
+		return "", "", err
 	}
-	// --parsable prints "jobid" or "jobid;cluster"; anything the job_submit plugin said to the
-	// user comes on stderr.
-	id, _, _ = strings.Cut(strings.TrimSpace(lastLine(string(out))), ";")
-	if _, err := strconv.ParseUint(id, 10, 32); err != nil {
-		return "", stderr, fmt.Errorf("sbatch printed %q, not a job id", out)
+	n, err := s.SubmitBatch(ctx, slurm.SubmitOptions{Output: "/dev/null", Args: args}, nil)
+	if err != nil {
+		return "", stderr.String(), err
 	}
-	return id, stderr, nil
+	return strconv.FormatUint(uint64(n), 10), stderr.String(), nil
+}
+
+// row is the job's line of squeue (every state), or an error when slurmctld does not list it.
+func (c *Cluster) row(ctx context.Context, jobID string) (slurm.QueueRow, error) {
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: []string{jobID}, AllStates: true})
+	if err != nil {
+		return slurm.QueueRow{}, err
+	}
+	for _, r := range rows {
+		if r.ID == jobID {
+			return r, nil
+		}
+	}
+	return slurm.QueueRow{}, fmt.Errorf("job %s unknown to slurmctld", jobID)
 }
 
 // Partition is the job's partition as slurmctld holds it: for a pending job routed to several
 // pools, the comma-separated list.
 func (c *Cluster) Partition(ctx context.Context, jobID string) (string, error) {
-	out, err := c.Run(ctx, "squeue", "-h", "-j", jobID, "-t", "all", "-o", "%P")
+	r, err := c.row(ctx, jobID)
+	return r.Partition, err
+}
+
+// Nodes is the job's node list as slurmctld holds it ("" while pending).
+func (c *Cluster) Nodes(ctx context.Context, jobID string) (string, error) {
+	r, err := c.row(ctx, jobID)
+	return r.Nodes, err
+}
+
+// UpdateJobAs changes a job as a testbed user (scontrol update) and returns what scontrol
+// printed on stderr: the job_submit plugin's message on refusal.
+func (c *Cluster) UpdateJobAs(ctx context.Context, username, jobID string, u slurm.JobUpdate) (stderr string, err error) {
+	id, err := strconv.ParseUint(jobID, 10, 32)
+	if err != nil {
+		return "", fmt.Errorf("job id %q: %w", jobID, err)
+	}
+	var buf strings.Builder
+	s, err := c.SlurmAs(username, &buf)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	err = s.UpdateJob(ctx, uint32(id), u)
+	return buf.String(), err
 }
 
 // PauseDaemon stops one of slurmbridge's daemons that the testbed runs (testbed/NAME.sh, e.g.
@@ -229,21 +277,20 @@ func repoRoot() string {
 func (c *Cluster) Cancel(jobIDs ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = c.Run(ctx, "scancel", jobIDs...)
+	ids := make([]uint32, 0, len(jobIDs))
+	for _, s := range jobIDs {
+		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+			ids = append(ids, uint32(n))
+		}
+	}
+	_ = c.Slurm().Cancel(ctx, ids...)
 }
 
 // JobState is the live state of a job as slurmctld reports it (squeue %T), e.g. PENDING,
 // RUNNING, COMPLETED.
 func (c *Cluster) JobState(ctx context.Context, jobID string) (string, error) {
-	out, err := c.Run(ctx, "squeue", "-h", "-j", jobID, "-t", "all", "-o", "%T")
-	if err != nil {
-		return "", err
-	}
-	state := strings.TrimSpace(string(out))
-	if state == "" {
-		return "", fmt.Errorf("job %s unknown to slurmctld", jobID)
-	}
-	return state, nil
+	r, err := c.row(ctx, jobID)
+	return r.State, err
 }
 
 // terminalStates end a job; waiting for anything else past one of them is pointless.
@@ -321,17 +368,16 @@ func (r AcctRecord) complete() bool { return r.Partition != "" && r.QOS != "" &&
 var errNoRecord = errors.New("no accounting record yet")
 
 func (c *Cluster) sacct(ctx context.Context, jobID string) (AcctRecord, error) {
-	out, err := c.Run(ctx, "sacct", "-X", "-n", "-P", "-j", jobID,
-		"-o", "JobID,User,Account,Partition,QOS,State,ExitCode,AllocTRES")
+	recs, err := c.Slurm().SacctJobs(ctx, slurm.SacctFilter{JobIDs: []string{jobID}},
+		"JobID", "User", "Account", "Partition", "QOS", "State", "ExitCode", "AllocTRES")
 	if err != nil {
 		return AcctRecord{}, err
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Split(line, "|")
-		if len(f) != 8 || f[0] != jobID {
-			continue
+	for _, r := range recs {
+		if r["JobID"] == jobID {
+			return AcctRecord{JobID: r["JobID"], User: r["User"], Account: r["Account"], Partition: r["Partition"], QOS: r["QOS"],
+				State: r["State"], ExitCode: r["ExitCode"], AllocTRES: r["AllocTRES"]}, nil
 		}
-		return AcctRecord{JobID: f[0], User: f[1], Account: f[2], Partition: f[3], QOS: f[4], State: f[5], ExitCode: f[6], AllocTRES: f[7]}, nil
 	}
 	return AcctRecord{}, errNoRecord
 }
@@ -383,12 +429,4 @@ func mergeEnv(base []string, vars map[string]string) []string {
 		out = append(out, k+"="+vars[k])
 	}
 	return out
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }

@@ -106,7 +106,7 @@ func runCommand() *cli.Command {
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			runner := slurm.ExecRunner{}
-			d := daemon.New(cfg, daemon.CommandSlurm{Runner: runner, Fetcher: slurm.NewCommandFetcher(runner), Env: baseEnv()}, log, daemon.NewMetrics(reg))
+			d := daemon.New(cfg, daemon.CommandSlurm{Client: slurm.NewClient(runner), Env: baseEnv()}, log, daemon.NewMetrics(reg))
 
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -212,7 +212,7 @@ func agentCommand() *cli.Command {
 				return err
 			}
 			defer reader.Close()
-			a := &agent.Agent{Nodes: c.StringSlice("node"), Slurm: daemon.CommandSlurm{Runner: slurm.ExecRunner{}, Fetcher: slurm.NewCommandFetcher(slurm.ExecRunner{})},
+			a := &agent.Agent{Nodes: c.StringSlice("node"), Slurm: daemon.CommandSlurm{Client: slurm.NewClient(slurm.ExecRunner{})},
 				Reader: reader, Post: agent.PostHTTP(&http.Client{}, c.String("elasticd")), Log: log}
 			return serveAndLoop(c.Context, log, "", nil, c.Duration("interval"), a.Cycle)
 		},

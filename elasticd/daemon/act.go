@@ -83,23 +83,18 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap 
 		return 0, err
 	}
 	extra := snap.extras[j.id]
-	args := []string{
-		"--job-name=" + WorkerName(j.id),
-		"--account=" + main.Account,
-		"--partition=" + partition,
-		"--nodes=1", "--ntasks=1",
-		fmt.Sprintf("--gres=gpu:%s:%d", t, j.decl.GPUsPerWorker),
+	opts := slurm.SubmitOptions{
+		JobName:     WorkerName(j.id),
+		Account:     main.Account,
+		Partition:   partition,
+		Nodes:       1,
+		Tasks:       1,
+		Gres:        fmt.Sprintf("gpu:%s:%d", t, j.decl.GPUsPerWorker),
+		WorkDir:     extra.WorkDir,
+		Output:      workerOutput(extra.StdOut),
+		TimeMinutes: extra.TimeLimit,
 	}
-	if extra.WorkDir != "" {
-		args = append(args, "--chdir="+extra.WorkDir)
-	}
-	if out := workerOutput(extra.StdOut); out != "" {
-		args = append(args, "--output="+out)
-	}
-	if extra.TimeLimit > 0 {
-		args = append(args, fmt.Sprintf("--time=%d", extra.TimeLimit))
-	}
-	return d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Args: args, Env: d.contract(j), Script: j.script, Dir: extra.WorkDir})
+	return d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Options: opts, Env: d.contract(j), Script: j.script, Dir: extra.WorkDir})
 }
 
 // workerOutput puts a worker's output beside the main job's: the main job's directory is the

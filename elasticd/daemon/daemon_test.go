@@ -155,8 +155,8 @@ func TestBelowMinSubmitsWorkersAsTheOwnerWithTheContract(t *testing.T) {
 	}
 	req := h.slurm.submits[0]
 	for _, want := range []string{"--job-name=elastic-worker-100", "--account=proj-a", "--partition=a100", "--gres=gpu:a100:1", "--chdir=/tmp", "--output=/tmp/out/%x-%j.out"} {
-		if !slices.Contains(req.Args, want) {
-			t.Errorf("sbatch args %q lack %s", req.Args, want)
+		if !slices.Contains(req.Options.Argv(), want) {
+			t.Errorf("sbatch args %q lack %s", req.Options.Argv(), want)
 		}
 	}
 	for _, want := range []string{"ELASTIC_ROLE=worker", "ELASTIC_JOB_ID=100", "ELASTIC_NNODES=2:4", "ELASTIC_RDZV_ENDPOINT=host:29500"} {

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
@@ -145,9 +146,9 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 		t.Fatalf("no worker output (%v) shows the graceful TERM", outs)
 	}
 	// The plain job got no workers.
-	out, err := c.Run(ctx, "squeue", "-h", "-n", WorkerName(uint32(mustAtoi(t, plainID))), "-o", "%i")
-	if err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Fatalf("workers of the plain job: %q, %v", out, err)
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(uint32(mustAtoi(t, plainID)))}})
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("workers of the plain job: %+v, %v", rows, err)
 	}
 }
 
@@ -184,7 +185,7 @@ func testbedDaemon(t *testing.T, c *testbed.Cluster) *Daemon {
 	}
 	return New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
 		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
-		CommandSlurm{Runner: c.Runner(), Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
+		CommandSlurm{Client: slurm.Client{Runner: c.Runner()}, Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
 }
 
 // elasticRun is one elastic job on the testbed driven by an in-process elasticd (the testbed's

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
 // A job of exactly 3 workers (--elastic=3:3) on a linear curve: elasticd brings it to 3 at
@@ -65,7 +67,7 @@ func TestSlowWorkerIsReplacedNewOneJoinsFirst(t *testing.T) {
 		// Joins before it leaves: the successor runs beside the straggler.
 		sawFour = sawFour || st.Size["a100"] == 4
 		if successor != "" && st.Decision == "hold" && st.Size["a100"] == 3 && len(st.Stopping) == 0 &&
-			len(st.Replacements) == 0 && strings.Contains(st.Reason, "at max") && !workerQueued(ctx, t, c.Run, main, slowID) {
+			len(st.Replacements) == 0 && strings.Contains(st.Reason, "at max") && !workerQueued(ctx, t, c.Slurm(), main, slowID) {
 			break
 		}
 		time.Sleep(time.Second)
@@ -109,11 +111,11 @@ func TestSlowWorkerIsReplacedNewOneJoinsFirst(t *testing.T) {
 }
 
 // workerQueued: the worker job is still in squeue (running, pending or completing).
-func workerQueued(ctx context.Context, t *testing.T, run func(context.Context, string, ...string) ([]byte, error), main uint32, id string) bool {
-	out, err := run(ctx, "squeue", "-h", "-n", WorkerName(main), "-o", "%i")
+func workerQueued(ctx context.Context, t *testing.T, s slurm.Client, main uint32, id string) bool {
+	rows, err := s.QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
 	if err != nil {
 		t.Logf("squeue: %v", err)
 		return true
 	}
-	return slices.Contains(strings.Fields(string(out)), id)
+	return slices.ContainsFunc(rows, func(r slurm.QueueRow) bool { return r.ID == id })
 }

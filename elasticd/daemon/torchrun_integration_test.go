@@ -72,9 +72,9 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 			time.Since(start).Round(time.Second), trs, lastDecision)
 	}
 	// The main job was never signalled: it is still running, and it took part in every world.
-	out, err := c.Run(ctx, "squeue", "-h", "-j", mainID, "-o", "%T")
-	if err != nil || strings.TrimSpace(string(out)) != "RUNNING" {
-		t.Fatalf("main job %s: %q, %v; want RUNNING", mainID, out, err)
+	state, err := c.JobState(ctx, mainID)
+	if err != nil || state != "RUNNING" {
+		t.Fatalf("main job %s: %q, %v; want RUNNING", mainID, state, err)
 	}
 	for _, tr := range trs {
 		if !slices.Contains(tr.To.Jobs, mainID) {

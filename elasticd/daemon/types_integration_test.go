@@ -5,9 +5,11 @@ package daemon
 import (
 	"context"
 	"math"
-	"strings"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
 // An elastic job allowed a100 and v100 grows across GPU types: with the a100 pool full
@@ -62,8 +64,8 @@ func TestElasticJobGrowsAcrossGPUTypes(t *testing.T) {
 	if math.Abs(mixed.SamplesPerSec-160) > 16 {
 		t.Errorf("mixed size measured %.0f samples/s, want ~160 (a100 100 + v100 60)", mixed.SamplesPerSec)
 	}
-	out, err := c.Run(ctx, "squeue", "-h", "-n", WorkerName(main), "-o", "%P %T")
-	if err != nil || !strings.Contains(string(out), "v100 RUNNING") {
-		t.Fatalf("worker jobs %q, %v: want one running in the v100 pool", out, err)
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
+	if err != nil || !slices.ContainsFunc(rows, func(r slurm.QueueRow) bool { return r.Partition == "v100" && r.State == "RUNNING" }) {
+		t.Fatalf("worker jobs %+v, %v: want one running in the v100 pool", rows, err)
 	}
 }

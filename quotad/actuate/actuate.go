@@ -1,5 +1,5 @@
-// Package actuate applies a quota plan: sacctmgr for QOS and accounts, scontrol for pending
-// jobs' QOS, each as an argument vector run without a shell. It has no verb that cancels,
+// Package actuate applies a quota plan through the Slurm adapter: sacctmgr for QOS and
+// accounts, scontrol for pending jobs' QOS. It has no verb that cancels,
 // kills, requeues or holds a job: reclaim is Slurm's own preemption.
 package actuate
 
@@ -24,7 +24,7 @@ type Auditor interface {
 
 // Actuator runs a plan's actions.
 type Actuator struct {
-	Runner  slurm.Runner
+	Slurm   slurm.Client
 	Audit   Auditor // nil: no audit (tests)
 	Actor   string  // who acts, for the audit, e.g. "quotad@host"
 	Cluster string  // the accounts' cluster, so a multi-cluster slurmdbd is not touched elsewhere
@@ -50,23 +50,24 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		return res, nil
 	}
 	for _, c := range plan.QOS {
-		for _, argv := range QOSCommands(c) {
-			if err := a.run(ctx, argv); err != nil {
-				return res, fmt.Errorf("%s: %w", c, err)
-			}
+		if err := a.applyQOS(ctx, c); err != nil {
+			return res, fmt.Errorf("%s: %w", c, err)
 		}
 		a.audit(ctx, store.Entry{Kind: store.KindQOS, Subject: "qos " + c.Name, Old: qosOld(c), New: qosNew(c), Detail: c.String()})
 		res.QOS++
 	}
 	for _, c := range plan.Accounts {
-		if err := a.run(ctx, AccountCommand(c, a.Cluster)); err != nil {
+		a.Log.Debug().Str("account", c.Account).Msg("modify account")
+		if err := a.Slurm.ModifyAccount(ctx, c.Account, a.Cluster, slurm.AccountSettings{QOS: to(c.QOS), DefaultQOS: to(c.DefaultQOS)}); err != nil {
 			return res, fmt.Errorf("%s: %w", c, err)
 		}
 		a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: "account " + c.Account, Old: accountOld(c), New: accountNew(c), Detail: c.String()})
 		res.Accounts++
 	}
 	for _, m := range plan.Moves {
-		if err := a.run(ctx, MoveCommand(m)); err != nil {
+		// One job a run: scontrol refuses the move of a job that started since the snapshot,
+		// which must not keep the others from moving.
+		if err := a.Slurm.UpdateJobQOS(ctx, []uint32{m.JobID}, m.To); err != nil {
 			msg := fmt.Sprintf("%s: %v", m, err)
 			a.Log.Warn().Uint32("job", m.JobID).Str("kind", string(m.Kind)).Err(err).Msg("job move failed; the next cycle sees the job as it is now")
 			res.MoveFailures = append(res.MoveFailures, msg)
@@ -92,10 +93,28 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 	return res, nil
 }
 
-func (a *Actuator) run(ctx context.Context, argv []string) error {
-	a.Log.Debug().Strs("argv", argv).Msg("run")
-	_, err := a.Runner.Run(ctx, argv[0], argv[1:]...)
-	return err
+// applyQOS creates the QOS when it is new, then sets every field that changes in one run.
+func (a *Actuator) applyQOS(ctx context.Context, c policy.QOSChange) error {
+	a.Log.Debug().Str("qos", c.Name).Bool("create", c.Create).Msg("modify qos")
+	if c.Create {
+		if err := a.Slurm.AddQOS(ctx, c.Name); err != nil {
+			return err
+		}
+	}
+	s := slurm.QOSSettings{Preempt: to(c.Preempt), PreemptMode: to(c.PreemptMode), GraceTime: to(c.GraceTime),
+		PreemptExemptTime: to(c.PreemptExemptTime), Priority: to(c.Priority)}
+	for _, t := range c.GrpTRES {
+		s.GrpTRES = append(s.GrpTRES, slurm.TRESLimit{Name: t.Name, Limit: t.To}) // policy.ClearLimit is -1, as sacctmgr's
+	}
+	return a.Slurm.ModifyQOS(ctx, c.Name, s)
+}
+
+// to is a change's new value, nil when nothing changes (an empty list is a value: it clears).
+func to[T any](c *policy.Change[T]) *T {
+	if c == nil {
+		return nil
+	}
+	return &c.To
 }
 
 func (a *Actuator) audit(ctx context.Context, e store.Entry) {
@@ -108,77 +127,6 @@ func (a *Actuator) audit(ctx context.Context, e store.Entry) {
 	if err := a.Audit.Record(ctx, e); err != nil {
 		a.Log.Error().Err(err).Str("subject", e.Subject).Msg("audit record failed")
 	}
-}
-
-// QOSCommands are the sacctmgr runs for one QOS change: "add qos" when it is new, then one
-// "modify" with every field that changes.
-func QOSCommands(c policy.QOSChange) [][]string {
-	var cmds [][]string
-	if c.Create {
-		cmds = append(cmds, []string{"sacctmgr", "-i", "add", "qos", c.Name})
-	}
-	var set []string
-	if len(c.GrpTRES) > 0 {
-		parts := make([]string, 0, len(c.GrpTRES))
-		for _, t := range c.GrpTRES {
-			parts = append(parts, t.Name+"="+strconv.FormatInt(t.To, 10)) // -1 clears, in sacctmgr's spelling
-		}
-		set = append(set, "grptres="+strings.Join(parts, ","))
-	}
-	if c.Preempt != nil {
-		// An empty value clears the list.
-		set = append(set, "preempt="+strings.Join(c.Preempt.To, ","))
-	}
-	if c.PreemptMode != nil {
-		set = append(set, "preemptmode="+c.PreemptMode.To)
-	}
-	if c.GraceTime != nil {
-		set = append(set, "gracetime="+strconv.FormatInt(int64(c.GraceTime.To/time.Second), 10)) // seconds
-	}
-	if c.PreemptExemptTime != nil {
-		set = append(set, "preemptexempttime="+clock(c.PreemptExemptTime.To)) // a bare number would be minutes
-	}
-	if c.Priority != nil {
-		set = append(set, "priority="+strconv.Itoa(c.Priority.To))
-	}
-	if len(set) > 0 {
-		cmds = append(cmds, append([]string{"sacctmgr", "-i", "modify", "qos", "where", "name=" + c.Name, "set"}, set...))
-	}
-	return cmds
-}
-
-// clock spells a duration as sacctmgr's [days-]hh:mm:ss.
-func clock(d time.Duration) string {
-	s := int64(d / time.Second)
-	days, s := s/86400, s%86400
-	out := fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
-	if days > 0 {
-		out = strconv.FormatInt(days, 10) + "-" + out
-	}
-	return out
-}
-
-// AccountCommand sets an account's QOS list and default QOS on the cluster (the account's
-// users inherit both unless they override them).
-func AccountCommand(c policy.AccountChange, cluster string) []string {
-	argv := []string{"sacctmgr", "-i", "modify", "account", "where", "name=" + c.Account}
-	if cluster != "" {
-		argv = append(argv, "cluster="+cluster)
-	}
-	argv = append(argv, "set")
-	if c.QOS != nil {
-		argv = append(argv, "qos="+strings.Join(c.QOS.To, ","))
-	}
-	if c.DefaultQOS != nil {
-		argv = append(argv, "defaultqos="+c.DefaultQOS.To)
-	}
-	return argv
-}
-
-// MoveCommand changes a pending job's QOS. scontrol refuses it for a job that is no longer
-// pending, which is what must happen if it started since the snapshot.
-func MoveCommand(m policy.JobMove) []string {
-	return []string{"scontrol", "update", "jobid=" + strconv.FormatUint(uint64(m.JobID), 10), "qos=" + m.To}
 }
 
 func qosOld(c policy.QOSChange) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/store"
 )
@@ -56,7 +57,7 @@ func TestApplyArgvAndAudit(t *testing.T) {
 	}
 	r := &recordingRunner{}
 	audit := &auditLog{}
-	a := &Actuator{Runner: r, Audit: audit, Actor: "test", Cluster: "testbed", Log: zerolog.Nop()}
+	a := &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Actor: "test", Cluster: "testbed", Log: zerolog.Nop()}
 	res, err := a.Apply(context.Background(), plan)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		QOS:   []policy.QOSChange{{Name: "borrow", Create: true}},
 		Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}},
 	}
-	a := &Actuator{Runner: r, Log: zerolog.Nop()}
+	a := &Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}
 	if _, err := a.Apply(context.Background(), plan); err == nil {
 		t.Fatal("no error from a failed sacctmgr")
 	}
@@ -124,14 +125,14 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		return nil
 	}}
 	plan = &policy.Plan{Acting: true, Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}, {Kind: policy.Lend, JobID: 2, To: "borrow"}}}
-	a = &Actuator{Runner: r, Log: zerolog.Nop()}
+	a = &Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}
 	res, err := a.Apply(context.Background(), plan)
 	if err == nil || res.Lends != 1 || len(r.calls) != 2 {
 		t.Errorf("a failed move must not stop the others: res %+v err %v calls %v", res, err, r.calls)
 	}
 
 	r = &recordingRunner{}
-	if _, err := (&Actuator{Runner: r, Log: zerolog.Nop()}).Apply(context.Background(), &policy.Plan{Acting: false, Moves: plan.Moves}); err != nil || len(r.calls) != 0 {
+	if _, err := (&Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}).Apply(context.Background(), &policy.Plan{Acting: false, Moves: plan.Moves}); err != nil || len(r.calls) != 0 {
 		t.Errorf("a plan that does not act ran %v (err %v)", r.calls, err)
 	}
 }

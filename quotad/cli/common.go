@@ -34,12 +34,12 @@ func dbFlags() []ucli.Flag {
 	}
 }
 
-// env is what a command needs: both databases, the readers and a Slurm runner.
+// env is what a command needs: both databases, the readers and the Slurm adapter.
 type env struct {
 	acctDB, quotaDB *sqlx.DB
 	reader          *slurmdb.Reader
 	store           *store.Store
-	runner          slurm.Runner
+	slurm           slurm.Client
 	builder         *snapshot.Builder
 	log             zerolog.Logger
 }
@@ -78,8 +78,8 @@ func openEnv(c *ucli.Context, log zerolog.Logger) (*env, error) {
 		return nil, fmt.Errorf("migrating database %s: %w", c.String("quota-db"), err)
 	}
 	// Slurm commands inherit our environment (SLURM_CONF); no shell is involved.
-	e.runner = slurm.ExecRunner{Timeout: 20 * time.Second}
-	e.builder = &snapshot.Builder{Live: slurm.NewCommandFetcher(e.runner), Accounting: e.reader}
+	e.slurm = slurm.NewClient(slurm.ExecRunner{Timeout: 20 * time.Second})
+	e.builder = &snapshot.Builder{Live: e.slurm, Accounting: e.reader}
 	return e, nil
 }
 

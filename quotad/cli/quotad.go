@@ -48,7 +48,7 @@ func runQuotad(c *ucli.Context) error {
 		Config:      e.store,
 		Snapshots:   e.builder,
 		Lease:       &daemon.DBLease{DB: e.quotaDB},
-		Apply:       &actuate.Actuator{Runner: e.runner, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log},
+		Apply:       &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log},
 		Preemptions: e.reader,
 		Metrics:     m,
 		Log:         log,

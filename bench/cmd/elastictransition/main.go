@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
@@ -109,10 +110,10 @@ func oneRun(ctx context.Context, c *testbed.Cluster, examples string, l transiti
 	fmt.Sscan(id, &main)
 	defer func() {
 		c.Cancel(id)
-		_, _ = c.Run(ctx, "scancel", "-n", daemon.WorkerName(main))
+		_ = c.Slurm().CancelNamed(ctx, daemon.WorkerName(main))
 		for range 60 {
-			out, err := c.Run(ctx, "squeue", "-h", "-o", "%i", "-n", "elastictransition,"+daemon.WorkerName(main))
-			if err == nil && strings.TrimSpace(string(out)) == "" {
+			rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{"elastictransition", daemon.WorkerName(main)}})
+			if err == nil && len(rows) == 0 {
 				return
 			}
 			time.Sleep(time.Second)

@@ -78,7 +78,7 @@ func run(rows, pending, runs int, quotadBin string) error {
 	}()
 
 	name := fmt.Sprintf("quotadcost-%d", time.Now().UnixNano())
-	defer func() { _, _ = c.Run(context.Background(), "scancel", "--name="+name) }()
+	defer func() { _ = c.Slurm().CancelNamed(context.Background(), name) }()
 	if err := submitPending(ctx, c, name, pending); err != nil {
 		return err
 	}

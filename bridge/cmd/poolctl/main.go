@@ -14,7 +14,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := poolctl.Run(ctx, os.Args, poolctl.Env{
-		Fetcher: slurm.NewCommandFetcher(slurm.ExecRunner{}),
+		Fetcher: slurm.NewClient(slurm.ExecRunner{}),
 		Out:     os.Stdout,
 		Err:     os.Stderr,
 	})

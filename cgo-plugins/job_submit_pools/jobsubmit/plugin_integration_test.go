@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 )
@@ -29,11 +30,11 @@ func setup(t *testing.T) (*testbed.Cluster, context.Context) {
 	c := testbed.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	out, err := c.Run(ctx, "scontrol", "show", "config")
+	conf, err := c.Slurm().ShowConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "JobSubmitPlugins        = pools") {
+	if !strings.HasPrefix(conf.Get("JobSubmitPlugins"), "pools") {
 		t.Fatalf("testbed slurmctld runs without JobSubmitPlugins=pools (was bin/job_submit_pools.so built before `make testbed-up`?)")
 	}
 	return c, ctx
@@ -193,7 +194,7 @@ func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Cancel(id) })
 
-	_, stderr, err := c.RunAsWithStderr(ctx, "alice", "scontrol", "update", "jobid="+id, "partition=cpu", "gres=gpu:a100:1")
+	stderr, err := c.UpdateJobAs(ctx, "alice", id, slurm.JobUpdate{Partition: "cpu", Gres: "gpu:a100:1"})
 	if err == nil {
 		t.Fatalf("moving a GPU job to the CPU pool was accepted")
 	}
@@ -202,7 +203,7 @@ func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
 	}
 	t.Logf("refusal: %s", strings.TrimSpace(stderr))
 
-	if _, err := c.RunAs(ctx, "alice", "scontrol", "update", "jobid="+id, "partition=v100", "gres=gpu:v100:2"); err != nil {
+	if _, err := c.UpdateJobAs(ctx, "alice", id, slurm.JobUpdate{Partition: "v100", Gres: "gpu:v100:2"}); err != nil {
 		t.Fatalf("a valid update was refused: %v", err)
 	}
 	if got, _ := c.Partition(ctx, id); got != "v100" {
@@ -242,11 +243,11 @@ func TestBusyPoolsDoNotDelayAJobThatFitsElsewhere(t *testing.T) {
 	if _, err := c.WaitState(waitCtx, id, "RUNNING", "COMPLETED"); err != nil {
 		t.Fatalf("job did not start while v100 was free: %v", err)
 	}
-	out, err := c.Run(ctx, "squeue", "-h", "-j", id, "-t", "all", "-o", "%N")
+	node, err := c.Nodes(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if node := strings.TrimSpace(string(out)); !strings.HasPrefix(node, "v100") {
+	if !strings.HasPrefix(node, "v100") {
 		t.Fatalf("job ran on %q, want a v100 node", node)
 	}
 }
@@ -276,7 +277,7 @@ func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 		if err := os.Rename(path+".new", path); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Run(ctx, "scontrol", "reconfigure"); err != nil {
+		if err := c.Slurm().Reconfigure(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,7 +318,7 @@ func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 	marker := fmt.Sprintf("colour%d", time.Now().UnixNano())
 	replace([]byte("default_cpu_pool: cpu\npools:\n  - name: cpu\n    " + marker + ": blue\n"))
 	submitUntilLogged(marker, !freshProcess)
-	if _, err := c.Run(ctx, "scontrol", "ping"); err != nil {
+	if err := c.Slurm().Ping(ctx); err != nil {
 		t.Fatalf("slurmctld down after a broken config: %v", err)
 	}
 	if msg := submit(); freshProcess && routed(msg) {
@@ -344,7 +345,7 @@ func TestSubmissionBurstLosesNothing(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		_, _ = c.Run(cctx, "scancel", "--name="+name)
+		_ = c.Slurm().CancelNamed(cctx, name)
 	})
 	variants := [][]string{
 		{"--wrap", "true"},
@@ -389,16 +390,16 @@ func TestSubmissionBurstLosesNothing(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("burst did not finish: %v", ctx.Err())
 	}
-	if _, err := c.Run(ctx, "scontrol", "ping"); err != nil {
+	if err := c.Slurm().Ping(ctx); err != nil {
 		t.Fatalf("slurmctld down after the burst: %v", err)
 	}
-	out, err := c.Run(ctx, "squeue", "-h", "--name="+name, "-t", "all", "-o", "%i")
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{name}, AllStates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	inQueue := map[string]bool{}
-	for _, id := range strings.Fields(string(out)) {
-		inQueue[id] = true
+	for _, r := range rows {
+		inQueue[r.ID] = true
 	}
 	for id := range accepted {
 		if !inQueue[id] {

@@ -57,7 +57,7 @@ func TestCommandFetcherRunsSinfoAndSqueueWithJSON(t *testing.T) {
 		"sinfo --json":    fixture(t, "sinfo-testbed-busy.json"),
 		"squeue --json":   fixture(t, "squeue-testbed-mixed.json"),
 	}}
-	f := CommandFetcher{Runner: r}
+	f := Client{Runner: r}
 	nodes, err := f.Nodes(context.Background())
 	if err != nil || len(nodes) != 7 {
 		t.Fatalf("Nodes: %d nodes, %v; want 7", len(nodes), err)
@@ -79,7 +79,7 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 		"sinfo --json":    fixture(t, "sinfo-slurmctld-unreachable.json"),
 		"squeue --json":   fixture(t, "squeue-slurmctld-unreachable.json"),
 	}}
-	f := CommandFetcher{Runner: r}
+	f := Client{Runner: r}
 	nodes, err := f.Nodes(context.Background())
 	var respErr *ResponseError
 	if !errors.As(err, &respErr) || nodes != nil {
@@ -100,7 +100,7 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 func TestFailedCommandKeepsBothItsErrorAndSlurms(t *testing.T) {
 	cmdErr := &CommandError{Command: "squeue --json", ExitCode: 1, Err: errors.New("exit status 1")}
 	r := &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{"squeue --json": fixture(t, "squeue-slurmctld-unreachable.json")}}
-	_, err := CommandFetcher{Runner: r}.Jobs(context.Background())
+	_, err := Client{Runner: r}.Jobs(context.Background())
 	var got *CommandError
 	if !errors.As(err, &got) || !strings.Contains(err.Error(), "Failed while looking for jobs") {
 		t.Fatalf("got %v; want Slurm's message wrapping the CommandError", err)
@@ -108,7 +108,7 @@ func TestFailedCommandKeepsBothItsErrorAndSlurms(t *testing.T) {
 
 	// Output that is not JSON (a crash message) leaves the command's own error.
 	r = &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{"sinfo --json": []byte("sinfo: fatal: Unable to establish controller machine\n")}}
-	if _, err := (CommandFetcher{Runner: r, Release: Release{22, 5}}).Nodes(context.Background()); err != cmdErr {
+	if _, err := (Client{Runner: r, Release: Release{22, 5}}).Nodes(context.Background()); err != cmdErr {
 		t.Fatalf("got %v, want the CommandError itself", err)
 	}
 }

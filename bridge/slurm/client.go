@@ -17,30 +17,33 @@ type Fetcher interface {
 	Jobs(ctx context.Context) ([]Job, error)
 }
 
-// CommandFetcher is the Fetcher over Slurm's commands, run through Runner. Jobs come from
+// Client is the Slurm adapter: every Slurm command slurmbridge runs (squeue, sinfo, scontrol,
+// sacctmgr, sacct, sbatch, scancel) is one of its methods, which also parses what the command
+// prints, so no caller builds a command line or reads Slurm's text. Commands go through Runner,
+// so tests replay captured output. It is also the Fetcher: jobs come from
 // `squeue --json` on every release; nodes from `sinfo --json` on 22.05 and from `scontrol show
 // nodes --json` later, so Nodes needs the release: Release when set, else learned from `sinfo
-// --version` (once per NewCommandFetcher, on each call for a bare CommandFetcher{Runner: r}).
-type CommandFetcher struct {
+// --version` (once per NewClient, on each call for a bare Client{Runner: r}).
+type Client struct {
 	Runner  Runner
 	Release Release // zero: learn it
 	learned *learnedRelease
 }
 
-// NewCommandFetcher returns a CommandFetcher that learns the release on first need and keeps it.
-func NewCommandFetcher(r Runner) CommandFetcher {
-	return CommandFetcher{Runner: r, learned: &learnedRelease{}}
+// NewClient returns a Client that learns the release on first need and keeps it.
+func NewClient(r Runner) Client {
+	return Client{Runner: r, learned: &learnedRelease{}}
 }
 
 // learnedRelease keeps the release of the first successful `sinfo --version`; copies of one
-// CommandFetcher share it.
+// Client share it.
 type learnedRelease struct {
 	mu      sync.Mutex
 	release Release
 }
 
 // SlurmRelease is the release of the Slurm commands the fetcher runs.
-func (f CommandFetcher) SlurmRelease(ctx context.Context) (Release, error) {
+func (f Client) SlurmRelease(ctx context.Context) (Release, error) {
 	if f.Release != (Release{}) {
 		return f.Release, nil
 	}
@@ -66,7 +69,7 @@ func (f CommandFetcher) SlurmRelease(ctx context.Context) (Release, error) {
 }
 
 // Nodes lists every node once, with the partitions it is in.
-func (f CommandFetcher) Nodes(ctx context.Context) ([]Node, error) {
+func (f Client) Nodes(ctx context.Context) ([]Node, error) {
 	rel, err := f.SlurmRelease(ctx)
 	if err != nil {
 		return nil, err
@@ -80,12 +83,12 @@ func (f CommandFetcher) Nodes(ctx context.Context) ([]Node, error) {
 // Jobs runs `squeue --json`. Slurm 22.05 ignores squeue's filters (-t, -p, -u) with --json and
 // returns every job slurmctld still holds, finished ones included (for MinJobAge); callers
 // filter by state.
-func (f CommandFetcher) Jobs(ctx context.Context) ([]Job, error) {
+func (f Client) Jobs(ctx context.Context) ([]Job, error) {
 	return fetch(ctx, f.Runner, ParseJobs, "squeue", "--json")
 }
 
 // Queue is one `squeue --json` read twice: the jobs and their extra fields, of one moment.
-func (f CommandFetcher) Queue(ctx context.Context) ([]Job, map[uint32]JobExtra, error) {
+func (f Client) Queue(ctx context.Context) ([]Job, map[uint32]JobExtra, error) {
 	var extras map[uint32]JobExtra
 	jobs, err := fetch(ctx, f.Runner, func(out []byte) ([]Job, error) {
 		jobs, err := ParseJobs(out)

@@ -1,0 +1,221 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scriptRunner records each command line and answers with out; it also takes stdin.
+type scriptRunner struct {
+	calls []string
+	stdin []byte
+	out   string
+	err   error
+}
+
+func (r *scriptRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	r.calls = append(r.calls, strings.Join(append([]string{name}, args...), " "))
+	return []byte(r.out), r.err
+}
+
+func (r *scriptRunner) RunInput(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	r.stdin = stdin
+	return r.Run(ctx, name, args...)
+}
+
+// Each method runs the command line it documents: the callers' behaviour rests on them.
+func TestClientCommandLines(t *testing.T) {
+	ptr := func(s string) *string { return &s }
+	grace, exempt, prio := 2*time.Second, 26*time.Hour+90*time.Second, 10
+	since := time.Date(2025, 3, 4, 5, 6, 7, 0, time.Local)
+	tests := []struct {
+		name string
+		out  string
+		call func(Client) error
+		want []string
+	}{
+		{"ping", "", func(c Client) error { return c.Ping(context.Background()) }, []string{"scontrol ping"}},
+		{"reconfigure", "", func(c Client) error { return c.Reconfigure(context.Background()) }, []string{"scontrol reconfigure"}},
+		{"batch script", "#!/bin/sh\n", func(c Client) error { _, err := c.BatchScript(context.Background(), 12); return err },
+			[]string{"scontrol write batch_script 12 -"}},
+		{"job qos", "", func(c Client) error { return c.UpdateJobQOS(context.Background(), []uint32{41, 42}, "borrow") },
+			[]string{"scontrol update jobid=41,42 qos=borrow"}},
+		{"update job", "", func(c Client) error {
+			return c.UpdateJob(context.Background(), 7, JobUpdate{Partition: "v100", Gres: "gpu:v100:2"})
+		}, []string{"scontrol update jobid=7 partition=v100 gres=gpu:v100:2"}},
+		{"add qos", "", func(c Client) error { return c.AddQOS(context.Background(), "borrow") }, []string{"sacctmgr -i add qos borrow"}},
+		{"modify qos", "", func(c Client) error {
+			return c.ModifyQOS(context.Background(), "guar-proj-a", QOSSettings{
+				GrpTRES: []TRESLimit{{"gres/gpu", 4}, {"gres/gpu:v100", ClearTRES}}, Preempt: &[]string{},
+				PreemptMode: ptr("requeue"), GraceTime: &grace, PreemptExemptTime: &exempt, Priority: &prio})
+		}, []string{"sacctmgr -i modify qos where name=guar-proj-a set grptres=gres/gpu=4,gres/gpu:v100=-1 preempt= preemptmode=requeue gracetime=2 preemptexempttime=1-02:01:30 priority=10"}},
+		{"modify qos, nothing to set", "", func(c Client) error { return c.ModifyQOS(context.Background(), "borrow", QOSSettings{}) }, nil},
+		{"modify account", "", func(c Client) error {
+			return c.ModifyAccount(context.Background(), "proj-a", "testbed", AccountSettings{QOS: &[]string{"borrow", "guar-proj-a"}, DefaultQOS: ptr("guar-proj-a")})
+		}, []string{"sacctmgr -i modify account where name=proj-a cluster=testbed set qos=borrow,guar-proj-a defaultqos=guar-proj-a"}},
+		{"admin level", "Administrator\n", func(c Client) error { _, err := c.UserAdminLevel(context.Background(), "quotad"); return err },
+			[]string{"sacctmgr -n -P show user quotad format=adminlevel"}},
+		{"show qos", "normal|\n", func(c Client) error { _, err := c.ShowQOS(context.Background()); return err },
+			[]string{"sacctmgr -n -P show qos format=name,grptres"}},
+		{"associations", "", func(c Client) error {
+			_, err := c.ShowAssociations(context.Background(), AssociationFilter{Accounts: []string{"proj-a", "proj-b"}, Cluster: "testbed"})
+			return err
+		}, []string{"sacctmgr -n -P show assoc where account=proj-a,proj-b cluster=testbed format=account,user,defaultqos"}},
+		{"sacct", "", func(c Client) error {
+			_, err := c.SacctJobs(context.Background(), SacctFilter{JobIDs: []string{"1", "2"}, Duplicates: true}, "JobID", "State")
+			return err
+		}, []string{"sacct -D -X -n -P -j 1,2 -o JobID,State"}},
+		{"sacct by name since", "", func(c Client) error {
+			_, err := c.SacctJobs(context.Background(), SacctFilter{AllUsers: true, Duplicates: true, Since: since, Names: []string{"a", "b"}}, "JobIDRaw", "JobName")
+			return err
+		}, []string{"sacct -a -D -X -n -P -S 2025-03-04T05:06:07 --name a,b -o JobIDRaw,JobName"}},
+		{"queue rows", "", func(c Client) error {
+			_, err := c.QueueRows(context.Background(), QueueFilter{JobIDs: []string{"5"}, Names: []string{"w"}, Users: []string{"alice", "bob"}, AllStates: true})
+			return err
+		}, []string{"squeue -h -t all -j 5 -n w -u alice,bob -o %i|%u|%q|%T|%r|%P|%N|%j"}},
+		{"cancel", "", func(c Client) error { return c.Cancel(context.Background(), 5, 6) }, []string{"scancel 5 6"}},
+		{"cancel nothing", "", func(c Client) error { return c.Cancel(context.Background()) }, nil},
+		{"cancel by name", "", func(c Client) error { return c.CancelNamed(context.Background(), "a", "b") }, []string{"scancel --name=a,b"}},
+		{"signal", "", func(c Client) error { return c.Signal(context.Background(), 9, "TERM") }, []string{"scancel --full --signal=TERM 9"}},
+		{"submit", "77\n", func(c Client) error {
+			_, err := c.SubmitBatch(context.Background(), SubmitOptions{Output: "/dev/null", Args: []string{"-p", "cpu", "job.sh"}}, nil)
+			return err
+		}, []string{"sbatch --parsable --output=/dev/null -p cpu job.sh"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &scriptRunner{out: tt.out}
+			if err := tt.call(Client{Runner: r}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(r.calls, tt.want) {
+				t.Errorf("ran %q, want %q", r.calls, tt.want)
+			}
+		})
+	}
+}
+
+// elasticd's workers: every option in its place, the script on stdin.
+func TestSubmitBatchOptionsAndStdin(t *testing.T) {
+	r := &scriptRunner{out: "sbatch: pools: routed to a100\n123;testbed\n"}
+	opts := SubmitOptions{JobName: "elastic-worker-100", Account: "proj-a", Partition: "a100", Nodes: 1, Tasks: 1,
+		Gres: "gpu:a100:1", WorkDir: "/tmp", Output: "/tmp/out/%x-%j.out", TimeMinutes: 30}
+	id, err := Client{Runner: r}.SubmitBatch(context.Background(), opts, []byte("#!/bin/sh\n"))
+	if err != nil || id != 123 {
+		t.Fatalf("id %d, err %v", id, err)
+	}
+	want := "sbatch --parsable --job-name=elastic-worker-100 --account=proj-a --partition=a100 --nodes=1 --ntasks=1 --gres=gpu:a100:1 --chdir=/tmp --output=/tmp/out/%x-%j.out --time=30"
+	if len(r.calls) != 1 || r.calls[0] != want || string(r.stdin) != "#!/bin/sh\n" {
+		t.Errorf("ran %q with stdin %q, want %q", r.calls, r.stdin, want)
+	}
+	// A runner without stdin cannot submit a script.
+	if _, err := (Client{Runner: runOnly{r}}).SubmitBatch(context.Background(), opts, []byte("x")); err == nil {
+		t.Error("submitted a script through a runner without stdin")
+	}
+}
+
+type runOnly struct{ r Runner }
+
+func (o runOnly) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return o.r.Run(ctx, name, args...)
+}
+
+func TestParseSubmitted(t *testing.T) {
+	for out, want := range map[string]uint32{"12\n": 12, "12;testbed\n": 12, "warning\n13\n": 13, "": 0, "0\n": 0, "x\n": 0} {
+		got, err := ParseSubmitted([]byte(out))
+		if got != want || (err != nil) != (want == 0) {
+			t.Errorf("ParseSubmitted(%q) = %d, %v; want %d", out, got, err, want)
+		}
+	}
+}
+
+func TestBatchScriptEmptyIsAnError(t *testing.T) {
+	if _, err := (Client{Runner: &scriptRunner{}}).BatchScript(context.Background(), 3); err == nil {
+		t.Error("an empty batch script is no error")
+	}
+}
+
+func TestCommandErrorsPassThrough(t *testing.T) {
+	fail := &CommandError{Command: "sacctmgr", ExitCode: 1, Stderr: "Problem talking to the database"}
+	c := Client{Runner: &scriptRunner{err: fail}}
+	if _, err := c.ShowConfig(context.Background()); !errors.Is(err, fail) {
+		t.Errorf("ShowConfig: %v", err)
+	}
+	if err := c.AddQOS(context.Background(), "borrow"); !errors.Is(err, fail) {
+		t.Errorf("AddQOS: %v", err)
+	}
+	if _, err := c.SacctJobs(context.Background(), SacctFilter{}, "JobID"); !errors.Is(err, fail) {
+		t.Errorf("SacctJobs: %v", err)
+	}
+}
+
+// testdata/scontrol-show-config-testbed.txt is `scontrol show config` of the testbed's 22.05.8.
+func TestParseConfig(t *testing.T) {
+	conf := ParseConfig(fixture(t, "scontrol-show-config-testbed.txt"))
+	for key, want := range map[string]string{"ClusterName": "testbed", "JobRequeue": "1", "PreemptMode": "REQUEUE",
+		"SLURM_VERSION": "22.05.8", "SlurmUser": "slurm(64030)", "AuthAltTypes": ""} {
+		if got := conf.Get(key); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+	if got := conf.List("JobSubmitPlugins"); !slices.Equal(got, []string{"pools"}) {
+		t.Errorf("JobSubmitPlugins = %q", got)
+	}
+	// A later section repeating a name does not override the first; lines that are no setting
+	// are skipped.
+	conf = ParseConfig([]byte("Configuration data as of 2025\nMaxNodes = 5\n\nCgroup Support Configuration:\nMaxNodes = 7\nPlugins = a, b ,,c\n"))
+	if conf.Get("MaxNodes") != "5" || len(conf) != 2 || !slices.Equal(conf.List("Plugins"), []string{"a", "b", "c"}) {
+		t.Errorf("config = %q", conf)
+	}
+}
+
+func TestParseQueueRows(t *testing.T) {
+	out := "12|alice|guar-proj-a|RUNNING|None|a100|a100-1|train\n" +
+		"13_2|bob|borrow|PENDING|Priority|a100,v100||name|with|pipes\n\n"
+	rows, err := ParseQueueRows([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []QueueRow{
+		{ID: "12", User: "alice", QOS: "guar-proj-a", State: "RUNNING", Reason: "None", Partition: "a100", Nodes: "a100-1", Name: "train"},
+		{ID: "13_2", User: "bob", QOS: "borrow", State: "PENDING", Reason: "Priority", Partition: "a100,v100", Nodes: "", Name: "name|with|pipes"},
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("rows = %+v", rows)
+	}
+	if _, err := ParseQueueRows([]byte("12|alice\n")); err == nil {
+		t.Error("a short line is no error")
+	}
+}
+
+func TestParseSacct(t *testing.T) {
+	fields := []string{"JobIDRaw", "State", "AllocTRES", "JobName"}
+	recs, err := ParseSacct([]byte("20|CANCELLED by 1001|gres/gpu=1,node=1|a|b\n21|PREEMPTED||w\n"), fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0]["State"] != "CANCELLED by 1001" || recs[0]["JobName"] != "a|b" || recs[1]["AllocTRES"] != "" || recs[1]["JobIDRaw"] != "21" {
+		t.Errorf("records = %v", recs)
+	}
+	if _, err := ParseSacct([]byte("20|COMPLETED\n"), fields); err == nil {
+		t.Error("a line with fewer fields than asked is no error")
+	}
+}
+
+func TestShowAssociationsAndQOS(t *testing.T) {
+	r := &scriptRunner{out: "proj-a||guar-proj-a\nproj-a|alice|guar-proj-a\n"}
+	assocs, err := Client{Runner: r}.ShowAssociations(context.Background(), AssociationFilter{})
+	want := []Association{{"proj-a", "", "guar-proj-a"}, {"proj-a", "alice", "guar-proj-a"}}
+	if err != nil || !slices.Equal(assocs, want) || r.calls[0] != "sacctmgr -n -P show assoc format=account,user,defaultqos" {
+		t.Errorf("associations %+v, %v, ran %q", assocs, err, r.calls)
+	}
+	r = &scriptRunner{out: "normal|\nguar-proj-a|gres/gpu=4\n"}
+	qos, err := Client{Runner: r}.ShowQOS(context.Background())
+	if err != nil || !slices.Equal(qos, []QOSLimits{{"normal", ""}, {"guar-proj-a", "gres/gpu=4"}}) {
+		t.Errorf("qos %+v, %v", qos, err)
+	}
+}

@@ -1,0 +1,197 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ClearTRES as a TRESLimit's Limit removes the limit (sacctmgr's -1).
+const ClearTRES = -1
+
+// TRESLimit is one TRES of a QOS's GrpTRES, e.g. gres/gpu:a100=4.
+type TRESLimit struct {
+	Name  string // "gres/gpu", "gres/gpu:a100"
+	Limit int64  // ClearTRES removes it
+}
+
+// QOSSettings are the fields ModifyQOS sets; nil (or empty GrpTRES) leaves a field as it is.
+type QOSSettings struct {
+	GrpTRES     []TRESLimit
+	Preempt     *[]string // the QOS this one may preempt; empty clears the list
+	PreemptMode *string
+	GraceTime   *time.Duration
+	// PreemptExemptTime is sent as [days-]hh:mm:ss: sacctmgr reads a bare number as minutes.
+	PreemptExemptTime *time.Duration
+	Priority          *int
+}
+
+func (s QOSSettings) args() []string {
+	var set []string
+	if len(s.GrpTRES) > 0 {
+		parts := make([]string, 0, len(s.GrpTRES))
+		for _, t := range s.GrpTRES {
+			parts = append(parts, t.Name+"="+strconv.FormatInt(t.Limit, 10))
+		}
+		set = append(set, "grptres="+strings.Join(parts, ","))
+	}
+	if s.Preempt != nil {
+		set = append(set, "preempt="+strings.Join(*s.Preempt, ","))
+	}
+	if s.PreemptMode != nil {
+		set = append(set, "preemptmode="+*s.PreemptMode)
+	}
+	if s.GraceTime != nil {
+		set = append(set, "gracetime="+strconv.FormatInt(int64(*s.GraceTime/time.Second), 10)) // seconds
+	}
+	if s.PreemptExemptTime != nil {
+		set = append(set, "preemptexempttime="+clock(*s.PreemptExemptTime))
+	}
+	if s.Priority != nil {
+		set = append(set, "priority="+strconv.Itoa(*s.Priority))
+	}
+	return set
+}
+
+// clock spells a duration as sacctmgr's [days-]hh:mm:ss.
+func clock(d time.Duration) string {
+	s := int64(d / time.Second)
+	days, s := s/86400, s%86400
+	out := fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+	if days > 0 {
+		out = strconv.FormatInt(days, 10) + "-" + out
+	}
+	return out
+}
+
+// AddQOS creates a QOS with Slurm's defaults (-i: without asking for confirmation).
+func (c Client) AddQOS(ctx context.Context, name string) error {
+	_, err := c.Runner.Run(ctx, "sacctmgr", "-i", "add", "qos", name)
+	return err
+}
+
+// ModifyQOS sets the given fields of a QOS in one sacctmgr run; with nothing to set it runs
+// nothing.
+func (c Client) ModifyQOS(ctx context.Context, name string, s QOSSettings) error {
+	set := s.args()
+	if len(set) == 0 {
+		return nil
+	}
+	_, err := c.Runner.Run(ctx, "sacctmgr", append([]string{"-i", "modify", "qos", "where", "name=" + name, "set"}, set...)...)
+	return err
+}
+
+// AccountSettings are the fields ModifyAccount sets; nil leaves a field as it is.
+type AccountSettings struct {
+	QOS        *[]string
+	DefaultQOS *string
+}
+
+// ModifyAccount sets an account's QOS list and default QOS, on cluster when it is not empty (so
+// a multi-cluster slurmdbd is not touched elsewhere). Users inherit both unless they override
+// them.
+func (c Client) ModifyAccount(ctx context.Context, account, cluster string, s AccountSettings) error {
+	args := []string{"-i", "modify", "account", "where", "name=" + account}
+	if cluster != "" {
+		args = append(args, "cluster="+cluster)
+	}
+	args = append(args, "set")
+	if s.QOS != nil {
+		args = append(args, "qos="+strings.Join(*s.QOS, ","))
+	}
+	if s.DefaultQOS != nil {
+		args = append(args, "defaultqos="+*s.DefaultQOS)
+	}
+	_, err := c.Runner.Run(ctx, "sacctmgr", args...)
+	return err
+}
+
+// UserAdminLevel is a user's AdminLevel in slurmdbd ("Administrator", "Operator", "None"), ""
+// when the user is not in the database.
+func (c Client) UserAdminLevel(ctx context.Context, user string) (string, error) {
+	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// QOSLimits is a QOS's name and its GrpTRES as sacctmgr prints it ("gres/gpu=4", "" when none).
+type QOSLimits struct {
+	Name, GrpTRES string
+}
+
+// ShowQOS lists every QOS with its GrpTRES.
+func (c Client) ShowQOS(ctx context.Context) ([]QOSLimits, error) {
+	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres")
+	if err != nil {
+		return nil, err
+	}
+	rows, err := parsePipes(out, 2, "sacctmgr show qos")
+	if err != nil {
+		return nil, err
+	}
+	qos := make([]QOSLimits, len(rows))
+	for i, f := range rows {
+		qos[i] = QOSLimits{Name: f[0], GrpTRES: f[1]}
+	}
+	return qos, nil
+}
+
+// Association is one association: an account's own (User "") or one of its users'.
+type Association struct {
+	Account, User, DefaultQOS string
+}
+
+// AssociationFilter narrows ShowAssociations; empty fields match every association.
+type AssociationFilter struct {
+	Accounts []string
+	Cluster  string
+}
+
+// ShowAssociations lists associations with their default QOS.
+func (c Client) ShowAssociations(ctx context.Context, f AssociationFilter) ([]Association, error) {
+	args := []string{"-n", "-P", "show", "assoc"}
+	var where []string
+	if len(f.Accounts) > 0 {
+		where = append(where, "account="+strings.Join(f.Accounts, ","))
+	}
+	if f.Cluster != "" {
+		where = append(where, "cluster="+f.Cluster)
+	}
+	if len(where) > 0 {
+		args = append(append(args, "where"), where...)
+	}
+	out, err := c.Runner.Run(ctx, "sacctmgr", append(args, "format=account,user,defaultqos")...)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := parsePipes(out, 3, "sacctmgr show assoc")
+	if err != nil {
+		return nil, err
+	}
+	assocs := make([]Association, len(rows))
+	for i, f := range rows {
+		assocs[i] = Association{Account: f[0], User: f[1], DefaultQOS: f[2]}
+	}
+	return assocs, nil
+}
+
+// parsePipes reads -n -P output (one record a line, fields split by "|") with n fields a line;
+// the last field takes any further "|" (a job name may have one).
+func parsePipes(out []byte, n int, what string) ([][]string, error) {
+	var rows [][]string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.SplitN(line, "|", n)
+		if len(f) != n {
+			return nil, fmt.Errorf("%s line %q: want %d fields", what, line, n)
+		}
+		rows = append(rows, f)
+	}
+	return rows, nil
+}
