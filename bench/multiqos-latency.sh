@@ -49,13 +49,19 @@ EXEMPT=$(awk '/preemptExemptTime:/ {gsub(/s/, "", $2); print $2}' "$REPO_ROOT/sl
 CTLD_LOG=$TESTBED_DIR/log/slurmctld.log
 TAG=bench-mqos-$$
 BORROW=borrow GUAR_B=guar-proj-b
+# quotad gives the accounts their QOS on its first cycles after testbed-up: wait for it.
+for _ in $(seq 1 60); do
+	[ "$(sacctmgr -nP show assoc user=bob account=proj-b format=defaultqos | head -1)" = "$GUAR_B" ] && break
+	sleep 1
+done
+echo "# bob's association: $(sacctmgr -nP show assoc user=bob account=proj-b format=qos,defaultqos | head -1)"
 
 # QOS priorities: guaranteed above borrow for the run, restored at exit.
 declare -A OLD_PRIO=()
 prio_of() { sacctmgr -nP show qos "$1" format=priority; }
 restore() {
-	scancel --name="$TAG-bob,$TAG-bobx,$TAG-alice" 2>/dev/null || true
-	local q
+	local n q
+	for n in bob bobx alice; do scancel --name="$TAG-$n" 2>/dev/null || true; done
 	for q in "${!OLD_PRIO[@]}"; do sacctmgr -i modify qos where name="$q" set priority="${OLD_PRIO[$q]}" >/dev/null || true; done
 	quotad status >/dev/null 2>&1 || quotad start >/dev/null 2>&1 || true
 }
@@ -76,7 +82,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 submit() {
 	local user=$1 name=$2
 	shift 2
-	runuser -u "$user" -- sbatch --parsable --quiet --requeue --chdir=/tmp --output=/dev/null \
+	runuser -u "$user" -- sbatch --parsable --requeue --chdir=/tmp --output=/dev/null \
 		--job-name="$TAG-$name" -p a100 --gres=gpu:a100:1 "$@" --wrap 'sleep 900'
 }
 count() { squeue -h -n "$TAG-$1" -t "$2" | wc -l; }
@@ -92,10 +98,10 @@ wait_count() {
 	return 1
 }
 cleanup_jobs() {
-	scancel --name="$TAG-bob,$TAG-bobx,$TAG-alice" 2>/dev/null || true
-	local i
+	local i n
+	for n in bob bobx alice; do scancel --name="$TAG-$n" 2>/dev/null || true; done
 	for i in $(seq 1 150); do
-		[ -z "$(squeue -h -n "$TAG-bob,$TAG-bobx,$TAG-alice")" ] && return 0
+		[ -z "$(squeue -h -n "$TAG-bob,$TAG-bobx,$TAG-alice" -t pending,running,completing,configuring,suspended,requeued)" ] && return 0
 		sleep 0.2
 	done
 	echo "jobs still there after 30 s" >&2
@@ -144,7 +150,7 @@ variant() {
 		wait_count bobx pending 4 30 || FAILS=$((FAILS + 1))
 		sleep 1
 		# Every run of the borrowers: PREEMPTED or REQUEUED only (the requeued job itself pends).
-		states=$(sacct -n -P -X -D -j "${ids// /,}" -o jobid,state,qos 2>/dev/null | sed 's/ by [0-9]*//')
+		states=$(sacct -n -P -X -D -j "$(tr -s ' ' , <<<"${ids% }")" -o jobid,state,qos 2>/dev/null | sed 's/ by [0-9]*//')
 		bad=$(awk -F'|' '$2 != "PREEMPTED" && $2 != "REQUEUED" && $2 != "PENDING" && $2 != "RUNNING"' <<<"$states")
 		preempted=$(awk -F'|' '$2 == "PREEMPTED" || $2 == "REQUEUED"' <<<"$states" | wc -l)
 		if [ -n "$bad" ] || [ "$preempted" -lt 4 ]; then

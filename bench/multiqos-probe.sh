@@ -37,7 +37,7 @@ say() { printf '\n== %s\n' "$*"; }
 submit() {
 	local user=$1
 	shift
-	runuser -u "$user" -- sbatch --parsable --quiet --chdir=/tmp --output=/dev/null --job-name="$TAG" \
+	runuser -u "$user" -- sbatch --parsable --chdir=/tmp --output=/dev/null --job-name="$TAG" \
 		-p a100 --gres=gpu:a100:1 "$@" --wrap 'sleep 900'
 }
 running_of() { squeue -h -u "$1" -n "$TAG" -t running | wc -l; }
@@ -61,6 +61,10 @@ show() { # show JOBID...: every view of the jobs
 }
 usage_guar() { scontrol show assoc_mgr flags=qos qos=guar-proj-b | grep -oE 'GrpTRES=[^ ]*' | head -1; }
 
+for _ in $(seq 1 60); do
+	[ "$(sacctmgr -nP show assoc user=bob account=proj-b format=defaultqos | head -1)" = guar-proj-b ] && break
+	sleep 1
+done
 echo "Slurm $(sinfo -V); QOS priority now: $(sacctmgr -nP show qos format=name,priority | tr '\n' ' ')"
 echo "bob's association: $(sacctmgr -nP show assoc user=bob format=account,qos,defaultqos | tr '\n' ' ')"
 killed0=$(grep -c "had to be killed" "$CTLD_LOG")
