@@ -50,6 +50,10 @@ func TestPluginRoutesPendingJobsToPools(t *testing.T) {
 		wantMessage   string
 	}{
 		{"cpu job to the default CPU pool", []string{"--wrap", "true"}, "cpu", "job sent to pool cpu"},
+		// From 23.11 -c puts cpu:N (24.05 on: cpu=N) beside any GPUs in tres_per_task.
+		{"cpu job with -c 4 to the default CPU pool", []string{"-c", "4", "--wrap", "true"}, "cpu", "job sent to pool cpu"},
+		{"typed GPU job with -c 4", []string{"-c", "4", "--gres=gpu:a100:1", "--wrap", "true"}, "a100-spot,a100", "a100-spot,a100"},
+		{"--gpus-per-task with -c 2", []string{"--gpus-per-task=1", "-c", "2", "-n", "2", "--wrap", "true"}, "a100-spot,a100,v100", "a100-spot"},
 		{"typed GPU job to a100 pools, spot first", []string{"--gres=gpu:a100:1", "--wrap", "true"}, "a100-spot,a100", "a100-spot,a100"},
 		{"--gpus=N of any type to every GPU pool", []string{"--gpus=2", "--wrap", "true"}, "a100-spot,a100,v100", "a100-spot,a100,v100"},
 		{"--gpus-per-node with type", []string{"--gpus-per-node=v100:2", "--wrap", "true"}, "v100", "pool v100"},
@@ -202,6 +206,14 @@ func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
 		t.Errorf("partition after refused update = %q, want it unchanged", got)
 	}
 	t.Logf("refusal: %s", strings.TrimSpace(stderr))
+	// job_modify has an err_msg from 23.02 on: the user reads why, not only a bare errno.
+	release, err := c.Release(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if release.AtLeast(23, 2) && !strings.Contains(stderr, "pool cpu cannot run this job") {
+		t.Errorf("Slurm %s: refusal says %q, want the plugin's reason", release, stderr)
+	}
 
 	if _, err := c.UpdateJobAs(ctx, "alice", id, slurm.JobUpdate{Partition: "v100", Gres: "gpu:v100:2"}); err != nil {
 		t.Fatalf("a valid update was refused: %v", err)
@@ -209,6 +221,43 @@ func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
 	if got, _ := c.Partition(ctx, id); got != "v100" {
 		t.Errorf("partition after valid update = %q, want v100", got)
 	}
+}
+
+// On job_modify a plugin gets only the fields being changed, and the job's own record is
+// slurmctld's private type: moving a pending a100 job to the CPU pool without restating its
+// GPUs cannot be judged by the plugin. Slurm itself must then never run the job there; this
+// pins what each release does: it refuses the update, or it keeps the job pending.
+func TestPartitionOnlyUpdateOfAGPUJobNeverRunsItOnCPUs(t *testing.T) {
+	c, ctx := setup(t)
+	id, err := c.Submit(ctx, "alice", "--hold", "--job-name=pools-modify-part", "--gres=gpu:a100:1", "--wrap", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Cancel(id) })
+	stderr, err := c.UpdateJobAs(ctx, "alice", id, slurm.JobUpdate{Partition: "cpu"})
+	if err != nil {
+		t.Logf("Slurm refused the update: %s", strings.TrimSpace(stderr))
+		if got, _ := c.Partition(ctx, id); got != "a100-spot,a100" {
+			t.Errorf("partition after refused update = %q, want it unchanged", got)
+		}
+		return
+	}
+	if got, _ := c.Partition(ctx, id); got != "cpu" {
+		t.Fatalf("update accepted but partition = %q", got)
+	}
+	if _, err := c.Run(ctx, "scontrol", "release", id); err != nil {
+		t.Fatal(err)
+	}
+	// Two scheduling passes at the testbed's bf_interval of 5 s.
+	time.Sleep(12 * time.Second)
+	row, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: []string{id}, AllStates: true})
+	if err != nil || len(row) != 1 {
+		t.Fatalf("squeue of job %s: %v %v", id, row, err)
+	}
+	if row[0].State != "PENDING" {
+		t.Fatalf("a100 job moved to the CPU pool is %s on %q, want it PENDING", row[0].State, row[0].Nodes)
+	}
+	t.Logf("Slurm accepted the update; the job pends in cpu with reason %s", row[0].Reason)
 }
 
 // With every a100 busy (spot and on-demand), a new any-type GPU job starts in v100 at once
