@@ -14,6 +14,9 @@ A short interval costs one small write to the rendezvous store per agent per int
 
 On a torch built without libuv (Debian 13's 2.6) its stores use the classic server
 (torch_stores.py beside it).
+
+It also turns off the TCPStore sharing of torch 2.4 and later (TORCH_DISABLE_SHARE_RDZV_TCP_STORE,
+below), without which an agent that joins a running job never gets past its first rendezvous.
 """
 import os
 import sys
@@ -41,6 +44,17 @@ def create_handler(store, backend, params):
     return handler
 
 
+# Since 2.4 the c10d rendezvous shares one TCPStore with the workers, and each agent works out
+# that store's address once, in its first rendezvous (dynamic_rendezvous.py, next_rendezvous:
+# "if self._bootstrap_store_info is None"): rank 0 writes MASTER_ADDR/MASTER_PORT under that
+# round's key prefix (RendezvousStoreInfo.build in rendezvous/api.py), the others read them
+# there with a blocking get. An agent that joins a later round (every grow) reads under the new
+# round's prefix, but rank 0 has its address from round 0 and never writes it again: the new
+# agent waits in store.get and the old one waits in _assign_worker_ranks for the new one's
+# keys. torch 2.14 still caches it the same way. torch's own opt-out makes every round
+# publish rank 0's address again and the workers make their own store, as on torch before 2.4
+# (which ignores the variable). Set before any handler exists; the agent reads it each round.
+os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
 dynamic_rendezvous.create_handler = create_handler
 registry.create_handler = create_handler  # the c10d and etcd-v2 backends call it from here
 classic_servers_where_needed()
