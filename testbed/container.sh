@@ -3,6 +3,7 @@
 # `make test SLURM_RELEASE=24.11` on a bookworm host comes here as
 #
 #   testbed/container.sh 24.11 make test
+#   testbed/container.sh --prepare 24.11     only build the image (CI does it while other work runs)
 #
 # The image (slurmbridge/release-host:RELEASE, testbed/container/Dockerfile) holds that
 # release's Debian packages and nothing of ours. Each run copies the tree as git sees it
@@ -23,7 +24,14 @@ export PATH=$PATH:/usr/local/go/bin
 say() { printf 'container: %s\n' "$*" >&2; }
 die() { printf 'container: error: %s\n' "$*" >&2; exit 1; }
 
-[ $# -ge 2 ] || { echo "usage: $0 RELEASE COMMAND..." >&2; exit 2; }
+PREPARE_ONLY=0
+if [ "${1:-}" = --prepare ]; then
+	PREPARE_ONLY=1
+	shift
+	[ $# -eq 1 ] || { echo "usage: $0 --prepare RELEASE" >&2; exit 2; }
+else
+	[ $# -ge 2 ] || { echo "usage: $0 RELEASE COMMAND... | --prepare RELEASE" >&2; exit 2; }
+fi
 RELEASE=$1
 shift
 SUITE=$(bash "$HERE/release.sh" suite "$RELEASE")
@@ -47,6 +55,8 @@ docker build -q -t "$IMAGE" \
 	--build-arg PACKAGES="$(bash "$HERE/testbed.sh" package-list)" \
 	"$HERE/container" >/dev/null || die "building $IMAGE failed"
 say "image ready in $((SECONDS - t0))s: $(docker run --rm "$IMAGE" dpkg-query -W -f '${Version}' slurmctld)"
+
+[ "$PREPARE_ONLY" = 1 ] && exit 0
 
 # Every module the build needs, fetched here where the module proxy is reachable.
 (cd "$REPO_ROOT" && go mod download) || die "go mod download failed"
