@@ -15,6 +15,9 @@ A short interval costs one small write to the rendezvous store per agent per int
 On a torch built without libuv (Debian 13's 2.6) its stores use the classic server
 (torch_stores.py beside it).
 
+A worker job's agent that stops (elasticd's SIGTERM) leaves the rendezvous open for the others:
+torch 2.x would close it for every agent (_leave_without_closing, below).
+
 It also turns off the TCPStore sharing of torch 2.4 and later (TORCH_DISABLE_SHARE_RDZV_TCP_STORE,
 below), without which an agent that joins a running job never gets past its first rendezvous.
 """
@@ -41,7 +44,24 @@ def create_handler(store, backend, params):
         object.__setattr__(settings, "keep_alive_interval", timedelta(seconds=interval))
     if attempts:
         object.__setattr__(settings, "keep_alive_max_attempt", attempts)
+    if params.get_as_bool("is_host") is False:
+        handler.shutdown = _leave_without_closing.__get__(handler)
     return handler
+
+
+# Since torch 2.x an agent that stops, on SIGTERM too, shuts its rendezvous handler down
+# (agent/server/api.py, run: "except SignalException" -> self._shutdown(e.sigval);
+# local_elastic_agent.py, _shutdown: "if not is_restart and self._rdzv_handler:
+# self._rdzv_handler.shutdown()"), and DynamicRendezvousHandler.shutdown runs _close, which marks
+# the whole rendezvous closed in the shared state. When elasticd stops a worker job, the agents
+# that remain then fail their next round with RendezvousClosedError and exit: the shrink ends the
+# job. (torch 1.13's agent never calls shutdown.) A worker job's agent (is_host=false) therefore
+# only stops its heartbeats, as torch 1.13's did: it leaves like a failed node, and the others'
+# next round drops it once keep_alive_interval x keep_alive_max_attempt have passed. The main
+# job's agent, which hosts the store, still closes the rendezvous when it stops.
+def _leave_without_closing(handler):
+    handler._stop_heartbeats()
+    return True
 
 
 # Since 2.4 the c10d rendezvous shares one TCPStore with the workers, and each agent works out
