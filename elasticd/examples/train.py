@@ -63,6 +63,10 @@ class Tracer:
                      "started": float(os.environ.get("ELASTIC_TRAIN_T0", "0")) or None, "formed": time.time()}
         self.first = None
 
+    def resumed(self, samples):
+        """Records the samples the checkpoint held when this incarnation started."""
+        self.head["resumed_at"] = samples
+
     def step(self, steps):
         if self.fd is None:
             return
@@ -100,6 +104,7 @@ def main():
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         done = state["samples"]
+    tracer.resumed(done)
     ddp = DistributedDataParallel(model)  # broadcasts rank 0's parameters to the new world
     if rank == 0:
         print(f"world {world} formed (restart {os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}), "

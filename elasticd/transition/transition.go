@@ -26,6 +26,7 @@ type Record struct {
 	FirstStep float64 `json:"first_step"`
 	LastStep  float64 `json:"last_step"`
 	Steps     int     `json:"steps"`
+	ResumedAt int64   `json:"resumed_at"` // samples the checkpoint held when this process began
 }
 
 // World is the processes that trained together.
@@ -34,6 +35,7 @@ type World struct {
 	Jobs                []string // Slurm jobs taking part, sorted
 	Formed              float64  // the earliest process group formation
 	FirstStep, LastStep float64  // the world's first and latest completed step
+	ResumedAt           int64    // samples the checkpoint held when the world began
 }
 
 // Transition is one membership change.
@@ -93,6 +95,7 @@ func Worlds(records []Record) []World {
 		}
 		cur.FirstStep = min(cur.FirstStep, r.FirstStep)
 		cur.LastStep = max(cur.LastStep, r.LastStep)
+		cur.ResumedAt = max(cur.ResumedAt, r.ResumedAt)
 		if !slices.Contains(cur.Jobs, r.Job) {
 			cur.Jobs = append(cur.Jobs, r.Job)
 			slices.Sort(cur.Jobs)
