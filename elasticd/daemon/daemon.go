@@ -110,6 +110,14 @@ type snapshot struct {
 func (d *Daemon) Cycle(ctx context.Context) error {
 	start := d.now()
 	defer func() { d.metrics.cycleSeconds.Observe(d.now().Sub(start).Seconds()) }()
+	// The registered jobs are listed before the queue is read: a job that registers after
+	// that read (its batch step records it as it starts) is absent from this queue, and
+	// taking its directory for a leftover would remove its declaration.
+	ids, err := d.cfg.Dir.Jobs()
+	if err != nil {
+		d.metrics.cycleErrors.Inc()
+		return fmt.Errorf("reading %s: %w", d.cfg.Dir, err)
+	}
 	list, extras, err := d.slurm.Queue(ctx)
 	if err != nil {
 		d.metrics.cycleErrors.Inc()
@@ -123,11 +131,6 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 	snap := snapshot{jobs: map[uint32]slurm.Job{}, extras: extras, nodes: nodes}
 	for _, j := range list {
 		snap.jobs[j.ID] = j
-	}
-	ids, err := d.cfg.Dir.Jobs()
-	if err != nil {
-		d.metrics.cycleErrors.Inc()
-		return fmt.Errorf("reading %s: %w", d.cfg.Dir, err)
 	}
 
 	d.mu.Lock()

@@ -26,6 +26,7 @@ type fakeSlurm struct {
 	jobs      map[uint32]slurm.Job
 	extras    map[uint32]slurm.JobExtra
 	queueErr  error
+	onQueue   func() // runs while the queue is read, as events that happen meanwhile
 	nextID    uint32
 	submits   []SubmitRequest
 	terminate []uint32
@@ -35,6 +36,9 @@ type fakeSlurm struct {
 func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error) {
 	if f.queueErr != nil {
 		return nil, nil, f.queueErr
+	}
+	if f.onQueue != nil {
+		f.onQueue()
 	}
 	var jobs []slurm.Job
 	for _, j := range f.jobs {
@@ -227,6 +231,25 @@ func TestJobWithoutDeclarationOrOfAnotherUserIsLeftAlone(t *testing.T) {
 	h.cycle()
 	if len(h.slurm.submits) != 0 || len(h.d.jobs) != 0 {
 		t.Fatalf("acted on a job whose declaration is not its owner's: %d submissions", len(h.slurm.submits))
+	}
+}
+
+// A job that starts, and so registers, while elasticd reads the queue is not in that queue:
+// its directory is not a leftover of an ended job and must survive the cycle.
+func TestJobRegisteredDuringTheQueueReadKeepsItsDeclaration(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	const late = 150
+	h.slurm.onQueue = func() {
+		if err := os.MkdirAll(h.dir.JobDir(late), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h.dir.JobDir(late), "declaration.json"), []byte(`{"version":1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.cycle()
+	if _, err := os.Stat(filepath.Join(h.dir.JobDir(late), "declaration.json")); err != nil {
+		t.Fatalf("declaration of a job that registered during the queue read: %v", err)
 	}
 }
 
