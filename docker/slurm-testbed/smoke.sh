@@ -9,7 +9,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:?run through testbed-docker.sh test, which names the release's project}
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:?run it through testbed-docker.sh test, which names the project of the release}
 COMPOSE_FILE=${COMPOSE_FILE:-$HERE/docker-compose.yml}
 JOB_TIMEOUT=${JOB_TIMEOUT:-90}
 NODES=7
