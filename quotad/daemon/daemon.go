@@ -210,14 +210,18 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		d.reclaimsSeen = map[string]bool{}
 		d.reclaimsFrom = d.now()
 	}
-	id, ok, err := d.Preemptions.QOSID(ctx, cfg.Settings.BorrowQOSName())
-	if err != nil || !ok {
-		return
-	}
-	rows, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
-	if err != nil {
-		d.Log.Debug().Err(err).Msg("reading preemptions")
-		return
+	var rows []slurmdb.Preemption
+	for _, p := range cfg.Projects {
+		id, ok, err := d.Preemptions.QOSID(ctx, cfg.Settings.BorrowQOSName(p.Account))
+		if err != nil || !ok {
+			continue
+		}
+		got, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
+		if err != nil {
+			d.Log.Debug().Err(err).Msg("reading preemptions")
+			return
+		}
+		rows = append(rows, got...)
 	}
 	for _, r := range rows {
 		key := fmt.Sprintf("%d@%d", r.JobID, r.End)

@@ -59,8 +59,8 @@ func overQuota(now time.Time) *snapshot.Snapshot {
 		TakenAt:  now,
 		Jobs:     jobs,
 		GPUs:     []policy.GPUPool{{Partition: "a100", Type: "a100", Total: 8, Idle: 4}},
-		QOS:      []policy.QOS{{Name: "borrow", PreemptMode: "requeue"}, {Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}, Preempt: []string{"borrow"}}},
-		Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}},
+		QOS:      []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}}},
+		Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}},
 	}}
 }
 
@@ -140,7 +140,7 @@ func TestDryRunPrintsAndNeedsNoLease(t *testing.T) {
 	if app.plans != 0 || lease.checks != 0 {
 		t.Errorf("dry run applied %d plans, checked the lease %d times", app.plans, lease.checks)
 	}
-	if !strings.Contains(out.String(), "lend job 5 (proj-b, 1 a100): qos guar-proj-b->borrow") {
+	if !strings.Contains(out.String(), "lend job 5 (proj-b, 1 a100): qos guar-proj-b->borrow-proj-b") {
 		t.Errorf("dry-run output lacks the lend:\n%s", out.String())
 	}
 }

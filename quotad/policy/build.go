@@ -28,12 +28,12 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	}
 	plan.Acting = true
 	types := gpuTypes(cfg, snap)
-	var notes []string
-	plan.QOS, plan.Accounts, notes = syncPlan(cfg, snap, types)
-	plan.Notes = append(plan.Notes, notes...)
+	// Lends rest on the QOS and accounts matching the table; the reclaim order (who may be
+	// preempted, and in which order) follows usage every cycle and holds nothing back.
+	structure, accounts, _ := syncPlan(cfg, snap, types, nil)
 
 	e := newEngine(cfg, snap, types, now)
-	if n := len(plan.QOS) + len(plan.Accounts); n > 0 {
+	if n := len(structure) + len(accounts); n > 0 {
 		e.holdMoves = fmt.Sprintf("quotad first applies %d QOS/account change(s); jobs move from the next cycle on", n)
 		plan.Notes = append(plan.Notes, "no job moves this cycle: "+e.holdMoves)
 	}
@@ -41,8 +41,12 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	e.reserveInQuota()
 	e.settleBorrowers()
 	e.lend()
-	e.explainRunning()
+	order := e.reclaimOrder()
+	e.explainRunning(order)
 
+	var notes []string
+	plan.QOS, plan.Accounts, notes = syncPlan(cfg, snap, types, &order)
+	plan.Notes = append(plan.Notes, notes...)
 	plan.Moves = e.moves
 	plan.Projects = e.projectStatuses()
 	plan.Types = e.typeStatuses()
@@ -73,13 +77,13 @@ type engine struct {
 	cfg       *Config
 	snap      *Snapshot
 	now       time.Time
-	borrowQOS string
 	types     []string
 	reasons   map[string]bool
 	holdMoves string // non-empty: plan no moves, and this says why
 
 	projects  []*project // sorted by account
 	byAccount map[string]*project
+	borrowOf  map[string]*project // borrow QOS name → its project
 
 	partitions []string                  // sorted, for jobs that list none
 	idle       map[string]map[string]int // partition → type → idle GPUs not yet promised
@@ -98,6 +102,7 @@ type engine struct {
 type project struct {
 	cfg           Project
 	guarQOS       string
+	borrowQOS     string
 	weight, usage float64
 	inUse         map[string]int // type → GPUs of started jobs in the guaranteed QOS
 	inUseTotal    int
@@ -117,10 +122,10 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 		cfg:       cfg,
 		snap:      snap,
 		now:       now,
-		borrowQOS: cfg.Settings.BorrowQOSName(),
 		types:     types,
 		reasons:   map[string]bool{},
 		byAccount: map[string]*project{},
+		borrowOf:  map[string]*project{},
 		idle:      map[string]map[string]int{},
 		total:     map[string]int{},
 		idleStart: map[string]int{},
@@ -133,16 +138,18 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 	}
 	for _, pc := range cfg.Projects {
 		p := &project{
-			cfg:      pc,
-			guarQOS:  cfg.Settings.GuaranteedQOSName(pc.Account),
-			weight:   pc.ShareWeight(),
-			usage:    snap.Usage[pc.Account],
-			inUse:    map[string]int{},
-			borrowed: map[string]int{},
-			pending:  map[string]int{},
+			cfg:       pc,
+			guarQOS:   cfg.Settings.GuaranteedQOSName(pc.Account),
+			borrowQOS: cfg.Settings.BorrowQOSName(pc.Account),
+			weight:    pc.ShareWeight(),
+			usage:     snap.Usage[pc.Account],
+			inUse:     map[string]int{},
+			borrowed:  map[string]int{},
+			pending:   map[string]int{},
 		}
 		e.projects = append(e.projects, p)
 		e.byAccount[pc.Account] = p
+		e.borrowOf[p.borrowQOS] = p
 	}
 	sort.Slice(e.projects, func(a, b int) bool { return e.projects[a].cfg.Account < e.projects[b].cfg.Account })
 	for _, g := range snap.GPUs {
@@ -174,11 +181,12 @@ func (e *engine) classify() {
 		}
 		p := e.byAccount[j.Account]
 		qos := strings.ToLower(j.QOS)
+		borrowing := e.borrowOf[qos] != nil
 		switch {
 		case j.State.holdsGPUs():
 			held := j.held()
 			switch {
-			case qos == e.borrowQOS:
+			case borrowing:
 				addAll(e.lent, held)
 				if p != nil {
 					p.borrow(held)
@@ -193,11 +201,11 @@ func (e *engine) classify() {
 			case p == nil:
 				e.say(j, "runs in account %s, which has no quota: quotad does not manage it", j.Account)
 			default:
-				e.say(j, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, e.borrowQOS)
+				e.say(j, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, p.borrowQOS)
 			}
 		case j.State == StatePending:
 			switch {
-			case qos == e.borrowQOS:
+			case borrowing:
 				e.borrowPending = append(e.borrowPending, j)
 			case p != nil && qos == p.guarQOS:
 				addAll(p.pending, need)
@@ -253,7 +261,7 @@ func (e *engine) settleBorrowers() {
 				e.take(pl)
 			}
 			addAll(e.lent, resolved(pl, ok, need))
-			e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it", e.borrowQOS, j.Account)
+			e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
 			continue
 		}
 		switch {
@@ -277,20 +285,20 @@ func (e *engine) settleBorrowers() {
 		addAll(e.lent, gpus)
 		p.borrow(gpus)
 		if ok {
-			e.say(j, "was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", e.borrowQOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
+			e.say(j, "was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", j.QOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
 		} else {
-			e.say(j, "was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", e.borrowQOS, p.cfg.Account, p.quotaText(need))
+			e.say(j, "was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", j.QOS, p.cfg.Account, p.quotaText(need))
 		}
 	}
 }
 
 func (e *engine) returnJob(j *Job, p *project, need map[string]int, why string) {
 	if e.holdMoves != "" {
-		e.say(j, "waits in %s and will return to %s: %s; not this cycle: %s", e.borrowQOS, p.guarQOS, why, e.holdMoves)
+		e.say(j, "waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, e.holdMoves)
 		return
 	}
 	e.moves = append(e.moves, JobMove{Kind: Return, JobID: j.ID, Account: j.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
-	e.say(j, "returns from %s to %s: %s", e.borrowQOS, p.guarQOS, why)
+	e.say(j, "returns from %s to %s: %s", j.QOS, p.guarQOS, why)
 }
 
 // lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
@@ -339,8 +347,8 @@ func (e *engine) lend() {
 		best.borrow(bestPl.gpus)
 		e.invalidateHeads(best, bestPl.gpus)
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(e.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
-		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, Account: j.Account, From: j.QOS, To: e.borrowQOS, GPUs: bestPl.gpus, Reason: why})
-		e.say(j, "is lent (moves from %s to %s): %s; %s", j.QOS, e.borrowQOS, why, e.reclaimTerms())
+		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, Account: j.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
+		e.say(j, "is lent (moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, e.reclaimTerms(best))
 	}
 }
 
@@ -611,14 +619,64 @@ func (s shares) describe(p *project, gpus map[string]int, deficit float64) strin
 	return fmt.Sprintf("%s; deficit was %.1f, the largest", strings.Join(parts, ", "), deficit)
 }
 
-// reclaimTerms says how a borrower loses its GPUs: by Slurm's preemption, never by quotad.
-func (e *engine) reclaimTerms() string {
+// reclaimTerms says how a borrower of p loses its GPUs: by Slurm's preemption, never by
+// quotad, and only while p holds more than its guarantee.
+func (e *engine) reclaimTerms(p *project) string {
 	s := e.cfg.Settings
-	return fmt.Sprintf("a guaranteed job may reclaim its GPUs after it has run %s: Slurm requeues it after a %s grace period (SIGTERM first)", s.PreemptExemptTime, s.GraceTime)
+	return fmt.Sprintf("while %s holds more than its guarantee, a guaranteed job may reclaim these GPUs once the job has run %s: Slurm requeues it after a %s grace period (SIGTERM first)", p.cfg.Account, s.PreemptExemptTime, s.GraceTime)
 }
 
-// explainRunning says for each started borrower whether and by whom it can be reclaimed now.
-func (e *engine) explainRunning() {
+// reclaimOrder ranks the projects whose borrowers a claim may take: those holding more than
+// their guarantee, borrowers running or promised counted, the furthest over per unit of weight
+// first, then the one that used more in the fairness window. A project within its guarantee is
+// left out, so no guaranteed QOS may preempt its borrow QOS.
+func (e *engine) reclaimOrder() reclaimOrder {
+	var over []*project
+	for _, p := range e.projects {
+		if p.excess() > 0 {
+			over = append(over, p)
+		}
+	}
+	sort.SliceStable(over, func(a, b int) bool {
+		x, y := over[a], over[b]
+		ex, ey := float64(x.excess())/x.weight, float64(y.excess())/y.weight
+		if ex != ey {
+			return ex > ey
+		}
+		if ux, uy := x.usage/x.weight, y.usage/y.weight; ux != uy {
+			return ux > uy
+		}
+		return x.cfg.Account < y.cfg.Account
+	})
+	o := reclaimOrder{}
+	for _, p := range over {
+		o.reclaimable = append(o.reclaimable, p.cfg.Account)
+	}
+	return o
+}
+
+// excess is how many GPUs p holds beyond its guarantee, in-quota jobs and borrowers (running
+// or promised) together: the typed overshoots summed, or the all-types one if larger.
+func (p *project) excess() int {
+	types := map[string]bool{}
+	for t := range p.inUse {
+		types[t] = true
+	}
+	for t := range p.borrowed {
+		types[t] = true
+	}
+	typed := 0
+	for t := range types {
+		if t != "" {
+			typed += max(0, p.inUse[t]+p.borrowed[t]-p.cfg.GPUs[t])
+		}
+	}
+	return max(typed, p.inUseTotal+p.borrowedTotal-p.cfg.Total(), 0)
+}
+
+// explainRunning says for each started borrower whether, by whom and in which order it can be
+// reclaimed now.
+func (e *engine) explainRunning(order reclaimOrder) {
 	// Who could reclaim a type: the projects with unused guarantee of it, found once.
 	reclaimers := map[string][]string{}
 	for _, t := range append([]string{""}, e.types...) {
@@ -628,8 +686,22 @@ func (e *engine) explainRunning() {
 			}
 		}
 	}
+	rank := map[string]int{}
+	for i, acct := range order.reclaimable {
+		rank[acct] = i
+	}
 	for _, j := range e.borrowRunning {
 		held := j.held()
+		p := e.byAccount[j.Account]
+		if p == nil {
+			e.say(j, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
+			continue
+		}
+		i, reclaimable := rank[p.cfg.Account]
+		if !reclaimable {
+			e.say(j, "runs borrowed in %s (%s): %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", j.QOS, gpuList(held), p.cfg.Account, p.holdingText())
+			continue
+		}
 		var by []string
 		for _, t := range sortedKeys(held) {
 			by = append(by, reclaimers[t]...)
@@ -645,8 +717,32 @@ func (e *engine) explainRunning() {
 		if e.now.Before(exempt) {
 			when = fmt.Sprintf("it is exempt from reclaim until %s (PreemptExemptTime %s)", exempt.UTC().Format(time.RFC3339), e.cfg.Settings.PreemptExemptTime)
 		}
-		e.say(j, "runs borrowed in %s (%s): %s; %s; reclaim requeues it after a %s grace period, it is never cancelled", e.borrowQOS, gpuList(held), when, who, e.cfg.Settings.GraceTime)
+		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, p.holdingText(), p.excess(), ordinal(i+1), len(order.reclaimable))
+		fate := fmt.Sprintf("reclaim requeues it after a %s grace period, it is never cancelled", e.cfg.Settings.GraceTime)
+		if !j.Requeue {
+			fate = "it has Requeue=0, so a reclaim would cancel it"
+		}
+		e.say(j, "runs borrowed in %s (%s): %s; %s; %s; %s", j.QOS, gpuList(held), loses, when, who, fate)
 	}
+}
+
+// holdingText is what p holds against its guarantee, e.g. "6 GPUs of a 4-GPU guarantee".
+func (p *project) holdingText() string {
+	return fmt.Sprintf("%d GPUs (%d in quota, %d borrowed) of a %d-GPU guarantee", p.inUseTotal+p.borrowedTotal, p.inUseTotal, p.borrowedTotal, p.cfg.Total())
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return fmt.Sprintf("%dth", n)
+	case n%10 == 1:
+		return fmt.Sprintf("%dst", n)
+	case n%10 == 2:
+		return fmt.Sprintf("%dnd", n)
+	case n%10 == 3:
+		return fmt.Sprintf("%drd", n)
+	}
+	return fmt.Sprintf("%dth", n)
 }
 
 func (e *engine) projectStatuses() []ProjectStatus {

@@ -46,7 +46,7 @@ func (b *jobBuilder) partitions(p ...string) *jobBuilder { b.j.Partitions = p; r
 func (b *jobBuilder) noRequeue() *jobBuilder             { b.j.Requeue = false; return b }
 func (b *jobBuilder) priority(p int64) *jobBuilder       { b.j.Priority = p; return b }
 func (b *jobBuilder) alloc(g map[string]int) *jobBuilder { b.j.AllocatedGPUs = g; return b }
-func (b *jobBuilder) borrowed() *jobBuilder              { b.j.QOS = "borrow"; return b }
+func (b *jobBuilder) borrowed() *jobBuilder              { b.j.QOS = "borrow-" + b.j.Account; return b }
 func (b *jobBuilder) running(since time.Duration) *jobBuilder {
 	b.j.State, b.j.Reason, b.j.StartTime = StateRunning, "None", t0.Add(-since)
 	return b
@@ -85,8 +85,11 @@ func (b *snapBuilder) synced(t testing.TB, cfg *Config) *snapBuilder {
 	for _, p := range cfg.Projects {
 		b.s.Accounts = append(b.s.Accounts, Account{Name: p.Account, QOS: []string{"normal"}, DefaultQOS: "normal"})
 	}
-	plan := BuildPlan(cfg, &b.s, t0)
-	applySync(&b.s, plan)
+	// Twice: the first plan creates the structure, the second may lend and so change the
+	// reclaim order (who may be preempted) once more.
+	for range 2 {
+		applySync(&b.s, BuildPlan(cfg, &b.s, t0))
+	}
 	if again := BuildPlan(cfg, &b.s, t0); len(again.QOS)+len(again.Accounts) > 0 {
 		t.Fatalf("sync does not converge: %v %v", again.QOS, again.Accounts)
 	}

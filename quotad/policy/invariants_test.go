@@ -116,7 +116,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	lentBefore := map[string]int{}
 	borrowedBefore := map[string]map[string]int{}
 	for _, j := range snap.Jobs {
-		if j.QOS == "borrow" {
+		if _, ok := cfg.Project(j.Account); ok && j.QOS == cfg.Settings.BorrowQOSName(j.Account) {
 			if borrowedBefore[j.Account] == nil {
 				borrowedBefore[j.Account] = map[string]int{}
 			}
@@ -150,7 +150,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 		switch m.Kind {
 		case Lend:
 			sawLend = true
-			if m.From != guar || m.To != "borrow" || !j.Requeue {
+			if m.From != guar || m.To != cfg.Settings.BorrowQOSName(j.Account) || !j.Requeue {
 				t.Fatalf("seed %d: bad lend %v (requeue %v)", seed, m, j.Requeue)
 			}
 			addAll(lent, m.GPUs)
@@ -159,7 +159,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			}
 			addAll(borrowed[j.Account], m.GPUs)
 		case Return:
-			if sawLend || m.From != "borrow" || m.To != guar {
+			if sawLend || m.From != cfg.Settings.BorrowQOSName(j.Account) || m.To != guar {
 				t.Fatalf("seed %d: bad return %v (returns come first)", seed, m)
 			}
 		default:

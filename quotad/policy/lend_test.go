@@ -34,7 +34,7 @@ func TestMoves(t *testing.T) {
 			},
 			want: []string{"lend 5 proj-b", "lend 6 proj-b", "lend 7 proj-b", "lend 8 proj-b"},
 			explain: map[uint32]string{
-				5: "job 5 is lent (moves from guar-proj-b to borrow): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100",
+				5: "job 5 is lent (moves from guar-proj-b to borrow-proj-b): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100",
 				1: "job 1 runs within proj-b's guarantee in guar-proj-b (1 a100): it is never reclaimed",
 			},
 		},
@@ -85,7 +85,7 @@ func TestMoves(t *testing.T) {
 			want: []string{"lend 20 proj-b", "lend 21 proj-b"},
 			explain: map[uint32]string{
 				3: "job 3 waits: proj-a uses 4/4 guaranteed a100 and the job needs 1 a100 more; not enough idle GPUs",
-				1: "job 1 runs borrowed in borrow (2 a100): its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now",
+				1: "job 1 runs borrowed in borrow-proj-a (2 a100): proj-a holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers; its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now",
 			},
 		},
 		{
@@ -196,8 +196,8 @@ func TestMoves(t *testing.T) {
 			},
 			want: []string{"return 5 proj-b"},
 			explain: map[uint32]string{
-				5: "job 5 returns from borrow to guar-proj-b: proj-b is under quota again (a100 3/4 in use)",
-				6: "job 6 was lent and waits in borrow for GPUs: proj-b is over its guarantee (a100 4/4 in use)",
+				5: "job 5 returns from borrow-proj-b to guar-proj-b: proj-b is under quota again (a100 3/4 in use)",
+				6: "job 6 was lent and waits in borrow-proj-b for GPUs: proj-b is over its guarantee (a100 4/4 in use)",
 			},
 		},
 		{
@@ -251,9 +251,9 @@ func TestMoves(t *testing.T) {
 			name: "a young borrower is exempt from reclaim",
 			cfg:  twoProjects().obj(),
 			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(0, 0, 8).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(10 * time.Second).obj())
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(10 * time.Second).obj())
 			},
-			explain: map[uint32]string{5: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a, proj-b"},
+			explain: map[uint32]string{5: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a"},
 		},
 	}
 	for _, tt := range tests {

@@ -39,22 +39,92 @@ func gpuTypes(cfg *Config, snap *Snapshot) []string {
 type desiredQOS struct {
 	name              string
 	grpTRES           map[string]int64 // GPU entries; entries absent here are cleared
-	preempt           []string
+	preempt           *[]string
 	preemptMode       *string
 	graceTime         *time.Duration
 	preemptExemptTime *time.Duration
 	priority          *int
 }
 
-func desiredQOSList(cfg *Config, types []string) []desiredQOS {
+// reclaimOrder is who may lose borrowers to a claim now, and in which order: the accounts
+// whose projects hold more than their guarantee, first to lose first. Projects not in it are
+// within their guarantee, borrowers counted, and no guaranteed QOS may preempt them.
+type reclaimOrder struct {
+	reclaimable []string
+}
+
+// desiredQOSList is every QOS the table wants: each project's borrow QOS, then each
+// project's guaranteed QOS. Without an order (nil) the reclaim fields (the guaranteed QOS' Preempt
+// lists and the borrow QOS' Priority) are left unmanaged: that is the structure lends rely on.
+func desiredQOSList(cfg *Config, types []string, order *reclaimOrder) []desiredQOS {
 	s := cfg.Settings
-	borrow := s.BorrowQOSName()
 	requeue := "requeue"
 	grace, exempt := s.GraceTime, s.PreemptExemptTime
+	none := []string{} // a borrow QOS preempts nobody
+	var preempt []string
+	priorities := map[string]int{}
+	if order != nil {
+		base := 0
+		if s.BorrowPriority != nil {
+			base = *s.BorrowPriority
+		}
+		preempt = make([]string, 0, len(order.reclaimable))
+		for rank, acct := range order.reclaimable {
+			preempt = append(preempt, s.BorrowQOSName(acct))
+			priorities[acct] = base + rank
+		}
+		for _, p := range cfg.Projects {
+			if _, ok := priorities[p.Account]; !ok {
+				priorities[p.Account] = base + len(cfg.Projects) // out of reach: the value only avoids churn
+			}
+		}
+	}
+	// Every borrow QOS comes before the guaranteed QOS, whose Preempt lists name them.
+	var borrows, guars []desiredQOS
+	for _, p := range cfg.Projects {
+		borrow := desiredQOS{
+			name:              s.BorrowQOSName(p.Account),
+			grpTRES:           borrowCaps(cfg, p, types),
+			preempt:           &none,
+			preemptMode:       &requeue,
+			graceTime:         &grace,
+			preemptExemptTime: &exempt,
+		}
+		if prio, ok := priorities[p.Account]; ok {
+			borrow.priority = &prio
+		}
+		limits := map[string]int64{gpuTRES: int64(p.Total())}
+		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
+		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
+		for _, t := range types {
+			limits[typedTRES(t)] = int64(p.GPUs[t])
+		}
+		guar := desiredQOS{
+			name:     s.GuaranteedQOSName(p.Account),
+			grpTRES:  limits,
+			priority: s.GuaranteedPriority,
+		}
+		if order != nil {
+			guar.preempt = &preempt
+		}
+		borrows, guars = append(borrows, borrow), append(guars, guar)
+	}
+	return append(borrows, guars...)
+}
+
+// borrowCaps is a project's borrow QOS GrpTRES, so that Slurm enforces what quotad's lends
+// respect: per type the smaller of the project's borrowing limit and the cluster's lending
+// limit (the cluster-wide sum of lends is quotad's to keep), and in all the project's
+// borrowing limit or, with every type capped, the sum of the type caps. An untyped borrower
+// counts only against gres/gpu, so the total keeps it in bounds too.
+func borrowCaps(cfg *Config, p Project, types []string) map[string]int64 {
 	caps := map[string]int64{}
 	total, allCapped := int64(0), len(types) > 0
 	for _, t := range types {
-		limit, ok := cfg.LendLimits[t]
+		limit, ok := p.BorrowLimitByType[t]
+		if lend, lok := cfg.LendLimits[t]; lok && (!ok || lend < limit) {
+			limit, ok = lend, true
+		}
 		if !ok {
 			allCapped = false
 			continue
@@ -62,35 +132,13 @@ func desiredQOSList(cfg *Config, types []string) []desiredQOS {
 		caps[typedTRES(t)] = int64(limit)
 		total += int64(limit)
 	}
-	// An untyped borrower counts only against gres/gpu, so the total cap keeps it in bounds
-	// too; with any type uncapped there is no finite total.
-	if allCapped {
+	switch {
+	case p.BorrowLimit != nil && (!allCapped || int64(*p.BorrowLimit) < total):
+		caps[gpuTRES] = int64(*p.BorrowLimit)
+	case allCapped:
 		caps[gpuTRES] = total
 	}
-	out := []desiredQOS{{
-		name:              borrow,
-		grpTRES:           caps,
-		preempt:           []string{}, // the borrow QOS preempts nobody
-		preemptMode:       &requeue,
-		graceTime:         &grace,
-		preemptExemptTime: &exempt,
-		priority:          s.BorrowPriority,
-	}}
-	for _, p := range cfg.Projects {
-		limits := map[string]int64{gpuTRES: int64(p.Total())}
-		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
-		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
-		for _, t := range types {
-			limits[typedTRES(t)] = int64(p.GPUs[t])
-		}
-		out = append(out, desiredQOS{
-			name:     s.GuaranteedQOSName(p.Account),
-			grpTRES:  limits,
-			preempt:  []string{borrow},
-			priority: s.GuaranteedPriority,
-		})
-	}
-	return out
+	return caps
 }
 
 // diffQOS returns the changes that turn cur (nil: absent) into want, or false when equal.
@@ -121,8 +169,10 @@ func diffQOS(want desiredQOS, cur *QOS) (QOSChange, bool) {
 			c.GrpTRES = append(c.GrpTRES, TRESChange{Name: k, From: from, To: to})
 		}
 	}
-	if from, to := normalizeNames(cur.Preempt), normalizeNames(want.preempt); !slices.Equal(from, to) {
-		c.Preempt = &Change[[]string]{From: from, To: to}
+	if want.preempt != nil {
+		if from, to := normalizeNames(cur.Preempt), normalizeNames(*want.preempt); !slices.Equal(from, to) {
+			c.Preempt = &Change[[]string]{From: from, To: to}
+		}
 	}
 	if want.preemptMode != nil && !strings.EqualFold(cur.PreemptMode, *want.preemptMode) {
 		c.PreemptMode = &Change[string]{From: cur.PreemptMode, To: *want.preemptMode}
@@ -158,15 +208,15 @@ func normalizeNames(names []string) []string {
 	return slices.Compact(out)
 }
 
-// syncPlan diffs the QOS objects and accounts against the quota table. Accounts missing from
-// slurmdbd are reported, never created: creating accounts is the administrator's call.
-func syncPlan(cfg *Config, snap *Snapshot, types []string) (qos []QOSChange, accounts []AccountChange, notes []string) {
+// syncPlan diffs the QOS objects and accounts against the quota table, with the reclaim
+// fields when order is given. Accounts missing from slurmdbd are reported, never created:
+// creating accounts is the administrator's call.
+func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) (qos []QOSChange, accounts []AccountChange, notes []string) {
 	current := map[string]*QOS{}
 	for i := range snap.QOS {
 		current[strings.ToLower(snap.QOS[i].Name)] = &snap.QOS[i]
 	}
-	// The borrow QOS comes first: each guaranteed QOS names it in its Preempt list.
-	for _, want := range desiredQOSList(cfg, types) {
+	for _, want := range desiredQOSList(cfg, types, order) {
 		if c, changed := diffQOS(want, current[want.name]); changed {
 			qos = append(qos, c)
 		}
@@ -175,7 +225,6 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string) (qos []QOSChange, acc
 	for i := range snap.Accounts {
 		accts[snap.Accounts[i].Name] = &snap.Accounts[i]
 	}
-	borrow := cfg.Settings.BorrowQOSName()
 	projects := slices.Clone(cfg.Projects)
 	sort.Slice(projects, func(a, b int) bool { return projects[a].Account < projects[b].Account })
 	for _, p := range projects {
@@ -187,7 +236,7 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string) (qos []QOSChange, acc
 		guar := cfg.Settings.GuaranteedQOSName(p.Account)
 		// Exactly these two: any other allowed QOS would let the project's jobs run outside
 		// its quota, unreclaimable.
-		want := normalizeNames([]string{guar, borrow})
+		want := normalizeNames([]string{guar, cfg.Settings.BorrowQOSName(p.Account)})
 		c := AccountChange{Account: p.Account}
 		if from := normalizeNames(cur.QOS); !slices.Equal(from, want) {
 			c.QOS = &Change[[]string]{From: from, To: want}
