@@ -78,13 +78,18 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		}
 		a.Log.Info().Uint32("job", m.JobID).Str("account", m.Account).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).Str("why", m.Reason).Msg("moved job")
 		a.audit(ctx, store.Entry{Kind: store.KindMove, Subject: fmt.Sprintf("job %d", m.JobID), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason})
+		// Counted per project: a sub-account's job borrows as its project's.
+		project := m.Project
+		if project == "" {
+			project = m.Account
+		}
 		switch m.Kind {
 		case policy.Lend:
 			res.Lends++
-			res.LendsByAccount[m.Account]++
+			res.LendsByAccount[project]++
 		case policy.Return:
 			res.Returns++
-			res.ReturnsByAccount[m.Account]++
+			res.ReturnsByAccount[project]++
 		}
 	}
 	if len(res.MoveFailures) > 0 {

@@ -136,3 +136,19 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		t.Errorf("a plan that does not act ran %v (err %v)", r.calls, err)
 	}
 }
+
+func TestApplyCountsSubAccountMovesForTheirProject(t *testing.T) {
+	plan := &policy.Plan{Acting: true, Moves: []policy.JobMove{
+		{Kind: policy.Lend, JobID: 1, Account: "team-a1", Project: "proj-a", To: "borrow"},
+		{Kind: policy.Lend, JobID: 2, Account: "proj-a", Project: "proj-a", To: "borrow"},
+		{Kind: policy.Return, JobID: 3, Account: "team-a1", Project: "proj-a", To: "guar-proj-a"},
+	}}
+	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop()}
+	res, err := a.Apply(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LendsByAccount["proj-a"] != 2 || res.ReturnsByAccount["proj-a"] != 1 || len(res.LendsByAccount) != 1 {
+		t.Errorf("lends %v returns %v, want both counted for proj-a", res.LendsByAccount, res.ReturnsByAccount)
+	}
+}

@@ -25,7 +25,8 @@ func TestOvercommitNamesTypeAndProjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := Overcommit(cfg, []policy.GPUPool{{Partition: "a100", Type: "a100", Total: 8}, {Partition: "a100-spot", Type: "a100", Total: 4}, {Partition: "v100", Type: "v100", Total: 8}})
+	node := func(t string, n int) policy.Node { return policy.Node{GPUs: map[string]int{t: n}} }
+	msgs := Overcommit(cfg, []policy.Node{node("a100", 8), node("a100", 4), node("v100", 8)})
 	if len(msgs) != 1 || !strings.Contains(msgs[0], "a100 is overcommitted: guarantees add up to 14 (proj-a 8, proj-b 6) but the pools hold 12") {
 		t.Errorf("Overcommit = %q", msgs)
 	}

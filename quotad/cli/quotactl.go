@@ -250,16 +250,18 @@ func warnOvercommit(ctx context.Context, w io.Writer, e *env, cfg *policy.Config
 		fmt.Fprintf(w, "warning: cannot read the GPU pools (%v): overcommit not checked\n", err)
 		return
 	}
-	for _, msg := range Overcommit(cfg, snapshot.Pools(nodes)) {
+	for _, msg := range Overcommit(cfg, snapshot.Nodes(nodes)) {
 		fmt.Fprintln(w, "warning:", msg)
 	}
 }
 
-// Overcommit names each GPU type whose guarantees exceed the GPUs the pools hold.
-func Overcommit(cfg *policy.Config, pools []policy.GPUPool) []string {
+// Overcommit names each GPU type whose guarantees exceed the GPUs the nodes hold.
+func Overcommit(cfg *policy.Config, nodes []policy.Node) []string {
 	total := map[string]int{}
-	for _, p := range pools {
-		total[p.Type] += p.Total
+	for _, n := range nodes {
+		for t, c := range n.GPUs {
+			total[t] += c
+		}
 	}
 	guaranteed := map[string]int{}
 	who := map[string][]string{}

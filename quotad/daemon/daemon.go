@@ -117,9 +117,6 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	if err != nil {
 		return res, fmt.Errorf("snapshot: %w", err)
 	}
-	for _, s := range snap.Skipped {
-		d.Log.Warn().Str("job", s).Msg("job left out of the snapshot")
-	}
 	plan := policy.BuildPlan(cfg, snap.Snapshot, d.now())
 	res.Plan = plan
 	if d.Metrics != nil {

@@ -131,7 +131,7 @@ func TestReclaimOrderFollowsUsageWithoutHoldingMoves(t *testing.T) {
 	}
 	// bob's in-quota jobs end; carol waits over her guarantee for the a100 they freed.
 	snap.Jobs = slices.Concat(borrowers(5, 4, "proj-b"), []Job{job(20, "proj-c").gpu("a100", 2).obj()})
-	snap.GPUs = snapshot().testbed(4, 4, 8).obj().GPUs
+	snap.Nodes = snapshot().testbed(4, 4, 8).obj().Nodes
 	plan := BuildPlan(cfg, snap, t0)
 	want := []string{
 		"modify qos borrow-proj-b: priority 0->3",

@@ -27,9 +27,11 @@ func gpuTypes(cfg *Config, snap *Snapshot) []string {
 	for t := range cfg.LendLimits {
 		set[t] = true
 	}
-	for _, g := range snap.GPUs {
-		if g.Type != "" {
-			set[g.Type] = true
+	for _, n := range snap.Nodes {
+		for t := range n.GPUs {
+			if t != "" {
+				set[t] = true
+			}
 		}
 	}
 	return sortedKeys(set)
@@ -228,25 +230,80 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 	projects := slices.Clone(cfg.Projects)
 	sort.Slice(projects, func(a, b int) bool { return projects[a].Account < projects[b].Account })
 	for _, p := range projects {
-		cur, ok := accts[p.Account]
-		if !ok {
+		if _, ok := accts[p.Account]; !ok {
 			notes = append(notes, "account "+p.Account+" is in the quota table but not in slurmdbd: it is not managed until an administrator creates it")
-			continue
-		}
-		guar := cfg.Settings.GuaranteedQOSName(p.Account)
-		// Exactly these two: any other allowed QOS would let the project's jobs run outside
-		// its quota, unreclaimable.
-		want := normalizeNames([]string{guar, cfg.Settings.BorrowQOSName(p.Account)})
-		c := AccountChange{Account: p.Account}
-		if from := normalizeNames(cur.QOS); !slices.Equal(from, want) {
-			c.QOS = &Change[[]string]{From: from, To: want}
-		}
-		if !strings.EqualFold(cur.DefaultQOS, guar) {
-			c.DefaultQOS = &Change[string]{From: cur.DefaultQOS, To: guar}
-		}
-		if c.QOS != nil || c.DefaultQOS != nil {
-			accounts = append(accounts, c)
 		}
 	}
-	return qos, accounts, notes
+	return qos, accountChanges(cfg, snap.Accounts), notes
+}
+
+// accountChanges keeps every account a project covers (the project and its sub-accounts, see
+// accountTree) allowed exactly the project's guaranteed and borrow QOS, with the
+// guaranteed one as default: any other allowed QOS would let its jobs run outside the quota,
+// unreclaimable. A sub-account that inherits both from its parent needs no change of its own
+// once the parent is right, so accounts are walked from the root down and a change is planned
+// only where inheritance will not give the wanted values.
+func accountChanges(cfg *Config, accounts []Account) []AccountChange {
+	tree := newAccountTree(cfg, accounts)
+	byName := map[string]*Account{}
+	children := map[string][]string{}
+	var roots []string
+	for i := range accounts {
+		byName[accounts[i].Name] = &accounts[i]
+	}
+	for _, a := range accounts {
+		if _, ok := byName[a.Parent]; ok && a.Parent != a.Name {
+			children[a.Parent] = append(children[a.Parent], a.Name)
+		} else {
+			roots = append(roots, a.Name)
+		}
+	}
+	type after struct {
+		qos []string
+		def string
+	}
+	var out []AccountChange
+	var walk func(name string, parent *after, depth int)
+	walk = func(name string, parent *after, depth int) {
+		cur := byName[name]
+		// What the account resolves to once the changes planned above it are applied.
+		res := &after{qos: normalizeNames(cur.QOS), def: cur.DefaultQOS}
+		if parent != nil && !cur.OwnQOS {
+			res.qos = parent.qos
+		}
+		if parent != nil && !cur.OwnDefaultQOS {
+			res.def = parent.def
+		}
+		if proj := tree.projectOf(name); proj != "" {
+			guar := cfg.Settings.GuaranteedQOSName(proj)
+			want := normalizeNames([]string{guar, cfg.Settings.BorrowQOSName(proj)})
+			c := AccountChange{Account: name}
+			if !slices.Equal(res.qos, want) {
+				c.QOS = &Change[[]string]{From: normalizeNames(cur.QOS), To: want}
+				res.qos = want
+			}
+			if !strings.EqualFold(res.def, guar) {
+				c.DefaultQOS = &Change[string]{From: cur.DefaultQOS, To: guar}
+				res.def = guar
+			}
+			if c.QOS != nil || c.DefaultQOS != nil {
+				out = append(out, c)
+			}
+		}
+		if depth >= maxTreeDepth {
+			return
+		}
+		kids := slices.Clone(children[name])
+		sort.Strings(kids)
+		for _, k := range kids {
+			walk(k, res, depth+1)
+		}
+	}
+	sort.Strings(roots)
+	for _, r := range roots {
+		walk(r, nil, 0)
+	}
+	// Parents before children, as the walk found them, so a child's change is applied after
+	// the parent's it may otherwise inherit.
+	return out
 }
