@@ -24,6 +24,8 @@ func QuotadApp() *ucli.App {
 			&ucli.StringFlag{Name: "listen", Usage: "Prometheus metrics address (empty: none)", Value: "127.0.0.1:9817", EnvVars: []string{"QUOTAD_LISTEN"}},
 			&ucli.StringFlag{Name: "log-level", Value: "info"},
 			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
+			// Tests only: slows an apply down so that a test can cut the lease between two actions.
+			&ucli.DurationFlag{Name: "apply-step-delay", Hidden: true},
 		),
 		Action: runQuotad,
 	}
@@ -44,11 +46,14 @@ func runQuotad(c *ucli.Context) error {
 	defer e.Close()
 	host, _ := os.Hostname()
 	m := daemon.NewMetrics()
+	lease := &daemon.DBLease{DB: e.quotaDB}
 	d := &daemon.Daemon{
-		Config:      e.store,
-		Snapshots:   e.builder,
-		Lease:       &daemon.DBLease{DB: e.quotaDB},
-		Apply:       &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log},
+		Config:    e.store,
+		Snapshots: e.builder,
+		Lease:     lease,
+		// Every action is fenced by the lease on the connection that holds it.
+		Apply: &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log,
+			Fence: lease, StepDelay: c.Duration("apply-step-delay")},
 		Preemptions: e.reader,
 		Metrics:     m,
 		Log:         log,

@@ -38,6 +38,8 @@ type Snapshotter interface {
 type Lease interface {
 	Ensure(ctx context.Context) (held bool, holder string, err error)
 	Release(ctx context.Context)
+	// Check is the fence the applier calls before each action (actuate.Fence).
+	Check(ctx context.Context) error
 }
 
 // PreemptionReader lists borrowers Slurm preempted (slurmdb.Reader).
@@ -163,6 +165,18 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	applied, err := d.Apply.Apply(ctx, plan)
 	res.Applied = applied
 	res.Outcome = "acted"
+	if errors.Is(err, ErrLeaseLost) {
+		// Another quotad may be acting from now on: what was done stays done (each action is
+		// audited), nothing more is, and the next cycle starts over from the lease.
+		res.Outcome = "fenced"
+		d.wasActive = nil // the next cycle's lease check says who is active now
+		if d.Metrics != nil {
+			d.Metrics.fenced.Inc()
+			d.Metrics.active.Set(0)
+		}
+		d.Log.Error().Err(err).Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("lends", applied.Lends).
+			Int("returns", applied.Returns).Msg("lease lost mid-apply: stopped applying")
+	}
 	if d.Metrics != nil {
 		for acct, n := range applied.LendsByAccount {
 			d.Metrics.lends.WithLabelValues(acct).Add(float64(n))
@@ -252,7 +266,7 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		res, err := d.Cycle(cctx)
-		if err != nil {
+		if err != nil && res.Outcome != "fenced" { // a fenced apply was logged by Cycle
 			d.Log.Error().Err(err).Str("outcome", res.Outcome).Msg("cycle did nothing it should not: nothing more is done until the next cycle")
 		}
 	}), gocron.WithSingletonMode(gocron.LimitModeReschedule), gocron.WithStartAt(gocron.WithStartImmediately()))

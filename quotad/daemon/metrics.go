@@ -17,6 +17,7 @@ type Metrics struct {
 	cycleSeconds                          prometheus.Histogram
 	lastSuccess                           prometheus.Gauge
 	active                                prometheus.Gauge
+	fenced                                prometheus.Counter
 }
 
 // NewMetrics registers quotad's series on a registry of their own, with Go and process
@@ -47,15 +48,17 @@ func NewMetrics() *Metrics {
 		lends:     cv("lends_total", "Pending jobs moved to the borrow QOS.", []string{"project"}),
 		returns:   cv("returns_total", "Pending borrowers moved back to their guaranteed QOS.", []string{"project"}),
 		reclaims:  cv("reclaims_observed_total", "Borrowers seen preempted (requeued) by Slurm in slurmdbd.", []string{"project"}),
-		cycles:    cv("cycles_total", "Cycles by result: acted, dry_run, passive, not_acting, error.", []string{"result"}),
+		cycles:    cv("cycles_total", "Cycles by result: acted, dry_run, passive, not_acting, fenced, error.", []string{"result"}),
 		cycleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "quotad", Name: "cycle_duration_seconds",
 			Help: "Time of one cycle, snapshot to last action.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quotad", Name: "last_successful_cycle_timestamp_seconds",
 			Help: "Unix time of the last cycle that read a fresh snapshot and applied its plan (or was passive)."}),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quotad", Name: "lease_held",
 			Help: "1 when this quotad holds the single-active-instance lease."}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quotad", Name: "applies_fenced_total",
+			Help: "Applies stopped midway because the lease was lost (its connection cut or the lock gone)."}),
 	}
-	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active,
+	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active, m.fenced,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
