@@ -19,6 +19,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // DefaultInterval is the time between cycle starts.
@@ -61,6 +62,7 @@ type Daemon struct {
 	Apply       Applier
 	Preemptions PreemptionReader // nil: reclaims are not observed
 	Metrics     *Metrics
+	View        *view.View // nil: no read-only API
 	Log         zerolog.Logger
 	// DryRun prints each cycle's plan to Out and changes nothing; it needs no lease.
 	DryRun bool
@@ -91,7 +93,15 @@ type CycleResult struct {
 // Cycle runs one cycle. Any read error means no action at all, and the error says why.
 func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	start := d.now()
+	var (
+		cfg        *policy.Config
+		snapshotAt time.Time
+	)
 	defer func() {
+		if d.View != nil {
+			d.View.Record(view.Cycle{Start: start, Outcome: res.Outcome, Err: err, Plan: res.Plan, Config: cfg,
+				SnapshotAt: snapshotAt, LeaseHeld: d.wasActive != nil && *d.wasActive})
+		}
 		if d.Metrics != nil {
 			d.Metrics.cycleSeconds.Observe(time.Since(start).Seconds())
 			d.Metrics.cycles.WithLabelValues(res.Outcome).Inc()
@@ -111,7 +121,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 		d.setActive(held, holder)
 		active = held
 	}
-	cfg, err := d.Config.Load(ctx)
+	cfg, err = d.Config.Load(ctx)
 	if err != nil {
 		return res, fmt.Errorf("reading the quota table: %w", err)
 	}
@@ -119,6 +129,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	if err != nil {
 		return res, fmt.Errorf("snapshot: %w", err)
 	}
+	snapshotAt = snap.TakenAt
 	for _, s := range snap.Skipped {
 		d.Log.Warn().Str("job", s).Msg("job left out of the snapshot")
 	}
@@ -284,14 +295,18 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 	return err
 }
 
-// ServeMetrics serves /metrics on addr until ctx ends.
-func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger) (net.Addr, error) {
+// ServeMetrics serves /metrics on addr until ctx ends, and the read-only API under /api/ when
+// api is not nil.
+func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger, api http.Handler) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	if api != nil {
+		mux.Handle("/api/", api)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

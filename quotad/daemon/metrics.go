@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // Metrics are quotad's Prometheus series.
@@ -70,12 +71,12 @@ func (m *Metrics) observePlan(plan *policy.Plan) {
 	}
 	for _, p := range plan.Projects {
 		for _, row := range p.ByType {
-			t := typeLabel(row.Type)
+			t := view.TypeLabel(row.Type)
 			m.quota.WithLabelValues(p.Account, t).Set(float64(row.Guaranteed))
 			m.inUse.WithLabelValues(p.Account, t).Set(float64(row.InUse))
 			m.borrowed.WithLabelValues(p.Account, t).Set(float64(row.Borrowed))
 			m.pending.WithLabelValues(p.Account, t).Set(float64(row.Pending))
-			m.lent.WithLabelValues(p.Account, t).Set(float64(LentFrom(plan, row)))
+			m.lent.WithLabelValues(p.Account, t).Set(float64(view.LentFrom(plan, row)))
 		}
 	}
 	for _, t := range plan.Types {
@@ -83,27 +84,4 @@ func (m *Metrics) observePlan(plan *policy.Plan) {
 		m.typeIdle.WithLabelValues(t.Type).Set(float64(t.Idle))
 		m.typeLent.WithLabelValues(t.Type).Set(float64(t.Lent))
 	}
-}
-
-func typeLabel(t string) string {
-	if t == "" {
-		return "any"
-	}
-	return t
-}
-
-// LentFrom is how many of a project's unused guaranteed GPUs of a type borrowers hold now: its
-// unused guarantee, capped by what all borrowers hold of that type. The borrow QOS is shared,
-// so this is what the project would reclaim by submitting, not a per-loan ledger.
-func LentFrom(plan *policy.Plan, row policy.ProjectTypeStatus) int {
-	unused := row.Guaranteed - row.InUse
-	if unused <= 0 || row.Type == "" {
-		return 0
-	}
-	for _, t := range plan.Types {
-		if t.Type == row.Type {
-			return min(unused, t.Lent)
-		}
-	}
-	return 0
 }

@@ -166,7 +166,7 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 }
 
 func (e *engine) say(j *Job, format string, args ...any) {
-	e.explain[j.ID] = &JobExplanation{JobID: j.ID, Account: j.Account, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
+	e.explain[j.ID] = &JobExplanation{JobID: j.ID, Account: j.Account, User: j.User, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
 }
 
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the

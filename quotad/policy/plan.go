@@ -187,6 +187,7 @@ type TypeStatus struct {
 type JobExplanation struct {
 	JobID   uint32
 	Account string
+	User    string // who may read it when explanations are private to their owners
 	Text    string
 }
 
