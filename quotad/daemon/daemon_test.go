@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 type fakeConfig struct{ cfg *policy.Config }
@@ -195,5 +197,32 @@ func TestCycleFencedMidApplyIsLoggedOnceAndCounted(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "staying passive") {
 		t.Errorf("the next cycle does not say it is passive:\n%s", logs.String())
+	}
+}
+
+func TestCycleFeedsTheView(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	d, _ := newTestDaemon(t, fakeSnaps{snap: overQuota(now)}, &fakeLease{held: true}, &countingApplier{})
+	d.View = &view.View{Interval: time.Second, Now: func() time.Time { return now }}
+	srv := httptest.NewServer(view.Handler(d.View, nil))
+	defer srv.Close()
+	client := &view.Client{BaseURL: srv.URL}
+	if _, err := client.Projects(context.Background()); err == nil {
+		t.Fatal("projects served before any cycle")
+	}
+	if _, err := d.Cycle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Projects(context.Background())
+	if err != nil || len(resp.Projects) != 1 || resp.Projects[0].GPUs[0].InUse != 4 || !resp.Status.LeaseHeld ||
+		resp.Status.LastCycle.Outcome != "acted" || resp.Status.Plan.Stale || !resp.Status.Plan.SnapshotTakenAt.Equal(now) {
+		t.Fatalf("after an acting cycle: %+v, %v", resp, err)
+	}
+	// A failed snapshot leaves the last plan served and says the cycle failed.
+	d.Snapshots = fakeSnaps{err: errors.New("slurmctld (squeue): Unable to contact slurm controller")}
+	_, _ = d.Cycle(context.Background())
+	resp, err = client.Projects(context.Background())
+	if err != nil || len(resp.Projects) != 1 || resp.Status.LastCycle.Outcome != "error" {
+		t.Fatalf("after a failed cycle: %+v, %v", resp.Status.LastCycle, err)
 	}
 }

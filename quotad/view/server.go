@@ -90,7 +90,7 @@ func Handler(v *View, auth Authenticator) http.Handler {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d is not a GPU job slurmctld knew as pending or running when quotad last planned (%s): quotad has nothing to say about it",
 			id, s.planAt.Format(time.RFC3339)), ptr(v.status(s)))
 	})
-	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API path: see docs/operations.md, \"quotad's read-only API\"", nil)
 	})
 	return mux
