@@ -151,11 +151,11 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 func TestReadCommandsNeverMigrate(t *testing.T) {
 	c := testbed.Require(t)
 	const empty = "slurmbridge_readonly_check"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	socket := filepath.Join(c.Dir, "run", "mysqld", "mysqld.sock")
 	sql := func(stmt string) string {
 		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		out, err := c.Run(ctx, "mariadb", "--no-defaults", "--socket="+socket, "-uroot", "-N", "-B", "-e", stmt)
 		if err != nil {
 			t.Fatalf("mariadb -e %q: %v", stmt, err)
