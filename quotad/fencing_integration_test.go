@@ -120,7 +120,7 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
 	waitFor(t, "all 8 of bob's jobs running, 4 borrowed", 30*time.Second, func() bool {
 		q := queue(t, c, bob)
-		return count(q, bob, isRunning) == 8 && count(q, bob, func(r jobRow) bool { return r.qos == "borrow" }) == 4
+		return count(q, bob, isRunning) == 8 && count(q, bob, func(r jobRow) bool { return r.qos == "borrow-proj-b" }) == 4
 	})
 	// Past the point where the slow quotad's next action would have come.
 	time.Sleep(2 * stepDelay)

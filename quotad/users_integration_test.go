@@ -78,7 +78,7 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 	waitFor(t, "bob 4 in quota + 2 borrowed and alice 1 running", 30*time.Second, func() bool {
 		q := queue(t, c, append(append([]string{}, bob...), alice...))
 		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow" }) == 2 &&
+			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 2 &&
 			count(q, alice, isRunning) == 1
 	})
 
@@ -116,7 +116,7 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 	}
 	borrowed := ""
 	for id, r := range queue(t, c, bob) {
-		if r.qos == "borrow" {
+		if r.qos == "borrow-proj-b" {
 			borrowed = id
 		}
 	}

@@ -50,11 +50,14 @@ func scene(t *testing.T) (*policy.Config, *policy.Snapshot) {
 		snap.Jobs = append(snap.Jobs, job(id, "proj-b", "bob", policy.StateRunning))
 	}
 	snap.Jobs = append(snap.Jobs, job(5, "proj-b", "bob", policy.StatePending), job(6, "proj-a", "alice", policy.StateRunning))
+	// QOS and accounts as quotad has synced them: each project borrows in its own QOS, the
+	// lend limit caps each, proj-b's borrow limit caps its own.
+	borrowGPUs := map[string]int64{"proj-a": 3, "proj-b": 2}
 	for _, a := range []string{"proj-a", "proj-b"} {
-		snap.QOS = append(snap.QOS, policy.QOS{Name: "guar-" + a, GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}, Preempt: []string{"borrow"}})
-		snap.Accounts = append(snap.Accounts, policy.Account{Name: a, QOS: []string{"borrow", "guar-" + a}, DefaultQOS: "guar-" + a})
+		snap.QOS = append(snap.QOS, policy.QOS{Name: "guar-" + a, GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}},
+			policy.QOS{Name: "borrow-" + a, PreemptMode: "requeue", Priority: 2, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}})
+		snap.Accounts = append(snap.Accounts, policy.Account{Name: a, QOS: []string{"borrow-" + a, "guar-" + a}, DefaultQOS: "guar-" + a})
 	}
-	snap.QOS = append(snap.QOS, policy.QOS{Name: "borrow", PreemptMode: "requeue", GrpTRES: map[string]int64{"gres/gpu": 3, "gres/gpu:a100": 3}})
 	return cfg, snap
 }
 
@@ -69,7 +72,7 @@ func planned(t *testing.T) (*View, *clock, *policy.Plan) {
 	cfg, snap := scene(t)
 	plan := policy.BuildPlan(cfg, snap, t0)
 	if !plan.Acting || len(plan.Moves) != 1 || plan.Moves[0].JobID != 5 {
-		t.Fatalf("scene does not lend job 5: acting %v moves %v notes %v", plan.Acting, plan.Moves, plan.Notes)
+		t.Fatalf("scene does not lend job 5: acting %v moves %v notes %v qos %v accounts %v", plan.Acting, plan.Moves, plan.Notes, plan.QOS, plan.Accounts)
 	}
 	c := &clock{t: t0.Add(time.Second)}
 	v := &View{Cluster: "testbed", Interval: 5 * time.Second, Now: c.now}
@@ -285,7 +288,7 @@ func TestJobExplanationsGoToTheirOwnerRootAndOperators(t *testing.T) {
 			}
 			if code == 200 {
 				j := decode[JobResponse](t, body).Job
-				if j.JobID != 5 || j.User != "bob" || j.Account != "proj-b" || j.Move == nil || *j.Move != (Move{Kind: "lend", FromQOS: "guar-proj-b", ToQOS: "borrow"}) {
+				if j.JobID != 5 || j.User != "bob" || j.Account != "proj-b" || j.Move == nil || *j.Move != (Move{Kind: "lend", FromQOS: "guar-proj-b", ToQOS: "borrow-proj-b"}) {
 					t.Errorf("job = %+v", j)
 				}
 			}
