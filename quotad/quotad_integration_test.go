@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
+	// The testbed's users run quotactl too.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	out, err := exec.Command("go", "build", "-o", dir, "github.com/slurmbridge/slurmbridge/quotad/cmd/quotad", "github.com/slurmbridge/slurmbridge/quotad/cmd/quotactl").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building quotad: %v\n%s", err, out)

@@ -197,7 +197,7 @@ func (e *engine) jobProject(j *Job) *project {
 }
 
 func (e *engine) say(j *Job, format string, args ...any) {
-	x := &JobExplanation{JobID: j.ID, Account: j.Account, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
+	x := &JobExplanation{JobID: j.ID, Account: j.Account, User: j.User, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
 	if p := e.jobProject(j); p != nil {
 		x.Project = p.cfg.Account
 	}

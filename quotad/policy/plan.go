@@ -190,6 +190,7 @@ type JobExplanation struct {
 	JobID   uint32
 	Account string
 	Project string // the project the job counts for, "" for none
+	User    string // who may read it when explanations are private to their owners
 	Text    string
 }
 
