@@ -44,6 +44,8 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	e.explainRunning()
 
 	plan.Moves = e.moves
+	slices.Sort(e.notes) // the plan must not depend on the snapshot's job order
+	plan.Notes = append(plan.Notes, e.notes...)
 	plan.Projects = e.projectStatuses()
 	plan.Types = e.typeStatuses()
 	plan.Jobs = e.jobExplanations()
@@ -93,6 +95,7 @@ type engine struct {
 	borrowRunning  []*Job
 	moves          []JobMove
 	explain        map[uint32]*JobExplanation
+	notes          []string // for the plan's Notes
 }
 
 type project struct {
@@ -253,12 +256,16 @@ func (e *engine) settleBorrowers() {
 				e.take(pl)
 			}
 			addAll(e.lent, resolved(pl, ok, need))
-			e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it", e.borrowQOS, j.Account)
+			if why := j.whyNotRequeueable(); why != "" {
+				e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", e.borrowQOS, j.Account, why)
+			} else {
+				e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it", e.borrowQOS, j.Account)
+			}
 			continue
 		}
 		switch {
-		case !j.Requeue:
-			e.returnJob(j, p, need, "it has Requeue=0 (--no-requeue): on reclaim it would be cancelled, not requeued, so it must not borrow")
+		case !j.Requeueable():
+			e.returnJob(j, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
 			continue
 		case p.fits(need):
 			e.returnJob(j, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
@@ -304,8 +311,8 @@ func (e *engine) lend() {
 			switch {
 			case p.fits(need):
 				e.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
-			case !j.Requeue:
-				e.say(j, "waits for %s's guarantee: %s; it is never lent because it has Requeue=0 (--no-requeue) and would be cancelled, not requeued, when its GPUs are reclaimed", p.cfg.Account, p.quotaUsage(need))
+			case !j.Requeueable():
+				e.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
 			case e.holdMoves != "":
 				e.say(j, "waits: %s; %s", p.quotaUsage(need), e.holdMoves)
 			default:
@@ -645,7 +652,13 @@ func (e *engine) explainRunning() {
 		if e.now.Before(exempt) {
 			when = fmt.Sprintf("it is exempt from reclaim until %s (PreemptExemptTime %s)", exempt.UTC().Format(time.RFC3339), e.cfg.Settings.PreemptExemptTime)
 		}
-		e.say(j, "runs borrowed in %s (%s): %s; %s; reclaim requeues it after a %s grace period, it is never cancelled", e.borrowQOS, gpuList(held), when, who, e.cfg.Settings.GraceTime)
+		if !j.Requeueable() {
+			// It got here without quotad (a user's own update, or flags changed after a lend).
+			e.say(j, "runs borrowed in %s (%s): %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", e.borrowQOS, gpuList(held), when, who, j.whyNotRequeueable(), e.borrowQOS)
+			e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, e.borrowQOS, j.whyNotRequeueable()))
+			continue
+		}
+		e.say(j, "runs borrowed in %s (%s): %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", e.borrowQOS, gpuList(held), when, who, e.cfg.Settings.GraceTime)
 	}
 }
 

@@ -6,5 +6,7 @@
 // lends idle GPUs to them by moving them to the borrow QOS (largest weighted fair-share deficit
 // first), returns pending borrowers when their guarantee has room again, and keeps the QOS and
 // accounts in line with the table. Reclaim is Slurm's own QOS preemption (requeue): a plan never
-// cancels, kills or requeues a job, and never lends a job that has Requeue=0.
+// cancels, kills or requeues a job. Slurm can requeue only batch jobs with Requeue=1 and kills
+// any other job it preempts, so a plan never lends any other job (Job.Requeueable), returns such
+// a job found pending in the borrow QOS, and says so of one found running there.
 package policy
