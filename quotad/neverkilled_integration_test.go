@@ -98,18 +98,21 @@ func startAs(t *testing.T, c *testbed.Cluster, username, name string, args ...st
 	cmd := exec.Command(path, args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = u.HomeDir, out, out
 	cmd.Env = append(c.Env(), "HOME="+u.HomeDir, "USER="+username, "LOGNAME="+username)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	// Its own process group, so that the end of the test stops salloc's command too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	b := &background{out: out, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(b.done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
 		select {
 		case <-b.done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			<-b.done
 		}
 	})
@@ -179,6 +182,7 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 		t.Fatalf("bob's salloc %s is %s in %s, want PENDING in guar-proj-b (never lent); salloc said:\n%s", id, r.state, r.qos, salloc.out)
 	}
 	explain := quotactl(t, c, "explain", id)
+	t.Logf("quotactl explain %s:\n%s", id, explain)
 	for _, want := range []string{"waits for proj-b's guarantee in guar-proj-b", "never lent", "interactive allocation (salloc or srun", "sbatch --requeue"} {
 		if !strings.Contains(explain, want) {
 			t.Errorf("explain %s lacks %q:\n%s", id, want, explain)
@@ -203,6 +207,7 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 		r := queue(t, c, []string{id})[id]
 		return r.state == "RUNNING" && r.qos == "guar-proj-b"
 	})
+	t.Logf("salloc %s runs in guar-proj-b; salloc said:\n%s", id, salloc.out)
 	if got := salloc.out.String(); strings.Contains(got, "revoked") || salloc.ended() {
 		t.Fatalf("salloc ended or lost its allocation:\n%s", got)
 	}
@@ -231,6 +236,7 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		c.Cancel(id)
 		t.Fatalf("sbatch --qos=borrow --no-requeue accepted as job %s", id)
 	}
+	t.Logf("sbatch --qos=borrow --no-requeue:\n%s", msg)
 	for _, want := range []string{why, "submitted with --no-requeue", todo, "Invalid qos specification"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("sbatch --no-requeue refusal lacks %q:\n%s", want, msg)
@@ -241,6 +247,7 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s --qos=borrow ran", tool)
 		}
+		t.Logf("%s --qos=borrow:\n%s", tool, stderr)
 		for _, want := range []string{why, "salloc or srun allocation", todo} {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("%s refusal lacks %q:\n%s", tool, want, stderr)
@@ -263,6 +270,14 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		return r.state == "RUNNING" && r.qos == "borrow"
 	})
 
+	// Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it requeueable, which
+	// the plugin reads from slurmctld's own slurm_conf (unread, it would refuse the job).
+	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	if err != nil {
+		t.Fatalf("sbatch --qos=borrow under JobRequeue=1 refused: %v\n%s", err, msg)
+	}
+	c.Cancel(id)
+
 	// A user's own update into borrow: the plugin cannot see whether Slurm could requeue the job.
 	held := submitN(t, c, "bob", 1, "--hold")[0]
 	var stderrBuf strings.Builder
@@ -273,6 +288,7 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	heldID, _ := strconv.ParseUint(held, 10, 32)
 	err = asBob.UpdateJobQOS(ctx, []uint32{uint32(heldID)}, "borrow")
 	stderr := stderrBuf.String()
+	t.Logf("scontrol update jobid=%s qos=borrow as bob: %v\n%s", held, err, stderr)
 	if err == nil {
 		t.Fatalf("bob moved his job %s into borrow himself", held)
 	}
