@@ -137,6 +137,26 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// drainAtEnd cancels the jobs when the test ends and waits until slurmctld lists none of them
+// (completing ones still hold their GPUs), so the next test starts on an idle cluster. Call it
+// after the submissions: clean-ups run last first.
+func drainAtEnd(t *testing.T, c *testbed.Cluster, ids *[]string) {
+	t.Cleanup(func() {
+		c.Cancel(*ids...)
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: *ids})
+			cancel()
+			if err == nil && len(rows) == 0 {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("jobs %v still listed 60s after their cancel", *ids)
+	})
+}
+
 // jobNamed is the id of the one live job of that name, or "" while there is none.
 func jobNamed(t *testing.T, c *testbed.Cluster, name string) string {
 	t.Helper()
@@ -173,7 +193,8 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 	salloc := startAs(t, c, "bob", "salloc", "-A", "proj-b", "-p", "a100", "-N1", "--gres=gpu:a100:4", "-t", "10", "-J", name, "sleep", "300")
 	var id string
 	waitFor(t, "bob's salloc queued", 20*time.Second, func() bool { id = jobNamed(t, c, name); return id != "" })
-	t.Cleanup(func() { c.Cancel(id) })
+	all := append([]string{id}, bob...)
+	drainAtEnd(t, c, &all)
 
 	// Three cycles of the test's quotad, with 4 a100 idle in partition a100 that it would lend.
 	time.Sleep(6 * time.Second)
@@ -194,6 +215,7 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 
 	// alice claims her guarantee: it starts on idle GPUs, nothing is preempted or killed.
 	alice := submitN(t, c, "alice", 4)
+	all = append(all, alice...)
 	waitFor(t, "alice's 4 in-quota jobs running", 30*time.Second, func() bool {
 		return count(queue(t, c, alice), alice, isRunning) == 4
 	})
@@ -264,7 +286,8 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sbatch --qos=borrow --requeue refused: %v\n%s", err, msg)
 	}
-	t.Cleanup(func() { c.Cancel(id) })
+	all := append([]string{id}, bob...)
+	drainAtEnd(t, c, &all)
 	waitFor(t, "bob's --requeue job running in borrow", 20*time.Second, func() bool {
 		r := queue(t, c, []string{id})[id]
 		return r.state == "RUNNING" && r.qos == "borrow"
@@ -277,9 +300,11 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		t.Fatalf("sbatch --qos=borrow under JobRequeue=1 refused: %v\n%s", err, msg)
 	}
 	c.Cancel(id)
+	all = append(all, id)
 
 	// A user's own update into borrow: the plugin cannot see whether Slurm could requeue the job.
 	held := submitN(t, c, "bob", 1, "--hold")[0]
+	all = append(all, held)
 	var stderrBuf strings.Builder
 	asBob, err := c.SlurmAs("bob", &stderrBuf)
 	if err != nil {
