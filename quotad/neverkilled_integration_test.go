@@ -250,26 +250,26 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const why = "slurmbridge: QOS borrow is preemptable and Slurm can only requeue batch jobs with --requeue"
+	const why = "slurmbridge: QOS borrow-proj-b is preemptable and Slurm can only requeue batch jobs with --requeue"
 	const todo = "Submit without --qos (quotad lends idle GPUs to eligible jobs), or use sbatch --requeue."
 
-	id, msg, err := c.SubmitWithMessage(ctx, "bob", "--qos=borrow", "--no-requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	id, msg, err := c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--no-requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if err == nil {
 		c.Cancel(id)
-		t.Fatalf("sbatch --qos=borrow --no-requeue accepted as job %s", id)
+		t.Fatalf("sbatch --qos=borrow-proj-b --no-requeue accepted as job %s", id)
 	}
-	t.Logf("sbatch --qos=borrow --no-requeue:\n%s", msg)
+	t.Logf("sbatch --qos=borrow-proj-b --no-requeue:\n%s", msg)
 	for _, want := range []string{why, "submitted with --no-requeue", todo, "Invalid qos specification"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("sbatch --no-requeue refusal lacks %q:\n%s", want, msg)
 		}
 	}
 	for _, tool := range []string{"salloc", "srun"} {
-		_, stderr, err := c.RunAsWithStderr(ctx, "bob", tool, "--qos=borrow", "-A", "proj-b", "-p", "a100", "--gres=gpu:a100:1", "-t", "1", "-J", "nk-"+tool, "true")
+		_, stderr, err := c.RunAsWithStderr(ctx, "bob", tool, "--qos=borrow-proj-b", "-A", "proj-b", "-p", "a100", "--gres=gpu:a100:1", "-t", "1", "-J", "nk-"+tool, "true")
 		if err == nil {
-			t.Errorf("%s --qos=borrow ran", tool)
+			t.Errorf("%s --qos=borrow-proj-b ran", tool)
 		}
-		t.Logf("%s --qos=borrow:\n%s", tool, stderr)
+		t.Logf("%s --qos=borrow-proj-b:\n%s", tool, stderr)
 		for _, want := range []string{why, "salloc or srun allocation", todo} {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("%s refusal lacks %q:\n%s", tool, want, stderr)
@@ -282,22 +282,22 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
 		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
 	})
-	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow", "--requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if err != nil {
-		t.Fatalf("sbatch --qos=borrow --requeue refused: %v\n%s", err, msg)
+		t.Fatalf("sbatch --qos=borrow-proj-b --requeue refused: %v\n%s", err, msg)
 	}
 	all := append([]string{id}, bob...)
 	drainAtEnd(t, c, &all)
-	waitFor(t, "bob's --requeue job running in borrow", 20*time.Second, func() bool {
+	waitFor(t, "bob's --requeue job running in borrow-proj-b", 20*time.Second, func() bool {
 		r := queue(t, c, []string{id})[id]
-		return r.state == "RUNNING" && r.qos == "borrow"
+		return r.state == "RUNNING" && r.qos == "borrow-proj-b"
 	})
 
 	// Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it requeueable, which
 	// the plugin reads from slurmctld's own slurm_conf (unread, it would refuse the job).
-	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if err != nil {
-		t.Fatalf("sbatch --qos=borrow under JobRequeue=1 refused: %v\n%s", err, msg)
+		t.Fatalf("sbatch --qos=borrow-proj-b under JobRequeue=1 refused: %v\n%s", err, msg)
 	}
 	c.Cancel(id)
 	all = append(all, id)
@@ -311,17 +311,17 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		t.Fatal(err)
 	}
 	heldID, _ := strconv.ParseUint(held, 10, 32)
-	err = asBob.UpdateJobQOS(ctx, []uint32{uint32(heldID)}, "borrow")
+	err = asBob.UpdateJobQOS(ctx, []uint32{uint32(heldID)}, "borrow-proj-b")
 	stderr := stderrBuf.String()
-	t.Logf("scontrol update jobid=%s qos=borrow as bob: %v\n%s", held, err, stderr)
+	t.Logf("scontrol update jobid=%s qos=borrow-proj-b as bob: %v\n%s", held, err, stderr)
 	if err == nil {
-		t.Fatalf("bob moved his job %s into borrow himself", held)
+		t.Fatalf("bob moved his job %s into borrow-proj-b himself", held)
 	}
 	if r := queue(t, c, []string{held})[held]; r.qos != "guar-proj-b" {
 		t.Errorf("job %s is in %s after a refused update, want guar-proj-b", held, r.qos)
 	}
 	// job_modify has an err_msg from 23.02 on; 22.05 logs the reason only.
-	if release.AtLeast(23, 2) && !strings.Contains(stderr, "only quotad moves jobs into QOS borrow") {
+	if release.AtLeast(23, 2) && !strings.Contains(stderr, "only quotad moves jobs into QOS borrow-proj-b") {
 		t.Errorf("Slurm %s: refusal says %q, want the plugin's reason", release, stderr)
 	}
 	assertNoneKilled(t, c, logStart)

@@ -6,7 +6,7 @@ import (
 
 // DefaultBorrowQOS is the borrow QOS when pools.yaml names none: quotad's own default
 // (settings.borrowQOS of the quota table).
-const DefaultBorrowQOS = "borrow"
+const DefaultBorrowQOS = "borrow-{account}"
 
 // AccountPlaceholder in borrow_qos stands for any account: a per-project borrow QOS.
 const AccountPlaceholder = "{account}"

@@ -33,11 +33,11 @@ func TestMatchBorrowQOS(t *testing.T) {
 
 func TestBorrowQOSSettings(t *testing.T) {
 	const pools = "pools:\n  - name: cpu\n    node: {cpus: 8, memory_mb: 1000}\n"
-	c, err := Parse([]byte("borrow_qos: borrow-{account}\nborrow_qos_admins: [slurmbridge, quotad]\n"+pools), "pools.yaml")
+	c, err := Parse([]byte("borrow_qos: borrow\nborrow_qos_admins: [slurmbridge, quotad]\n"+pools), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.BorrowQOSPattern() != "borrow-{account}" || !c.IsBorrowQOS("borrow-proj-a") || c.IsBorrowQOS("borrow") ||
+	if c.BorrowQOSPattern() != "borrow" || !c.IsBorrowQOS("borrow") || c.IsBorrowQOS("borrow-proj-a") ||
 		!slices.Equal(c.BorrowQOSAdmins, []string{"slurmbridge", "quotad"}) {
 		t.Errorf("read as %q %v", c.BorrowQOS, c.BorrowQOSAdmins)
 	}
@@ -46,11 +46,11 @@ func TestBorrowQOSSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.BorrowQOSPattern() != DefaultBorrowQOS || !c.IsBorrowQOS("borrow") {
+	if c.BorrowQOSPattern() != DefaultBorrowQOS || !c.IsBorrowQOS("borrow-proj-b") || c.IsBorrowQOS("borrow") {
 		t.Errorf("default borrow QOS %q", c.BorrowQOSPattern())
 	}
 	var none *Config // no usable pools.yaml
-	if !none.IsBorrowQOS("borrow") {
+	if !none.IsBorrowQOS("borrow-proj-b") {
 		t.Error("without a config the default borrow QOS is not recognised")
 	}
 

@@ -34,8 +34,8 @@ type Config struct {
 	DefaultGPUPool string
 	Policy         Policy // "" means DefaultFirst
 	Pools          []Pool
-	// BorrowQOS is quotad's borrow QOS (its settings.borrowQOS), or a pattern with
-	// "{account}" for one per project; "" means DefaultBorrowQOS. The plugin refuses jobs
+	// BorrowQOS is quotad's borrow QOS (its settings.borrowQOS): a pattern with "{account}"
+	// for one per project, or one name; "" means DefaultBorrowQOS. The plugin refuses jobs
 	// there that Slurm could not requeue, since reclaiming their GPUs would kill them.
 	BorrowQOS string
 	// BorrowQOSAdmins are the users, besides root and SlurmUser, who may move a job into the

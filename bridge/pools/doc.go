@@ -11,7 +11,7 @@
 //	default_cpu_pool: cpu        # CPU jobs without -p go here; omitted: Slurm's default partition
 //	default_gpu_pool: a100       # first under policy default-first; optional
 //	policy: cheapest             # default-first (default) | cheapest | fastest
-//	borrow_qos: borrow           # quotad's borrow QOS or a pattern (borrow-{account}); default borrow
+//	borrow_qos: borrow-{account} # quotad's borrow QOS pattern or name; this is the default
 //	borrow_qos_admins: [slurmbridge]  # besides root and SlurmUser, may move jobs into it
 //	pools:
 //	  - name: a100-spot          # required; letters, digits, '_', '-', '.'

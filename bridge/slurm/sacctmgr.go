@@ -118,24 +118,25 @@ func (c Client) UserAdminLevel(ctx context.Context, user string) (string, error)
 	return strings.TrimSpace(string(out)), nil
 }
 
-// QOSLimits is a QOS's name and its GrpTRES as sacctmgr prints it ("gres/gpu=4", "" when none).
+// QOSLimits is a QOS's name, its GrpTRES ("gres/gpu=4", "" when none) and the QOS it may
+// preempt ("borrow-proj-a,borrow-proj-c", "" when none), as sacctmgr prints them.
 type QOSLimits struct {
-	Name, GrpTRES string
+	Name, GrpTRES, Preempt string
 }
 
-// ShowQOS lists every QOS with its GrpTRES.
+// ShowQOS lists every QOS with its GrpTRES and Preempt list.
 func (c Client) ShowQOS(ctx context.Context) ([]QOSLimits, error) {
-	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres")
+	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres,preempt")
 	if err != nil {
 		return nil, err
 	}
-	rows, err := parsePipes(out, 2, "sacctmgr show qos")
+	rows, err := parsePipes(out, 3, "sacctmgr show qos")
 	if err != nil {
 		return nil, err
 	}
 	qos := make([]QOSLimits, len(rows))
 	for i, f := range rows {
-		qos[i] = QOSLimits{Name: f[0], GrpTRES: f[1]}
+		qos[i] = QOSLimits{Name: f[0], GrpTRES: f[1], Preempt: f[2]}
 	}
 	return qos, nil
 }

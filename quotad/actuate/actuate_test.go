@@ -136,3 +136,91 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		t.Errorf("a plan that does not act ran %v (err %v)", r.calls, err)
 	}
 }
+
+func TestApplyCountsSubAccountMovesForTheirProject(t *testing.T) {
+	plan := &policy.Plan{Acting: true, Moves: []policy.JobMove{
+		{Kind: policy.Lend, JobID: 1, Account: "team-a1", Project: "proj-a", To: "borrow"},
+		{Kind: policy.Lend, JobID: 2, Account: "proj-a", Project: "proj-a", To: "borrow"},
+		{Kind: policy.Return, JobID: 3, Account: "team-a1", Project: "proj-a", To: "guar-proj-a"},
+	}}
+	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop()}
+	res, err := a.Apply(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LendsByAccount["proj-a"] != 2 || res.ReturnsByAccount["proj-a"] != 1 || len(res.LendsByAccount) != 1 {
+		t.Errorf("lends %v returns %v, want both counted for proj-a", res.LendsByAccount, res.ReturnsByAccount)
+	}
+}
+
+// countingFence holds for the first `held` checks, then reports the lease lost.
+type countingFence struct{ held, checks int }
+
+var errLost = errors.New("lease lost")
+
+func (f *countingFence) Check(context.Context) error {
+	f.checks++
+	if f.checks > f.held {
+		return errLost
+	}
+	return nil
+}
+
+func TestApplyStopsAtTheFirstFailedFenceCheck(t *testing.T) {
+	plan := &policy.Plan{
+		Acting: true,
+		QOS:    []policy.QOSChange{{Name: "guar-proj-a", Priority: &policy.Change[int]{From: 0, To: 10}}},
+		Moves: []policy.JobMove{
+			{Kind: policy.Lend, JobID: 41, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+			{Kind: policy.Lend, JobID: 42, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+			{Kind: policy.Lend, JobID: 43, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+		},
+	}
+	for _, tc := range []struct {
+		name      string
+		held      int
+		wantCalls int // Slurm commands run before the stop
+		wantLends int
+	}{
+		{"lost before anything", 0, 0, 0},
+		{"lost after the QOS change", 1, 1, 0},
+		{"lost after the first move", 2, 2, 1},
+		{"held throughout", 4, 4, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &recordingRunner{}
+			audit := &auditLog{}
+			fence := &countingFence{held: tc.held}
+			a := &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Log: zerolog.Nop(), Fence: fence}
+			res, err := a.Apply(context.Background(), plan)
+			if len(r.calls) != tc.wantCalls || res.Lends != tc.wantLends || len(audit.entries) != tc.wantCalls {
+				t.Fatalf("ran %d commands (%v), %d lends, %d audit rows; want %d, %d, %d", len(r.calls), r.calls, res.Lends, len(audit.entries), tc.wantCalls, tc.wantLends, tc.wantCalls)
+			}
+			if tc.held < 4 {
+				if !errors.Is(err, errLost) || !strings.Contains(err.Error(), "stopped before") {
+					t.Errorf("err = %v, want the fence's error saying what was not done", err)
+				}
+				if fence.checks != tc.held+1 {
+					t.Errorf("fence checked %d times, want it to stop at the first failure (%d)", fence.checks, tc.held+1)
+				}
+			} else if err != nil || fence.checks != 4 {
+				t.Errorf("err %v, %d checks; want none and one check per action", err, fence.checks)
+			}
+		})
+	}
+}
+
+func TestApplyStepDelayWaitsBetweenActionsOnly(t *testing.T) {
+	plan := &policy.Plan{Acting: true, Moves: []policy.JobMove{
+		{Kind: policy.Lend, JobID: 41, From: "guar-proj-b", To: "borrow"},
+		{Kind: policy.Lend, JobID: 42, From: "guar-proj-b", To: "borrow"},
+	}}
+	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop(), StepDelay: 200 * time.Millisecond}
+	start := time.Now()
+	if _, err := a.Apply(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 200*time.Millisecond || took >= 400*time.Millisecond {
+		t.Errorf("two actions took %s with a 200ms step delay: want one delay, between them", took)
+	}
+}

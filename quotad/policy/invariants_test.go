@@ -96,10 +96,10 @@ func TestPlanInvariants(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		shuffled := *snap
 		shuffled.Jobs = append([]Job(nil), snap.Jobs...)
-		shuffled.GPUs = append([]GPUPool(nil), snap.GPUs...)
+		shuffled.Nodes = append([]Node(nil), snap.Nodes...)
 		shuffled.QOS = append([]QOS(nil), snap.QOS...)
 		r.Shuffle(len(shuffled.Jobs), func(i, j int) { shuffled.Jobs[i], shuffled.Jobs[j] = shuffled.Jobs[j], shuffled.Jobs[i] })
-		r.Shuffle(len(shuffled.GPUs), func(i, j int) { shuffled.GPUs[i], shuffled.GPUs[j] = shuffled.GPUs[j], shuffled.GPUs[i] })
+		r.Shuffle(len(shuffled.Nodes), func(i, j int) { shuffled.Nodes[i], shuffled.Nodes[j] = shuffled.Nodes[j], shuffled.Nodes[i] })
 		r.Shuffle(len(shuffled.QOS), func(i, j int) { shuffled.QOS[i], shuffled.QOS[j] = shuffled.QOS[j], shuffled.QOS[i] })
 		if again := BuildPlan(cfg, &shuffled, t0); !reflect.DeepEqual(plan, again) {
 			t.Fatalf("seed %d: plan depends on input order:\n%v\n%v", seed, moveLines(plan), moveLines(again))
@@ -121,7 +121,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	lentBefore := map[string]int{}
 	borrowedBefore := map[string]map[string]int{}
 	for _, j := range snap.Jobs {
-		if j.QOS == "borrow" {
+		if _, ok := cfg.Project(j.Account); ok && j.QOS == cfg.Settings.BorrowQOSName(j.Account) {
 			if borrowedBefore[j.Account] == nil {
 				borrowedBefore[j.Account] = map[string]int{}
 			}
@@ -138,8 +138,10 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 		}
 	}
 	idle := map[string]int{}
-	for _, g := range snap.GPUs {
-		idle[g.Type] += g.Idle
+	for _, n := range snap.Nodes {
+		for tp, c := range n.IdleGPUs {
+			idle[tp] += c
+		}
 	}
 	lent := map[string]int{}
 	borrowed := map[string]map[string]int{}
@@ -155,7 +157,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 		switch m.Kind {
 		case Lend:
 			sawLend = true
-			if m.From != guar || m.To != "borrow" || !j.Requeueable() {
+			if m.From != guar || m.To != cfg.Settings.BorrowQOSName(j.Account) || !j.Requeueable() {
 				t.Fatalf("seed %d: bad lend %v (requeue %v, batch %v)", seed, m, j.Requeue, j.Batch)
 			}
 			addAll(lent, m.GPUs)
@@ -164,7 +166,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			}
 			addAll(borrowed[j.Account], m.GPUs)
 		case Return:
-			if sawLend || m.From != "borrow" || m.To != guar {
+			if sawLend || m.From != cfg.Settings.BorrowQOSName(j.Account) || m.To != guar {
 				t.Fatalf("seed %d: bad return %v (returns come first)", seed, m)
 			}
 		default:

@@ -34,7 +34,7 @@ func TestMoves(t *testing.T) {
 			},
 			want: []string{"lend 5 proj-b", "lend 6 proj-b", "lend 7 proj-b", "lend 8 proj-b"},
 			explain: map[uint32]string{
-				5: "job 5 is lent (moves from guar-proj-b to borrow): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100",
+				5: "job 5 is lent (moves from guar-proj-b to borrow-proj-b): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100",
 				1: "job 1 runs within proj-b's guarantee in guar-proj-b (1 a100): it is never reclaimed",
 			},
 		},
@@ -85,7 +85,7 @@ func TestMoves(t *testing.T) {
 			want: []string{"lend 20 proj-b", "lend 21 proj-b"},
 			explain: map[uint32]string{
 				3: "job 3 waits: proj-a uses 4/4 guaranteed a100 and the job needs 1 a100 more; not enough idle GPUs",
-				1: "job 1 runs borrowed in borrow (2 a100): its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now",
+				1: "job 1 runs borrowed in borrow-proj-a (2 a100): proj-a holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers; its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now",
 			},
 		},
 		{
@@ -196,8 +196,8 @@ func TestMoves(t *testing.T) {
 			},
 			want: []string{"return 5 proj-b"},
 			explain: map[uint32]string{
-				5: "job 5 returns from borrow to guar-proj-b: proj-b is under quota again (a100 3/4 in use)",
-				6: "job 6 was lent and waits in borrow for GPUs: proj-b is over its guarantee (a100 4/4 in use)",
+				5: "job 5 returns from borrow-proj-b to guar-proj-b: proj-b is under quota again (a100 3/4 in use)",
+				6: "job 6 was lent and waits in borrow-proj-b for GPUs: proj-b is over its guarantee (a100 4/4 in use)",
 			},
 		},
 		{
@@ -207,7 +207,7 @@ func TestMoves(t *testing.T) {
 				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().noRequeue().obj())
 			},
 			want:    []string{"return 5 proj-b"},
-			explain: map[uint32]string{5: "job 5 returns from borrow to guar-proj-b: it has Requeue=0 (--no-requeue, or no --requeue where slurm.conf has JobRequeue=0), so Slurm cannot requeue it: a reclaim would kill it"},
+			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it has Requeue=0 (--no-requeue, or no --requeue where slurm.conf has JobRequeue=0), so Slurm cannot requeue it: a reclaim would kill it"},
 		},
 		{
 			name: "a pending borrower over a lowered borrowing limit goes back",
@@ -251,9 +251,9 @@ func TestMoves(t *testing.T) {
 			name: "a young borrower is exempt from reclaim",
 			cfg:  twoProjects().obj(),
 			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(0, 0, 8).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(10 * time.Second).obj())
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(10 * time.Second).obj())
 			},
-			explain: map[uint32]string{5: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a, proj-b"},
+			explain: map[uint32]string{5: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a"},
 		},
 	}
 	for _, tt := range tests {
@@ -329,7 +329,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().interactive().obj())
 			},
 			want: []string{"return 5 proj-b"},
-			explain: map[uint32]string{5: "job 5 returns from borrow to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), " +
+			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), " +
 				"and Slurm can requeue only batch jobs: a reclaim would kill it, so it must not borrow"},
 		},
 		{
@@ -342,36 +342,47 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 		{
 			name: "a running salloc in borrow is not moved and explain says a reclaim would kill it",
 			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 2).borrowed().interactive().running(time.Hour).obj())
+			},
+			explain: map[uint32]string{5: "job 5 runs borrowed in borrow-proj-b (2 a100): proj-b holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers; " +
+				"its PreemptExemptTime has passed; it may be reclaimed by pending guaranteed jobs of proj-a (unused guarantee of its type); " +
+				"a reclaim would KILL it, not requeue it: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs. quotad cannot move a running job out of borrow-proj-b"},
+			never: map[uint32]string{5: "requeues it"},
+			note:  "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it is an interactive allocation",
+		},
+		{
+			name: "a running salloc in borrow within its project's guarantee: not reclaimable now, and explain says what a reclaim would do",
+			snap: func(b *snapBuilder) *snapBuilder {
 				return b.testbed(0, 0, 8).jobs(job(5, "proj-b").gpu("a100", 2).borrowed().interactive().running(time.Hour).obj())
 			},
-			explain: map[uint32]string{5: "job 5 runs borrowed in borrow (2 a100): its PreemptExemptTime has passed; it may be reclaimed by pending guaranteed jobs of proj-a, proj-b (unused guarantee of its type); " +
-				"a reclaim would KILL it, not requeue it: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs. quotad cannot move a running job out of borrow"},
-			never: map[uint32]string{5: "requeues it"},
-			note:  "job 5 (proj-b) runs in borrow but Slurm cannot requeue it (it is an interactive allocation",
+			explain: map[uint32]string{5: "so no claim may reclaim it (quotad re-checks this every cycle); should its project go over its guarantee, a reclaim would KILL it, not requeue it: it is an interactive allocation"},
+			never:   map[uint32]string{5: "requeues it"},
+			note:    "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it is an interactive allocation",
 		},
 		{
 			name: "a running --no-requeue borrower: the same",
 			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(0, 0, 8).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().noRequeue().running(time.Hour).obj())
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().noRequeue().running(time.Hour).obj())
 			},
 			explain: map[uint32]string{5: "a reclaim would KILL it, not requeue it: it has Requeue=0"},
 			never:   map[uint32]string{5: "requeues it"},
-			note:    "job 5 (proj-b) runs in borrow but Slurm cannot requeue it (it has Requeue=0",
+			note:    "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it has Requeue=0",
 		},
 		{
 			name: "a running batch borrower with Requeue=1 is requeued on reclaim",
 			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(0, 0, 8).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(time.Hour).obj())
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(time.Hour).obj())
 			},
 			explain: map[uint32]string{5: "a reclaim requeues it after a 10s grace period (it is a batch job with Requeue=1), so it runs again later"},
 			never:   map[uint32]string{5: "KILL"},
 		},
 		{
-			name: "a pending salloc in borrow of an account without quota: not returned, but explained",
+			name: "a pending salloc of another account in a project's borrow QOS goes back too",
 			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(4, 0, 8).jobs(job(5, "other").gpu("a100", 1).borrowed().interactive().obj())
+				return b.testbed(4, 0, 8).jobs(job(5, "other").gpu("a100", 1).qos("borrow-proj-b").interactive().obj())
 			},
-			explain: map[uint32]string{5: "account other has no quota: quotad cannot return it; it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs, so a reclaim would kill it once it runs"},
+			want:    []string{"return 5 other"},
+			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs: a reclaim would kill it"},
 		},
 	}
 	for _, tt := range tests {

@@ -30,14 +30,24 @@ type Snapshot struct {
 	// TakenAt is when the OLDEST of the snapshot's sources (slurmctld, slurmdbd) was read.
 	TakenAt time.Time
 	Jobs    []Job
-	// GPUs lists GPU counts per partition and type. Partitions must not share nodes, or the
-	// adapter must count each node's GPUs in one of them only.
-	GPUs     []GPUPool
+	// Unreadable are jobs in the queue the adapter could not read (e.g. a GPU request it
+	// cannot parse). A plan on a snapshot with any of them does not act: every job in the
+	// queue is accounted for, or nothing is done.
+	Unreadable []UnreadableJob
+	// Nodes are the nodes with GPUs, each once however many partitions list it: partitions
+	// share their nodes' idle GPUs, CPUs and memory.
+	Nodes    []Node
 	QOS      []QOS
 	Accounts []Account
 	// Usage is GPU-seconds per account over the fairness window; it breaks ties among
 	// borrowers with equal deficits in favour of the one that used less.
 	Usage map[string]float64
+}
+
+// UnreadableJob is a job in the queue that the adapter could not turn into a Job.
+type UnreadableJob struct {
+	ID      uint32
+	Problem string // what could not be read, quoting the string, e.g. tres_per_node "gres/gpu:x"
 }
 
 // Job is one job from squeue, with its GPU request already parsed.
@@ -53,6 +63,10 @@ type Job struct {
 	GPUsPerNode map[string]int
 	GPUsPerJob  map[string]int
 	Nodes       int
+	// CPUs and MemoryMB are the whole job's request (tres_req_str); 0 when unknown. With Nodes
+	// they give the shape a node needs free for the job to start there.
+	CPUs     int
+	MemoryMB int64
 	// AllocatedGPUs are a started job's GPUs by type, all nodes together (from tres_alloc_str);
 	// nil means "as requested". It tells which type an untyped request got.
 	AllocatedGPUs map[string]int
@@ -80,24 +94,51 @@ func (j *Job) whyNotRequeueable() string {
 	return ""
 }
 
-// need is the job's GPUs by type for the whole job ("" any type), as requested.
+func (j *Job) nodeCount() int { return max(j.Nodes, 1) }
+
+// need is the job's GPUs by type for the whole job ("" any type), as requested. Per type,
+// --gpus (per job) and --gpus-per-node describe the same GPUs: Slurm requires the per-job
+// count to be a multiple of the per-node one and sets the node count from their ratio, so the
+// job holds the larger of the two, never their sum.
 func (j *Job) need() map[string]int {
-	nodes := j.Nodes
-	if nodes < 1 {
-		nodes = 1
-	}
+	nodes := j.nodeCount()
 	out := map[string]int{}
 	for t, n := range j.GPUsPerNode {
 		if n > 0 {
-			out[t] += n * nodes
+			out[t] = n * nodes
 		}
 	}
 	for t, n := range j.GPUsPerJob {
-		if n > 0 {
-			out[t] += n
+		if n > out[t] {
+			out[t] = n
 		}
 	}
 	return out
+}
+
+// perNodeGPUs is what each of the job's nodes must hold, by type: the per-node count, or the
+// per-job count spread evenly (rounded up) when that is larger.
+func (j *Job) perNodeGPUs() map[string]int {
+	nodes := j.nodeCount()
+	out := map[string]int{}
+	for t, n := range j.GPUsPerNode {
+		if n > 0 {
+			out[t] = n
+		}
+	}
+	for t, n := range j.GPUsPerJob {
+		if per := ceilDiv(n, nodes); per > out[t] {
+			out[t] = per
+		}
+	}
+	return out
+}
+
+func ceilDiv(n, d int) int {
+	if n <= 0 {
+		return 0
+	}
+	return (n-1)/d + 1
 }
 
 // held is what a started job holds: its allocation when known, else its request.
@@ -114,12 +155,17 @@ func (j *Job) held() map[string]int {
 	return j.need()
 }
 
-// GPUPool is the GPUs of one type in one partition.
-type GPUPool struct {
-	Partition string
-	Type      string
-	Total     int
-	Idle      int
+// Node is one node with GPUs as slurmctld reports it now.
+type Node struct {
+	Name       string
+	Partitions []string
+	GPUs       map[string]int // type → GPUs configured
+	IdleGPUs   map[string]int // type → GPUs not allocated to any job
+	FreeCPUs   int            // cpus - alloc_cpus
+	FreeMemMB  int64          // real_memory - alloc_memory
+	// Unusable says why Slurm starts no new job of ours there now (down, drained, in a
+	// reservation); "" when it may. Such a node's idle GPUs are not idle for quotad.
+	Unusable string
 }
 
 // QOS is a QOS object as slurmdbd holds it.
@@ -134,11 +180,17 @@ type QOS struct {
 	Priority          int
 }
 
-// Account is an account's own association: the QOS its users may use and their default.
+// Account is an account's own association: the QOS its users may use and their default, as
+// Slurm resolves them (inherited from the parent account unless set on the association).
 type Account struct {
 	Name       string
+	Parent     string // parent account; "" for root's children read without root, or root
 	QOS        []string
 	DefaultQOS string
+	// OwnQOS and OwnDefaultQOS say the association sets its QOS list (or adds to or removes
+	// from its parent's) or its default itself, rather than inheriting the parent's: a change
+	// of the parent's then does not reach it.
+	OwnQOS, OwnDefaultQOS bool
 }
 
 // jobOrder is the order in which one project's jobs are served: Slurm's priority, then age.

@@ -81,8 +81,12 @@ func TestTakeFromFixtures(t *testing.T) {
 		t.Fatalf("the --no-requeue job is missing or wrong: %+v", noRequeue)
 	}
 	idle := map[string]int{}
-	for _, g := range snap.GPUs {
-		idle[g.Partition+"/"+g.Type] = g.Idle
+	for _, n := range snap.Nodes {
+		for _, part := range n.Partitions {
+			for ty, c := range n.IdleGPUs {
+				idle[part+"/"+ty] += c
+			}
+		}
 	}
 	if idle["a100/a100"] != 2 || idle["a100-spot/a100"] != 4 || idle["v100/v100"] != 8 {
 		t.Errorf("idle GPUs = %v, want a100/a100 2, a100-spot/a100 4, v100/v100 8", idle)

@@ -8,7 +8,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
-// The reports this guards against: `salloc ... --qos=borrow` and `sbatch --qos=borrow
+// The reports this guards against: `salloc ... --qos=borrow-<account>` and `sbatch --qos=borrow
 // --no-requeue` were accepted, ran borrowed, and were killed when an owner reclaimed the GPUs.
 func TestSubmitIntoBorrowQOSOnlyWhenSlurmCanRequeue(t *testing.T) {
 	jr1 := SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030}
@@ -30,22 +30,22 @@ func TestSubmitIntoBorrowQOSOnlyWhenSlurmCanRequeue(t *testing.T) {
 		conf    SlurmConf
 		want    string // a substring of the refusal; "" to accept
 	}{
-		{"sbatch --requeue", "", sbatch("borrow", 1), jr1, ""},
-		{"sbatch without either flag under JobRequeue=1", "", sbatch("borrow", pools.NoVal16), jr1, ""},
-		{"sbatch --no-requeue", "", sbatch("borrow", 0), jr1, "this job was submitted with --no-requeue, so it would be killed when its GPUs are reclaimed"},
-		{"salloc", "", salloc("borrow", pools.NoVal16), jr1, "this is an salloc or srun allocation, not a batch job"},
-		{"salloc --requeue: still no batch job", "", salloc("borrow", 1), jr1, "salloc or srun allocation"},
-		{"sbatch without either flag under JobRequeue=0", "", sbatch("borrow", pools.NoVal16), jr0, "without --requeue and this cluster's JobRequeue is 0"},
-		{"sbatch --requeue under JobRequeue=0", "", sbatch("borrow", 1), jr0, ""},
-		{"JobRequeue unreadable: only --requeue counts", "", sbatch("borrow", pools.NoVal16), SlurmConf{}, "cannot read this cluster's JobRequeue"},
-		{"JobRequeue unreadable, --requeue", "", sbatch("borrow", 1), SlurmConf{}, ""},
-		{"QOS in upper case", "", salloc("BORROW", pools.NoVal16), jr1, "QOS BORROW is preemptable"},
-		{"borrow in a QOS list (24.11 on)", "", salloc("guar-proj-b,borrow", pools.NoVal16), jr1, "QOS borrow is preemptable"},
+		{"sbatch --requeue", "", sbatch("borrow-proj-b", 1), jr1, ""},
+		{"sbatch without either flag under JobRequeue=1", "", sbatch("borrow-proj-b", pools.NoVal16), jr1, ""},
+		{"sbatch --no-requeue", "", sbatch("borrow-proj-b", 0), jr1, "this job was submitted with --no-requeue, so it would be killed when its GPUs are reclaimed"},
+		{"salloc", "", salloc("borrow-proj-b", pools.NoVal16), jr1, "this is an salloc or srun allocation, not a batch job"},
+		{"salloc --requeue: still no batch job", "", salloc("borrow-proj-b", 1), jr1, "salloc or srun allocation"},
+		{"sbatch without either flag under JobRequeue=0", "", sbatch("borrow-proj-b", pools.NoVal16), jr0, "without --requeue and this cluster's JobRequeue is 0"},
+		{"sbatch --requeue under JobRequeue=0", "", sbatch("borrow-proj-b", 1), jr0, ""},
+		{"JobRequeue unreadable: only --requeue counts", "", sbatch("borrow-proj-b", pools.NoVal16), SlurmConf{}, "cannot read this cluster's JobRequeue"},
+		{"JobRequeue unreadable, --requeue", "", sbatch("borrow-proj-b", 1), SlurmConf{}, ""},
+		{"QOS in upper case", "", salloc("BORROW-PROJ-B", pools.NoVal16), jr1, "QOS BORROW-PROJ-B is preemptable"},
+		{"borrow in a QOS list (24.11 on)", "", salloc("guar-proj-b,borrow-proj-b", pools.NoVal16), jr1, "QOS borrow-proj-b is preemptable"},
 		{"salloc in its guaranteed QOS", "", salloc("guar-proj-b", pools.NoVal16), jr1, ""},
 		{"salloc without --qos", "", salloc("", pools.NoVal16), jr1, ""},
 		{"a named borrow QOS", "lend", salloc("lend", 0), jr1, "QOS lend is preemptable"},
-		{"a named borrow QOS makes borrow ordinary", "lend", salloc("borrow", 0), jr1, ""},
-		{"per-project pattern", "borrow-{account}", salloc("borrow-proj-b", pools.NoVal16), jr1, "QOS borrow-proj-b is preemptable"},
+		{"a named borrow QOS makes the default ordinary", "lend", salloc("borrow-proj-b", 0), jr1, ""},
+		{"per-project pattern (the default) named", "borrow-{account}", salloc("borrow-proj-b", pools.NoVal16), jr1, "QOS borrow-proj-b is preemptable"},
 		{"per-project pattern, batch --requeue", "borrow-{account}", sbatch("borrow-proj-b", 1), jr1, ""},
 	}
 	for _, tt := range tests {
@@ -79,13 +79,13 @@ func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 		conf SlurmConf
 		want bool // refused
 	}{
-		{"a user into borrow", "borrow", 1001, conf, true},
-		{"a user into borrow, upper case", "Borrow", 1001, conf, true},
+		{"a user into borrow", "borrow-proj-b", 1001, conf, true},
+		{"a user into borrow, upper case", "Borrow-Proj-B", 1001, conf, true},
 		{"a user back to the guarantee", "guar-proj-b", 1001, conf, false},
-		{"root (quotad on the testbed)", "borrow", 0, conf, false},
-		{"SlurmUser", "borrow", 64030, conf, false},
-		{"SlurmUser's uid unknown", "borrow", 64030, SlurmConf{}, true},
-		{"a borrow_qos_admins user (quotad as slurmbridge)", "borrow", 998, conf, false},
+		{"root (quotad on the testbed)", "borrow-proj-b", 0, conf, false},
+		{"SlurmUser", "borrow-proj-b", 64030, conf, false},
+		{"SlurmUser's uid unknown", "borrow-proj-b", 64030, SlurmConf{}, true},
+		{"a borrow_qos_admins user (quotad as slurmbridge)", "borrow-proj-b", 998, conf, false},
 		{"an update that does not touch the QOS", "", 1001, conf, false},
 	}
 	cfg := configWithBorrow(t, "")
@@ -107,14 +107,14 @@ func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 	conf := func() SlurmConf { return SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030} }
 	req := gpuJob("gres/gpu:a100:1")
-	req.QOS, req.Batch = "borrow", false
+	req.QOS, req.Batch = "borrow-proj-b", false
 
 	missing := newFixture(t, "")
 	missing.p.SlurmConf = conf
 	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || !strings.Contains(out.UserMessage, "salloc or srun") {
 		t.Fatalf("without pools.yaml: %+v, want the salloc refused", out)
 	}
-	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: QOS borrow is preemptable") {
+	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: QOS borrow-proj-b is preemptable") {
 		t.Fatalf("refusal not logged: %q", missing.log.lines)
 	}
 
@@ -131,10 +131,10 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 	}
 	f.p.Init()
 	t.Cleanup(f.p.Fini)
-	if !f.log.contains("borrow_qos_admins: user nobody-here: unknown user") || !f.log.contains("borrow QOS borrow") {
+	if !f.log.contains("borrow_qos_admins: user nobody-here: unknown user") || !f.log.contains("borrow QOS borrow-{account}") {
 		t.Fatalf("log %q", f.log.lines)
 	}
-	mod := pools.Request{Op: pools.Modify, QOS: "borrow", Requeue: pools.NoVal16}
+	mod := pools.Request{Op: pools.Modify, QOS: "borrow-proj-b", Requeue: pools.NoVal16}
 	if out := f.p.Modify(&mod, 998); out.Reject != NotRejected {
 		t.Fatalf("quotad's update refused: %+v", out)
 	}
@@ -142,7 +142,7 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 		t.Fatalf("a user's update into borrow: %+v, want refused", out)
 	}
 	ok := gpuJob("gres/gpu:a100:1")
-	ok.QOS, ok.Requeue = "borrow", 1
+	ok.QOS, ok.Requeue = "borrow-proj-b", 1
 	if out := f.p.Submit(ok, 1001); out.Reject != NotRejected || out.SetPartition != "a100" {
 		t.Fatalf("sbatch --requeue --qos=borrow: %+v, want it routed", out)
 	}
