@@ -61,6 +61,8 @@ func TestClientCommandLines(t *testing.T) {
 			[]string{"sacctmgr -n -P show user quotad format=adminlevel"}},
 		{"show qos", "normal||\n", func(c Client) error { _, err := c.ShowQOS(context.Background()); return err },
 			[]string{"sacctmgr -n -P show qos format=name,grptres,preempt"}},
+		{"qos preempts", "normal|\nguar-proj-a|borrow-proj-b\n", func(c Client) error { _, err := c.QOSPreempts(context.Background()); return err },
+			[]string{"sacctmgr -n -P show qos format=name,preempt"}},
 		{"associations", "", func(c Client) error {
 			_, err := c.ShowAssociations(context.Background(), AssociationFilter{Accounts: []string{"proj-a", "proj-b"}, Cluster: "testbed"})
 			return err

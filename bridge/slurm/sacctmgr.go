@@ -141,6 +141,29 @@ func (c Client) ShowQOS(ctx context.Context) ([]QOSLimits, error) {
 	return qos, nil
 }
 
+// QOSPreempts lists, by QOS name, the QOS each one may preempt (sacctmgr's Preempt).
+func (c Client) QOSPreempts(ctx context.Context) (map[string][]string, error) {
+	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt")
+	if err != nil {
+		return nil, err
+	}
+	rows, err := parsePipes(out, 2, "sacctmgr show qos")
+	if err != nil {
+		return nil, err
+	}
+	preempts := make(map[string][]string, len(rows))
+	for _, f := range rows {
+		var names []string
+		for n := range strings.SplitSeq(f[1], ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		preempts[f[0]] = names
+	}
+	return preempts, nil
+}
+
 // Association is one association: an account's own (User "") or one of its users'.
 type Association struct {
 	Account, User, DefaultQOS string

@@ -58,7 +58,7 @@ func (a *countingApplier) Apply(_ context.Context, p *policy.Plan) (actuate.Resu
 func overQuota(now time.Time) *snapshot.Snapshot {
 	jobs := []policy.Job{}
 	for i := 1; i <= 5; i++ {
-		j := policy.Job{ID: uint32(i), Account: "proj-b", QOS: "guar-proj-b", State: policy.StateRunning, Requeue: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}}
+		j := policy.Job{ID: uint32(i), Account: "proj-b", QOS: "guar-proj-b", State: policy.StateRunning, Requeue: true, Batch: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}}
 		if i == 5 {
 			j.State, j.Reason = policy.StatePending, "QOSGrpGRES"
 		}

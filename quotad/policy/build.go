@@ -52,6 +52,8 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	plan.QOS, plan.Accounts, notes = syncPlan(cfg, snap, types, &order)
 	plan.Notes = append(plan.Notes, notes...)
 	plan.Moves = e.moves
+	slices.Sort(e.notes) // the plan must not depend on the snapshot's job order
+	plan.Notes = append(plan.Notes, e.notes...)
 	plan.Projects = e.projectStatuses()
 	plan.Types = e.typeStatuses()
 	plan.Jobs = e.jobExplanations()
@@ -112,6 +114,7 @@ type engine struct {
 	borrowRunning  []*Job
 	moves          []JobMove
 	explain        map[uint32]*JobExplanation
+	notes          []string // for the plan's Notes
 }
 
 type project struct {
@@ -315,12 +318,16 @@ func (e *engine) settleBorrowers() {
 				e.take(pl)
 			}
 			addAll(e.lent, resolved(pl, ok, need))
-			e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
+			if why := j.whyNotRequeueable(); why != "" {
+				e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
+			} else {
+				e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
+			}
 			continue
 		}
 		switch {
-		case !j.Requeue:
-			e.returnJob(j, p, need, "it has Requeue=0 (--no-requeue): on reclaim it would be cancelled, not requeued, so it must not borrow")
+		case !j.Requeueable():
+			e.returnJob(j, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
 			continue
 		case p.fits(need):
 			e.returnJob(j, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
@@ -368,8 +375,8 @@ func (e *engine) lend() {
 				e.say(j, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
 			case p.fits(need):
 				e.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
-			case !j.Requeue:
-				e.say(j, "waits for %s's guarantee: %s; it is never lent because it has Requeue=0 (--no-requeue) and would be cancelled, not requeued, when its GPUs are reclaimed", p.cfg.Account, p.quotaUsage(need))
+			case !j.Requeueable():
+				e.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
 			case e.holdMoves != "":
 				e.say(j, "waits: %s; %s", p.quotaUsage(need), e.holdMoves)
 			default:
@@ -722,7 +729,12 @@ func (e *engine) explainRunning(order reclaimOrder) {
 		}
 		i, reclaimable := rank[p.cfg.Account]
 		if !reclaimable {
-			e.say(j, "runs borrowed in %s (%s): %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", j.QOS, gpuList(held), p.cfg.Account, p.holdingText())
+			text := fmt.Sprintf("runs borrowed in %s (%s): %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", j.QOS, gpuList(held), p.cfg.Account, p.holdingText())
+			if why := j.whyNotRequeueable(); why != "" {
+				text += fmt.Sprintf("; should its project go over its guarantee, a reclaim would KILL it, not requeue it: %s", why)
+				e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, why))
+			}
+			e.say(j, "%s", text)
 			continue
 		}
 		var by []string
@@ -741,11 +753,13 @@ func (e *engine) explainRunning(order reclaimOrder) {
 			when = fmt.Sprintf("it is exempt from reclaim until %s (PreemptExemptTime %s)", exempt.UTC().Format(time.RFC3339), e.cfg.Settings.PreemptExemptTime)
 		}
 		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, p.holdingText(), p.excess(), ordinal(i+1), len(order.reclaimable))
-		fate := fmt.Sprintf("reclaim requeues it after a %s grace period, it is never cancelled", e.cfg.Settings.GraceTime)
-		if !j.Requeue {
-			fate = "it has Requeue=0, so a reclaim would cancel it"
+		if !j.Requeueable() {
+			// It got here without quotad (a user's own update, or flags changed after a lend).
+			e.say(j, "runs borrowed in %s (%s): %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", j.QOS, gpuList(held), loses, when, who, j.whyNotRequeueable(), j.QOS)
+			e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, j.whyNotRequeueable()))
+			continue
 		}
-		e.say(j, "runs borrowed in %s (%s): %s; %s; %s; %s", j.QOS, gpuList(held), loses, when, who, fate)
+		e.say(j, "runs borrowed in %s (%s): %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", j.QOS, gpuList(held), loses, when, who, e.cfg.Settings.GraceTime)
 	}
 }
 

@@ -22,13 +22,13 @@ func gpus(kv ...any) map[string]int { // gpus("a100", 2, "", 1)
 }
 
 // jobBuilder makes test jobs: a pending one-node job in its account's guaranteed QOS, with
-// Requeue=1, submitted id seconds before t0 so that ids give the age order.
+// Requeue=1 (an sbatch job Slurm can requeue), submitted id seconds before t0 so that ids give the age order.
 type jobBuilder struct{ j Job }
 
 func job(id uint32, account string) *jobBuilder {
 	return &jobBuilder{Job{
 		ID: id, Account: account, User: "u-" + account, State: StatePending, Reason: "QOSGrpGRES",
-		QOS: "guar-" + account, Partitions: []string{"a100"}, Nodes: 1, Requeue: true, Priority: 1,
+		QOS: "guar-" + account, Partitions: []string{"a100"}, Nodes: 1, Requeue: true, Batch: true, Priority: 1,
 		SubmitTime: t0.Add(-time.Hour + time.Duration(id)*time.Second),
 	}}
 }
@@ -55,6 +55,7 @@ func (b *jobBuilder) qos(q string) *jobBuilder           { b.j.QOS = q; return b
 func (b *jobBuilder) reason(r string) *jobBuilder        { b.j.Reason = r; return b }
 func (b *jobBuilder) partitions(p ...string) *jobBuilder { b.j.Partitions = p; return b }
 func (b *jobBuilder) noRequeue() *jobBuilder             { b.j.Requeue = false; return b }
+func (b *jobBuilder) interactive() *jobBuilder           { b.j.Batch = false; return b } // salloc, srun
 func (b *jobBuilder) priority(p int64) *jobBuilder       { b.j.Priority = p; return b }
 func (b *jobBuilder) alloc(g map[string]int) *jobBuilder { b.j.AllocatedGPUs = g; return b }
 func (b *jobBuilder) borrowed() *jobBuilder              { b.j.QOS = "borrow-" + b.j.Account; return b }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,6 +61,10 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config
 			b.qos("normal")
 		case k == 6:
 			b.nodes(2)
+		case k == 7:
+			b.interactive()
+		case k == 8:
+			b.borrowed().interactive()
 		}
 		if i >= nPending { // a quarter runs
 			b.running(time.Duration(r.IntN(3600)) * time.Second)
@@ -152,8 +157,8 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 		switch m.Kind {
 		case Lend:
 			sawLend = true
-			if m.From != guar || m.To != cfg.Settings.BorrowQOSName(j.Account) || !j.Requeue {
-				t.Fatalf("seed %d: bad lend %v (requeue %v)", seed, m, j.Requeue)
+			if m.From != guar || m.To != cfg.Settings.BorrowQOSName(j.Account) || !j.Requeueable() {
+				t.Fatalf("seed %d: bad lend %v (requeue %v, batch %v)", seed, m, j.Requeue, j.Batch)
 			}
 			addAll(lent, m.GPUs)
 			if borrowed[j.Account] == nil {
@@ -188,12 +193,26 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			t.Fatalf("seed %d: %s borrows %d over its limit %d", seed, acct, sum(borrowedBefore[acct])+total, *p.BorrowLimit)
 		}
 	}
+	for _, x := range plan.Jobs {
+		if strings.Contains(x.Text, "never cancel") || strings.Contains(x.Text, "never kill") {
+			t.Fatalf("seed %d: %q promises what Slurm's preemption does not", seed, x.Text)
+		}
+	}
 	for _, j := range snap.Jobs {
+		if text, _ := plan.Explain(j.ID); j.QOS == "borrow" && j.State == StateRunning && len(j.need()) > 0 {
+			if killed := strings.Contains(text, "would KILL it"); killed == j.Requeueable() {
+				t.Fatalf("seed %d: running borrower %d (requeue %v, batch %v) explained as %q", seed, j.ID, j.Requeue, j.Batch, text)
+			}
+		}
 		if j.State != StatePending {
 			continue
 		}
 		if _, ok := plan.Explain(j.ID); !ok {
 			t.Fatalf("seed %d: pending job %d (%s, %s, %s) has no explanation", seed, j.ID, j.Account, j.QOS, j.Reason)
+		}
+		// A pending borrower Slurm could not requeue goes back whenever quotad can move it.
+		if _, hasQuota := cfg.Project(j.Account); hasQuota && j.QOS == "borrow" && !j.Requeueable() && len(j.need()) > 0 && !seen[j.ID] {
+			t.Fatalf("seed %d: pending borrower %d (requeue %v, batch %v) is not returned", seed, j.ID, j.Requeue, j.Batch)
 		}
 	}
 }

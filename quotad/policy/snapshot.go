@@ -70,10 +70,28 @@ type Job struct {
 	// AllocatedGPUs are a started job's GPUs by type, all nodes together (from tres_alloc_str);
 	// nil means "as requested". It tells which type an untyped request got.
 	AllocatedGPUs map[string]int
-	Requeue       bool // false for --no-requeue: such a job is cancelled, not requeued, on preemption
-	Priority      int64
-	SubmitTime    time.Time
-	StartTime     time.Time
+	// Requeue is the effective requeue flag: --requeue/--no-requeue, else JobRequeue at submit.
+	Requeue bool
+	// Batch is Slurm's batch_flag: false for salloc and srun allocations.
+	Batch      bool
+	Priority   int64
+	SubmitTime time.Time
+	StartTime  time.Time
+}
+
+// Requeueable says whether Slurm's preemption can requeue the job. Slurm requeues only batch
+// jobs with Requeue=1 and kills every other preempted job, so only these may ever borrow.
+func (j *Job) Requeueable() bool { return j.Batch && j.Requeue }
+
+// whyNotRequeueable says why Slurm would kill the job on preemption; "" when it would requeue it.
+func (j *Job) whyNotRequeueable() string {
+	switch {
+	case !j.Batch:
+		return "it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs"
+	case !j.Requeue:
+		return "it has Requeue=0 (--no-requeue, or no --requeue where slurm.conf has JobRequeue=0), so Slurm cannot requeue it"
+	}
+	return ""
 }
 
 func (j *Job) nodeCount() int { return max(j.Nodes, 1) }

@@ -45,7 +45,7 @@ func TestNodesFromEveryRelease(t *testing.T) {
 				Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}}}
 			for id := uint32(1); id <= 6; id++ {
 				snap.Jobs = append(snap.Jobs, policy.Job{ID: id, Account: "proj-b", QOS: "guar-proj-b", State: policy.StatePending, Reason: "QOSGrpGRES",
-					Requeue: true, Priority: 1, Partitions: []string{"cpu", "a100"}, Nodes: 1, CPUs: 1, MemoryMB: 100, GPUsPerNode: map[string]int{"a100": 1}})
+					Requeue: true, Batch: true, Priority: 1, Partitions: []string{"cpu", "a100"}, Nodes: 1, CPUs: 1, MemoryMB: 100, GPUsPerNode: map[string]int{"a100": 1}})
 			}
 			plan := policy.BuildPlan(cfg, snap, time.Unix(1, 0))
 			if len(plan.Moves) != 4 {

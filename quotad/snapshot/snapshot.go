@@ -130,7 +130,7 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 	}
 	pj := policy.Job{
 		ID: j.ID, Account: j.Account, User: j.User, State: state, Reason: j.StateReason, QOS: j.QOS,
-		Partitions: j.Partitions(), Nodes: int(j.NodeCount), Requeue: j.Requeue,
+		Partitions: j.Partitions(), Nodes: int(j.NodeCount), Requeue: j.Requeue, Batch: j.Batch,
 		Priority: int64(j.Priority), SubmitTime: j.Submit,
 	}
 	if state != policy.StatePending {

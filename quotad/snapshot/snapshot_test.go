@@ -133,3 +133,26 @@ func TestConvertJobPerTaskUsesTRESReq(t *testing.T) {
 		t.Error("a completed job is kept")
 	}
 }
+
+// The 24.11 capture of jobs Slurm can and cannot requeue, through ConvertJob: only sbatch jobs
+// with Requeue=1 are Requeueable; salloc keeps Requeue=1 but is no batch job.
+func TestConvertJobKeepsBatchFlagAndRequeue(t *testing.T) {
+	data, err := os.ReadFile("../../bridge/slurm/testdata/squeue-24.11-requeue.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := slurm.ParseJobs(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint32]bool{10: true, 11: false, 12: true, 13: false, 14: false, 15: false, 16: true}
+	for i := range jobs {
+		pj, ok, err := ConvertJob(&jobs[i])
+		if err != nil || !ok {
+			t.Fatalf("job %d: %v %v", jobs[i].ID, ok, err)
+		}
+		if pj.Batch != jobs[i].Batch || pj.Requeue != jobs[i].Requeue || pj.Requeueable() != want[pj.ID] {
+			t.Errorf("job %d: batch %v requeue %v requeueable %v, want requeueable %v", pj.ID, pj.Batch, pj.Requeue, pj.Requeueable(), want[pj.ID])
+		}
+	}
+}

@@ -38,7 +38,7 @@ func scene(t *testing.T) (*policy.Config, *policy.Snapshot) {
 		t.Fatal(err)
 	}
 	job := func(id uint32, account, user string, state policy.JobState) policy.Job {
-		j := policy.Job{ID: id, Account: account, User: user, State: state, QOS: "guar-" + account, Requeue: true,
+		j := policy.Job{ID: id, Account: account, User: user, State: state, QOS: "guar-" + account, Requeue: true, Batch: true,
 			GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}, SubmitTime: t0.Add(-time.Hour)}
 		if state == policy.StatePending {
 			j.Reason = "QOSGrpGRES"

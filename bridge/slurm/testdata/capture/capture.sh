@@ -11,6 +11,9 @@
 #   squeue-REL-idle.json  sinfo-REL-idle.json  scontrol-nodes-REL-idle.json   before any job
 #   squeue-REL-mixed.json sinfo-REL-busy.json  scontrol-nodes-REL-busy.json   with the jobs
 #   version-REL.txt                                                            `sinfo --version`
+#   squeue-REL-requeue.json   jobs Slurm can and cannot requeue: sbatch --requeue/--no-requeue,
+#                             an salloc and an srun allocation, and sbatch without either flag
+#                             under JobRequeue=1 and (after a reconfigure) JobRequeue=0
 # 22.05 has no `scontrol show nodes --json`; its capture skips those files.
 set -euo pipefail
 
@@ -103,6 +106,25 @@ if [ "${1:-}" = --inside ]; then
 	capture "squeue-$rel-mixed.json" squeue --json
 	capture "sinfo-$rel-busy.json" sinfo --json
 	[ "$rel" = 22.05 ] || capture "scontrol-nodes-$rel-busy.json" scontrol show nodes --json
+
+	# batch_flag and the effective requeue flag, which decide whether preemption may requeue a
+	# job or must kill it. Held, so that nothing competes for the nodes.
+	scancel -u alice
+	sleep 2
+	submit -J requeue-on -H -p cpu --requeue
+	submit -J requeue-off -H -p cpu --no-requeue
+	submit -J requeue-default-on -H -p cpu           # JobRequeue=1 (the default)
+	runuser -u alice -- salloc --no-shell -J salloc -p cpu -t 10
+	runuser -u alice -- bash -c 'cd /tmp && setsid srun -J srun -p cpu -t 10 sleep 600 </dev/null >/dev/null 2>&1 &'
+	echo JobRequeue=0 >>/etc/slurm/slurm.conf
+	scontrol reconfigure
+	for _ in $(seq 30); do scontrol ping >/dev/null 2>&1 && break; sleep 1; done
+	sleep 2
+	submit -J requeue-default-off -H -p cpu          # JobRequeue=0: not requeueable
+	submit -J requeue-on-jr0 -H -p cpu --requeue
+	sleep 3
+	squeue -o '%i %j %T %r'
+	capture "squeue-$rel-requeue.json" squeue --json
 	exit 0
 fi
 
