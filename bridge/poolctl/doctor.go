@@ -251,6 +251,11 @@ func (d *doctor) preemption() {
 			"JobRequeue = %s: jobs default to no requeue, and quotad never lends a job that cannot be requeued", v)
 		good = false
 	}
+	if params := d.conf.List("SchedulerParameters"); slices.ContainsFunc(params, equalFold("preempt_youngest_first")) {
+		d.report(problem, "preemption", fmt.Sprintf(fix, "SchedulerParameters without preempt_youngest_first"),
+			"SchedulerParameters has preempt_youngest_first: Slurm would reclaim the youngest borrowers first, not those of the project furthest over its guarantee (quotad orders them by borrow QOS priority)")
+		good = false
+	}
 	if good {
 		d.report(ok, "preemption", "", "PreemptType=preempt/qos, PreemptMode=%s, JobRequeue=1", d.conf.Get("PreemptMode"))
 	}

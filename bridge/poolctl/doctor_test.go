@@ -282,6 +282,12 @@ func TestDoctorNamesMissingPreemptionAndAccountingSettings(t *testing.T) {
 	)
 	mustContain(t, "stderr", r.errOut, "doctor: 5 problems")
 
+	// preempt_youngest_first replaces the reclaim order quotad sets.
+	cl.runner.config = setConfig(t, orig, "SchedulerParameters", "bf_interval=5,preempt_youngest_first")
+	if r := cl.doctor(); r.code != 1 || !strings.Contains(r.out, "SchedulerParameters has preempt_youngest_first") {
+		t.Fatalf("preempt_youngest_first: exit %d:\n%s", r.code, r.out)
+	}
+
 	// GANG,REQUEUE requeues too.
 	cl.runner.config = setConfig(t, orig, "PreemptMode", "GANG,REQUEUE")
 	if r := cl.doctor(); r.code != 0 {
