@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -26,27 +25,6 @@ import (
 
 // stepDelay slows the first quotad's apply down so the cut lands between two of its actions.
 const stepDelay = 3 * time.Second
-
-// startSlowQuotad is startQuotad with a delay between the actions of an apply.
-func startSlowQuotad(t *testing.T, c *testbed.Cluster) (string, *exec.Cmd) {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "quotad-slow.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, "quotad"), "--interval", "2s", "--listen", "127.0.0.1:0", "--apply-step-delay", stepDelay.String())
-	cmd.Env, cmd.Stdout, cmd.Stderr = c.Env(), logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_, _ = cmd.Process.Wait()
-		logf.Close()
-	})
-	return logPath, cmd
-}
 
 func logCount(t *testing.T, path, what string) int {
 	t.Helper()
@@ -75,7 +53,7 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	c.PauseDaemon(t, "quotad")
 	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
 
-	first, firstCmd := startSlowQuotad(t, c)
+	first, firstCmd := startQuotad(t, c, "2s", "--apply-step-delay", stepDelay.String())
 	waitFor(t, "the slow quotad to take the lease", 30*time.Second, func() bool {
 		return logCount(t, first, "this quotad is the active one") > 0
 	})

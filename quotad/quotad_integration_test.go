@@ -68,14 +68,14 @@ func quotactl(t *testing.T, c *testbed.Cluster, args ...string) string {
 }
 
 // startQuotad starts a quotad with the testbed's quotas and returns its log file.
-func startQuotad(t *testing.T, c *testbed.Cluster, interval string) (string, *exec.Cmd) {
+func startQuotad(t *testing.T, c *testbed.Cluster, interval string, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "quotad.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "quotad"), "--interval", interval, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(filepath.Join(binDir, "quotad"), append([]string{"--interval", interval, "--listen", "127.0.0.1:0"}, extra...)...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = c.Env(), logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

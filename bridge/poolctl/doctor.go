@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -397,7 +398,7 @@ func (d *doctor) borrowQOS() {
 	}
 	good := true
 	var preemptable []string
-	for _, q := range sortedNames(by) {
+	for _, q := range slices.Sorted(maps.Keys(by)) {
 		preemptable = append(preemptable, q)
 		if !pools.MatchBorrowQOS(pattern, q) {
 			slices.Sort(by[q])
@@ -419,15 +420,6 @@ func (d *doctor) borrowQOS() {
 	default:
 		d.report(ok, "borrow-qos", "", "borrow_qos %s names every preemptable QOS (%s)", pattern, strings.Join(preemptable, ","))
 	}
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 func (d *doctor) daemons() {
