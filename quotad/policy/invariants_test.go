@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -60,6 +61,11 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config
 			b.qos("normal")
 		case k == 6:
 			b.nodes(2)
+		case k == 7 && i < nPending, k == 8 && i < nPending: // an array record of 1-6 tasks
+			b.array(seq(uint32(r.IntN(3)), uint32(3+r.IntN(3)))...)
+			if k == 8 {
+				b.borrowed()
+			}
 		}
 		if i >= nPending { // a quarter runs
 			b.running(time.Duration(r.IntN(3600)) * time.Second)
@@ -120,8 +126,8 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			if borrowedBefore[j.Account] == nil {
 				borrowedBefore[j.Account] = map[string]int{}
 			}
-			addAll(lentBefore, j.need())
-			addAll(borrowedBefore[j.Account], j.need())
+			addAll(lentBefore, scaled(j.need(), j.tasks()))
+			addAll(borrowedBefore[j.Account], scaled(j.need(), j.tasks()))
 		}
 	}
 	for _, m := range plan.Moves { // a returned job borrows no more
@@ -138,14 +144,17 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	}
 	lent := map[string]int{}
 	borrowed := map[string]map[string]int{}
-	seen := map[uint32]bool{}
+	seen := map[string]bool{}
 	sawLend := false
 	for _, m := range plan.Moves {
 		j := byID[m.JobID]
-		if j == nil || j.State != StatePending || j.QOS != m.From || seen[m.JobID] {
+		if j == nil || j.State != StatePending || j.QOS != m.From || seen[m.Target()] {
 			t.Fatalf("seed %d: move of a job that is not a distinct pending job in %s: %v", seed, m.From, m)
 		}
-		seen[m.JobID] = true
+		if (m.ArrayJobID != 0) != (j.ArrayJobID != 0) || (m.ArrayJobID != 0 && !slices.Contains(j.ArrayTasks, m.Task)) {
+			t.Fatalf("seed %d: move %v names no task of record %d (tasks %v)", seed, m, j.ID, j.ArrayTasks)
+		}
+		seen[m.Target()] = true
 		guar := cfg.Settings.GuaranteedQOSName(j.Account)
 		switch m.Kind {
 		case Lend:

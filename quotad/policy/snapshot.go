@@ -57,12 +57,31 @@ type Job struct {
 	// nil means "as requested". It tells which type an untyped request got.
 	AllocatedGPUs map[string]int
 	Requeue       bool // false for --no-requeue: such a job is cancelled, not requeued, on preemption
-	Priority      int64
-	SubmitTime    time.Time
-	StartTime     time.Time
+	// ArrayJobID and ArrayTasks name a job array's tasks: ArrayTasks are the task ids (ascending)
+	// this record stands for, one for a task with a record of its own, several for the pending
+	// tasks Slurm still keeps in the array's record. Each task is one job with the request
+	// above: quotas, limits and fairness count tasks. Empty for a job not in an array.
+	ArrayJobID uint32
+	ArrayTasks []uint32
+	Priority   int64
+	SubmitTime time.Time
+	StartTime  time.Time
 }
 
-// need is the job's GPUs by type for the whole job ("" any type), as requested.
+// tasks is how many jobs the record stands for.
+func (j *Job) tasks() int { return max(1, len(j.ArrayTasks)) }
+
+// target names the record's i-th task (0 for a job not in an array) as scontrol does: "123",
+// or "123_7", which also splits a task off its array's pending record.
+func (j *Job) target(i int) (arrayJob, task uint32) {
+	if j.ArrayJobID == 0 || len(j.ArrayTasks) == 0 {
+		return 0, 0
+	}
+	return j.ArrayJobID, j.ArrayTasks[i]
+}
+
+// need is the job's GPUs by type for the whole job ("" any type), as requested; for an array
+// record, for each of its tasks.
 func (j *Job) need() map[string]int {
 	nodes := j.Nodes
 	if nodes < 1 {

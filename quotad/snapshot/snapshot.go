@@ -1,6 +1,6 @@
 // Package snapshot builds quotad's view of the cluster, a policy.Snapshot, from its two
-// sources: slurmdbd's database (QOS, accounts, usage) and slurmctld's live state (squeue and
-// sinfo --json). Any source that cannot be read fails the whole snapshot: a plan built on
+// sources: slurmdbd's database (QOS, accounts, usage) and slurmctld's live state (squeue's
+// fast formatted read, and sinfo or scontrol show nodes --json). Any source that cannot be read fails the whole snapshot: a plan built on
 // half the facts could lend GPUs that are not idle or return jobs that are not borrowers.
 package snapshot
 
@@ -27,9 +27,16 @@ type Accounting interface {
 // DefaultUsageWindow is how far back GPU usage counts for tie-breaks among borrowers.
 const DefaultUsageWindow = 7 * 24 * time.Hour
 
+// Live reads slurmctld (slurm.Client): nodes, and every queued job through the fast queue
+// read (squeue --Format, not --json, which is too slow at tens of thousands of jobs).
+type Live interface {
+	Nodes(ctx context.Context) ([]slurm.Node, error)
+	QueueJobs(ctx context.Context) ([]slurm.Job, error)
+}
+
 // Builder takes snapshots.
 type Builder struct {
-	Live        slurm.Fetcher
+	Live        Live
 	Accounting  Accounting
 	UsageWindow time.Duration
 	Now         func() time.Time // nil: time.Now
@@ -80,7 +87,7 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slurmctld (sinfo): %w", err)
 	}
-	jobs, err := b.Live.Jobs(ctx)
+	jobs, err := b.Live.QueueJobs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurmctld (squeue): %w", err)
 	}
@@ -133,6 +140,7 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 		ID: j.ID, Account: j.Account, User: j.User, State: state, Reason: j.StateReason, QOS: j.QOS,
 		Partitions: j.Partitions(), Nodes: int(j.NodeCount), Requeue: j.Requeue,
 		Priority: int64(j.Priority), SubmitTime: j.Submit,
+		ArrayJobID: j.ArrayJobID, ArrayTasks: j.ArrayTasks,
 	}
 	if state != policy.StatePending {
 		pj.StartTime = j.Start
