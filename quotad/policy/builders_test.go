@@ -51,6 +51,7 @@ func (b *jobBuilder) running(since time.Duration) *jobBuilder {
 	b.j.State, b.j.Reason, b.j.StartTime = StateRunning, "None", t0.Add(-since)
 	return b
 }
+
 // array makes the job a record of array tasks (its id is the array's).
 func (b *jobBuilder) array(tasks ...uint32) *jobBuilder {
 	b.j.ArrayJobID, b.j.ArrayTasks = b.j.ID, tasks
