@@ -1,0 +1,145 @@
+//go:build integration
+
+package quotad_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// TestArrayLendsOnlyTasksThatFit: bob uses his 4 guaranteed a100, and submits an array of 10
+// one-a100 tasks while 4 a100 of its partition are idle. quotad lends exactly 4 tasks (the
+// first ones, split off the array's record by scontrol update jobid=A_T), they run in the
+// borrow QOS, and the other 6 stay pending in bob's guarantee, cycle after cycle.
+func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
+	c := testbed.Require(t)
+	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	log, _ := startQuotad(t, c, "2s")
+	waitSynced(t, c, log)
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
+	})
+	arr := submitN(t, c, "bob", 1, "--array=0-9")[0]
+
+	tasks := func() map[string]slurm.SacctRecord {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		recs, err := c.Slurm().SacctJobs(ctx, slurm.SacctFilter{JobIDs: []string{arr}}, "JobID", "QOS", "State")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]slurm.SacctRecord{}
+		for _, r := range recs {
+			out[r["JobID"]] = r
+		}
+		return out
+	}
+	borrowedRunning := func(recs map[string]slurm.SacctRecord) []string {
+		var ids []string
+		for id, r := range recs {
+			if r["QOS"] == "borrow" && r["State"] == "RUNNING" {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	waitFor(t, "4 array tasks running borrowed", 30*time.Second, func() bool { return len(borrowedRunning(tasks())) == 4 })
+	time.Sleep(6 * time.Second) // three more quotad cycles: nothing more may move
+
+	recs := tasks()
+	want := []string{arr + "_0", arr + "_1", arr + "_2", arr + "_3"}
+	if got := borrowedRunning(recs); !slices.Equal(got, want) {
+		t.Errorf("tasks running borrowed: %v, want %v (sacct: %v)", got, want, recs)
+	}
+	// The 6 others wait in bob's guarantee, still in the array's record.
+	rest := recs[arr+"_[4-9]"]
+	if rest == nil || rest["QOS"] != "guar-proj-b" || rest["State"] != "PENDING" {
+		t.Errorf("tasks 4-9: %v, want one record PENDING in guar-proj-b (sacct: %v)", rest, recs)
+	}
+	for id, r := range recs {
+		if r["QOS"] == "borrow" && !slices.Contains(want, id) {
+			t.Errorf("%s was moved to borrow: %v", id, r)
+		}
+	}
+	// squeue's per-task view (the fast read) agrees.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	jobs, err := c.Slurm().QueueJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := map[string]int{}
+	for _, j := range jobs {
+		if fmt.Sprint(j.ArrayJobID) == arr {
+			view[j.QOS+"/"+j.StateName()] += j.TaskCount()
+		}
+	}
+	if wantView := map[string]int{"borrow/RUNNING": 4, "guar-proj-b/PENDING": 6}; !mapsEqual(view, wantView) {
+		t.Errorf("squeue: %v, want %v", view, wantView)
+	}
+	// quotad lent each task by name, in one scontrol run, and said so.
+	data, _ := os.ReadFile(log)
+	lent := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if strings.Contains(line, `"job":"`+arr+`_`) && strings.Contains(line, `"kind":"lend"`) && strings.Contains(line, "moved job") {
+			lent++
+		}
+	}
+	if lent != 4 {
+		t.Errorf("quotad logged %d lends of the array's tasks, want 4:\n%s", lent, data)
+	}
+	assertNoKill(t, c)
+}
+
+// waitSynced waits until the test's quotad has synced QOS and accounts and runs cycles.
+func waitSynced(t *testing.T, c *testbed.Cluster, log string) {
+	t.Helper()
+	waitFor(t, "QOS and accounts synced by the test's quotad", 60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-a", "proj-b"}})
+		synced := 0
+		for _, a := range assocs {
+			if strings.HasPrefix(a.DefaultQOS, "guar-proj-") {
+				synced++
+			}
+		}
+		data, _ := os.ReadFile(log)
+		return err == nil && synced == 4 && strings.Contains(string(data), "active one")
+	})
+}
+
+// assertNoKill fails when slurmctld had to kill a preempted job instead of requeueing it.
+func assertNoKill(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "had to be killed") {
+		t.Error(`slurmctld.log says a preempted job "had to be killed"`)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
