@@ -47,7 +47,7 @@ const benchPartition = "qcbench"
 type options struct {
 	rows, pending, running, array, runs int
 	quotad                              string
-	apply                               bool
+	apply, json                         bool
 }
 
 func main() {
@@ -59,6 +59,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "quotad cycles to measure")
 	flag.StringVar(&o.quotad, "quotad", "bin/quotad", "quotad binary")
 	flag.BoolVar(&o.apply, "apply", false, "after the dry runs, run one acting cycle and time it")
+	flag.BoolVar(&o.json, "json", false, "also time one squeue --json read, for comparison")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "quotadcost:", err)
@@ -133,7 +134,7 @@ func run(o options) error {
 		shape = fmt.Sprintf("arrays of %d tasks", o.array)
 	}
 	fmt.Printf("job table: %d rows (%d seeded); %d GPU jobs pending over quota (%s); %d allocations running\n", total, seeded, o.pending, shape, o.running)
-	readQueue(ctx, c)
+	readQueue(ctx, c, o.json)
 	fmt.Println("run  wall_s  max_rss_MB  lends")
 	var walls, rss, lends []float64
 	for i := 1; i <= o.runs; i++ {
@@ -174,7 +175,7 @@ func cycle(env []string, bin string, args ...string) (wall, mb float64, out stri
 }
 
 // readQueue times the queue reads alone: the fast one quotad uses, for the record.
-func readQueue(ctx context.Context, c *testbed.Cluster) {
+func readQueue(ctx context.Context, c *testbed.Cluster, compareJSON bool) {
 	start := time.Now()
 	jobs, err := c.Slurm().QueueJobs(ctx)
 	if err != nil {
@@ -186,6 +187,12 @@ func readQueue(ctx context.Context, c *testbed.Cluster) {
 		tasks += jobs[i].TaskCount()
 	}
 	fmt.Printf("fast queue read (squeue --Format, parsed): %.3f s for %d records, %d jobs\n", time.Since(start).Seconds(), len(jobs), tasks)
+	if !compareJSON {
+		return
+	}
+	start = time.Now()
+	jobs, err = c.Slurm().Jobs(ctx)
+	fmt.Printf("squeue --json read (parsed): %.3f s for %d records (err %v)\n", time.Since(start).Seconds(), len(jobs), err)
 }
 
 // waitQueue waits until slurmctld lists every job: submissions return before the last
