@@ -77,16 +77,23 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	script := filepath.Join(root, "testbed", "quotad.sh")
 	env := append(c.Env(), "TESTBED_DIR="+c.Dir)
-	if out, err := command(env, "bash", script, "stop").CombinedOutput(); err != nil {
-		return fmt.Errorf("pausing the testbed's quotad: %v: %s", err, out)
-	}
-	defer func() {
-		if out, err := command(env, "bash", script, "start").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "quotadcost: restarting the testbed's quotad: %v: %s\n", err, out)
+	// quotad would lend the pending jobs away; elasticd's squeue --json poll would load the
+	// machine and hold slurmctld's job lock while the cycle is measured.
+	for _, daemon := range []string{"quotad", "elasticd"} {
+		script := filepath.Join(root, "testbed", daemon+".sh")
+		if out, _ := command(env, "bash", script, "status").CombinedOutput(); !strings.Contains(string(out), daemon+" running") {
+			continue
 		}
-	}()
+		if out, err := command(env, "bash", script, "stop").CombinedOutput(); err != nil {
+			return fmt.Errorf("pausing the testbed's %s: %v: %s", daemon, err, out)
+		}
+		defer func() {
+			if out, err := command(env, "bash", script, "start").CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "quotadcost: restarting the testbed's %s: %v: %s\n", daemon, err, out)
+			}
+		}()
+	}
 
 	db, err := openDB(c)
 	if err != nil {
