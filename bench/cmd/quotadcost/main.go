@@ -82,7 +82,7 @@ func run(o options) error {
 	// machine and hold slurmctld's job lock while the cycle is measured.
 	for _, daemon := range []string{"quotad", "elasticd"} {
 		script := filepath.Join(root, "testbed", daemon+".sh")
-		if out, _ := command(env, "bash", script, "status").CombinedOutput(); !strings.Contains(string(out), daemon+" running") {
+		if out, _ := command(env, "bash", script, "status").CombinedOutput(); !strings.Contains(string(out), "running (") {
 			continue
 		}
 		if out, err := command(env, "bash", script, "stop").CombinedOutput(); err != nil {
