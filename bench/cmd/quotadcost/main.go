@@ -331,7 +331,7 @@ func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, arra
 // allocation is granted and leaves no process behind, so thousands fit on this machine.
 func submitRunning(ctx context.Context, c *testbed.Cluster, name string, n int) error {
 	share := (n + 15) / 16 * 2 // two nodes of 8 cores, with room to spare
-	if _, err := c.Run(ctx, "scontrol", "create", "partition", "PartitionName="+benchPartition, "Nodes=cpu-[1-2]",
+	if _, err := c.Run(ctx, "scontrol", "create", "PartitionName="+benchPartition, "Nodes=cpu-[1-2]",
 		fmt.Sprintf("OverSubscribe=FORCE:%d", share), "Hidden=YES", "State=UP", "MaxTime=INFINITE"); err != nil {
 		return fmt.Errorf("creating partition %s: %w", benchPartition, err)
 	}
@@ -345,12 +345,12 @@ func removePartition(c *testbed.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for ctx.Err() == nil {
-		if _, err := c.Run(ctx, "scontrol", "delete", "partition", benchPartition); err == nil {
+		if _, err := c.Run(ctx, "scontrol", "delete", "PartitionName="+benchPartition); err == nil {
 			return
 		}
 		time.Sleep(2 * time.Second) // its jobs are still ending
 	}
-	fmt.Fprintf(os.Stderr, "quotadcost: partition %s could not be removed; scontrol delete partition %s\n", benchPartition, benchPartition)
+	fmt.Fprintf(os.Stderr, "quotadcost: partition %s could not be removed; scontrol delete PartitionName=%s\n", benchPartition, benchPartition)
 }
 
 // parallel runs do(0..n-1) on 8 workers and returns the first error.
