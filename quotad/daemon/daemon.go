@@ -120,8 +120,11 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	for _, s := range snap.Skipped {
 		d.Log.Warn().Str("job", s).Msg("job left out of the snapshot")
 	}
+	planStart := time.Now()
 	plan := policy.BuildPlan(cfg, snap.Snapshot, d.now())
 	res.Plan = plan
+	d.Log.Debug().Dur("accounting", snap.Took.Accounting).Dur("nodes", snap.Took.Nodes).Dur("queue", snap.Took.Queue).
+		Dur("plan", time.Since(planStart)).Int("jobs", len(snap.Jobs)).Int("moves", len(plan.Moves)).Msg("cycle timings")
 	if d.Metrics != nil {
 		d.Metrics.observePlan(plan)
 	}

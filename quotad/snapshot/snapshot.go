@@ -48,6 +48,13 @@ type Snapshot struct {
 	TRES map[uint32]string // tres_table ids → names
 	// Skipped are jobs left out of the snapshot, each with why (e.g. an unreadable GPU request).
 	Skipped []string
+	// Took is how long each source took to read, for the logs and benchmarks.
+	Took Timings
+}
+
+// Timings are the read times of a snapshot's sources.
+type Timings struct {
+	Accounting, Nodes, Queue time.Duration
 }
 
 func (b *Builder) now() time.Time {
@@ -60,7 +67,7 @@ func (b *Builder) now() time.Time {
 // Take reads every source. TakenAt is when the first (oldest) read began, so the policy's
 // freshness check covers the whole snapshot.
 func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
-	started := b.now()
+	started, clock := b.now(), time.Now()
 	tres, err := b.Accounting.TRESNames(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurmdbd database: %w", err)
@@ -83,17 +90,23 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 			return nil, fmt.Errorf("slurmdbd database: %w", err)
 		}
 	}
+	var took Timings
+	took.Accounting = time.Since(clock)
+	mark := time.Now()
 	nodes, err := b.Live.Nodes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurmctld (sinfo): %w", err)
 	}
+	took.Nodes, mark = time.Since(mark), time.Now()
 	jobs, err := b.Live.QueueJobs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurmctld (squeue): %w", err)
 	}
+	took.Queue = time.Since(mark)
 	snap := &Snapshot{
 		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, GPUs: Pools(nodes)},
 		TRES:     tres,
+		Took:     took,
 	}
 	for i := range jobs {
 		j, ok, err := ConvertJob(&jobs[i])

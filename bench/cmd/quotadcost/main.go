@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -127,7 +128,7 @@ func run(o options) error {
 			return err
 		}
 	}
-	fmt.Printf("filled in %s (pending %s)\n", time.Since(fillStart).Round(time.Second), pendingTook.Round(time.Second))
+	fmt.Printf("filled in %s (pending jobs %s)\n", time.Since(fillStart).Round(100*time.Millisecond), pendingTook.Round(100*time.Millisecond))
 	if err := waitQueue(ctx, c, o); err != nil {
 		return err
 	}
@@ -142,10 +143,10 @@ func run(o options) error {
 	}
 	fmt.Printf("job table: %d rows (%d seeded); %d GPU jobs pending over quota (%s); %d allocations running\n", total, seeded, o.pending, shape, o.running)
 	readQueue(ctx, c, o.json)
-	fmt.Println("run  wall_s  max_rss_MB  lends")
+	fmt.Println("run  wall_s  max_rss_MB  lends  (inside the cycle, s: accounting nodes queue plan)")
 	var walls, rss, lends []float64
 	for i := 1; i <= o.runs; i++ {
-		wall, mb, out, err := cycle(env, o.quotad, "--once", "--dry-run", "--log-level", "warn")
+		wall, mb, out, err := cycle(env, o.quotad, "--once", "--dry-run", "--log-level", "debug")
 		if err != nil {
 			return err
 		}
@@ -154,7 +155,7 @@ func run(o options) error {
 			n++
 		}
 		walls, rss, lends = append(walls, wall), append(rss, mb), append(lends, float64(n))
-		fmt.Printf("%3d  %6.3f  %10.1f  %5d\n", i, wall, mb, n)
+		fmt.Printf("%3d  %6.3f  %10.1f  %5d  %s\n", i, wall, mb, n, phases(out))
 	}
 	if o.apply {
 		wall, mb, out, err := cycle(env, o.quotad, "--once", "--log-level", "info")
@@ -179,6 +180,21 @@ func cycle(env []string, bin string, args ...string) (wall, mb float64, out stri
 	}
 	mb = float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024
 	return wall, mb, string(b), nil
+}
+
+// phases reads quotad's "cycle timings" debug line: seconds per phase.
+func phases(out string) string {
+	for line := range strings.SplitSeq(out, "\n") {
+		if !strings.Contains(line, "cycle timings") {
+			continue
+		}
+		var t struct{ Accounting, Nodes, Queue, Plan float64 } // zerolog writes milliseconds
+		if json.Unmarshal([]byte(line), &t) != nil {
+			return "?"
+		}
+		return fmt.Sprintf("%.3f %.3f %.3f %.3f", t.Accounting/1000, t.Nodes/1000, t.Queue/1000, t.Plan/1000)
+	}
+	return "-"
 }
 
 // readQueue times the queue reads alone: the fast one quotad uses, for the record.
