@@ -36,6 +36,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
@@ -210,6 +211,19 @@ func readQueue(ctx context.Context, c *testbed.Cluster, compareJSON bool) {
 		tasks += jobs[i].TaskCount()
 	}
 	fmt.Printf("fast queue read (squeue --Format, parsed): %.3f s for %d records, %d jobs\n", time.Since(start).Seconds(), len(jobs), tasks)
+	// The same command alone, and without --array (one line per array record): what squeue
+	// itself costs, and what printing each pending task costs.
+	if r, ok := c.Runner().(slurm.EnvRunner); ok {
+		edit := func(env []string) []string { return append(env, "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0") }
+		for _, v := range []struct {
+			name string
+			args []string
+		}{{"squeue alone", slurm.QueueArgs()}, {"squeue alone, without --array", slices.DeleteFunc(slurm.QueueArgs(), func(a string) bool { return a == "--array" })}} {
+			start = time.Now()
+			out, err := r.RunEnv(ctx, edit, "squeue", v.args...)
+			fmt.Printf("%s: %.3f s, %d lines (err %v)\n", v.name, time.Since(start).Seconds(), strings.Count(string(out), "\n"), err)
+		}
+	}
 	if !compareJSON {
 		return
 	}
