@@ -80,6 +80,11 @@ func run(o options) error {
 		return err
 	}
 	env := append(c.Env(), "TESTBED_DIR="+c.Dir)
+	// Right after the testbed comes up its quotad may not have synced QOS and accounts yet:
+	// without them bob's jobs would not be over quota.
+	if err := waitSynced(ctx, c); err != nil {
+		return err
+	}
 	// quotad would lend the pending jobs away; elasticd's squeue --json poll would load the
 	// machine and hold slurmctld's job lock while the cycle is measured.
 	for _, daemon := range []string{"quotad", "elasticd"} {
@@ -232,6 +237,25 @@ func readQueue(ctx context.Context, c *testbed.Cluster, compareJSON bool) {
 	fmt.Printf("squeue --json read (parsed): %.3f s for %d records (err %v)\n", time.Since(start).Seconds(), len(jobs), err)
 }
 
+// waitSynced waits until quotad has given proj-b's users their guaranteed QOS as default.
+func waitSynced(ctx context.Context, c *testbed.Cluster) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-b"}})
+		synced := err == nil && len(assocs) > 0
+		for _, a := range assocs {
+			synced = synced && a.DefaultQOS == "guar-proj-b"
+		}
+		if synced {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("proj-b's associations have no default QOS guar-proj-b after a minute (is the testbed's quotad running?): %v %v", assocs, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // waitQueue waits until slurmctld lists every job: submissions return before the last
 // array is fully known to squeue, and the allocations until each is granted.
 func waitQueue(ctx context.Context, c *testbed.Cluster, o options) error {
@@ -241,21 +265,21 @@ func waitQueue(ctx context.Context, c *testbed.Cluster, o options) error {
 		if err != nil {
 			return err
 		}
-		pending, running := 0, 0
+		bob, running := 0, 0
 		for i := range jobs {
 			j := &jobs[i]
 			switch {
-			case j.Pending() && j.Account == "proj-b":
-				pending += j.TaskCount()
+			case j.Account == "proj-b":
+				bob += j.TaskCount()
 			case j.Running() && j.Partition == benchPartition:
 				running++
 			}
 		}
-		if pending >= o.pending-4 && running >= o.running {
+		if bob >= o.pending && running >= o.running {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("queue not filled: %d of %d pending, %d of %d running", pending, o.pending, running, o.running)
+			return fmt.Errorf("queue not filled: %d of %d GPU jobs, %d of %d allocations running", bob, o.pending, running, o.running)
 		}
 		time.Sleep(2 * time.Second)
 	}
