@@ -88,7 +88,7 @@ type CycleResult struct {
 
 // Cycle runs one cycle. Any read error means no action at all, and the error says why.
 func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
-	start := d.now()
+	start, clock := d.now(), time.Now()
 	defer func() {
 		if d.Metrics != nil {
 			d.Metrics.cycleSeconds.Observe(time.Since(start).Seconds())
@@ -124,7 +124,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	plan := policy.BuildPlan(cfg, snap.Snapshot, d.now())
 	res.Plan = plan
 	d.Log.Debug().Dur("accounting", snap.Took.Accounting).Dur("nodes", snap.Took.Nodes).Dur("queue", snap.Took.Queue).
-		Dur("plan", time.Since(planStart)).Int("jobs", len(snap.Jobs)).Int("moves", len(plan.Moves)).Msg("cycle timings")
+		Dur("plan", time.Since(planStart)).Dur("cycle", time.Since(clock)).Int("jobs", len(snap.Jobs)).Int("moves", len(plan.Moves)).Msg("cycle timings")
 	if d.Metrics != nil {
 		d.Metrics.observePlan(plan)
 	}
