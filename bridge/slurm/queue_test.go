@@ -291,3 +291,24 @@ func FuzzParseQueue(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseQueue parses 20,000 pending array task lines and 5,000 single jobs, the shape
+// of bench/cmd/quotadcost -pending 20000 -running 5000 -array 1000.
+func BenchmarkParseQueue(b *testing.B) {
+	var sb strings.Builder
+	for i := range 20_000 {
+		arr := fmt.Sprint(1 + i/1000)
+		sb.WriteString(queueLine(goodLine(arr, arr, fmt.Sprint(i%1000))...) + "\n")
+	}
+	for i := range 5_000 {
+		id := fmt.Sprint(100_000 + i)
+		sb.WriteString(queueLine(goodLine(id, id, "N/A")...) + "\n")
+	}
+	out := []byte(sb.String())
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if _, err := ParseQueue(out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
