@@ -28,6 +28,14 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
 	})
 	arr := submitN(t, c, "bob", 1, "--array=0-9")[0]
+	rel, err := c.Release(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rel.StartsSplitArrayTasks() {
+		wholeArraysOnly(t, c, arr)
+		return
+	}
 
 	tasks := func() map[string]slurm.SacctRecord {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -100,6 +108,37 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 	}
 	if lent != 4 {
 		t.Errorf("quotad logged %d lends of the array's tasks, want 4:\n%s", lent, data)
+	}
+	assertNoKill(t, c)
+}
+
+// wholeArraysOnly is the test on 22.05, where a task lent alone would never start while the
+// rest of its array waits: the 10-task array is not lent at all, and a 4-task array submitted
+// after it is lent whole, all 4 tasks running borrowed.
+func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
+	arr4 := submitN(t, c, "bob", 1, "--array=0-3")[0]
+	states := func(arr string) map[string]int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		jobs, err := c.Slurm().QueueJobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, j := range jobs {
+			if fmt.Sprint(j.ArrayJobID) == arr {
+				out[j.QOS+"/"+j.StateName()] += j.TaskCount()
+			}
+		}
+		return out
+	}
+	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return states(arr4)["borrow/RUNNING"] == 4 })
+	time.Sleep(6 * time.Second) // three more quotad cycles
+	if got := states(arr10); !mapsEqual(got, map[string]int{"guar-proj-b/PENDING": 10}) {
+		t.Errorf("10-task array: %v, want all 10 pending in guar-proj-b", got)
+	}
+	if out := quotactl(t, c, "explain", arr10); !strings.Contains(out, "lent together or not at all") {
+		t.Errorf("explain of the 10-task array does not say why it is not lent:\n%s", out)
 	}
 	assertNoKill(t, c)
 }

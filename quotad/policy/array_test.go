@@ -118,3 +118,35 @@ func TestArrayTasks(t *testing.T) {
 		})
 	}
 }
+
+// On 22.05 a task lent alone would not start while the rest of its array waits over quota in
+// the same partition: arrays are lent whole or not at all, and whole ones without interleaving.
+func TestWholeArrays(t *testing.T) {
+	cfg := config().project("proj-a", gpus("a100", 0)).project("proj-b", gpus("a100", 0)).obj()
+	tests := []struct {
+		name string
+		idle int
+		want []string
+		why  string
+	}{
+		{"3 of 4 tasks fit: none is lent, the single jobs are", 3, []string{"lend 1 proj-b", "lend 2 proj-b", "lend 3 proj-b"},
+			"the array's 4 pending tasks are lent together or not at all"},
+		{"all 4 fit: lent in a row", 6, []string{"lend 30_1 proj-a", "lend 30_2 proj-a", "lend 30_3 proj-a", "lend 30_4 proj-a", "lend 1 proj-b", "lend 2 proj-b"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot().testbed(tt.idle, 0, 8).
+				jobs(job(30, "proj-a").gpu("a100", 1).array(1, 2, 3, 4).obj()).
+				jobs(jobs(1, 3, func(id uint32) *jobBuilder { return job(id, "proj-b").gpu("a100", 1) })...).
+				synced(t, cfg).obj()
+			snap.WholeArrays = true
+			plan := BuildPlan(cfg, snap, t0)
+			if got := targetLines(plan); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("moves = %q, want %q", got, tt.want)
+			}
+			if text, _ := plan.Explain(30); !strings.Contains(text, tt.why) {
+				t.Errorf("explain = %q, want %q", text, tt.why)
+			}
+		})
+	}
+}

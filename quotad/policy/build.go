@@ -360,11 +360,15 @@ func (e *engine) lend() {
 		p.candidates = kept
 	}
 	share := e.fairShares()
+	var whole *project // lending an array whole: its other tasks go next, before any other job
 	for {
 		var best *project
 		var bestPl placement
 		var bestDeficit float64
 		for _, p := range e.projects {
+			if whole != nil && p != whole {
+				continue
+			}
 			pl, ok := e.head(p)
 			if !ok {
 				continue
@@ -374,8 +378,12 @@ func (e *engine) lend() {
 				best, bestPl, bestDeficit = p, pl, d
 			}
 		}
+		whole = nil
 		if best == nil {
 			return
+		}
+		if e.snap.WholeArrays && best.candidates[best.next].tasks() > 1 && best.nextTask+1 < best.candidates[best.next].tasks() {
+			whole = best
 		}
 		j, task := best.candidates[best.next], best.nextTask
 		if best.nextTask++; best.nextTask == j.tasks() {
@@ -455,6 +463,13 @@ func (e *engine) head(p *project) (placement, bool) {
 		j := p.candidates[p.next]
 		need := e.needs[j]
 		pl, ok := e.place(j, need, p)
+		if ok && e.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
+			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
+			if all, fits := e.place(j, scaled(need, j.tasks()), p); !fits {
+				pl, ok = all, false
+				pl.problems = append(pl.problems, fmt.Sprintf("on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", j.tasks()))
+			}
+		}
 		if ok {
 			p.head, p.headKnown, p.headAny = pl, true, need[""] > 0
 			return pl, true

@@ -76,6 +76,7 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config
 		sb.jobs(b.obj())
 	}
 	snap := sb.synced(tb, cfg).obj()
+	snap.WholeArrays = r.IntN(2) == 0
 	return cfg, snap
 }
 
@@ -173,6 +174,19 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			}
 		default:
 			t.Fatalf("seed %d: move of kind %q", seed, m.Kind)
+		}
+	}
+	if snap.WholeArrays { // an array record is lent whole or not at all
+		lentTasks := map[uint32]int{}
+		for _, m := range plan.Moves {
+			if m.Kind == Lend && m.ArrayJobID != 0 {
+				lentTasks[m.JobID]++
+			}
+		}
+		for id, n := range lentTasks {
+			if n != byID[id].tasks() {
+				t.Fatalf("seed %d: %d of the %d tasks of array record %d lent", seed, n, byID[id].tasks(), id)
+			}
 		}
 	}
 	for tp, n := range lent {

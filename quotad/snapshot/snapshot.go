@@ -30,6 +30,7 @@ const DefaultUsageWindow = 7 * 24 * time.Hour
 // Live reads slurmctld (slurm.Client): nodes, and every queued job through the fast queue
 // read (squeue --Format, not --json, which is too slow at tens of thousands of jobs).
 type Live interface {
+	SlurmRelease(ctx context.Context) (slurm.Release, error)
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	QueueJobs(ctx context.Context) ([]slurm.Job, error)
 }
@@ -92,6 +93,10 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 	}
 	var took Timings
 	took.Accounting = time.Since(clock)
+	rel, err := b.Live.SlurmRelease(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slurmctld: %w", err)
+	}
 	mark := time.Now()
 	nodes, err := b.Live.Nodes(ctx)
 	if err != nil {
@@ -104,7 +109,8 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 	}
 	took.Queue = time.Since(mark)
 	snap := &Snapshot{
-		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, GPUs: Pools(nodes)},
+		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, GPUs: Pools(nodes),
+			WholeArrays: !rel.StartsSplitArrayTasks()},
 		TRES:     tres,
 		Took:     took,
 	}

@@ -30,6 +30,10 @@ func (f fixtureFetcher) Nodes(context.Context) ([]slurm.Node, error) {
 	return slurm.ParseNodes(data)
 }
 
+func (f fixtureFetcher) SlurmRelease(context.Context) (slurm.Release, error) {
+	return slurm.Release{Year: 22, Month: 5}, nil
+}
+
 func (f fixtureFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
 	if f.jobsErr != nil {
 		return nil, f.jobsErr
@@ -59,6 +63,9 @@ func TestTakeFromFixtures(t *testing.T) {
 	snap, err := b.Take(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !snap.WholeArrays {
+		t.Error("a 22.05 snapshot does not ask for whole arrays")
 	}
 	if !snap.TakenAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("TakenAt = %v, want the first read's start %v", snap.TakenAt, t0.Add(time.Second))
