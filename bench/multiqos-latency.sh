@@ -48,7 +48,7 @@ ver=$(sinfo -V | awk '{print $2}')
 EXEMPT=$(awk '/preemptExemptTime:/ {gsub(/s/, "", $2); print $2}' "$REPO_ROOT/slurm-conf/testbed/quotas.yaml")
 CTLD_LOG=$TESTBED_DIR/log/slurmctld.log
 TAG=bench-mqos-$$
-BORROW=borrow GUAR_B=guar-proj-b
+BORROW=borrow-proj-b GUAR_B=guar-proj-b
 # quotad gives the accounts their QOS on its first cycles after testbed-up: wait for it.
 for _ in $(seq 1 60); do
 	[ "$(sacctmgr -nP show assoc user=bob account=proj-b format=defaultqos | head -1)" = "$GUAR_B" ] && break

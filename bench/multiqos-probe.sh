@@ -22,14 +22,14 @@ EXEMPT=$(awk '/preemptExemptTime:/ {gsub(/s/, "", $2); print $2}' "$REPO_ROOT/sl
 CTLD_LOG=$TESTBED_DIR/log/slurmctld.log
 TAG=probe-mqos-$$
 declare -A OLD_PRIO=()
-for q in guar-proj-a guar-proj-b borrow; do OLD_PRIO[$q]=$(sacctmgr -nP show qos "$q" format=priority); done
+for q in guar-proj-a guar-proj-b borrow-proj-b; do OLD_PRIO[$q]=$(sacctmgr -nP show qos "$q" format=priority); done
 setprio() { sacctmgr -i modify qos where name="$1" set priority="$2" >/dev/null; }
 restore() {
 	scancel --name="$TAG" 2>/dev/null
 	for q in "${!OLD_PRIO[@]}"; do setprio "$q" "${OLD_PRIO[$q]}"; done
 }
 trap restore EXIT
-setprio borrow 0
+setprio borrow-proj-b 0
 setprio guar-proj-a 10
 setprio guar-proj-b 10
 
@@ -69,13 +69,13 @@ echo "Slurm $(sinfo -V); QOS priority now: $(sacctmgr -nP show qos format=name,p
 echo "bob's association: $(sacctmgr -nP show assoc user=bob format=account,qos,defaultqos | tr '\n' ' ')"
 killed0=$(grep -c "had to be killed" "$CTLD_LOG")
 
-say "1. a100 full (bob 4 in quota, alice 4); X (--requeue) and Y (--no-requeue) with --qos=guar-proj-b,borrow"
+say "1. a100 full (bob 4 in quota, alice 4); X (--requeue) and Y (--no-requeue) with --qos=guar-proj-b,borrow-proj-b"
 for _ in 1 2 3 4; do submit bob --requeue >/dev/null; submit alice --requeue >/dev/null; done
 wait_until 60 ge running_of bob 4
 wait_until 60 ge running_of alice 4
 ALICE=$(squeue -h -u alice -n "$TAG" -o %i | tr '\n' ' ')
-X=$(submit bob --requeue --qos=guar-proj-b,borrow)
-Y=$(submit bob --no-requeue --qos=guar-proj-b,borrow)
+X=$(submit bob --requeue --qos=guar-proj-b,borrow-proj-b)
+Y=$(submit bob --no-requeue --qos=guar-proj-b,borrow-proj-b)
 sleep 3
 show "$X" "$Y"
 echo "guar-proj-b usage: $(usage_guar)"
@@ -105,12 +105,12 @@ echo "guar-proj-b usage: $(usage_guar)"
 
 say "5. a borrower Z runs, then slurmctld restarts"
 A1=$(squeue -h -u alice -n "$TAG" -t running -o %i | head -1)
-Z=$(submit bob --requeue --qos=guar-proj-b,borrow)
+Z=$(submit bob --requeue --qos=guar-proj-b,borrow-proj-b)
 sleep 1
 scancel "$A1"
 wait_until 20 bash -c "[ \"\$(squeue -h -j $Z -t running | wc -l)\" -ge 1 ]"
 show "$Z"
-echo "guar-proj-b usage before restart: $(usage_guar); borrow: $(scontrol show assoc_mgr flags=qos qos=borrow | grep -oE 'GrpTRES=[^ ]*' | head -1)"
+echo "guar-proj-b usage before restart: $(usage_guar); borrow-proj-b: $(scontrol show assoc_mgr flags=qos qos=borrow-proj-b | grep -oE 'GrpTRES=[^ ]*' | head -1)"
 pid=$(tr -dc 0-9 <"$TESTBED_DIR/run/slurmctld.pid")
 kill -TERM "$pid"
 wait_until 30 bash -c "! kill -0 $pid 2>/dev/null"
@@ -118,25 +118,25 @@ wait_until 30 bash -c "! kill -0 $pid 2>/dev/null"
 wait_until 30 scontrol ping >/dev/null
 sleep 2
 show "$Z"
-echo "guar-proj-b usage after restart: $(usage_guar); borrow: $(scontrol show assoc_mgr flags=qos qos=borrow | grep -oE 'GrpTRES=[^ ]*' | head -1)"
+echo "guar-proj-b usage after restart: $(usage_guar); borrow-proj-b: $(scontrol show assoc_mgr flags=qos qos=borrow-proj-b | grep -oE 'GrpTRES=[^ ]*' | head -1)"
 echo "bob's running jobs by QOS: $(squeue -h -u bob -n "$TAG" -t running -o %q | sort | uniq -c | tr '\n' ' ')"
 
-say "6. equal QOS priorities (borrow 0, guar-proj-b 0); all idle; bob in quota"
+say "6. equal QOS priorities (borrow-proj-b 0, guar-proj-b 0); all idle; bob in quota"
 scancel --name="$TAG"
 wait_until 30 bash -c "[ -z \"\$(squeue -h -n $TAG)\" ]"
 setprio guar-proj-b 0
 sleep 1
-E1=$(submit bob --requeue --qos=borrow,guar-proj-b)
-E2=$(submit bob --requeue --qos=guar-proj-b,borrow)
+E1=$(submit bob --requeue --qos=borrow-proj-b,guar-proj-b)
+E2=$(submit bob --requeue --qos=guar-proj-b,borrow-proj-b)
 wait_until 20 bash -c "[ \"\$(squeue -h -j $E1,$E2 -t running | wc -l)\" -ge 2 ]"
-echo "E1 (--qos=borrow,guar-proj-b): $(squeue -h -j "$E1" -o '%q %T')"
-echo "E2 (--qos=guar-proj-b,borrow): $(squeue -h -j "$E2" -o '%q %T')"
+echo "E1 (--qos=borrow-proj-b,guar-proj-b): $(squeue -h -j "$E1" -o '%q %T')"
+echo "E2 (--qos=guar-proj-b,borrow-proj-b): $(squeue -h -j "$E2" -o '%q %T')"
 scancel --name="$TAG"
 wait_until 30 bash -c "[ -z \"\$(squeue -h -n $TAG)\" ]"
 setprio guar-proj-b 10
-E3=$(submit bob --requeue --qos=borrow,guar-proj-b)
+E3=$(submit bob --requeue --qos=borrow-proj-b,guar-proj-b)
 wait_until 20 bash -c "[ \"\$(squeue -h -j $E3 -t running | wc -l)\" -ge 1 ]"
-echo "E3 (--qos=borrow,guar-proj-b, guar-proj-b priority 10): $(squeue -h -j "$E3" -o '%q %T')"
+echo "E3 (--qos=borrow-proj-b,guar-proj-b, guar-proj-b priority 10): $(squeue -h -j "$E3" -o '%q %T')"
 scancel --name="$TAG"
 wait_until 30 bash -c "[ -z \"\$(squeue -h -n $TAG)\" ]"
 echo "done"

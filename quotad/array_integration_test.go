@@ -53,7 +53,7 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 	borrowedRunning := func(recs map[string]slurm.SacctRecord) []string {
 		var ids []string
 		for id, r := range recs {
-			if r["QOS"] == "borrow" && r["State"] == "RUNNING" {
+			if r["QOS"] == "borrow-proj-b" && r["State"] == "RUNNING" {
 				ids = append(ids, id)
 			}
 		}
@@ -74,7 +74,7 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 		t.Errorf("tasks 4-9: %v, want one record PENDING in guar-proj-b (sacct: %v)", rest, recs)
 	}
 	for id, r := range recs {
-		if r["QOS"] == "borrow" && !slices.Contains(want, id) {
+		if r["QOS"] == "borrow-proj-b" && !slices.Contains(want, id) {
 			t.Errorf("%s was moved to borrow: %v", id, r)
 		}
 	}
@@ -91,7 +91,7 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 			view[j.QOS+"/"+j.StateName()] += j.TaskCount()
 		}
 	}
-	if wantView := map[string]int{"borrow/RUNNING": 4, "guar-proj-b/PENDING": 6}; !mapsEqual(view, wantView) {
+	if wantView := map[string]int{"borrow-proj-b/RUNNING": 4, "guar-proj-b/PENDING": 6}; !mapsEqual(view, wantView) {
 		t.Errorf("squeue: %v, want %v", view, wantView)
 	}
 	// The active quotad (the testbed's, or the test's when none runs) lent each task by name.
@@ -132,7 +132,7 @@ func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
 		}
 		return out
 	}
-	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return states(arr4)["borrow/RUNNING"] == 4 })
+	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return states(arr4)["borrow-proj-b/RUNNING"] == 4 })
 	time.Sleep(6 * time.Second) // three more quotad cycles
 	if got := states(arr10); !mapsEqual(got, map[string]int{"guar-proj-b/PENDING": 10}) {
 		t.Errorf("10-task array: %v, want all 10 pending in guar-proj-b", got)

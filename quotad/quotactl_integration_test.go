@@ -3,6 +3,7 @@
 package quotad_test
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,51 @@ func TestQuotactlSetLendLimitAndHistory(t *testing.T) {
 	// A refused change leaves the table as it was.
 	if after := quotactl(t, c, "export"); after != exported {
 		t.Errorf("refused changes altered the table:\nbefore:\n%s\nafter:\n%s", exported, after)
+	}
+}
+
+// Two admins set two projects at the same moment, round after round: each set must survive
+// the other. Before edits ran inside the store's transaction, the later writer put back the
+// table it had read, undoing the earlier one.
+func TestConcurrentSetsLoseNoUpdate(t *testing.T) {
+	c := testbed.Require(t)
+	table := filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml")
+	quotactl(t, c, "import", table)
+	t.Cleanup(func() { quotactl(t, c, "import", table) })
+
+	const rounds = 8
+	for round := 1; round <= rounds; round++ {
+		wa, wb := fmt.Sprintf("%d.5", round), fmt.Sprintf("%d.25", round)
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		for _, set := range [][]string{{"set", "proj-a", "--weight", wa}, {"set", "proj-b", "--weight", wb}} {
+			go func() {
+				<-start
+				out, err := quotactlErr(c, set...)
+				if err != nil {
+					err = fmt.Errorf("quotactl %s: %v: %s", strings.Join(set, " "), err, out)
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		exported := quotactl(t, c, "export")
+		if !strings.Contains(exported, "weight: "+wa) || !strings.Contains(exported, "weight: "+wb) {
+			t.Fatalf("round %d: a concurrent set was lost: want proj-a weight %s and proj-b weight %s:\n%s", round, wa, wb, exported)
+		}
+	}
+	// Each set is in the audit once, with the value it set.
+	history := quotactl(t, c, "history", "--kind", "quota", "--limit", "100")
+	for round := 1; round <= rounds; round++ {
+		for _, w := range []string{fmt.Sprintf("weight=%d.5", round), fmt.Sprintf("weight=%d.25", round)} {
+			if n := strings.Count(history, w+"\n"); n < 1 {
+				t.Errorf("history lacks the set to %s:\n%s", w, history)
+			}
+		}
 	}
 }

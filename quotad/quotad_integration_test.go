@@ -1,6 +1,6 @@
 //go:build integration
 
-// Scenario tests of issue 4 on the real testbed: quotad lends, Slurm reclaims by requeue.
+// Scenario tests on the real testbed: quotad lends, Slurm reclaims by requeue.
 // They use the testbed's running quotad when one holds the lease, or start a quotad built here
 // (or the one in SLURMBRIDGE_TEST_BINDIR) for the test; either way the quota table is the
 // testbed's slurm-conf/testbed/quotas.yaml.
@@ -39,6 +39,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
+	// The testbed's users run quotactl too.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	out, err := exec.Command("go", "build", "-o", dir, "github.com/slurmbridge/slurmbridge/quotad/cmd/quotad", "github.com/slurmbridge/slurmbridge/quotad/cmd/quotactl").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building quotad: %v\n%s", err, out)
@@ -67,7 +71,7 @@ func quotactl(t *testing.T, c *testbed.Cluster, args ...string) string {
 }
 
 // startQuotad starts a quotad with the testbed's quotas and returns its log file.
-func startQuotad(t *testing.T, c *testbed.Cluster, interval string) (string, *exec.Cmd) {
+func startQuotad(t *testing.T, c *testbed.Cluster, interval string, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "quotad.log")
 	quotadLogs = append(quotadLogs, logPath)
@@ -75,7 +79,7 @@ func startQuotad(t *testing.T, c *testbed.Cluster, interval string) (string, *ex
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "quotad"), "--interval", interval, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(filepath.Join(binDir, "quotad"), append([]string{"--interval", interval, "--listen", "127.0.0.1:0"}, extra...)...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = c.Env(), logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -205,14 +209,14 @@ func TestBorrowReclaimReturn(t *testing.T) {
 	d := waitFor(t, "bob: 4 in quota and 4 borrowed running", 15*time.Second, func() bool {
 		q := queue(t, c, bob)
 		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow" }) == 4
+			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4
 	})
 	borrowedAt := time.Now()
 	t.Logf("scenario 1: all 8 of bob's jobs running (4 borrowed) %s after submission", d.Round(100*time.Millisecond))
 	q := queue(t, c, bob)
 	var inQuota, borrowers []string
 	for _, id := range bob {
-		if q[id].qos == "borrow" {
+		if q[id].qos == "borrow-proj-b" {
 			borrowers = append(borrowers, id)
 		} else {
 			inQuota = append(inQuota, id)
@@ -258,6 +262,93 @@ func TestBorrowReclaimReturn(t *testing.T) {
 		return count(queue(t, c, bob), borrowers, isRunning) == 4
 	})
 	t.Logf("scenario 3: bob's 4 requeued jobs running again %s after alice's ended", d.Round(100*time.Millisecond))
+}
+
+// killedInLog returns slurmctld.log's lines from offset on that say a preempted job was
+// killed instead of requeued, and the log's current size.
+func killedInLog(t *testing.T, c *testbed.Cluster, offset int64) ([]string, int64) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var killed []string
+	if offset <= int64(len(data)) {
+		for _, line := range strings.Split(string(data[offset:]), "\n") {
+			if strings.Contains(line, "had to be killed") {
+				killed = append(killed, line)
+			}
+		}
+	}
+	return killed, int64(len(data))
+}
+
+// TestReclaimFollowsUsage: bob has 4 in quota and 4 borrowed; his in-quota jobs end, so his
+// borrowers are now within his guarantee; carol borrows the freed a100; alice claims her
+// guarantee. carol's borrowers are requeued, bob's keep running, and nothing is killed.
+func TestReclaimFollowsUsage(t *testing.T) {
+	c := testbed.Require(t)
+	_, logStart := killedInLog(t, c, 0)
+	ensureQuotad(t, c)
+	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
+	bob := submitN(t, c, "bob", 8)
+	waitFor(t, "bob: 4 in quota and 4 borrowed running", 20*time.Second, func() bool {
+		q := queue(t, c, bob)
+		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
+			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4
+	})
+	q := queue(t, c, bob)
+	var inQuota, bobBorrowers []string
+	for _, id := range bob {
+		if q[id].qos == "borrow-proj-b" {
+			bobBorrowers = append(bobBorrowers, id)
+		} else {
+			inQuota = append(inQuota, id)
+		}
+	}
+	c.Cancel(inQuota...)
+
+	carol := submitN(t, c, "carol", 4) // no a100 guaranteed: every one must borrow
+	waitFor(t, "carol's 4 jobs running borrowed", 30*time.Second, func() bool {
+		return count(queue(t, c, carol), carol, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-c" }) == 4
+	})
+	carolAt := time.Now()
+	// quotad tells Slurm who may be preempted: carol, over her guarantee, not bob, within his.
+	waitFor(t, "guar-proj-a may preempt borrow-proj-c only", 10*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		qos, err := c.Slurm().ShowQOS(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range qos {
+			if x.Name == "guar-proj-a" {
+				return x.Preempt == "borrow-proj-c"
+			}
+		}
+		return false
+	})
+	if text := quotactl(t, c, "explain", bobBorrowers[0]); !strings.Contains(text, "within its guarantee, so no claim may reclaim it") {
+		t.Errorf("explain of bob's borrower:\n%s", text)
+	}
+
+	alice := submitN(t, c, "alice", 4)
+	waitFor(t, "alice's 4 jobs running", time.Until(carolAt.Add(exemptTime))+40*time.Second, func() bool {
+		return count(queue(t, c, alice), alice, isRunning) == 4
+	})
+	waitFor(t, "carol's 4 borrowers PREEMPTED in sacct", 20*time.Second, func() bool { return len(preemptedIn(t, c, carol)) == 4 })
+	if p := preemptedIn(t, c, bobBorrowers); len(p) > 0 {
+		t.Errorf("bob's borrowers %v were preempted although proj-b holds no more than its guarantee", p)
+	}
+	if n := count(queue(t, c, bobBorrowers), bobBorrowers, isRunning); n != 4 {
+		t.Errorf("%d of bob's borrowers running, want 4", n)
+	}
+	if n := count(queue(t, c, carol), carol, func(r jobRow) bool { return r.state == "PENDING" }); n != 4 {
+		t.Errorf("%d of carol's reclaimed jobs pending again, want 4 (requeued, not cancelled)", n)
+	}
+	if killed, _ := killedInLog(t, c, logStart); len(killed) > 0 {
+		t.Errorf("slurmctld killed preempted jobs:\n%s", strings.Join(killed, "\n"))
+	}
 }
 
 // TestNoRequeueNeverLent is scenario 4.

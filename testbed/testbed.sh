@@ -287,6 +287,9 @@ export SLURMBRIDGE_DB_ADDR=127.0.0.1:$TESTBED_DB_PORT
 export SLURMBRIDGE_DB_NAME=slurm_acct_db
 export SLURMBRIDGE_DB_USER=slurm
 export SLURMBRIDGE_DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db-password
+# What every user needs for quotactl list/explain through quotad's API: no secret.
+export SLURMBRIDGE_QUOTAD_URL=http://127.0.0.1:${QUOTAD_METRICS_PORT:-19817}
+export SLURMBRIDGE_MUNGE_SOCKET=$MUNGE_SOCKET
 export SLURMBRIDGE_EXAMPLES=$TESTBED_DIR/share/elasticd/examples
 export SLURMBRIDGE_PLUGIN_DIR=$([ "$TESTBED_FROM" = installed ] && echo "$SLURM_PLUGIN_DIR" || echo "$TESTBED_PLUGIN_DIR")
 EOF

@@ -421,7 +421,7 @@ func (j *Job) SbatchArgs(mode Mode, tag string) []string {
 		"--comment=replay=" + tag + " trace_qos=" + j.TraceQoS,
 	}
 	if mode != Static && j.Class == Opportunistic {
-		args = append(args, "--qos="+BorrowQOS)
+		args = append(args, "--qos="+BorrowQOS(j.Project.Account))
 	}
 	return append(args, "--wrap=sleep "+strconv.Itoa(secs))
 }

@@ -160,7 +160,7 @@ func TestSbatchArgs(t *testing.T) {
 			t.Errorf("args %q lack %q", static, want)
 		}
 	}
-	if strings.Contains(static, "--qos=") || !strings.Contains(sb, "--qos=borrow") {
+	if strings.Contains(static, "--qos=") || !strings.Contains(sb, "--qos=borrow-") {
 		t.Errorf("opportunistic job: static %q, slurmbridge %q; only slurmbridge borrows", static, sb)
 	}
 	j.Class = InQuota
@@ -171,7 +171,7 @@ func TestSbatchArgs(t *testing.T) {
 
 // A sacct -D capture shape: job 11 was preempted once and requeued.
 const sacctOut = `10|proj-a|guar-proj-a|a100|COMPLETED|100|100|130|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,mem=1000M,node=1
-11|proj-b|borrow|a100-spot|PREEMPTED|105|110|125|billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1000M,node=1
+11|proj-b|borrow-proj-b|a100-spot|PREEMPTED|105|110|125|billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1000M,node=1
 11|proj-b|guar-proj-b|a100|COMPLETED|125|140|160|billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1000M,node=1
 12|proj-c|guar-proj-c|v100|CANCELLED by 0|110|Unknown|120|
 `

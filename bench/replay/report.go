@@ -139,7 +139,7 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Re
 		if r.Start > 0 && r.End > r.Start && r.GPUs > 0 {
 			rep.GPUSeconds += float64(r.GPUs) * float64(r.End-r.Start)
 			acct := r.Account
-			if r.QOS == BorrowQOS {
+			if IsBorrowQOS(r.QOS) {
 				acct = ""
 			}
 			events = append(events, event{r.Start, r.GPUs, acct}, event{r.End, -r.GPUs, acct})
@@ -211,7 +211,7 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Re
 			case "PREEMPTED", "REQUEUED":
 				rep.Preemptions++
 			}
-			if r.QOS == BorrowQOS {
+			if IsBorrowQOS(r.QOS) {
 				rep.BorrowRuns++
 			}
 			run(r)

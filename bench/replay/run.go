@@ -36,8 +36,15 @@ const (
 	Elastic Mode = "elastic"
 )
 
-// BorrowQOS is the testbed's borrow QOS (slurm-conf/testbed/quotas.yaml settings.borrowQOS).
-const BorrowQOS = "borrow"
+// borrowQOSPrefix starts every project's borrow QOS on the testbed (slurm-conf/testbed/quotas.yaml
+// settings.borrowQOS: borrow-{account}).
+const borrowQOSPrefix = "borrow-"
+
+// BorrowQOS is account's borrow QOS on the testbed.
+func BorrowQOS(account string) string { return borrowQOSPrefix + account }
+
+// IsBorrowQOS says whether qos is some project's borrow QOS on the testbed.
+func IsBorrowQOS(qos string) bool { return strings.HasPrefix(qos, borrowQOSPrefix) }
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {

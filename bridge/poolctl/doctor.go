@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,6 +107,8 @@ type doctor struct {
 	conf     slurm.Config
 	cfg      *pools.Config // nil when pools.yaml is unreadable
 	nodes    []slurm.Node
+	// quotadUser is the account quotad runs as, when quotadRights found it.
+	quotadUser string
 }
 
 func (d *doctor) report(s status, check, fix, format string, args ...any) {
@@ -140,6 +143,7 @@ func (d *doctor) run() {
 	d.preemption()
 	d.accounting()
 	d.quotadRights()
+	d.borrowQOS()
 	d.daemons()
 	d.credentials()
 }
@@ -248,6 +252,11 @@ func (d *doctor) preemption() {
 			"JobRequeue = %s: jobs default to no requeue, and quotad never lends a job that cannot be requeued", v)
 		good = false
 	}
+	if params := d.conf.List("SchedulerParameters"); slices.ContainsFunc(params, equalFold("preempt_youngest_first")) {
+		d.report(problem, "preemption", fmt.Sprintf(fix, "SchedulerParameters without preempt_youngest_first"),
+			"SchedulerParameters has preempt_youngest_first: Slurm would reclaim the youngest borrowers first, not those of the project furthest over its guarantee (quotad orders them by borrow QOS priority)")
+		good = false
+	}
 	if good {
 		d.report(ok, "preemption", "", "PreemptType=preempt/qos, PreemptMode=%s, JobRequeue=1", d.conf.Get("PreemptMode"))
 	}
@@ -338,8 +347,8 @@ func (d *doctor) quotadRights() {
 			user = "root" // a unit without User= runs as root
 		}
 	}
-	slurmUser, _, _ := strings.Cut(d.conf.Get("SlurmUser"), "(")
-	if user == "root" || user == slurmUser {
+	d.quotadUser = user
+	if d.slurmAlwaysAllows(user) {
 		d.report(ok, "quotad-user", "", "quotad runs as %s, which Slurm always allows", user)
 		return
 	}
@@ -358,6 +367,59 @@ func (d *doctor) quotadRights() {
 		return
 	}
 	d.report(ok, "quotad-user", "", "quotad runs as %s, AdminLevel %s", user, level)
+}
+
+// slurmAlwaysAllows: root and SlurmUser need no AdminLevel, and the plugin lets them move jobs.
+func (d *doctor) slurmAlwaysAllows(user string) bool {
+	slurmUser, _, _ := strings.Cut(d.conf.Get("SlurmUser"), "(")
+	return user == "root" || user == slurmUser
+}
+
+// borrowQOS: the plugin keeps jobs Slurm cannot requeue out of pools.yaml's borrow_qos, so it
+// must name every QOS that another QOS preempts (quotad's borrow QOS), and it must let quotad
+// move jobs there.
+func (d *doctor) borrowQOS() {
+	if d.cfg == nil {
+		d.report(skipped, "borrow-qos", "", "pools.yaml is not usable")
+		return
+	}
+	pattern := d.cfg.BorrowQOSPattern()
+	const fix = "set borrow_qos in pools.yaml to the quota table's settings.borrowQOS (quotactl export shows it)"
+	preempts, err := d.slurm.QOSPreempts(d.ctx())
+	if err != nil {
+		d.report(problem, "borrow-qos", "check slurmdbd (sacctmgr show qos)", "cannot read the QOS: %v", firstLine(err.Error()))
+		return
+	}
+	by := map[string][]string{} // preemptable QOS → the QOS that preempt it
+	for q, names := range preempts {
+		for _, n := range names {
+			by[n] = append(by[n], q)
+		}
+	}
+	good := true
+	var preemptable []string
+	for _, q := range slices.Sorted(maps.Keys(by)) {
+		preemptable = append(preemptable, q)
+		if !pools.MatchBorrowQOS(pattern, q) {
+			slices.Sort(by[q])
+			d.report(problem, "borrow-qos", fix,
+				"QOS %s can be preempted (by %s) but pools.yaml's borrow_qos %s does not name it: the plugin lets salloc, srun and --no-requeue jobs into it, and a reclaim kills them",
+				q, strings.Join(by[q], ","), pattern)
+			good = false
+		}
+	}
+	if u := d.quotadUser; u != "" && !d.slurmAlwaysAllows(u) && !slices.Contains(d.cfg.BorrowQOSAdmins, u) {
+		d.report(problem, "borrow-qos", "add "+u+" to borrow_qos_admins in pools.yaml",
+			"quotad runs as %s, which pools.yaml's borrow_qos_admins does not list: the plugin refuses its moves into the borrow QOS", u)
+		good = false
+	}
+	switch {
+	case !good:
+	case len(preemptable) == 0:
+		d.report(ok, "borrow-qos", "", "borrow_qos %s; no QOS preempts another yet (quotad sets them up on its first cycle)", pattern)
+	default:
+		d.report(ok, "borrow-qos", "", "borrow_qos %s names every preemptable QOS (%s)", pattern, strings.Join(preemptable, ","))
+	}
 }
 
 func (d *doctor) daemons() {

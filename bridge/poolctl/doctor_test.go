@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,17 +61,21 @@ type cluster struct {
 	quotad       *httptest.Server
 	elasticd     *httptest.Server
 	lastCycle    time.Time
+	pools        string // the pools.yaml doctor reads
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	cl := &cluster{t: t, pluginDir: t.TempDir(), lastCycle: time.Now().Add(-10 * time.Second)}
+	cl := &cluster{t: t, pluginDir: t.TempDir(), lastCycle: time.Now().Add(-10 * time.Second), pools: testbedPools}
 	data, err := os.ReadFile(testbedConfigFixture)
 	if err != nil {
 		t.Fatal(err)
 	}
 	conf := setConfig(t, string(data), "PluginDir", cl.pluginDir+":/nonexistent/slurm-wlm")
-	cl.runner = &fakeRunner{t: t, config: conf, outputs: map[string]string{}, fails: map[string]error{
+	cl.runner = &fakeRunner{t: t, config: conf, outputs: map[string]string{
+		// quotad's QOS on the testbed: each guaranteed QOS preempts the other projects' borrow QOS.
+		"sacctmgr -n -P show qos format=name,preempt": "normal|\nborrow-proj-a|\nborrow-proj-b|\nguar-proj-a|borrow-proj-b\nguar-proj-b|borrow-proj-a\n",
+	}, fails: map[string]error{
 		"systemctl show --property=LoadState,User quotad.service": fmt.Errorf("System has not been booted with systemd"),
 	}}
 	buildPlugin(t, filepath.Join(cl.pluginDir, PluginFile), "job_submit/pools", 0x160508)
@@ -152,7 +157,7 @@ func patchPluginVersion(t *testing.T, src, dst string, version uint32) {
 func (cl *cluster) doctor(extra ...string) result {
 	cl.t.Helper()
 	var out, errOut bytes.Buffer
-	args := append([]string{"poolctl", "--config", testbedPools, "doctor",
+	args := append([]string{"poolctl", "--config", cl.pools, "doctor",
 		"--quotad-url", cl.quotad.URL + "/metrics", "--elasticd-url", cl.elasticd.URL + "/metrics",
 		"--db-password-file", cl.passwordFile}, extra...)
 	code := Run(context.Background(), args, Env{Fetcher: slurm.Client{Runner: cl.runner}, Out: &out, Err: &errOut})
@@ -183,6 +188,7 @@ func TestDoctorCleanCluster(t *testing.T) {
 		"ok       preemption  PreemptType=preempt/qos, PreemptMode=REQUEUE, JobRequeue=1",
 		"ok       accounting  slurmdbd, enforce associations,limits,qos,safe, TRES gres/gpu,gres/gpu:a100,gres/gpu:v100",
 		"skip     quotad-user systemd does not know quotad.service",
+		"ok       borrow-qos  borrow_qos borrow-{account} names every preemptable QOS (borrow-proj-a,borrow-proj-b)",
 		"ok       quotad      "+cl.quotad.URL+"/metrics: last successful cycle 10s ago",
 		"ok       elasticd    "+cl.elasticd.URL+"/metrics: 42 cycles",
 		"ok       credentials "+cl.passwordFile+": mode 0600",
@@ -276,6 +282,12 @@ func TestDoctorNamesMissingPreemptionAndAccountingSettings(t *testing.T) {
 	)
 	mustContain(t, "stderr", r.errOut, "doctor: 5 problems")
 
+	// preempt_youngest_first replaces the reclaim order quotad sets.
+	cl.runner.config = setConfig(t, orig, "SchedulerParameters", "bf_interval=5,preempt_youngest_first")
+	if r := cl.doctor(); r.code != 1 || !strings.Contains(r.out, "SchedulerParameters has preempt_youngest_first") {
+		t.Fatalf("preempt_youngest_first: exit %d:\n%s", r.code, r.out)
+	}
+
 	// GANG,REQUEUE requeues too.
 	cl.runner.config = setConfig(t, orig, "PreemptMode", "GANG,REQUEUE")
 	if r := cl.doctor(); r.code != 0 {
@@ -339,6 +351,11 @@ func TestDoctorChecksQuotadsSlurmRights(t *testing.T) {
 	mustContain(t, "doctor output", cl.doctor().out, "skip     quotad-user systemd does not know quotad.service")
 	cl.runner.outputs["systemctl show --property=LoadState,User quotad.service"] = "User=slurmbridge\nLoadState=loaded\n"
 	cl.runner.outputs["sacctmgr -n -P show user slurmbridge format=adminlevel"] = "Administrator\n"
+	// The plugin must let quotad's account move jobs into the borrow QOS.
+	mustContain(t, "doctor output", cl.doctor().out,
+		"PROBLEM  borrow-qos  quotad runs as slurmbridge, which pools.yaml's borrow_qos_admins does not list: the plugin refuses its moves into the borrow QOS",
+		"fix: add slurmbridge to borrow_qos_admins in pools.yaml")
+	cl.pools = withLines(t, testbedPools, "borrow_qos_admins: [slurmbridge]")
 	r = cl.doctor()
 	if r.code != 0 {
 		t.Fatalf("exit %d:\n%s", r.code, r.out)
@@ -346,6 +363,54 @@ func TestDoctorChecksQuotadsSlurmRights(t *testing.T) {
 	mustContain(t, "doctor output", r.out, "ok       quotad-user quotad runs as slurmbridge, AdminLevel Administrator")
 	// SlurmUser needs no AdminLevel.
 	mustContain(t, "doctor output", cl.doctor("--quotad-user", "slurm").out, "quotad runs as slurm, which Slurm always allows")
+}
+
+// The plugin keeps jobs Slurm cannot requeue out of borrow_qos only: a preemptable QOS it does
+// not name (quotad's settings.borrowQOS set otherwise) is a problem.
+func TestDoctorChecksBorrowQOSAgainstPreemptableQOS(t *testing.T) {
+	cl := newCluster(t)
+	cl.runner.outputs["sacctmgr -n -P show qos format=name,preempt"] = "normal|\nlend|\nguar-proj-a|lend\nguar-proj-b|lend,normal\n"
+	mustContain(t, "doctor output", cl.doctor().out,
+		"PROBLEM  borrow-qos  QOS lend can be preempted (by guar-proj-a,guar-proj-b) but pools.yaml's borrow_qos borrow-{account} does not name it: the plugin lets salloc, srun and --no-requeue jobs into it, and a reclaim kills them",
+		"PROBLEM  borrow-qos  QOS normal can be preempted (by guar-proj-b)",
+		"fix: set borrow_qos in pools.yaml to the quota table's settings.borrowQOS")
+
+	// One shared borrow QOS, named as such.
+	cl.runner.outputs["sacctmgr -n -P show qos format=name,preempt"] = "normal|\nlend|\nguar-proj-a|lend\nguar-proj-b|lend\n"
+	cl.pools = withLines(t, testbedPools, "borrow_qos: lend")
+	if r := cl.doctor(); r.code != 0 || !strings.Contains(r.out, "ok       borrow-qos  borrow_qos lend names every preemptable QOS (lend)") {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+	// Before quotad's first cycle nothing is preemptable yet.
+	cl.runner.outputs["sacctmgr -n -P show qos format=name,preempt"] = "normal|\n"
+	mustContain(t, "doctor output", cl.doctor().out, "ok       borrow-qos  borrow_qos lend; no QOS preempts another yet")
+}
+
+// withLines is a copy of a pools file with lines replacing its keys of the same name.
+func withLines(t *testing.T, path string, lines ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		keep := true
+		for _, nl := range lines {
+			key, _, _ := strings.Cut(nl, ":")
+			if strings.HasPrefix(l, key+":") {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, l)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(dst, []byte(strings.Join(lines, "\n")+"\n"+strings.Join(out, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
 
 func TestDoctorWithoutSlurmctld(t *testing.T) {
@@ -456,6 +521,10 @@ func TestProductionAndTestbedConfigsSatisfyDoctor(t *testing.T) {
 		if d.problems() != 0 {
 			t.Errorf("%s:\n%s", path, out.String())
 		}
+	}
+	// quotad.service runs quotad as slurmbridge: the plugin must let it lend.
+	if !slices.Contains(prodPools.BorrowQOSAdmins, "slurmbridge") || prodPools.BorrowQOSPattern() != policy.DefaultBorrowQOS {
+		t.Errorf("production pools.yaml: borrow_qos %s, admins %v", prodPools.BorrowQOSPattern(), prodPools.BorrowQOSAdmins)
 	}
 	if v := slurmConfFile(t, "../../slurm-conf/production/slurm.conf.slurmbridge").Get("JobSubmitPlugins"); v != "pools" {
 		t.Errorf("production JobSubmitPlugins=%q", v)

@@ -34,6 +34,13 @@ type Config struct {
 	DefaultGPUPool string
 	Policy         Policy // "" means DefaultFirst
 	Pools          []Pool
+	// BorrowQOS is quotad's borrow QOS (its settings.borrowQOS): a pattern with "{account}"
+	// for one per project, or one name; "" means DefaultBorrowQOS. The plugin refuses jobs
+	// there that Slurm could not requeue, since reclaiming their GPUs would kill them.
+	BorrowQOS string
+	// BorrowQOSAdmins are the users, besides root and SlurmUser, who may move a job into the
+	// borrow QOS with scontrol update: the account quotad runs as.
+	BorrowQOSAdmins []string
 
 	lines lineIndex // where each key was in the file; empty for a Config built in code
 
@@ -158,6 +165,7 @@ func Parse(data []byte, source string) (*Config, error) {
 // shares nothing mutable with c.
 func New(c Config) (*Config, error) {
 	c.Pools = slices.Clone(c.Pools)
+	c.BorrowQOSAdmins = slices.Clone(c.BorrowQOSAdmins)
 	for i := range c.Pools {
 		p := &c.Pools[i]
 		p.Partition = p.partitionName()

@@ -16,7 +16,7 @@ import (
 // report every problem with its line.
 
 var (
-	topKeys  = []string{"default_cpu_pool", "default_gpu_pool", "policy", "pools"}
+	topKeys  = []string{"default_cpu_pool", "default_gpu_pool", "policy", "borrow_qos", "borrow_qos_admins", "pools"}
 	poolKeys = []string{
 		"name", "description", "partition", "gpu_type", "price_per_gpu_hour", "price_per_cpu_hour",
 		"spot", "fallback", "speed", "node_count", "node",
@@ -48,6 +48,10 @@ func Decode(data []byte, source string) (*Config, Problems) {
 			c.DefaultGPUPool = d.str(v, "", key)
 		case "policy":
 			c.Policy = Policy(d.str(v, "", key))
+		case "borrow_qos":
+			c.BorrowQOS = d.str(v, "", key)
+		case "borrow_qos_admins":
+			c.BorrowQOSAdmins = d.userList(v, key)
 		case "pools":
 			c.Pools = d.pools(v)
 		}
@@ -203,6 +207,20 @@ func (d *decoder) strList(n *yaml.Node, pool, key, path string) []string {
 		item = resolve(item)
 		d.lines[joinPath(path, strconv.Itoa(i))] = item.Line
 		out = append(out, d.str(item, pool, key))
+	}
+	return out
+}
+
+func (d *decoder) userList(n *yaml.Node, key string) []string {
+	if n.Kind != yaml.SequenceNode {
+		d.problem(n.Line, "", "%s: want a list of user names, got %s", key, kindName(n))
+		return nil
+	}
+	out := make([]string, 0, len(n.Content))
+	for i, item := range n.Content {
+		item = resolve(item)
+		d.lines[joinPath(key, strconv.Itoa(i))] = item.Line
+		out = append(out, d.str(item, "", key))
 	}
 	return out
 }

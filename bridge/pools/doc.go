@@ -11,6 +11,8 @@
 //	default_cpu_pool: cpu        # CPU jobs without -p go here; omitted: Slurm's default partition
 //	default_gpu_pool: a100       # first under policy default-first; optional
 //	policy: cheapest             # default-first (default) | cheapest | fastest
+//	borrow_qos: borrow-{account} # quotad's borrow QOS pattern or name; this is the default
+//	borrow_qos_admins: [slurmbridge]  # besides root and SlurmUser, may move jobs into it
 //	pools:
 //	  - name: a100-spot          # required; letters, digits, '_', '-', '.'
 //	    description: Preemptible A100s
@@ -56,6 +58,18 @@
 //     that Slurm would accept.
 //   - Jobs whose only GRES are not GPUs (mps, shard) are left to Slurm: pools do not describe
 //     those.
+//
+// # Borrow QOS
+//
+// Slurm requeues a preempted job only when it is a batch job (job_desc->script set) with
+// Requeue=1 (--requeue, or neither flag where slurm.conf has JobRequeue=1), and kills any other.
+// The borrow QOS is preemptable, so the plugin refuses a submission that names it (anywhere in
+// a comma-separated --qos list) when Slurm could not requeue the job: salloc and srun
+// allocations, --no-requeue, and no --requeue under JobRequeue=0. It reads JobRequeue from
+// slurmctld's memory. On job_modify it cannot see those fields, so it refuses an update into the
+// borrow QOS unless it comes from root, SlurmUser or borrow_qos_admins (quotad, which lends only
+// jobs Slurm can requeue). borrow_qos must match quotad's settings.borrowQOS; poolctl doctor
+// checks it against the QOS that the others preempt.
 //
 // # Workload class
 //

@@ -52,6 +52,13 @@ type Request struct {
 	Name           string
 	Comment        string // carries the workload class: "class=NAME"
 	Features       string // --constraint; not interpreted (see the package doc)
+	// QOS is the requested QOS, possibly a comma-separated list (24.11 on).
+	QOS string
+	// Batch is job_desc->script != NULL: an sbatch job, not an salloc or srun allocation.
+	// Unknown (false) on Modify.
+	Batch bool
+	// Requeue is --requeue (1), --no-requeue (0) or neither (NoVal16: slurm.conf's JobRequeue).
+	Requeue uint16
 }
 
 // WorkloadClass is the job's workload class: the value of the first "class=NAME" word of its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
@@ -30,7 +31,52 @@ func (c *Config) Validate() Problems {
 		v.fallbacks(i, byName)
 	}
 	v.cycles(byName)
+	v.borrowQOS()
 	return v.problems.sorted()
+}
+
+// borrowQOS checks borrow_qos (a QOS name, "{account}" at most once) and its admins.
+func (v *validator) borrowQOS() {
+	if q := v.c.BorrowQOS; q != "" {
+		prefix, suffix, _ := strings.Cut(q, AccountPlaceholder)
+		switch {
+		case strings.Count(q, AccountPlaceholder) > 1:
+			v.top("borrow_qos", "borrow_qos %q holds %s more than once", q, AccountPlaceholder)
+		case !qosChars(prefix+suffix) || prefix+suffix == "":
+			v.top("borrow_qos", "borrow_qos %q is not a QOS name (letters, digits, '_', '-', '.', and %s for the account)", q, AccountPlaceholder)
+		}
+	}
+	for i, u := range v.c.BorrowQOSAdmins {
+		if !validUser(u) {
+			v.top("borrow_qos_admins."+strconv.Itoa(i), "borrow_qos_admins: %q is not a user name", u)
+		}
+	}
+}
+
+// qosChars: what a QOS name may hold here (sacctmgr takes more, quotad's names need no more).
+func qosChars(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validUser accepts the portable user names of POSIX (and a trailing '$' of Samba accounts).
+func validUser(s string) bool {
+	if s == "" || len(s) > 256 || s[0] == '-' {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == '-':
+		case r == '$' && i == len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 type validator struct {

@@ -61,8 +61,10 @@ func TestClientCommandLines(t *testing.T) {
 		}, []string{"sacctmgr -i modify account where name=proj-a cluster=testbed set qos=borrow,guar-proj-a defaultqos=guar-proj-a"}},
 		{"admin level", "Administrator\n", func(c Client) error { _, err := c.UserAdminLevel(context.Background(), "quotad"); return err },
 			[]string{"sacctmgr -n -P show user quotad format=adminlevel"}},
-		{"show qos", "normal|\n", func(c Client) error { _, err := c.ShowQOS(context.Background()); return err },
-			[]string{"sacctmgr -n -P show qos format=name,grptres"}},
+		{"show qos", "normal||\n", func(c Client) error { _, err := c.ShowQOS(context.Background()); return err },
+			[]string{"sacctmgr -n -P show qos format=name,grptres,preempt"}},
+		{"qos preempts", "normal|\nguar-proj-a|borrow-proj-b\n", func(c Client) error { _, err := c.QOSPreempts(context.Background()); return err },
+			[]string{"sacctmgr -n -P show qos format=name,preempt"}},
 		{"associations", "", func(c Client) error {
 			_, err := c.ShowAssociations(context.Background(), AssociationFilter{Accounts: []string{"proj-a", "proj-b"}, Cluster: "testbed"})
 			return err
@@ -215,9 +217,9 @@ func TestShowAssociationsAndQOS(t *testing.T) {
 	if err != nil || !slices.Equal(assocs, want) || r.calls[0] != "sacctmgr -n -P show assoc format=account,user,defaultqos" {
 		t.Errorf("associations %+v, %v, ran %q", assocs, err, r.calls)
 	}
-	r = &scriptRunner{out: "normal|\nguar-proj-a|gres/gpu=4\n"}
+	r = &scriptRunner{out: "normal||\nguar-proj-a|gres/gpu=4|borrow-proj-b,borrow-proj-c\n"}
 	qos, err := Client{Runner: r}.ShowQOS(context.Background())
-	if err != nil || !slices.Equal(qos, []QOSLimits{{"normal", ""}, {"guar-proj-a", "gres/gpu=4"}}) {
+	if err != nil || !slices.Equal(qos, []QOSLimits{{"normal", "", ""}, {"guar-proj-a", "gres/gpu=4", "borrow-proj-b,borrow-proj-c"}}) {
 		t.Errorf("qos %+v, %v", qos, err)
 	}
 }

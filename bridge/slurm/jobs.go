@@ -26,9 +26,11 @@ type Job struct {
 	// StateFlags are the flags on the base state: COMPLETING, CONFIGURING, REQUEUE_HOLD...
 	StateFlags  []string
 	StateReason string // why it is pending: Resources, Priority, JobHeldUser, None...
-	Requeue     bool
-	// Batch is false for salloc and srun allocations (batch_flag 0): Slurm can requeue only
-	// batch jobs.
+	// Requeue is the job's effective requeue flag: --requeue/--no-requeue, else slurm.conf's
+	// JobRequeue at submission.
+	Requeue bool
+	// Batch is Slurm's batch_flag: true for sbatch jobs, false for salloc and srun
+	// allocations, which Slurm can never requeue.
 	Batch bool
 	// ArrayJobID is the job array of an array task or of a pending array record; 0 for a job
 	// that is not in an array. ArrayTasks are the task ids the record stands for, ascending:
@@ -119,8 +121,8 @@ type wireJob struct {
 	QOS           string     `json:"qos"`
 	JobState      stateNames `json:"job_state"`
 	StateReason   string     `json:"state_reason"`
-	Requeue       bool       `json:"requeue"`
-	BatchFlag     bool       `json:"batch_flag"`
+	Requeue       *bool      `json:"requeue"`
+	BatchFlag     *bool      `json:"batch_flag"`
 	TRESPerNode   string     `json:"tres_per_node"`
 	TRESPerJob    string     `json:"tres_per_job"`
 	TRESPerTask   string     `json:"tres_per_task"`
@@ -168,7 +170,7 @@ func (w *wireJob) job() (Job, error) {
 	}
 	j := Job{
 		ID: w.JobID, User: w.UserName, Account: w.Account, Partition: w.Partition, QOS: w.QOS,
-		StateReason: w.StateReason, Requeue: w.Requeue, Batch: w.BatchFlag,
+		StateReason: w.StateReason,
 		TRESPerNode: w.TRESPerNode, TRESPerJob: w.TRESPerJob, TRESPerTask: w.TRESPerTask, TRESPerSocket: w.TRESPerSocket,
 		Nodes:  w.Nodes,
 		Submit: unixTime(w.SubmitTime.unixTime()), Start: unixTime(w.StartTime.unixTime()),
@@ -187,6 +189,14 @@ func (w *wireJob) job() (Job, error) {
 	if j.TRESAlloc, err = gpureq.ParseTRES(w.TRESAllocStr); err != nil {
 		return Job{}, fmt.Errorf("tres_alloc_str: %w", err)
 	}
+	// Whether Slurm could requeue the job decides whether it may ever be lent: never guess it.
+	if w.Requeue == nil {
+		return Job{}, errors.New("no requeue")
+	}
+	if w.BatchFlag == nil {
+		return Job{}, errors.New("no batch_flag")
+	}
+	j.Requeue, j.Batch = *w.Requeue, *w.BatchFlag
 	return j, nil
 }
 

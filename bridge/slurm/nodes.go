@@ -29,6 +29,9 @@ type Node struct {
 	GresUsed      []gpureq.Gres // allocated now, e.g. gpu:a100:2(IDX:0-1)
 	TRES          gpureq.TRES   // configured, e.g. cpu=8,mem=32000M,gres/gpu=4
 	TRESUsed      gpureq.TRES   // allocated now; empty when idle (sinfo prints null)
+	// Reservation is the active reservation the node is in ("" none; 22.05's sinfo does not
+	// say, its RESERVED state flag does).
+	Reservation string
 }
 
 // downStates are base states in which a node runs nothing new.
@@ -77,18 +80,19 @@ func countGPUs(gres []gpureq.Gres) uint64 {
 var nodeBaseStates = []string{"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"}
 
 type wireNode struct {
-	Name       string     `json:"name"`
-	Partitions []string   `json:"partitions"`
-	State      stateNames `json:"state"`       // 22.05: the base state; later: base and flags
-	StateFlags []string   `json:"state_flags"` // 22.05 only
-	CPUs       number     `json:"cpus"`
-	AllocCPUs  number     `json:"alloc_cpus"`
-	RealMemory number     `json:"real_memory"`
-	AllocMem   number     `json:"alloc_memory"`
-	Gres       string     `json:"gres"`
-	GresUsed   string     `json:"gres_used"`
-	TRES       string     `json:"tres"`
-	TRESUsed   string     `json:"tres_used"` // null or "" when nothing is allocated
+	Name        string     `json:"name"`
+	Partitions  []string   `json:"partitions"`
+	State       stateNames `json:"state"`       // 22.05: the base state; later: base and flags
+	StateFlags  []string   `json:"state_flags"` // 22.05 only
+	CPUs        number     `json:"cpus"`
+	AllocCPUs   number     `json:"alloc_cpus"`
+	RealMemory  number     `json:"real_memory"`
+	AllocMem    number     `json:"alloc_memory"`
+	Gres        string     `json:"gres"`
+	GresUsed    string     `json:"gres_used"`
+	TRES        string     `json:"tres"`
+	TRESUsed    string     `json:"tres_used"`   // null or "" when nothing is allocated
+	Reservation string     `json:"reservation"` // 23.02 on
 }
 
 // ParseNodes reads the nodes of Slurm 22.05's `sinfo --json` or of `scontrol show nodes
@@ -132,7 +136,7 @@ func (w *wireNode) node() (Node, error) {
 	for _, f := range w.StateFlags {
 		flags = append(flags, strings.ToUpper(f))
 	}
-	n := Node{Name: w.Name, Partitions: w.Partitions, State: strings.ToLower(base), StateFlags: flags}
+	n := Node{Name: w.Name, Partitions: w.Partitions, State: strings.ToLower(base), StateFlags: flags, Reservation: w.Reservation}
 	var err error
 	if n.CPUs, err = w.CPUs.int(); err != nil {
 		return Node{}, fmt.Errorf("cpus: %w", err)

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -234,7 +235,7 @@ func TestJobStateArraysReadAs22Names(t *testing.T) {
 		{`["SUSPENDED"]`, "SUSPENDED", nil, "SUSPENDED", false, false},
 		{`["CANCELLED"]`, "CANCELLED", nil, "CANCELLED", false, false},
 	} {
-		jobs, err := ParseJobs([]byte(`{"jobs": [{"job_id": 1, "job_state": ` + tc.state + `}]}`))
+		jobs, err := ParseJobs([]byte(`{"jobs": [{"job_id": 1, "requeue": true, "batch_flag": true, "job_state": ` + tc.state + `}]}`))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.state, err)
 		}
@@ -268,4 +269,59 @@ func TestNodeStateArrays(t *testing.T) {
 			t.Errorf("%s: %q %v up %v cpus %d; want %q %v up %v", tc.json, n.State, n.StateFlags, n.Up(), n.CPUs, tc.base, tc.flags, tc.up)
 		}
 	}
+}
+
+// squeue-REL-requeue.json (capture/capture.sh) holds jobs Slurm can and cannot requeue. Slurm
+// requeues only batch jobs with Requeue=1: an salloc keeps Requeue=1 and has batch_flag false,
+// so the requeue flag alone does not tell. Without --requeue or --no-requeue the flag is
+// slurm.conf's JobRequeue at submission.
+func TestEveryReleaseReadsBatchFlagAndEffectiveRequeue(t *testing.T) {
+	want := map[string]struct{ batch, requeue bool }{
+		"requeue-on":          {true, true},
+		"requeue-off":         {true, false}, // --no-requeue
+		"requeue-default-on":  {true, true},  // JobRequeue=1
+		"salloc":              {false, true},
+		"srun":                {false, false},
+		"requeue-default-off": {true, false}, // JobRequeue=0
+		"requeue-on-jr0":      {true, true},  // --requeue under JobRequeue=0
+	}
+	for _, rel := range releases {
+		jobs, err := ParseJobs(fixture(t, "squeue-"+rel.name+"-requeue.json"))
+		if err != nil {
+			t.Fatalf("%s: %v", rel.name, err)
+		}
+		seen := 0
+		for _, j := range jobs {
+			w, ok := want[jobNames(t, rel.name)[j.ID]]
+			if !ok {
+				continue
+			}
+			seen++
+			if j.Batch != w.batch || j.Requeue != w.requeue {
+				t.Errorf("%s: job %d (%s): batch %v requeue %v, want %v %v", rel.name, j.ID, jobNames(t, rel.name)[j.ID], j.Batch, j.Requeue, w.batch, w.requeue)
+			}
+		}
+		if seen != len(want) {
+			t.Errorf("%s: %d of the %d captured jobs found", rel.name, seen, len(want))
+		}
+	}
+}
+
+// jobNames reads the job names of a release's requeue capture, which Job does not carry.
+func jobNames(t *testing.T, rel string) map[uint32]string {
+	t.Helper()
+	var resp struct {
+		Jobs []struct {
+			ID   uint32 `json:"job_id"`
+			Name string `json:"name"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(fixture(t, "squeue-"+rel+"-requeue.json"), &resp); err != nil {
+		t.Fatal(err)
+	}
+	names := map[uint32]string{}
+	for _, j := range resp.Jobs {
+		names[j.ID] = j.Name
+	}
+	return names
 }

@@ -118,14 +118,32 @@ func (c Client) UserAdminLevel(ctx context.Context, user string) (string, error)
 	return strings.TrimSpace(string(out)), nil
 }
 
-// QOSLimits is a QOS's name and its GrpTRES as sacctmgr prints it ("gres/gpu=4", "" when none).
+// QOSLimits is a QOS's name, its GrpTRES ("gres/gpu=4", "" when none) and the QOS it may
+// preempt ("borrow-proj-a,borrow-proj-c", "" when none), as sacctmgr prints them.
 type QOSLimits struct {
-	Name, GrpTRES string
+	Name, GrpTRES, Preempt string
 }
 
-// ShowQOS lists every QOS with its GrpTRES.
+// ShowQOS lists every QOS with its GrpTRES and Preempt list.
 func (c Client) ShowQOS(ctx context.Context) ([]QOSLimits, error) {
-	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres")
+	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres,preempt")
+	if err != nil {
+		return nil, err
+	}
+	rows, err := parsePipes(out, 3, "sacctmgr show qos")
+	if err != nil {
+		return nil, err
+	}
+	qos := make([]QOSLimits, len(rows))
+	for i, f := range rows {
+		qos[i] = QOSLimits{Name: f[0], GrpTRES: f[1], Preempt: f[2]}
+	}
+	return qos, nil
+}
+
+// QOSPreempts lists, by QOS name, the QOS each one may preempt (sacctmgr's Preempt).
+func (c Client) QOSPreempts(ctx context.Context) (map[string][]string, error) {
+	out, err := c.Runner.Run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt")
 	if err != nil {
 		return nil, err
 	}
@@ -133,11 +151,17 @@ func (c Client) ShowQOS(ctx context.Context) ([]QOSLimits, error) {
 	if err != nil {
 		return nil, err
 	}
-	qos := make([]QOSLimits, len(rows))
-	for i, f := range rows {
-		qos[i] = QOSLimits{Name: f[0], GrpTRES: f[1]}
+	preempts := make(map[string][]string, len(rows))
+	for _, f := range rows {
+		var names []string
+		for n := range strings.SplitSeq(f[1], ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		preempts[f[0]] = names
 	}
-	return qos, nil
+	return preempts, nil
 }
 
 // Association is one association: an account's own (User "") or one of its users'.

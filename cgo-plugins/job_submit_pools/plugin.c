@@ -2,6 +2,8 @@
  * job_submit/pools: slurmctld's entry points. They only forward to Go (pools.go), which copies
  * the job_desc fields it needs and asks bridge/pools where the job goes.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <slurm/slurm.h>
@@ -27,10 +29,29 @@ extern void slurm_error(const char *fmt, ...);
 extern void slurm_verbose(const char *fmt, ...);
 extern void slurm_debug(const char *fmt, ...);
 
+/* slurmctld's own configuration: the global slurm_conf of libslurmfull (src/common/read_config.c,
+ * exported under that name from 22.05 to 26.05; its type slurm_conf_t is public in slurm.h). It
+ * is looked up at init rather than linked, so a release without it leaves the plugin loadable
+ * and says so in the log. Only read, and only fields the headers of this very release lay out. */
+static const slurm_conf_t *ctld_conf;
+
+int pools_job_requeue(void)
+{
+	return ctld_conf ? (ctld_conf->job_requeue != 0) : -1;
+}
+
+long long pools_slurm_user_id(void)
+{
+	return ctld_conf ? (long long) ctld_conf->slurm_user_id : -1;
+}
+
 /* Go cannot export a function named init. slurmctld setenv()s SLURM_CONF before it loads
  * plugins, which C's getenv sees and Go's os.Getenv (a copy taken at process start) does not. */
 int init(void)
 {
+	ctld_conf = dlsym(RTLD_DEFAULT, "slurm_conf");
+	if (!ctld_conf)
+		slurm_error("job_submit/pools: slurm_conf not found in slurmctld: JobRequeue counts as 0 for jobs asking for the borrow QOS");
 	return pools_go_init(getenv("SLURMBRIDGE_POOLS_CONFIG"), getenv("SLURM_CONF"));
 }
 

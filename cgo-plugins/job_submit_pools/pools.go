@@ -64,6 +64,7 @@ func pools_go_init(poolsConfigEnv, slurmConfEnv *C.char) (rc C.int) {
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(gcMemoryLimit)
 	p := jobsubmit.New(jobsubmit.ConfigPath(goString(poolsConfigEnv), goString(slurmConfEnv)), logToSlurm)
+	p.SlurmConf = slurmConf
 	p.Init()
 	if old := plugin.Swap(p); old != nil {
 		old.Fini()
@@ -115,6 +116,16 @@ func pools_go_modify(desc *C.job_desc_msg_t, uid C.uint32_t, errMsg **C.char) (r
 	return errno(out.Reject)
 }
 
+// slurmConf reads slurmctld's slurm_conf in memory, for each decision: JobRequeue may change
+// with a reconfigure.
+func slurmConf() jobsubmit.SlurmConf {
+	requeue, slurmUser := C.pools_job_requeue(), C.pools_slurm_user_id()
+	if requeue < 0 || slurmUser < 0 {
+		return jobsubmit.SlurmConf{}
+	}
+	return jobsubmit.SlurmConf{Known: true, JobRequeue: requeue == 1, SlurmUserID: uint32(slurmUser)}
+}
+
 // errno is the Slurm error the submitting command prints after our message.
 func errno(r jobsubmit.Rejection) C.int {
 	switch r {
@@ -122,6 +133,8 @@ func errno(r jobsubmit.Rejection) C.int {
 		return C.ESLURM_INVALID_GRES
 	case jobsubmit.RejectPartition:
 		return C.ESLURM_INVALID_PARTITION_NAME
+	case jobsubmit.RejectQOS:
+		return C.ESLURM_INVALID_QOS
 	}
 	return slurmSuccess
 }
@@ -161,6 +174,10 @@ func requestFrom(d *C.job_desc_msg_t, op pools.Op) pools.Request {
 		Name:           goString(d.name),
 		Comment:        goString(d.comment),
 		Features:       goString(d.features),
+		QOS:            goString(d.qos),
+		// slurmctld makes a job a batch job exactly when its job_desc carries a script.
+		Batch:   d.script != nil,
+		Requeue: uint16(d.requeue),
 	}
 }
 

@@ -100,6 +100,9 @@ render_static() {
 	render "$TEMPLATES/slurm.conf.in" "$ETC/slurm.conf"
 	render "$TEMPLATES/gres.conf.in" "$ETC/gres.conf"
 	install -m 0644 "$TEMPLATES/pools.yaml" "$ETC/pools.yaml"
+	# Here quotad runs as its own user, not root: the plugin lets only root, SlurmUser and
+	# borrow_qos_admins move jobs into a borrow QOS (docs/operations.md).
+	printf 'borrow_qos_admins: [%s]\n' "$QUOTAD_USER" >>"$ETC/pools.yaml"
 	# As testbed.sh's install_spank: the elastic declaration when the plugin is built, else none.
 	if [ -f "$TESTBED_DIR/plugins/spank_elastic.so" ]; then
 		render "$TEMPLATES/plugstack.conf.in" "$ETC/plugstack.conf"

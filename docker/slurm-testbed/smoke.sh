@@ -165,20 +165,20 @@ ROUND_IDS=("${bob[@]}")
 bob_borrowing() {
 	rows=$(queue "${bob[@]}")
 	[ "$(count_in "$rows" "${bob[*]}" 'bob\|guar-proj-b\|RUNNING')" -eq 4 ] &&
-		[ "$(count_in "$rows" "${bob[*]}" 'bob\|borrow\|RUNNING')" -eq 4 ]
+		[ "$(count_in "$rows" "${bob[*]}" 'bob\|borrow-proj-b\|RUNNING')" -eq 4 ]
 }
-wait_until 30 "bob's 8 a100 jobs running, 4 in QOS guar-proj-b and 4 in QOS borrow" bob_borrowing
+wait_until 30 "bob's 8 a100 jobs running, 4 in QOS guar-proj-b and 4 in QOS borrow-proj-b" bob_borrowing
 borrowed_at=$SECONDS
 borrowers=() in_quota=()
 for id in "${bob[@]}"; do
-	if grep -q "^$id|bob|borrow|" <<<"$rows"; then borrowers+=("$id"); else in_quota+=("$id"); fi
+	if grep -q "^$id|bob|borrow-proj-b|" <<<"$rows"; then borrowers+=("$id"); else in_quota+=("$id"); fi
 done
-pass "quotad lending: bob's 8 a100 jobs running $((borrowed_at - t))s after submission, 4 in quota (${in_quota[*]}), 4 borrowed in QOS borrow (${borrowers[*]})"
+pass "quotad lending: bob's 8 a100 jobs running $((borrowed_at - t))s after submission, 4 in quota (${in_quota[*]}), 4 borrowed in QOS borrow-proj-b (${borrowers[*]})"
 
 # The borrow QOS's PreemptExemptTime (quotas.yaml: 20s) from the borrowers' start: until then
 # alice could not reclaim, so she submits after it.
-exempt=$(as root sacctmgr -n -P show qos borrow format=preemptexempttime)
-[ "$exempt" = 00:00:20 ] || fail "QOS borrow has PreemptExemptTime '$exempt', want 00:00:20 (quotas.yaml)"
+exempt=$(as root sacctmgr -n -P show qos borrow-proj-b format=preemptexempttime)
+[ "$exempt" = 00:00:20 ] || fail "QOS borrow-proj-b has PreemptExemptTime '$exempt', want 00:00:20 (quotas.yaml)"
 [ -z "$(preempted "${borrowers[@]}")" ] || fail "borrowers reclaimed before alice submitted: $(preempted "${borrowers[@]}" | tr '\n' ' ')"
 sleep $((borrowed_at + 21 - SECONDS > 0 ? borrowed_at + 21 - SECONDS : 0))
 t=$SECONDS

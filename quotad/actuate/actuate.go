@@ -23,6 +23,12 @@ type Auditor interface {
 	Record(ctx context.Context, e store.Entry) error
 }
 
+// Fence says whether this process may still act: quotad's lease, checked on the connection
+// that holds it. An error means stop now, because another quotad may be acting.
+type Fence interface {
+	Check(ctx context.Context) error
+}
+
 // Actuator runs a plan's actions.
 type Actuator struct {
 	Slurm   slurm.Client
@@ -30,6 +36,32 @@ type Actuator struct {
 	Actor   string  // who acts, for the audit, e.g. "quotad@host"
 	Cluster string  // the accounts' cluster, so a multi-cluster slurmdbd is not touched elsewhere
 	Log     zerolog.Logger
+	// Fence is checked before every single action; nil means no check (tests, dry runs).
+	Fence Fence
+	// StepDelay waits between two actions. Only tests set it, to cut the lease mid-apply.
+	StepDelay time.Duration
+
+	steps int
+}
+
+// beforeAction runs before each action: the test delay, then the fence. Its error stops the
+// apply; nothing after it is done.
+func (a *Actuator) beforeAction(ctx context.Context, what fmt.Stringer) error {
+	if a.StepDelay > 0 && a.steps > 0 {
+		select {
+		case <-time.After(a.StepDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	a.steps++
+	if a.Fence == nil {
+		return nil
+	}
+	if err := a.Fence.Check(ctx); err != nil {
+		return fmt.Errorf("stopped before %s: %w", what, err)
+	}
+	return nil
 }
 
 // Result counts what was applied.
@@ -44,13 +76,19 @@ type Result struct {
 // Apply runs the plan's actions in order: QOS, then accounts (which name the QOS), then job
 // moves, batched by target QOS. A failed QOS or account change stops the plan: moves rest on QOS
 // that match the table. A failed move is logged and the others go on: a job may have started
-// or ended between the snapshot and the move, which the next cycle sees.
+// or ended between the snapshot and the move, which the next cycle sees. A failed fence check
+// (before each action, each batch of moves included) stops the plan at once, with the fence's
+// error.
 func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error) {
 	res := Result{LendsByAccount: map[string]int{}, ReturnsByAccount: map[string]int{}}
 	if !plan.Acting {
 		return res, nil
 	}
+	a.steps = 0
 	for _, c := range plan.QOS {
+		if err := a.beforeAction(ctx, c); err != nil {
+			return res, err
+		}
 		if err := a.applyQOS(ctx, c); err != nil {
 			return res, fmt.Errorf("%s: %w", c, err)
 		}
@@ -58,6 +96,9 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		res.QOS++
 	}
 	for _, c := range plan.Accounts {
+		if err := a.beforeAction(ctx, c); err != nil {
+			return res, err
+		}
 		a.Log.Debug().Str("account", c.Account).Msg("modify account")
 		if err := a.Slurm.ModifyAccount(ctx, c.Account, a.Cluster, slurm.AccountSettings{QOS: to(c.QOS), DefaultQOS: to(c.DefaultQOS)}); err != nil {
 			return res, fmt.Errorf("%s: %w", c, err)
@@ -75,13 +116,18 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		}
 		a.Log.Info().Str("job", m.Target()).Str("account", m.Account).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).Str("why", m.Reason).Msg("moved job")
 		a.audit(ctx, store.Entry{Kind: store.KindMove, Subject: "job " + m.Target(), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason})
+		// Counted per project: a sub-account's job borrows as its project's.
+		project := m.Project
+		if project == "" {
+			project = m.Account
+		}
 		switch m.Kind {
 		case policy.Lend:
 			res.Lends++
-			res.LendsByAccount[m.Account]++
+			res.LendsByAccount[project]++
 		case policy.Return:
 			res.Returns++
-			res.ReturnsByAccount[m.Account]++
+			res.ReturnsByAccount[project]++
 		}
 	}
 	if err != nil {
@@ -107,7 +153,15 @@ func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove) (map[st
 		byQOS[m.To] = append(byQOS[m.To], m.Target())
 	}
 	failed := map[string]string{}
-	for _, qos := range order {
+	for i, qos := range order {
+		if err := a.beforeAction(ctx, moveBatch{qos, len(byQOS[qos])}); err != nil {
+			for _, later := range order[i:] {
+				for _, id := range byQOS[later] {
+					failed[id] = "not tried: " + err.Error()
+				}
+			}
+			return failed, err
+		}
 		f, err := a.Slurm.UpdateJobsQOS(ctx, byQOS[qos], qos)
 		for id, why := range f {
 			failed[id] = why
@@ -123,6 +177,14 @@ func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove) (map[st
 	}
 	return failed, nil
 }
+
+// moveBatch names one scontrol update of several jobs, for the fence's error.
+type moveBatch struct {
+	qos  string
+	jobs int
+}
+
+func (b moveBatch) String() string { return fmt.Sprintf("moving %d job(s) to qos %s", b.jobs, b.qos) }
 
 // applyQOS creates the QOS when it is new, then sets every field that changes in one run.
 func (a *Actuator) applyQOS(ctx context.Context, c policy.QOSChange) error {

@@ -156,3 +156,93 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		t.Errorf("a plan that does not act ran %v (err %v)", r.calls, err)
 	}
 }
+
+func TestApplyCountsSubAccountMovesForTheirProject(t *testing.T) {
+	plan := &policy.Plan{Acting: true, Moves: []policy.JobMove{
+		{Kind: policy.Lend, JobID: 1, Account: "team-a1", Project: "proj-a", To: "borrow"},
+		{Kind: policy.Lend, JobID: 2, Account: "proj-a", Project: "proj-a", To: "borrow"},
+		{Kind: policy.Return, JobID: 3, Account: "team-a1", Project: "proj-a", To: "guar-proj-a"},
+	}}
+	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop()}
+	res, err := a.Apply(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LendsByAccount["proj-a"] != 2 || res.ReturnsByAccount["proj-a"] != 1 || len(res.LendsByAccount) != 1 {
+		t.Errorf("lends %v returns %v, want both counted for proj-a", res.LendsByAccount, res.ReturnsByAccount)
+	}
+}
+
+// countingFence holds for the first `held` checks, then reports the lease lost.
+type countingFence struct{ held, checks int }
+
+var errLost = errors.New("lease lost")
+
+func (f *countingFence) Check(context.Context) error {
+	f.checks++
+	if f.checks > f.held {
+		return errLost
+	}
+	return nil
+}
+
+// Each action is fenced: a QOS change, and each scontrol run of moves (one per target QOS).
+func TestApplyStopsAtTheFirstFailedFenceCheck(t *testing.T) {
+	plan := &policy.Plan{
+		Acting: true,
+		QOS:    []policy.QOSChange{{Name: "guar-proj-a", Priority: &policy.Change[int]{From: 0, To: 10}}},
+		Moves: []policy.JobMove{
+			{Kind: policy.Return, JobID: 40, Account: "proj-b", From: "borrow", To: "guar-proj-b"},
+			{Kind: policy.Lend, JobID: 41, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+			{Kind: policy.Lend, JobID: 42, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+		},
+	}
+	for _, tc := range []struct {
+		name                   string
+		held                   int
+		wantCalls              int // Slurm commands run before the stop
+		wantLends, wantReturns int
+		wantAudit              int
+	}{
+		{"lost before anything", 0, 0, 0, 0, 0},
+		{"lost after the QOS change", 1, 1, 0, 0, 1},
+		{"lost after the first batch of moves", 2, 2, 0, 1, 2},
+		{"held throughout", 3, 3, 2, 1, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &recordingRunner{}
+			audit := &auditLog{}
+			fence := &countingFence{held: tc.held}
+			a := &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Log: zerolog.Nop(), Fence: fence}
+			res, err := a.Apply(context.Background(), plan)
+			if len(r.calls) != tc.wantCalls || res.Lends != tc.wantLends || res.Returns != tc.wantReturns || len(audit.entries) != tc.wantAudit {
+				t.Fatalf("ran %d commands (%v), %d lends, %d returns, %d audit rows; want %d, %d, %d, %d", len(r.calls), r.calls, res.Lends, res.Returns, len(audit.entries), tc.wantCalls, tc.wantLends, tc.wantReturns, tc.wantAudit)
+			}
+			if tc.held < 3 {
+				if !errors.Is(err, errLost) || !strings.Contains(err.Error(), "stopped before") {
+					t.Errorf("err = %v, want the fence's error saying what was not done", err)
+				}
+				if fence.checks != tc.held+1 {
+					t.Errorf("fence checked %d times, want it to stop at the first failure (%d)", fence.checks, tc.held+1)
+				}
+			} else if err != nil || fence.checks != 3 {
+				t.Errorf("err %v, %d checks; want none and one check per action", err, fence.checks)
+			}
+		})
+	}
+}
+
+func TestApplyStepDelayWaitsBetweenActionsOnly(t *testing.T) {
+	plan := &policy.Plan{Acting: true, Moves: []policy.JobMove{
+		{Kind: policy.Return, JobID: 41, From: "borrow", To: "guar-proj-b"},
+		{Kind: policy.Lend, JobID: 42, From: "guar-proj-b", To: "borrow"},
+	}}
+	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop(), StepDelay: 200 * time.Millisecond}
+	start := time.Now()
+	if _, err := a.Apply(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 200*time.Millisecond || took >= 400*time.Millisecond {
+		t.Errorf("two actions took %s with a 200ms step delay: want one delay, between them", took)
+	}
+}

@@ -25,13 +25,21 @@ import (
 // file exports.
 func dbFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.StringFlag{Name: "cluster", Usage: "Slurm ClusterName (names slurmdbd's per-cluster tables)", EnvVars: []string{"SLURMBRIDGE_CLUSTER"}, Required: true},
+		// Needed by every command that opens the databases (openEnv checks); quotactl list and
+		// explain through quotad need none of these flags.
+		&ucli.StringFlag{Name: "cluster", Usage: "Slurm ClusterName (names slurmdbd's per-cluster tables)", EnvVars: []string{"SLURMBRIDGE_CLUSTER"}},
 		&ucli.StringFlag{Name: "db-addr", Usage: "slurmdbd's MariaDB, host:port", EnvVars: []string{"SLURMBRIDGE_DB_ADDR"}, Value: "127.0.0.1:3306"},
 		&ucli.StringFlag{Name: "db-user", Usage: "database user", EnvVars: []string{"SLURMBRIDGE_DB_USER"}, Value: "slurm"},
 		&ucli.StringFlag{Name: "db-password-file", Usage: "file holding the database password (mode 0600 or stricter)", EnvVars: []string{"SLURMBRIDGE_DB_PASSWORD_FILE"}},
 		&ucli.StringFlag{Name: "acct-db", Usage: "slurmdbd's database (StorageLoc)", EnvVars: []string{"SLURMBRIDGE_DB_NAME"}, Value: "slurm_acct_db"},
 		&ucli.StringFlag{Name: "quota-db", Usage: "quotad's own database (quotas, audit)", EnvVars: []string{"SLURMBRIDGE_QUOTA_DB"}, Value: "slurmbridge"},
 	}
+}
+
+// mungeSocketFlag names munged's socket, for the API's credentials (quotad decodes them,
+// quotactl makes them).
+func mungeSocketFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "munge-socket", Usage: "munged's socket (empty: MUNGE's default)", EnvVars: []string{"SLURMBRIDGE_MUNGE_SOCKET"}}
 }
 
 // env is what a command needs: both databases, the readers and the Slurm adapter.
@@ -53,9 +61,21 @@ func (e *env) Close() {
 	}
 }
 
-// openEnv connects to both databases and migrates quotad's schema.
-func openEnv(c *ucli.Context, log zerolog.Logger) (*env, error) {
+// dbAccess says what a command does to quotad's database: a reader only checks that the schema
+// is current, a writer (quotad, quotactl's edits) migrates it first.
+type dbAccess int
+
+const (
+	readOnly dbAccess = iota
+	readWrite
+)
+
+// openEnv connects to both databases; a writer migrates quotad's schema, a reader never does.
+func openEnv(c *ucli.Context, log zerolog.Logger, access dbAccess) (*env, error) {
 	ctx := c.Context
+	if c.String("cluster") == "" {
+		return nil, errors.New("no cluster given: --cluster or SLURMBRIDGE_CLUSTER (Slurm's ClusterName)")
+	}
 	cfg := store.DBConfig{Addr: c.String("db-addr"), User: c.String("db-user"), PasswordFile: c.String("db-password-file")}
 	e := &env{log: log}
 	var err error
@@ -73,9 +93,14 @@ func openEnv(c *ucli.Context, log zerolog.Logger) (*env, error) {
 	e.store = &store.Store{DB: e.quotaDB}
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if _, err := e.store.Migrate(mctx); err != nil {
+	if access == readWrite {
+		if _, err := e.store.Migrate(mctx); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("migrating database %s: %w", c.String("quota-db"), err)
+		}
+	} else if err := e.store.CheckSchema(mctx); err != nil {
 		e.Close()
-		return nil, fmt.Errorf("migrating database %s: %w", c.String("quota-db"), err)
+		return nil, fmt.Errorf("database %s: %w", c.String("quota-db"), err)
 	}
 	// Slurm commands inherit our environment (SLURM_CONF); no shell is involved.
 	e.slurm = slurm.NewClient(slurm.ExecRunner{Timeout: 20 * time.Second})

@@ -21,6 +21,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
 	"github.com/slurmbridge/slurmbridge/quotad/store"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // QuotactlApp is the admin command line.
@@ -32,7 +33,7 @@ func QuotactlApp() *ucli.App {
 	return &ucli.App{
 		Name:                 "quotactl",
 		Usage:                "manage slurmbridge's guaranteed GPU quotas",
-		Flags:                dbFlags(),
+		Flags:                append(dbFlags(), quotadFlag(), mungeSocketFlag()),
 		EnableBashCompletion: true,
 		Commands: []*ucli.Command{
 			{
@@ -42,43 +43,47 @@ func QuotactlApp() *ucli.App {
 					&ucli.IntFlag{Name: "borrow-limit", Usage: "most GPUs the project may borrow, all types (-1: no limit)"},
 					&ucli.Float64Flag{Name: "weight", Usage: "share of idle GPUs among borrowers (> 0)"},
 				},
-				Action: withEnv(cmdSet),
+				Action: withEnv(cmdSet, readWrite),
 			},
 			{
 				// Lending limits belong to a GPU type (the pools of that type), not to a project:
 				// a pending job may start in any pool it lists, so only a per-type cap, which the
 				// borrow QOS's GrpTRES enforces, holds whatever Slurm picks.
 				Name: "lend-limit", Usage: "most GPUs of a type lent to borrowers at once (-1: no limit)", ArgsUsage: "TYPE N",
-				Action: withEnv(cmdLendLimit),
+				Action: withEnv(cmdLendLimit, readWrite),
 			},
-			{Name: "list", Usage: "quota, in use, borrowed, lent and pending GPUs per project and type", Flags: outFlags, Action: withEnv(cmdList)},
-			{Name: "explain", Usage: "why a job runs or waits, or a project's position", ArgsUsage: "JOBID|ACCOUNT", Action: withEnv(cmdExplain)},
+			{Name: "list", Usage: "quota, in use, borrowed, lent and pending GPUs per project and type", Flags: append([]ucli.Flag{viaFlag()}, outFlags...),
+				Action: readCommand(cmdList, listFromQuotad)},
+			{Name: "explain", Usage: "why a job runs or waits (your own jobs; all for root and Slurm operators), or a project's position", ArgsUsage: "JOBID|ACCOUNT",
+				Flags: []ucli.Flag{viaFlag()}, Action: readCommand(cmdExplain, explainFromQuotad)},
 			{
 				Name: "history", Usage: "audit trail of quota changes and of quotad's QOS, account and job changes",
 				Flags: append([]ucli.Flag{
 					&ucli.IntFlag{Name: "limit", Value: 50},
 					&ucli.StringFlag{Name: "kind", Usage: "quota, qos, account or move"},
 				}, outFlags...),
-				Action: withEnv(cmdHistory),
+				Action: withEnv(cmdHistory, readOnly),
 			},
 			{
 				Name: "sync", Usage: "compute the plan quotad would apply now, and apply it (when no quotad is active)",
 				Flags:  []ucli.Flag{&ucli.BoolFlag{Name: "dry-run", Usage: "print the plan only"}},
-				Action: withEnv(cmdSync),
+				Action: withEnv(cmdSync, readWrite),
 			},
-			{Name: "import", Usage: "replace the quota table with a YAML file", ArgsUsage: "FILE", Action: withEnv(cmdImport)},
-			{Name: "export", Usage: "print the quota table as YAML", Action: withEnv(cmdExport)},
+			{Name: "import", Usage: "replace the quota table with a YAML file", ArgsUsage: "FILE", Action: withEnv(cmdImport, readWrite)},
+			{Name: "export", Usage: "print the quota table as YAML", Action: withEnv(cmdExport, readOnly)},
 		},
 	}
 }
 
-func withEnv(fn func(c *ucli.Context, e *env) error) ucli.ActionFunc {
+// withEnv opens the databases for fn: a write command migrates quotad's schema first, a read
+// command never changes it.
+func withEnv(fn func(c *ucli.Context, e *env) error, access dbAccess) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
 		log, err := newLogger(os.Stderr, "warn", "console")
 		if err != nil {
 			return err
 		}
-		e, err := openEnv(c, log)
+		e, err := openEnv(c, log, access)
 		if err != nil {
 			return err
 		}
@@ -130,27 +135,9 @@ func cmdSet(c *ucli.Context, e *env) error {
 	if !exists {
 		return fmt.Errorf("account %s does not exist in slurmdbd on cluster %s (create it with sacctmgr add account first)", account, c.String("cluster"))
 	}
-	cfg, err := e.store.Load(ctx)
-	if err != nil {
-		return err
-	}
-	idx := -1
-	for i, p := range cfg.Projects {
-		if p.Account == account {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		if !c.IsSet("gpus") {
-			return fmt.Errorf("%s has no quota yet: give --gpus", account)
-		}
-		cfg.Projects = append(cfg.Projects, policy.Project{Account: account})
-		idx = len(cfg.Projects) - 1
-	}
-	p := &cfg.Projects[idx]
+	var gpus map[string]int
 	if c.IsSet("gpus") {
-		gpus, err := ParseGPUList(c.String("gpus"))
-		if err != nil {
+		if gpus, err = ParseGPUList(c.String("gpus")); err != nil {
 			return fmt.Errorf("--gpus: %w", err)
 		}
 		tres, err := e.reader.TRESNames(ctx)
@@ -163,24 +150,23 @@ func cmdSet(c *ucli.Context, e *env) error {
 				return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s); add gres/gpu:%s to AccountingStorageTRES", t, strings.Join(sortedSet(known), ", "), t)
 			}
 		}
-		p.GPUs = gpus
 	}
+	edit := ProjectEdit{Account: account, GPUs: gpus}
 	if c.IsSet("borrow-limit") {
-		if n := c.Int("borrow-limit"); n < 0 {
-			p.BorrowLimit = nil
-		} else {
-			p.BorrowLimit = &n
-		}
+		n := c.Int("borrow-limit")
+		edit.BorrowLimit = &n
 	}
 	if c.IsSet("weight") {
 		w := c.Float64("weight")
-		p.Weight = &w
+		edit.Weight = &w
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	warnOvercommit(ctx, c.App.ErrWriter, e, cfg)
-	changes, err := e.store.Save(ctx, cfg, actor())
+	// The edit applies to the table as it is inside the store's transaction, not to a copy
+	// read earlier: a concurrent set of another project is kept.
+	var saved *policy.Config
+	changes, err := e.store.Update(ctx, actor(), func(cfg *policy.Config) (*policy.Config, error) {
+		saved = cfg
+		return cfg, edit.Apply(cfg)
+	})
 	if err != nil {
 		return err
 	}
@@ -188,8 +174,51 @@ func cmdSet(c *ucli.Context, e *env) error {
 		fmt.Fprintf(c.App.Writer, "%s: unchanged\n", account)
 		return nil
 	}
+	warnOvercommit(ctx, c.App.ErrWriter, e, saved)
 	for _, ch := range changes {
 		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))
+	}
+	return nil
+}
+
+// ProjectEdit is what one quotactl set changes in a project; a nil field stays as it is.
+type ProjectEdit struct {
+	Account     string
+	GPUs        map[string]int // replaces the project's list
+	BorrowLimit *int           // < 0 removes the limit
+	Weight      *float64
+}
+
+// Apply makes the edit in cfg, adding the project when it has no quota yet.
+func (pe ProjectEdit) Apply(cfg *policy.Config) error {
+	idx := -1
+	for i, p := range cfg.Projects {
+		if p.Account == pe.Account {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		if pe.GPUs == nil {
+			return fmt.Errorf("%s has no quota yet: give --gpus", pe.Account)
+		}
+		cfg.Projects = append(cfg.Projects, policy.Project{Account: pe.Account})
+		idx = len(cfg.Projects) - 1
+	}
+	p := &cfg.Projects[idx]
+	if pe.GPUs != nil {
+		p.GPUs = pe.GPUs
+	}
+	if pe.BorrowLimit != nil {
+		if *pe.BorrowLimit < 0 {
+			p.BorrowLimit = nil
+		} else {
+			n := *pe.BorrowLimit
+			p.BorrowLimit = &n
+		}
+	}
+	if pe.Weight != nil {
+		w := *pe.Weight
+		p.Weight = &w
 	}
 	return nil
 }
@@ -214,22 +243,17 @@ func cmdLendLimit(c *ucli.Context, e *env) error {
 	if known := slurmdb.GPUTypes(tres); !known[gpuType] {
 		return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s)", gpuType, strings.Join(sortedSet(known), ", "))
 	}
-	cfg, err := e.store.Load(ctx)
-	if err != nil {
-		return err
-	}
-	if n < 0 {
-		delete(cfg.LendLimits, gpuType)
-	} else {
-		if cfg.LendLimits == nil {
-			cfg.LendLimits = map[string]int{}
+	changes, err := e.store.Update(ctx, actor(), func(cfg *policy.Config) (*policy.Config, error) {
+		if n < 0 {
+			delete(cfg.LendLimits, gpuType)
+		} else {
+			if cfg.LendLimits == nil {
+				cfg.LendLimits = map[string]int{}
+			}
+			cfg.LendLimits[gpuType] = n
 		}
-		cfg.LendLimits[gpuType] = n
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	changes, err := e.store.Save(ctx, cfg, actor())
+		return cfg, nil
+	})
 	if err != nil {
 		return err
 	}
@@ -250,16 +274,18 @@ func warnOvercommit(ctx context.Context, w io.Writer, e *env, cfg *policy.Config
 		fmt.Fprintf(w, "warning: cannot read the GPU pools (%v): overcommit not checked\n", err)
 		return
 	}
-	for _, msg := range Overcommit(cfg, snapshot.Pools(nodes)) {
+	for _, msg := range Overcommit(cfg, snapshot.Nodes(nodes)) {
 		fmt.Fprintln(w, "warning:", msg)
 	}
 }
 
-// Overcommit names each GPU type whose guarantees exceed the GPUs the pools hold.
-func Overcommit(cfg *policy.Config, pools []policy.GPUPool) []string {
+// Overcommit names each GPU type whose guarantees exceed the GPUs the nodes hold.
+func Overcommit(cfg *policy.Config, nodes []policy.Node) []string {
 	total := map[string]int{}
-	for _, p := range pools {
-		total[p.Type] += p.Total
+	for _, n := range nodes {
+		for t, c := range n.GPUs {
+			total[t] += c
+		}
 	}
 	guaranteed := map[string]int{}
 	who := map[string][]string{}
@@ -314,7 +340,7 @@ func ListRows(plan *policy.Plan) []ListRow {
 			if t == "" {
 				t = "any"
 			}
-			rows = append(rows, ListRow{Account: p.Account, GPUType: t, Quota: r.Guaranteed, InUse: r.InUse, Borrowed: r.Borrowed, Lent: daemon.LentFrom(plan, r), Pending: r.Pending})
+			rows = append(rows, ListRow{Account: p.Account, GPUType: t, Quota: r.Guaranteed, InUse: r.InUse, Borrowed: r.Borrowed, Lent: view.LentFrom(plan, r), Pending: r.Pending})
 		}
 	}
 	return rows
@@ -445,7 +471,7 @@ func cmdSync(c *ucli.Context, e *env) error {
 		return fmt.Errorf("a quotad is active (%s) and applies this plan itself every cycle; use --dry-run to see it", holder)
 	}
 	defer lease.Release(context.Background())
-	act := &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: "quotactl sync by " + actor(), Cluster: c.String("cluster"), Log: e.log}
+	act := &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: "quotactl sync by " + actor(), Cluster: c.String("cluster"), Log: e.log, Fence: lease}
 	res, err := act.Apply(ctx, plan)
 	fmt.Fprintf(c.App.Writer, "applied: %d QOS, %d accounts, %d lends, %d returns\n", res.QOS, res.Accounts, res.Lends, res.Returns)
 	return err

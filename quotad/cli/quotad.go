@@ -1,15 +1,22 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
 	"syscall"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
+	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // QuotadApp is the quotad daemon's command line.
@@ -21,9 +28,12 @@ func QuotadApp() *ucli.App {
 			&ucli.DurationFlag{Name: "interval", Usage: "time between cycles", Value: daemon.DefaultInterval, EnvVars: []string{"QUOTAD_INTERVAL"}},
 			&ucli.BoolFlag{Name: "dry-run", Usage: "print each cycle's plan and change nothing"},
 			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
-			&ucli.StringFlag{Name: "listen", Usage: "Prometheus metrics address (empty: none)", Value: "127.0.0.1:9817", EnvVars: []string{"QUOTAD_LISTEN"}},
+			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
+			mungeSocketFlag(),
 			&ucli.StringFlag{Name: "log-level", Value: "info"},
 			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
+			// Tests only: slows an apply down so that a test can cut the lease between two actions.
+			&ucli.DurationFlag{Name: "apply-step-delay", Hidden: true},
 		),
 		Action: runQuotad,
 	}
@@ -37,18 +47,21 @@ func runQuotad(c *ucli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c.Context = ctx
-	e, err := openEnv(c, log)
+	e, err := openEnv(c, log, readWrite)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
 	host, _ := os.Hostname()
 	m := daemon.NewMetrics()
+	lease := &daemon.DBLease{DB: e.quotaDB}
 	d := &daemon.Daemon{
-		Config:      e.store,
-		Snapshots:   e.builder,
-		Lease:       &daemon.DBLease{DB: e.quotaDB},
-		Apply:       &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log},
+		Config:    e.store,
+		Snapshots: e.builder,
+		Lease:     lease,
+		// Every action is fenced by the lease on the connection that holds it.
+		Apply: &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log,
+			Fence: lease, StepDelay: c.Duration("apply-step-delay")},
 		Preemptions: e.reader,
 		Metrics:     m,
 		Log:         log,
@@ -64,14 +77,43 @@ func runQuotad(c *ucli.Context) error {
 		return err
 	}
 	if addr := c.String("listen"); addr != "" {
-		bound, err := daemon.ServeMetrics(ctx, addr, m, log)
+		d.View = &view.View{Cluster: c.String("cluster"), Interval: interval(c), DryRun: d.DryRun}
+		bound, err := daemon.ServeMetrics(ctx, addr, m, log, view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))))
 		if err != nil {
 			return err
 		}
-		log.Info().Str("addr", bound.String()).Msg("serving /metrics")
+		log.Info().Str("addr", bound.String()).Msg("serving /metrics and the read-only API /api/v1/")
 	}
 	log.Info().Dur("interval", c.Duration("interval")).Bool("dry_run", d.DryRun).Str("cluster", c.String("cluster")).Msg("quotad starting")
-	err = d.Run(ctx, c.Duration("interval"))
+	err = d.Run(ctx, interval(c))
 	log.Info().Msg("quotad stopped")
 	return err
+}
+
+func interval(c *ucli.Context) time.Duration {
+	if i := c.Duration("interval"); i > 0 {
+		return i
+	}
+	return daemon.DefaultInterval
+}
+
+// mungeAuth authenticates the API's requests for jobs with quotad's munged; Slurm operators
+// and administrators are read from slurmdbd.
+func mungeAuth(e *env, socket string) view.MungeAuth {
+	return view.MungeAuth{
+		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
+			return e.slurm.MungeDecode(ctx, socket, cred)
+		},
+		LookupUser: func(uid uint32) (string, error) {
+			u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+			if err != nil {
+				return "", err
+			}
+			return u.Username, nil
+		},
+		IsOperator: func(ctx context.Context, name string) (bool, error) {
+			level, err := e.reader.AdminLevel(ctx, name)
+			return level >= slurmdb.AdminOperator, err
+		},
+	}
 }

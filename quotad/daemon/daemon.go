@@ -19,6 +19,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // DefaultInterval is the time between cycle starts.
@@ -38,6 +39,8 @@ type Snapshotter interface {
 type Lease interface {
 	Ensure(ctx context.Context) (held bool, holder string, err error)
 	Release(ctx context.Context)
+	// Check is the fence the applier calls before each action (actuate.Fence).
+	Check(ctx context.Context) error
 }
 
 // PreemptionReader lists borrowers Slurm preempted (slurmdb.Reader).
@@ -59,6 +62,7 @@ type Daemon struct {
 	Apply       Applier
 	Preemptions PreemptionReader // nil: reclaims are not observed
 	Metrics     *Metrics
+	View        *view.View // nil: no read-only API
 	Log         zerolog.Logger
 	// DryRun prints each cycle's plan to Out and changes nothing; it needs no lease.
 	DryRun bool
@@ -89,7 +93,15 @@ type CycleResult struct {
 // Cycle runs one cycle. Any read error means no action at all, and the error says why.
 func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	start, clock := d.now(), time.Now()
+	var (
+		cfg        *policy.Config
+		snapshotAt time.Time
+	)
 	defer func() {
+		if d.View != nil {
+			d.View.Record(view.Cycle{Start: start, Outcome: res.Outcome, Err: err, Plan: res.Plan, Config: cfg,
+				SnapshotAt: snapshotAt, LeaseHeld: d.wasActive != nil && *d.wasActive})
+		}
 		if d.Metrics != nil {
 			d.Metrics.cycleSeconds.Observe(time.Since(start).Seconds())
 			d.Metrics.cycles.WithLabelValues(res.Outcome).Inc()
@@ -109,7 +121,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 		d.setActive(held, holder)
 		active = held
 	}
-	cfg, err := d.Config.Load(ctx)
+	cfg, err = d.Config.Load(ctx)
 	if err != nil {
 		return res, fmt.Errorf("reading the quota table: %w", err)
 	}
@@ -117,9 +129,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	if err != nil {
 		return res, fmt.Errorf("snapshot: %w", err)
 	}
-	for _, s := range snap.Skipped {
-		d.Log.Warn().Str("job", s).Msg("job left out of the snapshot")
-	}
+	snapshotAt = snap.TakenAt
 	planStart := time.Now()
 	plan := policy.BuildPlan(cfg, snap.Snapshot, d.now())
 	res.Plan = plan
@@ -166,6 +176,18 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	applied, err := d.Apply.Apply(ctx, plan)
 	res.Applied = applied
 	res.Outcome = "acted"
+	if errors.Is(err, ErrLeaseLost) {
+		// Another quotad may be acting from now on: what was done stays done (each action is
+		// audited), nothing more is, and the next cycle starts over from the lease.
+		res.Outcome = "fenced"
+		d.wasActive = nil // the next cycle's lease check says who is active now
+		if d.Metrics != nil {
+			d.Metrics.fenced.Inc()
+			d.Metrics.active.Set(0)
+		}
+		d.Log.Error().Err(err).Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("lends", applied.Lends).
+			Int("returns", applied.Returns).Msg("lease lost mid-apply: stopped applying")
+	}
 	if d.Metrics != nil {
 		for acct, n := range applied.LendsByAccount {
 			d.Metrics.lends.WithLabelValues(acct).Add(float64(n))
@@ -213,14 +235,18 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		d.reclaimsSeen = map[string]bool{}
 		d.reclaimsFrom = d.now()
 	}
-	id, ok, err := d.Preemptions.QOSID(ctx, cfg.Settings.BorrowQOSName())
-	if err != nil || !ok {
-		return
-	}
-	rows, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
-	if err != nil {
-		d.Log.Debug().Err(err).Msg("reading preemptions")
-		return
+	var rows []slurmdb.Preemption
+	for _, p := range cfg.Projects {
+		id, ok, err := d.Preemptions.QOSID(ctx, cfg.Settings.BorrowQOSName(p.Account))
+		if err != nil || !ok {
+			continue
+		}
+		got, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
+		if err != nil {
+			d.Log.Debug().Err(err).Msg("reading preemptions")
+			return
+		}
+		rows = append(rows, got...)
 	}
 	for _, r := range rows {
 		key := fmt.Sprintf("%d@%d", r.JobID, r.End)
@@ -251,7 +277,7 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		res, err := d.Cycle(cctx)
-		if err != nil {
+		if err != nil && res.Outcome != "fenced" { // a fenced apply was logged by Cycle
 			d.Log.Error().Err(err).Str("outcome", res.Outcome).Msg("cycle did nothing it should not: nothing more is done until the next cycle")
 		}
 	}), gocron.WithSingletonMode(gocron.LimitModeReschedule), gocron.WithStartAt(gocron.WithStartImmediately()))
@@ -269,14 +295,18 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 	return err
 }
 
-// ServeMetrics serves /metrics on addr until ctx ends.
-func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger) (net.Addr, error) {
+// ServeMetrics serves /metrics on addr until ctx ends, and the read-only API under /api/ when
+// api is not nil.
+func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger, api http.Handler) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	if api != nil {
+		mux.Handle("/api/", api)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

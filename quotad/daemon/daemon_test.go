@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 type fakeConfig struct{ cfg *policy.Config }
@@ -37,6 +40,12 @@ func (l *fakeLease) Ensure(context.Context) (bool, string, error) {
 	return l.held, "MariaDB connection 7", nil
 }
 func (l *fakeLease) Release(context.Context) {}
+func (l *fakeLease) Check(context.Context) error {
+	if !l.held {
+		return ErrLeaseLost
+	}
+	return nil
+}
 
 type countingApplier struct{ plans int }
 
@@ -49,7 +58,7 @@ func (a *countingApplier) Apply(_ context.Context, p *policy.Plan) (actuate.Resu
 func overQuota(now time.Time) *snapshot.Snapshot {
 	jobs := []policy.Job{}
 	for i := 1; i <= 5; i++ {
-		j := policy.Job{ID: uint32(i), Account: "proj-b", QOS: "guar-proj-b", State: policy.StateRunning, Requeue: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}}
+		j := policy.Job{ID: uint32(i), Account: "proj-b", QOS: "guar-proj-b", State: policy.StateRunning, Requeue: true, Batch: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}}
 		if i == 5 {
 			j.State, j.Reason = policy.StatePending, "QOSGrpGRES"
 		}
@@ -58,9 +67,9 @@ func overQuota(now time.Time) *snapshot.Snapshot {
 	return &snapshot.Snapshot{Snapshot: &policy.Snapshot{
 		TakenAt:  now,
 		Jobs:     jobs,
-		GPUs:     []policy.GPUPool{{Partition: "a100", Type: "a100", Total: 8, Idle: 4}},
-		QOS:      []policy.QOS{{Name: "borrow", PreemptMode: "requeue"}, {Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}, Preempt: []string{"borrow"}}},
-		Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}},
+		Nodes:    []policy.Node{{Name: "a100-1", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 4}, FreeCPUs: 8, FreeMemMB: 32000}, {Name: "a100-2", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 0}, FreeCPUs: 4, FreeMemMB: 28000}},
+		QOS:      []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}}},
+		Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}},
 	}}
 }
 
@@ -140,7 +149,80 @@ func TestDryRunPrintsAndNeedsNoLease(t *testing.T) {
 	if app.plans != 0 || lease.checks != 0 {
 		t.Errorf("dry run applied %d plans, checked the lease %d times", app.plans, lease.checks)
 	}
-	if !strings.Contains(out.String(), "lend job 5 (proj-b, 1 a100): qos guar-proj-b->borrow") {
+	if !strings.Contains(out.String(), "lend job 5 (proj-b, 1 a100): qos guar-proj-b->borrow-proj-b") {
 		t.Errorf("dry-run output lacks the lend:\n%s", out.String())
+	}
+}
+
+// fencedApplier does one lend, then finds the lease gone, as actuate.Actuator does when its
+// fence check fails.
+type fencedApplier struct{ plans int }
+
+func (a *fencedApplier) Apply(context.Context, *policy.Plan) (actuate.Result, error) {
+	a.plans++
+	return actuate.Result{Lends: 1, LendsByAccount: map[string]int{"proj-b": 1}}, fmt.Errorf("stopped before lend job 6: %w: its connection failed", ErrLeaseLost)
+}
+
+func TestCycleFencedMidApplyIsLoggedOnceAndCounted(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	lease := &fakeLease{held: true}
+	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	app := &fencedApplier{}
+	d := &Daemon{Config: fakeConfig{cfg}, Snapshots: fakeSnaps{snap: overQuota(now)}, Lease: lease, Apply: app, Metrics: NewMetrics(),
+		Log: zerolog.New(&logs), Now: func() time.Time { return now }}
+	res, err := d.Cycle(context.Background())
+	if !errors.Is(err, ErrLeaseLost) || res.Outcome != "fenced" {
+		t.Fatalf("outcome %s err %v: want fenced with the lease error", res.Outcome, err)
+	}
+	if n := strings.Count(logs.String(), "lease lost mid-apply"); n != 1 {
+		t.Errorf("logged the loss %d times, want once:\n%s", n, logs.String())
+	}
+	if v := testutil.ToFloat64(d.Metrics.fenced); v != 1 {
+		t.Errorf("applies_fenced_total = %v", v)
+	}
+	if v := testutil.ToFloat64(d.Metrics.active); v != 0 {
+		t.Errorf("lease_held = %v after the loss", v)
+	}
+	if v := testutil.ToFloat64(d.Metrics.cycles.WithLabelValues("fenced")); v != 1 {
+		t.Errorf("cycles_total{result=fenced} = %v", v)
+	}
+	// The next cycle finds another quotad holds the lease and says so.
+	lease.held = false
+	if res, _ := d.Cycle(context.Background()); res.Outcome != "passive" || app.plans != 1 {
+		t.Errorf("after the loss: outcome %s, %d applies", res.Outcome, app.plans)
+	}
+	if !strings.Contains(logs.String(), "staying passive") {
+		t.Errorf("the next cycle does not say it is passive:\n%s", logs.String())
+	}
+}
+
+func TestCycleFeedsTheView(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	d, _ := newTestDaemon(t, fakeSnaps{snap: overQuota(now)}, &fakeLease{held: true}, &countingApplier{})
+	d.View = &view.View{Interval: time.Second, Now: func() time.Time { return now }}
+	srv := httptest.NewServer(view.Handler(d.View, nil))
+	defer srv.Close()
+	client := &view.Client{BaseURL: srv.URL}
+	if _, err := client.Projects(context.Background()); err == nil {
+		t.Fatal("projects served before any cycle")
+	}
+	if _, err := d.Cycle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Projects(context.Background())
+	if err != nil || len(resp.Projects) != 1 || resp.Projects[0].GPUs[0].InUse != 4 || !resp.Status.LeaseHeld ||
+		resp.Status.LastCycle.Outcome != "acted" || resp.Status.Plan.Stale || !resp.Status.Plan.SnapshotTakenAt.Equal(now) {
+		t.Fatalf("after an acting cycle: %+v, %v", resp, err)
+	}
+	// A failed snapshot leaves the last plan served and says the cycle failed.
+	d.Snapshots = fakeSnaps{err: errors.New("slurmctld (squeue): Unable to contact slurm controller")}
+	_, _ = d.Cycle(context.Background())
+	resp, err = client.Projects(context.Background())
+	if err != nil || len(resp.Projects) != 1 || resp.Status.LastCycle.Outcome != "error" {
+		t.Fatalf("after a failed cycle: %+v, %v", resp.Status.LastCycle, err)
 	}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
@@ -63,6 +64,28 @@ func (l *DBLease) Ensure(ctx context.Context) (held bool, holder string, err err
 		return false, fmt.Sprintf("MariaDB connection %d", owner.Int64), nil
 	}
 	return false, "another session", nil
+}
+
+// ErrLeaseLost is the fence's answer once the lease's connection is gone or the lock is no
+// longer its own: another quotad may hold the lease and act.
+var ErrLeaseLost = errors.New("lease lost")
+
+// Check is the fence before each action of an apply: one query on the connection that holds
+// the lock, asking whether the lock is still that connection's. It never takes the lease (only
+// Ensure, at a cycle's start, does), so an apply that lost it cannot win it back midway.
+func (l *DBLease) Check(ctx context.Context) error {
+	if l.conn == nil {
+		return fmt.Errorf("%w: no lease connection", ErrLeaseLost)
+	}
+	var mine sql.NullInt64
+	err := l.conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", l.name()).Scan(&mine)
+	if err != nil {
+		return fmt.Errorf("%w: its connection failed: %v", ErrLeaseLost, err)
+	}
+	if !mine.Valid || mine.Int64 != 1 {
+		return fmt.Errorf("%w: the lock is no longer held on this quotad's connection", ErrLeaseLost)
+	}
+	return nil
 }
 
 // Release gives the lease up.

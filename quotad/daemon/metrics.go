@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // Metrics are quotad's Prometheus series.
@@ -17,6 +18,7 @@ type Metrics struct {
 	cycleSeconds                          prometheus.Histogram
 	lastSuccess                           prometheus.Gauge
 	active                                prometheus.Gauge
+	fenced                                prometheus.Counter
 }
 
 // NewMetrics registers quotad's series on a registry of their own, with Go and process
@@ -47,15 +49,17 @@ func NewMetrics() *Metrics {
 		lends:     cv("lends_total", "Pending jobs moved to the borrow QOS.", []string{"project"}),
 		returns:   cv("returns_total", "Pending borrowers moved back to their guaranteed QOS.", []string{"project"}),
 		reclaims:  cv("reclaims_observed_total", "Borrowers seen preempted (requeued) by Slurm in slurmdbd.", []string{"project"}),
-		cycles:    cv("cycles_total", "Cycles by result: acted, dry_run, passive, not_acting, error.", []string{"result"}),
+		cycles:    cv("cycles_total", "Cycles by result: acted, dry_run, passive, not_acting, fenced, error.", []string{"result"}),
 		cycleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "quotad", Name: "cycle_duration_seconds",
 			Help: "Time of one cycle, snapshot to last action.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quotad", Name: "last_successful_cycle_timestamp_seconds",
 			Help: "Unix time of the last cycle that read a fresh snapshot and applied its plan (or was passive)."}),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quotad", Name: "lease_held",
 			Help: "1 when this quotad holds the single-active-instance lease."}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quotad", Name: "applies_fenced_total",
+			Help: "Applies stopped midway because the lease was lost (its connection cut or the lock gone)."}),
 	}
-	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active,
+	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active, m.fenced,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -67,12 +71,12 @@ func (m *Metrics) observePlan(plan *policy.Plan) {
 	}
 	for _, p := range plan.Projects {
 		for _, row := range p.ByType {
-			t := typeLabel(row.Type)
+			t := view.TypeLabel(row.Type)
 			m.quota.WithLabelValues(p.Account, t).Set(float64(row.Guaranteed))
 			m.inUse.WithLabelValues(p.Account, t).Set(float64(row.InUse))
 			m.borrowed.WithLabelValues(p.Account, t).Set(float64(row.Borrowed))
 			m.pending.WithLabelValues(p.Account, t).Set(float64(row.Pending))
-			m.lent.WithLabelValues(p.Account, t).Set(float64(LentFrom(plan, row)))
+			m.lent.WithLabelValues(p.Account, t).Set(float64(view.LentFrom(plan, row)))
 		}
 	}
 	for _, t := range plan.Types {
@@ -80,27 +84,4 @@ func (m *Metrics) observePlan(plan *policy.Plan) {
 		m.typeIdle.WithLabelValues(t.Type).Set(float64(t.Idle))
 		m.typeLent.WithLabelValues(t.Type).Set(float64(t.Lent))
 	}
-}
-
-func typeLabel(t string) string {
-	if t == "" {
-		return "any"
-	}
-	return t
-}
-
-// LentFrom is how many of a project's unused guaranteed GPUs of a type borrowers hold now: its
-// unused guarantee, capped by what all borrowers hold of that type. The borrow QOS is shared,
-// so this is what the project would reclaim by submitting, not a per-loan ledger.
-func LentFrom(plan *policy.Plan, row policy.ProjectTypeStatus) int {
-	unused := row.Guaranteed - row.InUse
-	if unused <= 0 || row.Type == "" {
-		return 0
-	}
-	for _, t := range plan.Types {
-		if t.Type == row.Type {
-			return min(unused, t.Lent)
-		}
-	}
-	return 0
 }

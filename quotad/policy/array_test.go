@@ -34,7 +34,7 @@ func TestArrayTasks(t *testing.T) {
 				return b.testbed(3, 0, 8).jobs(bobInQuota()...).jobs(job(20, "proj-b").gpu("a100", 1).array(seq(0, 9)...).obj())
 			},
 			want: []string{"lend 20_0 proj-b", "lend 20_1 proj-b", "lend 20_2 proj-b"},
-			explain: map[uint32]string{20: "job 20 (array 20, 10 pending tasks): tasks 0-2 are lent (moves from guar-proj-b to borrow)",
+			explain: map[uint32]string{20: "job 20 (array 20, 10 pending tasks): tasks 0-2 are lent (moves from guar-proj-b to borrow-proj-b)",
 				0: ""},
 			pending: map[string]int{"proj-b": 10},
 		},
@@ -91,7 +91,7 @@ func TestArrayTasks(t *testing.T) {
 					jobs(job(20, "proj-b").gpu("a100", 1).borrowed().reason("Priority").array(7, 8, 9).obj())
 			},
 			want:    []string{"return 20_7 proj-b", "return 20_8 proj-b"},
-			explain: map[uint32]string{20: "tasks 7-8: returns from borrow to guar-proj-b"},
+			explain: map[uint32]string{20: "tasks 7-8: returns from borrow-proj-b to guar-proj-b"},
 		},
 	}
 	for _, tt := range tests {

@@ -26,14 +26,18 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 		plan.Notes = append(plan.Notes, note)
 		return plan
 	}
+	if len(snap.Unreadable) > 0 {
+		plan.Notes = append(plan.Notes, unreadableNotes(snap.Unreadable)...)
+		return plan
+	}
 	plan.Acting = true
 	types := gpuTypes(cfg, snap)
-	var notes []string
-	plan.QOS, plan.Accounts, notes = syncPlan(cfg, snap, types)
-	plan.Notes = append(plan.Notes, notes...)
+	// Lends rest on the QOS and accounts matching the table; the reclaim order (who may be
+	// preempted, and in which order) follows usage every cycle and holds nothing back.
+	structure, accounts, _ := syncPlan(cfg, snap, types, nil)
 
 	e := newEngine(cfg, snap, types, now)
-	if n := len(plan.QOS) + len(plan.Accounts); n > 0 {
+	if n := len(structure) + len(accounts); n > 0 {
 		e.holdMoves = fmt.Sprintf("quotad first applies %d QOS/account change(s); jobs move from the next cycle on", n)
 		plan.Notes = append(plan.Notes, "no job moves this cycle: "+e.holdMoves)
 	}
@@ -41,9 +45,15 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	e.reserveInQuota()
 	e.settleBorrowers()
 	e.lend()
-	e.explainRunning()
+	order := e.reclaimOrder()
+	e.explainRunning(order)
 
+	var notes []string
+	plan.QOS, plan.Accounts, notes = syncPlan(cfg, snap, types, &order)
+	plan.Notes = append(plan.Notes, notes...)
 	plan.Moves = e.moves
+	slices.Sort(e.notes) // the plan must not depend on the snapshot's job order
+	plan.Notes = append(plan.Notes, e.notes...)
 	plan.Projects = e.projectStatuses()
 	plan.Types = e.typeStatuses()
 	plan.Jobs = e.jobExplanations()
@@ -65,6 +75,16 @@ func freshness(taken, now time.Time, maxAge time.Duration) (string, bool) {
 	return "", true
 }
 
+// unreadableNotes names each job the snapshot could not read: a plan that ignored them could
+// lend GPUs they are about to take, so nothing is done until they are readable or gone.
+func unreadableNotes(jobs []UnreadableJob) []string {
+	out := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, fmt.Sprintf("job %d cannot be read (%s): nothing is done while a job in the queue is not accounted for", j.ID, j.Problem))
+	}
+	return out
+}
+
 // waitingForNodes are pending reasons of jobs that pass their limits and wait for GPUs: Slurm
 // will start them, preempting borrowers if needed, so idle GPUs they can use are not lent.
 var waitingForNodes = map[string]bool{"Resources": true, "Priority": true, "None": true, "": true}
@@ -73,19 +93,20 @@ type engine struct {
 	cfg       *Config
 	snap      *Snapshot
 	now       time.Time
-	borrowQOS string
 	types     []string
 	reasons   map[string]bool
 	holdMoves string // non-empty: plan no moves, and this says why
 
 	projects  []*project // sorted by account
 	byAccount map[string]*project
+	borrowOf  map[string]*project // borrow QOS name → its project
+	byQOS     map[string]*project // guaranteed QOS (lower case) → its project
+	tree      *accountTree
 
-	partitions []string                  // sorted, for jobs that list none
-	idle       map[string]map[string]int // partition → type → idle GPUs not yet promised
-	total      map[string]int            // type → GPUs in the cluster
-	idleStart  map[string]int            // type → idle GPUs in the snapshot
-	lent       map[string]int            // type → GPUs held or promised in the borrow QOS
+	nodes     *idleNodes     // free capacity not yet promised
+	total     map[string]int // type → GPUs in the cluster
+	idleStart map[string]int // type → idle GPUs in the snapshot
+	lent      map[string]int // type → GPUs held or promised in the borrow QOS
 
 	needs          map[*Job]map[string]int // each job's need, computed once
 	inQuotaPending []*Job
@@ -93,26 +114,28 @@ type engine struct {
 	borrowRunning  []*Job
 	moves          []JobMove
 	explain        map[uint32]*JobExplanation
+	notes          []string             // for the plan's Notes
 	arrays         map[*Job]*arrayLends // what lend decided for the tasks of array records
 }
 
 // arrayLends collects the lend decisions on one array record's tasks, for its explanation.
 type arrayLends struct {
-	lent     []uint32
-	lentWhy  string // the first lent task's explanation
-	waitWhy  string // why the tasks not lent wait; "" when every task was lent
-	waitDone bool
+	lent    []uint32
+	lentWhy string // the first lent task's explanation
+	waitWhy string // why the tasks not lent wait; "" when every task was lent
 }
 
 type project struct {
 	cfg           Project
 	guarQOS       string
+	borrowQOS     string
 	weight, usage float64
 	inUse         map[string]int // type → GPUs of started jobs in the guaranteed QOS
 	inUseTotal    int
 	borrowed      map[string]int // type → GPUs held or promised in the borrow QOS
 	borrowedTotal int
 	pending       map[string]int // type → GPUs wanted by pending jobs in the guaranteed QOS
+	reserved      map[string]int // type → GPUs of in-quota pending jobs that fit the guarantee
 	candidates    []*Job         // over-quota pending jobs, in serving order
 	next          int            // candidates[:next] are decided
 	nextTask      int            // and of candidates[next], its first nextTask array tasks
@@ -127,13 +150,12 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 		cfg:       cfg,
 		snap:      snap,
 		now:       now,
-		borrowQOS: cfg.Settings.BorrowQOSName(),
 		types:     types,
 		reasons:   map[string]bool{},
 		byAccount: map[string]*project{},
-		idle:      map[string]map[string]int{},
-		total:     map[string]int{},
-		idleStart: map[string]int{},
+		borrowOf:  map[string]*project{},
+		byQOS:     map[string]*project{},
+		tree:      newAccountTree(cfg, snap.Accounts),
 		lent:      map[string]int{},
 		explain:   map[uint32]*JobExplanation{},
 		needs:     map[*Job]map[string]int{},
@@ -144,33 +166,55 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 	}
 	for _, pc := range cfg.Projects {
 		p := &project{
-			cfg:      pc,
-			guarQOS:  cfg.Settings.GuaranteedQOSName(pc.Account),
-			weight:   pc.ShareWeight(),
-			usage:    snap.Usage[pc.Account],
-			inUse:    map[string]int{},
-			borrowed: map[string]int{},
-			pending:  map[string]int{},
+			cfg:       pc,
+			guarQOS:   cfg.Settings.GuaranteedQOSName(pc.Account),
+			borrowQOS: cfg.Settings.BorrowQOSName(pc.Account),
+			weight:    pc.ShareWeight(),
+			inUse:     map[string]int{},
+			borrowed:  map[string]int{},
+			pending:   map[string]int{},
 		}
 		e.projects = append(e.projects, p)
 		e.byAccount[pc.Account] = p
+		e.borrowOf[p.borrowQOS] = p
+		e.byQOS[strings.ToLower(p.guarQOS)] = p
 	}
 	sort.Slice(e.projects, func(a, b int) bool { return e.projects[a].cfg.Account < e.projects[b].cfg.Account })
-	for _, g := range snap.GPUs {
-		if e.idle[g.Partition] == nil {
-			e.idle[g.Partition] = map[string]int{}
-			e.partitions = append(e.partitions, g.Partition)
+	// A project's usage is its whole subtree's, as its quota covers the subtree.
+	for acct, u := range snap.Usage {
+		if p := e.projectOf(acct); p != nil {
+			p.usage += u
 		}
-		e.idle[g.Partition][g.Type] += max(g.Idle, 0)
-		e.total[g.Type] += g.Total
-		e.idleStart[g.Type] += max(g.Idle, 0)
 	}
-	sort.Strings(e.partitions)
+	e.nodes, e.total, e.idleStart = newIdleNodes(snap.Nodes)
 	return e
 }
 
+// projectOf is the project whose quota covers account (see accountTree), or nil.
+func (e *engine) projectOf(account string) *project {
+	return e.byAccount[e.tree.projectOf(account)]
+}
+
+// jobProject is the project a job counts for: the owner of the guaranteed or borrow QOS it is
+// in (Slurm counts it in that QOS's limits whatever its account), else the project covering
+// its account.
+func (e *engine) jobProject(j *Job) *project {
+	q := strings.ToLower(j.QOS)
+	if p := e.byQOS[q]; p != nil {
+		return p
+	}
+	if p := e.borrowOf[q]; p != nil {
+		return p
+	}
+	return e.projectOf(j.Account)
+}
+
 func (e *engine) say(j *Job, format string, args ...any) {
-	e.explain[j.ID] = &JobExplanation{JobID: j.ID, Account: j.Account, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
+	x := &JobExplanation{JobID: j.ID, Account: j.Account, User: j.User, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
+	if p := e.jobProject(j); p != nil {
+		x.Project = p.cfg.Account
+	}
+	e.explain[j.ID] = x
 }
 
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the
@@ -183,13 +227,14 @@ func (e *engine) classify() {
 		if len(need) == 0 {
 			continue // quotas are about GPUs only
 		}
-		p := e.byAccount[j.Account]
+		p := e.jobProject(j)
 		qos := strings.ToLower(j.QOS)
+		borrowing := e.borrowOf[qos] != nil
 		switch {
 		case j.State.holdsGPUs():
 			held := j.held()
 			switch {
-			case qos == e.borrowQOS:
+			case borrowing:
 				addAll(e.lent, held)
 				if p != nil {
 					p.borrow(held)
@@ -202,13 +247,13 @@ func (e *engine) classify() {
 				}
 				e.say(j, "runs within %s's guarantee in %s (%s): it is never reclaimed", p.cfg.Account, p.guarQOS, gpuList(held))
 			case p == nil:
-				e.say(j, "runs in account %s, which has no quota: quotad does not manage it", j.Account)
+				e.say(j, "runs in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
 			default:
-				e.say(j, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, e.borrowQOS)
+				e.say(j, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, p.borrowQOS)
 			}
 		case j.State == StatePending:
 			switch {
-			case qos == e.borrowQOS:
+			case borrowing:
 				e.borrowPending = append(e.borrowPending, j)
 			case p != nil && qos == p.guarQOS:
 				addAll(p.pending, scaled(need, j.tasks()))
@@ -218,7 +263,7 @@ func (e *engine) classify() {
 					e.inQuotaPending = append(e.inQuotaPending, j)
 				}
 			case p == nil:
-				e.say(j, "waits in account %s, which has no quota: quotad does not manage it", j.Account)
+				e.say(j, "waits in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
 			default:
 				e.say(j, "waits in QOS %s, not in %s's guaranteed QOS %s: quotad does not move it", j.QOS, p.cfg.Account, p.guarQOS)
 			}
@@ -235,15 +280,30 @@ func (e *engine) classify() {
 // only have Slurm preempt the borrower at once.
 func (e *engine) reserveInQuota() {
 	for _, j := range e.inQuotaPending {
-		p := e.byAccount[j.Account]
+		p := e.jobProject(j)
 		need := e.needs[j]
+		if why := j.notStartable(); why != "" {
+			e.say(j, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
+			continue
+		}
 		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, p.quotaText(need), j.Reason)
 		if !waitingForNodes[j.Reason] {
 			e.say(j, "%s", base)
 			continue
 		}
+		if !p.fitsReserved(need) {
+			// Over its guarantee, but Slurm has not marked it QOSGrpGRES yet (it stopped at a
+			// job before it): it cannot start in its QOS, so it keeps nothing.
+			e.say(j, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(e.cfg.Settings.Reasons(), " or "))
+			continue
+		}
+		// Each task of an array record that fits the guarantee keeps its GPUs.
 		kept, keptTasks, lastPart := map[string]int{}, 0, ""
-		for range j.tasks() {
+		for i := range j.tasks() {
+			if i > 0 && !p.fitsReserved(need) {
+				break
+			}
+			p.reserve(need)
 			pl, ok := e.place(j, need, nil)
 			if !ok {
 				break
@@ -287,14 +347,20 @@ func (e *engine) settleBorrowers() {
 		for i, o := range order {
 			parts[i] = fmt.Sprintf("tasks %s: %s", taskList(tasks[o]), texts[o])
 		}
-		e.say(j, "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), e.borrowQOS, strings.Join(parts, "; "))
+		e.say(j, "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
 	}
 }
 
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).
 func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 	need := e.needs[j]
-	p := e.byAccount[j.Account]
+	p := e.jobProject(j)
+	if why := j.notStartable(); why != "" {
+		if p == nil {
+			return "no quota", fmt.Sprintf("waits in %s (reason %s): %s, so no GPUs are promised to it; account %s has no quota, so quotad cannot return it", j.QOS, j.Reason, why, j.Account)
+		}
+		return "return", e.returnJob(j, i, p, need, why+": a borrower must be ready to start, and this one would keep idle GPUs promised that nobody uses")
+	}
 	if p == nil {
 		// It still takes lendable GPUs when it starts, so count it.
 		pl, ok := e.place(j, need, nil)
@@ -302,11 +368,14 @@ func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 			e.take(pl)
 		}
 		addAll(e.lent, resolved(pl, ok, need))
-		return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it", e.borrowQOS, j.Account)
+		if why := j.whyNotRequeueable(); why != "" {
+			return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
+		}
+		return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
 	}
 	switch {
-	case !j.Requeue:
-		return "return", e.returnJob(j, i, p, need, "it has Requeue=0 (--no-requeue): on reclaim it would be cancelled, not requeued, so it must not borrow")
+	case !j.Requeueable():
+		return "return", e.returnJob(j, i, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
 	case p.fits(need):
 		text := e.returnJob(j, i, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
 		p.use(need) // promised: the next returned job must not count the same room
@@ -323,19 +392,19 @@ func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 	addAll(e.lent, gpus)
 	p.borrow(gpus)
 	if ok {
-		return "promised", fmt.Sprintf("was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", e.borrowQOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
+		return "promised", fmt.Sprintf("was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", j.QOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
 	}
-	return "waits", fmt.Sprintf("was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", e.borrowQOS, p.cfg.Account, p.quotaText(need))
+	return "waits", fmt.Sprintf("was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", j.QOS, p.cfg.Account, p.quotaText(need))
 }
 
 // returnJob plans the move of task i of j back to its guaranteed QOS and says so.
 func (e *engine) returnJob(j *Job, i int, p *project, need map[string]int, why string) string {
 	if e.holdMoves != "" {
-		return fmt.Sprintf("waits in %s and will return to %s: %s; not this cycle: %s", e.borrowQOS, p.guarQOS, why, e.holdMoves)
+		return fmt.Sprintf("waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, e.holdMoves)
 	}
 	arrayJob, task := j.target(i)
-	e.moves = append(e.moves, JobMove{Kind: Return, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
-	return fmt.Sprintf("returns from %s to %s: %s", e.borrowQOS, p.guarQOS, why)
+	e.moves = append(e.moves, JobMove{Kind: Return, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
+	return fmt.Sprintf("returns from %s to %s: %s", j.QOS, p.guarQOS, why)
 }
 
 // lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
@@ -347,10 +416,12 @@ func (e *engine) lend() {
 		for _, j := range p.candidates {
 			need := e.needs[j]
 			switch {
+			case j.notStartable() != "":
+				e.say(j, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
 			case p.fits(need):
 				e.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
-			case !j.Requeue:
-				e.say(j, "waits for %s's guarantee: %s; it is never lent because it has Requeue=0 (--no-requeue) and would be cancelled, not requeued, when its GPUs are reclaimed", p.cfg.Account, p.quotaUsage(need))
+			case !j.Requeueable():
+				e.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
 			case e.holdMoves != "":
 				e.say(j, "waits: %s; %s", p.quotaUsage(need), e.holdMoves)
 			default:
@@ -382,21 +453,20 @@ func (e *engine) lend() {
 		if best == nil {
 			return
 		}
-		if e.snap.WholeArrays && best.candidates[best.next].tasks() > 1 && best.nextTask+1 < best.candidates[best.next].tasks() {
-			whole = best
-		}
 		j, task := best.candidates[best.next], best.nextTask
 		if best.nextTask++; best.nextTask == j.tasks() {
 			best.next, best.nextTask = best.next+1, 0
+		} else if e.snap.WholeArrays {
+			whole = best
 		}
 		e.take(bestPl)
 		addAll(e.lent, bestPl.gpus)
 		best.borrow(bestPl.gpus)
-		e.invalidateHeads(best, bestPl.gpus)
+		e.invalidateHeads(best, bestPl)
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(e.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
-		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, From: j.QOS, To: e.borrowQOS, GPUs: bestPl.gpus, Reason: why})
-		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, e.borrowQOS, why, e.reclaimTerms())
+		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
+		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, e.reclaimTerms(best))
 		if j.tasks() == 1 {
 			e.say(j, "is lent %s", text)
 			continue
@@ -432,20 +502,44 @@ func (e *engine) sayArray(j *Job) {
 	e.say(j, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
 }
 
-// invalidateHeads forgets the cached head placements a lend of gpus by lender may have made
-// wrong: the lender's own (its limits and its head changed), and those drawing on the same
-// GPU types or on any type.
-func (e *engine) invalidateHeads(lender *project, gpus map[string]int) {
+// allTasksFit says whether every pending task of an array record could borrow now: the limits
+// for all of them, and nodes for each in turn (taken, then given back).
+func (e *engine) allTasksFit(j *Job, need map[string]int, p *project) (string, bool) {
+	n := j.tasks()
+	if over := e.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
+		return strings.Join(over, "; "), false
+	}
+	var taken []placement
+	defer func() {
+		for _, pl := range taken {
+			e.nodes.giveBack(pl)
+		}
+	}()
+	for range n {
+		pl, ok := e.place(j, need, nil)
+		if !ok {
+			return fmt.Sprintf("idle GPUs for %d of its %d tasks only", len(taken), n), false
+		}
+		e.take(pl)
+		taken = append(taken, pl)
+	}
+	return "", true
+}
+
+// invalidateHeads forgets the cached head placements a lend may have made wrong: the lender's
+// own (its limits and its head changed), and those drawing on the same GPU types, on any type,
+// or on the same nodes (whose CPUs and memory the lend took).
+func (e *engine) invalidateHeads(lender *project, lent placement) {
 	for _, p := range e.projects {
 		if !p.headKnown {
 			continue
 		}
-		if p == lender || p.headAny {
+		if p == lender || p.headAny || p.head.sharesNode(lent) {
 			p.headKnown = false
 			continue
 		}
 		for t := range p.head.gpus {
-			if gpus[t] > 0 {
+			if lent.gpus[t] > 0 {
 				p.headKnown = false
 				break
 			}
@@ -465,9 +559,9 @@ func (e *engine) head(p *project) (placement, bool) {
 		pl, ok := e.place(j, need, p)
 		if ok && e.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
 			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
-			if all, fits := e.place(j, scaled(need, j.tasks()), p); !fits {
-				pl, ok = all, false
-				pl.problems = append(pl.problems, fmt.Sprintf("on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", j.tasks()))
+			if short, all := e.allTasksFit(j, need, p); !all {
+				ok = false
+				pl.problems = append(pl.problems, fmt.Sprintf("%s; on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", short, j.tasks()))
 			}
 		}
 		if ok {
@@ -490,14 +584,17 @@ func (e *engine) head(p *project) (placement, bool) {
 // placement is where a job's GPUs would come from; untyped requests resolved to one type.
 type placement struct {
 	partition string
-	gpus      map[string]int
+	gpus      map[string]int // whole job, by type
+	nodes     []*nodeRoom    // the nodes it would start on
+	perNode   map[string]int // GPUs taken on each of them, by type
+	shape     shape
 	problems  []string // why there is no placement
 }
 
-// place finds the first of the job's partitions with enough idle GPUs. With a borrower p it
-// also applies p's borrowing limits and the lending limits, and an untyped request takes the
-// type with the most room. Multi-node jobs are checked against a partition's total idle GPUs:
-// per-node fit is Slurm's to judge.
+// place finds the first of the job's partitions with enough nodes where a job of its shape
+// (GPUs, CPUs and memory per node) can start now. With a borrower p it also applies p's
+// borrowing limits and the lending limits, and an untyped request takes the type with the
+// most room.
 func (e *engine) place(j *Job, need map[string]int, p *project) (placement, bool) {
 	var pl placement
 	typed := map[string]int{}
@@ -515,45 +612,43 @@ func (e *engine) place(j *Job, need map[string]int, p *project) (placement, bool
 			pl.problems = append(pl.problems, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN))
 		}
 	}
+	sh := jobShape(j)
 	parts := j.Partitions
 	if len(parts) == 0 {
-		parts = e.partitions
+		parts = e.nodes.partitions
 	}
 	for _, part := range parts {
-		idle := e.idle[part]
-		fits := true
-		for t, n := range typed {
-			if idle[t] < n {
-				fits = false
-				break
-			}
-		}
-		if !fits {
-			continue
-		}
-		gpus := clone(typed)
-		if anyN > 0 {
-			bestType, bestRoom := "", 0
+		anyType, nodes := "", []*nodeRoom(nil)
+		if anyN == 0 {
+			nodes = e.nodes.fit(part, sh, sh.resolve(""))
+		} else {
+			bestRoom := 0
 			for _, t := range e.types {
-				room := idle[t] - typed[t]
+				room := e.nodes.idleIn(part, t) - typed[t]
 				if p != nil {
 					room = min(room, e.borrowRoom(p, t)-typed[t], e.lendRoom(t)-typed[t])
 				}
-				if room >= anyN && room > bestRoom {
-					bestType, bestRoom = t, room
+				if room < anyN || room <= bestRoom {
+					continue
+				}
+				if got := e.nodes.fit(part, sh, sh.resolve(t)); got != nil {
+					anyType, nodes, bestRoom = t, got, room
 				}
 			}
-			if bestType == "" {
-				continue
-			}
-			gpus[bestType] += anyN
+		}
+		if nodes == nil {
+			continue
+		}
+		gpus := clone(typed)
+		if anyType != "" {
+			gpus[anyType] += anyN
 		}
 		if len(pl.problems) == 0 {
-			return placement{partition: part, gpus: gpus}, true
+			return placement{partition: part, gpus: gpus, nodes: nodes, perNode: sh.resolve(anyType), shape: sh}, true
 		}
 		return pl, false
 	}
-	pl.problems = append(pl.problems, e.idleText(need, parts))
+	pl.problems = append(pl.problems, e.idleText(need, sh, parts))
 	return pl, false
 }
 
@@ -599,37 +694,7 @@ func (e *engine) lendRoom(t string) int {
 	return int(^uint(0) >> 1)
 }
 
-func (e *engine) idleText(need map[string]int, parts []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "not enough idle GPUs for %s:", gpuList(need))
-	for i, part := range parts {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, " %s has", part)
-		idle := e.idle[part]
-		shown := 0
-		for _, t := range e.types {
-			if _, asked := need[t]; asked || need[""] > 0 {
-				if shown > 0 {
-					b.WriteByte('/')
-				}
-				fmt.Fprintf(&b, " %d %s", idle[t], t)
-				shown++
-			}
-		}
-		if shown == 0 {
-			b.WriteString(" none")
-		}
-	}
-	return b.String()
-}
-
-func (e *engine) take(pl placement) {
-	for t, n := range pl.gpus {
-		e.idle[pl.partition][t] -= n
-	}
-}
+func (e *engine) take(pl placement) { e.nodes.take(pl) }
 
 // resolved is the GPUs a job counts against limits: its placement when there is one, else its
 // request as it stands.
@@ -652,11 +717,7 @@ func (e *engine) fairShares() shares {
 	s := shares{pool: map[string]float64{}, weights: map[string]float64{}}
 	lendable := map[string]int{}
 	for _, t := range e.types {
-		idle := 0
-		for _, part := range e.partitions {
-			idle += e.idle[part][t]
-		}
-		lendable[t] = max(0, min(idle, e.lendRoom(t)))
+		lendable[t] = max(0, min(e.nodes.lendable(t), e.lendRoom(t)))
 		s.pool[t] = float64(lendable[t])
 	}
 	for _, p := range e.projects {
@@ -713,14 +774,64 @@ func (s shares) describe(p *project, gpus map[string]int, deficit float64) strin
 	return fmt.Sprintf("%s; deficit was %.1f, the largest", strings.Join(parts, ", "), deficit)
 }
 
-// reclaimTerms says how a borrower loses its GPUs: by Slurm's preemption, never by quotad.
-func (e *engine) reclaimTerms() string {
+// reclaimTerms says how a borrower of p loses its GPUs: by Slurm's preemption, never by
+// quotad, and only while p holds more than its guarantee.
+func (e *engine) reclaimTerms(p *project) string {
 	s := e.cfg.Settings
-	return fmt.Sprintf("a guaranteed job may reclaim its GPUs after it has run %s: Slurm requeues it after a %s grace period (SIGTERM first)", s.PreemptExemptTime, s.GraceTime)
+	return fmt.Sprintf("while %s holds more than its guarantee, a guaranteed job may reclaim these GPUs once the job has run %s: Slurm requeues it after a %s grace period (SIGTERM first)", p.cfg.Account, s.PreemptExemptTime, s.GraceTime)
 }
 
-// explainRunning says for each started borrower whether and by whom it can be reclaimed now.
-func (e *engine) explainRunning() {
+// reclaimOrder ranks the projects whose borrowers a claim may take: those holding more than
+// their guarantee, borrowers running or promised counted, the furthest over per unit of weight
+// first, then the one that used more in the fairness window. A project within its guarantee is
+// left out, so no guaranteed QOS may preempt its borrow QOS.
+func (e *engine) reclaimOrder() reclaimOrder {
+	var over []*project
+	for _, p := range e.projects {
+		if p.excess() > 0 {
+			over = append(over, p)
+		}
+	}
+	sort.SliceStable(over, func(a, b int) bool {
+		x, y := over[a], over[b]
+		ex, ey := float64(x.excess())/x.weight, float64(y.excess())/y.weight
+		if ex != ey {
+			return ex > ey
+		}
+		if ux, uy := x.usage/x.weight, y.usage/y.weight; ux != uy {
+			return ux > uy
+		}
+		return x.cfg.Account < y.cfg.Account
+	})
+	o := reclaimOrder{}
+	for _, p := range over {
+		o.reclaimable = append(o.reclaimable, p.cfg.Account)
+	}
+	return o
+}
+
+// excess is how many GPUs p holds beyond its guarantee, in-quota jobs and borrowers (running
+// or promised) together: the typed overshoots summed, or the all-types one if larger.
+func (p *project) excess() int {
+	types := map[string]bool{}
+	for t := range p.inUse {
+		types[t] = true
+	}
+	for t := range p.borrowed {
+		types[t] = true
+	}
+	typed := 0
+	for t := range types {
+		if t != "" {
+			typed += max(0, p.inUse[t]+p.borrowed[t]-p.cfg.GPUs[t])
+		}
+	}
+	return max(typed, p.inUseTotal+p.borrowedTotal-p.cfg.Total(), 0)
+}
+
+// explainRunning says for each started borrower whether, by whom and in which order it can be
+// reclaimed now.
+func (e *engine) explainRunning(order reclaimOrder) {
 	// Who could reclaim a type: the projects with unused guarantee of it, found once.
 	reclaimers := map[string][]string{}
 	for _, t := range append([]string{""}, e.types...) {
@@ -730,8 +841,27 @@ func (e *engine) explainRunning() {
 			}
 		}
 	}
+	rank := map[string]int{}
+	for i, acct := range order.reclaimable {
+		rank[acct] = i
+	}
 	for _, j := range e.borrowRunning {
 		held := j.held()
+		p := e.jobProject(j)
+		if p == nil {
+			e.say(j, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
+			continue
+		}
+		i, reclaimable := rank[p.cfg.Account]
+		if !reclaimable {
+			text := fmt.Sprintf("runs borrowed in %s (%s): %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", j.QOS, gpuList(held), p.cfg.Account, p.holdingText())
+			if why := j.whyNotRequeueable(); why != "" {
+				text += fmt.Sprintf("; should its project go over its guarantee, a reclaim would KILL it, not requeue it: %s", why)
+				e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, why))
+			}
+			e.say(j, "%s", text)
+			continue
+		}
 		var by []string
 		for _, t := range sortedKeys(held) {
 			by = append(by, reclaimers[t]...)
@@ -747,8 +877,34 @@ func (e *engine) explainRunning() {
 		if e.now.Before(exempt) {
 			when = fmt.Sprintf("it is exempt from reclaim until %s (PreemptExemptTime %s)", exempt.UTC().Format(time.RFC3339), e.cfg.Settings.PreemptExemptTime)
 		}
-		e.say(j, "runs borrowed in %s (%s): %s; %s; reclaim requeues it after a %s grace period, it is never cancelled", e.borrowQOS, gpuList(held), when, who, e.cfg.Settings.GraceTime)
+		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, p.holdingText(), p.excess(), ordinal(i+1), len(order.reclaimable))
+		if !j.Requeueable() {
+			// It got here without quotad (a user's own update, or flags changed after a lend).
+			e.say(j, "runs borrowed in %s (%s): %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", j.QOS, gpuList(held), loses, when, who, j.whyNotRequeueable(), j.QOS)
+			e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, j.whyNotRequeueable()))
+			continue
+		}
+		e.say(j, "runs borrowed in %s (%s): %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", j.QOS, gpuList(held), loses, when, who, e.cfg.Settings.GraceTime)
 	}
+}
+
+// holdingText is what p holds against its guarantee, e.g. "6 GPUs of a 4-GPU guarantee".
+func (p *project) holdingText() string {
+	return fmt.Sprintf("%d GPUs (%d in quota, %d borrowed) of a %d-GPU guarantee", p.inUseTotal+p.borrowedTotal, p.inUseTotal, p.borrowedTotal, p.cfg.Total())
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return fmt.Sprintf("%dth", n)
+	case n%10 == 1:
+		return fmt.Sprintf("%dst", n)
+	case n%10 == 2:
+		return fmt.Sprintf("%dnd", n)
+	case n%10 == 3:
+		return fmt.Sprintf("%drd", n)
+	}
+	return fmt.Sprintf("%dth", n)
 }
 
 func (e *engine) projectStatuses() []ProjectStatus {
@@ -801,6 +957,24 @@ func (p *project) fits(need map[string]int) bool {
 		}
 	}
 	return p.inUseTotal+sum(need) <= p.cfg.Total()
+}
+
+// fitsReserved is fits with the GPUs kept for the project's earlier in-quota pending jobs
+// counted as in use: those start first.
+func (p *project) fitsReserved(need map[string]int) bool {
+	for t, n := range need {
+		if t != "" && p.inUse[t]+p.reserved[t]+n > p.cfg.GPUs[t] {
+			return false
+		}
+	}
+	return p.inUseTotal+sum(p.reserved)+sum(need) <= p.cfg.Total()
+}
+
+func (p *project) reserve(gpus map[string]int) {
+	if p.reserved == nil {
+		p.reserved = map[string]int{}
+	}
+	addAll(p.reserved, gpus)
 }
 
 func (p *project) use(gpus map[string]int) {

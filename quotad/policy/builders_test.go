@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,13 +22,13 @@ func gpus(kv ...any) map[string]int { // gpus("a100", 2, "", 1)
 }
 
 // jobBuilder makes test jobs: a pending one-node job in its account's guaranteed QOS, with
-// Requeue=1, submitted id seconds before t0 so that ids give the age order.
+// Requeue=1 (an sbatch job Slurm can requeue), submitted id seconds before t0 so that ids give the age order.
 type jobBuilder struct{ j Job }
 
 func job(id uint32, account string) *jobBuilder {
 	return &jobBuilder{Job{
 		ID: id, Account: account, User: "u-" + account, State: StatePending, Reason: "QOSGrpGRES",
-		QOS: "guar-" + account, Partitions: []string{"a100"}, Nodes: 1, Requeue: true,
+		QOS: "guar-" + account, Partitions: []string{"a100"}, Nodes: 1, Requeue: true, Batch: true, Priority: 1,
 		SubmitTime: t0.Add(-time.Hour + time.Duration(id)*time.Second),
 	}}
 }
@@ -39,14 +40,25 @@ func (b *jobBuilder) gpu(t string, perNode int) *jobBuilder {
 	b.j.GPUsPerNode[t] = perNode
 	return b
 }
-func (b *jobBuilder) nodes(n int) *jobBuilder            { b.j.Nodes = n; return b }
+func (b *jobBuilder) nodes(n int) *jobBuilder      { b.j.Nodes = n; return b }
+func (b *jobBuilder) cpus(n int) *jobBuilder       { b.j.CPUs = n; return b }
+func (b *jobBuilder) memMB(n int64) *jobBuilder    { b.j.MemoryMB = n; return b }
+func (b *jobBuilder) account(a string) *jobBuilder { b.j.Account = a; return b }
+func (b *jobBuilder) perJob(t string, n int) *jobBuilder { // --gpus=[t:]n
+	if b.j.GPUsPerJob == nil {
+		b.j.GPUsPerJob = map[string]int{}
+	}
+	b.j.GPUsPerJob[t] = n
+	return b
+}
 func (b *jobBuilder) qos(q string) *jobBuilder           { b.j.QOS = q; return b }
 func (b *jobBuilder) reason(r string) *jobBuilder        { b.j.Reason = r; return b }
 func (b *jobBuilder) partitions(p ...string) *jobBuilder { b.j.Partitions = p; return b }
 func (b *jobBuilder) noRequeue() *jobBuilder             { b.j.Requeue = false; return b }
+func (b *jobBuilder) interactive() *jobBuilder           { b.j.Batch = false; return b } // salloc, srun
 func (b *jobBuilder) priority(p int64) *jobBuilder       { b.j.Priority = p; return b }
 func (b *jobBuilder) alloc(g map[string]int) *jobBuilder { b.j.AllocatedGPUs = g; return b }
-func (b *jobBuilder) borrowed() *jobBuilder              { b.j.QOS = "borrow"; return b }
+func (b *jobBuilder) borrowed() *jobBuilder              { b.j.QOS = "borrow-" + b.j.Account; return b }
 func (b *jobBuilder) running(since time.Duration) *jobBuilder {
 	b.j.State, b.j.Reason, b.j.StartTime = StateRunning, "None", t0.Add(-since)
 	return b
@@ -73,8 +85,34 @@ type snapBuilder struct{ s Snapshot }
 
 func snapshot() *snapBuilder { return &snapBuilder{Snapshot{TakenAt: t0, Usage: map[string]float64{}}} }
 
+// pool adds a partition's GPUs of type t as nodes of 4 GPUs (the testbed's shape), the idle
+// ones filling the first nodes; every node has CPUs and memory to spare.
 func (b *snapBuilder) pool(partition, t string, total, idle int) *snapBuilder {
-	b.s.GPUs = append(b.s.GPUs, GPUPool{Partition: partition, Type: t, Total: total, Idle: idle})
+	for total > 0 {
+		n := min(total, 4)
+		i := min(idle, n)
+		b.node(gpuNode(fmt.Sprintf("%s-%d", partition, len(b.s.Nodes)+1), t, n, i, 64, 256000, partition))
+		total, idle = total-n, idle-i
+	}
+	return b
+}
+
+// gpuNode is a usable node with total GPUs of type t, idle of them unallocated.
+func gpuNode(name, t string, total, idle, freeCPUs int, freeMemMB int64, partitions ...string) Node {
+	return Node{Name: name, Partitions: partitions, GPUs: map[string]int{t: total}, IdleGPUs: map[string]int{t: idle}, FreeCPUs: freeCPUs, FreeMemMB: freeMemMB}
+}
+
+func (b *snapBuilder) node(n Node) *snapBuilder { b.s.Nodes = append(b.s.Nodes, n); return b }
+
+// account adds a sub-account under parent that inherits the parent's QOS list and default.
+func (b *snapBuilder) account(name, parent string) *snapBuilder {
+	b.s.Accounts = append(b.s.Accounts, Account{Name: name, Parent: parent})
+	return b
+}
+
+// unreadable adds a job the adapter could not read.
+func (b *snapBuilder) unreadable(id uint32, problem string) *snapBuilder {
+	b.s.Unreadable = append(b.s.Unreadable, UnreadableJob{ID: id, Problem: problem})
 	return b
 }
 func (b *snapBuilder) jobs(js ...Job) *snapBuilder { b.s.Jobs = append(b.s.Jobs, js...); return b }
@@ -89,10 +127,16 @@ func (b *snapBuilder) takenAt(t time.Time) *snapBuilder { b.s.TakenAt = t; retur
 func (b *snapBuilder) synced(t testing.TB, cfg *Config) *snapBuilder {
 	t.Helper()
 	for _, p := range cfg.Projects {
-		b.s.Accounts = append(b.s.Accounts, Account{Name: p.Account, QOS: []string{"normal"}, DefaultQOS: "normal"})
+		if !slices.ContainsFunc(b.s.Accounts, func(a Account) bool { return a.Name == p.Account }) {
+			b.s.Accounts = append(b.s.Accounts, Account{Name: p.Account, QOS: []string{"normal"}, DefaultQOS: "normal", OwnQOS: true, OwnDefaultQOS: true})
+		}
 	}
-	plan := BuildPlan(cfg, &b.s, t0)
-	applySync(&b.s, plan)
+	inherit(b.s.Accounts)
+	// Twice: the first plan creates the structure, the second may lend and so change the
+	// reclaim order (who may be preempted) once more.
+	for range 2 {
+		applySync(&b.s, BuildPlan(cfg, &b.s, t0))
+	}
 	if again := BuildPlan(cfg, &b.s, t0); len(again.QOS)+len(again.Accounts) > 0 {
 		t.Fatalf("sync does not converge: %v %v", again.QOS, again.Accounts)
 	}
@@ -184,13 +228,41 @@ func applySync(s *Snapshot, plan *Plan) {
 			if s.Accounts[i].Name != c.Account {
 				continue
 			}
+			// sacctmgr modify account sets the values on the association itself.
 			if c.QOS != nil {
-				s.Accounts[i].QOS = c.QOS.To
+				s.Accounts[i].QOS, s.Accounts[i].OwnQOS = c.QOS.To, true
 			}
 			if c.DefaultQOS != nil {
-				s.Accounts[i].DefaultQOS = c.DefaultQOS.To
+				s.Accounts[i].DefaultQOS, s.Accounts[i].OwnDefaultQOS = c.DefaultQOS.To, true
 			}
 		}
+	}
+	inherit(s.Accounts)
+}
+
+// inherit resolves what accounts without their own QOS list or default get from their
+// parents, as slurmdbd does.
+func inherit(accounts []Account) {
+	byName := map[string]*Account{}
+	for i := range accounts {
+		byName[accounts[i].Name] = &accounts[i]
+	}
+	var resolve func(a *Account, depth int)
+	resolve = func(a *Account, depth int) {
+		parent := byName[a.Parent]
+		if parent == nil || depth > 64 {
+			return
+		}
+		resolve(parent, depth+1)
+		if !a.OwnQOS {
+			a.QOS = slices.Clone(parent.QOS)
+		}
+		if !a.OwnDefaultQOS {
+			a.DefaultQOS = parent.DefaultQOS
+		}
+	}
+	for i := range accounts {
+		resolve(&accounts[i], 0)
 	}
 }
 

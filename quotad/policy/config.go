@@ -18,7 +18,7 @@ import (
 
 // Defaults for Settings fields left out of the quota table.
 const (
-	DefaultBorrowQOS      = "borrow"
+	DefaultBorrowQOS      = "borrow-{account}"
 	DefaultGuaranteedQOS  = "guar-{account}"
 	DefaultMaxSnapshotAge = 15 * time.Second
 	accountPlaceholder    = "{account}"
@@ -42,7 +42,10 @@ type Config struct {
 
 // Settings are the cluster-wide knobs of the quota model.
 type Settings struct {
-	// BorrowQOS is the shared QOS that lent jobs run in; guaranteed QOS may preempt it.
+	// BorrowQOS names each project's borrow QOS, where its lent jobs run; "{account}" is
+	// replaced by the account. One per project, so that reclaim can follow each project's
+	// usage: a guaranteed QOS may preempt a project's borrow QOS only while that project holds
+	// more than its guarantee, and the QOS priority orders who loses first.
 	BorrowQOS string `yaml:"borrowQOS,omitempty"`
 	// GuaranteedQOS names each project's guaranteed QOS; "{account}" is replaced by the account.
 	GuaranteedQOS string `yaml:"guaranteedQOS,omitempty"`
@@ -50,7 +53,10 @@ type Settings struct {
 	GraceTime time.Duration `yaml:"graceTime,omitempty"`
 	// PreemptExemptTime is the borrow QOS's minimum run time before a borrower may be reclaimed.
 	PreemptExemptTime time.Duration `yaml:"preemptExemptTime,omitempty"`
-	// GuaranteedPriority and BorrowPriority set the QOS Priority; nil leaves it unmanaged.
+	// GuaranteedPriority sets the guaranteed QOS' Priority; nil leaves it unmanaged.
+	// BorrowPriority is the base of the borrow QOS' Priority (nil: 0). quotad sets each
+	// borrow QOS to the base plus its project's rank in the reclaim order, lowest for the
+	// project furthest over its share: Slurm's QOS preemption takes the lowest priority first.
 	GuaranteedPriority *int `yaml:"guaranteedPriority,omitempty"`
 	BorrowPriority     *int `yaml:"borrowPriority,omitempty"`
 	// MaxSnapshotAge: a snapshot older than this yields a plan without actions.
@@ -75,8 +81,12 @@ type Project struct {
 	Weight *float64 `yaml:"weight,omitempty"`
 }
 
-// BorrowQOSName is the shared borrow QOS's name.
-func (s Settings) BorrowQOSName() string {
+// BorrowQOSName is the name of account's borrow QOS.
+func (s Settings) BorrowQOSName(account string) string {
+	return strings.ReplaceAll(s.borrowPattern(), accountPlaceholder, account)
+}
+
+func (s Settings) borrowPattern() string {
 	if s.BorrowQOS == "" {
 		return DefaultBorrowQOS
 	}
@@ -204,11 +214,15 @@ func (c *Config) Validate() error {
 		errs = append(errs, &ConfigError{Line: c.lines.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
 	s := c.Settings
-	if !slurmName.MatchString(s.BorrowQOSName()) {
-		bad("settings.borrowQOS", "%q is not a valid QOS name (lowercase letters, digits, '_', '.', '-')", s.BorrowQOSName())
+	if strings.Count(s.borrowPattern(), accountPlaceholder) != 1 {
+		// A table from before per-project borrow QOS names one shared QOS, e.g. "borrow".
+		bad("settings.borrowQOS", "%q must contain %s exactly once: each project borrows in its own QOS (e.g. %q), so that a project within its guarantee is never reclaimed", s.borrowPattern(), accountPlaceholder, DefaultBorrowQOS)
 	}
 	if s.GuaranteedQOS != "" && strings.Count(s.GuaranteedQOS, accountPlaceholder) != 1 {
 		bad("settings.guaranteedQOS", "%q must contain %s exactly once", s.GuaranteedQOS, accountPlaceholder)
+	}
+	if s.borrowPattern() == s.GuaranteedQOS || (s.GuaranteedQOS == "" && s.borrowPattern() == DefaultGuaranteedQOS) {
+		bad("settings.borrowQOS", "%q is also the guaranteed QOS pattern", s.borrowPattern())
 	}
 	for _, d := range []struct {
 		path string
@@ -249,15 +263,17 @@ func (c *Config) Validate() error {
 			bad(field("account"), "project %s is listed twice (first at line %d)", p.Account, c.lines.line(fmt.Sprintf("projects.%d", first)))
 		} else {
 			seenAccount[p.Account] = i
-			qos := s.GuaranteedQOSName(p.Account)
-			if qos == s.BorrowQOSName() {
-				bad(field("account"), "guaranteed QOS of %s would be the borrow QOS %q", p.Account, qos)
-			} else if other, clash := seenQOS[qos]; clash {
-				bad(field("account"), "guaranteed QOS %q of %s is also that of %s", qos, p.Account, other)
-			} else if !slurmName.MatchString(qos) {
-				bad(field("account"), "guaranteed QOS name %q is not a valid QOS name", qos)
+			for _, q := range []struct{ kind, name string }{
+				{"guaranteed", s.GuaranteedQOSName(p.Account)},
+				{"borrow", s.BorrowQOSName(p.Account)},
+			} {
+				if other, clash := seenQOS[q.name]; clash {
+					bad(field("account"), "%s QOS %q of %s is also the %s", q.kind, q.name, p.Account, other)
+				} else if !slurmName.MatchString(q.name) {
+					bad(field("account"), "%s QOS name %q of %s is not a valid QOS name (lowercase letters, digits, '_', '.', '-')", q.kind, q.name, p.Account)
+				}
+				seenQOS[q.name] = q.kind + " QOS of " + p.Account
 			}
-			seenQOS[qos] = p.Account
 		}
 		typedSum := 0
 		for _, t := range sortedKeys(p.GPUs) {

@@ -14,7 +14,7 @@ func TestLoadConfigExample(t *testing.T) {
 	}
 	want := Config{
 		Settings: Settings{
-			BorrowQOS: "borrow", GuaranteedQOS: "guar-{account}",
+			BorrowQOS: "borrow-{account}", GuaranteedQOS: "guar-{account}",
 			GraceTime: 10 * time.Second, PreemptExemptTime: 30 * time.Second, MaxSnapshotAge: 15 * time.Second,
 		},
 		LendLimits: map[string]int{"a100": 8, "v100": 6},
@@ -39,7 +39,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, p := cfg.Settings, cfg.Projects[0]
-	if s.BorrowQOSName() != "borrow" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != DefaultMaxSnapshotAge ||
+	if s.BorrowQOSName("p") != "borrow-p" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != DefaultMaxSnapshotAge ||
 		!reflect.DeepEqual(s.Reasons(), []string{"QOSGrpGRES"}) {
 		t.Errorf("settings defaults: %+v", s)
 	}
@@ -116,9 +116,19 @@ func TestParseConfigErrors(t *testing.T) {
 			want: []string{"line 2: settings.guaranteedQOS", "must contain {account} exactly once"},
 		},
 		{
-			name: "guaranteed QOS must not be the borrow QOS",
-			yaml: "settings:\n  guaranteedQOS: \"{account}\"\nprojects:\n  - account: borrow\n",
-			want: []string{`line 4: projects.0.account: guaranteed QOS of borrow would be the borrow QOS "borrow"`},
+			name: "borrow QOS pattern needs the account",
+			yaml: "settings:\n  borrowQOS: borrow\nprojects:\n  - account: p\n",
+			want: []string{"line 2: settings.borrowQOS", `"borrow" must contain {account} exactly once: each project borrows in its own QOS`},
+		},
+		{
+			name: "borrow and guaranteed QOS patterns must differ",
+			yaml: "settings:\n  borrowQOS: \"q-{account}\"\n  guaranteedQOS: \"q-{account}\"\nprojects:\n  - account: p\n",
+			want: []string{`line 2: settings.borrowQOS: "q-{account}" is also the guaranteed QOS pattern`},
+		},
+		{
+			name: "one project's guaranteed QOS must not be another's borrow QOS",
+			yaml: "settings:\n  borrowQOS: \"{account}-b\"\n  guaranteedQOS: \"{account}\"\nprojects:\n  - account: p\n  - account: p-b\n",
+			want: []string{`line 6: projects.1.account: guaranteed QOS "p-b" of p-b is also the borrow QOS of p`},
 		},
 		{
 			name: "negative durations",

@@ -5,6 +5,13 @@
 // and which may preempt the shared borrow QOS. Over-quota jobs pend with QOSGrpGRES; the plan
 // lends idle GPUs to them by moving them to the borrow QOS (largest weighted fair-share deficit
 // first), returns pending borrowers when their guarantee has room again, and keeps the QOS and
-// accounts in line with the table. Reclaim is Slurm's own QOS preemption (requeue): a plan never
-// cancels, kills or requeues a job, and never lends a job that has Requeue=0.
+// accounts in line with the table. A project's quota covers its account's whole subtree, as
+// Slurm's own limits do (sub-accounts inherit the guaranteed QOS); a project nested in another
+// has its own QOS, so the nearest project wins. Idle GPUs are counted per node, once however
+// many partitions list the node, and only where a job of the request's shape (GPUs, CPUs and
+// memory per node) can start now; held, dependent and future jobs reserve nothing, and a
+// snapshot with a job it could not read yields no action. Reclaim is Slurm's own QOS preemption (requeue): a plan never
+// cancels, kills or requeues a job. Slurm can requeue only batch jobs with Requeue=1 and kills
+// any other job it preempts, so a plan never lends any other job (Job.Requeueable), returns such
+// a job found pending in a borrow QOS, and says so of one found running there.
 package policy

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,9 +62,13 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config
 			b.qos("normal")
 		case k == 6:
 			b.nodes(2)
-		case k == 7 && i < nPending, k == 8 && i < nPending: // an array record of 1-6 tasks
+		case k == 7:
+			b.interactive()
+		case k == 8:
+			b.borrowed().interactive()
+		case k == 9 && i < nPending, k == 10 && i < nPending: // an array record of 1-6 tasks
 			b.array(seq(uint32(r.IntN(3)), uint32(3+r.IntN(3)))...)
-			if k == 8 {
+			if k == 10 {
 				b.borrowed()
 			}
 		}
@@ -75,8 +80,8 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config
 		}
 		sb.jobs(b.obj())
 	}
+	sb.s.WholeArrays = r.IntN(2) == 0 // before the sync: lends decide the reclaim order
 	snap := sb.synced(tb, cfg).obj()
-	snap.WholeArrays = r.IntN(2) == 0
 	return cfg, snap
 }
 
@@ -98,10 +103,10 @@ func TestPlanInvariants(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		shuffled := *snap
 		shuffled.Jobs = append([]Job(nil), snap.Jobs...)
-		shuffled.GPUs = append([]GPUPool(nil), snap.GPUs...)
+		shuffled.Nodes = append([]Node(nil), snap.Nodes...)
 		shuffled.QOS = append([]QOS(nil), snap.QOS...)
 		r.Shuffle(len(shuffled.Jobs), func(i, j int) { shuffled.Jobs[i], shuffled.Jobs[j] = shuffled.Jobs[j], shuffled.Jobs[i] })
-		r.Shuffle(len(shuffled.GPUs), func(i, j int) { shuffled.GPUs[i], shuffled.GPUs[j] = shuffled.GPUs[j], shuffled.GPUs[i] })
+		r.Shuffle(len(shuffled.Nodes), func(i, j int) { shuffled.Nodes[i], shuffled.Nodes[j] = shuffled.Nodes[j], shuffled.Nodes[i] })
 		r.Shuffle(len(shuffled.QOS), func(i, j int) { shuffled.QOS[i], shuffled.QOS[j] = shuffled.QOS[j], shuffled.QOS[i] })
 		if again := BuildPlan(cfg, &shuffled, t0); !reflect.DeepEqual(plan, again) {
 			t.Fatalf("seed %d: plan depends on input order:\n%v\n%v", seed, moveLines(plan), moveLines(again))
@@ -123,7 +128,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	lentBefore := map[string]int{}
 	borrowedBefore := map[string]map[string]int{}
 	for _, j := range snap.Jobs {
-		if j.QOS == "borrow" {
+		if _, ok := cfg.Project(j.Account); ok && j.QOS == cfg.Settings.BorrowQOSName(j.Account) {
 			if borrowedBefore[j.Account] == nil {
 				borrowedBefore[j.Account] = map[string]int{}
 			}
@@ -140,12 +145,15 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 		}
 	}
 	idle := map[string]int{}
-	for _, g := range snap.GPUs {
-		idle[g.Type] += g.Idle
+	for _, n := range snap.Nodes {
+		for tp, c := range n.IdleGPUs {
+			idle[tp] += c
+		}
 	}
 	lent := map[string]int{}
 	borrowed := map[string]map[string]int{}
 	seen := map[string]bool{}
+	movedRecord := map[uint32]bool{}
 	sawLend := false
 	for _, m := range plan.Moves {
 		j := byID[m.JobID]
@@ -156,12 +164,13 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			t.Fatalf("seed %d: move %v names no task of record %d (tasks %v)", seed, m, j.ID, j.ArrayTasks)
 		}
 		seen[m.Target()] = true
+		movedRecord[m.JobID] = true
 		guar := cfg.Settings.GuaranteedQOSName(j.Account)
 		switch m.Kind {
 		case Lend:
 			sawLend = true
-			if m.From != guar || m.To != "borrow" || !j.Requeue {
-				t.Fatalf("seed %d: bad lend %v (requeue %v)", seed, m, j.Requeue)
+			if m.From != guar || m.To != cfg.Settings.BorrowQOSName(j.Account) || !j.Requeueable() {
+				t.Fatalf("seed %d: bad lend %v (requeue %v, batch %v)", seed, m, j.Requeue, j.Batch)
 			}
 			addAll(lent, m.GPUs)
 			if borrowed[j.Account] == nil {
@@ -169,7 +178,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			}
 			addAll(borrowed[j.Account], m.GPUs)
 		case Return:
-			if sawLend || m.From != "borrow" || m.To != guar {
+			if sawLend || m.From != cfg.Settings.BorrowQOSName(j.Account) || m.To != guar {
 				t.Fatalf("seed %d: bad return %v (returns come first)", seed, m)
 			}
 		default:
@@ -209,12 +218,26 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			t.Fatalf("seed %d: %s borrows %d over its limit %d", seed, acct, sum(borrowedBefore[acct])+total, *p.BorrowLimit)
 		}
 	}
+	for _, x := range plan.Jobs {
+		if strings.Contains(x.Text, "never cancel") || strings.Contains(x.Text, "never kill") {
+			t.Fatalf("seed %d: %q promises what Slurm's preemption does not", seed, x.Text)
+		}
+	}
 	for _, j := range snap.Jobs {
+		if text, _ := plan.Explain(j.ID); j.QOS == "borrow" && j.State == StateRunning && len(j.need()) > 0 {
+			if killed := strings.Contains(text, "would KILL it"); killed == j.Requeueable() {
+				t.Fatalf("seed %d: running borrower %d (requeue %v, batch %v) explained as %q", seed, j.ID, j.Requeue, j.Batch, text)
+			}
+		}
 		if j.State != StatePending {
 			continue
 		}
 		if _, ok := plan.Explain(j.ID); !ok {
 			t.Fatalf("seed %d: pending job %d (%s, %s, %s) has no explanation", seed, j.ID, j.Account, j.QOS, j.Reason)
+		}
+		// A pending borrower Slurm could not requeue goes back whenever quotad can move it.
+		if _, hasQuota := cfg.Project(j.Account); hasQuota && j.QOS == "borrow" && !j.Requeueable() && len(j.need()) > 0 && !movedRecord[j.ID] {
+			t.Fatalf("seed %d: pending borrower %d (requeue %v, batch %v) is not returned", seed, j.ID, j.Requeue, j.Batch)
 		}
 	}
 }

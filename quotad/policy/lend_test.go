@@ -34,7 +34,7 @@ func TestMoves(t *testing.T) {
 			},
 			want: []string{"lend 5 proj-b", "lend 6 proj-b", "lend 7 proj-b", "lend 8 proj-b"},
 			explain: map[uint32]string{
-				5: "job 5 is lent (moves from guar-proj-b to borrow): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100",
+				5: "job 5 is lent (moves from guar-proj-b to borrow-proj-b): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100",
 				1: "job 1 runs within proj-b's guarantee in guar-proj-b (1 a100): it is never reclaimed",
 			},
 		},
@@ -85,7 +85,7 @@ func TestMoves(t *testing.T) {
 			want: []string{"lend 20 proj-b", "lend 21 proj-b"},
 			explain: map[uint32]string{
 				3: "job 3 waits: proj-a uses 4/4 guaranteed a100 and the job needs 1 a100 more; not enough idle GPUs",
-				1: "job 1 runs borrowed in borrow (2 a100): its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now",
+				1: "job 1 runs borrowed in borrow-proj-a (2 a100): proj-a holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers; its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now",
 			},
 		},
 		{
@@ -123,7 +123,7 @@ func TestMoves(t *testing.T) {
 			snap: func(b *snapBuilder) *snapBuilder {
 				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).noRequeue().obj())
 			},
-			explain: map[uint32]string{5: "job 5 waits for proj-b's guarantee: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; it is never lent because it has Requeue=0 (--no-requeue)"},
+			explain: map[uint32]string{5: "job 5 waits for proj-b's guarantee in guar-proj-b: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; it is never lent: it has Requeue=0 (--no-requeue"},
 		},
 		{
 			name: "borrowing limit per type",
@@ -196,8 +196,8 @@ func TestMoves(t *testing.T) {
 			},
 			want: []string{"return 5 proj-b"},
 			explain: map[uint32]string{
-				5: "job 5 returns from borrow to guar-proj-b: proj-b is under quota again (a100 3/4 in use)",
-				6: "job 6 was lent and waits in borrow for GPUs: proj-b is over its guarantee (a100 4/4 in use)",
+				5: "job 5 returns from borrow-proj-b to guar-proj-b: proj-b is under quota again (a100 3/4 in use)",
+				6: "job 6 was lent and waits in borrow-proj-b for GPUs: proj-b is over its guarantee (a100 4/4 in use)",
 			},
 		},
 		{
@@ -207,7 +207,7 @@ func TestMoves(t *testing.T) {
 				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().noRequeue().obj())
 			},
 			want:    []string{"return 5 proj-b"},
-			explain: map[uint32]string{5: "it has Requeue=0 (--no-requeue): on reclaim it would be cancelled"},
+			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it has Requeue=0 (--no-requeue, or no --requeue where slurm.conf has JobRequeue=0), so Slurm cannot requeue it: a reclaim would kill it"},
 		},
 		{
 			name: "a pending borrower over a lowered borrowing limit goes back",
@@ -251,9 +251,9 @@ func TestMoves(t *testing.T) {
 			name: "a young borrower is exempt from reclaim",
 			cfg:  twoProjects().obj(),
 			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(0, 0, 8).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(10 * time.Second).obj())
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(10 * time.Second).obj())
 			},
-			explain: map[uint32]string{5: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a, proj-b"},
+			explain: map[uint32]string{5: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a"},
 		},
 	}
 	for _, tt := range tests {
@@ -273,6 +273,141 @@ func TestMoves(t *testing.T) {
 			}
 			if _, ok := plan.Explain(7); tt.name == "jobs outside the managed QOS and accounts are only explained" && ok {
 				t.Errorf("a job without GPUs got an explanation")
+			}
+		})
+	}
+}
+
+// Slurm requeues a preempted job only when it is a batch job with Requeue=1 and kills any
+// other: salloc and srun allocations, --no-requeue jobs, and jobs submitted without --requeue
+// where JobRequeue=0 (Requeue=0 in squeue, like --no-requeue). None of them may borrow.
+func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
+	tests := []struct {
+		name    string
+		snap    func(*snapBuilder) *snapBuilder
+		want    []string          // moves, in plan order
+		explain map[uint32]string // substrings of job explanations
+		never   map[uint32]string // substrings a job's explanation must not hold
+		note    string            // a substring of one of the plan's notes
+	}{
+		{
+			name: "salloc over quota: bob's guarantee is busy, his 4-GPU salloc waits in it",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 4).interactive().obj())
+			},
+			explain: map[uint32]string{5: "job 5 waits for proj-b's guarantee in guar-proj-b: proj-b uses 4/4 guaranteed a100 and the job needs 4 a100 more; " +
+				"it is never lent: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs, " +
+				"and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue"},
+			never: map[uint32]string{5: "is lent"},
+		},
+		{
+			name: "--no-requeue over quota waits in its guarantee",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).noRequeue().obj())
+			},
+			explain: map[uint32]string{5: "it is never lent: it has Requeue=0"},
+		},
+		{
+			name: "an salloc within its guarantee is left to Slurm, which starts it in guar",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(4, 0, 8).jobs(job(5, "proj-b").gpu("a100", 4).interactive().obj())
+			},
+			explain: map[uint32]string{5: "guarantee has room (a100 0/4 in use): Slurm should start it in guar-proj-b; not lent"},
+		},
+		{
+			name: "a batch job behind a higher-priority salloc still borrows",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(1, 0, 8).jobs(bobInQuota()...).
+					jobs(job(5, "proj-b").gpu("a100", 1).interactive().priority(100).obj(), job(6, "proj-b").gpu("a100", 1).obj())
+			},
+			want:    []string{"lend 6 proj-b"},
+			explain: map[uint32]string{5: "it is never lent: it is an interactive allocation", 6: "job 6 is lent"},
+		},
+		{
+			name: "a pending salloc found in borrow goes back to its guarantee",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().interactive().obj())
+			},
+			want: []string{"return 5 proj-b"},
+			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), " +
+				"and Slurm can requeue only batch jobs: a reclaim would kill it, so it must not borrow"},
+		},
+		{
+			name: "a pending salloc in borrow goes back even while idle GPUs could be promised to it",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().interactive().reason("Resources").obj())
+			},
+			want: []string{"return 5 proj-b"},
+		},
+		{
+			name: "a running salloc in borrow is not moved and explain says a reclaim would kill it",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 2).borrowed().interactive().running(time.Hour).obj())
+			},
+			explain: map[uint32]string{5: "job 5 runs borrowed in borrow-proj-b (2 a100): proj-b holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers; " +
+				"its PreemptExemptTime has passed; it may be reclaimed by pending guaranteed jobs of proj-a (unused guarantee of its type); " +
+				"a reclaim would KILL it, not requeue it: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs. quotad cannot move a running job out of borrow-proj-b"},
+			never: map[uint32]string{5: "requeues it"},
+			note:  "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it is an interactive allocation",
+		},
+		{
+			name: "a running salloc in borrow within its project's guarantee: not reclaimable now, and explain says what a reclaim would do",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(0, 0, 8).jobs(job(5, "proj-b").gpu("a100", 2).borrowed().interactive().running(time.Hour).obj())
+			},
+			explain: map[uint32]string{5: "so no claim may reclaim it (quotad re-checks this every cycle); should its project go over its guarantee, a reclaim would KILL it, not requeue it: it is an interactive allocation"},
+			never:   map[uint32]string{5: "requeues it"},
+			note:    "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it is an interactive allocation",
+		},
+		{
+			name: "a running --no-requeue borrower: the same",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().noRequeue().running(time.Hour).obj())
+			},
+			explain: map[uint32]string{5: "a reclaim would KILL it, not requeue it: it has Requeue=0"},
+			never:   map[uint32]string{5: "requeues it"},
+			note:    "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it has Requeue=0",
+		},
+		{
+			name: "a running batch borrower with Requeue=1 is requeued on reclaim",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(0, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).borrowed().running(time.Hour).obj())
+			},
+			explain: map[uint32]string{5: "a reclaim requeues it after a 10s grace period (it is a batch job with Requeue=1), so it runs again later"},
+			never:   map[uint32]string{5: "KILL"},
+		},
+		{
+			name: "a pending salloc of another account in a project's borrow QOS goes back too",
+			snap: func(b *snapBuilder) *snapBuilder {
+				return b.testbed(4, 0, 8).jobs(job(5, "other").gpu("a100", 1).qos("borrow-proj-b").interactive().obj())
+			},
+			want:    []string{"return 5 other"},
+			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs: a reclaim would kill it"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := twoProjects().obj()
+			snap := tt.snap(snapshot()).synced(t, cfg).obj()
+			plan := BuildPlan(cfg, snap, t0)
+			if !plan.Acting || len(plan.QOS)+len(plan.Accounts) > 0 {
+				t.Fatalf("unexpected sync %v %v (acting %v, notes %q)", plan.QOS, plan.Accounts, plan.Acting, plan.Notes)
+			}
+			if got := moveLines(plan); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("moves %q, want %q", got, tt.want)
+			}
+			for id, want := range tt.explain {
+				if got, ok := plan.Explain(id); !ok || !strings.Contains(got, want) {
+					t.Errorf("explain %d:\n got %q\nwant %q", id, got, want)
+				}
+			}
+			for id, bad := range tt.never {
+				if got, _ := plan.Explain(id); strings.Contains(got, bad) {
+					t.Errorf("explain %d says %q: %q", id, bad, got)
+				}
+			}
+			if tt.note != "" && !containsLine(plan.Notes, tt.note) {
+				t.Errorf("notes %q lack %q", plan.Notes, tt.note)
 			}
 		})
 	}

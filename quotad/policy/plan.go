@@ -39,7 +39,8 @@ func (p *Plan) Explain(id uint32) (string, bool) {
 	return "", false
 }
 
-// ExplainAccount returns the project's summary followed by its jobs' explanations.
+// ExplainAccount returns the project's summary followed by the explanations of its jobs, the
+// jobs of its sub-accounts included, or of the account's own jobs when it is no project.
 func (p *Plan) ExplainAccount(account string) []string {
 	var out []string
 	for _, ps := range p.Projects {
@@ -48,7 +49,7 @@ func (p *Plan) ExplainAccount(account string) []string {
 		}
 	}
 	for _, j := range p.Jobs {
-		if j.Account == account {
+		if j.Account == account || j.Project == account {
 			out = append(out, j.Text)
 		}
 	}
@@ -146,7 +147,8 @@ type JobMove struct {
 	// ArrayJobID and Task name one array task (ArrayJobID 0: not an array task); a task still in
 	// its array's pending record is split off by the move, the other tasks stay.
 	ArrayJobID, Task uint32
-	Account          string
+	Account          string // the job's account
+	Project          string // the project whose quota covers it: the account or an ancestor
 	From             string
 	To               string
 	GPUs             map[string]int // the GPUs this decision counted, by type ("" any type)
@@ -198,6 +200,8 @@ type TypeStatus struct {
 type JobExplanation struct {
 	JobID   uint32
 	Account string
+	Project string // the project the job counts for, "" for none
+	User    string // who may read it when explanations are private to their owners
 	Text    string
 }
 

@@ -30,9 +30,13 @@ type Snapshot struct {
 	// TakenAt is when the OLDEST of the snapshot's sources (slurmctld, slurmdbd) was read.
 	TakenAt time.Time
 	Jobs    []Job
-	// GPUs lists GPU counts per partition and type. Partitions must not share nodes, or the
-	// adapter must count each node's GPUs in one of them only.
-	GPUs     []GPUPool
+	// Unreadable are jobs in the queue the adapter could not read (e.g. a GPU request it
+	// cannot parse). A plan on a snapshot with any of them does not act: every job in the
+	// queue is accounted for, or nothing is done.
+	Unreadable []UnreadableJob
+	// Nodes are the nodes with GPUs, each once however many partitions list it: partitions
+	// share their nodes' idle GPUs, CPUs and memory.
+	Nodes    []Node
 	QOS      []QOS
 	Accounts []Account
 	// Usage is GPU-seconds per account over the fairness window; it breaks ties among
@@ -41,6 +45,12 @@ type Snapshot struct {
 	// WholeArrays is set where Slurm does not start an array task lent alone while the rest of
 	// its array waits (22.05): an array record is then lent only when all its tasks fit.
 	WholeArrays bool
+}
+
+// UnreadableJob is a job in the queue that the adapter could not turn into a Job.
+type UnreadableJob struct {
+	ID      uint32
+	Problem string // what could not be read, quoting the string, e.g. tres_per_node "gres/gpu:x"
 }
 
 // Job is one job from squeue, with its GPU request already parsed.
@@ -56,10 +66,17 @@ type Job struct {
 	GPUsPerNode map[string]int
 	GPUsPerJob  map[string]int
 	Nodes       int
+	// CPUs and MemoryMB are the whole job's request (tres_req_str); 0 when unknown. With Nodes
+	// they give the shape a node needs free for the job to start there.
+	CPUs     int
+	MemoryMB int64
 	// AllocatedGPUs are a started job's GPUs by type, all nodes together (from tres_alloc_str);
 	// nil means "as requested". It tells which type an untyped request got.
 	AllocatedGPUs map[string]int
-	Requeue       bool // false for --no-requeue: such a job is cancelled, not requeued, on preemption
+	// Requeue is the effective requeue flag: --requeue/--no-requeue, else JobRequeue at submit.
+	Requeue bool
+	// Batch is Slurm's batch_flag: false for salloc and srun allocations.
+	Batch bool
 	// ArrayJobID and ArrayTasks name a job array's tasks: ArrayTasks are the task ids (ascending)
 	// this record stands for, one for a task with a record of its own, several for the pending
 	// tasks Slurm still keeps in the array's record. Each task is one job with the request
@@ -83,25 +100,66 @@ func (j *Job) target(i int) (arrayJob, task uint32) {
 	return j.ArrayJobID, j.ArrayTasks[i]
 }
 
-// need is the job's GPUs by type for the whole job ("" any type), as requested; for an array
-// record, for each of its tasks.
-func (j *Job) need() map[string]int {
-	nodes := j.Nodes
-	if nodes < 1 {
-		nodes = 1
+// Requeueable says whether Slurm's preemption can requeue the job. Slurm requeues only batch
+// jobs with Requeue=1 and kills every other preempted job, so only these may ever borrow.
+func (j *Job) Requeueable() bool { return j.Batch && j.Requeue }
+
+// whyNotRequeueable says why Slurm would kill the job on preemption; "" when it would requeue it.
+func (j *Job) whyNotRequeueable() string {
+	switch {
+	case !j.Batch:
+		return "it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs"
+	case !j.Requeue:
+		return "it has Requeue=0 (--no-requeue, or no --requeue where slurm.conf has JobRequeue=0), so Slurm cannot requeue it"
 	}
+	return ""
+}
+
+func (j *Job) nodeCount() int { return max(j.Nodes, 1) }
+
+// need is the job's GPUs by type for the whole job ("" any type), as requested. Per type,
+// --gpus (per job) and --gpus-per-node describe the same GPUs: Slurm requires the per-job
+// count to be a multiple of the per-node one and sets the node count from their ratio, so the
+// job holds the larger of the two, never their sum.
+func (j *Job) need() map[string]int {
+	nodes := j.nodeCount()
 	out := map[string]int{}
 	for t, n := range j.GPUsPerNode {
 		if n > 0 {
-			out[t] += n * nodes
+			out[t] = n * nodes
 		}
 	}
 	for t, n := range j.GPUsPerJob {
-		if n > 0 {
-			out[t] += n
+		if n > out[t] {
+			out[t] = n
 		}
 	}
 	return out
+}
+
+// perNodeGPUs is what each of the job's nodes must hold, by type: the per-node count, or the
+// per-job count spread evenly (rounded up) when that is larger.
+func (j *Job) perNodeGPUs() map[string]int {
+	nodes := j.nodeCount()
+	out := map[string]int{}
+	for t, n := range j.GPUsPerNode {
+		if n > 0 {
+			out[t] = n
+		}
+	}
+	for t, n := range j.GPUsPerJob {
+		if per := ceilDiv(n, nodes); per > out[t] {
+			out[t] = per
+		}
+	}
+	return out
+}
+
+func ceilDiv(n, d int) int {
+	if n <= 0 {
+		return 0
+	}
+	return (n-1)/d + 1
 }
 
 // held is what a started job holds: its allocation when known, else its request.
@@ -118,12 +176,17 @@ func (j *Job) held() map[string]int {
 	return j.need()
 }
 
-// GPUPool is the GPUs of one type in one partition.
-type GPUPool struct {
-	Partition string
-	Type      string
-	Total     int
-	Idle      int
+// Node is one node with GPUs as slurmctld reports it now.
+type Node struct {
+	Name       string
+	Partitions []string
+	GPUs       map[string]int // type → GPUs configured
+	IdleGPUs   map[string]int // type → GPUs not allocated to any job
+	FreeCPUs   int            // cpus - alloc_cpus
+	FreeMemMB  int64          // real_memory - alloc_memory
+	// Unusable says why Slurm starts no new job of ours there now (down, drained, in a
+	// reservation); "" when it may. Such a node's idle GPUs are not idle for quotad.
+	Unusable string
 }
 
 // QOS is a QOS object as slurmdbd holds it.
@@ -138,11 +201,17 @@ type QOS struct {
 	Priority          int
 }
 
-// Account is an account's own association: the QOS its users may use and their default.
+// Account is an account's own association: the QOS its users may use and their default, as
+// Slurm resolves them (inherited from the parent account unless set on the association).
 type Account struct {
 	Name       string
+	Parent     string // parent account; "" for root's children read without root, or root
 	QOS        []string
 	DefaultQOS string
+	// OwnQOS and OwnDefaultQOS say the association sets its QOS list (or adds to or removes
+	// from its parent's) or its default itself, rather than inheriting the parent's: a change
+	// of the parent's then does not reach it.
+	OwnQOS, OwnDefaultQOS bool
 }
 
 // jobOrder is the order in which one project's jobs are served: Slurm's priority, then age.

@@ -27,9 +27,11 @@ func gpuTypes(cfg *Config, snap *Snapshot) []string {
 	for t := range cfg.LendLimits {
 		set[t] = true
 	}
-	for _, g := range snap.GPUs {
-		if g.Type != "" {
-			set[g.Type] = true
+	for _, n := range snap.Nodes {
+		for t := range n.GPUs {
+			if t != "" {
+				set[t] = true
+			}
 		}
 	}
 	return sortedKeys(set)
@@ -39,22 +41,92 @@ func gpuTypes(cfg *Config, snap *Snapshot) []string {
 type desiredQOS struct {
 	name              string
 	grpTRES           map[string]int64 // GPU entries; entries absent here are cleared
-	preempt           []string
+	preempt           *[]string
 	preemptMode       *string
 	graceTime         *time.Duration
 	preemptExemptTime *time.Duration
 	priority          *int
 }
 
-func desiredQOSList(cfg *Config, types []string) []desiredQOS {
+// reclaimOrder is who may lose borrowers to a claim now, and in which order: the accounts
+// whose projects hold more than their guarantee, first to lose first. Projects not in it are
+// within their guarantee, borrowers counted, and no guaranteed QOS may preempt them.
+type reclaimOrder struct {
+	reclaimable []string
+}
+
+// desiredQOSList is every QOS the table wants: each project's borrow QOS, then each
+// project's guaranteed QOS. Without an order (nil) the reclaim fields (the guaranteed QOS' Preempt
+// lists and the borrow QOS' Priority) are left unmanaged: that is the structure lends rely on.
+func desiredQOSList(cfg *Config, types []string, order *reclaimOrder) []desiredQOS {
 	s := cfg.Settings
-	borrow := s.BorrowQOSName()
 	requeue := "requeue"
 	grace, exempt := s.GraceTime, s.PreemptExemptTime
+	none := []string{} // a borrow QOS preempts nobody
+	var preempt []string
+	priorities := map[string]int{}
+	if order != nil {
+		base := 0
+		if s.BorrowPriority != nil {
+			base = *s.BorrowPriority
+		}
+		preempt = make([]string, 0, len(order.reclaimable))
+		for rank, acct := range order.reclaimable {
+			preempt = append(preempt, s.BorrowQOSName(acct))
+			priorities[acct] = base + rank
+		}
+		for _, p := range cfg.Projects {
+			if _, ok := priorities[p.Account]; !ok {
+				priorities[p.Account] = base + len(cfg.Projects) // out of reach: the value only avoids churn
+			}
+		}
+	}
+	// Every borrow QOS comes before the guaranteed QOS, whose Preempt lists name them.
+	var borrows, guars []desiredQOS
+	for _, p := range cfg.Projects {
+		borrow := desiredQOS{
+			name:              s.BorrowQOSName(p.Account),
+			grpTRES:           borrowCaps(cfg, p, types),
+			preempt:           &none,
+			preemptMode:       &requeue,
+			graceTime:         &grace,
+			preemptExemptTime: &exempt,
+		}
+		if prio, ok := priorities[p.Account]; ok {
+			borrow.priority = &prio
+		}
+		limits := map[string]int64{gpuTRES: int64(p.Total())}
+		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
+		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
+		for _, t := range types {
+			limits[typedTRES(t)] = int64(p.GPUs[t])
+		}
+		guar := desiredQOS{
+			name:     s.GuaranteedQOSName(p.Account),
+			grpTRES:  limits,
+			priority: s.GuaranteedPriority,
+		}
+		if order != nil {
+			guar.preempt = &preempt
+		}
+		borrows, guars = append(borrows, borrow), append(guars, guar)
+	}
+	return append(borrows, guars...)
+}
+
+// borrowCaps is a project's borrow QOS GrpTRES, so that Slurm enforces what quotad's lends
+// respect: per type the smaller of the project's borrowing limit and the cluster's lending
+// limit (the cluster-wide sum of lends is quotad's to keep), and in all the project's
+// borrowing limit or, with every type capped, the sum of the type caps. An untyped borrower
+// counts only against gres/gpu, so the total keeps it in bounds too.
+func borrowCaps(cfg *Config, p Project, types []string) map[string]int64 {
 	caps := map[string]int64{}
 	total, allCapped := int64(0), len(types) > 0
 	for _, t := range types {
-		limit, ok := cfg.LendLimits[t]
+		limit, ok := p.BorrowLimitByType[t]
+		if lend, lok := cfg.LendLimits[t]; lok && (!ok || lend < limit) {
+			limit, ok = lend, true
+		}
 		if !ok {
 			allCapped = false
 			continue
@@ -62,35 +134,13 @@ func desiredQOSList(cfg *Config, types []string) []desiredQOS {
 		caps[typedTRES(t)] = int64(limit)
 		total += int64(limit)
 	}
-	// An untyped borrower counts only against gres/gpu, so the total cap keeps it in bounds
-	// too; with any type uncapped there is no finite total.
-	if allCapped {
+	switch {
+	case p.BorrowLimit != nil && (!allCapped || int64(*p.BorrowLimit) < total):
+		caps[gpuTRES] = int64(*p.BorrowLimit)
+	case allCapped:
 		caps[gpuTRES] = total
 	}
-	out := []desiredQOS{{
-		name:              borrow,
-		grpTRES:           caps,
-		preempt:           []string{}, // the borrow QOS preempts nobody
-		preemptMode:       &requeue,
-		graceTime:         &grace,
-		preemptExemptTime: &exempt,
-		priority:          s.BorrowPriority,
-	}}
-	for _, p := range cfg.Projects {
-		limits := map[string]int64{gpuTRES: int64(p.Total())}
-		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
-		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
-		for _, t := range types {
-			limits[typedTRES(t)] = int64(p.GPUs[t])
-		}
-		out = append(out, desiredQOS{
-			name:     s.GuaranteedQOSName(p.Account),
-			grpTRES:  limits,
-			preempt:  []string{borrow},
-			priority: s.GuaranteedPriority,
-		})
-	}
-	return out
+	return caps
 }
 
 // diffQOS returns the changes that turn cur (nil: absent) into want, or false when equal.
@@ -121,8 +171,10 @@ func diffQOS(want desiredQOS, cur *QOS) (QOSChange, bool) {
 			c.GrpTRES = append(c.GrpTRES, TRESChange{Name: k, From: from, To: to})
 		}
 	}
-	if from, to := normalizeNames(cur.Preempt), normalizeNames(want.preempt); !slices.Equal(from, to) {
-		c.Preempt = &Change[[]string]{From: from, To: to}
+	if want.preempt != nil {
+		if from, to := normalizeNames(cur.Preempt), normalizeNames(*want.preempt); !slices.Equal(from, to) {
+			c.Preempt = &Change[[]string]{From: from, To: to}
+		}
 	}
 	if want.preemptMode != nil && !strings.EqualFold(cur.PreemptMode, *want.preemptMode) {
 		c.PreemptMode = &Change[string]{From: cur.PreemptMode, To: *want.preemptMode}
@@ -158,15 +210,15 @@ func normalizeNames(names []string) []string {
 	return slices.Compact(out)
 }
 
-// syncPlan diffs the QOS objects and accounts against the quota table. Accounts missing from
-// slurmdbd are reported, never created: creating accounts is the administrator's call.
-func syncPlan(cfg *Config, snap *Snapshot, types []string) (qos []QOSChange, accounts []AccountChange, notes []string) {
+// syncPlan diffs the QOS objects and accounts against the quota table, with the reclaim
+// fields when order is given. Accounts missing from slurmdbd are reported, never created:
+// creating accounts is the administrator's call.
+func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) (qos []QOSChange, accounts []AccountChange, notes []string) {
 	current := map[string]*QOS{}
 	for i := range snap.QOS {
 		current[strings.ToLower(snap.QOS[i].Name)] = &snap.QOS[i]
 	}
-	// The borrow QOS comes first: each guaranteed QOS names it in its Preempt list.
-	for _, want := range desiredQOSList(cfg, types) {
+	for _, want := range desiredQOSList(cfg, types, order) {
 		if c, changed := diffQOS(want, current[want.name]); changed {
 			qos = append(qos, c)
 		}
@@ -175,29 +227,83 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string) (qos []QOSChange, acc
 	for i := range snap.Accounts {
 		accts[snap.Accounts[i].Name] = &snap.Accounts[i]
 	}
-	borrow := cfg.Settings.BorrowQOSName()
 	projects := slices.Clone(cfg.Projects)
 	sort.Slice(projects, func(a, b int) bool { return projects[a].Account < projects[b].Account })
 	for _, p := range projects {
-		cur, ok := accts[p.Account]
-		if !ok {
+		if _, ok := accts[p.Account]; !ok {
 			notes = append(notes, "account "+p.Account+" is in the quota table but not in slurmdbd: it is not managed until an administrator creates it")
-			continue
-		}
-		guar := cfg.Settings.GuaranteedQOSName(p.Account)
-		// Exactly these two: any other allowed QOS would let the project's jobs run outside
-		// its quota, unreclaimable.
-		want := normalizeNames([]string{guar, borrow})
-		c := AccountChange{Account: p.Account}
-		if from := normalizeNames(cur.QOS); !slices.Equal(from, want) {
-			c.QOS = &Change[[]string]{From: from, To: want}
-		}
-		if !strings.EqualFold(cur.DefaultQOS, guar) {
-			c.DefaultQOS = &Change[string]{From: cur.DefaultQOS, To: guar}
-		}
-		if c.QOS != nil || c.DefaultQOS != nil {
-			accounts = append(accounts, c)
 		}
 	}
-	return qos, accounts, notes
+	return qos, accountChanges(cfg, snap.Accounts), notes
+}
+
+// accountChanges keeps every account a project covers (the project and its sub-accounts, see
+// accountTree) allowed exactly the project's guaranteed and borrow QOS, with the
+// guaranteed one as default: any other allowed QOS would let its jobs run outside the quota,
+// unreclaimable. A sub-account that inherits both from its parent needs no change of its own
+// once the parent is right, so accounts are walked from the root down and a change is planned
+// only where inheritance will not give the wanted values.
+func accountChanges(cfg *Config, accounts []Account) []AccountChange {
+	tree := newAccountTree(cfg, accounts)
+	byName := map[string]*Account{}
+	children := map[string][]string{}
+	var roots []string
+	for i := range accounts {
+		byName[accounts[i].Name] = &accounts[i]
+	}
+	for _, a := range accounts {
+		if _, ok := byName[a.Parent]; ok && a.Parent != a.Name {
+			children[a.Parent] = append(children[a.Parent], a.Name)
+		} else {
+			roots = append(roots, a.Name)
+		}
+	}
+	type after struct {
+		qos []string
+		def string
+	}
+	var out []AccountChange
+	var walk func(name string, parent *after, depth int)
+	walk = func(name string, parent *after, depth int) {
+		cur := byName[name]
+		// What the account resolves to once the changes planned above it are applied.
+		res := &after{qos: normalizeNames(cur.QOS), def: cur.DefaultQOS}
+		if parent != nil && !cur.OwnQOS {
+			res.qos = parent.qos
+		}
+		if parent != nil && !cur.OwnDefaultQOS {
+			res.def = parent.def
+		}
+		if proj := tree.projectOf(name); proj != "" {
+			guar := cfg.Settings.GuaranteedQOSName(proj)
+			want := normalizeNames([]string{guar, cfg.Settings.BorrowQOSName(proj)})
+			c := AccountChange{Account: name}
+			if !slices.Equal(res.qos, want) {
+				c.QOS = &Change[[]string]{From: normalizeNames(cur.QOS), To: want}
+				res.qos = want
+			}
+			if !strings.EqualFold(res.def, guar) {
+				c.DefaultQOS = &Change[string]{From: cur.DefaultQOS, To: guar}
+				res.def = guar
+			}
+			if c.QOS != nil || c.DefaultQOS != nil {
+				out = append(out, c)
+			}
+		}
+		if depth >= maxTreeDepth {
+			return
+		}
+		kids := slices.Clone(children[name])
+		sort.Strings(kids)
+		for _, k := range kids {
+			walk(k, res, depth+1)
+		}
+	}
+	sort.Strings(roots)
+	for _, r := range roots {
+		walk(r, nil, 0)
+	}
+	// Parents before children, as the walk found them, so a child's change is applied after
+	// the parent's it may otherwise inherit.
+	return out
 }

@@ -30,14 +30,19 @@ func TestSyncFromNothing(t *testing.T) {
 		{Name: "proj-c", QOS: []string{"normal"}, DefaultQOS: "normal"},
 	}
 	plan := BuildPlan(cfg, snap, t0)
+	// Each borrow QOS caps its project's borrowing (borrowLimit, borrowLimitByType) and each
+	// type at the lending limit; with nobody over quota, no guaranteed QOS may preempt, and
+	// every borrow QOS has the out-of-reach priority (3 projects).
 	want := []string{
-		"create qos borrow: grptres gres/gpu none->14 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s",
-		"create qos guar-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0 preempt []->[borrow]",
-		"create qos guar-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0 preempt []->[borrow]",
-		"create qos guar-proj-c: grptres gres/gpu none->2 grptres gres/gpu:a100 none->0 grptres gres/gpu:v100 none->2 preempt []->[borrow]",
-		"modify account proj-a: qos [normal]->[borrow,guar-proj-a] defaultqos normal->guar-proj-a",
-		"modify account proj-b: qos [normal]->[borrow,guar-proj-b] defaultqos normal->guar-proj-b",
-		"modify account proj-c: qos [normal]->[borrow,guar-proj-c] defaultqos normal->guar-proj-c",
+		"create qos borrow-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
+		"create qos borrow-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
+		"create qos borrow-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
+		"create qos guar-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0",
+		"create qos guar-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0",
+		"create qos guar-proj-c: grptres gres/gpu none->2 grptres gres/gpu:a100 none->0 grptres gres/gpu:v100 none->2",
+		"modify account proj-a: qos [normal]->[borrow-proj-a,guar-proj-a] defaultqos normal->guar-proj-a",
+		"modify account proj-b: qos [normal]->[borrow-proj-b,guar-proj-b] defaultqos normal->guar-proj-b",
+		"modify account proj-c: qos [normal]->[borrow-proj-c,guar-proj-c] defaultqos normal->guar-proj-c",
 	}
 	if got := syncLines(plan); !reflect.DeepEqual(got, want) {
 		t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -66,8 +71,8 @@ func TestSyncOnlyDifferences(t *testing.T) {
 			name: "raised guarantee touches one QOS, one entry",
 			cfg:  base().obj(),
 			change: func(s *Snapshot) {
-				s.QOS[1].GrpTRES["gres/gpu:a100"] = 2
-				s.QOS[1].GrpTRES["gres/gpu"] = 2
+				s.QOS[2].GrpTRES["gres/gpu:a100"] = 2
+				s.QOS[2].GrpTRES["gres/gpu"] = 2
 			},
 			want: []string{"modify qos guar-proj-a: grptres gres/gpu 2->4 grptres gres/gpu:a100 2->4"},
 		},
@@ -75,26 +80,26 @@ func TestSyncOnlyDifferences(t *testing.T) {
 			name:   "a GPU limit the table does not want is cleared, other TRES are left alone",
 			cfg:    base().obj(),
 			change: func(s *Snapshot) { s.QOS[0].GrpTRES["gres/gpu:h100"] = 1; s.QOS[0].GrpTRES["cpu"] = 64 },
-			want:   []string{"modify qos borrow: grptres gres/gpu:h100 1->none"},
+			want:   []string{"modify qos borrow-proj-a: grptres gres/gpu:h100 1->none"},
 		},
 		{
 			name: "dropped lend limit clears the cap",
 			cfg:  config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).obj(),
-			want: []string{"modify qos borrow: grptres gres/gpu:a100 6->none"},
+			want: []string{"modify qos borrow-proj-a: grptres gres/gpu:a100 6->none", "modify qos borrow-proj-b: grptres gres/gpu:a100 6->none"},
 		},
 		{
 			name: "case of names and order of lists do not matter",
 			cfg:  base().obj(),
 			change: func(s *Snapshot) {
 				s.QOS[0].PreemptMode = "REQUEUE"
-				s.Accounts[0].QOS = []string{"GUAR-PROJ-A", "borrow"}
+				s.Accounts[0].QOS = []string{"GUAR-PROJ-A", "Borrow-Proj-A"}
 			},
 		},
 		{
 			name:   "borrow QOS must preempt nobody",
 			cfg:    base().obj(),
 			change: func(s *Snapshot) { s.QOS[0].Preempt = []string{"guar-proj-a"} },
-			want:   []string{"modify qos borrow: preempt [guar-proj-a]->[]"},
+			want:   []string{"modify qos borrow-proj-a: preempt [guar-proj-a]->[]"},
 		},
 		{
 			name: "other QOS are taken off a project's account",
@@ -103,14 +108,14 @@ func TestSyncOnlyDifferences(t *testing.T) {
 				s.Accounts[1].QOS = append(s.Accounts[1].QOS, "normal")
 				s.Accounts[1].DefaultQOS = "normal"
 			},
-			want: []string{"modify account proj-b: qos [borrow,guar-proj-b,normal]->[borrow,guar-proj-b] defaultqos normal->guar-proj-b"},
+			want: []string{"modify account proj-b: qos [borrow-proj-b,guar-proj-b,normal]->[borrow-proj-b,guar-proj-b] defaultqos normal->guar-proj-b"},
 		},
 		{
 			name:   "times and priority",
 			cfg:    func() *Config { c := base().obj(); c.Settings.GuaranteedPriority = intp(100); return c }(),
 			change: func(s *Snapshot) { s.QOS[0].GraceTime = time.Minute },
 			want: []string{
-				"modify qos borrow: gracetime 1m0s->10s",
+				"modify qos borrow-proj-a: gracetime 1m0s->10s",
 				"modify qos guar-proj-a: priority 0->100",
 				"modify qos guar-proj-b: priority 0->100",
 			},
@@ -119,7 +124,7 @@ func TestSyncOnlyDifferences(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := snapshot().testbed(8, 4, 8).synced(t, base().obj()).obj()
-			if snap.QOS[0].Name != "borrow" || snap.QOS[1].Name != "guar-proj-a" || snap.Accounts[0].Name != "proj-a" {
+			if snap.QOS[0].Name != "borrow-proj-a" || snap.QOS[2].Name != "guar-proj-a" || snap.Accounts[0].Name != "proj-a" {
 				t.Fatalf("synced snapshot order changed: %+v", snap.QOS)
 			}
 			if tt.change != nil {
@@ -136,7 +141,7 @@ func TestSyncOnlyDifferences(t *testing.T) {
 func TestSyncMissingAccountIsReportedNotCreated(t *testing.T) {
 	cfg := config().project("proj-a", gpus("a100", 4)).project("proj-z", gpus("a100", 1)).obj()
 	snap := snapshot().testbed(8, 4, 8).obj()
-	snap.Accounts = []Account{{Name: "proj-a", QOS: []string{"borrow", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}}
+	snap.Accounts = []Account{{Name: "proj-a", QOS: []string{"borrow-proj-a", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}}
 	plan := BuildPlan(cfg, snap, t0)
 	for _, c := range plan.Accounts {
 		if c.Account == "proj-z" {
@@ -157,7 +162,7 @@ func TestNoMovesWhileSyncIsPending(t *testing.T) {
 		job(2, "proj-a").gpu("a100", 1).obj(),
 		job(3, "proj-a").gpu("a100", 1).borrowed().noRequeue().obj(),
 	).obj()
-	snap.QOS[1].GrpTRES["gres/gpu:a100"] = 0
+	snap.QOS[1].GrpTRES["gres/gpu:a100"] = 0 // guar-proj-a
 	plan := BuildPlan(cfg, snap, t0)
 	if len(plan.QOS) != 1 || len(plan.Moves) != 0 {
 		t.Fatalf("qos %v moves %v", plan.QOS, plan.Moves)

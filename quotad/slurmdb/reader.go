@@ -201,7 +201,8 @@ type AssocRow struct {
 	User       string        `db:"user"`
 	Account    string        `db:"acct"`
 	ParentAcct string        `db:"parent_acct"`
-	QOS        string        `db:"qos"`
+	QOS        string        `db:"qos"`       // ",1,2,": set on the association; "" inherits
+	DeltaQOS   string        `db:"delta_qos"` // ",+3,-1,": added to or removed from the inherited list
 	DefQOSID   sql.NullInt64 `db:"def_qos_id"`
 }
 
@@ -220,7 +221,7 @@ func (r *Reader) AssocRows(ctx context.Context) ([]AssocRow, error) {
 // dropped them in 25.05. Inheritance follows parent_acct (ConvertAccounts), so no tree order is
 // needed.
 func assocRowsQuery(table string) string {
-	return "SELECT id_assoc, user, acct, parent_acct, qos, def_qos_id FROM " + table +
+	return "SELECT id_assoc, user, acct, parent_acct, qos, delta_qos, def_qos_id FROM " + table +
 		" WHERE deleted = 0 ORDER BY id_assoc"
 }
 
@@ -238,9 +239,11 @@ func (r *Reader) Accounts(ctx context.Context) ([]policy.Account, error) {
 	return ConvertAccounts(assocs, qos)
 }
 
-// ConvertAccounts resolves the account associations (user ""): an empty qos column inherits
-// the parent account's list, "+id"/"-id" entries add to or remove from it, and a NULL
-// def_qos_id inherits the parent's default.
+// ConvertAccounts resolves the account associations (user "") as slurmdbd does: an empty qos
+// column inherits the parent account's list, with the delta_qos column's "+id"/"-id" entries
+// added to or removed from it (slurmdbd keeps those there; older rows may have them in qos),
+// and a NULL def_qos_id inherits the parent's default. Each account keeps its parent, for the
+// account tree.
 func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, error) {
 	qosName := map[string]string{}
 	for _, q := range qosRows {
@@ -275,6 +278,9 @@ func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, err
 		}
 		res := &resolved{def: parent.def}
 		list := splitIDList(a.QOS)
+		if len(list) == 0 {
+			list = splitIDList(a.DeltaQOS)
+		}
 		if len(list) == 0 {
 			res.qos = parent.qos
 		} else {
@@ -314,7 +320,13 @@ func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, err
 		if err != nil {
 			return nil, err
 		}
-		acct := policy.Account{Name: a.Account}
+		acct := policy.Account{
+			Name: a.Account, OwnQOS: len(splitIDList(a.QOS))+len(splitIDList(a.DeltaQOS)) > 0,
+			OwnDefaultQOS: a.DefQOSID.Valid && a.DefQOSID.Int64 > 0,
+		}
+		if a.ParentAcct != a.Account {
+			acct.Parent = a.ParentAcct
+		}
 		for _, id := range res.qos {
 			name, ok := qosName[id]
 			if !ok {

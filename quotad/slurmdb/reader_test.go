@@ -26,6 +26,9 @@ var (
 		{ID: 4, User: "alice", Account: "proj-a"},
 		{ID: 5, Account: "proj-b", ParentAcct: "root"},
 		{ID: 7, Account: "proj-c", ParentAcct: "root", QOS: ",+3,"},
+		{ID: 8, Account: "team-a1", ParentAcct: "proj-a"},                      // inherits everything
+		{ID: 9, Account: "team-a2", ParentAcct: "proj-a", DeltaQOS: ",+1,-3,"}, // sacctmgr qos+=normal,qos-=borrow
+		{ID: 10, User: "carol", Account: "team-a1"},
 	}
 )
 
@@ -61,9 +64,11 @@ func TestConvertAccountsInherits(t *testing.T) {
 		got[a.Name] = a.DefaultQOS + "|" + join(q)
 	}
 	want := map[string]string{
-		"proj-a": "guar-proj-a|borrow,guar-proj-a",
-		"proj-b": "|normal",        // empty list: the parent's
-		"proj-c": "|borrow,normal", // "+id": added to the parent's
+		"proj-a":  "guar-proj-a|borrow,guar-proj-a",
+		"proj-b":  "|normal",                        // empty list: the parent's
+		"proj-c":  "|borrow,normal",                 // "+id": added to the parent's
+		"team-a1": "guar-proj-a|borrow,guar-proj-a", // a sub-account inherits list and default
+		"team-a2": "guar-proj-a|guar-proj-a,normal", // delta_qos applied to the parent's list
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -72,6 +77,32 @@ func TestConvertAccountsInherits(t *testing.T) {
 	}
 	if _, ok := got["root"]; ok {
 		t.Error("root is listed as a project account")
+	}
+}
+
+func TestConvertAccountsKeepsTheTreeAndWhatIsOwn(t *testing.T) {
+	accts, err := ConvertAccounts(testAssocs, testQOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]policy.Account{}
+	for _, a := range accts {
+		got[a.Name] = a
+	}
+	for name, want := range map[string]struct {
+		parent        string
+		ownQOS, ownDe bool
+	}{
+		"proj-a":  {"root", true, true},
+		"proj-b":  {"root", false, false},
+		"proj-c":  {"root", true, false},
+		"team-a1": {"proj-a", false, false},
+		"team-a2": {"proj-a", true, false},
+	} {
+		a := got[name]
+		if a.Parent != want.parent || a.OwnQOS != want.ownQOS || a.OwnDefaultQOS != want.ownDe {
+			t.Errorf("%s: parent %q own qos %v own default %v, want %q %v %v", name, a.Parent, a.OwnQOS, a.OwnDefaultQOS, want.parent, want.ownQOS, want.ownDe)
+		}
 	}
 }
 

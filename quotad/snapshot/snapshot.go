@@ -47,8 +47,6 @@ type Builder struct {
 type Snapshot struct {
 	*policy.Snapshot
 	TRES map[uint32]string // tres_table ids → names
-	// Skipped are jobs left out of the snapshot, each with why (e.g. an unreadable GPU request).
-	Skipped []string
 	// Took is how long each source took to read, for the logs and benchmarks.
 	Took Timings
 }
@@ -109,15 +107,16 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 	}
 	took.Queue = time.Since(mark)
 	snap := &Snapshot{
-		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, GPUs: Pools(nodes),
+		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, Nodes: Nodes(nodes),
 			WholeArrays: !rel.StartsSplitArrayTasks()},
-		TRES:     tres,
-		Took:     took,
+		TRES: tres,
+		Took: took,
 	}
 	for i := range jobs {
 		j, ok, err := ConvertJob(&jobs[i])
 		if err != nil {
-			snap.Skipped = append(snap.Skipped, fmt.Sprintf("job %d: %v", jobs[i].ID, err))
+			// Kept, not dropped: the policy does not act while a job is unaccounted for.
+			snap.Unreadable = append(snap.Unreadable, policy.UnreadableJob{ID: jobs[i].ID, Problem: err.Error()})
 			continue
 		}
 		if ok {
@@ -157,16 +156,17 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 	}
 	pj := policy.Job{
 		ID: j.ID, Account: j.Account, User: j.User, State: state, Reason: j.StateReason, QOS: j.QOS,
-		Partitions: j.Partitions(), Nodes: int(j.NodeCount), Requeue: j.Requeue,
+		Partitions: j.Partitions(), Nodes: int(j.NodeCount), Requeue: j.Requeue, Batch: j.Batch,
 		Priority: int64(j.Priority), SubmitTime: j.Submit,
 		ArrayJobID: j.ArrayJobID, ArrayTasks: j.ArrayTasks,
 	}
 	if state != policy.StatePending {
 		pj.StartTime = j.Start
 	}
+	pj.CPUs, pj.MemoryMB = int(j.TRESReq["cpu"]), int64(j.TRESReq["mem"])
 	req, err := j.GPURequest()
 	if err != nil {
-		return policy.Job{}, false, fmt.Errorf("GPU request: %w", err)
+		return policy.Job{}, false, fmt.Errorf("GPU request %s: %w", gpuFields(j), err)
 	}
 	perTaskOrSocket := false
 	for _, c := range req.GPUs {
@@ -219,18 +219,35 @@ func gpusOf(t gpureq.TRES) map[string]int {
 	return out
 }
 
-// Pools counts GPUs per partition and type. A node in several partitions counts in the first
-// one only (the policy needs disjoint pools), and a node that is not up has no idle GPUs.
-func Pools(nodes []slurm.Node) []policy.GPUPool {
-	type key struct{ part, typ string }
-	acc := map[key]*policy.GPUPool{}
-	var order []key
+// gpuFields quotes the job's tres_per_* strings that are set, for a message naming them.
+func gpuFields(j *slurm.Job) string {
+	var parts []string
+	for _, f := range []struct{ name, v string }{
+		{"tres_per_job", j.TRESPerJob}, {"tres_per_node", j.TRESPerNode},
+		{"tres_per_socket", j.TRESPerSocket}, {"tres_per_task", j.TRESPerTask},
+	} {
+		if f.v != "" {
+			parts = append(parts, fmt.Sprintf("%s %q", f.name, f.v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Nodes turns the nodes with GPUs into the policy's terms, each node once with all its
+// partitions: a node in several partitions shares its idle GPUs among them.
+func Nodes(nodes []slurm.Node) []policy.Node {
+	var out []policy.Node
 	for i := range nodes {
 		n := &nodes[i]
-		if len(n.Partitions) == 0 {
+		if n.GPUs() == 0 {
 			continue
 		}
-		part := n.Partitions[0]
+		pn := policy.Node{
+			Name: n.Name, Partitions: slices.Clone(n.Partitions), GPUs: map[string]int{}, IdleGPUs: map[string]int{},
+			FreeCPUs:  max(n.CPUs-n.AllocCPUs, 0),
+			FreeMemMB: int64(n.MemoryMB) - int64(min(n.AllocMemoryMB, n.MemoryMB)),
+			Unusable:  unusable(n),
+		}
 		used := map[string]uint64{}
 		for _, g := range n.GresUsed {
 			if g.IsGPU() {
@@ -241,23 +258,25 @@ func Pools(nodes []slurm.Node) []policy.GPUPool {
 			if !g.IsGPU() || g.Count == 0 {
 				continue
 			}
-			k := key{part, g.Type}
-			p, ok := acc[k]
-			if !ok {
-				p = &policy.GPUPool{Partition: part, Type: g.Type}
-				acc[k] = p
-				order = append(order, k)
-			}
-			p.Total += int(g.Count)
-			if n.Up() {
-				p.Idle += int(g.Count - min(g.Count, used[g.Type]))
-			}
+			pn.GPUs[g.Type] += int(g.Count)
+			pn.IdleGPUs[g.Type] += int(g.Count - min(g.Count, used[g.Type]))
+			used[g.Type] -= min(g.Count, used[g.Type])
 		}
-	}
-	slices.SortFunc(order, func(a, b key) int { return strings.Compare(a.part+"\x00"+a.typ, b.part+"\x00"+b.typ) })
-	out := make([]policy.GPUPool, 0, len(order))
-	for _, k := range order {
-		out = append(out, *acc[k])
+		out = append(out, pn)
 	}
 	return out
+}
+
+// unusable says why Slurm starts no job of ours on the node now: it is down or drained, or in
+// an active reservation (only the reservation's jobs may use it).
+func unusable(n *slurm.Node) string {
+	switch {
+	case !n.Up():
+		return fmt.Sprintf("state %s", strings.Join(append([]string{n.State}, n.StateFlags...), "+"))
+	case n.Reservation != "":
+		return "in reservation " + n.Reservation
+	case slices.Contains(n.StateFlags, "RESERVED"):
+		return "reserved"
+	}
+	return ""
 }

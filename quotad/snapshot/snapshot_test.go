@@ -91,8 +91,12 @@ func TestTakeFromFixtures(t *testing.T) {
 		t.Fatalf("the --no-requeue job is missing or wrong: %+v", noRequeue)
 	}
 	idle := map[string]int{}
-	for _, g := range snap.GPUs {
-		idle[g.Partition+"/"+g.Type] = g.Idle
+	for _, n := range snap.Nodes {
+		for _, part := range n.Partitions {
+			for ty, c := range n.IdleGPUs {
+				idle[part+"/"+ty] += c
+			}
+		}
 	}
 	if idle["a100/a100"] != 2 || idle["a100-spot/a100"] != 4 || idle["v100/v100"] != 8 {
 		t.Errorf("idle GPUs = %v, want a100/a100 2, a100-spot/a100 4, v100/v100 8", idle)
@@ -146,5 +150,28 @@ func TestConvertJobKeepsArrayTasks(t *testing.T) {
 	pj, ok, err := ConvertJob(&j)
 	if err != nil || !ok || pj.ArrayJobID != 10 || len(pj.ArrayTasks) != 3 || pj.GPUsPerNode["a100"] != 1 {
 		t.Fatalf("%+v %v %v", pj, ok, err)
+	}
+}
+
+// The 24.11 capture of jobs Slurm can and cannot requeue, through ConvertJob: only sbatch jobs
+// with Requeue=1 are Requeueable; salloc keeps Requeue=1 but is no batch job.
+func TestConvertJobKeepsBatchFlagAndRequeue(t *testing.T) {
+	data, err := os.ReadFile("../../bridge/slurm/testdata/squeue-24.11-requeue.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := slurm.ParseJobs(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint32]bool{10: true, 11: false, 12: true, 13: false, 14: false, 15: false, 16: true}
+	for i := range jobs {
+		pj, ok, err := ConvertJob(&jobs[i])
+		if err != nil || !ok {
+			t.Fatalf("job %d: %v %v", jobs[i].ID, ok, err)
+		}
+		if pj.Batch != jobs[i].Batch || pj.Requeue != jobs[i].Requeue || pj.Requeueable() != want[pj.ID] {
+			t.Errorf("job %d: batch %v requeue %v requeueable %v, want requeueable %v", pj.ID, pj.Batch, pj.Requeue, pj.Requeueable(), want[pj.ID])
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
@@ -103,6 +104,29 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 
 // SchemaVersion is the latest migration this build knows.
 func SchemaVersion() int { return len(migrations) - 1 }
+
+// ErrSchemaBehind says the database lacks migrations this build needs. Read commands never
+// migrate (a read must not change the database, and needs no rights to); quotad migrates when
+// it starts, and so do quotactl's write commands.
+var ErrSchemaBehind = errors.New("quota database schema is older than this build")
+
+// CheckSchema returns ErrSchemaBehind, with the versions, when the database is not migrated to
+// this build's schema. It only reads.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	var current int
+	err := s.DB.GetContext(ctx, &current, "SELECT IFNULL(MAX(version), 0) FROM schema_migrations")
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 { // ER_NO_SUCH_TABLE: never migrated
+		current, err = 0, nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the schema version: %w", err)
+	}
+	if current < SchemaVersion() {
+		return fmt.Errorf("%w: it is at version %d, this build needs %d; start quotad (it migrates) or run a quotactl write command such as import", ErrSchemaBehind, current, SchemaVersion())
+	}
+	return nil
+}
 
 // Load reads the quota table. An empty database gives a table with no projects.
 func (s *Store) Load(ctx context.Context) (*policy.Config, error) {
@@ -263,21 +287,59 @@ func setSetting(s *policy.Settings, name, value string) error {
 	return err
 }
 
+// editLock serialises quota edits (quotactl set, lend-limit, import). Row locks alone do not:
+// two transactions that read an empty table FOR UPDATE both get gap locks and then deadlock on
+// their inserts, and a read outside the transaction lets the later writer overwrite the earlier.
+const editLock = "slurmbridge.quota-edit"
+
+// editLockWait bounds how long an edit waits for another one to finish.
+const editLockWait = 30
+
 // Save replaces the quota table with cfg (validated first) in one transaction and writes an
 // audit row, old → new, for each setting, lend limit and project that changed. It returns
 // the changes.
 func (s *Store) Save(ctx context.Context, cfg *policy.Config, actor string) ([]Change, error) {
-	if err := cfg.Validate(); err != nil {
+	return s.Update(ctx, actor, func(*policy.Config) (*policy.Config, error) { return cfg, nil })
+}
+
+// Update reads the quota table, lets edit derive the new table from it, and writes the result,
+// all under one edit lock and one transaction: two concurrent edits (quotactl set of two
+// projects at once) each see the other's committed result, so neither is lost. edit may
+// return an error to abort; the table is then unchanged.
+func (s *Store) Update(ctx context.Context, actor string, edit func(current *policy.Config) (*policy.Config, error)) ([]Change, error) {
+	conn, err := s.DB.Connx(ctx)
+	if err != nil {
 		return nil, err
 	}
-	tx, err := s.DB.BeginTxx(ctx, nil)
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.GetContext(ctx, &got, "SELECT GET_LOCK(?, ?)", editLock, editLockWait); err != nil {
+		return nil, fmt.Errorf("quota edit lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return nil, fmt.Errorf("quota edit lock: another quota edit has been running for %ds", editLockWait)
+	}
+	defer conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", editLock) //nolint:errcheck // the lock also ends with the connection
+	// The transaction starts after the lock, so its reads see every edit committed before.
+	tx, err := conn.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	// FOR UPDATE: two quotactl runs at once must not both diff against the same old table.
 	old, err := load(ctx, tx, " FOR UPDATE")
 	if err != nil {
+		return nil, err
+	}
+	// edit gets its own copy: old is what the diff compares against.
+	current, err := load(ctx, tx, "")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := edit(current)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	changes := Diff(old, cfg)

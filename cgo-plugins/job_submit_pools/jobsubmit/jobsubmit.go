@@ -9,7 +9,8 @@
 //     everything they touch is immutable or atomic;
 //   - never fail closed on our own trouble: with no usable config, or on an internal error,
 //     jobs pass unchanged and Slurm judges them itself; only a job that can never run in the
-//     pool it names is refused.
+//     pool it names is refused, and one that asks for the borrow QOS although Slurm could
+//     not requeue it (reclaiming its GPUs would kill it; see borrow.go).
 package jobsubmit
 
 import (
@@ -17,7 +18,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +49,8 @@ const (
 	RejectGRES
 	// RejectPartition: the job (without GPUs) cannot run in the pool(s) it names.
 	RejectPartition
+	// RejectQOS: the job asks for a borrow QOS that would kill it on reclaim.
+	RejectQOS
 )
 
 // Outcome is what the cgo layer applies to one job_desc.
@@ -89,7 +94,14 @@ type Plugin struct {
 	log      func(Level, string)
 	interval time.Duration // between two checks of the file by the watcher
 
-	cfg atomic.Pointer[pools.Config] // nil: no usable config, jobs pass unchanged
+	cfg atomic.Pointer[loaded] // nil: no usable config, jobs pass unchanged
+
+	// SlurmConf reads slurmctld's configuration for each decision; set by the cgo layer before
+	// Init. Left nil, Slurm's settings count as unknown.
+	SlurmConf func() SlurmConf
+	// lookupUID resolves borrow_qos_admins when a config is loaded (on the watcher, never on
+	// the submit path); os/user unless a test sets it.
+	lookupUID func(name string) (uint32, error)
 
 	// Owned by whoever checks the file: Init, then the watcher goroutine alone.
 	stamp fileStamp // of the file cfg came from, or of the last file that failed
@@ -98,9 +110,31 @@ type Plugin struct {
 	stopped sync.WaitGroup
 }
 
+// loaded is one loaded config with what was resolved from it when it was loaded.
+type loaded struct {
+	cfg    *pools.Config
+	admins map[uint32]bool // uids of borrow_qos_admins
+}
+
 // New returns a plugin reading its pools from path and logging through log.
 func New(path string, log func(Level, string)) *Plugin {
-	return &Plugin{path: path, log: log, interval: RecheckInterval}
+	return &Plugin{path: path, log: log, interval: RecheckInterval, lookupUID: systemUID}
+}
+
+func systemUID(name string) (uint32, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	return uint32(uid), err
+}
+
+func (p *Plugin) slurmConf() SlurmConf {
+	if p.SlurmConf == nil {
+		return SlurmConf{}
+	}
+	return p.SlurmConf()
 }
 
 // Init loads the configuration and starts the watcher that reloads it when the file changes.
@@ -148,9 +182,17 @@ func (p *Plugin) checkGuarded() {
 	p.check(false)
 }
 
-// Submit routes a new job.
+// Submit routes a new job. A job that asks for a borrow QOS although Slurm could not requeue
+// it is refused even without a usable config (the borrow QOS is then quotad's default).
 func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
-	cfg := p.cfg.Load()
+	var cfg *pools.Config
+	if l := p.cfg.Load(); l != nil {
+		cfg = l.cfg
+	}
+	if msg := submitBorrowRefusal(cfg, req, p.slurmConf()); msg != "" {
+		p.log(LevelInfo, fmt.Sprintf("submit by uid %d refused: %s", uid, msg))
+		return Outcome{Reject: RejectQOS, UserMessage: msg}
+	}
 	if cfg == nil {
 		return Outcome{}
 	}
@@ -161,11 +203,15 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 // on (job_modify's err_msg); 22.05 has none, so the cgo layer drops it there and a refusal's
 // reason is only in slurmctld's log.
 func (p *Plugin) Modify(req *pools.Request, uid uint32) Outcome {
-	cfg := p.cfg.Load()
-	if cfg == nil {
+	l := p.cfg.Load()
+	if l == nil {
 		return Outcome{}
 	}
-	return p.outcome(cfg.Route(req), "update", uid)
+	if msg := modifyBorrowRefusal(l.cfg, req, uid, p.slurmConf(), l.admins); msg != "" {
+		p.log(LevelInfo, fmt.Sprintf("update by uid %d refused: %s", uid, msg))
+		return Outcome{Reject: RejectQOS, UserMessage: msg}
+	}
+	return p.outcome(l.cfg.Route(req), "update", uid)
 }
 
 func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
@@ -216,8 +262,23 @@ func (p *Plugin) check(initial bool) {
 		}
 		return
 	}
-	p.cfg.Store(cfg)
-	p.log(LevelInfo, fmt.Sprintf("loaded %d pools from %s (policy %s)", len(cfg.Pools), p.path, cfg.Policy))
+	p.cfg.Store(&loaded{cfg: cfg, admins: p.resolveAdmins(cfg.BorrowQOSAdmins)})
+	p.log(LevelInfo, fmt.Sprintf("loaded %d pools from %s (policy %s, borrow QOS %s)", len(cfg.Pools), p.path, cfg.Policy, cfg.BorrowQOSPattern()))
+}
+
+// resolveAdmins finds the uids of borrow_qos_admins; a user unknown here is logged and left out
+// (their updates into the borrow QOS are refused until the file is loaded again).
+func (p *Plugin) resolveAdmins(names []string) map[uint32]bool {
+	admins := make(map[uint32]bool, len(names))
+	for _, name := range names {
+		uid, err := p.lookupUID(name)
+		if err != nil {
+			p.log(LevelError, fmt.Sprintf("borrow_qos_admins: user %s: %v; jobs it moves into the borrow QOS are refused", name, err))
+			continue
+		}
+		admins[uid] = true
+	}
+	return admins
 }
 
 // fileStamp identifies a version of a file without reading it.

@@ -14,6 +14,9 @@
 #   squeue-REL-mixed.txt (+ .args)   quotad's fast read (squeue --Format) of the mixed moment
 #   squeue-REL-array*.txt            an array record, a task split off, a batched update
 #   scontrol-update-REL.{out,err,rc} what a batched `scontrol update` says when some ids fail
+#   squeue-REL-requeue.json   jobs Slurm can and cannot requeue: sbatch --requeue/--no-requeue,
+#                             an salloc and an srun allocation, and sbatch without either flag
+#                             under JobRequeue=1 and (after a reconfigure) JobRequeue=0
 # 22.05 has no `scontrol show nodes --json`; its capture skips those files.
 set -euo pipefail
 
@@ -131,6 +134,24 @@ if [ "${1:-}" = --inside ]; then
 	scontrol update jobid="${big}_7,2,999999" partition=cpu >"/out/scontrol-update-$rel.out" 2>"/out/scontrol-update-$rel.err" &&
 		echo 0 >"/out/scontrol-update-$rel.rc" || echo $? >"/out/scontrol-update-$rel.rc"
 	capture "squeue-$rel-array-updated.txt" queue "${queue_args[@]}"
+	# batch_flag and the effective requeue flag, which decide whether preemption may requeue a
+	# job or must kill it. Held, so that nothing competes for the nodes.
+	scancel -u alice
+	sleep 2
+	submit -J requeue-on -H -p cpu --requeue
+	submit -J requeue-off -H -p cpu --no-requeue
+	submit -J requeue-default-on -H -p cpu           # JobRequeue=1 (the default)
+	runuser -u alice -- salloc --no-shell -J salloc -p cpu -t 10
+	runuser -u alice -- bash -c 'cd /tmp && setsid srun -J srun -p cpu -t 10 sleep 600 </dev/null >/dev/null 2>&1 &'
+	echo JobRequeue=0 >>/etc/slurm/slurm.conf
+	scontrol reconfigure
+	for _ in $(seq 30); do scontrol ping >/dev/null 2>&1 && break; sleep 1; done
+	sleep 2
+	submit -J requeue-default-off -H -p cpu          # JobRequeue=0: not requeueable
+	submit -J requeue-on-jr0 -H -p cpu --requeue
+	sleep 3
+	squeue -o '%i %j %T %r'
+	capture "squeue-$rel-requeue.json" squeue --json
 	exit 0
 fi
 

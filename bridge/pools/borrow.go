@@ -1,0 +1,40 @@
+package pools
+
+import (
+	"strings"
+)
+
+// DefaultBorrowQOS is the borrow QOS when pools.yaml names none: quotad's own default
+// (settings.borrowQOS of the quota table).
+const DefaultBorrowQOS = "borrow-{account}"
+
+// AccountPlaceholder in borrow_qos stands for any account: a per-project borrow QOS.
+const AccountPlaceholder = "{account}"
+
+// BorrowQOSPattern is the borrow QOS name or pattern the config names, or DefaultBorrowQOS.
+func (c *Config) BorrowQOSPattern() string {
+	if c == nil || c.BorrowQOS == "" {
+		return DefaultBorrowQOS
+	}
+	return c.BorrowQOS
+}
+
+// IsBorrowQOS says whether qos is a QOS quotad lends in, per the config (nil: the default).
+func (c *Config) IsBorrowQOS(qos string) bool {
+	return MatchBorrowQOS(c.BorrowQOSPattern(), qos)
+}
+
+// MatchBorrowQOS says whether qos is the borrow QOS pattern names: that name, or, when pattern
+// holds "{account}", the pattern with any non-empty account in its place. Slurm keeps QOS
+// names in lower case and compares them without case, and so does this.
+func MatchBorrowQOS(pattern, qos string) bool {
+	pattern, qos = strings.ToLower(strings.TrimSpace(pattern)), strings.ToLower(strings.TrimSpace(qos))
+	if qos == "" {
+		return false
+	}
+	prefix, suffix, templated := strings.Cut(pattern, AccountPlaceholder)
+	if !templated {
+		return qos == pattern
+	}
+	return len(qos) > len(prefix)+len(suffix) && strings.HasPrefix(qos, prefix) && strings.HasSuffix(qos, suffix)
+}

@@ -1,0 +1,72 @@
+package pools
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestMatchBorrowQOS(t *testing.T) {
+	tests := []struct {
+		pattern, qos string
+		want         bool
+	}{
+		{"borrow", "borrow", true},
+		{"borrow", "Borrow", true}, // Slurm compares QOS names without case
+		{"borrow", "borrower", false},
+		{"borrow", "guar-proj-b", false},
+		{"borrow", "", false},
+		{"borrow-{account}", "borrow-proj-b", true},
+		{"borrow-{account}", "borrow-", false}, // no account
+		{"borrow-{account}", "borrow", false},
+		{"borrow-{account}", "guar-proj-b", false},
+		{"{account}-borrow", "proj-a-borrow", true},
+		{"{account}-borrow", "proj-a-borrowed", false},
+		{"lend.{account}.gpu", "lend.proj-c.gpu", true},
+		{"lend.{account}.gpu", "lend.proj-c.cpu", false},
+	}
+	for _, tt := range tests {
+		if got := MatchBorrowQOS(tt.pattern, tt.qos); got != tt.want {
+			t.Errorf("MatchBorrowQOS(%q, %q) = %v, want %v", tt.pattern, tt.qos, got, tt.want)
+		}
+	}
+}
+
+func TestBorrowQOSSettings(t *testing.T) {
+	const pools = "pools:\n  - name: cpu\n    node: {cpus: 8, memory_mb: 1000}\n"
+	c, err := Parse([]byte("borrow_qos: borrow\nborrow_qos_admins: [slurmbridge, quotad]\n"+pools), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BorrowQOSPattern() != "borrow" || !c.IsBorrowQOS("borrow") || c.IsBorrowQOS("borrow-proj-a") ||
+		!slices.Equal(c.BorrowQOSAdmins, []string{"slurmbridge", "quotad"}) {
+		t.Errorf("read as %q %v", c.BorrowQOS, c.BorrowQOSAdmins)
+	}
+	// Left out: quotad's default.
+	c, err = Parse([]byte(pools), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BorrowQOSPattern() != DefaultBorrowQOS || !c.IsBorrowQOS("borrow-proj-b") || c.IsBorrowQOS("borrow") {
+		t.Errorf("default borrow QOS %q", c.BorrowQOSPattern())
+	}
+	var none *Config // no usable pools.yaml
+	if !none.IsBorrowQOS("borrow-proj-b") {
+		t.Error("without a config the default borrow QOS is not recognised")
+	}
+
+	for _, tt := range []struct {
+		yaml string
+		want []problemAt
+	}{
+		{"borrow_qos: borrow-{account}-{account}\n", []problemAt{{1, `borrow_qos "borrow-{account}-{account}" holds {account} more than once`}}},
+		{"borrow_qos: 'lend me'\n", []problemAt{{1, `borrow_qos "lend me" is not a QOS name`}}},
+		{"borrow_qos: '{account}'\n", []problemAt{{1, `borrow_qos "{account}" is not a QOS name`}}},
+		{"borrow_qos: [a]\n", []problemAt{{1, "borrow_qos: want a string, got a list"}}},
+		{"borrow_qos_admins: slurmbridge\n", []problemAt{{1, "borrow_qos_admins: want a list of user names"}}},
+		{"borrow_qos_admins:\n  - ok\n  - 'not me'\n", []problemAt{{3, `borrow_qos_admins: "not me" is not a user name`}}},
+	} {
+		_, err := Parse([]byte(tt.yaml+pools), "pools.yaml")
+		problems, _ := err.(Problems)
+		checkProblems(t, problems, tt.want)
+	}
+}

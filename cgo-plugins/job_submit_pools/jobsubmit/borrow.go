@@ -1,0 +1,76 @@
+package jobsubmit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+)
+
+// SlurmConf is what the plugin reads from slurmctld's own configuration (its slurm_conf, in
+// memory: no I/O) when it decides.
+type SlurmConf struct {
+	// Known is false when slurm_conf could not be found in the process; JobRequeue then counts
+	// as 0, so only an explicit --requeue makes a job requeueable.
+	Known       bool
+	JobRequeue  bool   // slurm.conf's JobRequeue: the requeue flag of jobs without --requeue/--no-requeue
+	SlurmUserID uint32 // SlurmUser's uid
+}
+
+// borrowQOSAsked returns the first QOS of the request's list that is a borrow QOS, or "".
+// From 24.11 --qos may list several QOS, comma-separated, for Slurm to try in order.
+func borrowQOSAsked(cfg *pools.Config, qosList string) string {
+	for q := range strings.SplitSeq(qosList, ",") {
+		if q = strings.TrimSpace(q); cfg.IsBorrowQOS(q) {
+			return q
+		}
+	}
+	return ""
+}
+
+// whyNotRequeueable says why Slurm could not requeue the job on preemption, "" when it could.
+// Slurm requeues only batch jobs (job_desc->script set) whose requeue flag is 1: --requeue, or
+// neither flag where slurm.conf has JobRequeue=1. Any other preempted job is killed.
+func whyNotRequeueable(req *pools.Request, conf SlurmConf) string {
+	switch {
+	case !req.Batch:
+		return "this is an salloc or srun allocation, not a batch job"
+	case req.Requeue == 0:
+		return "this job was submitted with --no-requeue"
+	case req.Requeue == pools.NoVal16 && !conf.Known:
+		return "this job was submitted without --requeue and slurmbridge cannot read this cluster's JobRequeue"
+	case req.Requeue == pools.NoVal16 && !conf.JobRequeue:
+		return "this job was submitted without --requeue and this cluster's JobRequeue is 0"
+	}
+	return ""
+}
+
+// submitBorrowRefusal is the message refusing a new job that asks for a borrow QOS although
+// Slurm could not requeue it, or "" to let it through: reclaiming its GPUs would kill it.
+func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) string {
+	qos := borrowQOSAsked(cfg, req.QOS)
+	if qos == "" {
+		return ""
+	}
+	why := whyNotRequeueable(req, conf)
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("slurmbridge: QOS %s is preemptable and Slurm can only requeue batch jobs with --requeue; %s, "+
+		"so it would be killed when its GPUs are reclaimed. Submit without --qos (quotad lends idle GPUs to eligible jobs), "+
+		"or use sbatch --requeue.", qos, why)
+}
+
+// modifyBorrowRefusal is the message refusing a user's update of a job into a borrow QOS, or "".
+// job_modify gets only the fields being changed, not whether the job is a batch job or may be
+// requeued, so only quotad (root, SlurmUser or a borrow_qos_admins user) may move jobs there: it
+// lends only jobs Slurm can requeue.
+func modifyBorrowRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
+	qos := borrowQOSAsked(cfg, req.QOS)
+	if qos == "" || uid == 0 || (conf.Known && uid == conf.SlurmUserID) || admins[uid] {
+		return ""
+	}
+	return fmt.Sprintf("slurmbridge: only quotad moves jobs into QOS %s: it is preemptable, and a job Slurm cannot requeue "+
+		"(salloc, srun, --no-requeue) would be killed when its GPUs are reclaimed. Leave the QOS to quotad (it lends idle GPUs "+
+		"to eligible jobs), or submit with sbatch --requeue --qos=%s.", qos, qos)
+}

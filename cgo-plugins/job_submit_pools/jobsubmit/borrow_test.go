@@ -1,0 +1,162 @@
+package jobsubmit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+)
+
+// The reports this guards against: `salloc ... --qos=borrow-<account>` and `sbatch --qos=borrow
+// --no-requeue` were accepted, ran borrowed, and were killed when an owner reclaimed the GPUs.
+func TestSubmitIntoBorrowQOSOnlyWhenSlurmCanRequeue(t *testing.T) {
+	jr1 := SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030}
+	jr0 := SlurmConf{Known: true, JobRequeue: false, SlurmUserID: 64030}
+	sbatch := func(qos string, requeue uint16) *pools.Request {
+		r := gpuJob("gres/gpu:a100:4")
+		r.QOS, r.Requeue = qos, requeue
+		return r
+	}
+	salloc := func(qos string, requeue uint16) *pools.Request {
+		r := sbatch(qos, requeue)
+		r.Batch = false
+		return r
+	}
+	tests := []struct {
+		name    string
+		pattern string // borrow_qos in pools.yaml, "" for none
+		req     *pools.Request
+		conf    SlurmConf
+		want    string // a substring of the refusal; "" to accept
+	}{
+		{"sbatch --requeue", "", sbatch("borrow-proj-b", 1), jr1, ""},
+		{"sbatch without either flag under JobRequeue=1", "", sbatch("borrow-proj-b", pools.NoVal16), jr1, ""},
+		{"sbatch --no-requeue", "", sbatch("borrow-proj-b", 0), jr1, "this job was submitted with --no-requeue, so it would be killed when its GPUs are reclaimed"},
+		{"salloc", "", salloc("borrow-proj-b", pools.NoVal16), jr1, "this is an salloc or srun allocation, not a batch job"},
+		{"salloc --requeue: still no batch job", "", salloc("borrow-proj-b", 1), jr1, "salloc or srun allocation"},
+		{"sbatch without either flag under JobRequeue=0", "", sbatch("borrow-proj-b", pools.NoVal16), jr0, "without --requeue and this cluster's JobRequeue is 0"},
+		{"sbatch --requeue under JobRequeue=0", "", sbatch("borrow-proj-b", 1), jr0, ""},
+		{"JobRequeue unreadable: only --requeue counts", "", sbatch("borrow-proj-b", pools.NoVal16), SlurmConf{}, "cannot read this cluster's JobRequeue"},
+		{"JobRequeue unreadable, --requeue", "", sbatch("borrow-proj-b", 1), SlurmConf{}, ""},
+		{"QOS in upper case", "", salloc("BORROW-PROJ-B", pools.NoVal16), jr1, "QOS BORROW-PROJ-B is preemptable"},
+		{"borrow in a QOS list (24.11 on)", "", salloc("guar-proj-b,borrow-proj-b", pools.NoVal16), jr1, "QOS borrow-proj-b is preemptable"},
+		{"salloc in its guaranteed QOS", "", salloc("guar-proj-b", pools.NoVal16), jr1, ""},
+		{"salloc without --qos", "", salloc("", pools.NoVal16), jr1, ""},
+		{"a named borrow QOS", "lend", salloc("lend", 0), jr1, "QOS lend is preemptable"},
+		{"a named borrow QOS makes the default ordinary", "lend", salloc("borrow-proj-b", 0), jr1, ""},
+		{"per-project pattern (the default) named", "borrow-{account}", salloc("borrow-proj-b", pools.NoVal16), jr1, "QOS borrow-proj-b is preemptable"},
+		{"per-project pattern, batch --requeue", "borrow-{account}", sbatch("borrow-proj-b", 1), jr1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := configWithBorrow(t, tt.pattern)
+			got := submitBorrowRefusal(cfg, tt.req, tt.conf)
+			if tt.want == "" && got != "" {
+				t.Fatalf("refused: %q", got)
+			}
+			if tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Fatalf("refusal %q, want it to say %q", got, tt.want)
+			}
+			if got != "" && !strings.Contains(got, "Submit without --qos (quotad lends idle GPUs to eligible jobs), or use sbatch --requeue") {
+				t.Fatalf("refusal %q does not say what to do", got)
+			}
+		})
+	}
+}
+
+func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
+	conf := SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030}
+	admins := map[uint32]bool{998: true} // the account quotad runs as
+	update := func(qos string) *pools.Request {
+		r := pools.Request{Op: pools.Modify, QOS: qos, Requeue: pools.NoVal16}
+		return &r
+	}
+	tests := []struct {
+		name string
+		qos  string
+		uid  uint32
+		conf SlurmConf
+		want bool // refused
+	}{
+		{"a user into borrow", "borrow-proj-b", 1001, conf, true},
+		{"a user into borrow, upper case", "Borrow-Proj-B", 1001, conf, true},
+		{"a user back to the guarantee", "guar-proj-b", 1001, conf, false},
+		{"root (quotad on the testbed)", "borrow-proj-b", 0, conf, false},
+		{"SlurmUser", "borrow-proj-b", 64030, conf, false},
+		{"SlurmUser's uid unknown", "borrow-proj-b", 64030, SlurmConf{}, true},
+		{"a borrow_qos_admins user (quotad as slurmbridge)", "borrow-proj-b", 998, conf, false},
+		{"an update that does not touch the QOS", "", 1001, conf, false},
+	}
+	cfg := configWithBorrow(t, "")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := modifyBorrowRefusal(cfg, update(tt.qos), tt.uid, tt.conf, admins)
+			if (got != "") != tt.want {
+				t.Fatalf("refusal %q, want refused %v", got, tt.want)
+			}
+			if got != "" && !strings.Contains(got, "only quotad moves jobs into QOS") {
+				t.Fatalf("refusal %q does not say why", got)
+			}
+		})
+	}
+}
+
+// Through the plugin: no usable pools.yaml still refuses an salloc into quotad's default
+// borrow QOS; the refusal is QOS-kind (ESLURM_INVALID_QOS) and logged; admins resolve at load.
+func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
+	conf := func() SlurmConf { return SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030} }
+	req := gpuJob("gres/gpu:a100:1")
+	req.QOS, req.Batch = "borrow-proj-b", false
+
+	missing := newFixture(t, "")
+	missing.p.SlurmConf = conf
+	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || !strings.Contains(out.UserMessage, "salloc or srun") {
+		t.Fatalf("without pools.yaml: %+v, want the salloc refused", out)
+	}
+	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: QOS borrow-proj-b is preemptable") {
+		t.Fatalf("refusal not logged: %q", missing.log.lines)
+	}
+
+	f := &fixture{t: t, log: &recorder{}}
+	f.path = t.TempDir() + "/pools.yaml"
+	f.write("borrow_qos_admins: [slurmbridge, nobody-here]\n" + twoPools)
+	f.p = New(f.path, f.log.log)
+	f.p.SlurmConf = conf
+	f.p.lookupUID = func(name string) (uint32, error) {
+		if name == "slurmbridge" {
+			return 998, nil
+		}
+		return 0, errors.New("unknown user")
+	}
+	f.p.Init()
+	t.Cleanup(f.p.Fini)
+	if !f.log.contains("borrow_qos_admins: user nobody-here: unknown user") || !f.log.contains("borrow QOS borrow-{account}") {
+		t.Fatalf("log %q", f.log.lines)
+	}
+	mod := pools.Request{Op: pools.Modify, QOS: "borrow-proj-b", Requeue: pools.NoVal16}
+	if out := f.p.Modify(&mod, 998); out.Reject != NotRejected {
+		t.Fatalf("quotad's update refused: %+v", out)
+	}
+	if out := f.p.Modify(&mod, 1001); out.Reject != RejectQOS {
+		t.Fatalf("a user's update into borrow: %+v, want refused", out)
+	}
+	ok := gpuJob("gres/gpu:a100:1")
+	ok.QOS, ok.Requeue = "borrow-proj-b", 1
+	if out := f.p.Submit(ok, 1001); out.Reject != NotRejected || out.SetPartition != "a100" {
+		t.Fatalf("sbatch --requeue --qos=borrow: %+v, want it routed", out)
+	}
+}
+
+func configWithBorrow(t *testing.T, pattern string) *pools.Config {
+	t.Helper()
+	head := ""
+	if pattern != "" {
+		head = "borrow_qos: " + pattern + "\n"
+	}
+	cfg, err := pools.Parse([]byte(head+twoPools), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}

@@ -1,0 +1,146 @@
+//go:build integration
+
+// Fencing: a quotad whose lease connection is cut mid-apply stops before its next action, and
+// the standby takes over. The two never both act.
+package quotad_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/daemon"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
+)
+
+// stepDelay slows the first quotad's apply down so the cut lands between two of its actions.
+const stepDelay = 3 * time.Second
+
+func logCount(t *testing.T, path, what string) int {
+	t.Helper()
+	data, _ := os.ReadFile(path)
+	return strings.Count(string(data), what)
+}
+
+// auditMovesBy counts the job moves the audit trail records for quotad process pid.
+func auditMovesBy(t *testing.T, c *testbed.Cluster, pid int) int {
+	t.Helper()
+	var rows []store.Entry
+	if err := json.Unmarshal([]byte(quotactl(t, c, "history", "--kind", "move", "--limit", "1000", "--json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rows {
+		if strings.HasSuffix(r.Actor, "["+strconv.Itoa(pid)+"]") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "quotad")
+	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+
+	first, firstCmd := startQuotad(t, c, "2s", "--apply-step-delay", stepDelay.String())
+	waitFor(t, "the slow quotad to take the lease", 30*time.Second, func() bool {
+		return logCount(t, first, "this quotad is the active one") > 0
+	})
+	firstAPI := apiAddr(t, first)
+	standby, _ := startQuotad(t, c, "1s")
+	waitFor(t, "the standby to stay passive", 30*time.Second, func() bool {
+		return logCount(t, standby, "staying passive") > 0
+	})
+
+	// bob's 4 over-quota jobs make a plan of 4 lends: 4 actions, 3 s apart.
+	bob := overQuota(t, c)
+	waitFor(t, "the slow quotad's first lend", 30*time.Second, func() bool {
+		return logCount(t, first, "moved job") > 0
+	})
+
+	// Cut its lease connection, as a network failure or a DBA's KILL would: MariaDB frees the
+	// lock at once.
+	db, err := store.Open(context.Background(), store.DBConfig{Addr: c.Vars["SLURMBRIDGE_DB_ADDR"], User: c.Vars["SLURMBRIDGE_DB_USER"],
+		PasswordFile: c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"]}, "slurmbridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var holder sql.NullInt64
+	if err := db.Get(&holder, "SELECT IS_USED_LOCK(?)", daemon.LeaseName); err != nil || !holder.Valid {
+		t.Fatalf("lease holder: %v %v", holder, err)
+	}
+	if _, err := db.Exec("KILL CONNECTION " + strconv.FormatInt(holder.Int64, 10)); err != nil {
+		t.Fatalf("KILL CONNECTION %d: %v", holder.Int64, err)
+	}
+	cutMoves := logCount(t, first, "moved job")
+	cutAudit := auditMovesBy(t, c, firstCmd.Process.Pid)
+	t.Logf("cut lease connection %d after %d of the slow quotad's moves", holder.Int64, cutMoves)
+	if cutMoves >= 4 {
+		t.Fatalf("the slow quotad had finished its apply (%d moves) before the cut: the test proves nothing", cutMoves)
+	}
+
+	// The standby takes over and lends the rest; all of bob's jobs run, none ended.
+	waitFor(t, "the standby to take the lease", 15*time.Second, func() bool {
+		return logCount(t, standby, "this quotad is the active one") > 0
+	})
+	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
+	waitFor(t, "all 8 of bob's jobs running, 4 borrowed", 30*time.Second, func() bool {
+		q := queue(t, c, bob)
+		return count(q, bob, isRunning) == 8 && count(q, bob, func(r jobRow) bool { return r.qos == "borrow-proj-b" }) == 4
+	})
+	// Past the point where the slow quotad's next action would have come.
+	time.Sleep(2 * stepDelay)
+
+	if n := logCount(t, first, "moved job"); n != cutMoves {
+		t.Errorf("the slow quotad moved %d jobs after its lease connection was cut", n-cutMoves)
+	}
+	if n := auditMovesBy(t, c, firstCmd.Process.Pid); n != cutAudit {
+		t.Errorf("the audit shows %d moves by the slow quotad after the cut", n-cutAudit)
+	}
+	if n := logCount(t, first, "lease lost mid-apply"); n != 1 {
+		data, _ := os.ReadFile(first)
+		t.Errorf("the slow quotad logged the loss %d times, want once:\n%s", n, data)
+	}
+	if v := metric(t, firstAPI, "quotad_applies_fenced_total"); v != "1" {
+		t.Errorf("quotad_applies_fenced_total = %q, want 1", v)
+	}
+	if n := logCount(t, standby, "moved job"); n != 4-cutMoves {
+		t.Errorf("the standby moved %d jobs, want the %d the slow quotad left", n, 4-cutMoves)
+	}
+	for id, r := range queue(t, c, bob) {
+		if r.state != "RUNNING" {
+			t.Errorf("job %s is %s; no job may end", id, r.state)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log")); strings.Contains(string(data), "had to be killed") {
+		t.Error(`slurmctld.log says a job "had to be killed"`)
+	}
+}
+
+// metric reads one series' value from a quotad's /metrics.
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}

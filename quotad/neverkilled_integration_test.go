@@ -1,0 +1,331 @@
+//go:build integration
+
+// Jobs Slurm cannot requeue never borrow. Slurm requeues a preempted job only when it is a
+// batch job with Requeue=1 and kills any other ("preempted JobId=N had to be killed" in
+// slurmctld.log, and salloc says "Job allocation N has been revoked"). Two reports led here:
+// an salloc over quota that quotad lent and alice's claim then killed, and an
+// `sbatch --qos=borrow --no-requeue` that ran borrowed and was killed the same way.
+package quotad_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// killedMark is what slurmctld logs when preemption kills a job it cannot requeue.
+const killedMark = "had to be killed"
+
+// ctldLogSize is where slurmctld.log ends now; assertNoneKilled reads what follows.
+func ctldLogSize(t *testing.T, c *testbed.Cluster) int64 {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// assertNoneKilled fails when slurmctld logged a preempted job it had to kill since offset.
+func assertNoneKilled(t *testing.T, c *testbed.Cluster, offset int64) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offset > int64(len(data)) {
+		offset = 0 // rotated
+	}
+	for _, line := range strings.Split(string(data[offset:]), "\n") {
+		if strings.Contains(line, killedMark) {
+			t.Errorf("slurmctld.log: %s", line)
+		}
+	}
+}
+
+// assertNotPreempted fails when sacct shows a PREEMPTED record of any of ids.
+func assertNotPreempted(t *testing.T, c *testbed.Cluster, ids []string) {
+	t.Helper()
+	if p := preemptedIn(t, c, ids); len(p) > 0 {
+		t.Errorf("jobs %v were preempted", p)
+	}
+}
+
+// background is a command started by startAs; done is closed when it has ended.
+type background struct {
+	out  *syncBuffer
+	done chan struct{}
+}
+
+func (b *background) ended() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startAs starts a command as a testbed user in their home directory, in the background (salloc
+// waits for its allocation); what it prints goes to out. The test's end stops it: salloc then
+// gives its allocation back.
+func startAs(t *testing.T, c *testbed.Cluster, username, name string, args ...string) *background {
+	t.Helper()
+	u, err := user.Lookup(username)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	cmd := exec.Command(path, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = u.HomeDir, out, out
+	cmd.Env = append(c.Env(), "HOME="+u.HomeDir, "USER="+username, "LOGNAME="+username)
+	// Its own process group, so that the end of the test stops salloc's command too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b := &background{out: out, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(b.done) }()
+	t.Cleanup(func() {
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-b.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-b.done
+		}
+	})
+	return b
+}
+
+// syncBuffer is a bytes.Buffer that the command writes and the test reads at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// drainAtEnd cancels the jobs when the test ends and waits until slurmctld lists none of them
+// (completing ones still hold their GPUs), so the next test starts on an idle cluster. Call it
+// after the submissions: clean-ups run last first.
+func drainAtEnd(t *testing.T, c *testbed.Cluster, ids *[]string) {
+	t.Cleanup(func() {
+		c.Cancel(*ids...)
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: *ids})
+			cancel()
+			if err == nil && len(rows) == 0 {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("jobs %v still listed 60s after their cancel", *ids)
+	})
+}
+
+// jobNamed is the id of the one live job of that name, or "" while there is none.
+func jobNamed(t *testing.T, c *testbed.Cluster, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) > 1 {
+		t.Fatalf("%d jobs named %s: %v", len(rows), name, rows)
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return rows[0].ID
+}
+
+// The first report: bob's 4 guaranteed a100 are busy and he asks salloc for 4 more on one
+// node. quotad must not lend it (Slurm would kill it when alice claims her GPUs): it waits in
+// bob's guaranteed QOS, explain says why and what to do, alice's claim kills nothing, and the
+// allocation starts in the guarantee once bob's own jobs end.
+func TestSallocOverQuotaIsNeverLent(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	logStart := ctldLogSize(t, c)
+	bob := submitN(t, c, "bob", 4)
+	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, isRunning) == 4
+	})
+
+	name := fmt.Sprintf("nk-salloc-%d", time.Now().UnixNano())
+	salloc := startAs(t, c, "bob", "salloc", "-A", "proj-b", "-p", "a100", "-N1", "--gres=gpu:a100:4", "-t", "10", "-J", name, "sleep", "300")
+	var id string
+	waitFor(t, "bob's salloc queued", 20*time.Second, func() bool { id = jobNamed(t, c, name); return id != "" })
+	all := append([]string{id}, bob...)
+	drainAtEnd(t, c, &all)
+
+	// Three cycles of the test's quotad, with 4 a100 idle in partition a100 that it would lend.
+	time.Sleep(6 * time.Second)
+	r := queue(t, c, []string{id})[id]
+	if r.state != "PENDING" || r.qos != "guar-proj-b" {
+		t.Fatalf("bob's salloc %s is %s in %s, want PENDING in guar-proj-b (never lent); salloc said:\n%s", id, r.state, r.qos, salloc.out)
+	}
+	explain := quotactl(t, c, "explain", id)
+	t.Logf("quotactl explain %s:\n%s", id, explain)
+	for _, want := range []string{"waits for proj-b's guarantee in guar-proj-b", "never lent", "interactive allocation (salloc or srun", "sbatch --requeue"} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("explain %s lacks %q:\n%s", id, want, explain)
+		}
+	}
+	if strings.Contains(explain, "never cancelled") {
+		t.Errorf("explain %s promises what Slurm does not do:\n%s", id, explain)
+	}
+
+	// alice claims her guarantee: it starts on idle GPUs, nothing is preempted or killed.
+	alice := submitN(t, c, "alice", 4)
+	all = append(all, alice...)
+	waitFor(t, "alice's 4 in-quota jobs running", 30*time.Second, func() bool {
+		return count(queue(t, c, alice), alice, isRunning) == 4
+	})
+	if r := queue(t, c, []string{id})[id]; r.state != "PENDING" || r.qos != "guar-proj-b" {
+		t.Fatalf("bob's salloc %s is %s in %s after alice's claim, want PENDING in guar-proj-b", id, r.state, r.qos)
+	}
+
+	// bob's own jobs end: his salloc runs in his guarantee, where no one can reclaim it.
+	c.Cancel(append(bob, alice...)...)
+	waitFor(t, "bob's salloc running in guar-proj-b", 40*time.Second, func() bool {
+		r := queue(t, c, []string{id})[id]
+		return r.state == "RUNNING" && r.qos == "guar-proj-b"
+	})
+	t.Logf("salloc %s runs in guar-proj-b; salloc said:\n%s", id, salloc.out)
+	if got := salloc.out.String(); strings.Contains(got, "revoked") || salloc.ended() {
+		t.Fatalf("salloc ended or lost its allocation:\n%s", got)
+	}
+	assertNotPreempted(t, c, append([]string{id}, append(bob, alice...)...))
+	assertNoneKilled(t, c, logStart)
+}
+
+// The second report: a job sent straight into the borrow QOS that Slurm could not requeue is
+// refused at submission, with why and what to do; `sbatch --qos=borrow --requeue` still runs
+// borrowed; a user cannot move a pending job into borrow with scontrol either.
+func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	logStart := ctldLogSize(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	release, err := c.Release(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "slurmbridge: QOS borrow-proj-b is preemptable and Slurm can only requeue batch jobs with --requeue"
+	const todo = "Submit without --qos (quotad lends idle GPUs to eligible jobs), or use sbatch --requeue."
+
+	id, msg, err := c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--no-requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	if err == nil {
+		c.Cancel(id)
+		t.Fatalf("sbatch --qos=borrow-proj-b --no-requeue accepted as job %s", id)
+	}
+	t.Logf("sbatch --qos=borrow-proj-b --no-requeue:\n%s", msg)
+	for _, want := range []string{why, "submitted with --no-requeue", todo, "Invalid qos specification"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("sbatch --no-requeue refusal lacks %q:\n%s", want, msg)
+		}
+	}
+	for _, tool := range []string{"salloc", "srun"} {
+		_, stderr, err := c.RunAsWithStderr(ctx, "bob", tool, "--qos=borrow-proj-b", "-A", "proj-b", "-p", "a100", "--gres=gpu:a100:1", "-t", "1", "-J", "nk-"+tool, "true")
+		if err == nil {
+			t.Errorf("%s --qos=borrow-proj-b ran", tool)
+		}
+		t.Logf("%s --qos=borrow-proj-b:\n%s", tool, stderr)
+		for _, want := range []string{why, "salloc or srun allocation", todo} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s refusal lacks %q:\n%s", tool, want, stderr)
+			}
+		}
+	}
+
+	// Over his quota, bob's batch job with --requeue borrows as asked.
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
+	})
+	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	if err != nil {
+		t.Fatalf("sbatch --qos=borrow-proj-b --requeue refused: %v\n%s", err, msg)
+	}
+	all := append([]string{id}, bob...)
+	drainAtEnd(t, c, &all)
+	waitFor(t, "bob's --requeue job running in borrow-proj-b", 20*time.Second, func() bool {
+		r := queue(t, c, []string{id})[id]
+		return r.state == "RUNNING" && r.qos == "borrow-proj-b"
+	})
+
+	// Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it requeueable, which
+	// the plugin reads from slurmctld's own slurm_conf (unread, it would refuse the job).
+	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	if err != nil {
+		t.Fatalf("sbatch --qos=borrow-proj-b under JobRequeue=1 refused: %v\n%s", err, msg)
+	}
+	c.Cancel(id)
+	all = append(all, id)
+
+	// A user's own update into borrow: the plugin cannot see whether Slurm could requeue the job.
+	held := submitN(t, c, "bob", 1, "--hold")[0]
+	all = append(all, held)
+	var stderrBuf strings.Builder
+	asBob, err := c.SlurmAs("bob", &stderrBuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed, err := asBob.UpdateJobsQOS(ctx, []string{held}, "borrow-proj-b")
+	if err == nil && failed[held] != "" {
+		err = errors.New(failed[held])
+	}
+	stderr := stderrBuf.String()
+	t.Logf("scontrol update jobid=%s qos=borrow-proj-b as bob: %v\n%s", held, err, stderr)
+	if err == nil {
+		t.Fatalf("bob moved his job %s into borrow-proj-b himself", held)
+	}
+	if r := queue(t, c, []string{held})[held]; r.qos != "guar-proj-b" {
+		t.Errorf("job %s is in %s after a refused update, want guar-proj-b", held, r.qos)
+	}
+	// job_modify has an err_msg from 23.02 on; 22.05 logs the reason only.
+	if release.AtLeast(23, 2) && !strings.Contains(stderr, "only quotad moves jobs into QOS borrow-proj-b") {
+		t.Errorf("Slurm %s: refusal says %q, want the plugin's reason", release, stderr)
+	}
+	assertNoneKilled(t, c, logStart)
+}

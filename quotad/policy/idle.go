@@ -1,0 +1,237 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// nodeRoom is what one usable node has free now. Every partition that lists the node shares
+// the same nodeRoom, so what one placement takes is gone for all of them.
+type nodeRoom struct {
+	name  string
+	parts []string
+	gpus  map[string]int // idle GPUs by type
+	cpus  int
+	memMB int64
+}
+
+// idleNodes is the free capacity of the usable nodes, by partition.
+type idleNodes struct {
+	all         []*nodeRoom // by name
+	byPartition map[string][]*nodeRoom
+	idle        map[string]map[string]int // partition → type → idle GPUs on its nodes, kept with take
+	partitions  []string                  // sorted, for jobs that list none
+}
+
+// newIdleNodes reads the snapshot's nodes. total counts every node's GPUs once; idle counts
+// the unallocated GPUs of usable nodes (a down, drained or reserved node has none to lend).
+func newIdleNodes(nodes []Node) (in *idleNodes, total, idle map[string]int) {
+	in = &idleNodes{byPartition: map[string][]*nodeRoom{}, idle: map[string]map[string]int{}}
+	total, idle = map[string]int{}, map[string]int{}
+	sorted := make([]*Node, len(nodes))
+	for i := range nodes {
+		sorted[i] = &nodes[i]
+	}
+	sort.Slice(sorted, func(a, b int) bool { return sorted[a].Name < sorted[b].Name })
+	for _, n := range sorted {
+		for t, c := range n.GPUs {
+			total[t] += max(c, 0)
+		}
+		if n.Unusable != "" {
+			continue
+		}
+		r := &nodeRoom{name: n.Name, gpus: map[string]int{}, cpus: max(n.FreeCPUs, 0), memMB: max(n.FreeMemMB, 0)}
+		for t, c := range n.IdleGPUs {
+			if c > 0 {
+				r.gpus[t] = c
+				idle[t] += c
+			}
+		}
+		in.all = append(in.all, r)
+		for _, part := range n.Partitions {
+			if slices.Contains(r.parts, part) {
+				continue // listed twice: still one node
+			}
+			r.parts = append(r.parts, part)
+			if _, ok := in.byPartition[part]; !ok {
+				in.partitions = append(in.partitions, part)
+				in.idle[part] = map[string]int{}
+			}
+			in.byPartition[part] = append(in.byPartition[part], r)
+			addAll(in.idle[part], r.gpus)
+		}
+	}
+	sort.Strings(in.partitions)
+	return in, total, idle
+}
+
+// idleIn is the idle GPUs of type t on the partition's usable nodes.
+func (in *idleNodes) idleIn(part, t string) int { return in.idle[part][t] }
+
+// lendable is the idle GPUs of type t on nodes with a CPU free: a GPU job needs at least one.
+func (in *idleNodes) lendable(t string) int {
+	n := 0
+	for _, r := range in.all {
+		if r.cpus > 0 {
+			n += r.gpus[t]
+		}
+	}
+	return n
+}
+
+// shape is what each node of a job must have free for the job to start there.
+type shape struct {
+	nodes int
+	gpus  map[string]int // per node by type; "" any type
+	cpus  int
+	memMB int64
+}
+
+func jobShape(j *Job) shape {
+	nodes := j.nodeCount()
+	return shape{
+		nodes: nodes,
+		gpus:  j.perNodeGPUs(),
+		cpus:  max(1, ceilDiv(j.CPUs, nodes)),
+		memMB: int64(ceilDiv(int(j.MemoryMB), nodes)),
+	}
+}
+
+// resolve is the per-node GPUs with an untyped request taken as type anyType ("" leaves none).
+func (s shape) resolve(anyType string) map[string]int {
+	per := map[string]int{}
+	for t, n := range s.gpus {
+		if t != "" && n > 0 {
+			per[t] += n
+		}
+	}
+	if anyType != "" && s.gpus[""] > 0 {
+		per[anyType] += s.gpus[""]
+	}
+	return per
+}
+
+// fit finds s.nodes distinct nodes of the partition that each have per GPUs and the shape's
+// CPUs and memory free, first by name; nil when there are not enough.
+func (in *idleNodes) fit(part string, s shape, per map[string]int) []*nodeRoom {
+	type count struct {
+		t string
+		n int
+	}
+	want := make([]count, 0, len(per))
+	for t, n := range per {
+		if in.idle[part][t] < n*s.nodes {
+			return nil // not enough on all the partition's nodes together
+		}
+		want = append(want, count{t, n})
+	}
+	var got []*nodeRoom
+	for _, r := range in.byPartition[part] {
+		if r.cpus < s.cpus || r.memMB < s.memMB {
+			continue
+		}
+		ok := true
+		for _, c := range want {
+			if r.gpus[c.t] < c.n {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			got = append(got, r)
+			if len(got) == s.nodes {
+				return got
+			}
+		}
+	}
+	return nil
+}
+
+// take removes a placement's GPUs, CPUs and memory from its nodes.
+func (in *idleNodes) take(pl placement) {
+	for _, r := range pl.nodes {
+		for t, n := range pl.perNode {
+			r.gpus[t] -= n
+			for _, part := range r.parts {
+				in.idle[part][t] -= n
+			}
+		}
+		r.cpus -= pl.shape.cpus
+		r.memMB -= pl.shape.memMB
+	}
+}
+
+// giveBack returns what take removed.
+func (in *idleNodes) giveBack(pl placement) {
+	for _, r := range pl.nodes {
+		for t, n := range pl.perNode {
+			r.gpus[t] += n
+			for _, part := range r.parts {
+				in.idle[part][t] += n
+			}
+		}
+		r.cpus += pl.shape.cpus
+		r.memMB += pl.shape.memMB
+	}
+}
+
+// shares says whether two placements use a node in common.
+func (pl placement) sharesNode(other placement) bool {
+	for _, a := range pl.nodes {
+		for _, b := range other.nodes {
+			if a == b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shapeText spells what each node needs free, e.g. "2 nodes with 4 a100, 8 CPUs and 16000 MB
+// free each".
+func (s shape) text() string {
+	nodes := "1 node"
+	each := ""
+	if s.nodes > 1 {
+		nodes, each = fmt.Sprintf("%d nodes", s.nodes), " each"
+	}
+	return fmt.Sprintf("%s with %s, %d CPUs and %d MB free%s", nodes, gpuList(s.gpus), s.cpus, s.memMB, each)
+}
+
+// idleText says why no partition could place the job: the idle GPUs of the types it asks for
+// per partition, and the node shape it needs when enough GPUs are idle but on no such nodes.
+func (e *engine) idleText(need map[string]int, s shape, parts []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "not enough idle GPUs for %s:", gpuList(need))
+	enoughSomewhere := false
+	for i, part := range parts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s has", part)
+		shown, idleTotal := 0, 0
+		for _, t := range e.types {
+			if _, asked := need[t]; asked || need[""] > 0 {
+				if shown > 0 {
+					b.WriteByte('/')
+				}
+				n := e.nodes.idleIn(part, t)
+				fmt.Fprintf(&b, " %d %s", n, t)
+				shown++
+				idleTotal += n
+			}
+		}
+		if shown == 0 {
+			b.WriteString(" none")
+		}
+		if idleTotal >= sum(need) && sum(need) > 0 {
+			enoughSomewhere = true
+		}
+	}
+	if enoughSomewhere {
+		fmt.Fprintf(&b, "; it needs %s, and no usable nodes have that free", s.text())
+	}
+	return b.String()
+}

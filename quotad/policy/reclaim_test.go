@@ -1,0 +1,149 @@
+package policy
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func qosNamed(t *testing.T, s *Snapshot, name string) QOS {
+	t.Helper()
+	for _, q := range s.QOS {
+		if q.Name == name {
+			return q
+		}
+	}
+	t.Fatalf("no QOS %s in %+v", name, s.QOS)
+	return QOS{}
+}
+
+// borrowers makes n running one-a100 borrowers of account from id first on.
+func borrowers(first uint32, n int, account string) []Job {
+	return jobs(first, n, func(id uint32) *jobBuilder {
+		return job(id, account).gpu("a100", 1).borrowed().running(time.Hour)
+	})
+}
+
+// Reclaim follows usage: who may lose borrowers is decided every cycle from what each project
+// holds, borrowers counted, and Slurm's QOS preemption is told through the guaranteed QOS'
+// Preempt lists (who) and the borrow QOS' Priority (in which order).
+func TestReclaimOrder(t *testing.T) {
+	tests := []struct {
+		name        string
+		cfg         *Config
+		jobs        []Job
+		preemptable []string       // every guaranteed QOS' Preempt list, sorted
+		priority    map[string]int // borrow QOS → Priority
+		explain     map[uint32]string
+	}{
+		{
+			// bob had 4 in quota and 4 borrowed; his in-quota jobs ended; carol borrowed the
+			// freed a100; alice claims. Only carol may lose GPUs.
+			name: "a project back within its guarantee keeps its borrowers; the one over it loses",
+			cfg:  twoProjects().obj(),
+			jobs: slices.Concat(borrowers(1, 4, "proj-b"), borrowers(5, 4, "proj-c"),
+				jobs(9, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).reason("Resources") })),
+			preemptable: []string{"borrow-proj-c"},
+			priority:    map[string]int{"borrow-proj-a": 3, "borrow-proj-b": 3, "borrow-proj-c": 0},
+			explain: map[uint32]string{
+				1: "job 1 runs borrowed in borrow-proj-b (1 a100): proj-b holds 4 GPUs (0 in quota, 4 borrowed) of a 4-GPU guarantee, borrowers counted, which is within its guarantee, so no claim may reclaim it",
+				5: "job 5 runs borrowed in borrow-proj-c (1 a100): proj-c holds 4 GPUs (0 in quota, 4 borrowed) of a 2-GPU guarantee, 4 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers",
+			},
+		},
+		{
+			name:        "bob over his guarantee with in-quota jobs and borrowers may lose borrowers",
+			cfg:         twoProjects().obj(),
+			jobs:        slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b")),
+			preemptable: []string{"borrow-proj-b"},
+			priority:    map[string]int{"borrow-proj-a": 3, "borrow-proj-b": 0, "borrow-proj-c": 3},
+		},
+		{
+			name: "the project furthest over its guarantee loses first",
+			cfg:  twoProjects().obj(),
+			// proj-a 2 over (a100 4 guaranteed), proj-c 3 over (no a100 guaranteed).
+			jobs: slices.Concat(
+				jobs(1, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Hour) }),
+				borrowers(5, 2, "proj-a"), borrowers(7, 3, "proj-c")),
+			preemptable: []string{"borrow-proj-a", "borrow-proj-c"},
+			priority:    map[string]int{"borrow-proj-a": 1, "borrow-proj-b": 3, "borrow-proj-c": 0},
+			explain: map[uint32]string{
+				5: "2 GPU(s) beyond its guarantee: 2nd of 2 over-quota projects to lose borrowers",
+				7: "3 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers",
+			},
+		},
+		{
+			name: "per unit of weight: a heavier project over by more may lose later",
+			cfg: config().project("proj-a", gpus("a100", 4), weight(4)).project("proj-b", gpus("a100", 4)).
+				project("proj-c", gpus("v100", 2)).obj(),
+			// proj-a 4 over at weight 4 (1 per unit), proj-c 3 over at weight 1.
+			jobs:        slices.Concat(borrowers(1, 8, "proj-a"), borrowers(9, 3, "proj-c")),
+			preemptable: []string{"borrow-proj-a", "borrow-proj-c"},
+			priority:    map[string]int{"borrow-proj-a": 1, "borrow-proj-b": 3, "borrow-proj-c": 0},
+		},
+		{
+			name:        "the borrow priority setting is the base of the order",
+			cfg:         func() *Config { c := twoProjects().obj(); c.Settings.BorrowPriority = intp(100); return c }(),
+			jobs:        slices.Concat(bobInQuota(), borrowers(5, 1, "proj-b")),
+			preemptable: []string{"borrow-proj-b"},
+			priority:    map[string]int{"borrow-proj-a": 103, "borrow-proj-b": 100, "borrow-proj-c": 103},
+		},
+		{
+			name:        "nobody over quota: no guaranteed QOS may preempt",
+			cfg:         twoProjects().obj(),
+			jobs:        slices.Concat(bobInQuota(), borrowers(5, 2, "proj-a")),
+			preemptable: []string{},
+			priority:    map[string]int{"borrow-proj-a": 3, "borrow-proj-b": 3, "borrow-proj-c": 3},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot().testbed(0, 4, 8).jobs(tt.jobs...).synced(t, tt.cfg).obj()
+			for _, p := range tt.cfg.Projects {
+				g := qosNamed(t, snap, tt.cfg.Settings.GuaranteedQOSName(p.Account))
+				if got := normalizeNames(g.Preempt); !reflect.DeepEqual(got, tt.preemptable) {
+					t.Errorf("%s may preempt %q, want %q", g.Name, got, tt.preemptable)
+				}
+			}
+			for name, want := range tt.priority {
+				if got := qosNamed(t, snap, name).Priority; got != want {
+					t.Errorf("%s priority %d, want %d", name, got, want)
+				}
+			}
+			plan := BuildPlan(tt.cfg, snap, t0)
+			for id, want := range tt.explain {
+				if got, ok := plan.Explain(id); !ok || !strings.Contains(got, want) {
+					t.Errorf("explain %d:\n got %q\nwant %q", id, got, want)
+				}
+			}
+		})
+	}
+}
+
+// When a project's in-quota jobs end, the next plan takes its borrow QOS off every Preempt
+// list at once, and still moves jobs: the reclaim order never holds lends back.
+func TestReclaimOrderFollowsUsageWithoutHoldingMoves(t *testing.T) {
+	cfg := twoProjects().obj()
+	snap := snapshot().testbed(0, 4, 8).jobs(slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b"))...).synced(t, cfg).obj()
+	if got := qosNamed(t, snap, "guar-proj-a").Preempt; !reflect.DeepEqual(got, []string{"borrow-proj-b"}) {
+		t.Fatalf("while bob is over quota guar-proj-a preempts %q", got)
+	}
+	// bob's in-quota jobs end; carol waits over her guarantee for the a100 they freed.
+	snap.Jobs = slices.Concat(borrowers(5, 4, "proj-b"), []Job{job(20, "proj-c").gpu("a100", 2).obj()})
+	snap.Nodes = snapshot().testbed(4, 4, 8).obj().Nodes
+	plan := BuildPlan(cfg, snap, t0)
+	want := []string{
+		"modify qos borrow-proj-b: priority 0->3",
+		"modify qos borrow-proj-c: priority 3->0",
+		"modify qos guar-proj-a: preempt [borrow-proj-b]->[borrow-proj-c]",
+		"modify qos guar-proj-b: preempt [borrow-proj-b]->[borrow-proj-c]",
+		"modify qos guar-proj-c: preempt [borrow-proj-b]->[borrow-proj-c]",
+	}
+	if got := syncLines(plan); !reflect.DeepEqual(got, want) {
+		t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := moveLines(plan); !reflect.DeepEqual(got, []string{"lend 20 proj-c"}) {
+		t.Fatalf("moves %q (notes %q)", got, plan.Notes)
+	}
+}

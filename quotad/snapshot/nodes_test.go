@@ -1,0 +1,119 @@
+package snapshot
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+)
+
+// The busy fixtures of every release: n1 and n2 are each in partitions cpu and a100; n1 has 1
+// of its 4 a100 unallocated but all 8 CPUs allocated, n2 has 4 a100 and 6 CPUs free.
+func TestNodesFromEveryRelease(t *testing.T) {
+	for _, f := range []string{"sinfo-22.05-busy.json", "scontrol-nodes-24.11-busy.json", "scontrol-nodes-26.05-busy.json"} {
+		t.Run(f, func(t *testing.T) {
+			data, err := os.ReadFile("../../bridge/slurm/testdata/" + f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := slurm.ParseNodes(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Nodes(raw)
+			want := []policy.Node{
+				{Name: "n1", Partitions: []string{"cpu", "a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 1}, FreeCPUs: 0, FreeMemMB: 3200},
+				{Name: "n2", Partitions: []string{"cpu", "a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 4}, FreeCPUs: 6, FreeMemMB: 3800},
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("Nodes =\n%+v\nwant\n%+v", got, want)
+			}
+
+			// The policy counts each node once although two partitions list it, and lends
+			// only where a job can start: n1's idle a100 has no CPU to go with it.
+			cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 0}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := &policy.Snapshot{TakenAt: time.Unix(1, 0), Nodes: got,
+				QOS:      []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 0, "gres/gpu:a100": 0}}},
+				Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}}}
+			for id := uint32(1); id <= 6; id++ {
+				snap.Jobs = append(snap.Jobs, policy.Job{ID: id, Account: "proj-b", QOS: "guar-proj-b", State: policy.StatePending, Reason: "QOSGrpGRES",
+					Requeue: true, Batch: true, Priority: 1, Partitions: []string{"cpu", "a100"}, Nodes: 1, CPUs: 1, MemoryMB: 100, GPUsPerNode: map[string]int{"a100": 1}})
+			}
+			plan := policy.BuildPlan(cfg, snap, time.Unix(1, 0))
+			if len(plan.Moves) != 4 {
+				t.Errorf("%d lends, want 4 (n2's a100; n1's idle one has no CPU free): %v", len(plan.Moves), plan.Moves)
+			}
+			if ts := plan.Types[0]; ts.Total != 8 || ts.Idle != 5 {
+				t.Errorf("a100 total %d idle %d, want 8 and 5: each node once", ts.Total, ts.Idle)
+			}
+		})
+	}
+}
+
+func TestNodesNotUsable(t *testing.T) {
+	base := slurm.Node{Name: "a100-1", State: "idle", CPUs: 8, MemoryMB: 32000}
+	for _, tc := range []struct {
+		name string
+		edit func(*slurm.Node)
+		want string
+	}{
+		{"up", func(*slurm.Node) {}, ""},
+		{"drained", func(n *slurm.Node) { n.StateFlags = []string{"DRAIN"} }, "state idle+DRAIN"},
+		{"down", func(n *slurm.Node) { n.State = "down" }, "state down"},
+		{"in a reservation (23.02 on)", func(n *slurm.Node) { n.Reservation = "maint"; n.StateFlags = []string{"RESERVED"} }, "in reservation maint"},
+		{"reserved (22.05 says it by flag only)", func(n *slurm.Node) { n.StateFlags = []string{"RESERVED"} }, "reserved"},
+	} {
+		n := base
+		tc.edit(&n)
+		if got := unusable(&n); got != tc.want {
+			t.Errorf("%s: unusable = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestConvertJobReadsShape(t *testing.T) {
+	j := slurm.Job{ID: 8, State: "PENDING", TRESPerNode: "gres/gpu:a100:2", TRESPerJob: "gres/gpu:a100:4", NodeCount: 2,
+		TRESReq: map[string]uint64{"cpu": 4, "mem": 8000, "node": 2, "gres/gpu": 4, "gres/gpu:a100": 4}}
+	pj, ok, err := ConvertJob(&j)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if pj.CPUs != 4 || pj.MemoryMB != 8000 || pj.GPUsPerNode["a100"] != 2 || pj.GPUsPerJob["a100"] != 4 || pj.Nodes != 2 {
+		t.Errorf("job = %+v", pj)
+	}
+}
+
+// badJobFetcher adds to the captured queue a pending job whose GPU request does not parse.
+type badJobFetcher struct{ fixtureFetcher }
+
+func (f badJobFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
+	jobs, err := f.fixtureFetcher.QueueJobs(ctx)
+	return append(jobs, slurm.Job{ID: 999, Account: "proj-b", State: "PENDING", TRESPerNode: "gres/gpu:a100:two"}), err
+}
+
+func TestTakeKeepsUnreadableJobs(t *testing.T) {
+	b := &Builder{Live: badJobFetcher{fixtureFetcher{t: t}}, Accounting: fakeAccounting{}}
+	snap, err := b.Take(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Unreadable) != 1 || snap.Unreadable[0].ID != 999 || !strings.Contains(snap.Unreadable[0].Problem, `tres_per_node "gres/gpu:a100:two"`) {
+		t.Fatalf("Unreadable = %+v, want job 999 naming its tres_per_node string", snap.Unreadable)
+	}
+	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := policy.BuildPlan(cfg, snap.Snapshot, snap.TakenAt)
+	if plan.Acting || len(plan.Notes) != 1 || !strings.Contains(plan.Notes[0], "job 999") || !strings.Contains(plan.Notes[0], "gres/gpu:a100:two") {
+		t.Errorf("plan acting %v notes %q, want no action and a note naming job 999 and its string", plan.Acting, plan.Notes)
+	}
+}

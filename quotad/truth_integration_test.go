@@ -1,0 +1,216 @@
+//go:build integration
+
+// Scenario tests of quotad acting only on what is true: sub-accounts count in their project's
+// guarantee, and jobs that cannot start (held, dependent) keep nothing in the borrow QOS.
+package quotad_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// sacctmgrRun runs sacctmgr -i ARGS as root against the testbed.
+func sacctmgrRun(t *testing.T, c *testbed.Cluster, args ...string) {
+	t.Helper()
+	if out, err := c.Run(ctxFor(t, 30*time.Second), "sacctmgr", append([]string{"-i"}, args...)...); err != nil {
+		t.Fatalf("sacctmgr %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// addSubAccount creates account name under parent, with user in it, and removes both when
+// the test ends (after its jobs are cancelled: Cleanup runs last-in first-out).
+func addSubAccount(t *testing.T, c *testbed.Cluster, name, parent, user string, extra ...string) {
+	t.Helper()
+	cluster := c.Vars["SLURMBRIDGE_CLUSTER"]
+	// A leftover of an interrupted run would make "add" fail; start clean.
+	_, _ = c.Run(ctxFor(t, 30*time.Second), "sacctmgr", "-i", "delete", "user", user, "where", "account="+name, "cluster="+cluster)
+	_, _ = c.Run(ctxFor(t, 30*time.Second), "sacctmgr", "-i", "delete", "account", name, "cluster="+cluster)
+	sacctmgrRun(t, c, append([]string{"add", "account", name, "parent=" + parent, "cluster=" + cluster, "description=sub-account of " + parent, "organization=slurmbridge"}, extra...)...)
+	sacctmgrRun(t, c, "add", "user", user, "account="+name, "cluster="+cluster)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		// sacctmgr refuses to delete an association with jobs still known to slurmctld.
+		for ctx.Err() == nil {
+			rows, _ := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Users: []string{user}})
+			if len(rows) == 0 {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		_, _ = c.Run(ctx, "sacctmgr", "-i", "delete", "user", user, "where", "account="+name, "cluster="+cluster)
+		_, _ = c.Run(ctx, "sacctmgr", "-i", "delete", "account", name, "cluster="+cluster)
+	})
+}
+
+// submitAs is submitN with the job's own arguments: one a100 in partition a100.
+func submitAs(t *testing.T, c *testbed.Cluster, user string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"-p", "a100", "--gres=gpu:a100:1"}, extra...)
+	id, err := c.Submit(ctxFor(t, 30*time.Second), user, append(args, "--wrap", "sleep 600")...)
+	if err != nil {
+		t.Fatalf("sbatch as %s %v: %v", user, extra, err)
+	}
+	t.Cleanup(func() { c.Cancel(id) })
+	return id
+}
+
+// sacctQOS is the QOS and account sacct records for each job (its latest record).
+func sacctQOS(t *testing.T, c *testbed.Cluster, ids []string) map[string]string {
+	t.Helper()
+	recs, err := c.Slurm().SacctJobs(ctxFor(t, 10*time.Second), slurm.SacctFilter{JobIDs: ids}, "JobID", "QOS", "Account")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range recs {
+		out[r["JobID"]] = r["QOS"] + "/" + r["Account"]
+	}
+	return out
+}
+
+// noJobKilled fails the test when slurmctld killed a job it should have requeued.
+func noJobKilled(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "had to be killed") {
+		t.Error(`slurmctld.log says a preempted job "had to be killed"`)
+	}
+}
+
+// A sub-account inherits its project's QOS: its jobs run in the project's guaranteed QOS and
+// fill its guarantee, so the project's own job over quota is lent instead of waiting for room
+// that Slurm does not give; the sub-account's own over-quota job borrows as the project's.
+// A sub-account with its own QOS list is brought into the project's by quotad's sync.
+func TestSubAccountCountsInProjectGuarantee(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	addSubAccount(t, c, "team-a1", "proj-a", "carol")
+	addSubAccount(t, c, "team-a2", "proj-a", "bob", "qos=normal", "defaultqos=normal")
+
+	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
+	// carol's two jobs in the sub-account take 2 of proj-a's 4 guaranteed a100.
+	sub := []string{submitAs(t, c, "carol", "-A", "team-a1"), submitAs(t, c, "carol", "-A", "team-a1")}
+	waitFor(t, "carol's 2 team-a1 jobs running in guar-proj-a", 20*time.Second, func() bool {
+		return count(queue(t, c, sub), sub, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-a" }) == 2
+	})
+	// alice's 4: 2 fit what is left of the guarantee, 2 are over it and must be lent.
+	alice := submitN(t, c, "alice", 4)
+	waitFor(t, "alice's jobs: 2 in guar-proj-a and 2 lent, all running", 30*time.Second, func() bool {
+		q := queue(t, c, alice)
+		return count(q, alice, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-a" }) == 2 &&
+			count(q, alice, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-a" }) == 2
+	})
+	// carol's third team-a1 job is over proj-a's guarantee too and borrows.
+	third := submitAs(t, c, "carol", "-A", "team-a1")
+	waitFor(t, "carol's third team-a1 job lent and running", 30*time.Second, func() bool {
+		r := queue(t, c, []string{third})[third]
+		return isRunning(r) && r.qos == "borrow-proj-a"
+	})
+	explain := quotactl(t, c, "explain", third)
+	if !strings.Contains(explain, "runs borrowed in borrow-proj-a") {
+		t.Errorf("explain of the sub-account's borrower:\n%s", explain)
+	}
+	// One in quota starts when the sub-account's guaranteed jobs end.
+	c.Cancel(sub...)
+	late := submitN(t, c, "alice", 1)[0]
+	waitFor(t, "alice's new job running within the guarantee", 30*time.Second, func() bool {
+		r := queue(t, c, []string{late})[late]
+		return isRunning(r) && r.qos == "guar-proj-a"
+	})
+
+	got := sacctQOS(t, c, append(append([]string{third, late}, alice...), sub...))
+	if got[third] != "borrow-proj-a/team-a1" || got[late] != "guar-proj-a/proj-a" || got[sub[0]] != "guar-proj-a/team-a1" {
+		t.Errorf("sacct QOS/account: %v", got)
+	}
+	nBorrow := 0
+	for _, id := range alice {
+		if got[id] == "borrow-proj-a/proj-a" {
+			nBorrow++
+		}
+	}
+	if nBorrow != 2 {
+		t.Errorf("sacct has %d of alice's first 4 jobs in borrow-proj-a, want 2: %v", nBorrow, got)
+	}
+
+	// team-a2 was created with its own QOS list (normal): quotad's sync gives it proj-a's.
+	waitFor(t, "team-a2's association synced to guar-proj-a", 30*time.Second, func() bool {
+		assocs, err := c.Slurm().ShowAssociations(ctxFor(t, 10*time.Second), slurm.AssociationFilter{Accounts: []string{"team-a2"}})
+		if err != nil || len(assocs) == 0 {
+			return false
+		}
+		for _, a := range assocs {
+			if a.DefaultQOS != "guar-proj-a" {
+				return false
+			}
+		}
+		return true
+	})
+	noJobKilled(t, c)
+}
+
+// A held or dependent job in the borrow QOS keeps no idle GPUs promised: quotad returns it to
+// its guaranteed QOS. Released, the held job is over quota and is lent again, and runs.
+func TestHeldBorrowerIsReturned(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
+	})
+	held := submitAs(t, c, "bob", "--hold")
+	dependent := submitAs(t, c, "bob", "--dependency=afterok:"+bob[0])
+	// As if both had been lent before they were held or made to wait: an administrator moves
+	// them into the borrow QOS (a pending job's QOS may be changed).
+	for _, id := range []string{held, dependent} {
+		if out, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "update", "jobid="+id, "qos=borrow-proj-b"); err != nil {
+			t.Fatalf("moving job %s to borrow-proj-b: %v\n%s", id, err, out)
+		}
+	}
+	waitFor(t, "the held and the dependent job returned to guar-proj-b, still pending", 30*time.Second, func() bool {
+		q := queue(t, c, []string{held, dependent})
+		return q[held].qos == "guar-proj-b" && q[held].state == "PENDING" &&
+			q[dependent].qos == "guar-proj-b" && q[dependent].state == "PENDING"
+	})
+	r := queue(t, c, []string{held})[held]
+	if r.reason != "JobHeldUser" {
+		t.Errorf("held job's reason is %q, want JobHeldUser", r.reason)
+	}
+	if explain := quotactl(t, c, "explain", held); !strings.Contains(explain, "held by its user") {
+		t.Errorf("explain of the held job:\n%s", explain)
+	}
+	// Held in its guaranteed QOS, it is not lent either.
+	time.Sleep(5 * time.Second) // two cycles of the test's quotad
+	if r := queue(t, c, []string{held})[held]; r.qos != "guar-proj-b" || r.state != "PENDING" {
+		t.Fatalf("held job is %s in %s, want PENDING in guar-proj-b", r.state, r.qos)
+	}
+
+	// Released, it is over quota (QOSGrpGRES), so it is lent and runs.
+	if out, err := c.RunAs(ctxFor(t, 10*time.Second), "bob", "scontrol", "release", held); err != nil {
+		t.Fatalf("scontrol release %s: %v\n%s", held, err, out)
+	}
+	waitFor(t, "released job lent and running", 30*time.Second, func() bool {
+		r := queue(t, c, []string{held})[held]
+		return r.state == "RUNNING" && r.qos == "borrow-proj-b"
+	})
+	if got := sacctQOS(t, c, []string{held, dependent}); got[held] != "borrow-proj-b/proj-b" || got[dependent] != "guar-proj-b/proj-b" {
+		t.Errorf("sacct QOS/account: %v, want the released job in borrow and the dependent one in guar-proj-b", got)
+	}
+	noJobKilled(t, c)
+}

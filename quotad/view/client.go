@@ -1,0 +1,152 @@
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultAddr is quotad's default listen address (QUOTAD_LISTEN in quotad.env).
+const DefaultAddr = "127.0.0.1:9817"
+
+// Client reads quotad's API.
+type Client struct {
+	BaseURL string // from BaseURL(addr)
+	HTTP    *http.Client
+	// Credential returns a MUNGE credential holding payload, for requests about jobs; nil
+	// sends none (the server then refuses them).
+	Credential func(ctx context.Context, payload string) (string, error)
+}
+
+// APIError is an answer other than 200, with the server's reason.
+type APIError struct {
+	Code    int
+	Message string
+	Status  *Status
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("quotad answered %d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+}
+
+// BaseURL turns an address as quotad's --listen or a URL spells it into the API's base URL: a
+// listen address on all interfaces (":9817", "0.0.0.0:9817") is reached on the loopback.
+func BaseURL(addr string) (string, error) {
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", fmt.Errorf("quotad address %q: %w", addr, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("quotad address %q: want http://HOST:PORT or HOST:PORT", addr)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return "", fmt.Errorf("quotad address %q: want HOST:PORT: %w", addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	u.Host = net.JoinHostPort(host, port)
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	return u.String(), nil
+}
+
+// Status reads /status.
+func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
+	var out StatusResponse
+	return out, c.get(ctx, "/status", false, &out)
+}
+
+// Projects reads /projects.
+func (c *Client) Projects(ctx context.Context) (ProjectsResponse, error) {
+	var out ProjectsResponse
+	return out, c.get(ctx, "/projects", false, &out)
+}
+
+// Project reads /projects/{account}.
+func (c *Client) Project(ctx context.Context, account string) (ProjectResponse, error) {
+	var out ProjectResponse
+	return out, c.get(ctx, "/projects/"+url.PathEscape(account), false, &out)
+}
+
+// Types reads /types.
+func (c *Client) Types(ctx context.Context) (TypesResponse, error) {
+	var out TypesResponse
+	return out, c.get(ctx, "/types", false, &out)
+}
+
+// Jobs reads /jobs: the jobs the caller may read.
+func (c *Client) Jobs(ctx context.Context) (JobsResponse, error) {
+	var out JobsResponse
+	return out, c.get(ctx, "/jobs", true, &out)
+}
+
+// Job reads /jobs/{id}.
+func (c *Client) Job(ctx context.Context, id uint32) (JobResponse, error) {
+	var out JobResponse
+	return out, c.get(ctx, "/jobs/"+strconv.FormatUint(uint64(id), 10), true, &out)
+}
+
+func (c *Client) get(ctx context.Context, path string, private bool, out any) error {
+	u, err := url.Parse(c.BaseURL + "/api/" + APIVersion + path)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	if private && c.Credential != nil {
+		cred, err := c.Credential(ctx, CredentialPayload(http.MethodGet, u.EscapedPath()))
+		if err != nil {
+			return fmt.Errorf("making a MUNGE credential: %w", err)
+		}
+		req.Header.Set("Authorization", AuthScheme+" "+cred)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("reaching quotad at %s: %w (is quotad running there? the address comes from --quotad or SLURMBRIDGE_QUOTAD_URL)", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading quotad's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e ErrorResponse
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(body))
+		}
+		return &APIError{Code: resp.StatusCode, Message: e.Error, Status: e.Status}
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("quotad's answer to %s is not the JSON expected: %w", path, err)
+	}
+	return nil
+}
+
+// IsNotFound says whether err is the API's 404.
+func IsNotFound(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Code == http.StatusNotFound
+}

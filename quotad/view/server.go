@@ -1,0 +1,144 @@
+package view
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Handler serves the API under /api/v1/. auth authenticates requests for jobs; nil refuses
+// them all.
+func Handler(v *View, auth Authenticator) http.Handler {
+	mux := http.NewServeMux()
+	p := "/api/" + APIVersion
+	mux.HandleFunc("GET "+p+"/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, StatusResponse{Status: v.status(v.read())})
+	})
+	mux.HandleFunc("GET "+p+"/projects", func(w http.ResponseWriter, r *http.Request) {
+		s, ok := v.withPlan(w)
+		if !ok {
+			return
+		}
+		writeJSON(w, http.StatusOK, ProjectsResponse{Status: v.status(s), Projects: Projects(s.plan, s.cfg)})
+	})
+	mux.HandleFunc("GET "+p+"/projects/{account}", func(w http.ResponseWriter, r *http.Request) {
+		s, ok := v.withPlan(w)
+		if !ok {
+			return
+		}
+		account := r.PathValue("account")
+		for _, pr := range Projects(s.plan, s.cfg) {
+			if pr.Account == account {
+				writeJSON(w, http.StatusOK, ProjectResponse{Status: v.status(s), Project: pr})
+				return
+			}
+		}
+		writeError(w, http.StatusNotFound, fmt.Sprintf("account %s has no quota", account), ptr(v.status(s)))
+	})
+	mux.HandleFunc("GET "+p+"/types", func(w http.ResponseWriter, r *http.Request) {
+		s, ok := v.withPlan(w)
+		if !ok {
+			return
+		}
+		writeJSON(w, http.StatusOK, TypesResponse{Status: v.status(s), Types: Types(s.plan)})
+	})
+	mux.HandleFunc("GET "+p+"/jobs", func(w http.ResponseWriter, r *http.Request) {
+		caller, ok := authenticate(w, r, auth)
+		if !ok {
+			return
+		}
+		s, ok := v.withPlan(w)
+		if !ok {
+			return
+		}
+		jobs := []Job{}
+		for _, j := range Jobs(s.plan) {
+			if caller.MayRead(j.User) {
+				jobs = append(jobs, j)
+			}
+		}
+		writeJSON(w, http.StatusOK, JobsResponse{Status: v.status(s), Jobs: jobs})
+	})
+	mux.HandleFunc("GET "+p+"/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("job id %q: want a number", r.PathValue("id")), nil)
+			return
+		}
+		caller, ok := authenticate(w, r, auth)
+		if !ok {
+			return
+		}
+		s, ok := v.withPlan(w)
+		if !ok {
+			return
+		}
+		for _, j := range Jobs(s.plan) {
+			if j.JobID != uint32(id) {
+				continue
+			}
+			if !caller.MayRead(j.User) {
+				writeError(w, http.StatusForbidden, fmt.Sprintf("job %d is not %s's: an explanation is shown to the job's owner, root and Slurm operators only", id, caller.User), nil)
+				return
+			}
+			writeJSON(w, http.StatusOK, JobResponse{Status: v.status(s), Job: j})
+			return
+		}
+		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d is not a GPU job slurmctld knew as pending or running when quotad last planned (%s): quotad has nothing to say about it",
+			id, s.planAt.Format(time.RFC3339)), ptr(v.status(s)))
+	})
+	mux.HandleFunc("GET "+p+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such API path: see docs/operations.md, \"quotad's read-only API\"", nil)
+	})
+	return mux
+}
+
+// withPlan returns the state when a plan has been built, else answers 503.
+func (v *View) withPlan(w http.ResponseWriter) (state, bool) {
+	s := v.read()
+	if s.plan == nil {
+		writeError(w, http.StatusServiceUnavailable, "quotad has not planned on a fresh snapshot yet: see status.last_cycle", ptr(v.status(s)))
+		return s, false
+	}
+	return s, true
+}
+
+func authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator) (Caller, bool) {
+	if auth == nil {
+		writeError(w, http.StatusForbidden, "this quotad serves no job explanations (no authentication configured)", nil)
+		return Caller{}, false
+	}
+	c, err := auth.Caller(r)
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrUnauthenticated) {
+			code = http.StatusUnauthorized
+			w.Header().Set("WWW-Authenticate", AuthScheme)
+		}
+		writeError(w, code, err.Error(), nil)
+		return Caller{}, false
+	}
+	return c, true
+}
+
+// errorBody is the body of every 4xx and 5xx: what went wrong, and the status when the
+// answer depends on the plan.
+type errorBody = ErrorResponse
+
+func writeError(w http.ResponseWriter, code int, msg string, st *Status) {
+	writeJSON(w, code, errorBody{Error: msg, Status: st})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func writeJSON(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(body)
+}
