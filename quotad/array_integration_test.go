@@ -116,6 +116,10 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 // rest of its array waits: the 10-task array is not lent at all, and a 4-task array submitted
 // after it is lent whole, all 4 tasks running borrowed.
 func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
+	time.Sleep(6 * time.Second) // three quotad cycles with 4 idle a100 and 10 tasks
+	if out := quotactl(t, c, "explain", arr10); !strings.Contains(out, "lent together or not at all") {
+		t.Errorf("explain of the 10-task array does not say why it is not lent:\n%s", out)
+	}
 	arr4 := submitN(t, c, "bob", 1, "--array=0-3")[0]
 	states := func(arr string) map[string]int {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -136,9 +140,6 @@ func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
 	time.Sleep(6 * time.Second) // three more quotad cycles
 	if got := states(arr10); !mapsEqual(got, map[string]int{"guar-proj-b/PENDING": 10}) {
 		t.Errorf("10-task array: %v, want all 10 pending in guar-proj-b", got)
-	}
-	if out := quotactl(t, c, "explain", arr10); !strings.Contains(out, "lent together or not at all") {
-		t.Errorf("explain of the 10-task array does not say why it is not lent:\n%s", out)
 	}
 	assertNoKill(t, c)
 }

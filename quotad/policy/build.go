@@ -496,7 +496,11 @@ func (e *engine) sayArray(j *Job) {
 	if len(a.lent) > 0 {
 		parts = append(parts, fmt.Sprintf("tasks %s are lent %s", taskList(a.lent), a.lentWhy))
 	}
-	if a.waitWhy != "" {
+	switch {
+	case a.waitWhy == "":
+	case len(a.lent) == 0:
+		parts = append(parts, fmt.Sprintf("its tasks wait: %s", a.waitWhy))
+	default:
 		parts = append(parts, fmt.Sprintf("the other %d tasks wait: %s", j.tasks()-len(a.lent), a.waitWhy))
 	}
 	e.say(j, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
