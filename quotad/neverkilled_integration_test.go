@@ -10,6 +10,7 @@ package quotad_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -310,8 +311,10 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldID, _ := strconv.ParseUint(held, 10, 32)
-	err = asBob.UpdateJobQOS(ctx, []uint32{uint32(heldID)}, "borrow-proj-b")
+	failed, err := asBob.UpdateJobsQOS(ctx, []string{held}, "borrow-proj-b")
+	if err == nil && failed[held] != "" {
+		err = errors.New(failed[held])
+	}
 	stderr := stderrBuf.String()
 	t.Logf("scontrol update jobid=%s qos=borrow-proj-b as bob: %v\n%s", held, err, stderr)
 	if err == nil {

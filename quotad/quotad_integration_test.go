@@ -25,6 +25,9 @@ const exemptTime = 20 * time.Second // preemptExemptTime in slurm-conf/testbed/q
 
 var binDir string
 
+// quotadLogs are the logs of the quotads the tests started.
+var quotadLogs []string
+
 func TestMain(m *testing.M) {
 	// An installed copy under test (packaging/test-installed.sh): its quotad and quotactl, not a build.
 	if dir := os.Getenv("SLURMBRIDGE_TEST_BINDIR"); dir != "" {
@@ -71,6 +74,7 @@ func quotactl(t *testing.T, c *testbed.Cluster, args ...string) string {
 func startQuotad(t *testing.T, c *testbed.Cluster, interval string, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "quotad.log")
+	quotadLogs = append(quotadLogs, logPath)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

@@ -42,8 +42,10 @@ func TestClientCommandLines(t *testing.T) {
 		{"reconfigure", "", func(c Client) error { return c.Reconfigure(context.Background()) }, []string{"scontrol reconfigure"}},
 		{"batch script", "#!/bin/sh\n", func(c Client) error { _, err := c.BatchScript(context.Background(), 12); return err },
 			[]string{"scontrol write batch_script 12 -"}},
-		{"job qos", "", func(c Client) error { return c.UpdateJobQOS(context.Background(), []uint32{41, 42}, "borrow") },
-			[]string{"scontrol update jobid=41,42 qos=borrow"}},
+		{"job qos", "", func(c Client) error {
+			_, err := c.UpdateJobsQOS(context.Background(), []string{"41", "42_7"}, "borrow")
+			return err
+		}, []string{"scontrol update jobid=41,42_7 qos=borrow"}},
 		{"update job", "", func(c Client) error {
 			return c.UpdateJob(context.Background(), 7, JobUpdate{Partition: "v100", Gres: "gpu:v100:2"})
 		}, []string{"scontrol update jobid=7 partition=v100 gres=gpu:v100:2"}},

@@ -32,6 +32,12 @@ type Job struct {
 	// Batch is Slurm's batch_flag: true for sbatch jobs, false for salloc and srun
 	// allocations, which Slurm can never requeue.
 	Batch bool
+	// ArrayJobID is the job array of an array task or of a pending array record; 0 for a job
+	// that is not in an array. ArrayTasks are the task ids the record stands for, ascending:
+	// one for a task with a record of its own, several for the pending tasks Slurm still keeps
+	// in the array's record. Only QueueJobs fills them.
+	ArrayJobID uint32
+	ArrayTasks []uint32
 	// The GPU request as Slurm prints it: "gres:gpu:a100:2" (22.05), "gres/gpu:a100:2" or
 	// "gres/gpu:a100=2" (later releases); GPURequest reads them.
 	TRESPerNode, TRESPerJob, TRESPerTask, TRESPerSocket string
@@ -53,9 +59,10 @@ var jobBaseStates = []string{
 }
 
 // flagsBeforeState are the flags Slurm 22.05 prints instead of the base state, in the order it
-// checks them: a job with any of them set shows the first one alone.
+// checks them: a job with any of them set shows the first one alone. squeue's text output does
+// the same on every release; 26.05 adds EXPEDITING (an expedited requeue).
 var flagsBeforeState = []string{
-	"COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+	"COMPLETING", "STAGE_OUT", "CONFIGURING", "EXPEDITING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
 	"SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
 }
 
@@ -70,9 +77,10 @@ func (j *Job) StateName() string {
 	return j.State
 }
 
-// pendingStates wait for an allocation: PENDING, and the names 22.05 prints instead of it when
-// a flag is set (a requeued or held job).
-var pendingStates = []string{"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+// pendingStates wait for an allocation: PENDING, and the names 22.05 (and squeue's text output
+// on every release) prints instead of it when a flag is set: a requeued or held job, and from
+// 26.05 an expedited requeue.
+var pendingStates = []string{"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT", "EXPEDITING"}
 
 // runningStates hold an allocation: RUNNING and the flag names 22.05 prints for a running job
 // (CONFIGURING while nodes boot, COMPLETING until the epilog is done).
@@ -83,6 +91,9 @@ func (j *Job) Pending() bool { return slices.Contains(pendingStates, j.StateName
 
 // Running reports whether the job holds an allocation (suspended jobs do not count).
 func (j *Job) Running() bool { return slices.Contains(runningStates, j.StateName()) }
+
+// TaskCount is how many jobs the record stands for: its pending array tasks, else 1.
+func (j *Job) TaskCount() int { return max(1, len(j.ArrayTasks)) }
 
 // Partitions splits Partition: a pending job may list several.
 func (j *Job) Partitions() []string {

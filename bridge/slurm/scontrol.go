@@ -81,14 +81,91 @@ func (c Client) BatchScript(ctx context.Context, jobID uint32) ([]byte, error) {
 	return out, nil
 }
 
-// UpdateJobQOS moves pending jobs to another QOS, in one scontrol run (it takes a list of
-// ids). scontrol refuses it for a job that is no longer pending.
-func (c Client) UpdateJobQOS(ctx context.Context, jobIDs []uint32, qos string) error {
-	if len(jobIDs) == 0 {
-		return errors.New("scontrol update: no job id")
+// MaxIDsPerUpdate bounds the job ids of one scontrol run: its jobid= list is one argument,
+// which Linux caps at 128 KiB, and one slow run should not hold up every move of a cycle.
+const MaxIDsPerUpdate = 1000
+
+// UpdateJobsQOS moves pending jobs to another QOS with as few scontrol runs as
+// MaxIDsPerUpdate allows. An id is a job id ("123") or an array task ("123_7"): updating a task
+// that is still in its array's pending record splits it off into a record of its own, and
+// leaves the other tasks where they are. scontrol updates each id with its own request and
+// goes on after a failure, naming it on stderr; failed maps each id it named (or whose outcome
+// a failed run left unknown) to what it said. err is set only when no run could be made
+// (ctx ended); the moves made before are in the result's complement.
+func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (failed map[string]string, err error) {
+	failed = map[string]string{}
+	for start := 0; start < len(ids); start += MaxIDsPerUpdate {
+		if err := ctx.Err(); err != nil {
+			for _, id := range ids[start:] {
+				failed[id] = "not tried: " + err.Error()
+			}
+			return failed, err
+		}
+		batch := ids[start:min(start+MaxIDsPerUpdate, len(ids))]
+		_, runErr := c.Runner.Run(ctx, "scontrol", "update", "jobid="+strings.Join(batch, ","), "qos="+qos)
+		for id, msg := range UpdateFailures(batch, runErr) {
+			failed[id] = msg
+		}
 	}
-	_, err := c.Runner.Run(ctx, "scontrol", "update", "jobid="+joinIDs(jobIDs), "qos="+qos)
-	return err
+	return failed, nil
+}
+
+// UpdateFailures reads which of ids a `scontrol update jobid=LIST` run failed for. scontrol
+// prints "MESSAGE for job ID" when a job's request fails and "ID: MESSAGE" for a task of an
+// array request (22.05, 24.11 and 26.05 alike). A failed run whose stderr names none of its
+// ids, or says more than its named failures, leaves the other ids' outcome unknown: they are
+// reported failed too, with the run's error, and the next cycle sees what really happened.
+func UpdateFailures(ids []string, runErr error) map[string]string {
+	failed := map[string]string{}
+	if runErr == nil {
+		return failed
+	}
+	stderr := ""
+	var cmdErr *CommandError
+	if errors.As(runErr, &cmdErr) {
+		stderr = cmdErr.Stderr
+	}
+	known := map[string]bool{}
+	for _, id := range ids {
+		known[id] = true
+	}
+	var unexplained []string
+	for line := range strings.SplitSeq(stderr, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if msg, id, ok := cutLast(line, " for job "); ok && known[id] {
+			failed[id] = msg
+			continue
+		}
+		if id, msg, ok := strings.Cut(line, ": "); ok && known[id] {
+			failed[id] = msg
+			continue
+		}
+		unexplained = append(unexplained, line)
+	}
+	if len(failed) > 0 && len(unexplained) == 0 && cmdErr != nil && cmdErr.ExitCode == 1 {
+		return failed // every failure named: the other ids were updated
+	}
+	why := runErr.Error()
+	if len(unexplained) > 0 {
+		why = strings.Join(unexplained, "; ")
+	}
+	for _, id := range ids {
+		if _, named := failed[id]; !named {
+			failed[id] = "outcome unknown, scontrol failed: " + why
+		}
+	}
+	return failed
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
 }
 
 // JobUpdate is what UpdateJob changes; empty fields stay as they are.
@@ -112,11 +189,3 @@ func (c Client) UpdateJob(ctx context.Context, jobID uint32, u JobUpdate) error 
 }
 
 func formatID(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
-
-func joinIDs(ids []uint32) string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = formatID(id)
-	}
-	return strings.Join(s, ",")
-}

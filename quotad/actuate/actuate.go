@@ -6,6 +6,7 @@ package actuate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,10 +74,11 @@ type Result struct {
 }
 
 // Apply runs the plan's actions in order: QOS, then accounts (which name the QOS), then job
-// moves. A failed QOS or account change stops the plan: moves rest on QOS that match the
-// table. A failed move is logged and the others go on: a job may have started or ended
-// between the snapshot and the move, which the next cycle sees. A failed fence check stops
-// the plan at once, with the fence's error.
+// moves, batched by target QOS. A failed QOS or account change stops the plan: moves rest on QOS
+// that match the table. A failed move is logged and the others go on: a job may have started
+// or ended between the snapshot and the move, which the next cycle sees. A failed fence check
+// (before each action, each batch of moves included) stops the plan at once, with the fence's
+// error.
 func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error) {
 	res := Result{LendsByAccount: map[string]int{}, ReturnsByAccount: map[string]int{}}
 	if !plan.Acting {
@@ -104,23 +106,16 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: "account " + c.Account, Old: accountOld(c), New: accountNew(c), Detail: c.String()})
 		res.Accounts++
 	}
+	failed, err := a.moveJobs(ctx, plan.Moves)
 	for _, m := range plan.Moves {
-		if err := a.beforeAction(ctx, m); err != nil {
-			return res, err
-		}
-		// One job a run: scontrol refuses the move of a job that started since the snapshot,
-		// which must not keep the others from moving.
-		if err := a.Slurm.UpdateJobQOS(ctx, []uint32{m.JobID}, m.To); err != nil {
-			msg := fmt.Sprintf("%s: %v", m, err)
-			a.Log.Warn().Uint32("job", m.JobID).Str("kind", string(m.Kind)).Err(err).Msg("job move failed; the next cycle sees the job as it is now")
+		if why, bad := failed[m.Target()]; bad {
+			msg := fmt.Sprintf("%s: %s", m, why)
+			a.Log.Warn().Str("job", m.Target()).Str("kind", string(m.Kind)).Str("error", why).Msg("job move failed; the next cycle sees the job as it is now")
 			res.MoveFailures = append(res.MoveFailures, msg)
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
 			continue
 		}
-		a.Log.Info().Uint32("job", m.JobID).Str("account", m.Account).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).Str("why", m.Reason).Msg("moved job")
-		a.audit(ctx, store.Entry{Kind: store.KindMove, Subject: fmt.Sprintf("job %d", m.JobID), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason})
+		a.Log.Info().Str("job", m.Target()).Str("account", m.Account).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).Str("why", m.Reason).Msg("moved job")
+		a.audit(ctx, store.Entry{Kind: store.KindMove, Subject: "job " + m.Target(), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason})
 		// Counted per project: a sub-account's job borrows as its project's.
 		project := m.Project
 		if project == "" {
@@ -135,11 +130,61 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 			res.ReturnsByAccount[project]++
 		}
 	}
+	if err != nil {
+		return res, err
+	}
 	if len(res.MoveFailures) > 0 {
 		return res, fmt.Errorf("%d of %d job moves failed: %s", len(res.MoveFailures), len(plan.Moves), strings.Join(res.MoveFailures, "; "))
 	}
 	return res, nil
 }
+
+// moveJobs runs the moves with one scontrol update per target QOS (more for very many jobs),
+// in the plan's order of first appearance, so returns still go before lends. scontrol goes on
+// past a job it cannot move (one that started since the snapshot, say) and names it; failed
+// maps each such job (Target) to why.
+func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove) (map[string]string, error) {
+	var order []string
+	byQOS := map[string][]string{}
+	for _, m := range moves {
+		if _, seen := byQOS[m.To]; !seen {
+			order = append(order, m.To)
+		}
+		byQOS[m.To] = append(byQOS[m.To], m.Target())
+	}
+	failed := map[string]string{}
+	for i, qos := range order {
+		if err := a.beforeAction(ctx, moveBatch{qos, len(byQOS[qos])}); err != nil {
+			for _, later := range order[i:] {
+				for _, id := range byQOS[later] {
+					failed[id] = "not tried: " + err.Error()
+				}
+			}
+			return failed, err
+		}
+		f, err := a.Slurm.UpdateJobsQOS(ctx, byQOS[qos], qos)
+		for id, why := range f {
+			failed[id] = why
+		}
+		if err != nil {
+			for _, later := range order[slices.Index(order, qos)+1:] {
+				for _, id := range byQOS[later] {
+					failed[id] = "not tried: " + err.Error()
+				}
+			}
+			return failed, err
+		}
+	}
+	return failed, nil
+}
+
+// moveBatch names one scontrol update of several jobs, for the fence's error.
+type moveBatch struct {
+	qos  string
+	jobs int
+}
+
+func (b moveBatch) String() string { return fmt.Sprintf("moving %d job(s) to qos %s", b.jobs, b.qos) }
 
 // applyQOS creates the QOS when it is new, then sets every field that changes in one run.
 func (a *Actuator) applyQOS(ctx context.Context, c policy.QOSChange) error {

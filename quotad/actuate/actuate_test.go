@@ -53,6 +53,8 @@ func TestApplyArgvAndAudit(t *testing.T) {
 		Moves: []policy.JobMove{
 			{Kind: policy.Return, JobID: 41, Account: "proj-b", From: "borrow", To: "guar-proj-b"},
 			{Kind: policy.Lend, JobID: 42, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+			{Kind: policy.Lend, JobID: 50, ArrayJobID: 50, Task: 7, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
+			{Kind: policy.Lend, JobID: 43, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
 		},
 	}
 	r := &recordingRunner{}
@@ -67,8 +69,9 @@ func TestApplyArgvAndAudit(t *testing.T) {
 		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow", "set", "preemptmode=requeue", "gracetime=2", "preemptexempttime=00:01:30"},
 		{"sacctmgr", "-i", "modify", "qos", "where", "name=guar-proj-a", "set", "grptres=gres/gpu=4,gres/gpu:v100=-1", "preempt=borrow"},
 		{"sacctmgr", "-i", "modify", "account", "where", "name=proj-a", "cluster=testbed", "set", "qos=borrow,guar-proj-a", "defaultqos=guar-proj-a"},
+		// One run per target QOS, returns first; an array task is named so it splits off.
 		{"scontrol", "update", "jobid=41", "qos=guar-proj-b"},
-		{"scontrol", "update", "jobid=42", "qos=borrow"},
+		{"scontrol", "update", "jobid=42,50_7,43", "qos=borrow"},
 	}
 	if len(r.calls) != len(want) {
 		t.Fatalf("ran %d commands, want %d:\n%v", len(r.calls), len(want), r.calls)
@@ -78,16 +81,16 @@ func TestApplyArgvAndAudit(t *testing.T) {
 			t.Errorf("command %d = %q, want %q", i, r.calls[i], want[i])
 		}
 	}
-	if res.QOS != 2 || res.Accounts != 1 || res.Lends != 1 || res.Returns != 1 {
+	if res.QOS != 2 || res.Accounts != 1 || res.Lends != 3 || res.Returns != 1 {
 		t.Errorf("result = %+v", res)
 	}
-	if len(audit.entries) != 5 {
-		t.Fatalf("%d audit entries, want 5", len(audit.entries))
+	if len(audit.entries) != 7 {
+		t.Fatalf("%d audit entries, want 7", len(audit.entries))
 	}
 	if e := audit.entries[1]; e.Old != "grptres gres/gpu=2 grptres gres/gpu:v100=1 preempt=" || !strings.Contains(e.New, "gres/gpu:v100=none") {
 		t.Errorf("QOS audit old %q new %q", e.Old, e.New)
 	}
-	if e := audit.entries[4]; e.Subject != "job 42" || e.Old != "qos=guar-proj-b" || e.New != "qos=borrow" || e.Actor != "test" {
+	if e := audit.entries[5]; e.Subject != "job 50_7" || e.Old != "qos=guar-proj-b" || e.New != "qos=borrow" || e.Actor != "test" {
 		t.Errorf("move audit = %+v", e)
 	}
 	for _, c := range r.calls {
@@ -118,17 +121,34 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		t.Errorf("went on after a failed QOS change: %v", r.calls)
 	}
 
+	// scontrol names the one job it could not move (as 22.05-26.05 do) and moves the others.
 	r = &recordingRunner{fail: func(argv []string) error {
-		if argv[2] == "jobid=1" {
-			return errors.New("Job is no longer pending execution")
+		if argv[0] == "scontrol" {
+			return &slurm.CommandError{Command: "scontrol update", ExitCode: 1, Stderr: "Job is no longer pending execution for job 1\n"}
 		}
 		return nil
 	}}
-	plan = &policy.Plan{Acting: true, Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}, {Kind: policy.Lend, JobID: 2, To: "borrow"}}}
-	a = &Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}
+	plan = &policy.Plan{Acting: true, Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}, {Kind: policy.Lend, JobID: 2, To: "borrow"}, {Kind: policy.Lend, JobID: 3, To: "borrow"}}}
+	audit := &auditLog{}
+	a = &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Log: zerolog.Nop()}
 	res, err := a.Apply(context.Background(), plan)
-	if err == nil || res.Lends != 1 || len(r.calls) != 2 {
+	if err == nil || res.Lends != 2 || len(r.calls) != 1 || len(res.MoveFailures) != 1 || !strings.Contains(res.MoveFailures[0], "job 1 ") {
 		t.Errorf("a failed move must not stop the others: res %+v err %v calls %v", res, err, r.calls)
+	}
+	if len(audit.entries) != 2 || audit.entries[0].Subject != "job 2" || audit.entries[1].Subject != "job 3" {
+		t.Errorf("audit %+v, want jobs 2 and 3 only", audit.entries)
+	}
+
+	// A run that fails without naming jobs leaves every job's move unknown: none is counted.
+	r = &recordingRunner{fail: func(argv []string) error {
+		if argv[0] == "scontrol" {
+			return &slurm.CommandError{Command: "scontrol update", ExitCode: 1, Stderr: "slurm_update error: Unable to contact slurm controller (connect failure)\n"}
+		}
+		return nil
+	}}
+	a = &Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}
+	if res, err := a.Apply(context.Background(), plan); err == nil || res.Lends != 0 || len(res.MoveFailures) != 3 {
+		t.Errorf("unexplained failure: res %+v err %v", res, err)
 	}
 
 	r = &recordingRunner{}
@@ -166,26 +186,28 @@ func (f *countingFence) Check(context.Context) error {
 	return nil
 }
 
+// Each action is fenced: a QOS change, and each scontrol run of moves (one per target QOS).
 func TestApplyStopsAtTheFirstFailedFenceCheck(t *testing.T) {
 	plan := &policy.Plan{
 		Acting: true,
 		QOS:    []policy.QOSChange{{Name: "guar-proj-a", Priority: &policy.Change[int]{From: 0, To: 10}}},
 		Moves: []policy.JobMove{
+			{Kind: policy.Return, JobID: 40, Account: "proj-b", From: "borrow", To: "guar-proj-b"},
 			{Kind: policy.Lend, JobID: 41, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
 			{Kind: policy.Lend, JobID: 42, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
-			{Kind: policy.Lend, JobID: 43, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
 		},
 	}
 	for _, tc := range []struct {
-		name      string
-		held      int
-		wantCalls int // Slurm commands run before the stop
-		wantLends int
+		name                   string
+		held                   int
+		wantCalls              int // Slurm commands run before the stop
+		wantLends, wantReturns int
+		wantAudit              int
 	}{
-		{"lost before anything", 0, 0, 0},
-		{"lost after the QOS change", 1, 1, 0},
-		{"lost after the first move", 2, 2, 1},
-		{"held throughout", 4, 4, 3},
+		{"lost before anything", 0, 0, 0, 0, 0},
+		{"lost after the QOS change", 1, 1, 0, 0, 1},
+		{"lost after the first batch of moves", 2, 2, 0, 1, 2},
+		{"held throughout", 3, 3, 2, 1, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &recordingRunner{}
@@ -193,17 +215,17 @@ func TestApplyStopsAtTheFirstFailedFenceCheck(t *testing.T) {
 			fence := &countingFence{held: tc.held}
 			a := &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Log: zerolog.Nop(), Fence: fence}
 			res, err := a.Apply(context.Background(), plan)
-			if len(r.calls) != tc.wantCalls || res.Lends != tc.wantLends || len(audit.entries) != tc.wantCalls {
-				t.Fatalf("ran %d commands (%v), %d lends, %d audit rows; want %d, %d, %d", len(r.calls), r.calls, res.Lends, len(audit.entries), tc.wantCalls, tc.wantLends, tc.wantCalls)
+			if len(r.calls) != tc.wantCalls || res.Lends != tc.wantLends || res.Returns != tc.wantReturns || len(audit.entries) != tc.wantAudit {
+				t.Fatalf("ran %d commands (%v), %d lends, %d returns, %d audit rows; want %d, %d, %d, %d", len(r.calls), r.calls, res.Lends, res.Returns, len(audit.entries), tc.wantCalls, tc.wantLends, tc.wantReturns, tc.wantAudit)
 			}
-			if tc.held < 4 {
+			if tc.held < 3 {
 				if !errors.Is(err, errLost) || !strings.Contains(err.Error(), "stopped before") {
 					t.Errorf("err = %v, want the fence's error saying what was not done", err)
 				}
 				if fence.checks != tc.held+1 {
 					t.Errorf("fence checked %d times, want it to stop at the first failure (%d)", fence.checks, tc.held+1)
 				}
-			} else if err != nil || fence.checks != 4 {
+			} else if err != nil || fence.checks != 3 {
 				t.Errorf("err %v, %d checks; want none and one check per action", err, fence.checks)
 			}
 		})
@@ -212,7 +234,7 @@ func TestApplyStopsAtTheFirstFailedFenceCheck(t *testing.T) {
 
 func TestApplyStepDelayWaitsBetweenActionsOnly(t *testing.T) {
 	plan := &policy.Plan{Acting: true, Moves: []policy.JobMove{
-		{Kind: policy.Lend, JobID: 41, From: "guar-proj-b", To: "borrow"},
+		{Kind: policy.Return, JobID: 41, From: "borrow", To: "guar-proj-b"},
 		{Kind: policy.Lend, JobID: 42, From: "guar-proj-b", To: "borrow"},
 	}}
 	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop(), StepDelay: 200 * time.Millisecond}

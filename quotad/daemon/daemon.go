@@ -92,7 +92,7 @@ type CycleResult struct {
 
 // Cycle runs one cycle. Any read error means no action at all, and the error says why.
 func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
-	start := d.now()
+	start, clock := d.now(), time.Now()
 	var (
 		cfg        *policy.Config
 		snapshotAt time.Time
@@ -130,8 +130,11 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 		return res, fmt.Errorf("snapshot: %w", err)
 	}
 	snapshotAt = snap.TakenAt
+	planStart := time.Now()
 	plan := policy.BuildPlan(cfg, snap.Snapshot, d.now())
 	res.Plan = plan
+	d.Log.Debug().Dur("accounting", snap.Took.Accounting).Dur("nodes", snap.Took.Nodes).Dur("queue", snap.Took.Queue).
+		Dur("plan", time.Since(planStart)).Dur("cycle", time.Since(clock)).Int("jobs", len(snap.Jobs)).Int("moves", len(plan.Moves)).Msg("cycle timings")
 	if d.Metrics != nil {
 		d.Metrics.observePlan(plan)
 	}

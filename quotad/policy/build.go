@@ -114,7 +114,15 @@ type engine struct {
 	borrowRunning  []*Job
 	moves          []JobMove
 	explain        map[uint32]*JobExplanation
-	notes          []string // for the plan's Notes
+	notes          []string             // for the plan's Notes
+	arrays         map[*Job]*arrayLends // what lend decided for the tasks of array records
+}
+
+// arrayLends collects the lend decisions on one array record's tasks, for its explanation.
+type arrayLends struct {
+	lent    []uint32
+	lentWhy string // the first lent task's explanation
+	waitWhy string // why the tasks not lent wait; "" when every task was lent
 }
 
 type project struct {
@@ -130,6 +138,7 @@ type project struct {
 	reserved      map[string]int // type → GPUs of in-quota pending jobs that fit the guarantee
 	candidates    []*Job         // over-quota pending jobs, in serving order
 	next          int            // candidates[:next] are decided
+	nextTask      int            // and of candidates[next], its first nextTask array tasks
 	// head is where candidates[next] would borrow, while headKnown; headAny marks an
 	// untyped request, whose type choice any lend may change.
 	head               placement
@@ -150,6 +159,7 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 		lent:      map[string]int{},
 		explain:   map[uint32]*JobExplanation{},
 		needs:     map[*Job]map[string]int{},
+		arrays:    map[*Job]*arrayLends{},
 	}
 	for _, r := range cfg.Settings.Reasons() {
 		e.reasons[r] = true
@@ -246,7 +256,7 @@ func (e *engine) classify() {
 			case borrowing:
 				e.borrowPending = append(e.borrowPending, j)
 			case p != nil && qos == p.guarQOS:
-				addAll(p.pending, need)
+				addAll(p.pending, scaled(need, j.tasks()))
 				if e.reasons[j.Reason] {
 					p.candidates = append(p.candidates, j)
 				} else {
@@ -287,79 +297,114 @@ func (e *engine) reserveInQuota() {
 			e.say(j, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(e.cfg.Settings.Reasons(), " or "))
 			continue
 		}
-		p.reserve(need)
-		if pl, ok := e.place(j, need, nil); ok {
-			e.take(pl)
-			e.say(j, "%s; %s idle in partition %s are kept for it, not lent", base, gpuList(pl.gpus), pl.partition)
-		} else {
-			e.say(j, "%s", base)
-		}
-	}
-}
-
-// settleBorrowers decides each pending job in the borrow QOS: back to its guaranteed QOS when
-// that has room again or when it may no longer borrow, else it keeps its promised GPUs.
-func (e *engine) settleBorrowers() {
-	for _, j := range e.borrowPending {
-		need := e.needs[j]
-		p := e.jobProject(j)
-		if why := j.notStartable(); why != "" {
-			if p == nil {
-				e.say(j, "waits in %s (reason %s): %s, so no GPUs are promised to it; account %s has no quota, so quotad cannot return it", j.QOS, j.Reason, why, j.Account)
-				continue
+		// Each task of an array record that fits the guarantee keeps its GPUs.
+		kept, keptTasks, lastPart := map[string]int{}, 0, ""
+		for i := range j.tasks() {
+			if i > 0 && !p.fitsReserved(need) {
+				break
 			}
-			e.returnJob(j, p, need, why+": a borrower must be ready to start, and this one would keep idle GPUs promised that nobody uses")
-			continue
-		}
-		if p == nil {
-			// It still takes lendable GPUs when it starts, so count it.
+			p.reserve(need)
 			pl, ok := e.place(j, need, nil)
-			if ok {
-				e.take(pl)
+			if !ok {
+				break
 			}
-			addAll(e.lent, resolved(pl, ok, need))
-			if why := j.whyNotRequeueable(); why != "" {
-				e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
-			} else {
-				e.say(j, "waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
-			}
-			continue
+			e.take(pl)
+			addAll(kept, pl.gpus)
+			keptTasks, lastPart = keptTasks+1, pl.partition
 		}
 		switch {
-		case !j.Requeueable():
-			e.returnJob(j, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
-			continue
-		case p.fits(need):
-			e.returnJob(j, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
-			p.use(need) // promised: the next returned job must not count the same room
-			continue
-		}
-		pl, ok := e.place(j, need, nil)
-		gpus := resolved(pl, ok, need)
-		if over := e.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
-			e.returnJob(j, p, need, "it may no longer borrow: "+strings.Join(over, "; "))
-			continue
-		}
-		if ok {
-			e.take(pl)
-		}
-		addAll(e.lent, gpus)
-		p.borrow(gpus)
-		if ok {
-			e.say(j, "was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", j.QOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
-		} else {
-			e.say(j, "was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", j.QOS, p.cfg.Account, p.quotaText(need))
+		case keptTasks == 0:
+			e.say(j, "%s", base)
+		case j.tasks() == 1:
+			e.say(j, "%s; %s idle in partition %s are kept for it, not lent", base, gpuList(kept), lastPart)
+		default:
+			e.say(j, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
 		}
 	}
 }
 
-func (e *engine) returnJob(j *Job, p *project, need map[string]int, why string) {
-	if e.holdMoves != "" {
-		e.say(j, "waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, e.holdMoves)
-		return
+// settleBorrowers decides each pending job in the borrow QOS, task by task for an array
+// record: back to its guaranteed QOS when that has room again or when it may no longer borrow,
+// else it keeps its promised GPUs.
+func (e *engine) settleBorrowers() {
+	for _, j := range e.borrowPending {
+		if j.tasks() == 1 {
+			_, text := e.settleTask(j, 0)
+			e.say(j, "%s", text)
+			continue
+		}
+		// One line per outcome, naming its tasks and the first task's reasons.
+		var order []string
+		tasks, texts := map[string][]uint32{}, map[string]string{}
+		for i := range j.tasks() {
+			outcome, text := e.settleTask(j, i)
+			if _, seen := tasks[outcome]; !seen {
+				order, texts[outcome] = append(order, outcome), text
+			}
+			tasks[outcome] = append(tasks[outcome], j.ArrayTasks[i])
+		}
+		parts := make([]string, len(order))
+		for i, o := range order {
+			parts[i] = fmt.Sprintf("tasks %s: %s", taskList(tasks[o]), texts[o])
+		}
+		e.say(j, "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
 	}
-	e.moves = append(e.moves, JobMove{Kind: Return, JobID: j.ID, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
-	e.say(j, "returns from %s to %s: %s", j.QOS, p.guarQOS, why)
+}
+
+// settleTask decides task i of a pending borrower and says how (outcome) and why (text).
+func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
+	need := e.needs[j]
+	p := e.jobProject(j)
+	if why := j.notStartable(); why != "" {
+		if p == nil {
+			return "no quota", fmt.Sprintf("waits in %s (reason %s): %s, so no GPUs are promised to it; account %s has no quota, so quotad cannot return it", j.QOS, j.Reason, why, j.Account)
+		}
+		return "return", e.returnJob(j, i, p, need, why+": a borrower must be ready to start, and this one would keep idle GPUs promised that nobody uses")
+	}
+	if p == nil {
+		// It still takes lendable GPUs when it starts, so count it.
+		pl, ok := e.place(j, need, nil)
+		if ok {
+			e.take(pl)
+		}
+		addAll(e.lent, resolved(pl, ok, need))
+		if why := j.whyNotRequeueable(); why != "" {
+			return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
+		}
+		return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
+	}
+	switch {
+	case !j.Requeueable():
+		return "return", e.returnJob(j, i, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
+	case p.fits(need):
+		text := e.returnJob(j, i, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
+		p.use(need) // promised: the next returned job must not count the same room
+		return "return", text
+	}
+	pl, ok := e.place(j, need, nil)
+	gpus := resolved(pl, ok, need)
+	if over := e.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
+		return "return", e.returnJob(j, i, p, need, "it may no longer borrow: "+strings.Join(over, "; "))
+	}
+	if ok {
+		e.take(pl)
+	}
+	addAll(e.lent, gpus)
+	p.borrow(gpus)
+	if ok {
+		return "promised", fmt.Sprintf("was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", j.QOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
+	}
+	return "waits", fmt.Sprintf("was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", j.QOS, p.cfg.Account, p.quotaText(need))
+}
+
+// returnJob plans the move of task i of j back to its guaranteed QOS and says so.
+func (e *engine) returnJob(j *Job, i int, p *project, need map[string]int, why string) string {
+	if e.holdMoves != "" {
+		return fmt.Sprintf("waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, e.holdMoves)
+	}
+	arrayJob, task := j.target(i)
+	e.moves = append(e.moves, JobMove{Kind: Return, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
+	return fmt.Sprintf("returns from %s to %s: %s", j.QOS, p.guarQOS, why)
 }
 
 // lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
@@ -386,11 +431,15 @@ func (e *engine) lend() {
 		p.candidates = kept
 	}
 	share := e.fairShares()
+	var whole *project // lending an array whole: its other tasks go next, before any other job
 	for {
 		var best *project
 		var bestPl placement
 		var bestDeficit float64
 		for _, p := range e.projects {
+			if whole != nil && p != whole {
+				continue
+			}
 			pl, ok := e.head(p)
 			if !ok {
 				continue
@@ -400,19 +449,85 @@ func (e *engine) lend() {
 				best, bestPl, bestDeficit = p, pl, d
 			}
 		}
+		whole = nil
 		if best == nil {
 			return
 		}
-		j := best.candidates[best.next]
-		best.next++
+		j, task := best.candidates[best.next], best.nextTask
+		if best.nextTask++; best.nextTask == j.tasks() {
+			best.next, best.nextTask = best.next+1, 0
+		} else if e.snap.WholeArrays {
+			whole = best
+		}
 		e.take(bestPl)
 		addAll(e.lent, bestPl.gpus)
 		best.borrow(bestPl.gpus)
 		e.invalidateHeads(best, bestPl)
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(e.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
-		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
-		e.say(j, "is lent (moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, e.reclaimTerms(best))
+		arrayJob, taskID := j.target(task)
+		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
+		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, e.reclaimTerms(best))
+		if j.tasks() == 1 {
+			e.say(j, "is lent %s", text)
+			continue
+		}
+		a := e.arrayNote(j)
+		if len(a.lent) == 0 {
+			a.lentWhy = text
+		}
+		a.lent = append(a.lent, taskID)
+		e.sayArray(j)
 	}
+}
+
+func (e *engine) arrayNote(j *Job) *arrayLends {
+	a := e.arrays[j]
+	if a == nil {
+		a = &arrayLends{}
+		e.arrays[j] = a
+	}
+	return a
+}
+
+// sayArray explains an array record's lend: which tasks are lent and why the others wait.
+func (e *engine) sayArray(j *Job) {
+	a := e.arrayNote(j)
+	var parts []string
+	if len(a.lent) > 0 {
+		parts = append(parts, fmt.Sprintf("tasks %s are lent %s", taskList(a.lent), a.lentWhy))
+	}
+	switch {
+	case a.waitWhy == "":
+	case len(a.lent) == 0:
+		parts = append(parts, fmt.Sprintf("its tasks wait: %s", a.waitWhy))
+	default:
+		parts = append(parts, fmt.Sprintf("the other %d tasks wait: %s", j.tasks()-len(a.lent), a.waitWhy))
+	}
+	e.say(j, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
+}
+
+// allTasksFit says whether every pending task of an array record could borrow now: the limits
+// for all of them, and nodes for each in turn (taken, then given back).
+func (e *engine) allTasksFit(j *Job, need map[string]int, p *project) (string, bool) {
+	n := j.tasks()
+	if over := e.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
+		return strings.Join(over, "; "), false
+	}
+	var taken []placement
+	defer func() {
+		for _, pl := range taken {
+			e.nodes.giveBack(pl)
+		}
+	}()
+	for range n {
+		pl, ok := e.place(j, need, nil)
+		if !ok {
+			return fmt.Sprintf("idle GPUs for %d of its %d tasks only", len(taken), n), false
+		}
+		e.take(pl)
+		taken = append(taken, pl)
+	}
+	return "", true
 }
 
 // invalidateHeads forgets the cached head placements a lend may have made wrong: the lender's
@@ -446,12 +561,26 @@ func (e *engine) head(p *project) (placement, bool) {
 		j := p.candidates[p.next]
 		need := e.needs[j]
 		pl, ok := e.place(j, need, p)
+		if ok && e.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
+			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
+			if short, all := e.allTasksFit(j, need, p); !all {
+				ok = false
+				pl.problems = append(pl.problems, fmt.Sprintf("%s; on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", short, j.tasks()))
+			}
+		}
 		if ok {
 			p.head, p.headKnown, p.headAny = pl, true, need[""] > 0
 			return pl, true
 		}
-		e.say(j, "waits: %s; %s", p.quotaUsage(need), strings.Join(pl.problems, "; "))
-		p.next++
+		// The record's other tasks ask for the same and would not fit either.
+		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), strings.Join(pl.problems, "; "))
+		if j.tasks() == 1 {
+			e.say(j, "waits: %s", why)
+		} else {
+			e.arrayNote(j).waitWhy = why
+			e.sayArray(j)
+		}
+		p.next, p.nextTask = p.next+1, 0
 	}
 	return placement{}, false
 }
@@ -922,6 +1051,36 @@ func sum(m map[string]int) int {
 		s += n
 	}
 	return s
+}
+
+// scaled is m times n.
+func scaled(m map[string]int, n int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v * n
+	}
+	return out
+}
+
+// taskList spells array task ids compactly: "1-3,7".
+func taskList(ids []uint32) string {
+	var b strings.Builder
+	for i := 0; i < len(ids); {
+		k := i
+		for k+1 < len(ids) && ids[k+1] == ids[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if k > i {
+			fmt.Fprintf(&b, "%d-%d", ids[i], ids[k])
+		} else {
+			fmt.Fprintf(&b, "%d", ids[i])
+		}
+		i = k + 1
+	}
+	return b.String()
 }
 
 func clone(m map[string]int) map[string]int {

@@ -63,6 +63,12 @@ func (b *jobBuilder) running(since time.Duration) *jobBuilder {
 	b.j.State, b.j.Reason, b.j.StartTime = StateRunning, "None", t0.Add(-since)
 	return b
 }
+
+// array makes the job a record of array tasks (its id is the array's).
+func (b *jobBuilder) array(tasks ...uint32) *jobBuilder {
+	b.j.ArrayJobID, b.j.ArrayTasks = b.j.ID, tasks
+	return b
+}
 func (b *jobBuilder) obj() Job { return b.j }
 
 // jobs makes n copies of a job with ids from first on.
@@ -258,6 +264,15 @@ func inherit(accounts []Account) {
 	for i := range accounts {
 		resolve(&accounts[i], 0)
 	}
+}
+
+// targetLines renders moves by what scontrol is told: "lend 12_3 proj-b".
+func targetLines(plan *Plan) []string {
+	var out []string
+	for _, m := range plan.Moves {
+		out = append(out, fmt.Sprintf("%s %s %s", m.Kind, m.Target(), m.Account))
+	}
+	return out
 }
 
 // moveLines renders moves compactly for comparison: "lend 12 proj-b".

@@ -163,6 +163,20 @@ func (in *idleNodes) take(pl placement) {
 	}
 }
 
+// giveBack returns what take removed.
+func (in *idleNodes) giveBack(pl placement) {
+	for _, r := range pl.nodes {
+		for t, n := range pl.perNode {
+			r.gpus[t] += n
+			for _, part := range r.parts {
+				in.idle[part][t] += n
+			}
+		}
+		r.cpus += pl.shape.cpus
+		r.memMB += pl.shape.memMB
+	}
+}
+
 // shares says whether two placements use a node in common.
 func (pl placement) sharesNode(other placement) bool {
 	for _, a := range pl.nodes {

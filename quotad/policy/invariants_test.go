@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,11 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config
 			b.interactive()
 		case k == 8:
 			b.borrowed().interactive()
+		case k == 9 && i < nPending, k == 10 && i < nPending: // an array record of 1-6 tasks
+			b.array(seq(uint32(r.IntN(3)), uint32(3+r.IntN(3)))...)
+			if k == 10 {
+				b.borrowed()
+			}
 		}
 		if i >= nPending { // a quarter runs
 			b.running(time.Duration(r.IntN(3600)) * time.Second)
@@ -74,6 +80,7 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config
 		}
 		sb.jobs(b.obj())
 	}
+	sb.s.WholeArrays = r.IntN(2) == 0 // before the sync: lends decide the reclaim order
 	snap := sb.synced(tb, cfg).obj()
 	return cfg, snap
 }
@@ -125,8 +132,8 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			if borrowedBefore[j.Account] == nil {
 				borrowedBefore[j.Account] = map[string]int{}
 			}
-			addAll(lentBefore, j.need())
-			addAll(borrowedBefore[j.Account], j.need())
+			addAll(lentBefore, scaled(j.need(), j.tasks()))
+			addAll(borrowedBefore[j.Account], scaled(j.need(), j.tasks()))
 		}
 	}
 	for _, m := range plan.Moves { // a returned job borrows no more
@@ -145,14 +152,19 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	}
 	lent := map[string]int{}
 	borrowed := map[string]map[string]int{}
-	seen := map[uint32]bool{}
+	seen := map[string]bool{}
+	movedRecord := map[uint32]bool{}
 	sawLend := false
 	for _, m := range plan.Moves {
 		j := byID[m.JobID]
-		if j == nil || j.State != StatePending || j.QOS != m.From || seen[m.JobID] {
+		if j == nil || j.State != StatePending || j.QOS != m.From || seen[m.Target()] {
 			t.Fatalf("seed %d: move of a job that is not a distinct pending job in %s: %v", seed, m.From, m)
 		}
-		seen[m.JobID] = true
+		if (m.ArrayJobID != 0) != (j.ArrayJobID != 0) || (m.ArrayJobID != 0 && !slices.Contains(j.ArrayTasks, m.Task)) {
+			t.Fatalf("seed %d: move %v names no task of record %d (tasks %v)", seed, m, j.ID, j.ArrayTasks)
+		}
+		seen[m.Target()] = true
+		movedRecord[m.JobID] = true
 		guar := cfg.Settings.GuaranteedQOSName(j.Account)
 		switch m.Kind {
 		case Lend:
@@ -171,6 +183,19 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			}
 		default:
 			t.Fatalf("seed %d: move of kind %q", seed, m.Kind)
+		}
+	}
+	if snap.WholeArrays { // an array record is lent whole or not at all
+		lentTasks := map[uint32]int{}
+		for _, m := range plan.Moves {
+			if m.Kind == Lend && m.ArrayJobID != 0 {
+				lentTasks[m.JobID]++
+			}
+		}
+		for id, n := range lentTasks {
+			if n != byID[id].tasks() {
+				t.Fatalf("seed %d: %d of the %d tasks of array record %d lent", seed, n, byID[id].tasks(), id)
+			}
 		}
 	}
 	for tp, n := range lent {
@@ -211,7 +236,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			t.Fatalf("seed %d: pending job %d (%s, %s, %s) has no explanation", seed, j.ID, j.Account, j.QOS, j.Reason)
 		}
 		// A pending borrower Slurm could not requeue goes back whenever quotad can move it.
-		if _, hasQuota := cfg.Project(j.Account); hasQuota && j.QOS == "borrow" && !j.Requeueable() && len(j.need()) > 0 && !seen[j.ID] {
+		if _, hasQuota := cfg.Project(j.Account); hasQuota && j.QOS == "borrow" && !j.Requeueable() && len(j.need()) > 0 && !movedRecord[j.ID] {
 			t.Fatalf("seed %d: pending borrower %d (requeue %v, batch %v) is not returned", seed, j.ID, j.Requeue, j.Batch)
 		}
 	}

@@ -142,18 +142,29 @@ const (
 
 // JobMove changes a PENDING job's QOS (scontrol update jobid=N qos=TO).
 type JobMove struct {
-	Kind    MoveKind
-	JobID   uint32
-	Account string // the job's account
-	Project string // the project whose quota covers it: the account or an ancestor
-	From    string
-	To      string
-	GPUs    map[string]int // the GPUs this decision counted, by type ("" any type)
-	Reason  string
+	Kind  MoveKind
+	JobID uint32 // the record the job is in
+	// ArrayJobID and Task name one array task (ArrayJobID 0: not an array task); a task still in
+	// its array's pending record is split off by the move, the other tasks stay.
+	ArrayJobID, Task uint32
+	Account          string // the job's account
+	Project          string // the project whose quota covers it: the account or an ancestor
+	From             string
+	To               string
+	GPUs             map[string]int // the GPUs this decision counted, by type ("" any type)
+	Reason           string
 }
 
 func (m JobMove) String() string {
-	return fmt.Sprintf("%s job %d (%s, %s): qos %s->%s", m.Kind, m.JobID, m.Account, gpuList(m.GPUs), m.From, m.To)
+	return fmt.Sprintf("%s job %s (%s, %s): qos %s->%s", m.Kind, m.Target(), m.Account, gpuList(m.GPUs), m.From, m.To)
+}
+
+// Target is the job as scontrol update names it: "123", or "123_7" for an array task.
+func (m JobMove) Target() string {
+	if m.ArrayJobID != 0 {
+		return fmt.Sprintf("%d_%d", m.ArrayJobID, m.Task)
+	}
+	return strconv.FormatUint(uint64(m.JobID), 10)
 }
 
 // ProjectStatus is one project's quota position, for quotactl list and explain.

@@ -42,6 +42,9 @@ type Snapshot struct {
 	// Usage is GPU-seconds per account over the fairness window; it breaks ties among
 	// borrowers with equal deficits in favour of the one that used less.
 	Usage map[string]float64
+	// WholeArrays is set where Slurm does not start an array task lent alone while the rest of
+	// its array waits (22.05): an array record is then lent only when all its tasks fit.
+	WholeArrays bool
 }
 
 // UnreadableJob is a job in the queue that the adapter could not turn into a Job.
@@ -73,10 +76,28 @@ type Job struct {
 	// Requeue is the effective requeue flag: --requeue/--no-requeue, else JobRequeue at submit.
 	Requeue bool
 	// Batch is Slurm's batch_flag: false for salloc and srun allocations.
-	Batch      bool
+	Batch bool
+	// ArrayJobID and ArrayTasks name a job array's tasks: ArrayTasks are the task ids (ascending)
+	// this record stands for, one for a task with a record of its own, several for the pending
+	// tasks Slurm still keeps in the array's record. Each task is one job with the request
+	// above: quotas, limits and fairness count tasks. Empty for a job not in an array.
+	ArrayJobID uint32
+	ArrayTasks []uint32
 	Priority   int64
 	SubmitTime time.Time
 	StartTime  time.Time
+}
+
+// tasks is how many jobs the record stands for.
+func (j *Job) tasks() int { return max(1, len(j.ArrayTasks)) }
+
+// target names the record's i-th task (0 for a job not in an array) as scontrol does: "123",
+// or "123_7", which also splits a task off its array's pending record.
+func (j *Job) target(i int) (arrayJob, task uint32) {
+	if j.ArrayJobID == 0 || len(j.ArrayTasks) == 0 {
+		return 0, 0
+	}
+	return j.ArrayJobID, j.ArrayTasks[i]
 }
 
 // Requeueable says whether Slurm's preemption can requeue the job. Slurm requeues only batch

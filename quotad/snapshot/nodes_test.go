@@ -94,8 +94,8 @@ func TestConvertJobReadsShape(t *testing.T) {
 // badJobFetcher adds to the captured queue a pending job whose GPU request does not parse.
 type badJobFetcher struct{ fixtureFetcher }
 
-func (f badJobFetcher) Jobs(ctx context.Context) ([]slurm.Job, error) {
-	jobs, err := f.fixtureFetcher.Jobs(ctx)
+func (f badJobFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
+	jobs, err := f.fixtureFetcher.QueueJobs(ctx)
 	return append(jobs, slurm.Job{ID: 999, Account: "proj-b", State: "PENDING", TRESPerNode: "gres/gpu:a100:two"}), err
 }
 

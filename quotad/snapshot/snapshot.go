@@ -1,6 +1,6 @@
 // Package snapshot builds quotad's view of the cluster, a policy.Snapshot, from its two
-// sources: slurmdbd's database (QOS, accounts, usage) and slurmctld's live state (squeue and
-// sinfo --json). Any source that cannot be read fails the whole snapshot: a plan built on
+// sources: slurmdbd's database (QOS, accounts, usage) and slurmctld's live state (squeue's
+// fast formatted read, and sinfo or scontrol show nodes --json). Any source that cannot be read fails the whole snapshot: a plan built on
 // half the facts could lend GPUs that are not idle or return jobs that are not borrowers.
 package snapshot
 
@@ -27,9 +27,17 @@ type Accounting interface {
 // DefaultUsageWindow is how far back GPU usage counts for tie-breaks among borrowers.
 const DefaultUsageWindow = 7 * 24 * time.Hour
 
+// Live reads slurmctld (slurm.Client): nodes, and every queued job through the fast queue
+// read (squeue --Format, not --json, which is too slow at tens of thousands of jobs).
+type Live interface {
+	SlurmRelease(ctx context.Context) (slurm.Release, error)
+	Nodes(ctx context.Context) ([]slurm.Node, error)
+	QueueJobs(ctx context.Context) ([]slurm.Job, error)
+}
+
 // Builder takes snapshots.
 type Builder struct {
-	Live        slurm.Fetcher
+	Live        Live
 	Accounting  Accounting
 	UsageWindow time.Duration
 	Now         func() time.Time // nil: time.Now
@@ -39,6 +47,13 @@ type Builder struct {
 type Snapshot struct {
 	*policy.Snapshot
 	TRES map[uint32]string // tres_table ids → names
+	// Took is how long each source took to read, for the logs and benchmarks.
+	Took Timings
+}
+
+// Timings are the read times of a snapshot's sources.
+type Timings struct {
+	Accounting, Nodes, Queue time.Duration
 }
 
 func (b *Builder) now() time.Time {
@@ -51,7 +66,7 @@ func (b *Builder) now() time.Time {
 // Take reads every source. TakenAt is when the first (oldest) read began, so the policy's
 // freshness check covers the whole snapshot.
 func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
-	started := b.now()
+	started, clock := b.now(), time.Now()
 	tres, err := b.Accounting.TRESNames(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurmdbd database: %w", err)
@@ -74,17 +89,28 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 			return nil, fmt.Errorf("slurmdbd database: %w", err)
 		}
 	}
+	var took Timings
+	took.Accounting = time.Since(clock)
+	rel, err := b.Live.SlurmRelease(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slurmctld: %w", err)
+	}
+	mark := time.Now()
 	nodes, err := b.Live.Nodes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurmctld (sinfo): %w", err)
 	}
-	jobs, err := b.Live.Jobs(ctx)
+	took.Nodes, mark = time.Since(mark), time.Now()
+	jobs, err := b.Live.QueueJobs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurmctld (squeue): %w", err)
 	}
+	took.Queue = time.Since(mark)
 	snap := &Snapshot{
-		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, Nodes: Nodes(nodes)},
-		TRES:     tres,
+		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, Nodes: Nodes(nodes),
+			WholeArrays: !rel.StartsSplitArrayTasks()},
+		TRES: tres,
+		Took: took,
 	}
 	for i := range jobs {
 		j, ok, err := ConvertJob(&jobs[i])
@@ -132,6 +158,7 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 		ID: j.ID, Account: j.Account, User: j.User, State: state, Reason: j.StateReason, QOS: j.QOS,
 		Partitions: j.Partitions(), Nodes: int(j.NodeCount), Requeue: j.Requeue, Batch: j.Batch,
 		Priority: int64(j.Priority), SubmitTime: j.Submit,
+		ArrayJobID: j.ArrayJobID, ArrayTasks: j.ArrayTasks,
 	}
 	if state != policy.StatePending {
 		pj.StartTime = j.Start

@@ -12,8 +12,11 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
-// fixtureFetcher replays squeue/sinfo --json captured on the testbed: bob with 4 jobs in his
-// guarantee, 2 borrowed and one --no-requeue job pending over quota.
+// fixtureFetcher replays sinfo --json captured on the testbed (22.05) with bob's 4 jobs in his
+// guarantee, 2 borrowed and one --no-requeue job pending over quota; the queue is the same
+// moment's squeue --json capture written as the fast read prints it (squeue-borrowing.txt,
+// the unfinished jobs of squeue-borrowing.json; bridge/slurm checks the two forms agree on
+// real captures of every release).
 type fixtureFetcher struct {
 	jobsErr error
 	t       *testing.T
@@ -27,15 +30,19 @@ func (f fixtureFetcher) Nodes(context.Context) ([]slurm.Node, error) {
 	return slurm.ParseNodes(data)
 }
 
-func (f fixtureFetcher) Jobs(context.Context) ([]slurm.Job, error) {
+func (f fixtureFetcher) SlurmRelease(context.Context) (slurm.Release, error) {
+	return slurm.Release{Year: 22, Month: 5}, nil
+}
+
+func (f fixtureFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
 	if f.jobsErr != nil {
 		return nil, f.jobsErr
 	}
-	data, err := os.ReadFile("testdata/squeue-borrowing.json")
+	data, err := os.ReadFile("testdata/squeue-borrowing.txt")
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return slurm.ParseJobs(data)
+	return slurm.ParseQueue(data)
 }
 
 type fakeAccounting struct{ err error }
@@ -56,6 +63,9 @@ func TestTakeFromFixtures(t *testing.T) {
 	snap, err := b.Take(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !snap.WholeArrays {
+		t.Error("a 22.05 snapshot does not ask for whole arrays")
 	}
 	if !snap.TakenAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("TakenAt = %v, want the first read's start %v", snap.TakenAt, t0.Add(time.Second))
@@ -131,6 +141,15 @@ func TestConvertJobPerTaskUsesTRESReq(t *testing.T) {
 	j.State = "COMPLETED"
 	if _, ok, _ := ConvertJob(&j); ok {
 		t.Error("a completed job is kept")
+	}
+}
+
+// A pending array record keeps its tasks: the policy counts each as a job.
+func TestConvertJobKeepsArrayTasks(t *testing.T) {
+	j := slurm.Job{ID: 10, State: "PENDING", TRESPerNode: "gres/gpu:a100:1", ArrayJobID: 10, ArrayTasks: []uint32{1, 4, 7}}
+	pj, ok, err := ConvertJob(&j)
+	if err != nil || !ok || pj.ArrayJobID != 10 || len(pj.ArrayTasks) != 3 || pj.GPUsPerNode["a100"] != 1 {
+		t.Fatalf("%+v %v %v", pj, ok, err)
 	}
 }
 

@@ -11,6 +11,9 @@
 #   squeue-REL-idle.json  sinfo-REL-idle.json  scontrol-nodes-REL-idle.json   before any job
 #   squeue-REL-mixed.json sinfo-REL-busy.json  scontrol-nodes-REL-busy.json   with the jobs
 #   version-REL.txt                                                            `sinfo --version`
+#   squeue-REL-mixed.txt (+ .args)   quotad's fast read (squeue --Format) of the mixed moment
+#   squeue-REL-array*.txt            an array record, a task split off, a batched update
+#   scontrol-update-REL.{out,err,rc} what a batched `scontrol update` says when some ids fail
 #   squeue-REL-requeue.json   jobs Slurm can and cannot requeue: sbatch --requeue/--no-requeue,
 #                             an salloc and an srun allocation, and sbatch without either flag
 #                             under JobRequeue=1 and (after a reconfigure) JobRequeue=0
@@ -104,9 +107,33 @@ if [ "${1:-}" = --inside ]; then
 	sleep 8
 	squeue
 	capture "squeue-$rel-mixed.json" squeue --json
+	# quotad's fast read (bridge/slurm/queue.go): the same moment as text. queue_args must
+	# match slurm.QueueArgs (a unit test compares them with the .args file).
+	sep=$'\x1f'
+	fields=(JobId ArrayJobId ArrayTaskId UserName Account QOS Partition State BatchFlag Requeue
+		PriorityLong SubmitTime StartTime NumNodes NodeList tres-per-node tres-per-job tres-per-task
+		tres-per-socket tres-alloc Reason)
+	fmt=""
+	for f in "${fields[@]}"; do fmt+="${fmt:+$sep,}$f:0"; done
+	queue_args=(--all --array --noheader "--Format=$fmt")
+	printf '%s\n' "${queue_args[@]}" >"/out/squeue-$rel-mixed.args"
+	queue() { env -u SQUEUE_FORMAT SLURM_TIME_FORMAT=%s SLURM_BITSTR_LEN=0 squeue "$@"; }
+	capture "squeue-$rel-mixed.txt" queue "${queue_args[@]}"
 	capture "sinfo-$rel-busy.json" sinfo --json
 	[ "$rel" = 22.05 ] || capture "scontrol-nodes-$rel-busy.json" scontrol show nodes --json
 
+	# An array record with an irregular task set, then one task split off by an update: squeue
+	# without --array folds the split task back into the record; with it each task is a line.
+	big=$(submit --parsable -J big-array -H -p cpu --array=1-40:3,50,60-62 | cut -d';' -f1)
+	scontrol update jobid="${big}_4" timelimit=20
+	sleep 1
+	capture "squeue-$rel-array.txt" queue "${queue_args[@]}"
+	capture "squeue-$rel-array-folded.txt" queue --all --noheader "--Format=$fmt"
+	# A batched update naming a pending task, a running job and a job that does not exist:
+	# what scontrol says for each, and its exit status.
+	scontrol update jobid="${big}_7,2,999999" partition=cpu >"/out/scontrol-update-$rel.out" 2>"/out/scontrol-update-$rel.err" &&
+		echo 0 >"/out/scontrol-update-$rel.rc" || echo $? >"/out/scontrol-update-$rel.rc"
+	capture "squeue-$rel-array-updated.txt" queue "${queue_args[@]}"
 	# batch_flag and the effective requeue flag, which decide whether preemption may requeue a
 	# job or must kill it. Held, so that nothing competes for the nodes.
 	scancel -u alice

@@ -1,0 +1,314 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The fast read's command line is the one capture.sh ran on every release.
+func TestQueueArgsAreTheCapturedOnes(t *testing.T) {
+	for _, rel := range releases {
+		captured := strings.Split(strings.TrimSuffix(string(fixture(t, "squeue-"+rel.name+"-mixed.args")), "\n"), "\n")
+		if !slices.Equal(captured, QueueArgs()) {
+			t.Errorf("%s: capture.sh ran squeue %q, QueueArgs is %q", rel.name, captured, QueueArgs())
+		}
+	}
+}
+
+// The text read of each release says what the JSON read of the same moment says.
+func TestParseQueueAgreesWithJSON(t *testing.T) {
+	for _, rel := range releases {
+		t.Run(rel.name, func(t *testing.T) {
+			text, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-mixed.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := ParseJobs(fixture(t, "squeue-"+rel.name+"-mixed.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			byID := map[uint32]Job{}
+			for _, j := range fromJSON {
+				byID[j.ID] = j
+			}
+			if len(text) != len(fromJSON) {
+				t.Errorf("%d records from text, %d from JSON", len(text), len(fromJSON))
+			}
+			for _, got := range text {
+				want, ok := byID[got.ID]
+				if !ok {
+					t.Errorf("job %d is not in the JSON", got.ID)
+					continue
+				}
+				// Fields the JSON reader does not fill, and the TRES the text prints as one.
+				w := want
+				w.ArrayJobID, w.ArrayTasks = got.ArrayJobID, got.ArrayTasks
+				if got.Pending() {
+					w.TRESAlloc = got.TRESAlloc
+				} else {
+					w.TRESReq = got.TRESReq
+				}
+				if !reflect.DeepEqual(got, w) {
+					t.Errorf("job %d:\ntext %+v\njson %+v", got.ID, got, w)
+				}
+				gr, err1 := got.GPURequest()
+				wr, err2 := want.GPURequest()
+				if err1 != nil || err2 != nil || !reflect.DeepEqual(gr, wr) {
+					t.Errorf("job %d: GPU request %+v (%v) from text, %+v (%v) from JSON", got.ID, gr, err1, wr, err2)
+				}
+			}
+			// Array 6 (tasks 0-3, two at a time): 0 and 1 run as records 8 and 9, 2 and 3 wait
+			// in the array's record, which counts for two jobs.
+			arr := map[uint32][]uint32{}
+			for _, j := range text {
+				if j.ArrayJobID != 0 {
+					arr[j.ID] = j.ArrayTasks
+				}
+			}
+			if want := map[uint32][]uint32{6: {2, 3}, 8: {0}, 9: {1}}; !reflect.DeepEqual(arr, want) {
+				t.Errorf("array records %v, want %v", arr, want)
+			}
+		})
+	}
+}
+
+// An array record keeps its pending tasks together; a task split off by an update is a record
+// of its own, in the same array.
+func TestParseQueueArrays(t *testing.T) {
+	for _, rel := range releases {
+		jobs, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-array-updated.txt"))
+		if err != nil {
+			t.Fatalf("%s: %v", rel.name, err)
+		}
+		got := map[uint32]string{}
+		for _, j := range jobs {
+			if j.ArrayJobID == 10 {
+				got[j.ID] = fmt.Sprintf("%v %d %s", j.ArrayTasks, j.TaskCount(), j.StateReason)
+			}
+		}
+		want := map[uint32]string{
+			10: "[1 10 13 16 19 22 25 28 31 34 37 40 50 60 61 62] 16 JobHeldUser",
+			11: "[4] 1 JobHeldUser",
+			12: "[7] 1 JobHeldUser",
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: array 10 = %v, want %v", rel.name, got, want)
+		}
+	}
+}
+
+// Without --array squeue folds split pending tasks back into the array's record, whatever
+// their QOS: that output is refused, with its line.
+func TestParseQueueRefusesFoldedArrays(t *testing.T) {
+	for _, rel := range releases {
+		_, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-array-folded.txt"))
+		var qe *QueueError
+		if !errors.As(err, &qe) || qe.Line != 4 || !strings.Contains(err.Error(), "without --array") {
+			t.Errorf("%s: err = %v, want line 4 refused as a task range", rel.name, err)
+		}
+	}
+}
+
+func queueLine(fields ...string) string { return strings.Join(fields, queueSep) }
+
+func goodLine(id, arrayJob, task string) []string {
+	return []string{id, arrayJob, task, "bob", "proj-b", "guar-proj-b", "a100", "PENDING", "1", "1", "100",
+		"1795473003", "N/A", "1", "", "gres/gpu:a100:1", "N/A", "N/A", "N/A", "cpu=1,mem=1000M,node=1,billing=1,gres/gpu=1,gres/gpu:a100=1", "QOSGrpGRES"}
+}
+
+func TestParseQueueLines(t *testing.T) {
+	with := func(i int, v string) string {
+		f := goodLine("5", "5", "N/A")
+		f[i] = v
+		return queueLine(f...)
+	}
+	tests := []struct {
+		name    string
+		out     string
+		wantErr string // "" for success
+		line    int
+	}{
+		{"empty queue", "", "", 0},
+		{"one job", queueLine(goodLine("5", "5", "N/A")...) + "\n", "", 0},
+		{"no final newline", queueLine(goodLine("5", "5", "N/A")...), "", 0},
+		{"a separator in the reason stays in it", queueLine(append(goodLine("5", "5", "N/A"), "more")...), "", 0},
+		{"a field short", strings.TrimSuffix(queueLine(goodLine("5", "5", "N/A")...), queueSep+"QOSGrpGRES"), "20 fields, want 21", 1},
+		{"a header line", strings.Join(queueFields, queueSep), `"JobId" is not a job id`, 1},
+		{"unknown state", with(7, "WAITING"), `unknown state "WAITING"`, 1},
+		{"requeue not 0/1", with(9, "yes"), `Requeue "yes"`, 1},
+		{"batch flag", with(8, ""), `BatchFlag ""`, 1},
+		{"priority", with(10, "-1"), `PriorityLong "-1"`, 1},
+		{"time format", with(11, "Mar 1 12:00"), "SLURM_TIME_FORMAT", 1},
+		{"bad TRES", with(19, "gres/gpu"), "tres-alloc", 1},
+		{"no user", with(3, ""), `UserName ""`, 1},
+		{"no reason", with(20, ""), "no Reason", 1},
+		{"array id without a task", with(1, "4"), "ArrayJobId 4 without an ArrayTaskId", 1},
+		{"second line bad", queueLine(goodLine("5", "5", "N/A")...) + "\n" + with(13, "x"), `NumNodes "x"`, 2},
+		{"same job twice", queueLine(goodLine("5", "5", "N/A")...) + "\n" + queueLine(goodLine("5", "5", "N/A")...), "listed twice", 2},
+		{"record lines apart", queueLine(goodLine("5", "5", "1")...) + "\n" + queueLine(goodLine("6", "6", "N/A")...) + "\n" + queueLine(goodLine("5", "5", "2")...), "appears again", 3},
+		{"tasks out of order", queueLine(goodLine("5", "5", "2")...) + "\n" + queueLine(goodLine("5", "5", "1")...), "task 1 after task 2", 2},
+		{"record lines disagree", queueLine(goodLine("5", "5", "1")...) + "\n" + func() string {
+			f := goodLine("5", "5", "2")
+			f[5] = "borrow"
+			return queueLine(f...)
+		}(), "differs", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			jobs, err := ParseQueue([]byte(tt.out))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var qe *QueueError
+			if !errors.As(err, &qe) || qe.Line != tt.line || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want line %d: %s", err, tt.line, tt.wantErr)
+			}
+			if jobs != nil {
+				t.Error("jobs returned with an error")
+			}
+		})
+	}
+	jobs, err := ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
+	if err != nil || jobs[0].StateReason != "QOSGrpGRES"+queueSep+"more" {
+		t.Errorf("reason = %q, %v", jobs[0].StateReason, err)
+	}
+	j := jobs[0]
+	if j.ID != 5 || j.User != "bob" || !j.Pending() || !j.Batch || !j.Requeue || j.Priority != 100 || j.Submit.Unix() != 1795473003 ||
+		!j.Start.IsZero() || j.TRESReq.GPUs("a100") != 1 || j.TRESAlloc != nil || j.TaskCount() != 1 {
+		t.Errorf("job = %+v", j)
+	}
+}
+
+// envRunner records the environment the fast read runs with.
+type envRunner struct {
+	replayRunner
+	env []string
+}
+
+func (r *envRunner) RunEnv(ctx context.Context, edit func([]string) []string, name string, args ...string) ([]byte, error) {
+	r.env = edit([]string{"PATH=/usr/bin", "SQUEUE_USERS=alice", "SQUEUE_FORMAT=%i", "SLURM_TIME_FORMAT=relative", "SLURM_CONF=/etc/x"})
+	return r.Run(ctx, name, args...)
+}
+
+func TestQueueJobsRunsWithoutSqueueFilters(t *testing.T) {
+	r := &envRunner{replayRunner: replayRunner{t: t, outputs: map[string][]byte{
+		"squeue " + strings.Join(QueueArgs(), " "): fixture(t, "squeue-24.11-mixed.txt"),
+	}}}
+	jobs, err := Client{Runner: r}.QueueJobs(context.Background())
+	if err != nil || len(jobs) != 9 {
+		t.Fatalf("%d jobs, %v", len(jobs), err)
+	}
+	want := []string{"PATH=/usr/bin", "SLURM_CONF=/etc/x", "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0"}
+	if !slices.Equal(r.env, want) {
+		t.Errorf("env %q, want %q", r.env, want)
+	}
+}
+
+func TestUpdateFailures(t *testing.T) {
+	for _, rel := range releases {
+		stderr := string(fixture(t, "scontrol-update-"+rel.name+".err"))
+		err := &CommandError{Command: "scontrol update", ExitCode: 1, Stderr: stderr}
+		got := UpdateFailures([]string{"10_7", "2", "999999"}, err)
+		want := map[string]string{"2": "Job is no longer pending execution", "999999": "Invalid job id specified"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: failures %v, want %v", rel.name, got, want)
+		}
+	}
+	if got := UpdateFailures([]string{"1"}, nil); len(got) != 0 {
+		t.Errorf("a run that succeeded: %v", got)
+	}
+	// A run that failed without naming its ids: their outcome is unknown, so all failed.
+	got := UpdateFailures([]string{"1", "2"}, &CommandError{ExitCode: 1, Stderr: "slurm_update error: Unable to contact slurm controller\n"})
+	if len(got) != 2 || !strings.Contains(got["1"], "Unable to contact") {
+		t.Errorf("unexplained failure: %v", got)
+	}
+	// An array task's own failure line names it.
+	got = UpdateFailures([]string{"10_4", "10_5"}, &CommandError{ExitCode: 1, Stderr: "10_5: Job has already finished\n"})
+	if !reflect.DeepEqual(got, map[string]string{"10_5": "Job has already finished"}) {
+		t.Errorf("array task failure: %v", got)
+	}
+}
+
+func TestUpdateJobsQOSBatches(t *testing.T) {
+	ids := make([]string, MaxIDsPerUpdate+3)
+	for i := range ids {
+		ids[i] = fmt.Sprint(100 + i)
+	}
+	r := &scriptRunner{}
+	failed, err := Client{Runner: r}.UpdateJobsQOS(context.Background(), ids, "borrow")
+	if err != nil || len(failed) != 0 || len(r.calls) != 2 {
+		t.Fatalf("%d runs, failed %v, err %v; want 2 runs", len(r.calls), failed, err)
+	}
+	if !strings.HasSuffix(r.calls[1], "jobid=1100,1101,1102 qos=borrow") {
+		t.Errorf("second run %q", r.calls[1])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	failed, err = Client{Runner: r}.UpdateJobsQOS(ctx, ids[:2], "borrow")
+	if err == nil || len(failed) != 2 {
+		t.Errorf("ended context: failed %v, err %v", failed, err)
+	}
+}
+
+func FuzzParseQueue(f *testing.F) {
+	for _, rel := range releases {
+		for _, name := range []string{"mixed", "array", "array-updated", "array-folded"} {
+			f.Add(fixture(f, "squeue-"+rel.name+"-"+name+".txt"))
+		}
+	}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		jobs, err := ParseQueue(out)
+		if err != nil {
+			var qe *QueueError
+			if !errors.As(err, &qe) || qe.Line < 1 {
+				t.Fatalf("error without a line: %v", err)
+			}
+			return
+		}
+		// Every line is one job or one more task of the record before it.
+		tasks, seen := 0, map[uint32]bool{}
+		for _, j := range jobs {
+			if j.ID == 0 || seen[j.ID] || (j.ArrayJobID == 0) != (len(j.ArrayTasks) == 0) {
+				t.Fatalf("bad job %+v", j)
+			}
+			seen[j.ID] = true
+			tasks += j.TaskCount()
+		}
+		lines := strings.Count(strings.TrimSuffix(string(out), "\n"), "\n") + 1
+		if len(out) == 0 {
+			lines = 0
+		}
+		if tasks != lines {
+			t.Fatalf("%d lines gave %d tasks", lines, tasks)
+		}
+	})
+}
+
+// BenchmarkParseQueue parses 20,000 pending array task lines and 5,000 single jobs, the shape
+// of bench/cmd/quotadcost -pending 20000 -running 5000 -array 1000.
+func BenchmarkParseQueue(b *testing.B) {
+	var sb strings.Builder
+	for i := range 20_000 {
+		arr := fmt.Sprint(1 + i/1000)
+		sb.WriteString(queueLine(goodLine(arr, arr, fmt.Sprint(i%1000))...) + "\n")
+	}
+	for i := range 5_000 {
+		id := fmt.Sprint(100_000 + i)
+		sb.WriteString(queueLine(goodLine(id, id, "N/A")...) + "\n")
+	}
+	out := []byte(sb.String())
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if _, err := ParseQueue(out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

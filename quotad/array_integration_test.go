@@ -1,0 +1,169 @@
+//go:build integration
+
+package quotad_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// TestArrayLendsOnlyTasksThatFit: bob uses his 4 guaranteed a100, and submits an array of 10
+// one-a100 tasks while 4 a100 of its partition are idle. quotad lends exactly 4 tasks (the
+// first ones, split off the array's record by scontrol update jobid=A_T), they run in the
+// borrow QOS, and the other 6 stay pending in bob's guarantee, cycle after cycle.
+func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
+	})
+	arr := submitN(t, c, "bob", 1, "--array=0-9")[0]
+	rel, err := c.Release(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rel.StartsSplitArrayTasks() {
+		wholeArraysOnly(t, c, arr)
+		return
+	}
+
+	tasks := func() map[string]slurm.SacctRecord {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		recs, err := c.Slurm().SacctJobs(ctx, slurm.SacctFilter{JobIDs: []string{arr}}, "JobID", "QOS", "State")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]slurm.SacctRecord{}
+		for _, r := range recs {
+			out[r["JobID"]] = r
+		}
+		return out
+	}
+	borrowedRunning := func(recs map[string]slurm.SacctRecord) []string {
+		var ids []string
+		for id, r := range recs {
+			if r["QOS"] == "borrow-proj-b" && r["State"] == "RUNNING" {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	waitFor(t, "4 array tasks running borrowed", 30*time.Second, func() bool { return len(borrowedRunning(tasks())) == 4 })
+	time.Sleep(6 * time.Second) // three more quotad cycles: nothing more may move
+
+	recs := tasks()
+	want := []string{arr + "_0", arr + "_1", arr + "_2", arr + "_3"}
+	if got := borrowedRunning(recs); !slices.Equal(got, want) {
+		t.Errorf("tasks running borrowed: %v, want %v (sacct: %v)", got, want, recs)
+	}
+	// The 6 others wait in bob's guarantee, still in the array's record.
+	rest := recs[arr+"_[4-9]"]
+	if rest == nil || rest["QOS"] != "guar-proj-b" || rest["State"] != "PENDING" {
+		t.Errorf("tasks 4-9: %v, want one record PENDING in guar-proj-b (sacct: %v)", rest, recs)
+	}
+	for id, r := range recs {
+		if r["QOS"] == "borrow-proj-b" && !slices.Contains(want, id) {
+			t.Errorf("%s was moved to borrow: %v", id, r)
+		}
+	}
+	// squeue's per-task view (the fast read) agrees.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	jobs, err := c.Slurm().QueueJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := map[string]int{}
+	for _, j := range jobs {
+		if fmt.Sprint(j.ArrayJobID) == arr {
+			view[j.QOS+"/"+j.StateName()] += j.TaskCount()
+		}
+	}
+	if wantView := map[string]int{"borrow-proj-b/RUNNING": 4, "guar-proj-b/PENDING": 6}; !mapsEqual(view, wantView) {
+		t.Errorf("squeue: %v, want %v", view, wantView)
+	}
+	// The active quotad (the testbed's, or the test's when none runs) lent each task by name.
+	var data []byte
+	for _, log := range append(quotadLogs, filepath.Join(c.Dir, "log", "quotad.log")) {
+		b, _ := os.ReadFile(log)
+		data = append(data, b...)
+	}
+	lent := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if strings.Contains(line, `"job":"`+arr+`_`) && strings.Contains(line, `"kind":"lend"`) && strings.Contains(line, "moved job") {
+			lent++
+		}
+	}
+	if lent != 4 {
+		t.Errorf("quotad logged %d lends of the array's tasks, want 4:\n%s", lent, data)
+	}
+	assertNoKill(t, c)
+}
+
+// wholeArraysOnly is the test on 22.05, where a task lent alone would never start while the
+// rest of its array waits: the 10-task array is not lent at all, and a 4-task array submitted
+// after it is lent whole, all 4 tasks running borrowed.
+func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
+	time.Sleep(6 * time.Second) // three quotad cycles with 4 idle a100 and 10 tasks
+	if out := quotactl(t, c, "explain", arr10); !strings.Contains(out, "lent together or not at all") {
+		t.Errorf("explain of the 10-task array does not say why it is not lent:\n%s", out)
+	}
+	arr4 := submitN(t, c, "bob", 1, "--array=0-3")[0]
+	states := func(arr string) map[string]int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		jobs, err := c.Slurm().QueueJobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, j := range jobs {
+			if fmt.Sprint(j.ArrayJobID) == arr {
+				out[j.QOS+"/"+j.StateName()] += j.TaskCount()
+			}
+		}
+		return out
+	}
+	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return states(arr4)["borrow-proj-b/RUNNING"] == 4 })
+	time.Sleep(6 * time.Second) // three more quotad cycles
+	if got := states(arr10); !mapsEqual(got, map[string]int{"guar-proj-b/PENDING": 10}) {
+		t.Errorf("10-task array: %v, want all 10 pending in guar-proj-b", got)
+	}
+	assertNoKill(t, c)
+}
+
+// assertNoKill fails when slurmctld had to kill a preempted job instead of requeueing it.
+func assertNoKill(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "had to be killed") {
+		t.Error(`slurmctld.log says a preempted job "had to be killed"`)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
