@@ -135,7 +135,18 @@ func TestSubAccountCountsInProjectGuarantee(t *testing.T) {
 		return isRunning(r) && r.qos == "guar-proj-a"
 	})
 
-	got := sacctQOS(t, c, append(append([]string{third, late}, alice...), sub...))
+	// slurmdbd learns a just-started job's QOS a moment later (22.05's sacct shows "Unknown"
+	// until then): wait for every record to name one.
+	var got map[string]string
+	waitFor(t, "sacct naming each job's QOS", 20*time.Second, func() bool {
+		got = sacctQOS(t, c, append(append([]string{third, late}, alice...), sub...))
+		for _, v := range got {
+			if strings.HasPrefix(v, "Unknown/") || strings.HasPrefix(v, "/") {
+				return false
+			}
+		}
+		return true
+	})
 	if got[third] != "borrow-proj-a/team-a1" || got[late] != "guar-proj-a/proj-a" || got[sub[0]] != "guar-proj-a/team-a1" {
 		t.Errorf("sacct QOS/account: %v", got)
 	}
