@@ -53,19 +53,21 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	c.PauseDaemon(t, "quotad")
 	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
 
+	// With no quotad running, bob's 4 over-quota a100 jobs and carol's 2 (she has no a100
+	// guarantee) wait, so the slow quotad's first plan lends them all: moves are batched per
+	// borrow QOS, so that is two move actions (borrow-proj-b, borrow-proj-c), stepDelay apart.
+	bob := overQuota(t, c)
+	carol := []string{submitAs(t, c, "carol", "-p", "a100-spot"), submitAs(t, c, "carol", "-p", "a100-spot")}
+	all := append(append([]string{}, bob...), carol...)
+	const lends = 6
+
 	first, firstCmd := startQuotad(t, c, "2s", "--apply-step-delay", stepDelay.String())
 	waitFor(t, "the slow quotad to take the lease", 30*time.Second, func() bool {
 		return logCount(t, first, "this quotad is the active one") > 0
 	})
 	firstAPI := apiAddr(t, first)
 	standby, _ := startQuotad(t, c, "1s")
-	waitFor(t, "the standby to stay passive", 30*time.Second, func() bool {
-		return logCount(t, standby, "staying passive") > 0
-	})
-
-	// bob's 4 over-quota jobs make a plan of 4 lends: 4 actions, 3 s apart.
-	bob := overQuota(t, c)
-	waitFor(t, "the slow quotad's first lend", 30*time.Second, func() bool {
+	waitFor(t, "the slow quotad's first move batch", 60*time.Second, func() bool {
 		return logCount(t, first, "moved job") > 0
 	})
 
@@ -87,7 +89,7 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	cutMoves := logCount(t, first, "moved job")
 	cutAudit := auditMovesBy(t, c, firstCmd.Process.Pid)
 	t.Logf("cut lease connection %d after %d of the slow quotad's moves", holder.Int64, cutMoves)
-	if cutMoves >= 4 {
+	if cutMoves >= lends {
 		t.Fatalf("the slow quotad had finished its apply (%d moves) before the cut: the test proves nothing", cutMoves)
 	}
 
@@ -96,9 +98,9 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 		return logCount(t, standby, "this quotad is the active one") > 0
 	})
 	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "all 8 of bob's jobs running, 4 borrowed", 30*time.Second, func() bool {
-		q := queue(t, c, bob)
-		return count(q, bob, isRunning) == 8 && count(q, bob, func(r jobRow) bool { return r.qos == "borrow-proj-b" }) == 4
+	waitFor(t, "all of bob's and carol's jobs running, 6 borrowed", 30*time.Second, func() bool {
+		q := queue(t, c, all)
+		return count(q, all, isRunning) == len(all) && count(q, all, func(r jobRow) bool { return strings.HasPrefix(r.qos, "borrow-") }) == lends
 	})
 	// Past the point where the slow quotad's next action would have come.
 	time.Sleep(2 * stepDelay)
@@ -116,10 +118,13 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	if v := metric(t, firstAPI, "quotad_applies_fenced_total"); v != "1" {
 		t.Errorf("quotad_applies_fenced_total = %q, want 1", v)
 	}
-	if n := logCount(t, standby, "moved job"); n != 4-cutMoves {
-		t.Errorf("the standby moved %d jobs, want the %d the slow quotad left", n, 4-cutMoves)
+	if n := logCount(t, standby, "moved job"); n != lends-cutMoves {
+		t.Errorf("the standby moved %d jobs, want the %d the slow quotad left", n, lends-cutMoves)
 	}
-	for id, r := range queue(t, c, bob) {
+	if logCount(t, standby, "staying passive") == 0 {
+		t.Error("the standby never said it stayed passive while the slow quotad held the lease")
+	}
+	for id, r := range queue(t, c, all) {
 		if r.state != "RUNNING" {
 			t.Errorf("job %s is %s; no job may end", id, r.state)
 		}

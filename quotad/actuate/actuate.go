@@ -6,7 +6,6 @@ package actuate
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,30 +105,13 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: "account " + c.Account, Old: accountOld(c), New: accountNew(c), Detail: c.String()})
 		res.Accounts++
 	}
-	failed, err := a.moveJobs(ctx, plan.Moves)
-	for _, m := range plan.Moves {
-		if why, bad := failed[m.Target()]; bad {
-			msg := fmt.Sprintf("%s: %s", m, why)
-			a.Log.Warn().Str("job", m.Target()).Str("kind", string(m.Kind)).Str("error", why).Msg("job move failed; the next cycle sees the job as it is now")
-			res.MoveFailures = append(res.MoveFailures, msg)
-			continue
+	// Each batch is logged and audited as soon as it ran: a quotad stopped (or fenced) between
+	// batches leaves a trail of exactly what it did.
+	err := a.moveJobs(ctx, plan.Moves, func(batch []policy.JobMove, failed map[string]string) {
+		for _, m := range batch {
+			a.recordMove(ctx, m, failed, &res)
 		}
-		a.Log.Info().Str("job", m.Target()).Str("account", m.Account).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).Str("why", m.Reason).Msg("moved job")
-		a.audit(ctx, store.Entry{Kind: store.KindMove, Subject: "job " + m.Target(), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason})
-		// Counted per project: a sub-account's job borrows as its project's.
-		project := m.Project
-		if project == "" {
-			project = m.Account
-		}
-		switch m.Kind {
-		case policy.Lend:
-			res.Lends++
-			res.LendsByAccount[project]++
-		case policy.Return:
-			res.Returns++
-			res.ReturnsByAccount[project]++
-		}
-	}
+	})
 	if err != nil {
 		return res, err
 	}
@@ -140,42 +122,74 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 }
 
 // moveJobs runs the moves with one scontrol update per target QOS (more for very many jobs),
-// in the plan's order of first appearance, so returns still go before lends. scontrol goes on
-// past a job it cannot move (one that started since the snapshot, say) and names it; failed
-// maps each such job (Target) to why.
-func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove) (map[string]string, error) {
+// in the plan's order of first appearance, so returns still go before lends, and hands each
+// batch to done with the jobs that failed (Target → why). scontrol goes on past a job it cannot
+// move (one that started since the snapshot, say) and names it. After an error, the batches
+// not tried are handed to done as failed too.
+func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove, done func(batch []policy.JobMove, failed map[string]string)) error {
 	var order []string
-	byQOS := map[string][]string{}
+	byQOS := map[string][]policy.JobMove{}
 	for _, m := range moves {
 		if _, seen := byQOS[m.To]; !seen {
 			order = append(order, m.To)
 		}
-		byQOS[m.To] = append(byQOS[m.To], m.Target())
+		byQOS[m.To] = append(byQOS[m.To], m)
 	}
-	failed := map[string]string{}
+	notTried := func(rest []string, err error) {
+		for _, qos := range rest {
+			failed := map[string]string{}
+			for _, m := range byQOS[qos] {
+				failed[m.Target()] = "not tried: " + err.Error()
+			}
+			done(byQOS[qos], failed)
+		}
+	}
 	for i, qos := range order {
-		if err := a.beforeAction(ctx, moveBatch{qos, len(byQOS[qos])}); err != nil {
-			for _, later := range order[i:] {
-				for _, id := range byQOS[later] {
-					failed[id] = "not tried: " + err.Error()
-				}
-			}
-			return failed, err
+		batch := byQOS[qos]
+		if err := a.beforeAction(ctx, moveBatch{qos, len(batch)}); err != nil {
+			notTried(order[i:], err)
+			return err
 		}
-		f, err := a.Slurm.UpdateJobsQOS(ctx, byQOS[qos], qos)
-		for id, why := range f {
-			failed[id] = why
+		ids := make([]string, len(batch))
+		for k, m := range batch {
+			ids[k] = m.Target()
 		}
+		failed, err := a.Slurm.UpdateJobsQOS(ctx, ids, qos)
+		if failed == nil {
+			failed = map[string]string{}
+		}
+		done(batch, failed)
 		if err != nil {
-			for _, later := range order[slices.Index(order, qos)+1:] {
-				for _, id := range byQOS[later] {
-					failed[id] = "not tried: " + err.Error()
-				}
-			}
-			return failed, err
+			notTried(order[i+1:], err)
+			return err
 		}
 	}
-	return failed, nil
+	return nil
+}
+
+// recordMove logs, audits and counts one move as done, or as failed when failed names it.
+func (a *Actuator) recordMove(ctx context.Context, m policy.JobMove, failed map[string]string, res *Result) {
+	if why, bad := failed[m.Target()]; bad {
+		msg := fmt.Sprintf("%s: %s", m, why)
+		a.Log.Warn().Str("job", m.Target()).Str("kind", string(m.Kind)).Str("error", why).Msg("job move failed; the next cycle sees the job as it is now")
+		res.MoveFailures = append(res.MoveFailures, msg)
+		return
+	}
+	a.Log.Info().Str("job", m.Target()).Str("account", m.Account).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).Str("why", m.Reason).Msg("moved job")
+	a.audit(ctx, store.Entry{Kind: store.KindMove, Subject: "job " + m.Target(), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason})
+	// Counted per project: a sub-account's job borrows as its project's.
+	project := m.Project
+	if project == "" {
+		project = m.Account
+	}
+	switch m.Kind {
+	case policy.Lend:
+		res.Lends++
+		res.LendsByAccount[project]++
+	case policy.Return:
+		res.Returns++
+		res.ReturnsByAccount[project]++
+	}
 }
 
 // moveBatch names one scontrol update of several jobs, for the fence's error.

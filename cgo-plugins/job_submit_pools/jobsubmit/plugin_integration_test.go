@@ -380,7 +380,7 @@ func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 		t.Fatal("testbed pools.yaml no longer sets policy: cheapest; update this test")
 	}
 	replace([]byte(fixed))
-	submitUntilLogged("(policy default-first)", !freshProcess)
+	submitUntilLogged("(policy default-first,", !freshProcess)
 }
 
 // A burst of submissions from 8 parallel submitters, malformed GPU strings among them, leaves
