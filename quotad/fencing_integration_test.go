@@ -60,6 +60,11 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	carol := []string{submitAs(t, c, "carol", "-p", "a100-spot"), submitAs(t, c, "carol", "-p", "a100-spot")}
 	all := append(append([]string{}, bob...), carol...)
 	const lends = 6
+	// Only jobs Slurm has marked over quota are lent: wait for all six, or the first plan
+	// could hold one batch only and the cut would fall between cycles, not between actions.
+	waitFor(t, "bob's 4 and carol's 2 jobs pending with reason QOSGrpGRES", 30*time.Second, func() bool {
+		return count(queue(t, c, all), all, func(r jobRow) bool { return r.state == "PENDING" && r.reason == "QOSGrpGRES" }) == lends
+	})
 
 	first, firstCmd := startQuotad(t, c, "2s", "--apply-step-delay", stepDelay.String())
 	waitFor(t, "the slow quotad to take the lease", 30*time.Second, func() bool {
