@@ -5,6 +5,7 @@ package quotad_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,7 +92,7 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 			view[j.QOS+"/"+j.StateName()] += j.TaskCount()
 		}
 	}
-	if wantView := map[string]int{"borrow-proj-b/RUNNING": 4, "guar-proj-b/PENDING": 6}; !mapsEqual(view, wantView) {
+	if wantView := map[string]int{"borrow-proj-b/RUNNING": 4, "guar-proj-b/PENDING": 6}; !maps.Equal(view, wantView) {
 		t.Errorf("squeue: %v, want %v", view, wantView)
 	}
 	// The active quotad (the testbed's, or the test's when none runs) lent each task by name.
@@ -109,7 +110,7 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 	if lent != 4 {
 		t.Errorf("quotad logged %d lends of the array's tasks, want 4:\n%s", lent, data)
 	}
-	assertNoKill(t, c)
+	assertNoneKilled(t, c, 0)
 }
 
 // wholeArraysOnly is the test on 22.05, where a task lent alone would never start while the
@@ -138,32 +139,8 @@ func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
 	}
 	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return states(arr4)["borrow-proj-b/RUNNING"] == 4 })
 	time.Sleep(6 * time.Second) // three more quotad cycles
-	if got := states(arr10); !mapsEqual(got, map[string]int{"guar-proj-b/PENDING": 10}) {
+	if got := states(arr10); !maps.Equal(got, map[string]int{"guar-proj-b/PENDING": 10}) {
 		t.Errorf("10-task array: %v, want all 10 pending in guar-proj-b", got)
 	}
-	assertNoKill(t, c)
-}
-
-// assertNoKill fails when slurmctld had to kill a preempted job instead of requeueing it.
-func assertNoKill(t *testing.T, c *testbed.Cluster) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(data), "had to be killed") {
-		t.Error(`slurmctld.log says a preempted job "had to be killed"`)
-	}
-}
-
-func mapsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
+	assertNoneKilled(t, c, 0)
 }

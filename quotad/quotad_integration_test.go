@@ -264,31 +264,12 @@ func TestBorrowReclaimReturn(t *testing.T) {
 	t.Logf("scenario 3: bob's 4 requeued jobs running again %s after alice's ended", d.Round(100*time.Millisecond))
 }
 
-// killedInLog returns slurmctld.log's lines from offset on that say a preempted job was
-// killed instead of requeued, and the log's current size.
-func killedInLog(t *testing.T, c *testbed.Cluster, offset int64) ([]string, int64) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var killed []string
-	if offset <= int64(len(data)) {
-		for _, line := range strings.Split(string(data[offset:]), "\n") {
-			if strings.Contains(line, "had to be killed") {
-				killed = append(killed, line)
-			}
-		}
-	}
-	return killed, int64(len(data))
-}
-
 // TestReclaimFollowsUsage: bob has 4 in quota and 4 borrowed; his in-quota jobs end, so his
 // borrowers are now within his guarantee; carol borrows the freed a100; alice claims her
 // guarantee. carol's borrowers are requeued, bob's keep running, and nothing is killed.
 func TestReclaimFollowsUsage(t *testing.T) {
 	c := testbed.Require(t)
-	_, logStart := killedInLog(t, c, 0)
+	logStart := ctldLogSize(t, c)
 	ensureQuotad(t, c)
 	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
 	bob := submitN(t, c, "bob", 8)
@@ -346,9 +327,7 @@ func TestReclaimFollowsUsage(t *testing.T) {
 	if n := count(queue(t, c, carol), carol, func(r jobRow) bool { return r.state == "PENDING" }); n != 4 {
 		t.Errorf("%d of carol's reclaimed jobs pending again, want 4 (requeued, not cancelled)", n)
 	}
-	if killed, _ := killedInLog(t, c, logStart); len(killed) > 0 {
-		t.Errorf("slurmctld killed preempted jobs:\n%s", strings.Join(killed, "\n"))
-	}
+	assertNoneKilled(t, c, logStart)
 }
 
 // TestNoRequeueNeverLent is scenario 4.
