@@ -278,6 +278,13 @@ func PrintStatus(w io.Writer, jobs []daemon.JobStatus) {
 			hist = append(hist, fmt.Sprintf("%s:%.0f", sizeString(p.Size), p.SamplesPerSec))
 		}
 		fmt.Fprintf(w, "  samples/s %s\n", strings.Join(hist, " "))
+		for _, wp := range j.Workers {
+			compute := ""
+			if wp.ComputeSecondsPerStep > 0 {
+				compute = fmt.Sprintf(", %.0f ms compute/step", 1000*wp.ComputeSecondsPerStep)
+			}
+			fmt.Fprintf(w, "  worker    %s %s: %.0f samples/s%s\n", wp.Worker, wp.Type, wp.SamplesPerSec, compute)
+		}
 		fmt.Fprintf(w, "  decision  %s at %s: %s\n", j.Decision, j.DecidedAt.Format(time.TimeOnly), j.Reason)
 		for _, f := range j.Flags {
 			fmt.Fprintf(w, "  flag      %s\n", f)

@@ -262,6 +262,7 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		}},
 		History:  j.history,
 		Signals:  d.signalsFor(active),
+		Main:     strconv.FormatUint(uint64(id), 10),
 		Capacity: d.capacity(j, main, snap),
 		Settings: d.settingsFor(j),
 	})
@@ -404,7 +405,8 @@ func (d *Daemon) record(j *job, active []slurm.Job, now time.Time, log zerolog.L
 		if !ok || err != nil || (!w.Start.IsZero() && rep.Time.Before(w.Start)) || rep.Time.After(now.Add(time.Minute)) {
 			return m.Allocated // incomplete: the policy would hold on it anyway; keep the history clean
 		}
-		m.Workers = append(m.Workers, policy.WorkerRate{Worker: worker, Type: t, SamplesPerSec: rep.SamplesPerSec})
+		m.Workers = append(m.Workers, policy.WorkerRate{Worker: worker, Type: t, SamplesPerSec: rep.SamplesPerSec,
+			ComputeSecondsPerStep: rep.ComputeSecondsPerStep})
 		if m.Time.IsZero() || rep.Time.Before(m.Time) {
 			m.Time = rep.Time // the measurement is as old as its oldest report
 		}
@@ -444,12 +446,18 @@ func singleNode(w slurm.Job) (string, bool) {
 func (d *Daemon) setDecision(j *job, dec policy.Decision, now time.Time, log zerolog.Logger) {
 	d.mu.Lock()
 	changed := dec.Action != j.last.Action || dec.Reason != j.last.Reason
+	// A slow main job holds the job until it recovers; the figures in the reason move every
+	// cycle, the state does not: said once, when the job enters it.
+	stillSlowMain := dec.MainStraggler && j.last.MainStraggler
 	j.last, j.lastAt = dec, now
 	d.mu.Unlock()
 	d.metrics.decisions.WithLabelValues(dec.Action.String()).Inc()
-	if changed {
+	if changed && !stillSlowMain {
 		ev := log.Info()
-		if dec.Action == policy.Hold {
+		switch {
+		case dec.MainStraggler:
+			ev = log.Warn()
+		case dec.Action == policy.Hold:
 			ev = log.Debug()
 		}
 		ev.Str("action", dec.Action.String()).Str("type", string(dec.Type)).Int("count", dec.Count).

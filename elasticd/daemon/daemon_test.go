@@ -329,3 +329,76 @@ func TestElasticValueWeighsTheGainAgainstThePrice(t *testing.T) {
 		t.Fatalf("value 5: decision %+v, want a hold that names the worth and the cost", d)
 	}
 }
+
+// reportCompute appends one line per worker with the same samples/s for all (synchronous
+// training) and each worker's compute seconds per step.
+func (h *harness) reportCompute(samples float64, compute map[uint32]float64) {
+	h.t.Helper()
+	for w, c := range compute {
+		line := fmt.Sprintf(`{"time": %d, "worker": "%d", "samples_per_sec": %g, "compute_s": %g}`+"\n", h.now.Unix(), w, samples, c)
+		f, err := os.OpenFile(filepath.Join(h.dir.ReportDir(mainID), fmt.Sprintf("%d.jsonl", w)), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		f.WriteString(line)
+		f.Close()
+	}
+}
+
+// The main job computes three times longer per step than its peer: elasticd never replaces
+// the main job, so the job holds, says why in its status and logs it once, however many
+// cycles pass; once the main job is as fast as the rest again, the job goes on.
+func TestSlowMainJobHoldsAndSaysSoOnce(t *testing.T) {
+	h := newHarness(t, 2, 2)
+	var logged strings.Builder
+	h.d.log = zerolog.New(&logged)
+	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	for range 12 {
+		h.reportCompute(100, map[uint32]float64{mainID: 0.300, 201: 0.100})
+		h.cycle()
+	}
+	d := h.decision()
+	if d.Action != policy.Hold || !d.MainStraggler || !strings.Contains(d.Reason, "the main job 100 is the straggler") {
+		t.Fatalf("decision %+v, want a hold naming the main job", d)
+	}
+	if len(h.slurm.submits) != 0 || len(h.slurm.terminate) != 0 || len(h.slurm.cancel) != 0 {
+		t.Fatalf("submits %d, terminated %v, cancelled %v: a slow main job must not start replacements", len(h.slurm.submits), h.slurm.terminate, h.slurm.cancel)
+	}
+	st := h.d.Status()
+	if len(st) != 1 || st[0].Decision != "hold" || !strings.Contains(st[0].Reason, "never replaces the main job") ||
+		len(st[0].Workers) != 2 || st[0].Workers[0].ComputeSecondsPerStep != 0.3 {
+		t.Fatalf("status %+v", st)
+	}
+	if n := strings.Count(logged.String(), "is the straggler"); n != 1 {
+		t.Fatalf("the slow main job was logged %d times, want once:\n%s", n, logged.String())
+	}
+	if !strings.Contains(logged.String(), `"level":"warn"`) {
+		t.Errorf("the hold was not logged as a warning:\n%s", logged.String())
+	}
+	for range 6 {
+		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 201: 0.100})
+		h.cycle()
+	}
+	if d := h.decision(); d.MainStraggler || strings.Contains(d.Reason, "straggler") {
+		t.Fatalf("after the main job recovered: %+v", d)
+	}
+}
+
+// A worker that computes longest per step, while all report the same samples/s, is replaced.
+func TestSlowWorkerBySynchronousComputeTimeIsReplaced(t *testing.T) {
+	h := newHarness(t, 2, 2)
+	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	for range 12 {
+		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 201: 0.300})
+		h.cycle()
+		if len(h.slurm.submits) > 0 {
+			break
+		}
+	}
+	if d := h.decision(); d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"201"}) || !strings.Contains(d.Reason, "300 ms of compute per step") {
+		t.Fatalf("decision %+v, want replace 201", d)
+	}
+	if len(h.slurm.submits) != 1 {
+		t.Fatalf("%d submissions, want the successor", len(h.slurm.submits))
+	}
+}

@@ -25,13 +25,15 @@ type JobStatus struct {
 	ValuePerMillionSamples float64        `json:"value_per_million_samples,omitempty"`
 	Size                   map[string]int `json:"size"`
 	// Throughput is the job's samples/s, oldest first (the last StatusHistory measurements).
-	Throughput   []Point   `json:"throughput"`
-	Decision     string    `json:"decision"`
-	Reason       string    `json:"reason"`
-	Flags        []string  `json:"flags,omitempty"`
-	DecidedAt    time.Time `json:"decided_at"`
-	Stopping     []uint32  `json:"stopping,omitempty"`
-	Replacements []string  `json:"replacements,omitempty"`
+	Throughput []Point `json:"throughput"`
+	// Workers are the latest measurement's workers, main job first.
+	Workers      []WorkerPoint `json:"workers,omitempty"`
+	Decision     string        `json:"decision"`
+	Reason       string        `json:"reason"`
+	Flags        []string      `json:"flags,omitempty"`
+	DecidedAt    time.Time     `json:"decided_at"`
+	Stopping     []uint32      `json:"stopping,omitempty"`
+	Replacements []string      `json:"replacements,omitempty"`
 }
 
 // Point is one measurement of a job.
@@ -39,6 +41,16 @@ type Point struct {
 	Time          time.Time      `json:"time"`
 	Size          map[string]int `json:"size"`
 	SamplesPerSec float64        `json:"samples_per_sec"`
+}
+
+// WorkerPoint is one worker in the latest measurement: its samples/s and, where the trainer
+// reports it, its compute time per step before the gradient exchange (what tells a slow worker
+// apart in synchronous training).
+type WorkerPoint struct {
+	Worker                string  `json:"worker"`
+	Type                  string  `json:"type"`
+	SamplesPerSec         float64 `json:"samples_per_sec"`
+	ComputeSecondsPerStep float64 `json:"compute_s,omitempty"`
 }
 
 // StatusHistory is how many measurements a status shows per job.
@@ -63,6 +75,12 @@ func (d *Daemon) Status() []JobStatus {
 				p.Size[string(t)] = n
 			}
 			s.Throughput = append(s.Throughput, p)
+		}
+		if n := len(j.history); n > 0 {
+			for _, w := range j.history[n-1].Workers {
+				s.Workers = append(s.Workers, WorkerPoint{Worker: w.Worker, Type: string(w.Type),
+					SamplesPerSec: w.SamplesPerSec, ComputeSecondsPerStep: w.ComputeSecondsPerStep})
+			}
 		}
 		for _, f := range j.last.Flags {
 			s.Flags = append(s.Flags, f.Worker+": "+f.Reason)

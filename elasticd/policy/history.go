@@ -23,6 +23,9 @@ type window struct {
 	perType    map[GPUType]float64 // samples/s of all workers of a type
 	perWorker  map[string]float64
 	workerType map[string]GPUType
+	// compute is each worker's mean compute seconds per step, over the
+	// reports that carried one; absent when none did.
+	compute map[string]float64
 }
 
 // configKey spells an allocation in a stable order, e.g. "a100=2,v100=1".
@@ -64,6 +67,9 @@ func incomplete(m Measurement) string {
 		seen[w.Worker] = true
 		if math.IsNaN(w.SamplesPerSec) || math.IsInf(w.SamplesPerSec, 0) || w.SamplesPerSec < 0 {
 			return fmt.Sprintf("worker %s reported %v samples/s", w.Worker, w.SamplesPerSec)
+		}
+		if c := w.ComputeSecondsPerStep; math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
+			return fmt.Sprintf("worker %s reported %v s of compute per step", w.Worker, c)
 		}
 		reported[w.Type]++
 	}
@@ -131,10 +137,16 @@ func (e epoch) settled(history []Measurement, settle time.Duration, n int, fromE
 
 // mean averages the given reports.
 func mean(history []Measurement, indices []int) window {
-	w := window{perType: map[GPUType]float64{}, perWorker: map[string]float64{}, workerType: map[string]GPUType{}}
+	w := window{perType: map[GPUType]float64{}, perWorker: map[string]float64{}, workerType: map[string]GPUType{},
+		compute: map[string]float64{}}
 	seen := map[string]int{}
+	computed := map[string]int{}
 	for _, i := range indices {
 		for _, r := range history[i].Workers {
+			if r.ComputeSecondsPerStep > 0 {
+				w.compute[r.Worker] += r.ComputeSecondsPerStep
+				computed[r.Worker]++
+			}
 			w.total += r.SamplesPerSec
 			w.perType[r.Type] += r.SamplesPerSec
 			w.perWorker[r.Worker] += r.SamplesPerSec
@@ -150,6 +162,9 @@ func mean(history []Measurement, indices []int) window {
 	// A worker that joined mid-way is averaged over its own reports.
 	for id, c := range seen {
 		w.perWorker[id] /= float64(c)
+	}
+	for id, c := range computed {
+		w.compute[id] /= float64(c)
 	}
 	return w
 }

@@ -22,8 +22,15 @@
 // themselves when the type is new to the job). Growth picks the type with
 // the best expected samples/s per worker, per dollar where prices are known.
 //
-// NVML signals (clocks, throttling, utilisation) only explain and flag; the
-// decision to replace a straggler rests on its samples/s.
+// Stragglers: in synchronous data-parallel training every step waits for the
+// slowest worker, so every worker reports the same samples/s and a slow one
+// cannot be told from them. Three signals can: a worker's samples/s (where
+// workers progress independently), its compute time per step before the
+// gradient exchange (reported beside samples/s), and, where the node agent
+// reads NVML, a GPU the hardware holds back (thermal or power throttling)
+// well below its peers' SM clocks. Utilisation alone only flags. The main
+// job is never replaced (it hosts the rendezvous): when it is the slow one
+// the job holds and says so.
 package policy
 
 import (
@@ -40,6 +47,11 @@ type WorkerRate struct {
 	Worker        string // worker id, e.g. the Slurm job id of the worker job or "1234+1"
 	Type          GPUType
 	SamplesPerSec float64
+	// ComputeSecondsPerStep is the worker's mean time per training step spent
+	// computing before the gradient exchange (data, forward pass), of its
+	// slowest local process; 0 when it reports none. In synchronous training
+	// this differs between workers when their samples/s cannot.
+	ComputeSecondsPerStep float64
 }
 
 // Measurement is one report of a job: the workers Slurm has allocated per
@@ -260,6 +272,9 @@ type Input struct {
 	History []Measurement
 	// Signals from the node agents; none when no NVML is on the nodes.
 	Signals []GPUSignal
+	// Main is the worker id of the main job, which hosts the rendezvous and is
+	// never replaced; "" when unknown.
+	Main string
 	// Capacity is how many more workers of each type could start now; nil
 	// when unknown (then it is no limit).
 	Capacity map[GPUType]int
@@ -311,6 +326,10 @@ type Decision struct {
 	Reason  string
 	// Flags from NVML signals and throughput, whatever the Action.
 	Flags []Flag
+	// MainStraggler: a Hold because the main job, which is never replaced, is
+	// the slowest worker. The Reason's figures change every cycle; this does
+	// not, so the job's log says it once.
+	MainStraggler bool
 }
 
 func hold(format string, args ...any) Decision {

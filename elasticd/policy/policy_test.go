@@ -536,9 +536,17 @@ func TestStragglers(t *testing.T) {
 			Replace, []string{"1002"}, "GPU 1 throttled to 900 of 1410 MHz (hw_thermal_slowdown)", map[string]string{"1002": "NVML: GPU 1 throttled"}},
 		{"the slowest of two is replaced first", slow("1001", "1003"), []GPUType{"a100", "a100", "a100", "a100", "a100"}, nil, nil,
 			Replace, []string{"1001"}, "", map[string]string{"1001": "throughput", "1003": "throughput"}},
-		{"NVML alone never replaces", slow(), []GPUType{"a100", "a100", "a100", "a100"},
-			[]GPUSignal{busy("1000"), idle, throttled, busy("1003")}, nil,
-			Grow, nil, "", map[string]string{"1001": "GPU utilisation 20% while peers' median is 98%", "1002": "throttled"}},
+		{"utilisation alone never replaces", slow(), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{busy("1000"), idle, busy("1002"), busy("1003")}, nil,
+			Grow, nil, "", map[string]string{"1001": "GPU utilisation 20% while peers' median is 98%"}},
+		{"synchronous training: a throttled GPU well below its peers' clocks is replaced at equal samples/s", slow(),
+			[]GPUType{"a100", "a100", "a100", "a100"}, []GPUSignal{busy("1000"), busy("1001"), throttled, busy("1003")}, nil,
+			Replace, []string{"1002"}, "SM clock 900 MHz, below 0.80 × the median 1410 of a100 workers: GPU 1 throttled to 900 of 1410 MHz",
+			map[string]string{"1002": "NVML: GPU 1 throttled"}},
+		{"a throttled GPU still near its peers' clocks is only flagged", slow(), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{busy("1000"), busy("1001"), {Worker: "1002", GPU: 1, SMClockMHz: 1180, MaxSMClockMHz: 1410,
+				ThermalOrPowerThrottled: true, ThrottleReasons: []string{"sw_power_cap"}}, busy("1003")}, nil,
+			Grow, nil, "", map[string]string{"1002": "NVML: GPU 1 throttled to 1180 of 1410 MHz (sw_power_cap)"}},
 		{"a slower type is no straggler", slow(), []GPUType{"a100", "a100", "v100", "v100"}, nil, nil,
 			Grow, nil, "", nil},
 		{"no capacity to replace: hold", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"}, nil, map[GPUType]int{"a100": 0},
@@ -565,6 +573,93 @@ func TestStragglers(t *testing.T) {
 			}
 			if d.Action == Replace && (d.Count != 1 || d.Type != "a100") {
 				t.Errorf("replace %d %s, want 1 a100", d.Count, d.Type)
+			}
+			got := map[string]string{}
+			for _, f := range d.Flags {
+				got[f.Worker] += f.Reason
+			}
+			if len(got) != len(tc.flags) {
+				t.Errorf("flags %v, want flags for %v", got, tc.flags)
+			}
+			for w, part := range tc.flags {
+				if !strings.Contains(got[w], part) {
+					t.Errorf("flag of %s = %q, want it to contain %q", w, got[w], part)
+				}
+			}
+		})
+	}
+}
+
+// In synchronous data-parallel training every worker reports the job's samples/s (each step
+// waits for the slowest at the gradient exchange); the compute time per step before the
+// exchange is what tells the slow worker apart.
+func TestStragglersInSynchronousTraining(t *testing.T) {
+	same := func(map[GPUType]int, WorkerRate) float64 { return 150 }
+	compute := func(slow map[string]float64) func(WorkerRate) float64 {
+		return func(w WorkerRate) float64 {
+			if c, ok := slow[w.Worker]; ok {
+				return c
+			}
+			return 0.100
+		}
+	}
+	throttledMain := GPUSignal{Worker: "1000", GPU: 0, SMClockMHz: 700, MaxSMClockMHz: 1410,
+		ThermalOrPowerThrottled: true, ThrottleReasons: []string{"hw_slowdown"}}
+	clock := func(w string) GPUSignal { return GPUSignal{Worker: w, SMClockMHz: 1410, MaxSMClockMHz: 1410} }
+	tests := []struct {
+		name        string
+		compute     func(WorkerRate) float64
+		main        string
+		signals     []GPUSignal
+		capacity    map[GPUType]int
+		want        Action
+		wantWorkers []string
+		reason      string
+		flags       map[string]string
+	}{
+		{"the worker computing longest is replaced", compute(map[string]float64{"1002": 0.250}), "1000", nil, nil,
+			Replace, []string{"1002"}, "worker 1002 does 250 ms of compute per step, 2.5 × the median 100 ms of a100 workers",
+			map[string]string{"1002": "compute: 250 ms"}},
+		{"within 1/0.8 of the median is no straggler", compute(map[string]float64{"1002": 0.120}), "1000", nil, nil,
+			Grow, nil, "", nil},
+		{"a worker without compute times: compute is not compared", compute(map[string]float64{"1001": 0, "1002": 0.300}), "1000", nil, nil,
+			Grow, nil, "", nil},
+		{"of two slow workers the slower goes first", compute(map[string]float64{"1001": 0.200, "1003": 0.300}), "1000", nil, nil,
+			Replace, []string{"1003"}, "worker 1003 does 300 ms", map[string]string{"1001": "compute: 200 ms", "1003": "compute: 300 ms"}},
+		{"a slow main job is never replaced: the job holds and says so", compute(map[string]float64{"1000": 0.250}), "1000", nil, nil,
+			Hold, nil, "the main job 1000 is the straggler (250 ms of compute per step, 2.5 × the median 100 ms of a100 workers (straggler above 1.25 ×)); elasticd never replaces the main job",
+			map[string]string{"1000": "compute: 250 ms"}},
+		{"a slow main job beside a slow worker: the worker is replaced", compute(map[string]float64{"1000": 0.400, "1002": 0.250}), "1000", nil, nil,
+			Replace, []string{"1002"}, "worker 1002 does 250 ms", map[string]string{"1000": "compute: 400 ms", "1002": "compute: 250 ms"}},
+		{"a main job on a throttled GPU: hold", compute(nil), "1000",
+			[]GPUSignal{throttledMain, clock("1001"), clock("1002"), clock("1003")}, nil,
+			Hold, nil, "the main job 1000 is the straggler (SM clock 700 MHz", map[string]string{"1000": "NVML: GPU 0 throttled to 700 of 1410 MHz (hw_slowdown)"}},
+		{"compute and NVML agree: both are said", compute(map[string]float64{"1003": 0.200}), "1000",
+			[]GPUSignal{clock("1000"), clock("1001"), clock("1002"), {Worker: "1003", SMClockMHz: 705, MaxSMClockMHz: 1410,
+				ThermalOrPowerThrottled: true, ThrottleReasons: []string{"hw_thermal_slowdown"}}}, nil,
+			Replace, []string{"1003"}, "worker 1003 does 200 ms of compute per step, 2.0 × the median 100 ms of a100 workers (straggler above 1.25 ×); SM clock 705 MHz",
+			map[string]string{"1003": "compute: 200 ms"}},
+		{"no capacity for a successor: hold", compute(map[string]float64{"1002": 0.250}), "1000", nil, map[GPUType]int{"a100": 0},
+			Hold, nil, "no free a100 worker to replace it with", map[string]string{"1002": "compute"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(same, "a100", "a100", "a100", "a100")
+			s.compute = tc.compute
+			s.settle(Settings{})
+			in := s.input(elasticJob(1, 16, 4), Settings{})
+			in.Main = tc.main
+			for _, sig := range tc.signals {
+				sig.Time = in.Now.Add(-5 * time.Second)
+				in.Signals = append(in.Signals, sig)
+			}
+			in.Capacity = tc.capacity
+			d := Decide(in)
+			if d.Action != tc.want || !slices.Equal(d.Workers, tc.wantWorkers) || !strings.Contains(d.Reason, tc.reason) {
+				t.Fatalf("got %s %v (%s), want %s %v with %q", d.Action, d.Workers, d.Reason, tc.want, tc.wantWorkers, tc.reason)
+			}
+			if want := strings.HasPrefix(tc.reason, "the main job"); d.MainStraggler != want {
+				t.Errorf("MainStraggler = %v, want %v", d.MainStraggler, want)
 			}
 			got := map[string]string{}
 			for _, f := range d.Flags {

@@ -21,6 +21,8 @@ type sim struct {
 	workers []WorkerRate // ids and types; SamplesPerSec is filled per report
 	nextID  int
 	rate    func(alloc map[GPUType]int, w WorkerRate) float64
+	// compute, when set, gives each worker's compute seconds per step.
+	compute func(w WorkerRate) float64
 }
 
 func newSim(rate func(alloc map[GPUType]int, w WorkerRate) float64, types ...GPUType) *sim {
@@ -80,6 +82,9 @@ func (s *sim) report(n int, scale func(i int) float64) {
 		m := Measurement{Time: s.now, Allocated: alloc}
 		for _, w := range s.workers {
 			w.SamplesPerSec = s.rate(alloc, w)
+			if s.compute != nil {
+				w.ComputeSecondsPerStep = s.compute(w)
+			}
 			if scale != nil {
 				w.SamplesPerSec *= scale(i)
 			}

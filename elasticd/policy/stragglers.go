@@ -64,57 +64,170 @@ func signalFlags(in Input, s Settings) []Flag {
 	return flags
 }
 
-// replaceStraggler proposes replacing the worker furthest below
-// StragglerRatio × the median samples/s of the workers of its type (types
-// differ in speed, so a V100 is no straggler beside A100s). Smoothing comes
-// from the window: each rate is a mean over MinSamples reports.
-func (p *planner) replaceStraggler(flags []Flag) (Decision, bool) {
-	type straggler struct {
-		worker string
-		t      GPUType
-		ratio  float64
-		text   string
+// straggler is a worker found slow by one or more signals: ratio is its
+// speed relative to its type's median (the lowest any signal gives), text
+// says what each signal saw.
+type straggler struct {
+	worker string
+	t      GPUType
+	ratio  float64
+	texts  []string
+	kinds  []string // "throughput", "compute", "NVML"
+}
+
+// findStragglers compares the workers of each type (types differ in speed,
+// so a V100 is no straggler beside A100s) on each signal they all carry:
+//   - samples/s below StragglerRatio × the type's median (workers that
+//     progress independently);
+//   - compute seconds per step above the type's median / StragglerRatio:
+//     in synchronous training every worker waits for the slowest at the
+//     gradient exchange and reports the same samples/s, but the slow one
+//     spends longer computing before it;
+//   - NVML: a GPU the hardware holds back for a thermal or power reason
+//     below ThrottleClockRatio of its max SM clock, whose worker's mean SM
+//     clock is below StragglerRatio × the type's median.
+//
+// Smoothing comes from the window: each rate and compute time is a mean
+// over MinSamples reports. Stragglers come out slowest first.
+func (p *planner) findStragglers() []straggler {
+	found := map[string]*straggler{}
+	add := func(id string, t GPUType, ratio float64, kind, text string) {
+		st := found[id]
+		if st == nil {
+			st = &straggler{worker: id, t: t, ratio: ratio}
+			found[id] = st
+		}
+		st.ratio = min(st.ratio, ratio)
+		st.kinds = append(st.kinds, kind)
+		st.texts = append(st.texts, text)
 	}
-	var stragglers []straggler
+	clocks := p.clocks()
 	for _, t := range sortedTypes(p.alloc) {
 		var ids []string
-		var rates []float64
 		for id, wt := range p.cur.workerType {
 			if wt == t {
 				ids = append(ids, id)
-				rates = append(rates, p.cur.perWorker[id])
 			}
 		}
 		if len(ids) < 2 {
 			continue // nobody to compare with
 		}
-		m := median(rates)
-		for i, id := range ids {
-			if rates[i] < p.s.StragglerRatio*m {
-				stragglers = append(stragglers, straggler{worker: id, t: t, ratio: rates[i] / m,
-					text: fmt.Sprintf("%.0f samples/s, below %.2f × the median %.0f of %s workers", rates[i], p.s.StragglerRatio, m, t)})
+		slices.SortFunc(ids, compareIDs)
+		var rates, compute, mhz []float64
+		for _, id := range ids {
+			rates = append(rates, p.cur.perWorker[id])
+			if c, ok := p.cur.compute[id]; ok {
+				compute = append(compute, c)
+			}
+			if c, ok := clocks[id]; ok {
+				mhz = append(mhz, c.mhz)
+			}
+		}
+		if m := median(rates); m > 0 {
+			for i, id := range ids {
+				if rates[i] < p.s.StragglerRatio*m {
+					add(id, t, rates[i]/m, "throughput", fmt.Sprintf("%.0f samples/s, below %.2f × the median %.0f of %s workers",
+						rates[i], p.s.StragglerRatio, m, t))
+				}
+			}
+		}
+		if len(compute) == len(ids) {
+			m := median(compute)
+			for i, id := range ids {
+				if c := compute[i]; c*p.s.StragglerRatio > m {
+					add(id, t, m/c, "compute", fmt.Sprintf("%s of compute per step, %.1f × the median %s of %s workers (straggler above %.2f ×)",
+						seconds(c), c/m, seconds(m), t, 1/p.s.StragglerRatio))
+				}
+			}
+		}
+		if len(mhz) >= 2 {
+			m := median(mhz)
+			for _, id := range ids {
+				c, ok := clocks[id]
+				if ok && c.held != "" && c.mhz < p.s.StragglerRatio*m {
+					add(id, t, c.mhz/m, "NVML", fmt.Sprintf("SM clock %.0f MHz, below %.2f × the median %.0f of %s workers: %s",
+						c.mhz, p.s.StragglerRatio, m, t, c.held))
+				}
 			}
 		}
 	}
-	if len(stragglers) == 0 {
-		return Decision{}, false
+	out := make([]straggler, 0, len(found))
+	for _, st := range found {
+		out = append(out, *st)
 	}
-	slices.SortFunc(stragglers, func(a, b straggler) int {
+	slices.SortFunc(out, func(a, b straggler) int {
 		if c := cmp.Compare(a.ratio, b.ratio); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.worker, b.worker)
+		return compareIDs(a.worker, b.worker)
 	})
-	for _, st := range stragglers {
-		flags = append(flags, Flag{Worker: st.worker, Reason: "throughput: " + st.text})
-	}
-	slices.SortStableFunc(flags, func(a, b Flag) int { return cmp.Compare(a.Worker, b.Worker) })
+	return out
+}
 
-	worst := stragglers[0]
-	reason := fmt.Sprintf("worker %s does %s", worst.worker, worst.text)
-	for _, f := range flags {
-		if f.Worker == worst.worker && strings.HasPrefix(f.Reason, "NVML: ") {
-			reason += "; " + f.Reason
+// seconds spells a per-step time in milliseconds.
+func seconds(s float64) string { return fmt.Sprintf("%.0f ms", 1000*s) }
+
+// workerClock is a worker's mean SM clock over its fresh GPU signals, and
+// what holds any of its GPUs back ("" when nothing does).
+type workerClock struct {
+	mhz  float64
+	held string
+}
+
+func (p *planner) clocks() map[string]workerClock {
+	sum, n := map[string]float64{}, map[string]int{}
+	held := map[string][]string{}
+	for _, sig := range p.in.Signals {
+		if p.in.Now.Sub(sig.Time) > p.s.StaleAfter || sig.SMClockMHz == 0 {
+			continue
+		}
+		sum[sig.Worker] += float64(sig.SMClockMHz)
+		n[sig.Worker]++
+		if sig.ThermalOrPowerThrottled && sig.MaxSMClockMHz > 0 &&
+			float64(sig.SMClockMHz) < p.s.ThrottleClockRatio*float64(sig.MaxSMClockMHz) {
+			held[sig.Worker] = append(held[sig.Worker], fmt.Sprintf("GPU %d throttled to %d of %d MHz (%s)",
+				sig.GPU, sig.SMClockMHz, sig.MaxSMClockMHz, strings.Join(sig.ThrottleReasons, ",")))
+		}
+	}
+	out := map[string]workerClock{}
+	for w, total := range sum {
+		slices.Sort(held[w])
+		out[w] = workerClock{mhz: total / float64(n[w]), held: strings.Join(held[w], ", ")}
+	}
+	return out
+}
+
+// replaceStraggler proposes replacing the slowest straggler. The main job
+// is never replaced: when it is the only straggler the job holds, and says
+// so, rather than asking every cycle for what elasticd will not do.
+func (p *planner) replaceStraggler(flags []Flag) (Decision, bool) {
+	stragglers := p.findStragglers()
+	if len(stragglers) == 0 {
+		return Decision{}, false
+	}
+	for _, st := range stragglers {
+		for i, kind := range st.kinds {
+			if kind != "NVML" { // signalFlags already flags a throttled GPU
+				flags = append(flags, Flag{Worker: st.worker, Reason: kind + ": " + st.texts[i]})
+			}
+		}
+	}
+	slices.SortStableFunc(flags, func(a, b Flag) int { return compareIDs(a.Worker, b.Worker) })
+
+	i := slices.IndexFunc(stragglers, func(st straggler) bool { return st.worker != p.in.Main })
+	if i < 0 {
+		main := stragglers[0]
+		return Decision{Action: Hold, Flags: flags, MainStraggler: true,
+			Reason: fmt.Sprintf("the main job %s is the straggler (%s); elasticd never replaces the main job, which hosts the rendezvous: holding at %s until it recovers",
+				main.worker, strings.Join(main.texts, "; "), configKey(p.alloc))}, true
+	}
+	worst := stragglers[i]
+	reason := fmt.Sprintf("worker %s does %s", worst.worker, strings.Join(worst.texts, "; "))
+	if !slices.Contains(worst.kinds, "NVML") {
+		for _, f := range flags {
+			if f.Worker == worst.worker && strings.HasPrefix(f.Reason, "NVML: ") {
+				reason += "; " + f.Reason
+			}
 		}
 	}
 	if p.in.Capacity != nil && p.in.Capacity[worst.t] < 1 {

@@ -181,6 +181,9 @@ type Report struct {
 	Time          time.Time
 	Worker        string
 	SamplesPerSec float64
+	// ComputeSecondsPerStep ("compute_s"): mean seconds per step the worker computed before
+	// the gradient exchange, its slowest local process; 0 when the line has none.
+	ComputeSecondsPerStep float64
 }
 
 // wireReport accepts time as RFC 3339 text or as Unix seconds (what time.time() gives).
@@ -188,6 +191,7 @@ type wireReport struct {
 	Time          json.RawMessage `json:"time"`
 	Worker        string          `json:"worker"`
 	SamplesPerSec *float64        `json:"samples_per_sec"`
+	ComputeS      *float64        `json:"compute_s"`
 }
 
 // tailBytes is how much of the end of a report file is read each cycle: the latest line is
@@ -265,7 +269,14 @@ func ParseReport(line []byte) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	return Report{Time: t, Worker: w.Worker, SamplesPerSec: *w.SamplesPerSec}, nil
+	rep := Report{Time: t, Worker: w.Worker, SamplesPerSec: *w.SamplesPerSec}
+	if c := w.ComputeS; c != nil {
+		if math.IsNaN(*c) || math.IsInf(*c, 0) || *c < 0 {
+			return Report{}, errors.New("compute_s not a non-negative number")
+		}
+		rep.ComputeSecondsPerStep = *c
+	}
+	return rep, nil
 }
 
 func parseTime(raw json.RawMessage) (time.Time, error) {

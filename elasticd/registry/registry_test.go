@@ -20,11 +20,17 @@ func TestParseReport(t *testing.T) {
 		{`{"time": "yesterday", "worker": "12", "samples_per_sec": 1}`, false},    // bad time
 		{`{"time": 1795341352, "worker": "12", "samples_per_sec": 1e999}`, false}, // overflow
 		{`not json`, false},
+		{`{"time": 1, "worker": "12", "samples_per_sec": 95, "compute_s": 0.125, "step_s": 0.4, "world_size": 3}`, true},
+		{`{"time": 1, "worker": "12", "samples_per_sec": 95, "compute_s": -0.1}`, false},
+		{`{"time": 1, "worker": "12", "samples_per_sec": 95, "compute_s": "fast"}`, false},
 		{`{"time": 1, "worker": "12", "samples_per_sec": 1, "pad": "` + strings.Repeat("x", 2000) + `"}`, false},
 	} {
-		_, err := ParseReport([]byte(tc.line))
+		rep, err := ParseReport([]byte(tc.line))
 		if (err == nil) != tc.ok {
 			t.Errorf("ParseReport(%.60s): err %v, want ok=%v", tc.line, err, tc.ok)
+		}
+		if want := 0.0; strings.Contains(tc.line, `"compute_s": 0.125`) && rep.ComputeSecondsPerStep != 0.125 || !strings.Contains(tc.line, "compute_s") && rep.ComputeSecondsPerStep != want {
+			t.Errorf("ParseReport(%.60s): compute %v", tc.line, rep.ComputeSecondsPerStep)
 		}
 	}
 }
