@@ -78,6 +78,12 @@ node() {
 	install -D -m 0644 "$REPO/docs/operations.md" "$DESTDIR$DOCDIR/operations.md"
 	install -D -m 0644 "$REPO/elasticd/README.md" "$DESTDIR$DOCDIR/elasticd.md"
 	examples "$PROD/plugstack.conf" "$PROD/elasticd.env" "$PROD/elasticd-agent.env" "$REPO"/elasticd/examples/*
+	# The slurmbridge_elastic helper, beside the examples that import it; users install it with
+	# `pip install $DOCDIR/python` (no network needed).
+	local f
+	for f in pyproject.toml build_backend/slurmbridge_build.py slurmbridge_elastic/__init__.py; do
+		install -D -m 0644 "$REPO/elasticd/python/$f" "$DESTDIR$DOCDIR/python/$f"
+	done
 	# The SPANK plugin's default dir=, written by slurmstepd (root) and read by elasticd.
 	install -d -m 0755 "$DESTDIR$STATE_DIR"
 }

@@ -433,13 +433,18 @@ stop_slurmbridge_daemons() {
 # read: the checkout itself may sit in a directory they cannot enter (a 0700 home, /root).
 # Jobs are submitted from share/, so $SLURM_SUBMIT_DIR/elasticd/examples finds them there.
 publish_examples() {
-	local share=$TESTBED_DIR/share entry user
+	local share=$TESTBED_DIR/share entry user dir
 	install -d -m 0755 "$share" "$share/elasticd"
-	rm -rf "$share/elasticd/examples.new"
-	cp -R "$REPO_ROOT/elasticd/examples" "$share/elasticd/examples.new"
-	chmod -R u=rwX,go=rX "$share/elasticd/examples.new"
-	rm -rf "$share/elasticd/examples"
-	mv "$share/elasticd/examples.new" "$share/elasticd/examples"
+	# The examples import the slurmbridge_elastic helper from elasticd/python beside them (the
+	# testbed's python3 has no pip to install it with).
+	for dir in examples python; do
+		rm -rf "$share/elasticd/$dir.new"
+		cp -R "$REPO_ROOT/elasticd/$dir" "$share/elasticd/$dir.new"
+		find "$share/elasticd/$dir.new" -name __pycache__ -prune -exec rm -rf {} +
+		chmod -R u=rwX,go=rX "$share/elasticd/$dir.new"
+		rm -rf "$share/elasticd/$dir"
+		mv "$share/elasticd/$dir.new" "$share/elasticd/$dir"
+	done
 	for entry in "${PROJECTS[@]}"; do
 		user=${entry#*:}
 		runuser -u "$user" -- test -r "$share/elasticd/examples/train.py" ||

@@ -1,20 +1,24 @@
-"""Report throughput to elasticd from a training loop (torchrun or Horovod).
+"""The examples' import of slurmbridge_elastic, the Python helper for elastic jobs.
 
-    from elastic_report import report
-    report(samples_per_sec)        # once per logging interval, from local rank 0
+    from elastic_report import elastic      # the helper module
+    from elastic_report import report       # report(samples_per_sec, worker=None, **fields)
 
-One JSON line per call is appended to $ELASTIC_REPORT_DIR/<worker>.jsonl, where <worker> is
-the Slurm job id of this worker's job (SLURM_JOB_ID in a torchrun agent; under Horovod, whose
-ranks are started over ssh without Slurm's environment, pass worker= explicitly). Report the
-samples/s of this worker (all its GPUs), not the job's total: elasticd adds them up.
+The helper is installed with `pip install ./elasticd/python` (no network needed); where it is
+not, the checkout's copy beside this directory (elasticd/python) is used, so the examples run
+from a checkout or from the testbed's published copy as they are. report() appends one JSON line
+to $ELASTIC_REPORT_DIR/<worker>.jsonl (see elasticd/README.md); slurmbridge_elastic.Reporter
+also measures steps and each worker's compute time per step, which elasticd needs to find a
+slow worker in synchronous training.
 """
-import json
 import os
-import time
+import sys
 
+try:
+    import slurmbridge_elastic as elastic
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+    import slurmbridge_elastic as elastic
 
-def report(samples_per_sec, worker=None):
-    worker = worker or os.environ["SLURM_JOB_ID"]
-    line = json.dumps({"time": time.time(), "worker": str(worker), "samples_per_sec": float(samples_per_sec)})
-    with open(os.path.join(os.environ["ELASTIC_REPORT_DIR"], f"{worker}.jsonl"), "a") as f:
-        f.write(line + "\n")
+report = elastic.report
+
+__all__ = ["elastic", "report"]

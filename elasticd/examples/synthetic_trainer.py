@@ -29,6 +29,9 @@ import signal
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from elastic_report import elastic  # noqa: E402
+
 
 def parse_curve(text):
     points = sorted((int(k), float(r)) for k, r in (p.split(":") for p in text.split(",")))
@@ -47,14 +50,6 @@ def total_rate(points, k):
     return points[-1][1]
 
 
-def world_size(hosts_file):
-    try:
-        with open(hosts_file) as f:
-            return max(1, sum(1 for line in f if line.strip()))
-    except OSError:
-        return 1
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--curve", default=os.environ.get("SYNTH_CURVE", "1:100,2:190,3:260,4:280"))
@@ -70,8 +65,7 @@ def main():
     pool = os.environ.get("SLURM_JOB_PARTITION", "")
     speed = args.slow * speeds.get(pool, 1.0)
     worker = os.environ["SLURM_JOB_ID"]
-    report = os.path.join(os.environ["ELASTIC_REPORT_DIR"], worker + ".jsonl")
-    hosts = os.environ.get("ELASTIC_HOSTS_FILE", "")
+    report_dir = os.environ["ELASTIC_REPORT_DIR"]
 
     def on_term(signum, frame):
         print(f"worker {worker}: SIGTERM, leaving the rendezvous", flush=True)
@@ -86,17 +80,14 @@ def main():
     done = 0.0
     while time.time() < end:
         time.sleep(args.interval)
-        k = world_size(hosts)
+        k = elastic.workers()
         rate = total_rate(points, k) / k * speed
         now = time.time()
         done += rate * (now - last)
         last = now
-        line = json.dumps({"time": now, "worker": worker, "samples_per_sec": round(rate, 3), "world_size": k,
-                           "samples": round(done, 1)})
-        with open(report, "a") as f:
-            f.write(line + "\n")
+        elastic.report(round(rate, 3), worker=worker, world_size=k, samples=round(done, 1))
         if args.samples > 0:
-            job_done = job_samples(os.path.dirname(report))
+            job_done = job_samples(report_dir)
             if job_done >= args.samples:
                 print(f"worker {worker}: job's work done ({job_done:.0f} of {args.samples:.0f} samples, "
                       f"{done:.0f} here), leaving", flush=True)

@@ -7,8 +7,12 @@ the testbed. It keeps torchrun's elastic contract: every membership change resta
 processes with a new WORLD_SIZE, and they resume from the last checkpoint (rank 0 writes it
 atomically every --checkpoint-every steps), so the job's progress survives grow and shrink.
 
-Local rank 0 of each Slurm job reports that job's samples/s (all its processes) to elasticd
-through elastic_report.py. The job ends once --total-samples have been trained, summed over all
+It uses the slurmbridge_elastic helper (elasticd/python, imported through elastic_report.py):
+the per-device batch elasticd gives the job (ELASTIC_BATCH_PER_DEVICE, else --batch), an
+on-resize hook, and a Reporter through which local rank 0 of each Slurm job reports that job's
+samples/s (all its processes) and its compute time per step before the gradient exchange (the
+forward pass; backward is where DDP's allreduce waits for the slowest worker), which is how
+elasticd tells a slow worker apart when all report the same samples/s. The job ends once --total-samples have been trained, summed over all
 workers and restarts: a bigger world finishes sooner.
 
 With --trace-dir, each process incarnation also records when its world formed and when it
@@ -29,7 +33,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from elastic_report import report  # noqa: E402
+from elastic_report import elastic  # noqa: E402
 from torch_stores import classic_servers_where_needed  # noqa: E402
 
 classic_servers_where_needed()
@@ -38,7 +42,8 @@ classic_servers_where_needed()
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--total-samples", type=int, default=2_000_000, help="stop after this many samples (all workers)")
-    ap.add_argument("--batch", type=int, default=256, help="samples per process per step")
+    ap.add_argument("--batch", type=int, default=256,
+                    help="samples per process per step, unless elasticd gives ELASTIC_BATCH_PER_DEVICE")
     ap.add_argument("--width", type=int, default=256, help="hidden width of the MLP")
     ap.add_argument("--report-interval", type=float, default=1.0, help="seconds between throughput reports")
     ap.add_argument("--checkpoint", default="", help="checkpoint file (default: elastic-JOBID.ckpt in the submit dir)")
@@ -65,7 +70,8 @@ class Tracer:
 
     def resumed(self, samples):
         """Records the samples the checkpoint held when this incarnation started."""
-        self.head["resumed_at"] = samples
+        if self.fd is not None:
+            self.head["resumed_at"] = samples
 
     def step(self, steps):
         if self.fd is None:
@@ -85,7 +91,7 @@ def main():
     dist.init_process_group("nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    batch = elastic.per_device_batch(default=args.batch)
     device = torch.device(f"cuda:{local_rank}") if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(device)
@@ -110,27 +116,33 @@ def main():
         print(f"world {world} formed (restart {os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}), "
               f"resuming at {done} samples", flush=True)
 
+    @elastic.on_resize
+    def resized(old, new):
+        if rank == 0:
+            print(f"world resized from {old} to {new} processes: global batch {new * batch}", flush=True)
+
+    # Runs the hook when this world's size differs from the one this worker's previous processes
+    # had (torchrun restarts them at every change), and reports every --report-interval.
+    reporter = elastic.Reporter(samples_per_step=batch, interval=args.report_interval)
     gen = torch.Generator().manual_seed(1000 * rank + done)
-    steps, window_start, window_steps = 0, time.time(), 0
+    steps = 0
     while done < args.total_samples:
-        x = torch.randn(args.batch, 64, generator=gen).to(device)
-        loss = nn.functional.mse_loss(ddp(x), x @ target)
-        opt.zero_grad()
-        loss.backward()  # the allreduce: every step is a collective of the whole world
-        opt.step()
+        with reporter.step() as step:
+            x = torch.randn(batch, 64, generator=gen).to(device)
+            loss = nn.functional.mse_loss(ddp(x), x @ target)
+            if use_cuda:
+                torch.cuda.synchronize(device)
+            step.computed()  # this process's own work; what follows waits for the slowest
+            opt.zero_grad()
+            loss.backward()  # the allreduce: every step is a collective of the whole world
+            opt.step()
         steps += 1
-        window_steps += 1
-        done += args.batch * world
+        done += batch * world
         tracer.step(steps)
         if rank == 0 and steps % args.checkpoint_every == 0:
             tmp = f"{ckpt}.tmp"
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "samples": done}, tmp)
             os.replace(tmp, ckpt)
-        now = time.time()
-        if local_rank == 0 and now - window_start >= args.report_interval:
-            # This Slurm job's rate: every local process trains --batch samples per step.
-            report(window_steps * args.batch * local_world / (now - window_start))
-            window_start, window_steps = now, 0
     if rank == 0:
         print(f"trained {done} samples, loss {loss.item():.4f}", flush=True)
         if os.path.exists(ckpt):

@@ -13,14 +13,13 @@ import argparse
 import os
 import socket
 import sys
-import time
 
 import horovod.torch as hvd
 import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from elastic_report import report  # noqa: E402
+from elastic_report import elastic  # noqa: E402
 
 
 def worker_job():
@@ -35,7 +34,7 @@ def worker_job():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--total-samples", type=int, default=2_000_000)
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=256, help="per process, unless elasticd gives ELASTIC_BATCH_PER_DEVICE")
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--report-interval", type=float, default=1.0)
     ap.add_argument("--commit-every", type=int, default=50, help="steps between state commits")
@@ -53,27 +52,34 @@ def main():
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
                                    named_parameters=model.named_parameters())
     state = hvd.elastic.TorchState(model=model, optimizer=opt, samples=0)
-    job = worker_job()
+    batch = elastic.per_device_batch(default=args.batch)
+
+    @elastic.on_resize
+    def resized(old, new):
+        if hvd.rank() == 0:
+            print(f"world resized from {old} to {new} ranks: global batch {new * batch}", flush=True)
+
+    reporter = elastic.Reporter(samples_per_step=batch, interval=args.report_interval, worker=worker_job(),
+                                local_rank=hvd.local_rank, local_world=hvd.local_size, world=hvd.size)
 
     @hvd.elastic.run
     def train(state):
         gen = torch.Generator().manual_seed(1000 * hvd.rank() + state.samples)
-        steps, window_start, window_steps = 0, time.time(), 0
+        steps = 0
         while state.samples < args.total_samples:
-            x = torch.randn(args.batch, 64, generator=gen).to(device)
-            loss = nn.functional.mse_loss(model(x), x @ target)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()  # the allreduce
+            with reporter.step() as step:
+                x = torch.randn(batch, 64, generator=gen).to(device)
+                loss = nn.functional.mse_loss(model(x), x @ target)
+                if use_cuda:
+                    torch.cuda.synchronize()
+                step.computed()  # the allreduce follows, in backward and step
+                opt.zero_grad()
+                loss.backward()
+                opt.step()  # the allreduce
             steps += 1
-            window_steps += 1
-            state.samples += args.batch * hvd.size()
+            state.samples += batch * hvd.size()
             if steps % args.commit_every == 0:
                 state.commit()  # also where horovodrun applies a host change
-            now = time.time()
-            if hvd.local_rank() == 0 and now - window_start >= args.report_interval:
-                report(window_steps * args.batch * hvd.local_size() / (now - window_start), worker=job)
-                window_start, window_steps = now, 0
         return loss.item()
 
     loss = train(state)
