@@ -1,0 +1,151 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/transition"
+)
+
+// A real synchronous PyTorch job (examples/train.py, DDP over gloo under torchrun, as
+// torchrun.sbatch starts it) of two workers, one of them slowed by CPU contention: the first
+// worker job pins itself and two busy loops to one CPU, so its process gets a third of it.
+// Every step waits for it at the allreduce, so both workers report the same samples/s and
+// throughput alone cannot name it; its compute time per step before the exchange (reported by
+// the slurmbridge_elastic helper) can. elasticd must replace it (the successor joins first:
+// --elastic=2:3 lets torchrun admit a third agent) and the job's samples/s at two workers must
+// recover once it has left.
+func TestTorchrunStragglerIsReplacedAndThroughputRecovers(t *testing.T) {
+	r := newElasticRun(t)
+	d, work := r.d, r.work
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	examples := filepath.Dir(example(t, "train.py"))
+	body, err := transition.Script(examples, work, "2:3:1", "a100", transition.KeepAlive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(work, "slow")
+	body, err = slowFirstWorker(body, marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, main := r.submitMain(ctx, t, body)
+
+	start := time.Now()
+	var slowID, successor, replaceReason, last string
+	var replaceWorkers []WorkerPoint
+	var replacedAt, goneAt time.Time
+	points := map[time.Time]Point{}
+	for ctx.Err() == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		if slowID == "" {
+			if data, err := os.ReadFile(filepath.Join(marker, "id")); err == nil {
+				slowID = strings.TrimSpace(string(data))
+				t.Logf("%5.1fs worker %s shares its CPU with two busy loops", time.Since(start).Seconds(), slowID)
+			}
+		}
+		st := jobStatus(d, main)
+		if st == nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for _, p := range st.Throughput {
+			points[p.Time] = p
+		}
+		if line := fmt.Sprintf("size %d: %s %s %v %v", st.Size["a100"], st.Decision, st.Reason, st.Replacements, st.Stopping); line != last {
+			last = line
+			t.Logf("%5.1fs %s; workers %+v", time.Since(start).Seconds(), line, st.Workers)
+		}
+		if st.Decision == "replace" && replacedAt.IsZero() {
+			replaceReason, replaceWorkers, replacedAt = st.Reason, st.Workers, time.Now()
+		}
+		for _, rep := range st.Replacements {
+			if id, old, ok := strings.Cut(rep, " replaces "); ok && old == slowID {
+				successor = id
+			}
+		}
+		if goneAt.IsZero() && successor != "" && len(st.Replacements) == 0 && len(st.Stopping) == 0 &&
+			!workerQueued(ctx, t, r.c.Slurm(), main, slowID) {
+			goneAt = time.Now()
+			t.Logf("%5.1fs straggler %s gone, %s runs in its place", time.Since(start).Seconds(), slowID, successor)
+		}
+		if !goneAt.IsZero() && (len(after(points, goneAt)) >= 3 || st.Decision == "grow") {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if ctx.Err() != nil || goneAt.IsZero() {
+		t.Fatalf("no replacement within the deadline: slow worker %q, successor %q, replace %q, status %+v",
+			slowID, successor, replaceReason, jobStatus(d, main))
+	}
+	t.Logf("replaced %s by %s: decided after %s, done after %s", slowID, successor,
+		replacedAt.Sub(start).Round(time.Second), goneAt.Sub(start).Round(time.Second))
+	if !strings.Contains(replaceReason, "worker "+slowID+" does") || !strings.Contains(replaceReason, "of compute per step") {
+		t.Fatalf("replace reason %q does not name the slow worker %s by its compute time", replaceReason, slowID)
+	}
+	// Synchronous training: the workers' samples/s were alike, so throughput alone would not
+	// have named the straggler.
+	if len(replaceWorkers) != 2 {
+		t.Fatalf("workers at the replace decision: %+v", replaceWorkers)
+	}
+	lo, hi := min(replaceWorkers[0].SamplesPerSec, replaceWorkers[1].SamplesPerSec), max(replaceWorkers[0].SamplesPerSec, replaceWorkers[1].SamplesPerSec)
+	if lo < 0.8*hi {
+		t.Errorf("samples/s at the replace decision %+v differ by more than the throughput straggler rule: not the synchronous case", replaceWorkers)
+	}
+
+	before := slices.Collect(func(yield func(float64) bool) {
+		for _, p := range points {
+			if p.Size["a100"] == 2 && p.Time.Before(replacedAt) && !yield(p.SamplesPerSec) {
+				return
+			}
+		}
+	})
+	recovered := after(points, goneAt)
+	if len(before) == 0 || len(recovered) == 0 {
+		t.Fatalf("measurements at 2 workers: %v before the replacement, %v after", before, recovered)
+	}
+	b, a := slices.Max(before), slices.Max(recovered)
+	t.Logf("samples/s at 2 workers: %.0f with the straggler (best of %v), %.0f after (best of %v): x%.2f", b, before, a, recovered, a/b)
+	if a < 1.3*b {
+		t.Fatalf("samples/s did not recover: %.0f after the replacement, %.0f before", a, b)
+	}
+}
+
+// after lists the job's samples/s at 2 workers measured after t.
+func after(points map[time.Time]Point, t time.Time) []float64 {
+	var out []float64
+	for when, p := range points {
+		if p.Size["a100"] == 2 && when.After(t) {
+			out = append(out, p.SamplesPerSec)
+		}
+	}
+	return out
+}
+
+// slowFirstWorker makes the first worker job that starts (not the main job) claim marker and
+// run its torchrun agent and trainer pinned to one CPU beside two busy loops on it.
+func slowFirstWorker(body, marker string) (string, error) {
+	i := strings.Index(body, "\nexec ")
+	if i < 0 {
+		return "", fmt.Errorf("the torchrun job script has no exec line:\n%s", body)
+	}
+	slow := "\npin=\n" +
+		`if [ "${ELASTIC_ROLE:-}" = worker ] && mkdir ` + marker + " 2>/dev/null; then\n" +
+		`	echo "$SLURM_JOB_ID" >` + marker + "/id\n" +
+		`	cpu=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')` + "\n" +
+		`	for n in 1 2; do taskset -c "$cpu" python3 -c 'while True: pass' & done` + "\n" +
+		`	pin="taskset -c $cpu"` + "\n" +
+		"fi\nexec $pin "
+	return body[:i] + slow + body[i+len("\nexec "):], nil
+}
