@@ -18,6 +18,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
@@ -400,5 +401,32 @@ func TestSlowWorkerBySynchronousComputeTimeIsReplaced(t *testing.T) {
 	}
 	if len(h.slurm.submits) != 1 {
 		t.Fatalf("%d submissions, want the successor", len(h.slurm.submits))
+	}
+}
+
+// The node agent's NVML samples reach the policy: in synchronous training both workers report
+// the same samples/s (and no compute time), but worker 201's GPU is held at 60% of its clock
+// for a thermal reason while the main job's runs at full clock: 201 is replaced.
+func TestThrottledGPUFromTheAgentReplacesItsWorker(t *testing.T) {
+	h := newHarness(t, 2, 2)
+	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	sample := func(mhz uint32, reasons ...string) probe.Sample {
+		max := uint32(1410)
+		return probe.Sample{Index: 0, Time: h.now, SMClockMHz: &mhz, MaxSMClockMHz: &max, ThrottleReasons: reasons}
+	}
+	for range 12 {
+		h.report(200, mainID, 201)
+		h.cycle()
+		h.d.AddSignals(SignalReport{Node: "a100-1", Jobs: []JobSignals{
+			{JobID: mainID, Samples: []probe.Sample{sample(1410)}},
+			{JobID: 201, Samples: []probe.Sample{sample(846, "hw_thermal_slowdown")}},
+		}})
+		if len(h.slurm.submits) > 0 {
+			break
+		}
+	}
+	d := h.decision()
+	if d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"201"}) || !strings.Contains(d.Reason, "SM clock 846 MHz") {
+		t.Fatalf("decision %+v, want replace 201 for its throttled GPU", d)
 	}
 }

@@ -3,14 +3,19 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
@@ -118,4 +123,66 @@ func workerQueued(ctx context.Context, t *testing.T, s slurm.Client, main uint32
 		return true
 	}
 	return slices.ContainsFunc(rows, func(r slurm.QueueRow) bool { return r.ID == id })
+}
+
+// The main job is the slow one (--slow 0.5 on the main job's trainer): elasticd never replaces
+// the main job, so the job holds at its size, says why in its status, logs it once however
+// many cycles pass, and submits nothing.
+func TestSlowMainJobHoldsAndSaysSo(t *testing.T) {
+	r := newElasticRun(t)
+	d := r.d
+	var logged syncBuffer
+	d.log = zerolog.New(io.MultiWriter(&logged, zerolog.NewTestWriter(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=2:3:1\n#SBATCH --elastic-pools=a100\n"+
+		"slow=1\n[ \"$ELASTIC_ROLE\" = main ] && slow=0.5\n"+
+		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --slow $slow --curve 1:100,2:200,3:300\n")
+
+	start := time.Now()
+	held := 0
+	var st *JobStatus
+	for ctx.Err() == nil && held < 8 {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		if st = jobStatus(d, main); st != nil && strings.Contains(st.Reason, fmt.Sprintf("the main job %d is the straggler", main)) {
+			held++
+			if st.Decision != "hold" || st.Size["a100"] != 2 {
+				t.Fatalf("status %+v, want a hold at 2 workers", st)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	if held < 8 {
+		t.Fatalf("after %s: the job did not hold on its slow main job for 8 cycles: %+v", time.Since(start).Round(time.Second), st)
+	}
+	t.Logf("held %d cycles: %s", held, st.Reason)
+	if n := strings.Count(logged.String(), "is the straggler"); n != 1 {
+		t.Errorf("the slow main job was logged %d times, want once", n)
+	}
+	if n := strings.Count(logged.String(), `"worker submitted"`); n != 1 {
+		t.Errorf("%d workers submitted, want only the one to reach min 2", n)
+	}
+	if strings.Contains(logged.String(), "TERM") {
+		t.Errorf("a worker was stopped")
+	}
+}
+
+// syncBuffer is a bytes.Buffer the daemon's log and the test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
