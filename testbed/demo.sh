@@ -154,9 +154,13 @@ if [ -n "$stale" ]; then
 	scancel $stale
 	wait_until 30 "the jobs an interrupted demo left to end" test -z "$(squeue -h -j "$(echo $stale | tr ' ' ,)" -o %i 2>/dev/null)"
 fi
-busy=$(squeue -h -p "$POOL" -o '%i %u %j')
-[ -z "$busy" ] || fail "pool $POOL must be idle for the demo, but it has jobs (cancel them, or wait until they end):
-$busy"
+# Jobs just cancelled (a test's, say) take a few seconds to end; others the demo does not touch.
+pool_idle() { [ -z "$(squeue -h -p "$POOL" -o %i)" ]; }
+if ! pool_idle; then
+	say "pool $POOL has jobs; the demo needs it idle: waiting up to 30s for them to end"
+	squeue -p "$POOL" -o '%.7i %.6u %.12j %.9T'
+	wait_until 30 "pool $POOL idle (cancel its jobs, or wait until they end, then run the demo again)" pool_idle
+fi
 ALICE_ACCT=$(account_of alice)
 BOB_ACCT=$(account_of bob)
 [ -n "$ALICE_ACCT" ] && [ -n "$BOB_ACCT" ] || fail "the testbed's users alice and bob have no Slurm account: run make testbed-up"
