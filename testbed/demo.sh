@@ -241,7 +241,9 @@ done
 case $(state "$borrower") in PENDING | REQUEUED | REQUEUE_HOLD | REQUEUE_FED) ;; *) fail "bob's reclaimed job $borrower is $(state "$borrower"), not waiting to run again" ;; esac
 say "alice's jobs end:"
 show scancel "${alice[@]}"
-wait_until 60 "bob's requeued job $borrower running again" is_state "$borrower" RUNNING
+# A requeued job starts again once Slurm schedules it, which takes from seconds to a minute on a
+# loaded machine.
+wait_until 90 "bob's requeued job $borrower running again" is_state "$borrower" RUNNING
 ran_again() { [ "$(acct_states "$borrower" | tail -n 1)" = RUNNING ]; }
 wait_until 20 "sacct showing bob's job $borrower RUNNING again after PREEMPTED" ran_again
 show sacct -X -D -j "$borrower" -o JobID,JobName,User,QOS,State,Start,End
