@@ -146,13 +146,16 @@ for d in quotad elasticd; do
 	[ -x "$BIN/$d" ] || fail "no $BIN/$d: run make build (make demo does)"
 	bash "$REPO_ROOT/testbed/$d.sh" status >/dev/null || fail "$d does not run on the testbed: make testbed-up starts it"
 done
-# A job of an interrupted demo (all of them are named demo-*) would take the GPUs the steps count.
+# A job of an interrupted demo (all of them are named demo-*, their elastic workers after them)
+# would take the GPUs the steps count.
 stale=$(squeue -h -o '%i %j' | awk '$2 ~ /^demo-/ {print $1}')
 if [ -n "$stale" ]; then
-	say "cancelling jobs an interrupted demo left: $(echo $stale)"
+	stale=$(echo $stale $(squeue -h -o '%i %j' | awk -v ids=" $(echo $stale) " '$2 ~ /^elastic-worker-/ && index(ids, " " substr($2, 16) " ") {print $1}'))
+	say "cancelling jobs an interrupted demo left: $stale"
 	# shellcheck disable=SC2086
 	scancel $stale
-	wait_until 30 "the jobs an interrupted demo left to end" test -z "$(squeue -h -j "$(echo $stale | tr ' ' ,)" -o %i 2>/dev/null)"
+	stale_gone() { [ -z "$(squeue -h -j "${stale// /,}" -o %i 2>/dev/null)" ]; }
+	wait_until 30 "the jobs an interrupted demo left to end" stale_gone
 fi
 # Jobs just cancelled (a test's, say) take a few seconds to end; others the demo does not touch.
 pool_idle() { [ -z "$(squeue -h -p "$POOL" -o %i)" ]; }
@@ -164,8 +167,8 @@ fi
 ALICE_ACCT=$(account_of alice)
 BOB_ACCT=$(account_of bob)
 [ -n "$ALICE_ACCT" ] && [ -n "$BOB_ACCT" ] || fail "the testbed's users alice and bob have no Slurm account: run make testbed-up"
-wait_until 20 "quotad's read-only view answering (quotactl list --via quotad)" \
-	"$BIN/quotactl" list --via quotad -P >/dev/null 2>&1
+view_answers() { "$BIN/quotactl" list --via quotad -P >/dev/null 2>"$TMP/view.err" || { WHY=$(cat "$TMP/view.err"); return 1; }; }
+wait_until 20 "quotad's read-only view answering (quotactl list --via quotad)" view_answers
 ALICE_QUOTA=$(quota_of "$ALICE_ACCT")
 BOB_QUOTA=$(quota_of "$BOB_ACCT")
 [ -n "$ALICE_QUOTA" ] && [ -n "$BOB_QUOTA" ] || fail "quotad shows no $TYPE guarantee for $ALICE_ACCT or $BOB_ACCT (slurm-conf/testbed/quotas.yaml)"

@@ -24,10 +24,8 @@ func TestDemoShowsEveryCapability(t *testing.T) {
 	c := Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), demoLimit+2*time.Minute)
 	defer cancel()
-	var stderr strings.Builder
-	r := slurm.ExecRunner{Env: mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir}), Stderr: &stderr}
 	start := time.Now()
-	out, err := r.Run(ctx, "bash", filepath.Join(repoRoot(), "testbed", "demo.sh"))
+	out, err := runDemo(ctx, c)
 	took := time.Since(start)
 	t.Logf("testbed/demo.sh took %s:\n%s", took.Round(time.Second), out)
 	if err != nil {
@@ -50,4 +48,26 @@ func TestDemoShowsEveryCapability(t *testing.T) {
 			t.Errorf("the demo left job %s (%s, %s) behind", row.ID, row.Name, row.State)
 		}
 	}
+}
+
+// A demo that cannot show a step says so and fails: here elasticd is not running.
+func TestDemoFailsLoudly(t *testing.T) {
+	c := Require(t)
+	c.PauseDaemon(t, "elasticd")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := runDemo(ctx, c)
+	const want = `demo: FAILED in step "checking the testbed": elasticd does not run on the testbed`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("the demo without elasticd: %v, want an error saying %q; it printed:\n%s", err, want, out)
+	}
+	if strings.Contains(string(out), "✔") {
+		t.Errorf("the demo claimed a step without elasticd:\n%s", out)
+	}
+}
+
+// runDemo runs testbed/demo.sh on the testbed c as root, as make demo does.
+func runDemo(ctx context.Context, c *Cluster) ([]byte, error) {
+	r := slurm.ExecRunner{Env: mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir})}
+	return r.Run(ctx, "bash", filepath.Join(repoRoot(), "testbed", "demo.sh"))
 }
