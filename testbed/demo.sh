@@ -33,16 +33,25 @@ WHY=""
 FAILED=0
 JOBS=()
 TMP=$(mktemp -d)
+# quotactl where the testbed's users can run it: the checkout may be closed to them.
+USERBIN=$TMP/bin
 
 say() { printf '%s\n' "$*"; }
-# show COMMAND... prints the command as a user would type it, then runs it.
+# show [-u USER] COMMAND... prints the command as a user would type it, then runs it (as USER).
 show() {
-	local shown=("${1#"$BIN/"}") arg
+	local user=root
+	[ "$1" = -u ] && { user=$2; shift 2; }
+	local shown=("${1##*/}") arg
 	for arg in "${@:2}"; do
 		case $arg in *[[:space:]\$\'\"\|]*) shown+=("'$arg'") ;; *) shown+=("$arg") ;; esac
 	done
-	printf '\n$ %s\n' "${shown[*]}"
-	"$@"
+	if [ "$user" = root ]; then
+		printf '\n$ %s\n' "${shown[*]}"
+		"$@"
+	else
+		printf '\n%s$ %s\n' "$user" "${shown[*]}"
+		as "$user" "$@"
+	fi
 }
 proved() { printf '\n✔ [%s] %s\n' "$STEP" "$*"; }
 step() {
@@ -164,6 +173,9 @@ if ! pool_idle; then
 	squeue -p "$POOL" -o '%.7i %.6u %.12j %.9T'
 	wait_until 30 "pool $POOL idle (cancel its jobs, or wait until they end, then run the demo again)" pool_idle
 fi
+chmod 0755 "$TMP"
+install -d -m 0755 "$USERBIN"
+install -m 0755 "$BIN/quotactl" "$USERBIN/quotactl"
 ALICE_ACCT=$(account_of alice)
 BOB_ACCT=$(account_of bob)
 [ -n "$ALICE_ACCT" ] && [ -n "$BOB_ACCT" ] || fail "the testbed's users alice and bob have no Slurm account: run make testbed-up"
@@ -220,8 +232,10 @@ done
 [ -n "$borrower" ] || fail "all of bob's jobs run, but none in a borrow QOS"
 in_quota=$(squeue -h -j "$(IFS=,; echo "${bob[*]}")" -t running -o %q | grep -vc '^borrow-' || true)
 [ "$in_quota" -eq "$BOB_QUOTA" ] || fail "bob runs $in_quota jobs in his guarantee, want $BOB_QUOTA"
-show "$BIN/quotactl" explain --via quotad "$borrower"
-proved "bob runs $BOB_QUOTA jobs in his guarantee and job $borrower on a GPU quotad lent him, in QOS $(qos "$borrower") (squeue)"
+# bob asks why: quotad's read-only API answers his own jobs, his MUNGE credential says who he is.
+show -u bob "$USERBIN/quotactl" explain "$borrower" | tee "$TMP/explain" || fail "bob's quotactl explain $borrower failed"
+grep -Eq "job $borrower (is lent|runs borrowed)" "$TMP/explain" || fail "quotactl explain does not say bob's job $borrower is lent or runs borrowed"
+proved "bob runs $BOB_QUOTA jobs in his guarantee and job $borrower on a GPU quotad lent him, in QOS $(qos "$borrower") (squeue), and quotactl tells him so"
 
 # ---- 3. reclaim --------------------------------------------------------------------------------
 step "3/5 reclaim" "alice claims her $ALICE_QUOTA guaranteed $TYPE GPUs; pool $POOL has $((POOL_GPUS - BOB_QUOTA - 1)) idle"
@@ -302,6 +316,6 @@ view_agrees() {
 }
 # quotad plans every few seconds (its --interval): wait for a plan made after the elastic job ended.
 wait_until 20 "quotad's view (quotactl list) showing, per project, the GPUs in use and borrowed that squeue shows" view_agrees
-say "quotad's read-only API: $SLURMBRIDGE_QUOTAD_URL/api/v1/projects; as text for a terminal, as any user:"
-show "$BIN/quotactl" list --via quotad
+say "quotad's read-only API: $SLURMBRIDGE_QUOTAD_URL/api/v1/projects; as text for a terminal, as any user (here bob):"
+show -u bob "$USERBIN/quotactl" list
 proved "quotad serves its view at $SLURMBRIDGE_QUOTAD_URL/api/v1/projects; the numbers above match squeue's running jobs, project by project (in use in guarantee|borrowed): $(tr '\n' ' ' <"$TMP/view")"
