@@ -13,7 +13,8 @@
 #
 # Root, with the testbed up with quotad and elasticd (make testbed-up). The checkout may be one
 # the test users cannot enter (a 0700 home): they run only what testbed.sh publishes under
-# $TESTBED_DIR/share. The quotas, users and pools are the testbed's (slurm-conf/testbed/).
+# $TESTBED_DIR/share and a copy of quotactl the demo makes. The quotas, users and pools are the
+# testbed's (slurm-conf/testbed/).
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
