@@ -353,9 +353,9 @@ func TestSlowMainJobHoldsAndSaysSoOnce(t *testing.T) {
 	h := newHarness(t, 2, 2)
 	var logged strings.Builder
 	h.d.log = zerolog.New(&logged)
-	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
 	for range 12 {
-		h.reportCompute(100, map[uint32]float64{mainID: 0.300, 201: 0.100})
+		h.reportCompute(100, map[uint32]float64{mainID: 0.300, 150: 0.100})
 		h.cycle()
 	}
 	d := h.decision()
@@ -377,7 +377,7 @@ func TestSlowMainJobHoldsAndSaysSoOnce(t *testing.T) {
 		t.Errorf("the hold was not logged as a warning:\n%s", logged.String())
 	}
 	for range 6 {
-		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 201: 0.100})
+		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.100})
 		h.cycle()
 	}
 	if d := h.decision(); d.MainStraggler || strings.Contains(d.Reason, "straggler") {
@@ -388,45 +388,67 @@ func TestSlowMainJobHoldsAndSaysSoOnce(t *testing.T) {
 // A worker that computes longest per step, while all report the same samples/s, is replaced.
 func TestSlowWorkerBySynchronousComputeTimeIsReplaced(t *testing.T) {
 	h := newHarness(t, 2, 2)
-	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
 	for range 12 {
-		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 201: 0.300})
+		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300})
 		h.cycle()
 		if len(h.slurm.submits) > 0 {
 			break
 		}
 	}
-	if d := h.decision(); d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"201"}) || !strings.Contains(d.Reason, "300 ms of compute per step") {
-		t.Fatalf("decision %+v, want replace 201", d)
+	if d := h.decision(); d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"150"}) || !strings.Contains(d.Reason, "300 ms of compute per step") {
+		t.Fatalf("decision %+v, want replace 150", d)
 	}
 	if len(h.slurm.submits) != 1 {
 		t.Fatalf("%d submissions, want the successor", len(h.slurm.submits))
 	}
 }
 
+// Below the max the successor joins first and the straggler leaves once it has reported.
+func TestBelowMaxTheSuccessorJoinsBeforeTheStragglerLeaves(t *testing.T) {
+	h := newHarness(t, 2, 3)
+	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
+	for range 12 {
+		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300})
+		h.cycle()
+		if len(h.slurm.submits) > 0 {
+			break
+		}
+	}
+	if len(h.slurm.submits) != 1 || len(h.slurm.terminate) != 0 {
+		t.Fatalf("submits %d, terminated %v; want the successor first (decision %+v)", len(h.slurm.submits), h.slurm.terminate, h.decision())
+	}
+	h.slurm.run(201, WorkerName(mainID), h.uid, h.now) // the successor
+	h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300, 201: 0.100})
+	h.cycle()
+	if !slices.Equal(h.slurm.terminate, []uint32{150}) {
+		t.Fatalf("terminated %v once the successor reported, want 150", h.slurm.terminate)
+	}
+}
+
 // The node agent's NVML samples reach the policy: in synchronous training both workers report
-// the same samples/s (and no compute time), but worker 201's GPU is held at 60% of its clock
-// for a thermal reason while the main job's runs at full clock: 201 is replaced.
+// the same samples/s (and no compute time), but worker 150's GPU is held at 60% of its clock
+// for a thermal reason while the main job's runs at full clock: 150 is replaced.
 func TestThrottledGPUFromTheAgentReplacesItsWorker(t *testing.T) {
 	h := newHarness(t, 2, 2)
-	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
 	sample := func(mhz uint32, reasons ...string) probe.Sample {
 		max := uint32(1410)
 		return probe.Sample{Index: 0, Time: h.now, SMClockMHz: &mhz, MaxSMClockMHz: &max, ThrottleReasons: reasons}
 	}
 	for range 12 {
-		h.report(200, mainID, 201)
+		h.report(200, mainID, 150)
 		h.cycle()
 		h.d.AddSignals(SignalReport{Node: "a100-1", Jobs: []JobSignals{
 			{JobID: mainID, Samples: []probe.Sample{sample(1410)}},
-			{JobID: 201, Samples: []probe.Sample{sample(846, "hw_thermal_slowdown")}},
+			{JobID: 150, Samples: []probe.Sample{sample(846, "hw_thermal_slowdown")}},
 		}})
 		if len(h.slurm.submits) > 0 {
 			break
 		}
 	}
 	d := h.decision()
-	if d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"201"}) || !strings.Contains(d.Reason, "SM clock 846 MHz") {
-		t.Fatalf("decision %+v, want replace 201 for its throttled GPU", d)
+	if d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"150"}) || !strings.Contains(d.Reason, "SM clock 846 MHz") {
+		t.Fatalf("decision %+v, want replace 150 for its throttled GPU", d)
 	}
 }

@@ -78,7 +78,9 @@ type straggler struct {
 // findStragglers compares the workers of each type (types differ in speed,
 // so a V100 is no straggler beside A100s) on each signal they all carry:
 //   - samples/s below StragglerRatio × the type's median (workers that
-//     progress independently);
+//     progress independently; not where every worker of the type reports
+//     compute times, since then they train synchronously and their samples/s
+//     differ only by when each report's window fell);
 //   - compute seconds per step above the type's median / StragglerRatio:
 //     in synchronous training every worker waits for the slowest at the
 //     gradient exchange and reports the same samples/s, but the slow one
@@ -123,7 +125,9 @@ func (p *planner) findStragglers() []straggler {
 				mhz = append(mhz, c.mhz)
 			}
 		}
-		if m := median(rates); m > 0 {
+		// Workers that report compute times train synchronously: their samples/s are the
+		// job's, alike but for when each report's window fell, so only compute compares them.
+		if m := median(rates); m > 0 && len(compute) < len(ids) {
 			for i, id := range ids {
 				if rates[i] < p.s.StragglerRatio*m {
 					add(id, t, rates[i]/m, "throughput", fmt.Sprintf("%.0f samples/s, below %.2f × the median %.0f of %s workers",
