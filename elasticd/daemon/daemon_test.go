@@ -34,7 +34,7 @@ type fakeSlurm struct {
 	qos       []slurm.QOSLimits
 	qosErr    error
 	submitErr error
-	attempts  int // submissions tried, refused ones included
+	attempts  int    // submissions tried, refused ones included
 	script    string // the main job's batch script; "" a bare shebang
 }
 
