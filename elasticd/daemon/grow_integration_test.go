@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // The torchrun example as shipped: alice runs `sbatch elasticd/examples/torchrun.sbatch` from
@@ -24,6 +25,7 @@ func TestShippedTorchrunExampleGrowsPastMin(t *testing.T) {
 	c, d, work := r.c, r.d, r.work
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	waitQuotas(ctx, t, c)
 	if err := os.Mkdir(filepath.Join(work, "elasticd"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +82,30 @@ func TestShippedTorchrunExampleGrowsPastMin(t *testing.T) {
 	}
 	if state, err := c.JobState(ctx, id); err != nil || state != "RUNNING" {
 		t.Fatalf("main job %s: %q, %v; want RUNNING", id, state, err)
+	}
+}
+
+// waitQuotas waits until the testbed's quotad has applied the quota table: the projects'
+// accounts default to their guaranteed QOS and may use their borrow QOS. Right after the
+// testbed comes up, a job may still land in the QOS it had before.
+func waitQuotas(ctx context.Context, t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	for {
+		assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-a", "proj-b"}})
+		synced := 0
+		for _, a := range assocs {
+			if strings.HasPrefix(a.DefaultQOS, "guar-proj-") {
+				synced++
+			}
+		}
+		if err == nil && synced == len(assocs) && synced > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the testbed's quotad has not applied the quotas: %+v, %v", assocs, err)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 
@@ -147,6 +173,7 @@ func TestBorrowedWorkerIsReclaimedAsAShrink(t *testing.T) {
 	c, d := r.c, r.d
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	waitQuotas(ctx, t, c)
 	mainID, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=1:2:1\n#SBATCH --elastic-pools=a100\n"+
 		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --curve 1:100,2:190\n",
 		"-p", "a100", "--gres=gpu:a100:4")
