@@ -201,6 +201,9 @@ func newElasticRun(t *testing.T) *elasticRun {
 	t.Helper()
 	c := testbed.Require(t)
 	c.PauseDaemon(t, "elasticd")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitQuotas(ctx, t, c)
 	work, err := os.MkdirTemp("", "elastic-it-")
 	if err != nil {
 		t.Fatal(err)
