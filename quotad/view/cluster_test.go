@@ -272,3 +272,43 @@ func TestThePageChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkClusterPage renders the page and its JSON with 5000 jobs queued: bob's one-a100 jobs
+// pending over quota beside the scene's. The page draws pools and projects, never the jobs, so
+// its cost does not grow with the queue; the job search looks one job up.
+func BenchmarkClusterPage(b *testing.B) {
+	t := &testing.T{}
+	cfg, snap := scene(t)
+	for id := uint32(100); len(snap.Jobs) < 5000; id++ {
+		snap.Jobs = append(snap.Jobs, policy.Job{ID: id, Account: "proj-b", User: "bob", State: policy.StatePending, Reason: "QOSGrpGRES",
+			QOS: "guar-proj-b", Requeue: true, Batch: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"},
+			SubmitTime: t0})
+	}
+	plan := policy.BuildPlan(cfg, snap, t0)
+	v := &View{Cluster: "testbed", Interval: 5 * time.Second, Now: func() time.Time { return t0.Add(time.Second) }}
+	nodes := []slurm.Node{
+		{Name: "gpu1", Partitions: []string{"a100"}, State: "allocated", Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
+		{Name: "gpu2", Partitions: []string{"a100"}, State: "mixed", Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
+	}
+	v.Record(Cycle{Start: t0, Outcome: "acted", Plan: plan, Config: cfg, SnapshotAt: t0, Nodes: nodes, Jobs: snap.Jobs, Pools: mustPools()})
+	h := Handler(v, nil)
+	for _, path := range []string{"/cluster", ClusterPath, "/cluster?job=4999"} {
+		b.Run(path, func(b *testing.B) {
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				if rec.Code != http.StatusOK {
+					b.Fatal(rec.Code)
+				}
+			}
+		})
+	}
+}
+
+func mustPools() *pools.Config {
+	cfg, err := pools.Parse([]byte(poolsYAML), "pools.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
