@@ -172,6 +172,9 @@ func slurmFigures(t *testing.T, c *testbed.Cluster) (map[string]poolFigures, map
 
 func TestClusterPageInChromiumShowsWhatSlurmSays(t *testing.T) {
 	c := testbed.Require(t)
+	// The quotad under test is this build's, cycling every 2 s, with the testbed's pools.yaml
+	// beside its slurm.conf.
+	c.PauseDaemon(t, "quotad")
 	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
 	log, _ := activeQuotad(t, c)
 	api := apiAddr(t, log)
