@@ -182,12 +182,20 @@ func TestClusterPageInChromiumShowsWhatSlurmSays(t *testing.T) {
 	// bob: 4 a100 in quota, 4 borrowed, 2 pending (the 8 a100 of the partition are busy).
 	bob := submitN(t, c, "bob", 10)
 	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "bob 4 in quota + 4 borrowed running, 2 pending", 60*time.Second, func() bool {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 		q := queue(t, c, bob)
-		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
+		if count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
 			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return r.state == "PENDING" }) == 2
-	})
+			count(q, bob, func(r jobRow) bool { return r.state == "PENDING" }) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(log)
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			t.Fatalf("bob 4 in quota + 4 borrowed running, 2 pending: not within 60 s; queue %v\nquotad log:\n%s", q,
+				strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	}
 	settled := time.Now()
 	// The page shows a snapshot: wait for one taken after the queue settled.
 	waitFor(t, "a plan on a snapshot of the settled queue", 30*time.Second, func() bool {
