@@ -177,6 +177,7 @@ func TestClusterPageInChromiumShowsWhatSlurmSays(t *testing.T) {
 	c.PauseDaemon(t, "quotad")
 	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
 	log, _ := activeQuotad(t, c)
+	waitSynced(t, c, log) // on a fresh testbed the paused quotad may not have synced yet
 	api := apiAddr(t, log)
 
 	// bob: 4 a100 in quota, 4 borrowed, 2 pending (the 8 a100 of the partition are busy).
