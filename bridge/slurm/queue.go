@@ -153,6 +153,7 @@ func ParseQueue(out []byte) ([]Job, error) {
 	var jobs []Job
 	seen := map[uint32]bool{}
 	lineNo := 0
+	var prevLine []byte
 	for len(out) > 0 {
 		lineNo++
 		var line []byte
@@ -161,6 +162,21 @@ func ParseQueue(out []byte) ([]Job, error) {
 		} else {
 			line, out = out, nil
 		}
+		// A further task of the array record just read differs from the record's last line
+		// in its ArrayTaskId alone: only the task is read. Any other difference (a field
+		// squeue printed otherwise) goes through the full parse and its checks.
+		if n := len(jobs); n > 0 && len(jobs[n-1].ArrayTasks) > 0 && jobs[n-1].Pending() {
+			if task, ok := sameButTask(prevLine, line); ok {
+				prev := &jobs[n-1]
+				if last := prev.ArrayTasks[len(prev.ArrayTasks)-1]; task <= last {
+					return nil, &QueueError{Line: lineNo, Text: string(line), Err: fmt.Errorf("array record %d: task %d after task %d", prev.ID, task, last)}
+				}
+				prev.ArrayTasks = append(prev.ArrayTasks, task)
+				prevLine = line
+				continue
+			}
+		}
+		prevLine = line
 		j, task, err := parseQueueLine(string(line))
 		if err != nil {
 			return nil, &QueueError{Line: lineNo, Text: string(line), Err: err}
@@ -180,6 +196,42 @@ func ParseQueue(out []byte) ([]Job, error) {
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
+}
+
+// sameButTask reports whether line equals prev but for the ArrayTaskId field (the third), and
+// returns line's task id. Both must hold all the fields' separators up to the task.
+func sameButTask(prev, line []byte) (uint32, bool) {
+	pStart, pEnd, ok := taskField(prev)
+	if !ok {
+		return 0, false
+	}
+	lStart, lEnd, ok := taskField(line)
+	if !ok || !bytes.Equal(prev[:pStart], line[:lStart]) || !bytes.Equal(prev[pEnd:], line[lEnd:]) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(line[lStart:lEnd]), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+// taskField returns the bounds of a line's third field (ArrayTaskId).
+func taskField(line []byte) (start, end int, ok bool) {
+	first := bytes.IndexByte(line, queueSep[0])
+	if first < 0 {
+		return 0, 0, false
+	}
+	second := bytes.IndexByte(line[first+1:], queueSep[0])
+	if second < 0 {
+		return 0, 0, false
+	}
+	start = first + 1 + second + 1
+	third := bytes.IndexByte(line[start:], queueSep[0])
+	if third < 0 {
+		return 0, 0, false
+	}
+	return start, start + third, true
 }
 
 // sameRecord checks that a further line of an array record continues it.

@@ -157,6 +157,12 @@ func TestParseQueueLines(t *testing.T) {
 			f[5] = "borrow"
 			return queueLine(f...)
 		}(), "differs", 2},
+		{"a running record with two tasks", func() string {
+			a, b := goodLine("5", "5", "1"), goodLine("5", "5", "2")
+			a[7], b[7] = "RUNNING", "RUNNING"
+			return queueLine(a...) + "\n" + queueLine(b...)
+		}(), "differs", 2},
+		{"a task line that is not a task", queueLine(goodLine("5", "5", "1")...) + "\n" + queueLine(goodLine("5", "5", "2-3")...), "not a task id", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +182,16 @@ func TestParseQueueLines(t *testing.T) {
 			}
 		})
 	}
-	jobs, err := ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
+	// The lines of one record that differ in their task alone are folded by the quick path.
+	var lines []string
+	for _, task := range []string{"3", "4", "9"} {
+		lines = append(lines, queueLine(goodLine("7", "7", task)...))
+	}
+	jobs, err := ParseQueue([]byte(strings.Join(lines, "\n") + "\n" + queueLine(goodLine("8", "8", "N/A")...)))
+	if err != nil || len(jobs) != 2 || !reflect.DeepEqual(jobs[0].ArrayTasks, []uint32{3, 4, 9}) || jobs[0].TaskCount() != 3 || jobs[1].ID != 8 {
+		t.Fatalf("array record folded to %+v, %v", jobs, err)
+	}
+	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
 	if err != nil || jobs[0].StateReason != "QOSGrpGRES"+queueSep+"more" {
 		t.Errorf("reason = %q, %v", jobs[0].StateReason, err)
 	}
