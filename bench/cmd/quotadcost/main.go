@@ -369,7 +369,10 @@ func seed(ctx context.Context, db *sqlx.DB, cluster string, want int) (int, erro
 func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, array int) error {
 	var subs [][]string
 	for left := n; left > 0; {
-		args := []string{"--job-name=" + name, "-p", "a100", "--gres=gpu:a100:1", "-t", "60"}
+		// Long enough that no task ends while a slow fill (thousands of sallocs on a busy
+		// machine take many minutes) is under way: bob's four running tasks are his quota, and a
+		// task that ended would leave the queue short of n.
+		args := []string{"--job-name=" + name, "-p", "a100", "--gres=gpu:a100:1", "-t", "240"}
 		if array > 0 {
 			k := min(array, left)
 			args = append(args, fmt.Sprintf("--array=0-%d", k-1))
@@ -377,7 +380,7 @@ func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, arra
 		} else {
 			left--
 		}
-		subs = append(subs, append(args, "--wrap", "sleep 600"))
+		subs = append(subs, append(args, "--wrap", "sleep 14400"))
 	}
 	return parallel(len(subs), func(i int) error {
 		_, err := c.Submit(ctx, "bob", subs[i]...)
