@@ -327,3 +327,40 @@ func BenchmarkParseQueue(b *testing.B) {
 		}
 	}
 }
+
+func TestParseArrayThrottles(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     string
+		want    map[uint32]int
+		wantErr string
+	}{
+		{"nothing pending", "", map[uint32]int{}, ""},
+		{"records without a throttle", "12\x1fN/A\n13\x1f0-9\n", map[uint32]int{}, ""},
+		{"a throttle after a task list cut short", "13\x1f0-9\n20\x1f0,2,4,6,8,10,12,14,16,18,2...%4\n21\x1f3-7%2\n", map[uint32]int{20: 4, 21: 2}, ""},
+		{"a one-field line", "20\n", nil, "want ArrayJobId and ArrayTaskId"},
+		{"a throttle that is no number", "20\x1f0-9%x\n", nil, `array throttle "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseArrayThrottles([]byte(tt.out))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// The throttle read asks squeue for pending records of the given QOS only, one line a record.
+func TestArrayThrottleArgs(t *testing.T) {
+	args := ArrayThrottleArgs([]string{"guar-proj-a", "guar-proj-b"})
+	if !slices.Contains(args, "--qos=guar-proj-a,guar-proj-b") || !slices.Contains(args, "--states=PENDING") || slices.Contains(args, "--array") {
+		t.Errorf("args = %q", args)
+	}
+}

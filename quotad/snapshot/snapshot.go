@@ -34,6 +34,7 @@ type Live interface {
 	SlurmRelease(ctx context.Context) (slurm.Release, error)
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	QueueJobs(ctx context.Context) ([]slurm.Job, error)
+	ArrayThrottles(ctx context.Context, qos []string) (map[uint32]int, error)
 }
 
 // Builder takes snapshots.
@@ -71,7 +72,9 @@ func (b *Builder) now() time.Time {
 // freshness check covers the whole snapshot. The three sources (slurmdbd's database, the nodes,
 // the queue) are read at once: at tens of thousands of jobs the queue alone takes most of a
 // cycle, and the others need not wait for it.
-func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
+//
+// cfg names the guaranteed QOS, whose pending array records are read for their throttle.
+func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, error) {
 	started := b.now()
 	var (
 		wg                         sync.WaitGroup
@@ -82,10 +85,12 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 		rel                        slurm.Release
 		nodes                      []slurm.Node
 		jobs                       []slurm.Job
+		throttles                  map[uint32]int
 		accErr, nodesErr, queueErr error
+		throttleErr                error
 		took                       Timings
 	)
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		clock := time.Now()
@@ -112,8 +117,20 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 		}
 		took.Queue = time.Since(clock)
 	}()
+	go func() {
+		defer wg.Done()
+		var guaranteed []string
+		if cfg != nil {
+			for _, p := range cfg.Projects {
+				guaranteed = append(guaranteed, cfg.Settings.GuaranteedQOSName(p.Account))
+			}
+		}
+		if throttles, throttleErr = b.Live.ArrayThrottles(ctx, guaranteed); throttleErr != nil {
+			throttleErr = fmt.Errorf("slurmctld (squeue, array throttles): %w", throttleErr)
+		}
+	}()
 	wg.Wait()
-	for _, err := range []error{accErr, nodesErr, queueErr} {
+	for _, err := range []error{accErr, nodesErr, queueErr, throttleErr} {
 		if err != nil {
 			return nil, err
 		}
@@ -133,6 +150,9 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 			continue
 		}
 		if ok {
+			if j.ArrayJobID != 0 {
+				j.ArrayThrottle = throttles[j.ArrayJobID]
+			}
 			snap.Jobs = append(snap.Jobs, j)
 		}
 	}
