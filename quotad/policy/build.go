@@ -293,6 +293,11 @@ func (e *engine) reserveInQuota() {
 			e.say(j, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
 			continue
 		}
+		if j.Reason == "JobArrayTaskLimit" && j.ArrayThrottle > 0 {
+			e.say(j, "waits in %s: its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent; Slurm starts the next task when one ends, so no idle GPUs are kept for it",
+				p.guarQOS, j.ArrayThrottle, j.ArrayThrottle, e.arrayStarted[j.ArrayJobID])
+			continue
+		}
 		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, p.quotaText(need), j.Reason)
 		if !waitingForNodes[j.Reason] {
 			e.say(j, "%s", base)
