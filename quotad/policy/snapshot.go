@@ -83,9 +83,13 @@ type Job struct {
 	// above: quotas, limits and fairness count tasks. Empty for a job not in an array.
 	ArrayJobID uint32
 	ArrayTasks []uint32
-	Priority   int64
-	SubmitTime time.Time
-	StartTime  time.Time
+	// ArrayThrottle is the array's limit on tasks running at once (sbatch --array=...%N), on
+	// every record of the array; 0 for none. A task lent beyond it would wait in the borrow QOS
+	// with idle GPUs promised to it.
+	ArrayThrottle int
+	Priority      int64
+	SubmitTime    time.Time
+	StartTime     time.Time
 }
 
 // tasks is how many jobs the record stands for.
@@ -133,6 +137,16 @@ func (j *Job) need() map[string]int {
 		if n > out[t] {
 			out[t] = n
 		}
+	}
+	return out
+}
+
+// RequestedGPUs is what the record asks for by type ("" any type), all its tasks together:
+// an array record still holding several pending tasks asks for each of them.
+func (j *Job) RequestedGPUs() map[string]int {
+	out := j.need()
+	for t := range out {
+		out[t] *= j.tasks()
 	}
 	return out
 }
