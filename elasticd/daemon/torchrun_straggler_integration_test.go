@@ -122,7 +122,7 @@ func TestTorchrunStragglerIsReplacedAndThroughputRecovers(t *testing.T) {
 
 // recovered: the best measurement after the replacement is at least twice the median one
 // before it (the straggler's quota makes single measurements before it jump).
-func recovered(points map[time.Time]Point, replacedAt time.Time, after []float64) bool {
+func recovered(points map[time.Time]Point, size int, replacedAt time.Time, after []float64) bool {
 	before := beforeReplacement(points, size, replacedAt)
 	return len(before) > 0 && len(after) > 0 && slices.Max(after) >= 2*median(before)
 }
