@@ -262,12 +262,19 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for %d worker(s) to stop", len(j.stopping))}, now, log)
 		return
 	}
-	if len(active) < j.decl.MinWorkers {
+	target, below := j.decl.MinWorkers, "the declared min"
+	d.mu.Lock()
+	if j.pin > target {
+		target, below = j.pin, "the size pinned by "+j.pinnedBy
+	}
+	d.mu.Unlock()
+	if len(active) < target {
 		// Below the declared minimum the training cannot start (torchrun waits for MIN
-		// nodes), so there is no throughput to wait for.
+		// nodes), so there is no throughput to wait for; nor below a pinned size, which
+		// throughput does not decide.
 		t := d.typeOf(main)
-		dec := policy.Decision{Action: policy.Grow, Type: t, Count: j.decl.MinWorkers - len(active),
-			Reason: fmt.Sprintf("below the declared min: %d of %d workers", len(active), j.decl.MinWorkers)}
+		dec := policy.Decision{Action: policy.Grow, Type: t, Count: target - len(active),
+			Reason: fmt.Sprintf("below %s: %d of %d workers", below, len(active), target)}
 		d.setDecision(j, dec, now, log)
 		d.grow(ctx, j, main, snap, dec, log)
 		return
