@@ -287,7 +287,7 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		return
 	}
 	dec := policy.Decide(policy.Input{
-		Now: now,
+		Now:      now,
 		Job:      policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: d.bounds(j)},
 		History:  j.history,
 		Signals:  d.signalsFor(active),

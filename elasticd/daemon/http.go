@@ -65,7 +65,7 @@ func (d *Daemon) Status() []JobStatus {
 		s := JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
 			MaxWorkers: maxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: j.decl.Pools,
 			MaxBatch: j.decl.MaxBatch, BatchPerDevice: j.decl.BatchPerDevice, Pin: j.pin, PinnedBy: j.pinnedBy,
-			RdzvEndpoint: j.decl.RdzvEndpoint,
+			RdzvEndpoint:           j.decl.RdzvEndpoint,
 			ValuePerMillionSamples: j.decl.ValuePerMillionSamples,
 			Size:                   map[string]int{}, Decision: j.last.Action.String(), Reason: j.last.Reason, DecidedAt: j.lastAt}
 		for t, n := range j.size {

@@ -257,7 +257,9 @@ func TestOwnerPinsASize(t *testing.T) {
 	}
 	client := r.c.Slurm()
 	srv := httptest.NewServer(r.d.Handler(view.MungeAuth{
-		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) { return client.MungeDecode(ctx, socket, cred) },
+		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
+			return client.MungeDecode(ctx, socket, cred)
+		},
 		LookupUser: func(uid uint32) (string, error) {
 			out, err := exec.Command("id", "-nu", fmt.Sprint(uid)).Output()
 			return strings.TrimSpace(string(out)), err

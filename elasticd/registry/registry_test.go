@@ -125,7 +125,7 @@ func TestWriteHosts(t *testing.T) {
 func TestEffectiveMax(t *testing.T) {
 	for _, tc := range []struct {
 		max, gpus, batch, perDevice, want int
-		why                                string
+		why                               string
 	}{
 		{8, 1, 0, 0, 8, ""},
 		{8, 1, 256, 32, 8, ""},
