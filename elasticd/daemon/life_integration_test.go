@@ -242,7 +242,11 @@ func TestOwnerPinsASize(t *testing.T) {
 	r := newElasticRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := t.TempDir()
+	bin, err := os.MkdirTemp("", "elasticd-bin-") // alice runs it: not under t.TempDir's 0700 parent
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
 	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
