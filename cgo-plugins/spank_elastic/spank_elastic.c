@@ -649,8 +649,10 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	uint32_t jobid;
 	uid_t uid;
 
-	(void)ac;
-	(void)av;
+	/* slurm_spank_init is not called in the job script context: the plugstack arguments
+	 * (dir=, scancel=) are read here. */
+	if (read_args(ac, av) < 0)
+		return 0;
 	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		return 0;
 	if (recorded_main(jobid))
