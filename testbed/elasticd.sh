@@ -13,7 +13,7 @@ TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
 RUN=$TESTBED_DIR/run
 LOG=$TESTBED_DIR/log
 BIN=${ELASTICD_BIN:-${SLURMBRIDGE_BINDIR:-$REPO/bin}/elasticd}
-PORT=${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))} # 19464 beside the default ports
+PORT=${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))} # 19464 beside the default ports; testbed.sh writes the same into env
 INTERVAL=${ELASTICD_INTERVAL:-2s}
 NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
 

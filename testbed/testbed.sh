@@ -290,6 +290,8 @@ export SLURMBRIDGE_DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db-password
 # What every user needs for quotactl list/explain through quotad's API: no secret.
 export SLURMBRIDGE_QUOTAD_URL=http://127.0.0.1:${QUOTAD_METRICS_PORT:-19817}
 export SLURMBRIDGE_MUNGE_SOCKET=$MUNGE_SOCKET
+# elasticd status reads the testbed's elasticd here (testbed/elasticd.sh's port).
+export SLURMBRIDGE_ELASTICD_URL=http://127.0.0.1:${ELASTICD_PORT:-$((TESTBED_CTLD_PORT + 2647))}
 export SLURMBRIDGE_EXAMPLES=$TESTBED_DIR/share/elasticd/examples
 export SLURMBRIDGE_PLUGIN_DIR=$([ "$TESTBED_FROM" = installed ] && echo "$SLURM_PLUGIN_DIR" || echo "$TESTBED_PLUGIN_DIR")
 EOF

@@ -249,7 +249,7 @@ func statusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "per elastic job: size, throughput history, last decision and why",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464"},
+			&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464", EnvVars: []string{"SLURMBRIDGE_ELASTICD_URL"}},
 			&cli.BoolFlag{Name: "json"},
 		},
 		Action: func(c *cli.Context) error {
