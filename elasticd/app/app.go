@@ -58,6 +58,10 @@ func logger(c *cli.Context) (zerolog.Logger, error) {
 	return zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), nil
 }
 
+func elasticdURLFlag() cli.Flag {
+	return &cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464", EnvVars: []string{"SLURMBRIDGE_ELASTICD_URL"}}
+}
+
 var mungeSocketFlag = &cli.StringFlag{Name: "munge-socket", Usage: "munged's socket (empty: MUNGE's default)", EnvVars: []string{"SLURMBRIDGE_MUNGE_SOCKET"}}
 
 // mungeAuth says who sends a pin: the user its MUNGE credential names (quotad's API does the
@@ -290,7 +294,7 @@ func pinCommand() *cli.Command {
 		Name:      "pin",
 		Usage:     "hold an elastic job at N workers, whatever its throughput says (its owner or root)",
 		ArgsUsage: "JOBID N",
-		Flags:     []cli.Flag{&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464"}, mungeSocketFlag},
+		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
 				return fmt.Errorf("usage: elasticd pin JOBID N")
@@ -317,7 +321,7 @@ func unpinCommand() *cli.Command {
 		Name:      "unpin",
 		Usage:     "let elasticd size an elastic job from its throughput again",
 		ArgsUsage: "JOBID",
-		Flags:     []cli.Flag{&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464"}, mungeSocketFlag},
+		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return fmt.Errorf("usage: elasticd unpin JOBID")
