@@ -98,6 +98,13 @@ func ensureQuotad(t *testing.T, c *testbed.Cluster) {
 	t.Helper()
 	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
 	log, _ := startQuotad(t, c, "2s")
+	waitSynced(t, c, log)
+}
+
+// waitSynced waits until the quotad of log has given proj-a's and proj-b's users their
+// guaranteed QOS as default: jobs submitted before would not count in their quota.
+func waitSynced(t *testing.T, c *testbed.Cluster, log string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {

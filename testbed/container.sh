@@ -53,6 +53,7 @@ docker build -q -t "$IMAGE" \
 	--build-arg BASE_IMAGE="$BASE_IMAGE" \
 	--build-arg DEBIAN_MIRROR="${DEBIAN_MIRROR:-}" \
 	--build-arg PACKAGES="$(bash "$HERE/testbed.sh" package-list)" \
+	--build-arg BROWSER_PACKAGES="$(bash "$HERE/testbed.sh" browser-package-list)" \
 	"$HERE/container" >/dev/null || die "building $IMAGE failed"
 say "image ready in $((SECONDS - t0))s: $(docker run --rm "$IMAGE" dpkg-query -W -f '${Version}' slurmctld)"
 

@@ -6,7 +6,7 @@
 #   3. reclaim: alice claims her guarantee, Slurm requeues bob's borrowed job (sacct: PREEMPTED),
 #      and it runs again once her jobs end;
 #   4. elastic: elasticd grows alice's synthetic elastic job (elasticd/examples) by a worker;
-#   5. quotad's read-only view: its address, and its numbers as text for a terminal.
+#   5. the cluster page: its address, and the same numbers as text for a terminal.
 # Each step checks what it shows with squeue, sacct or slurmbridge's own CLIs and ends with one
 # line starting with "✔" that says what it proved; when something did not happen the demo stops
 # with "demo: FAILED" and why. Its jobs are cancelled however it ends, so it can run again at once.
@@ -293,7 +293,7 @@ elastic_gone() { [ -z "$(squeue -h -j "$elastic,$worker" -o %i)" ]; }
 wait_until 30 "alice's elastic job $elastic and its worker $worker ending after scancel" elastic_gone
 
 # ---- 5. the cluster page -----------------------------------------------------------------------
-step "5/5 quotad's view" "what quotad serves every user, without a secret"
+step "5/5 cluster page" "what quotad serves every user, in a browser and as text, without a secret"
 # quotactl list through quotad's read-only view (what every user may run, no secret) must show
 # what squeue shows: per project and GPU type, GPUs of running jobs in its guarantee and borrowed.
 # squeue_gpus prints ACCOUNT|TYPE|IN-GUARANTEE|BORROWED for every project with running GPU jobs.
@@ -317,6 +317,6 @@ view_agrees() {
 }
 # quotad plans every few seconds (its --interval): wait for a plan made after the elastic job ended.
 wait_until 20 "quotad's view (quotactl list) showing, per project, the GPUs in use and borrowed that squeue shows" view_agrees
-say "quotad's read-only API: $SLURMBRIDGE_QUOTAD_URL/api/v1/projects; as text for a terminal, as any user (here bob):"
+say "The cluster page: $SLURMBRIDGE_QUOTAD_URL/ (its numbers as JSON: $SLURMBRIDGE_QUOTAD_URL/api/v1/cluster); as text for a terminal, as any user (here bob):"
 show -u bob "$USERBIN/quotactl" list
-proved "quotad serves its view at $SLURMBRIDGE_QUOTAD_URL/api/v1/projects; the numbers above match squeue's running jobs, project by project (in use in guarantee|borrowed): $(tr '\n' ' ' <"$TMP/view")"
+proved "quotad serves the cluster page at $SLURMBRIDGE_QUOTAD_URL/; the numbers above match squeue's running jobs, project by project (in use in guarantee|borrowed): $(tr '\n' ' ' <"$TMP/view")"

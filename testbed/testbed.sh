@@ -3,7 +3,8 @@
 # one slurmd per node) on this machine, on loopback only, everything under $TESTBED_DIR.
 #
 #   testbed.sh packages install the missing Debian packages
-#   testbed.sh package-list   print them (testbed/container.sh builds its images with them)
+#   testbed.sh package-list   print them but the browser's (testbed/container.sh builds its images with them)
+#   testbed.sh browser-package-list   print the browser's (a layer of their own in the images)
 #   testbed.sh up       install missing packages, generate configs, start what is not running,
 #                       wait until every node is idle (idempotent); with bin/job_submit_pools.so
 #                       built, install it and enable JobSubmitPlugins=pools
@@ -45,6 +46,9 @@ PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
 # python3 runs the elastic examples' synthetic trainer; python3-torch (Debian's CPU build) their
 # real torchrun job, train.py, whose workers meet in torchrun's c10d rendezvous.
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev python3 python3-torch)
+# Headless Chromium loads quotad's cluster page in its browser test, with a font to draw it in.
+# Apart from PACKAGES so that the container images add them in a layer of their own.
+BROWSER_PACKAGES=(chromium fonts-dejavu-core)
 
 RUN=$TESTBED_DIR/run
 LOG=$TESTBED_DIR/log
@@ -94,7 +98,7 @@ wait_for() {
 
 install_packages() {
 	local missing=() p
-	for p in "${PACKAGES[@]}"; do
+	for p in "${PACKAGES[@]}" "${BROWSER_PACKAGES[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
@@ -545,6 +549,7 @@ packages)
 	install_packages
 	;;
 package-list) echo "${PACKAGES[@]}" ;;
+browser-package-list) echo "${BROWSER_PACKAGES[@]}" ;;
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;

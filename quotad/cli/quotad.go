@@ -12,7 +12,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
 	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
@@ -30,6 +32,7 @@ func QuotadApp() *ucli.App {
 			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
 			mungeSocketFlag(),
+			&ucli.StringFlag{Name: "pools", Usage: "pools file for the cluster page's pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{jobsubmit.ConfigEnv}},
 			&ucli.StringFlag{Name: "log-level", Value: "info"},
 			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
 			// Tests only: slows an apply down so that a test can cut the lease between two actions.
@@ -78,11 +81,17 @@ func runQuotad(c *ucli.Context) error {
 	}
 	if addr := c.String("listen"); addr != "" {
 		d.View = &view.View{Cluster: c.String("cluster"), Interval: interval(c), DryRun: d.DryRun}
+		poolsPath := c.String("pools")
+		if poolsPath == "" {
+			poolsPath = jobsubmit.ConfigPathFromEnv()
+		}
+		d.Pools = func() (*pools.Config, error) { return pools.Load(poolsPath) }
+		d.Audit = e.store
 		bound, err := daemon.ServeMetrics(ctx, addr, m, log, view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))))
 		if err != nil {
 			return err
 		}
-		log.Info().Str("addr", bound.String()).Msg("serving /metrics and the read-only API /api/v1/")
+		log.Info().Str("addr", bound.String()).Str("pools", poolsPath).Msg("serving /metrics, the read-only API /api/v1/ and the cluster page /")
 	}
 	log.Info().Dur("interval", c.Duration("interval")).Bool("dry_run", d.DryRun).Str("cluster", c.String("cluster")).Msg("quotad starting")
 	err = d.Run(ctx, interval(c))

@@ -9,16 +9,21 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
@@ -49,6 +54,14 @@ type PreemptionReader interface {
 	Preemptions(ctx context.Context, qosID uint32, since time.Time) ([]slurmdb.Preemption, error)
 }
 
+// AuditReader reads quotad's audit trail (store.Store), for the cluster page's recent actions.
+type AuditReader interface {
+	History(ctx context.Context, kind string, limit int) ([]store.Entry, error)
+}
+
+// RecentActions is how many of its latest actions quotad shows on the cluster page.
+const RecentActions = 50
+
 // Applier applies a plan (actuate.Actuator).
 type Applier interface {
 	Apply(ctx context.Context, plan *policy.Plan) (actuate.Result, error)
@@ -63,7 +76,11 @@ type Daemon struct {
 	Preemptions PreemptionReader // nil: reclaims are not observed
 	Metrics     *Metrics
 	View        *view.View // nil: no read-only API
-	Log         zerolog.Logger
+	// For the cluster page: pools.yaml (nil: no pools shown) and the audit trail of moves
+	// (nil: lends and returns not shown).
+	Pools func() (*pools.Config, error)
+	Audit AuditReader
+	Log   zerolog.Logger
 	// DryRun prints each cycle's plan to Out and changes nothing; it needs no lease.
 	DryRun bool
 	Out    io.Writer
@@ -74,6 +91,7 @@ type Daemon struct {
 	wasActive    *bool
 	reclaimsFrom time.Time
 	reclaimsSeen map[string]bool
+	reclaims     []view.Action // the latest reclaims observed, newest last
 }
 
 func (d *Daemon) now() time.Time {
@@ -96,11 +114,17 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	var (
 		cfg        *policy.Config
 		snapshotAt time.Time
+		snap       *snapshot.Snapshot
 	)
 	defer func() {
 		if d.View != nil {
-			d.View.Record(view.Cycle{Start: start, Outcome: res.Outcome, Err: err, Plan: res.Plan, Config: cfg,
-				SnapshotAt: snapshotAt, LeaseHeld: d.wasActive != nil && *d.wasActive})
+			c := view.Cycle{Start: start, Outcome: res.Outcome, Err: err, Plan: res.Plan, Config: cfg,
+				SnapshotAt: snapshotAt, LeaseHeld: d.wasActive != nil && *d.wasActive}
+			if snap != nil {
+				c.Nodes, c.Jobs = snap.SlurmNodes, snap.Jobs
+			}
+			d.pageFacts(ctx, &c)
+			d.View.Record(c)
 		}
 		if d.Metrics != nil {
 			d.Metrics.cycleSeconds.Observe(time.Since(start).Seconds())
@@ -125,7 +149,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	if err != nil {
 		return res, fmt.Errorf("reading the quota table: %w", err)
 	}
-	snap, err := d.Snapshots.Take(ctx)
+	snap, err = d.Snapshots.Take(ctx)
 	if err != nil {
 		return res, fmt.Errorf("snapshot: %w", err)
 	}
@@ -255,6 +279,11 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		}
 		d.reclaimsSeen[key] = true
 		d.Metrics.reclaims.WithLabelValues(r.Account).Inc()
+		d.reclaims = append(d.reclaims, view.Action{At: time.Unix(r.End, 0).UTC(), Kind: "reclaim", Job: strconv.FormatUint(uint64(r.JobID), 10),
+			Account: r.Account, Detail: "Slurm preempted and requeued the borrower"})
+		if len(d.reclaims) > RecentActions {
+			d.reclaims = d.reclaims[len(d.reclaims)-RecentActions:]
+		}
 		d.Log.Info().Uint32("job", r.JobID).Str("account", r.Account).Msg("borrower reclaimed: Slurm preempted and requeued it")
 	}
 }
@@ -295,8 +324,8 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 	return err
 }
 
-// ServeMetrics serves /metrics on addr until ctx ends, and the read-only API under /api/ when
-// api is not nil.
+// ServeMetrics serves /metrics on addr until ctx ends, and, when api is not nil, everything
+// else through it: the read-only API under /api/ and the cluster page.
 func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger, api http.Handler) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -305,7 +334,7 @@ func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logg
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	if api != nil {
-		mux.Handle("/api/", api)
+		mux.Handle("/", api)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -320,4 +349,49 @@ func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logg
 		_ = srv.Shutdown(sctx)
 	}()
 	return ln.Addr(), nil
+}
+
+// pageFacts adds what only the cluster page shows to a cycle's record: pools.yaml, read each
+// cycle so that an edited price shows without a restart, and the latest lends, returns and
+// reclaims, newest first. A failure costs only that part of the page, which says so.
+func (d *Daemon) pageFacts(ctx context.Context, c *view.Cycle) {
+	if d.Pools != nil && c.Plan != nil {
+		c.Pools, c.PoolsErr = d.Pools()
+	}
+	var actions []view.Action
+	if d.Audit != nil {
+		entries, err := d.Audit.History(ctx, store.KindMove, RecentActions)
+		if err != nil {
+			c.ActionsErr = err
+		}
+		for _, e := range entries {
+			actions = append(actions, MoveAction(e))
+		}
+	}
+	actions = append(actions, d.reclaims...)
+	slices.SortStableFunc(actions, func(a, b view.Action) int { return b.At.Compare(a.At) })
+	if len(actions) > RecentActions {
+		actions = actions[:RecentActions]
+	}
+	if actions == nil {
+		actions = []view.Action{}
+	}
+	c.Actions = actions
+}
+
+// MoveAction reads one audited move back: its subject is "job ID", its values "qos=NAME",
+// its detail the move as policy.JobMove prints it ("lend job 12 (proj-b, 4 a100): qos
+// normal->borrow-proj-b: why").
+func MoveAction(e store.Entry) view.Action {
+	a := view.Action{At: e.At.UTC(), Job: strings.TrimPrefix(e.Subject, "job "), FromQOS: strings.TrimPrefix(e.Old, "qos="),
+		ToQOS: strings.TrimPrefix(e.New, "qos="), Detail: e.Detail, Kind: "move"}
+	if kind, rest, ok := strings.Cut(e.Detail, " job "); ok {
+		a.Kind = kind
+		if _, after, ok := strings.Cut(rest, " ("); ok {
+			if account, _, ok := strings.Cut(after, ","); ok {
+				a.Account = account
+			}
+		}
+	}
+	return a
 }

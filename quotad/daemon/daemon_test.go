@@ -16,6 +16,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
@@ -224,5 +225,26 @@ func TestCycleFeedsTheView(t *testing.T) {
 	resp, err = client.Projects(context.Background())
 	if err != nil || len(resp.Projects) != 1 || resp.Status.LastCycle.Outcome != "error" {
 		t.Fatalf("after a failed cycle: %+v, %v", resp.Status.LastCycle, err)
+	}
+}
+
+func TestMoveActionReadsAnAuditedMoveBack(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		entry store.Entry
+		want  view.Action
+	}{
+		{store.Entry{At: at, Kind: store.KindMove, Subject: "job 12", Old: "qos=guar-proj-b", New: "qos=borrow-proj-b",
+			Detail: "lend job 12 (proj-b, 4 a100): qos guar-proj-b->borrow-proj-b: 4 a100 idle"},
+			view.Action{At: at, Kind: "lend", Job: "12", Account: "proj-b", FromQOS: "guar-proj-b", ToQOS: "borrow-proj-b",
+				Detail: "lend job 12 (proj-b, 4 a100): qos guar-proj-b->borrow-proj-b: 4 a100 idle"}},
+		{store.Entry{At: at, Kind: store.KindMove, Subject: "job 30_4", Old: "qos=borrow-proj-c", New: "qos=guar-proj-c",
+			Detail: "return job 30_4 (proj-c-sub, 1 any): qos borrow-proj-c->guar-proj-c: within quota"},
+			view.Action{At: at, Kind: "return", Job: "30_4", Account: "proj-c-sub", FromQOS: "borrow-proj-c", ToQOS: "guar-proj-c",
+				Detail: "return job 30_4 (proj-c-sub, 1 any): qos borrow-proj-c->guar-proj-c: within quota"}},
+	} {
+		if got := MoveAction(tc.entry); got != tc.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.entry.Detail, got, tc.want)
+		}
 	}
 }

@@ -137,6 +137,16 @@ func (j *Job) need() map[string]int {
 	return out
 }
 
+// RequestedGPUs is what the record asks for by type ("" any type), all its tasks together:
+// an array record still holding several pending tasks asks for each of them.
+func (j *Job) RequestedGPUs() map[string]int {
+	out := j.need()
+	for t := range out {
+		out[t] *= j.tasks()
+	}
+	return out
+}
+
 // perNodeGPUs is what each of the job's nodes must hold, by type: the per-node count, or the
 // per-job count spread evenly (rounded up) when that is larger.
 func (j *Job) perNodeGPUs() map[string]int {

@@ -47,6 +47,9 @@ type Builder struct {
 type Snapshot struct {
 	*policy.Snapshot
 	TRES map[uint32]string // tres_table ids → names
+	// SlurmNodes are every node as sinfo gave them, CPU nodes and down ones included: the
+	// cluster page counts each pool's nodes up and down from them.
+	SlurmNodes []slurm.Node
 	// Took is how long each source took to read, for the logs and benchmarks.
 	Took Timings
 }
@@ -109,8 +112,9 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{
 		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, Nodes: Nodes(nodes),
 			WholeArrays: !rel.StartsSplitArrayTasks()},
-		TRES: tres,
-		Took: took,
+		TRES:       tres,
+		SlurmNodes: nodes,
+		Took:       took,
 	}
 	for i := range jobs {
 		j, ok, err := ConvertJob(&jobs[i])

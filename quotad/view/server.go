@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Handler serves the API under /api/v1/. auth authenticates requests for jobs; nil refuses
+// Handler serves the API under /api/v1/ and the cluster page at / and /cluster. auth authenticates requests for jobs; nil refuses
 // them all.
 func Handler(v *View, auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
@@ -90,6 +90,16 @@ func Handler(v *View, auth Authenticator) http.Handler {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d is not a GPU job slurmctld knew as pending or running when quotad last planned (%s): quotad has nothing to say about it",
 			id, s.planAt.Format(time.RFC3339)), ptr(v.status(s)))
 	})
+	mux.HandleFunc("GET "+ClusterPath, func(w http.ResponseWriter, r *http.Request) {
+		s, ok := v.withPlan(w)
+		if !ok {
+			return
+		}
+		writeJSON(w, http.StatusOK, v.clusterData(s))
+	})
+	page := v.pageHandler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /cluster", page)
 	mux.HandleFunc("GET "+p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API path: see docs/operations.md, \"quotad's read-only API\"", nil)
 	})

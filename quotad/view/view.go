@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -34,6 +36,12 @@ type state struct {
 	lastNotes     []string
 	lastSuccessAt time.Time
 	leaseHeld     bool
+	// The cluster page's pools, counted from the snapshot of the served plan, and quotad's
+	// latest actions.
+	pools      []Pool
+	poolsErr   string
+	actions    []Action
+	actionsErr string
 }
 
 // Cycle is what one quotad cycle tells the view.
@@ -45,6 +53,15 @@ type Cycle struct {
 	Config     *policy.Config // the quota table it read
 	SnapshotAt time.Time
 	LeaseHeld  bool
+	// For the cluster page: the snapshot's nodes and jobs (nil when the cycle failed before
+	// one), pools.yaml (nil with PoolsErr when it could not be read), and the latest actions,
+	// newest first (nil with ActionsErr when they could not be read).
+	Nodes      []slurm.Node
+	Jobs       []policy.Job
+	Pools      *pools.Config
+	PoolsErr   error
+	Actions    []Action
+	ActionsErr error
 }
 
 // Succeeded matches quotad_last_successful_cycle_timestamp_seconds: a fresh snapshot was
@@ -67,6 +84,16 @@ func (v *View) Record(c Cycle) {
 	if c.Plan != nil && c.Plan.Acting && c.Config != nil {
 		s.plan, s.cfg, s.planAt, s.snapshotAt = c.Plan, c.Config, c.Start, c.SnapshotAt
 		s.maxAge = c.Config.Settings.SnapshotMaxAge()
+		s.pools, s.poolsErr = PoolCounts(c.Pools, c.Nodes, c.Jobs), ""
+		if c.PoolsErr != nil {
+			s.poolsErr = "pools.yaml: " + c.PoolsErr.Error()
+		}
+	}
+	if c.Actions != nil || c.ActionsErr != nil {
+		s.actions, s.actionsErr = c.Actions, ""
+		if c.ActionsErr != nil {
+			s.actionsErr = c.ActionsErr.Error()
+		}
 	}
 	if c.Succeeded() {
 		s.lastSuccessAt = c.Start
