@@ -144,3 +144,53 @@ func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
 	}
 	assertNoneKilled(t, c, 0)
 }
+
+// TestArrayThrottleLimitsLends: bob uses his 4 guaranteed a100 and 4 more a100 are idle. An
+// array that may run 2 tasks at once (--array=...%2) gets 2 tasks lent, never a third that would
+// wait in the borrow QOS on idle GPUs promised to it. On 22.05, where arrays are lent whole, a
+// 3-task array over a throttle of 2 is not lent at all.
+func TestArrayThrottleLimitsLends(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
+	})
+	rel, err := c.Release(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := "--array=0-5%2"
+	if !rel.StartsSplitArrayTasks() {
+		tasks = "--array=0-2%2"
+	}
+	arr := submitN(t, c, "bob", 1, tasks)[0]
+	states := func() map[string]int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		jobs, err := c.Slurm().QueueJobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, j := range jobs {
+			if fmt.Sprint(j.ArrayJobID) == arr {
+				out[j.QOS+"/"+j.StateName()] += j.TaskCount()
+			}
+		}
+		return out
+	}
+	want := map[string]int{"guar-proj-b/PENDING": 3}
+	if rel.StartsSplitArrayTasks() {
+		want = map[string]int{"borrow-proj-b/RUNNING": 2, "guar-proj-b/PENDING": 4}
+		waitFor(t, "2 tasks running borrowed", 30*time.Second, func() bool { return states()["borrow-proj-b/RUNNING"] == 2 })
+	}
+	time.Sleep(6 * time.Second) // three more quotad cycles with 2 a100 still idle
+	if got := states(); !maps.Equal(got, want) {
+		t.Errorf("array %s: %v, want %v", arr, got, want)
+	}
+	if out := quotactl(t, c, "explain", arr); !strings.Contains(out, "its array runs at most 2 tasks at once") {
+		t.Errorf("explain of the throttled array does not name its throttle:\n%s", out)
+	}
+	assertNoneKilled(t, c, 0)
+}

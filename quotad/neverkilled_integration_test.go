@@ -12,10 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,34 +25,16 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
-// killedMark is what slurmctld logs when preemption kills a job it cannot requeue.
-const killedMark = "had to be killed"
-
 // ctldLogSize is where slurmctld.log ends now; assertNoneKilled reads what follows.
 func ctldLogSize(t *testing.T, c *testbed.Cluster) int64 {
 	t.Helper()
-	st, err := os.Stat(filepath.Join(c.Dir, "log", "slurmctld.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Size()
+	return c.CtldLogSize(t)
 }
 
 // assertNoneKilled fails when slurmctld logged a preempted job it had to kill since offset.
 func assertNoneKilled(t *testing.T, c *testbed.Cluster, offset int64) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if offset > int64(len(data)) {
-		offset = 0 // rotated
-	}
-	for _, line := range strings.Split(string(data[offset:]), "\n") {
-		if strings.Contains(line, killedMark) {
-			t.Errorf("slurmctld.log: %s", line)
-		}
-	}
+	c.AssertNoneKilled(t, offset)
 }
 
 // assertNotPreempted fails when sacct shows a PREEMPTED record of any of ids.

@@ -38,3 +38,10 @@ func MatchBorrowQOS(pattern, qos string) bool {
 	}
 	return len(qos) > len(prefix)+len(suffix) && strings.HasPrefix(qos, prefix) && strings.HasSuffix(qos, suffix)
 }
+
+// BorrowQOSFor is the borrow QOS of account's project: the pattern with the account in it
+// (lower case, as Slurm keeps QOS names). A project's sub-accounts borrow in the project's
+// QOS, which this cannot know.
+func (c *Config) BorrowQOSFor(account string) string {
+	return strings.ToLower(strings.ReplaceAll(c.BorrowQOSPattern(), AccountPlaceholder, account))
+}

@@ -70,3 +70,20 @@ func TestBorrowQOSSettings(t *testing.T) {
 		checkProblems(t, problems, tt.want)
 	}
 }
+
+func TestBorrowQOSFor(t *testing.T) {
+	var none *Config
+	for _, tc := range []struct {
+		cfg     *Config
+		account string
+		want    string
+	}{
+		{none, "proj-a", "borrow-proj-a"},
+		{&Config{BorrowQOS: "Lend-{account}-x"}, "Proj-B", "lend-proj-b-x"},
+		{&Config{BorrowQOS: "shared"}, "proj-a", "shared"},
+	} {
+		if got := tc.cfg.BorrowQOSFor(tc.account); got != tc.want {
+			t.Errorf("%q for %s: %q, want %q", tc.cfg.BorrowQOSPattern(), tc.account, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,9 +16,18 @@ type SubmitOptions struct {
 	Partition string
 	Nodes     int
 	Tasks     int
+	QOS       string
 	Gres      string // e.g. "gpu:a100:2"
-	WorkDir   string // --chdir
-	Output    string // --output, a pattern such as /tmp/%x-%j.out
+	// GPUsPerNode is --gpus-per-node, e.g. "a100:4".
+	GPUsPerNode string
+	CPUsPerTask int
+	MemMB       uint64 // --mem, per node
+	Constraint  string
+	// Requeue asks for --requeue: Slurm requeues the job when it is preempted (a borrower's
+	// GPUs reclaimed) rather than killing it.
+	Requeue bool
+	WorkDir string // --chdir
+	Output  string // --output, a pattern such as /tmp/%x-%j.out
 	// TimeMinutes is the time limit; 0: the partition's default.
 	TimeMinutes uint32
 	// Args are further options as a user would type them, after the ones above; without a
@@ -42,13 +52,46 @@ func (o SubmitOptions) Argv() []string {
 	if o.Tasks > 0 {
 		args = append(args, "--ntasks="+strconv.Itoa(o.Tasks))
 	}
+	if o.CPUsPerTask > 0 {
+		args = append(args, "--cpus-per-task="+strconv.Itoa(o.CPUsPerTask))
+	}
+	add("--qos", o.QOS)
 	add("--gres", o.Gres)
+	add("--gpus-per-node", o.GPUsPerNode)
+	if o.MemMB > 0 {
+		args = append(args, "--mem="+strconv.FormatUint(o.MemMB, 10)+"M")
+	}
+	add("--constraint", o.Constraint)
+	if o.Requeue {
+		args = append(args, "--requeue")
+	}
 	add("--chdir", o.WorkDir)
 	add("--output", o.Output)
 	if o.TimeMinutes > 0 {
 		args = append(args, "--time="+strconv.FormatUint(uint64(o.TimeMinutes), 10))
 	}
 	return append(args, o.Args...)
+}
+
+// WithoutDirectives is a batch script with the option lines sbatch would read from it turned
+// into plain comments, so that a job submitted with it asks for exactly the options on
+// sbatch's command line: sbatch merges a script's #SBATCH lines with its command line option
+// by option, so a script's --gpus-per-node=4 beside a command line --gres=gpu:a100:4 would ask
+// for both, typed and untyped, which Slurm refuses. Like sbatch, it reads "#SBATCH" and
+// "#SLURM" lines up to the first line that is neither blank nor a comment (give sbatch
+// --ignore-pbs for #PBS lines). Every other line, and the line count, stay as they were.
+func WithoutDirectives(script []byte) []byte {
+	lines := bytes.SplitAfter(script, []byte("\n"))
+	for i, line := range lines {
+		if bytes.HasPrefix(line, []byte("#SBATCH")) || bytes.HasPrefix(line, []byte("#SLURM")) {
+			lines[i] = append([]byte("#(option given on the command line) "), line[1:]...)
+			continue
+		}
+		if trimmed := bytes.TrimLeft(line, " \t\r\n\v\f"); len(trimmed) > 0 && trimmed[0] != '#' {
+			break // a command: sbatch reads no options after it
+		}
+	}
+	return bytes.Join(lines, nil)
 }
 
 // SubmitBatch runs sbatch and returns the new job's id. A non-nil script is fed on stdin,

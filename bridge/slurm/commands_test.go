@@ -107,18 +107,35 @@ func TestClientCommandLines(t *testing.T) {
 func TestSubmitBatchOptionsAndStdin(t *testing.T) {
 	r := &scriptRunner{out: "sbatch: pools: routed to a100\n123;testbed\n"}
 	opts := SubmitOptions{JobName: "elastic-worker-100", Account: "proj-a", Partition: "a100", Nodes: 1, Tasks: 1,
-		Gres: "gpu:a100:1", WorkDir: "/tmp", Output: "/tmp/out/%x-%j.out", TimeMinutes: 30}
+		CPUsPerTask: 8, QOS: "borrow-proj-a", GPUsPerNode: "a100:4", MemMB: 16000, Constraint: "a100&spot", Requeue: true,
+		WorkDir: "/tmp", Output: "/tmp/out/%x-%j.out", TimeMinutes: 30}
 	id, err := Client{Runner: r}.SubmitBatch(context.Background(), opts, []byte("#!/bin/sh\n"))
 	if err != nil || id != 123 {
 		t.Fatalf("id %d, err %v", id, err)
 	}
-	want := "sbatch --parsable --job-name=elastic-worker-100 --account=proj-a --partition=a100 --nodes=1 --ntasks=1 --gres=gpu:a100:1 --chdir=/tmp --output=/tmp/out/%x-%j.out --time=30"
+	want := "sbatch --parsable --job-name=elastic-worker-100 --account=proj-a --partition=a100 --nodes=1 --ntasks=1 --cpus-per-task=8 --qos=borrow-proj-a --gpus-per-node=a100:4 --mem=16000M --constraint=a100&spot --requeue --chdir=/tmp --output=/tmp/out/%x-%j.out --time=30"
 	if len(r.calls) != 1 || r.calls[0] != want || string(r.stdin) != "#!/bin/sh\n" {
 		t.Errorf("ran %q with stdin %q, want %q", r.calls, r.stdin, want)
 	}
 	// A runner without stdin cannot submit a script.
 	if _, err := (Client{Runner: runOnly{r}}).SubmitBatch(context.Background(), opts, []byte("x")); err == nil {
 		t.Error("submitted a script through a runner without stdin")
+	}
+}
+
+// A worker runs the main job's script with its request on the command line only: the
+// script's #SBATCH lines (which sbatch would merge with that request) become comments, up to
+// the first command, as sbatch reads them.
+func TestWithoutDirectives(t *testing.T) {
+	in := "#!/bin/bash\n# a comment\n#SBATCH --gpus-per-node=4\n\n  #SBATCH indented is a comment to sbatch\n#SLURM --gres=gpu:1\n" +
+		"set -e\n#SBATCH --after-a-command stays\n"
+	want := "#!/bin/bash\n# a comment\n#(option given on the command line) SBATCH --gpus-per-node=4\n\n  #SBATCH indented is a comment to sbatch\n" +
+		"#(option given on the command line) SLURM --gres=gpu:1\nset -e\n#SBATCH --after-a-command stays\n"
+	if got := string(WithoutDirectives([]byte(in))); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if got := string(WithoutDirectives([]byte("#SBATCH -N1"))); got != "#(option given on the command line) SBATCH -N1" {
+		t.Errorf("a script of one directive without a newline: %q", got)
 	}
 }
 

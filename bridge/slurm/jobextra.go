@@ -26,6 +26,13 @@ type JobExtra struct {
 	// through stdout_expanded, from 25.05; 22.05 prints the pattern as submitted
 	// (/tmp/slurm-%j.out). Its directory is the same either way.
 	StdOut string
+	// Tasks (0 when unknown) and Features (--constraint, "" none) are parts of the request as
+	// submitted, for jobs that ask for the same again (an elastic job's workers); the CPUs and
+	// memory are in Job's TRESReq.
+	Tasks    uint32
+	Features string
+	// Restarts is how often Slurm requeued the job (restart_cnt).
+	Restarts uint32
 }
 
 type wireJobExtra struct {
@@ -41,6 +48,9 @@ type wireJobExtra struct {
 	// stdout_expanded has the expanded path.
 	StdOut         string `json:"standard_output"`
 	StdOutExpanded string `json:"stdout_expanded"`
+	Tasks          number `json:"tasks"`
+	Features       string `json:"features"`
+	Restarts       number `json:"restart_cnt"`
 }
 
 // ParseJobExtras reads the extra fields of every job of `squeue --json` of any supported
@@ -66,9 +76,17 @@ func ParseJobExtras(data []byte) (map[uint32]JobExtra, error) {
 		if err != nil {
 			return nil, fmt.Errorf("squeue JSON: job %d: time_limit: %w", w.JobID, err)
 		}
+		tasks, err := w.Tasks.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("squeue JSON: job %d: tasks: %w", w.JobID, err)
+		}
+		restarts, err := w.Restarts.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("squeue JSON: job %d: restart_cnt: %w", w.JobID, err)
+		}
 		out[w.JobID] = JobExtra{ID: w.JobID, UserID: w.UserID, GroupID: w.GroupID, Name: w.Name,
 			BatchHost: w.BatchHost, WorkDir: w.WorkDir, GresDetail: w.GresDetail, TimeLimit: limit,
-			StdOut: cmp.Or(w.StdOutExpanded, w.StdOut)}
+			StdOut: cmp.Or(w.StdOutExpanded, w.StdOut), Tasks: tasks, Features: w.Features, Restarts: restarts}
 	}
 	return out, nil
 }

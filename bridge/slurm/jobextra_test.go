@@ -43,3 +43,17 @@ func TestGPUIndices(t *testing.T) {
 		}
 	}
 }
+
+// The request parts a worker asks for again: tasks on every release (22.05's plain numbers,
+// later releases' number objects).
+func TestParseJobExtrasReadsTasksOnEveryRelease(t *testing.T) {
+	for _, release := range []string{"22.05", "24.11", "26.05"} {
+		extras, err := ParseJobExtras(fixture(t, "squeue-"+release+"-mixed.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := extras[7]; e.Tasks != 2 || e.Features != "" || e.Restarts != 0 {
+			t.Errorf("%s: job 7 read as %+v, want 2 tasks", release, e)
+		}
+	}
+}

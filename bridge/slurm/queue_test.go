@@ -157,6 +157,12 @@ func TestParseQueueLines(t *testing.T) {
 			f[5] = "borrow"
 			return queueLine(f...)
 		}(), "differs", 2},
+		{"a running record with two tasks", func() string {
+			a, b := goodLine("5", "5", "1"), goodLine("5", "5", "2")
+			a[7], b[7] = "RUNNING", "RUNNING"
+			return queueLine(a...) + "\n" + queueLine(b...)
+		}(), "differs", 2},
+		{"a task line that is not a task", queueLine(goodLine("5", "5", "1")...) + "\n" + queueLine(goodLine("5", "5", "2-3")...), "not a task id", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +182,16 @@ func TestParseQueueLines(t *testing.T) {
 			}
 		})
 	}
-	jobs, err := ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
+	// The lines of one record that differ in their task alone are folded by the quick path.
+	var lines []string
+	for _, task := range []string{"3", "4", "9"} {
+		lines = append(lines, queueLine(goodLine("7", "7", task)...))
+	}
+	jobs, err := ParseQueue([]byte(strings.Join(lines, "\n") + "\n" + queueLine(goodLine("8", "8", "N/A")...)))
+	if err != nil || len(jobs) != 2 || !reflect.DeepEqual(jobs[0].ArrayTasks, []uint32{3, 4, 9}) || jobs[0].TaskCount() != 3 || jobs[1].ID != 8 {
+		t.Fatalf("array record folded to %+v, %v", jobs, err)
+	}
+	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
 	if err != nil || jobs[0].StateReason != "QOSGrpGRES"+queueSep+"more" {
 		t.Errorf("reason = %q, %v", jobs[0].StateReason, err)
 	}
@@ -310,5 +325,42 @@ func BenchmarkParseQueue(b *testing.B) {
 		if _, err := ParseQueue(out); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestParseArrayThrottles(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     string
+		want    map[uint32]int
+		wantErr string
+	}{
+		{"nothing pending", "", map[uint32]int{}, ""},
+		{"records without a throttle", "12\x1fN/A\n13\x1f0-9\n", map[uint32]int{}, ""},
+		{"a throttle after a task list cut short", "13\x1f0-9\n20\x1f0,2,4,6,8,10,12,14,16,18,2...%4\n21\x1f3-7%2\n", map[uint32]int{20: 4, 21: 2}, ""},
+		{"a one-field line", "20\n", nil, "want ArrayJobId and ArrayTaskId"},
+		{"a throttle that is no number", "20\x1f0-9%x\n", nil, `array throttle "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseArrayThrottles([]byte(tt.out))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// The throttle read asks squeue for pending records of the given QOS only, one line a record.
+func TestArrayThrottleArgs(t *testing.T) {
+	args := ArrayThrottleArgs([]string{"guar-proj-a", "guar-proj-b"})
+	if !slices.Contains(args, "--qos=guar-proj-a,guar-proj-b") || !slices.Contains(args, "--states=PENDING") || slices.Contains(args, "--array") {
+		t.Errorf("args = %q", args)
 	}
 }

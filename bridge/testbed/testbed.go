@@ -165,6 +165,21 @@ func (c *Cluster) SubmitWithMessage(ctx context.Context, username string, args .
 	return strconv.FormatUint(uint64(n), 10), stderr.String(), nil
 }
 
+// SubmitIn is Submit run from dir instead of the user's home: the job's SLURM_SUBMIT_DIR, which
+// scripts such as the elastic examples find their files and write their checkpoints from.
+func (c *Cluster) SubmitIn(ctx context.Context, username, dir string, args ...string) (string, error) {
+	r, err := c.userRunner(username)
+	if err != nil {
+		return "", err
+	}
+	r.Dir = dir
+	n, err := slurm.Client{Runner: r}.SubmitBatch(ctx, slurm.SubmitOptions{Output: "/dev/null", Args: args}, nil)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatUint(uint64(n), 10), nil
+}
+
 // row is the job's line of squeue (every state), or an error when slurmctld does not list it.
 func (c *Cluster) row(ctx context.Context, jobID string) (slurm.QueueRow, error) {
 	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: []string{jobID}, AllStates: true})
@@ -429,4 +444,34 @@ func mergeEnv(base []string, vars map[string]string) []string {
 		out = append(out, k+"="+vars[k])
 	}
 	return out
+}
+
+// killedMark is what slurmctld logs when preemption kills a job it cannot requeue.
+const killedMark = "had to be killed"
+
+// CtldLogSize is where slurmctld.log ends now; AssertNoneKilled reads what follows.
+func (c *Cluster) CtldLogSize(t testing.TB) int64 {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// AssertNoneKilled fails when slurmctld logged a preempted job it had to kill since offset.
+func (c *Cluster) AssertNoneKilled(t testing.TB, offset int64) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offset > int64(len(data)) {
+		offset = 0 // rotated
+	}
+	for _, line := range strings.Split(string(data[offset:]), "\n") {
+		if strings.Contains(line, killedMark) {
+			t.Errorf("slurmctld.log: %s", line)
+		}
+	}
 }

@@ -16,18 +16,33 @@ import (
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
-// grow submits dec.Count workers of dec.Type.
+// maxRefusals is how many submissions in a row Slurm may refuse before the job holds: a
+// request Slurm refuses once it refuses every cycle.
+const maxRefusals = 3
+
+// grow submits dec.Count workers of dec.Type: in the project's guarantee while it has GPUs
+// idle, beyond that in its borrow QOS.
 func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, dec policy.Decision, log zerolog.Logger) []uint32 {
 	var ids []uint32
+	room := d.roomFor(main, snap, dec.Type)
 	for range dec.Count {
-		id, err := d.submitWorker(ctx, j, main, snap, dec.Type)
+		qos, borrowed := room.take(j.decl.GPUsPerWorker)
+		id, err := d.submitWorker(ctx, j, main, snap, dec.Type, qos)
 		if err != nil {
 			d.metrics.actionErrors.WithLabelValues("grow").Inc()
-			log.Error().Err(err).Str("type", string(dec.Type)).Msg("cannot submit a worker")
+			j.refusals++
+			if j.refusals < maxRefusals {
+				log.Warn().Err(err).Str("type", string(dec.Type)).Int("attempt", j.refusals).Msg("cannot submit a worker; trying again next cycle")
+				return ids
+			}
+			j.refused = strings.TrimSpace(err.Error())
+			log.Error().Err(err).Str("type", string(dec.Type)).Int("attempts", j.refusals).
+				Msg("Slurm refuses this job's workers: the job holds at its size until it is resubmitted or elasticd restarts")
 			return ids
 		}
+		j.refusals = 0
 		d.metrics.actions.WithLabelValues("grow").Inc()
-		log.Info().Uint32("worker", id).Str("type", string(dec.Type)).Msg("worker submitted")
+		log.Info().Uint32("worker", id).Str("type", string(dec.Type)).Str("qos", qos).Bool("borrowed", borrowed).Msg("worker submitted")
 		j.submitted[id] = d.now()
 		ids = append(ids, id)
 	}
@@ -69,32 +84,58 @@ func (d *Daemon) partitionFor(j *job, main slurm.Job, t policy.GPUType) (string,
 }
 
 // submitWorker runs sbatch as the job's owner: same account, the job's own script, one node
-// with GPUsPerWorker GPUs of type t, and the environment contract.
-func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType) (uint32, error) {
+// with GPUsPerWorker GPUs of type t, the main job's CPUs, memory and constraint, the time
+// the main job has left, and the environment contract. The request is entirely on the command
+// line: the script's #SBATCH lines are comments for the worker (slurm.WithoutDirectives),
+// since sbatch would merge them with these options and refuse, for one, a script's untyped
+// --gpus-per-node beside a typed GPU request. Every worker is requeueable: a borrowed one's
+// GPUs are reclaimed by requeue, never by killing it.
+func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType, qos string) (uint32, error) {
 	if j.script == nil {
 		script, err := d.slurm.BatchScript(ctx, j.id)
 		if err != nil {
 			return 0, fmt.Errorf("reading the main job's batch script: %w", err)
 		}
-		j.script = script
+		j.script = slurm.WithoutDirectives(script)
 	}
 	partition, err := d.partitionFor(j, main, t)
 	if err != nil {
 		return 0, err
 	}
 	extra := snap.extras[j.id]
+	shape := d.shapeOf(j, main, extra)
+	gpus := strconv.Itoa(shape.gpus)
+	if t != "gpu" {
+		gpus = string(t) + ":" + gpus
+	}
 	opts := slurm.SubmitOptions{
 		JobName:     WorkerName(j.id),
 		Account:     main.Account,
 		Partition:   partition,
+		QOS:         qos,
 		Nodes:       1,
-		Tasks:       1,
-		Gres:        fmt.Sprintf("gpu:%s:%d", t, j.decl.GPUsPerWorker),
+		Tasks:       shape.tasks,
+		CPUsPerTask: shape.cpusPerTask,
+		GPUsPerNode: gpus,
+		MemMB:       shape.memMB,
+		Constraint:  extra.Features,
+		Requeue:     true,
 		WorkDir:     extra.WorkDir,
 		Output:      workerOutput(extra.StdOut),
-		TimeMinutes: extra.TimeLimit,
+		TimeMinutes: d.timeLeft(main, extra),
+		Args:        []string{"--ignore-pbs"},
 	}
 	return d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Options: opts, Env: d.contract(j), Script: j.script, Dir: extra.WorkDir})
+}
+
+// timeLeft is the main job's remaining time limit in whole minutes (at least 1): a worker
+// never outlives its main job's limit. 0 when the main job has none.
+func (d *Daemon) timeLeft(main slurm.Job, extra slurm.JobExtra) uint32 {
+	if extra.TimeLimit == 0 || main.Start.IsZero() {
+		return extra.TimeLimit
+	}
+	left := main.Start.Add(time.Duration(extra.TimeLimit) * time.Minute).Sub(d.now())
+	return uint32(max((left+time.Minute-1)/time.Minute, 1))
 }
 
 // workerOutput puts a worker's output beside the main job's: the main job's directory is the
@@ -173,6 +214,22 @@ func (d *Daemon) finishStops(ctx context.Context, j *job, workers []slurm.Job, n
 			j.stopping[id] = now // cancel again only after another grace period
 		}
 	}
+}
+
+// reclaimed ends a worker Slurm requeued, which happens when guaranteed work reclaims the
+// GPUs it borrowed: the job has shrunk, and the worker must not rejoin at some random later
+// time (elasticd grows the job again when the policy says so, with capacity counted afresh).
+func (d *Daemon) reclaimed(ctx context.Context, j *job, id uint32, now time.Time, log zerolog.Logger) {
+	if err := d.slurm.Cancel(ctx, id); err != nil {
+		d.metrics.actionErrors.WithLabelValues("cancel").Inc()
+		log.Error().Err(err).Uint32("worker", id).Msg("cannot cancel the reclaimed worker")
+		return
+	}
+	d.metrics.actions.WithLabelValues("reclaimed").Inc()
+	log.Info().Uint32("worker", id).Msg("worker reclaimed (Slurm requeued it): cancelled, the job shrinks")
+	j.stopping[id] = now
+	delete(j.submitted, id)
+	delete(j.replacing, id)
 }
 
 // cancelStalePending cancels workers pending too long.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
@@ -87,6 +88,10 @@ type job struct {
 	pin       int    // size pinned by the job's owner or root (0: none)
 	pinnedBy  string // who pinned it
 	saved     []byte // the state file as last written
+	// refusals counts worker submissions failed in a row; at maxRefusals the job holds with
+	// refused, Slurm's answer, as its reason.
+	refusals int
+	refused  string
 }
 
 // New makes a daemon.
@@ -109,6 +114,9 @@ type snapshot struct {
 	jobs   map[uint32]slurm.Job
 	extras map[uint32]slurm.JobExtra
 	nodes  []slurm.Node
+	// qos is every QOS' GrpTRES by lower-case name; nil when they could not be read, and
+	// workers then run in their main job's QOS.
+	qos map[string]gpureq.TRES
 }
 
 // Cycle runs one round. It returns an error only when the queue or the nodes could not be read:
@@ -134,7 +142,7 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 		d.metrics.cycleErrors.Inc()
 		return fmt.Errorf("reading the nodes: %w", err)
 	}
-	snap := snapshot{jobs: map[uint32]slurm.Job{}, extras: extras, nodes: nodes}
+	snap := snapshot{jobs: map[uint32]slurm.Job{}, extras: extras, nodes: nodes, qos: d.readQOS(ctx)}
 	for _, j := range list {
 		snap.jobs[j.ID] = j
 	}
@@ -233,6 +241,10 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 			running = append(running, w)
 			delete(j.submitted, w.ID)
 		case w.Pending():
+			if _, stopping := j.stopping[w.ID]; !stopping && snap.extras[w.ID].Restarts > 0 {
+				d.reclaimed(ctx, j, w.ID, now, log)
+				continue
+			}
 			pending = append(pending, w.ID)
 		}
 	}
@@ -260,6 +272,10 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		return
 	case len(j.stopping) > 0:
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for %d worker(s) to stop", len(j.stopping))}, now, log)
+		return
+	}
+	if j.refused != "" {
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("Slurm refused %d worker submissions in a row: %s", j.refusals, j.refused)}, now, log)
 		return
 	}
 	target, below := j.decl.MinWorkers, "the declared min"
@@ -426,12 +442,15 @@ func (d *Daemon) typeOptions(j *job) []policy.TypeOption {
 	return out
 }
 
-// capacity counts, per type the job may use, how many more workers fit on up nodes now.
+// capacity counts, per type the job may use, how many more workers could start now: the
+// nodes' free GPUs, CPUs and memory for the worker's shape, within what the project's
+// guarantee and its borrow QOS leave.
 func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) map[policy.GPUType]int {
 	types := d.typeOptions(j)
 	if len(types) == 0 {
 		types = []policy.TypeOption{{Type: d.typeOf(main)}}
 	}
+	shape := d.shapeOf(j, main, snap.extras[j.id])
 	out := map[policy.GPUType]int{}
 	for _, o := range types {
 		parts := []string{main.Partition}
@@ -441,13 +460,29 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) map[policy.GPU
 				parts = append(parts, p.Partition)
 			}
 		}
-		for _, n := range snap.nodes {
-			if !n.Up() || !slices.ContainsFunc(parts, n.InPartition) {
-				continue
-			}
-			free := n.GPUs() - min(n.AllocGPUs(), n.GPUs())
-			out[o.Type] += int(free) / j.decl.GPUsPerWorker
+		out[o.Type] = shape.fits(snap.nodes, parts, o.Type)
+		if n := d.roomFor(main, snap, o.Type).workers(shape.gpus); n != unlimited {
+			out[o.Type] = min(out[o.Type], n)
 		}
+	}
+	return out
+}
+
+// readQOS is every QOS' GrpTRES, or nil (logged) when they cannot be read.
+func (d *Daemon) readQOS(ctx context.Context) map[string]gpureq.TRES {
+	list, err := d.slurm.QOS(ctx)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("cannot read the QOS limits; workers run in their main job's QOS")
+		return nil
+	}
+	out := make(map[string]gpureq.TRES, len(list))
+	for _, q := range list {
+		t, err := gpureq.ParseTRES(q.GrpTRES)
+		if err != nil {
+			d.log.Warn().Err(err).Str("qos", q.Name).Msg("QOS GrpTRES unreadable; taken as no limit")
+			t = gpureq.TRES{}
+		}
+		out[strings.ToLower(q.Name)] = t
 	}
 	return out
 }

@@ -31,6 +31,11 @@ type fakeSlurm struct {
 	submits   []SubmitRequest
 	terminate []uint32
 	cancel    []uint32
+	qos       []slurm.QOSLimits
+	qosErr    error
+	submitErr error
+	attempts  int    // submissions tried, refused ones included
+	script    string // the main job's batch script; "" a bare shebang
 }
 
 func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error) {
@@ -48,14 +53,26 @@ func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, map[uint32]slurm.JobExt
 }
 
 func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
-	return []slurm.Node{{Name: "a100-1", Partitions: []string{"a100"}, State: "mixed", Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}}}, nil
+	return []slurm.Node{{Name: "a100-1", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, MemoryMB: 32000,
+		Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}}}, nil
+}
+
+func (f *fakeSlurm) QOS(context.Context) ([]slurm.QOSLimits, error) {
+	return f.qos, f.qosErr
 }
 
 func (f *fakeSlurm) BatchScript(context.Context, uint32) ([]byte, error) {
+	if f.script != "" {
+		return []byte(f.script), nil
+	}
 	return []byte("#!/bin/sh\n"), nil
 }
 
 func (f *fakeSlurm) Submit(_ context.Context, req SubmitRequest) (uint32, error) {
+	f.attempts++
+	if f.submitErr != nil {
+		return 0, f.submitErr
+	}
 	f.submits = append(f.submits, req)
 	f.nextID++
 	return f.nextID, nil
@@ -158,7 +175,7 @@ func TestBelowMinSubmitsWorkersAsTheOwnerWithTheContract(t *testing.T) {
 		t.Fatalf("%d submissions, want 1 to reach min 2 (decision %+v)", len(h.slurm.submits), h.decision())
 	}
 	req := h.slurm.submits[0]
-	for _, want := range []string{"--job-name=elastic-worker-100", "--account=proj-a", "--partition=a100", "--gres=gpu:a100:1", "--chdir=/tmp", "--output=/tmp/out/%x-%j.out"} {
+	for _, want := range []string{"--job-name=elastic-worker-100", "--account=proj-a", "--partition=a100", "--gpus-per-node=a100:1", "--requeue", "--chdir=/tmp", "--output=/tmp/out/%x-%j.out"} {
 		if !slices.Contains(req.Options.Argv(), want) {
 			t.Errorf("sbatch args %q lack %s", req.Options.Argv(), want)
 		}

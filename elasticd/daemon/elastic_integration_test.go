@@ -206,6 +206,9 @@ func newElasticRun(t *testing.T) *elasticRun {
 	t.Helper()
 	c := testbed.Require(t)
 	c.PauseDaemon(t, "elasticd")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitQuotas(ctx, t, c)
 	work, err := os.MkdirTemp("", "elastic-it-")
 	if err != nil {
 		t.Fatal(err)
@@ -224,18 +227,29 @@ func example(t *testing.T, name string) string {
 	return filepath.Join(testbed.Require(t).Examples(), name)
 }
 
-// submitMain submits body as alice's main job on one a100 GPU. When the test ends the job is
-// cancelled and cycles run until elasticd has ended its workers and removed its directory.
-func (r *elasticRun) submitMain(ctx context.Context, t *testing.T, body string) (string, uint32) {
+// submitMain submits body as alice's main job on one a100 GPU, or with args instead of that
+// request. When the test ends the job is cancelled and cycles run until elasticd has ended its
+// workers and removed its directory.
+func (r *elasticRun) submitMain(ctx context.Context, t *testing.T, body string, args ...string) (string, uint32) {
 	t.Helper()
 	script := filepath.Join(r.work, "job.sh")
 	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	id, err := r.c.Submit(ctx, "alice", "-p", "a100", "--gres=gpu:a100:1", "--output="+filepath.Join(r.work, "main-%j.out"), script)
+	if len(args) == 0 {
+		args = []string{"-p", "a100", "--gres=gpu:a100:1"}
+	}
+	id, err := r.c.Submit(ctx, "alice", append(args, "--output="+filepath.Join(r.work, "main-%j.out"), script)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return id, r.follow(t, id)
+}
+
+// follow cancels main job id when the test ends, and runs cycles until elasticd has ended its
+// workers and removed its directory.
+func (r *elasticRun) follow(t *testing.T, id string) uint32 {
+	t.Helper()
 	main := uint32(mustAtoi(t, id))
 	t.Cleanup(func() {
 		r.c.Cancel(id)
@@ -247,5 +261,5 @@ func (r *elasticRun) submitMain(ctx context.Context, t *testing.T, body string) 
 			time.Sleep(time.Second)
 		}
 	})
-	return id, main
+	return main
 }

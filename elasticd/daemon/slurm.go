@@ -17,6 +17,8 @@ type Slurm interface {
 	// Queue is one `squeue --json`: the jobs and their extra fields, one moment.
 	Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error)
 	Nodes(ctx context.Context) ([]slurm.Node, error)
+	// QOS lists every QOS with its GrpTRES.
+	QOS(ctx context.Context) ([]slurm.QOSLimits, error)
 	// BatchScript is the main job's batch script, which every worker runs too.
 	BatchScript(ctx context.Context, jobID uint32) ([]byte, error)
 	// Submit runs sbatch as the job's user and returns the new job's id.
@@ -54,6 +56,11 @@ func (c CommandSlurm) Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.
 // Nodes implements Slurm.
 func (c CommandSlurm) Nodes(ctx context.Context) ([]slurm.Node, error) {
 	return c.Client.Nodes(ctx)
+}
+
+// QOS implements Slurm.
+func (c CommandSlurm) QOS(ctx context.Context) ([]slurm.QOSLimits, error) {
+	return c.Client.ShowQOS(ctx)
 }
 
 // BatchScript implements Slurm.

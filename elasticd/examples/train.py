@@ -65,6 +65,8 @@ class Tracer:
 
     def resumed(self, samples):
         """Records the samples the checkpoint held when this incarnation started."""
+        if self.fd is None:
+            return  # not tracing: the example as shipped
         self.head["resumed_at"] = samples
 
     def step(self, steps):

@@ -313,7 +313,7 @@ func planNow(ctx context.Context, e *env) (*policy.Plan, *snapshot.Snapshot, err
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := e.builder.Take(ctx)
+	snap, err := e.builder.Take(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the cluster: %w", err)
 	}

@@ -37,7 +37,7 @@ type ConfigLoader interface {
 
 // Snapshotter takes a snapshot (snapshot.Builder).
 type Snapshotter interface {
-	Take(ctx context.Context) (*snapshot.Snapshot, error)
+	Take(ctx context.Context, cfg *policy.Config) (*snapshot.Snapshot, error)
 }
 
 // Lease is the single-active-instance lease (DBLease).
@@ -149,7 +149,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	if err != nil {
 		return res, fmt.Errorf("reading the quota table: %w", err)
 	}
-	snap, err = d.Snapshots.Take(ctx)
+	snap, err = d.Snapshots.Take(ctx, cfg)
 	if err != nil {
 		return res, fmt.Errorf("snapshot: %w", err)
 	}

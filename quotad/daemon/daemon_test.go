@@ -29,7 +29,9 @@ type fakeSnaps struct {
 	err  error
 }
 
-func (f fakeSnaps) Take(context.Context) (*snapshot.Snapshot, error) { return f.snap, f.err }
+func (f fakeSnaps) Take(context.Context, *policy.Config) (*snapshot.Snapshot, error) {
+	return f.snap, f.err
+}
 
 type fakeLease struct {
 	held   bool

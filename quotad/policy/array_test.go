@@ -150,3 +150,61 @@ func TestWholeArrays(t *testing.T) {
 		})
 	}
 }
+
+// A throttled array (--array=...%N) runs at most N tasks at once: a task lent past that would
+// wait in the borrow QOS on idle GPUs promised to it, so lends stop at the throttle, counting the
+// array's running tasks and those already lent.
+func TestArrayThrottle(t *testing.T) {
+	cfg := twoProjects().obj()
+	tests := []struct {
+		name  string
+		whole bool
+		jobs  []Job
+		want  []string
+		why   string
+	}{
+		{"4 idle, throttle 2: two tasks lent", false,
+			[]Job{job(20, "proj-b").gpu("a100", 1).array(seq(0, 9)...).throttle(2).obj()},
+			[]string{"lend 20_0 proj-b", "lend 20_1 proj-b"}, "its array runs at most 2 tasks at once (--array=...%2) and 2 run or were lent"},
+		{"one task runs borrowed, one waits lent: no slot left", false,
+			[]Job{
+				job(20, "proj-b").gpu("a100", 1).array(seq(2, 9)...).throttle(2).obj(),
+				job(31, "proj-b").gpu("a100", 1).borrowed().running(time.Minute).taskOf(20, 0).throttle(2).obj(),
+				job(32, "proj-b").gpu("a100", 1).borrowed().reason("Priority").taskOf(20, 1).throttle(2).obj(),
+			},
+			nil, "and 2 run or were lent"},
+		{"throttle 3, one running: two more", false,
+			[]Job{
+				job(20, "proj-b").gpu("a100", 1).array(seq(1, 9)...).throttle(3).obj(),
+				job(31, "proj-b").gpu("a100", 1).borrowed().running(time.Minute).taskOf(20, 0).throttle(3).obj(),
+			},
+			[]string{"lend 20_1 proj-b", "lend 20_2 proj-b"}, ""},
+		{"Slurm holds the rest at the throttle: said so, nothing kept", false,
+			[]Job{
+				job(20, "proj-b").gpu("a100", 1).reason("JobArrayTaskLimit").array(seq(2, 9)...).throttle(2).obj(),
+				job(31, "proj-b").gpu("a100", 1).borrowed().running(time.Minute).taskOf(20, 0).throttle(2).obj(),
+				job(32, "proj-b").gpu("a100", 1).borrowed().running(time.Minute).taskOf(20, 1).throttle(2).obj(),
+				job(40, "proj-b").gpu("a100", 1).obj(),
+			},
+			[]string{"lend 40 proj-b"}, "waits in guar-proj-b: its array runs at most 2 tasks at once (--array=...%2) and 2 run or were lent"},
+		{"lent whole: 3 tasks over a throttle of 2 are not lent", true,
+			[]Job{job(20, "proj-b").gpu("a100", 1).array(0, 1, 2).throttle(2).obj()},
+			nil, "its array runs at most 2 tasks at once"},
+		{"lent whole: 2 tasks under a throttle of 2 are", true,
+			[]Job{job(20, "proj-b").gpu("a100", 1).array(0, 1).throttle(2).obj()},
+			[]string{"lend 20_0 proj-b", "lend 20_1 proj-b"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot().testbed(4, 0, 8).jobs(bobInQuota()...).jobs(tt.jobs...).synced(t, cfg).obj()
+			snap.WholeArrays = tt.whole
+			plan := BuildPlan(cfg, snap, t0)
+			if got := targetLines(plan); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("moves = %q, want %q\nnotes %q", got, tt.want, plan.Notes)
+			}
+			if text, _ := plan.Explain(20); !strings.Contains(text, tt.why) {
+				t.Errorf("explain = %q, want %q", text, tt.why)
+			}
+		})
+	}
+}

@@ -116,6 +116,9 @@ type engine struct {
 	explain        map[uint32]*JobExplanation
 	notes          []string             // for the plan's Notes
 	arrays         map[*Job]*arrayLends // what lend decided for the tasks of array records
+	// arrayStarted counts, per throttled array, its tasks that run or were lent (pending in a
+	// borrow QOS): each takes one of the array's --array=...%N slots.
+	arrayStarted map[uint32]int
 }
 
 // arrayLends collects the lend decisions on one array record's tasks, for its explanation.
@@ -147,19 +150,20 @@ type project struct {
 
 func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engine {
 	e := &engine{
-		cfg:       cfg,
-		snap:      snap,
-		now:       now,
-		types:     types,
-		reasons:   map[string]bool{},
-		byAccount: map[string]*project{},
-		borrowOf:  map[string]*project{},
-		byQOS:     map[string]*project{},
-		tree:      newAccountTree(cfg, snap.Accounts),
-		lent:      map[string]int{},
-		explain:   map[uint32]*JobExplanation{},
-		needs:     map[*Job]map[string]int{},
-		arrays:    map[*Job]*arrayLends{},
+		cfg:          cfg,
+		snap:         snap,
+		now:          now,
+		types:        types,
+		reasons:      map[string]bool{},
+		byAccount:    map[string]*project{},
+		borrowOf:     map[string]*project{},
+		byQOS:        map[string]*project{},
+		tree:         newAccountTree(cfg, snap.Accounts),
+		lent:         map[string]int{},
+		explain:      map[uint32]*JobExplanation{},
+		arrayStarted: map[uint32]int{},
+		needs:        map[*Job]map[string]int{},
+		arrays:       map[*Job]*arrayLends{},
 	}
 	for _, r := range cfg.Settings.Reasons() {
 		e.reasons[r] = true
@@ -222,6 +226,9 @@ func (e *engine) say(j *Job, format string, args ...any) {
 func (e *engine) classify() {
 	for i := range e.snap.Jobs {
 		j := &e.snap.Jobs[i]
+		if j.ArrayThrottle > 0 && (j.State.holdsGPUs() || (j.State == StatePending && e.borrowOf[strings.ToLower(j.QOS)] != nil)) {
+			e.arrayStarted[j.ArrayJobID] += j.tasks()
+		}
 		need := j.need()
 		e.needs[j] = need
 		if len(need) == 0 {
@@ -284,6 +291,11 @@ func (e *engine) reserveInQuota() {
 		need := e.needs[j]
 		if why := j.notStartable(); why != "" {
 			e.say(j, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
+			continue
+		}
+		if j.Reason == "JobArrayTaskLimit" && j.ArrayThrottle > 0 {
+			e.say(j, "waits in %s: its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent; Slurm starts the next task when one ends, so no idle GPUs are kept for it",
+				p.guarQOS, j.ArrayThrottle, j.ArrayThrottle, e.arrayStarted[j.ArrayJobID])
 			continue
 		}
 		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, p.quotaText(need), j.Reason)
@@ -460,6 +472,9 @@ func (e *engine) lend() {
 			whole = best
 		}
 		e.take(bestPl)
+		if j.ArrayThrottle > 0 {
+			e.arrayStarted[j.ArrayJobID]++
+		}
 		addAll(e.lent, bestPl.gpus)
 		best.borrow(bestPl.gpus)
 		e.invalidateHeads(best, bestPl)
@@ -561,6 +576,19 @@ func (e *engine) head(p *project) (placement, bool) {
 		j := p.candidates[p.next]
 		need := e.needs[j]
 		pl, ok := e.place(j, need, p)
+		if ok && j.ArrayThrottle > 0 {
+			// A task lent past the array's throttle would wait in the borrow QOS (reason
+			// JobArrayTaskLimit) on GPUs promised to it. On a release that lends arrays whole,
+			// every task must fit under it.
+			want := 1
+			if e.snap.WholeArrays && p.nextTask == 0 {
+				want = j.tasks()
+			}
+			if started := e.arrayStarted[j.ArrayJobID]; started+want > j.ArrayThrottle {
+				ok = false
+				pl.problems = append(pl.problems, fmt.Sprintf("its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent", j.ArrayThrottle, j.ArrayThrottle, started))
+			}
+		}
 		if ok && e.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
 			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
 			if short, all := e.allTasksFit(j, need, p); !all {

@@ -69,6 +69,15 @@ func (b *jobBuilder) array(tasks ...uint32) *jobBuilder {
 	b.j.ArrayJobID, b.j.ArrayTasks = b.j.ID, tasks
 	return b
 }
+
+// throttle sets the array's limit of tasks running at once (--array=...%n).
+func (b *jobBuilder) throttle(n int) *jobBuilder { b.j.ArrayThrottle = n; return b }
+
+// taskOf makes the job a task with a record of its own (split off, or started) of array arrayJob.
+func (b *jobBuilder) taskOf(arrayJob, task uint32) *jobBuilder {
+	b.j.ArrayJobID, b.j.ArrayTasks = arrayJob, []uint32{task}
+	return b
+}
 func (b *jobBuilder) obj() Job { return b.j }
 
 // jobs makes n copies of a job with ids from first on.

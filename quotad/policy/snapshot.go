@@ -83,9 +83,13 @@ type Job struct {
 	// above: quotas, limits and fairness count tasks. Empty for a job not in an array.
 	ArrayJobID uint32
 	ArrayTasks []uint32
-	Priority   int64
-	SubmitTime time.Time
-	StartTime  time.Time
+	// ArrayThrottle is the array's limit on tasks running at once (sbatch --array=...%N), on
+	// every record of the array; 0 for none. A task lent beyond it would wait in the borrow QOS
+	// with idle GPUs promised to it.
+	ArrayThrottle int
+	Priority      int64
+	SubmitTime    time.Time
+	StartTime     time.Time
 }
 
 // tasks is how many jobs the record stands for.

@@ -101,7 +101,7 @@ func (f badJobFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
 
 func TestTakeKeepsUnreadableJobs(t *testing.T) {
 	b := &Builder{Live: badJobFetcher{fixtureFetcher{t: t}}, Accounting: fakeAccounting{}}
-	snap, err := b.Take(context.Background())
+	snap, err := b.Take(context.Background(), testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

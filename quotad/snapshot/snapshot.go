@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
@@ -33,6 +34,7 @@ type Live interface {
 	SlurmRelease(ctx context.Context) (slurm.Release, error)
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	QueueJobs(ctx context.Context) ([]slurm.Job, error)
+	ArrayThrottles(ctx context.Context, qos []string) (map[uint32]int, error)
 }
 
 // Builder takes snapshots.
@@ -67,48 +69,72 @@ func (b *Builder) now() time.Time {
 }
 
 // Take reads every source. TakenAt is when the first (oldest) read began, so the policy's
-// freshness check covers the whole snapshot.
-func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
-	started, clock := b.now(), time.Now()
-	tres, err := b.Accounting.TRESNames(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("slurmdbd database: %w", err)
-	}
-	qos, err := b.Accounting.QOS(ctx, tres)
-	if err != nil {
-		return nil, fmt.Errorf("slurmdbd database: %w", err)
-	}
-	accounts, err := b.Accounting.Accounts(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("slurmdbd database: %w", err)
-	}
-	usage := map[string]float64{}
-	if gpuID, ok := tresID(tres, "gres/gpu"); ok {
-		window := b.UsageWindow
-		if window <= 0 {
-			window = DefaultUsageWindow
+// freshness check covers the whole snapshot. The three sources (slurmdbd's database, the nodes,
+// the queue) are read at once: at tens of thousands of jobs the queue alone takes most of a
+// cycle, and the others need not wait for it.
+//
+// cfg names the guaranteed QOS, whose pending array records are read for their throttle.
+func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, error) {
+	started := b.now()
+	var (
+		wg                         sync.WaitGroup
+		tres                       map[uint32]string
+		qos                        []policy.QOS
+		accounts                   []policy.Account
+		usage                      map[string]float64
+		rel                        slurm.Release
+		nodes                      []slurm.Node
+		jobs                       []slurm.Job
+		throttles                  map[uint32]int
+		accErr, nodesErr, queueErr error
+		throttleErr                error
+		took                       Timings
+	)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		clock := time.Now()
+		tres, qos, accounts, usage, accErr = b.readAccounting(ctx, started)
+		took.Accounting = time.Since(clock)
+	}()
+	go func() {
+		defer wg.Done()
+		clock := time.Now()
+		if rel, nodesErr = b.Live.SlurmRelease(ctx); nodesErr != nil {
+			nodesErr = fmt.Errorf("slurmctld: %w", nodesErr)
+			return
 		}
-		if usage, err = b.Accounting.Usage(ctx, gpuID, started.Add(-window), started); err != nil {
-			return nil, fmt.Errorf("slurmdbd database: %w", err)
+		if nodes, nodesErr = b.Live.Nodes(ctx); nodesErr != nil {
+			nodesErr = fmt.Errorf("slurmctld (sinfo): %w", nodesErr)
+		}
+		took.Nodes = time.Since(clock)
+	}()
+	go func() {
+		defer wg.Done()
+		clock := time.Now()
+		if jobs, queueErr = b.Live.QueueJobs(ctx); queueErr != nil {
+			queueErr = fmt.Errorf("slurmctld (squeue): %w", queueErr)
+		}
+		took.Queue = time.Since(clock)
+	}()
+	go func() {
+		defer wg.Done()
+		var guaranteed []string
+		if cfg != nil {
+			for _, p := range cfg.Projects {
+				guaranteed = append(guaranteed, cfg.Settings.GuaranteedQOSName(p.Account))
+			}
+		}
+		if throttles, throttleErr = b.Live.ArrayThrottles(ctx, guaranteed); throttleErr != nil {
+			throttleErr = fmt.Errorf("slurmctld (squeue, array throttles): %w", throttleErr)
+		}
+	}()
+	wg.Wait()
+	for _, err := range []error{accErr, nodesErr, queueErr, throttleErr} {
+		if err != nil {
+			return nil, err
 		}
 	}
-	var took Timings
-	took.Accounting = time.Since(clock)
-	rel, err := b.Live.SlurmRelease(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("slurmctld: %w", err)
-	}
-	mark := time.Now()
-	nodes, err := b.Live.Nodes(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("slurmctld (sinfo): %w", err)
-	}
-	took.Nodes, mark = time.Since(mark), time.Now()
-	jobs, err := b.Live.QueueJobs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("slurmctld (squeue): %w", err)
-	}
-	took.Queue = time.Since(mark)
 	snap := &Snapshot{
 		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, Nodes: Nodes(nodes),
 			WholeArrays: !rel.StartsSplitArrayTasks()},
@@ -124,10 +150,41 @@ func (b *Builder) Take(ctx context.Context) (*Snapshot, error) {
 			continue
 		}
 		if ok {
+			if j.ArrayJobID != 0 {
+				j.ArrayThrottle = throttles[j.ArrayJobID]
+			}
 			snap.Jobs = append(snap.Jobs, j)
 		}
 	}
 	return snap, nil
+}
+
+// readAccounting reads slurmdbd's database: TRES names, QOS, accounts and GPU usage over the
+// usage window up to started.
+func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres map[uint32]string, qos []policy.QOS, accounts []policy.Account, usage map[string]float64, err error) {
+	fail := func(err error) (map[uint32]string, []policy.QOS, []policy.Account, map[string]float64, error) {
+		return nil, nil, nil, nil, fmt.Errorf("slurmdbd database: %w", err)
+	}
+	if tres, err = b.Accounting.TRESNames(ctx); err != nil {
+		return fail(err)
+	}
+	if qos, err = b.Accounting.QOS(ctx, tres); err != nil {
+		return fail(err)
+	}
+	if accounts, err = b.Accounting.Accounts(ctx); err != nil {
+		return fail(err)
+	}
+	usage = map[string]float64{}
+	if gpuID, ok := tresID(tres, "gres/gpu"); ok {
+		window := b.UsageWindow
+		if window <= 0 {
+			window = DefaultUsageWindow
+		}
+		if usage, err = b.Accounting.Usage(ctx, gpuID, started.Add(-window), started); err != nil {
+			return fail(err)
+		}
+	}
+	return tres, qos, accounts, usage, nil
 }
 
 func tresID(tres map[uint32]string, name string) (uint32, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +19,18 @@ import (
 // the unfinished jobs of squeue-borrowing.json; bridge/slurm checks the two forms agree on
 // real captures of every release).
 type fixtureFetcher struct {
-	jobsErr error
-	t       *testing.T
+	jobsErr     error
+	throttleErr error
+	throttles   map[uint32]int
+	askedQOS    *[]string // the QOS the throttle read was asked for
+	t           *testing.T
+}
+
+func (f fixtureFetcher) ArrayThrottles(_ context.Context, qos []string) (map[uint32]int, error) {
+	if f.askedQOS != nil {
+		*f.askedQOS = qos
+	}
+	return f.throttles, f.throttleErr
 }
 
 func (f fixtureFetcher) Nodes(context.Context) ([]slurm.Node, error) {
@@ -60,7 +71,7 @@ func TestTakeFromFixtures(t *testing.T) {
 	t0 := time.Unix(1795341600, 0)
 	calls := 0
 	b := &Builder{Live: fixtureFetcher{t: t}, Accounting: fakeAccounting{}, Now: func() time.Time { calls++; return t0.Add(time.Duration(calls) * time.Second) }}
-	snap, err := b.Take(context.Background())
+	snap, err := b.Take(context.Background(), testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,10 +130,11 @@ func TestTakeFromFixtures(t *testing.T) {
 
 func TestTakeFailsOnAnySourceError(t *testing.T) {
 	for name, b := range map[string]*Builder{
-		"database": {Live: fixtureFetcher{t: t}, Accounting: fakeAccounting{err: errors.New("connection refused")}},
-		"squeue":   {Live: fixtureFetcher{t: t, jobsErr: errors.New("slurm_load_jobs: Unable to contact slurm controller")}, Accounting: fakeAccounting{}},
+		"database":  {Live: fixtureFetcher{t: t}, Accounting: fakeAccounting{err: errors.New("connection refused")}},
+		"squeue":    {Live: fixtureFetcher{t: t, jobsErr: errors.New("slurm_load_jobs: Unable to contact slurm controller")}, Accounting: fakeAccounting{}},
+		"throttles": {Live: fixtureFetcher{t: t, throttleErr: errors.New("squeue: error: Invalid qos")}, Accounting: fakeAccounting{}},
 	} {
-		snap, err := b.Take(context.Background())
+		snap, err := b.Take(context.Background(), testConfig(t))
 		if err == nil || snap != nil {
 			t.Errorf("%s failing: snapshot %v, err %v; want no snapshot and an error", name, snap, err)
 		}
@@ -174,4 +186,49 @@ func TestConvertJobKeepsBatchFlagAndRequeue(t *testing.T) {
 			t.Errorf("job %d: batch %v requeue %v requeueable %v, want requeueable %v", pj.ID, pj.Batch, pj.Requeue, pj.Requeueable(), want[pj.ID])
 		}
 	}
+}
+
+func testConfig(t *testing.T) *policy.Config {
+	t.Helper()
+	cfg, err := policy.ParseConfig([]byte(`
+projects:
+  - account: proj-a
+    gpus: {a100: 4}
+  - account: proj-b
+    gpus: {a100: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// The throttle read asks for the guaranteed QOS only (a lent task, in a borrow QOS, would fold
+// into its array's line and hide the throttle), and every record of a throttled array gets it.
+func TestTakeReadsArrayThrottlesOfGuaranteedQOS(t *testing.T) {
+	var asked []string
+	const arrayJob = 500
+	live := arrayFetcher{fixtureFetcher{t: t, askedQOS: &asked, throttles: map[uint32]int{arrayJob: 2}}}
+	b := &Builder{Live: live, Accounting: fakeAccounting{}}
+	snap, err := b.Take(context.Background(), testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"guar-proj-a", "guar-proj-b"}; !slices.Equal(asked, want) {
+		t.Errorf("throttle read asked for %v, want %v", asked, want)
+	}
+	for _, j := range snap.Jobs {
+		if want := map[bool]int{true: 2, false: 0}[j.ArrayJobID == arrayJob]; j.ArrayThrottle != want {
+			t.Errorf("job %d (array %d): throttle %d, want %d", j.ID, j.ArrayJobID, j.ArrayThrottle, want)
+		}
+	}
+}
+
+// arrayFetcher adds to the captured queue a pending array record of bob's, tasks 0-2.
+type arrayFetcher struct{ fixtureFetcher }
+
+func (f arrayFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
+	jobs, err := f.fixtureFetcher.QueueJobs(ctx)
+	return append(jobs, slurm.Job{ID: 500, ArrayJobID: 500, ArrayTasks: []uint32{0, 1, 2}, User: "bob", Account: "proj-b", QOS: "guar-proj-b",
+		Partition: "a100", State: "PENDING", Batch: true, Requeue: true, NodeCount: 1, TRESPerNode: "gres:gpu:a100:1"}), err
 }

@@ -48,7 +48,7 @@ const benchPartition = "qcbench"
 
 type options struct {
 	rows, pending, running, array, runs int
-	quotad                              string
+	quotad, baseline                    string
 	apply, json                         bool
 }
 
@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&o.array, "array", 0, "submit the pending jobs as arrays of this many tasks (0: single jobs)")
 	flag.IntVar(&o.runs, "runs", 5, "quotad cycles to measure")
 	flag.StringVar(&o.quotad, "quotad", "bin/quotad", "quotad binary")
+	flag.StringVar(&o.baseline, "baseline", "", "another quotad binary (an older build) run before -quotad in every round, on the same queue; prints both and the median of per-round ratios")
 	flag.BoolVar(&o.apply, "apply", false, "after the dry runs, run one acting cycle and time it")
 	flag.BoolVar(&o.json, "json", false, "also time one squeue --json read, for comparison")
 	flag.Parse()
@@ -150,8 +151,20 @@ func run(o options) error {
 	fmt.Printf("job table: %d rows (%d seeded); %d GPU jobs pending over quota (%s); %d allocations running\n", total, seeded, o.pending, shape, o.running)
 	readQueue(ctx, c, o.json)
 	fmt.Println("run  process_s  cycle_s  max_rss_MB  lends  (in the cycle, s: accounting nodes queue plan)")
-	var walls, cycles, rss, lends []float64
+	var walls, cycles, rss, lends, baseCycles, ratios []float64
 	for i := 1; i <= o.runs; i++ {
+		if o.baseline != "" {
+			_, bmb, bout, err := cycle(env, o.baseline, "--once", "--dry-run", "--log-level", "debug")
+			if err != nil {
+				return err
+			}
+			bt, ok := phases(bout)
+			if !ok {
+				return fmt.Errorf("the baseline quotad printed no cycle timings:\n%s", tail([]byte(bout)))
+			}
+			baseCycles = append(baseCycles, bt.Cycle/1000)
+			fmt.Printf("%3d  baseline    %7.3f  %10.1f         %.3f %.3f %.3f %.3f\n", i, bt.Cycle/1000, bmb, bt.Accounting/1000, bt.Nodes/1000, bt.Queue/1000, bt.Plan/1000)
+		}
 		wall, mb, out, err := cycle(env, o.quotad, "--once", "--dry-run", "--log-level", "debug")
 		if err != nil {
 			return err
@@ -165,6 +178,9 @@ func run(o options) error {
 			return fmt.Errorf("quotad printed no cycle timings:\n%s", tail([]byte(out)))
 		}
 		walls, cycles, rss, lends = append(walls, wall), append(cycles, t.Cycle/1000), append(rss, mb), append(lends, float64(n))
+		if o.baseline != "" {
+			ratios = append(ratios, t.Cycle/1000/baseCycles[len(baseCycles)-1])
+		}
 		fmt.Printf("%3d  %9.3f  %7.3f  %10.1f  %5d  %.3f %.3f %.3f %.3f\n", i, wall, t.Cycle/1000, mb, n, t.Accounting/1000, t.Nodes/1000, t.Queue/1000, t.Plan/1000)
 	}
 	if o.apply {
@@ -178,6 +194,9 @@ func run(o options) error {
 	// process's start: Go, two database connections, the schema check.
 	fmt.Printf("median: %.3f s per cycle (goal <= 1 s; %.3f s for the whole quotad --once process), %.1f MB peak RSS (goal <= 200 MB), %.0f lends planned\n",
 		median(cycles), median(walls), median(rss), median(lends))
+	if o.baseline != "" {
+		fmt.Printf("baseline: median %.3f s per cycle; median of per-round ratios (-quotad / -baseline) %.3f\n", median(baseCycles), median(ratios))
+	}
 	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d\n", median(cycles), median(rss), median(walls), median(lends), o.pending, o.running)
 	return nil
 }
@@ -369,7 +388,10 @@ func seed(ctx context.Context, db *sqlx.DB, cluster string, want int) (int, erro
 func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, array int) error {
 	var subs [][]string
 	for left := n; left > 0; {
-		args := []string{"--job-name=" + name, "-p", "a100", "--gres=gpu:a100:1", "-t", "60"}
+		// Long enough that no task ends while a slow fill (thousands of sallocs on a busy
+		// machine take many minutes) is under way: bob's four running tasks are his quota, and a
+		// task that ended would leave the queue short of n.
+		args := []string{"--job-name=" + name, "-p", "a100", "--gres=gpu:a100:1", "-t", "240"}
 		if array > 0 {
 			k := min(array, left)
 			args = append(args, fmt.Sprintf("--array=0-%d", k-1))
@@ -377,7 +399,7 @@ func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, arra
 		} else {
 			left--
 		}
-		subs = append(subs, append(args, "--wrap", "sleep 600"))
+		subs = append(subs, append(args, "--wrap", "sleep 14400"))
 	}
 	return parallel(len(subs), func(i int) error {
 		_, err := c.Submit(ctx, "bob", subs[i]...)

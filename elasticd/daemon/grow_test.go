@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+)
+
+func mustTRES(t *testing.T, s string) gpureq.TRES {
+	t.Helper()
+	tres, err := gpureq.ParseTRES(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tres
+}
+
+// The shipped torchrun example asks for --gpus-per-node=4 in its #SBATCH lines: a worker asks
+// for the main job's request as Slurm recorded it, typed, entirely on the command line, and its
+// copy of the script carries no option sbatch would merge with it.
+func TestWorkerInheritsTheMainJobsRequestOnTheCommandLineOnly(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	h.slurm.script = "#!/bin/bash\n#SBATCH --elastic=2:4\n#SBATCH --nodes=1 --ntasks=1 --gpus-per-node=4 --cpus-per-task=8\nset -e\nexec python3 train.py\n"
+	main := h.slurm.jobs[mainID]
+	main.QOS, main.TRESReq, main.Start = "guar-proj-a", mustTRES(t, "cpu=8,mem=16000M,node=1,gres/gpu=1,gres/gpu:a100=1"), h.now.Add(-10*time.Minute)
+	h.slurm.jobs[mainID] = main
+	extra := h.slurm.extras[mainID]
+	extra.Tasks, extra.Features, extra.TimeLimit = 1, "a100", 60
+	h.slurm.extras[mainID] = extra
+	h.cycle()
+	if len(h.slurm.submits) != 1 {
+		t.Fatalf("%d submissions, want 1 (decision %+v)", len(h.slurm.submits), h.decision())
+	}
+	req := h.slurm.submits[0]
+	argv := req.Options.Argv()
+	for _, want := range []string{"--qos=guar-proj-a", "--ntasks=1", "--cpus-per-task=8", "--gpus-per-node=a100:1", "--mem=16000M",
+		"--constraint=a100", "--requeue", "--time=50", "--ignore-pbs"} {
+		if !slices.Contains(argv, want) {
+			t.Errorf("sbatch args %q lack %s", argv, want)
+		}
+	}
+	if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--gres") }) {
+		t.Errorf("sbatch args %q ask for GPUs twice", argv)
+	}
+	for _, line := range strings.Split(string(req.Script), "\n") {
+		if strings.HasPrefix(line, "#SBATCH") {
+			t.Errorf("the worker's script still has the directive %q", line)
+		}
+	}
+	if !strings.Contains(string(req.Script), "exec python3 train.py") {
+		t.Errorf("the worker's script lost its commands: %q", req.Script)
+	}
+}
+
+// proj-a's guarantee is 4 a100, 3 of them held: the first worker fills the guarantee, the
+// second borrows; the borrow QOS' lending limit bounds the capacity the policy sees.
+func TestWorkersBeyondTheGuaranteeBorrow(t *testing.T) {
+	h := newHarness(t, 3, 6)
+	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=2"}}
+	main := h.slurm.jobs[mainID]
+	main.QOS, main.TRESAlloc = "guar-proj-a", mustTRES(t, "cpu=1,gres/gpu=1,gres/gpu:a100=1")
+	h.slurm.jobs[mainID] = main
+	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
+	h.slurm.extras[50] = slurm.JobExtra{ID: 50, Name: "other"}
+	h.cycle()
+	var qos []string
+	for _, r := range h.slurm.submits {
+		qos = append(qos, r.Options.QOS)
+	}
+	if !slices.Equal(qos, []string{"guar-proj-a", "borrow-proj-a"}) {
+		t.Fatalf("workers in %v, want one in the guarantee then one borrowed (decision %+v)", qos, h.decision())
+	}
+	// With both workers there, the guarantee is full and the lending limit leaves 1 GPU.
+	snap := &snapshot{jobs: map[uint32]slurm.Job{}, extras: h.slurm.extras, qos: map[string]gpureq.TRES{
+		"guar-proj-a": mustTRES(t, "gres/gpu:a100=4"), "borrow-proj-a": mustTRES(t, "gres/gpu:a100=2")}}
+	for id, j := range h.slurm.jobs {
+		snap.jobs[id] = j
+	}
+	snap.jobs[201] = slurm.Job{ID: 201, QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=1")}
+	snap.jobs[202] = slurm.Job{ID: 202, QOS: "borrow-proj-a", State: "PENDING", TRESReq: mustTRES(t, "gres/gpu:a100=1")}
+	r := h.d.roomFor(main, snap, "a100")
+	if r.guar != 0 || r.borrow != 1 || r.workers(1) != 1 {
+		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow", r, r.workers(1))
+	}
+}
+
+// Capacity is what a worker of the main job's shape can start on: a node with free GPUs but
+// too few free CPUs or too little memory takes none.
+func TestCapacityCountsCPUsAndMemory(t *testing.T) {
+	nodes := []slurm.Node{
+		{Name: "a", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, AllocCPUs: 6, MemoryMB: 32000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
+		{Name: "b", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, MemoryMB: 32000, AllocMemoryMB: 20000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
+		{Name: "c", Partitions: []string{"a100"}, State: "idle", CPUs: 8, MemoryMB: 32000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
+		{Name: "d", Partitions: []string{"a100"}, State: "idle", StateFlags: []string{"DRAIN"}, CPUs: 8, MemoryMB: 32000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
+	}
+	s := workerShape{tasks: 1, cpusPerTask: 4, memMB: 16000, gpus: 2}
+	if got := s.fits(nodes, []string{"a100"}, policy.GPUType("a100")); got != 2 {
+		t.Fatalf("%d workers fit, want 2 (both on node c)", got)
+	}
+}
+
+// Slurm refuses the worker's request: after a few tries the job holds and says why, and
+// elasticd stops submitting.
+func TestRefusedWorkersHoldTheJob(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	h.slurm.submitErr = errors.New("sbatch: error: Invalid generic resource (gres) specification")
+	for range 6 {
+		h.cycle()
+	}
+	if h.slurm.attempts != maxRefusals {
+		t.Fatalf("%d submissions tried, want %d", h.slurm.attempts, maxRefusals)
+	}
+	dec := h.decision()
+	if dec.Action != policy.Hold || !strings.Contains(dec.Reason, "Slurm refused 3 worker submissions in a row") || !strings.Contains(dec.Reason, "Invalid generic resource") {
+		t.Fatalf("decision %+v", dec)
+	}
+}
+
+// A worker Slurm requeued (its borrowed GPUs reclaimed) is cancelled, not left to rejoin.
+func TestReclaimedWorkerIsCancelled(t *testing.T) {
+	h := newHarness(t, 1, 4)
+	h.slurm.jobs[300] = slurm.Job{ID: 300, User: "alice", Account: "proj-a", QOS: "borrow-proj-a", State: "PENDING", StateReason: "BeginTime"}
+	h.slurm.extras[300] = slurm.JobExtra{ID: 300, UserID: h.uid, Name: WorkerName(mainID), Restarts: 1}
+	h.cycle()
+	if !slices.Equal(h.slurm.cancel, []uint32{300}) {
+		t.Fatalf("cancelled %v, want the requeued worker 300", h.slurm.cancel)
+	}
+	h.cycle()
+	if len(h.slurm.cancel) != 1 {
+		t.Fatalf("cancelled again within the grace period: %v", h.slurm.cancel)
+	}
+}

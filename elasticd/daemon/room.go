@@ -1,0 +1,173 @@
+package daemon
+
+import (
+	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+)
+
+// workerShape is what one worker asks Slurm for on its one node: the main job's tasks, CPUs
+// and memory per node (as Slurm recorded its request, #SBATCH lines and command line merged),
+// with the declared GPUs of the chosen type.
+type workerShape struct {
+	tasks, cpusPerTask int
+	memMB              uint64
+	gpus               int
+}
+
+func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.JobExtra) workerShape {
+	nodes := uint64(max(main.NodeCount, 1))
+	tasks := max(uint64(extra.Tasks)/nodes, 1)
+	cpus := max(main.TRESReq["cpu"]/nodes, 1)
+	return workerShape{
+		tasks:       int(tasks),
+		cpusPerTask: int((cpus + tasks - 1) / tasks),
+		memMB:       main.TRESReq["mem"] / nodes,
+		gpus:        j.decl.GPUsPerWorker,
+	}
+}
+
+// fits is how many workers of shape s the nodes of the partitions can start now: GPUs of type
+// t, CPUs and memory free on nodes Slurm may start jobs on (up, not reserved), each node once.
+func (s workerShape) fits(nodes []slurm.Node, parts []string, t policy.GPUType) int {
+	total := 0
+	for _, n := range nodes {
+		if !n.Up() || n.Reservation != "" || !anyPartition(n, parts) {
+			continue
+		}
+		gpus := freeGPUs(n, t) / s.gpus
+		cpus := (n.CPUs - min(n.AllocCPUs, n.CPUs)) / (s.tasks * s.cpusPerTask)
+		count := min(gpus, cpus)
+		if s.memMB > 0 {
+			count = min(count, int((n.MemoryMB-min(n.AllocMemoryMB, n.MemoryMB))/s.memMB))
+		}
+		total += count
+	}
+	return total
+}
+
+func anyPartition(n slurm.Node, parts []string) bool {
+	for _, p := range parts {
+		if n.InPartition(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// freeGPUs is the node's unallocated GPUs of type t ("gpu": of any type).
+func freeGPUs(n slurm.Node, t policy.GPUType) int {
+	count := func(gres []gpureq.Gres) int {
+		c := 0
+		for _, g := range gres {
+			if g.IsGPU() && (t == "gpu" || g.Type == string(t)) {
+				c += int(g.Count)
+			}
+		}
+		return c
+	}
+	return max(count(n.Gres)-count(n.GresUsed), 0)
+}
+
+// unlimited is a QOS room without a limit.
+const unlimited = -1
+
+// qosRoom is where the job's next workers of one GPU type may run: the project's guarantee
+// while it has GPUs idle, then its borrow QOS, which Slurm preempts (by requeue) when guaranteed
+// work claims the GPUs.
+type qosRoom struct {
+	guarQOS   string // the main job's own QOS; "" when the main job borrows itself (or none is known)
+	guar      int    // GPUs of the type free in the guarantee now, or unlimited
+	borrowQOS string // "" when the cluster has no borrow QOS for the project
+	borrow    int    // GPUs the borrow QOS' lending limit leaves, or unlimited
+	known     bool   // the QOS limits could be read this cycle
+}
+
+// roomFor reads the main job's QOS and the project's borrow QOS: their GrpTRES limits for
+// GPUs of type t less what running and pending jobs in them hold or wait for.
+func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRoom {
+	r := qosRoom{guar: unlimited, borrow: unlimited, known: snap.qos != nil}
+	borrow := d.cfg.Pools.BorrowQOSFor(main.Account)
+	mainBorrows := d.cfg.Pools.IsBorrowQOS(main.QOS)
+	if !mainBorrows {
+		r.guarQOS = strings.ToLower(main.QOS)
+	}
+	if snap.qos == nil {
+		return r // unknown limits: the worker asks for the main job's QOS, as the main job did
+	}
+	if mainBorrows {
+		r.guar = 0 // the project is past its guarantee already
+	} else if limit, ok := snap.qos[r.guarQOS]; ok {
+		r.guar = room(limit, snap, r.guarQOS, t)
+	}
+	if limit, ok := snap.qos[borrow]; ok {
+		r.borrowQOS, r.borrow = borrow, room(limit, snap, borrow, t)
+	}
+	return r
+}
+
+// workers is how many workers of gpus GPUs the QOS room admits; unlimited when both are.
+func (r qosRoom) workers(gpus int) int {
+	if !r.known || r.guar == unlimited || (r.borrowQOS != "" && r.borrow == unlimited) {
+		return unlimited
+	}
+	n := r.guar / gpus
+	if r.borrowQOS != "" {
+		n += r.borrow / gpus
+	}
+	return n
+}
+
+// take picks the QOS for one more worker of gpus GPUs and counts it: the guarantee while it
+// has room, else the borrow QOS while its limit allows. borrowed says the worker runs on
+// borrowed GPUs.
+func (r *qosRoom) take(gpus int) (qos string, borrowed bool) {
+	switch {
+	case !r.known || r.guar == unlimited:
+		return r.guarQOS, false
+	case r.guar >= gpus:
+		r.guar -= gpus
+		return r.guarQOS, false
+	case r.borrowQOS != "" && (r.borrow == unlimited || r.borrow >= gpus):
+		if r.borrow != unlimited {
+			r.borrow -= gpus
+		}
+		return r.borrowQOS, true
+	}
+	return r.guarQOS, false // no room anywhere: it waits in the guarantee like any job
+}
+
+// room is a QOS' GrpTRES limit on GPUs of type t (and on all GPUs) less the GPUs its running
+// jobs hold and its pending jobs ask for; unlimited without such a limit.
+func room(limit gpureq.TRES, snap *snapshot, qos string, t policy.GPUType) int {
+	left := unlimited
+	keys := []struct{ key, typ string }{{"gres/gpu", ""}}
+	if t != "gpu" {
+		keys = append(keys, struct{ key, typ string }{"gres/gpu:" + string(t), string(t)})
+	}
+	for _, k := range keys {
+		lim, ok := limit[k.key]
+		if !ok {
+			continue
+		}
+		used := uint64(0)
+		for _, j := range snap.jobs {
+			if !strings.EqualFold(j.QOS, qos) {
+				continue
+			}
+			switch {
+			case j.Running():
+				used += j.TRESAlloc.GPUs(k.typ)
+			case j.Pending():
+				used += j.TRESReq.GPUs(k.typ)
+			}
+		}
+		free := max(int(lim)-int(used), 0)
+		if left == unlimited || free < left {
+			left = free
+		}
+	}
+	return left
+}
