@@ -292,31 +292,58 @@ scancel "$elastic" "$worker"
 elastic_gone() { [ -z "$(squeue -h -j "$elastic,$worker" -o %i)" ]; }
 wait_until 30 "alice's elastic job $elastic and its worker $worker ending after scancel" elastic_gone
 
-# ---- 5. the cluster page -----------------------------------------------------------------------
-step "5/5 cluster page" "what quotad serves every user, in a browser and as text, without a secret"
-# quotactl list through quotad's read-only view (what every user may run, no secret) must show
-# what squeue shows: per project and GPU type, GPUs of running jobs in its guarantee and borrowed.
-# squeue_gpus prints ACCOUNT|TYPE|IN-GUARANTEE|BORROWED for every project with running GPU jobs.
+# ---- 5. the cluster page ----------------------------------------------------------------------
+step "5/5 cluster page" "what quotad serves, to a browser and to a terminal"
+PAGE=$SLURMBRIDGE_QUOTAD_URL/
+# The page answers, as a browser gets it (python3 is one of the testbed's packages).
+page_serves() {
+	python3 - "$PAGE" 2>/dev/null <<-'PY'
+		import sys, urllib.request
+		with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+		    body = r.read().decode()
+		sys.exit(0 if r.status == 200 and "<title>slurmbridge cluster" in body else 1)
+	PY
+}
+wait_until 20 "quotad serving the cluster page at $PAGE" page_serves
+# quotactl cluster renders the page's JSON (/api/v1/cluster) for a terminal. Its numbers must be
+# squeue's: per pool, GPUs of running jobs; per project and type, GPUs in use in the guarantee
+# and borrowed. squeue_gpus prints those lines from squeue, view_gpus from the JSON.
 squeue_gpus() {
-	squeue -h -t running -o '%a|%q|%D|%b' | awk -F'|' '
-		match($4, /gpu:[A-Za-z0-9_-]+:[0-9]+/) {
-			split(substr($4, RSTART, RLENGTH), g, ":")
-			k = $1 "|" g[2]
-			if ($2 ~ /^borrow-/) b[k] += $3 * g[3]; else u[k] += $3 * g[3]
+	squeue -h -t running -o '%P|%a|%q|%D|%b' | awk -F'|' '
+		match($5, /gpu:[A-Za-z0-9_-]+:[0-9]+/) {
+			split(substr($5, RSTART, RLENGTH), g, ":")
+			n = $4 * g[3]
+			pool[$1] += n
+			k = $2 "|" g[2]
+			if ($3 ~ /^borrow-/) b[k] += n; else u[k] += n
 			seen[k] = 1
 		}
-		END { for (k in seen) print k "|" u[k] + 0 "|" b[k] + 0 }' | sort
+		END {
+			for (p in pool) print "pool " p ": " pool[p] " GPUs running"
+			for (k in seen) { split(k, a, "|"); print a[1] ": " u[k] + 0 " " a[2] " in its guarantee, " b[k] + 0 " borrowed" }
+		}' | sort
 }
 view_gpus() {
-	"$BIN/quotactl" list --via quotad -P 2>/dev/null | awk -F'|' 'NR > 1 && $4 + $5 > 0 {print $1 "|" $2 "|" $4 "|" $5}' | sort
+	"$BIN/quotactl" cluster --json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+if c["status"]["plan"] is None or c["status"]["plan"]["stale"]:
+    sys.exit("no current plan")
+for p in c["pools"]:
+    if p["gpus"]["running"]:
+        print("pool %s: %d GPUs running" % (p["partition"], p["gpus"]["running"]))
+for p in c["projects"]:
+    for g in p["gpus"]:
+        if g["in_use"] + g["borrowed"]:
+            print("%s: %d %s in its guarantee, %d borrowed" % (p["account"], g["in_use"], g["gpu_type"], g["borrowed"]))' | sort
 }
 view_agrees() {
-	squeue_gpus >"$TMP/squeue" && view_gpus >"$TMP/view" || return 1
-	WHY="squeue: $(tr '\n' ' ' <"$TMP/squeue")quotactl: $(tr '\n' ' ' <"$TMP/view")"
+	squeue_gpus >"$TMP/squeue" && view_gpus >"$TMP/view" 2>"$TMP/view.err" || { WHY=$(cat "$TMP/view.err"); return 1; }
+	WHY="squeue: $(paste -sd';' "$TMP/squeue"); quotactl cluster: $(paste -sd';' "$TMP/view")"
 	[ -s "$TMP/squeue" ] && cmp -s "$TMP/squeue" "$TMP/view"
 }
 # quotad plans every few seconds (its --interval): wait for a plan made after the elastic job ended.
-wait_until 20 "quotad's view (quotactl list) showing, per project, the GPUs in use and borrowed that squeue shows" view_agrees
-say "The cluster page: $SLURMBRIDGE_QUOTAD_URL/ (its numbers as JSON: $SLURMBRIDGE_QUOTAD_URL/api/v1/cluster); as text for a terminal, as any user (here bob):"
-show -u bob "$USERBIN/quotactl" list
-proved "quotad serves the cluster page at $SLURMBRIDGE_QUOTAD_URL/; the numbers above match squeue's running jobs, project by project (in use in guarantee|borrowed): $(tr '\n' ' ' <"$TMP/view")"
+wait_until 20 "the cluster page's numbers (quotactl cluster) matching squeue" view_agrees
+say "Open the cluster page in a browser: $PAGE (its JSON: ${PAGE}api/v1/cluster). The same numbers for a terminal, as any user (here bob):"
+show -u bob "$USERBIN/quotactl" cluster
+proved "quotad serves the cluster page at $PAGE; its numbers, as text above, are squeue's: $(paste -sd';' "$TMP/view" | sed 's/;/; /g')"

@@ -56,6 +56,15 @@ func QuotactlApp() *ucli.App {
 				Action: readCommand(cmdList, listFromQuotad)},
 			{Name: "explain", Usage: "why a job runs or waits (your own jobs; all for root and Slurm operators), or a project's position", ArgsUsage: "JOBID|ACCOUNT",
 				Flags: []ucli.Flag{viaFlag()}, Action: readCommand(cmdExplain, explainFromQuotad)},
+			{Name: "cluster", Usage: "the cluster page as text: pools, projects and quotad's recent actions, from quotad's read-only view (no secret needed)",
+				Flags: []ucli.Flag{&ucli.BoolFlag{Name: "json", Usage: "the page's JSON (" + view.ClusterPath + ")"}},
+				Action: func(c *ucli.Context) error {
+					q, err := newViewClient(c)
+					if err != nil {
+						return err
+					}
+					return clusterFromQuotad(c, q)
+				}},
 			{
 				Name: "history", Usage: "audit trail of quota changes and of quotad's QOS, account and job changes",
 				Flags: append([]ucli.Flag{

@@ -150,3 +150,9 @@ func IsNotFound(err error) bool {
 	var e *APIError
 	return errors.As(err, &e) && e.Code == http.StatusNotFound
 }
+
+// Cluster reads /cluster: the cluster page's data.
+func (c *Client) Cluster(ctx context.Context) (ClusterResponse, error) {
+	var out ClusterResponse
+	return out, c.get(ctx, "/cluster", false, &out)
+}

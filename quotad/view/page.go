@@ -29,7 +29,7 @@ var (
 		"fmtTime":     fmtTime,
 		"fmtTimePtr":  fmtTimePtr,
 		"intPtr":      intPtr,
-		"borrowLimit": borrowLimit,
+		"borrowLimit": BorrowLimit,
 	}).Parse(pageHTML))
 
 	pageCSP = fmt.Sprintf("default-src 'none'; style-src '%s'; script-src '%s'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
@@ -129,9 +129,9 @@ func intPtr(n *int) string {
 	return strconv.Itoa(*n)
 }
 
-// borrowLimit is the project's borrowing limit for one GPU type: its per-type limit, else its
+// BorrowLimit is the project's borrowing limit for one GPU type: its per-type limit, else its
 // overall one.
-func borrowLimit(l ProjectLimits, gpuType string) string {
+func BorrowLimit(l ProjectLimits, gpuType string) string {
 	if n, ok := l.BorrowLimitByType[gpuType]; ok {
 		return strconv.Itoa(n) + " " + gpuType
 	}
