@@ -50,7 +50,7 @@ cmd_start() {
 	chmod 0755 "$TESTBED_DIR/elastic"
 	start_one elasticd run --state-dir "$TESTBED_DIR/elastic" --pools "$TESTBED_DIR/etc/pools.yaml" \
 		--listen "127.0.0.1:$PORT" --interval "$INTERVAL" --grace 10s --min-samples 3 --settle 5s \
-		--stale-after 30s --cooldown 2m
+		--stale-after 30s --cooldown 2m --munge-socket "$TESTBED_DIR/run/munge/munge.socket"
 	local node_flags=()
 	for n in "${NODES[@]}"; do node_flags+=(--node "$n"); done
 	start_one elastic-agent agent "${node_flags[@]}" --elasticd "http://127.0.0.1:$PORT" --interval "$INTERVAL"

@@ -1,7 +1,8 @@
 /*
  * spank_elastic: declares an elastic training job for elasticd.
  *
- *   sbatch --elastic=MIN:MAX[:GPUS_PER_WORKER] [--elastic-pools=a100,v100] [--elastic-value=2.5] job.sh
+ *   sbatch --elastic=MIN:MAX[:GPUS_PER_WORKER] [--elastic-pools=a100,v100] [--elastic-value=2.5]
+ *          [--elastic-max-batch=GLOBAL[:PER_GPU]] job.sh
  *
  * Plain C, not Go: SPANK plugins are loaded into sbatch, srun, salloc and slurmstepd, and a Go
  * runtime in a forking slurmstepd is a risk this small parser does not need.
@@ -16,13 +17,19 @@
  *    DIR/jobs/JOBID/reports/ is created for the user's throughput reports, and the job gets the
  *    ELASTIC_* environment contract (see elasticd/README.md).
  *  - Worker jobs that elasticd submits carry ELASTIC_ROLE=worker: they are not declarations.
+ *  - The job epilog (slurmd's spank epilog, as root) of a recorded main job cancels its workers
+ *    (scancel --name=elastic-worker-JOBID --user=UID): whenever the main job ends or is
+ *    requeued, its workers end with it, whether elasticd runs or not.
  *
  * plugstack.conf arguments (all optional except dir for the remote side):
  *   dir=PATH            elasticd's state directory (default /var/spool/slurmbridge/elastic)
  *   pools=a100,v100     pools a job may name in --elastic-pools; unset: any well-formed name
  *   max_workers=N       largest MAX a job may declare (default 64)
  *   rdzv_port_base=N    rendezvous port is N + JOBID % 10000 (default 29400)
+ *   scancel=PATH        the scancel the job epilog runs (default /usr/bin/scancel)
  */
+#include <signal.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -48,12 +55,14 @@ struct declaration {
 	int set;
 	unsigned min, max, gpus;
 	double value; /* --elastic-value: worth of a million samples; 0 = not given */
+	unsigned max_batch, batch_per_gpu; /* --elastic-max-batch; 0 = not given */
 	int npools;
 	char pools[MAX_POOLS][MAX_NAME];
 };
 
 static struct declaration decl = { .gpus = 1 };
-static int pools_given, value_given;
+static int pools_given, value_given, batch_given;
+static char batch_arg[64];
 static char pools_arg[MAX_POOLS * MAX_NAME];
 
 /* Short enough that every path built from it fits in PATH_MAX. */
@@ -61,6 +70,8 @@ static char state_dir[1024] = "/var/spool/slurmbridge/elastic";
 static char allowed_pools[MAX_POOLS * MAX_NAME]; /* "" = any well-formed name */
 static unsigned max_workers_cap = 64;
 static unsigned rdzv_port_base = 29400;
+static char scancel_path[1024] = "/usr/bin/scancel";
+#define MAX_BATCH (1U << 30) /* elasticd's registry.MaxBatchLimit */
 
 /* parse_uint reads a whole decimal number in [lo, hi]. */
 static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
@@ -276,6 +287,70 @@ static int opt_value(int val, const char *optarg, int remote)
 	return 0;
 }
 
+static int opt_batch(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)remote;
+	if (!optarg || strlen(optarg) >= sizeof(batch_arg)) {
+		slurm_error("elastic: invalid --elastic-max-batch: want GLOBAL[:PER_GPU], e.g. --elastic-max-batch=1024:32");
+		return -1;
+	}
+	/* Checked in init_post_opt against --elastic's MAX and GPUS, whatever the option order. */
+	strcpy(batch_arg, optarg);
+	batch_given = 1;
+	return 0;
+}
+
+/* parse_batch reads GLOBAL[:PER_GPU] and checks it against the declared sizes: the global
+ * batch (workers x GPUs per worker x per-GPU batch) must fit at MIN workers. Without PER_GPU,
+ * each GPU gets GLOBAL / (MAX x GPUS), so that the largest job meets GLOBAL exactly. */
+static int parse_batch(const char *arg, struct declaration *d, char *why, size_t whylen)
+{
+	char buf[64], *colon;
+	unsigned devices_max = d->max * d->gpus, devices_min = d->min * d->gpus;
+
+	strcpy(buf, arg);
+	colon = strchr(buf, ':');
+	if (colon)
+		*colon++ = '\0';
+	if (parse_uint(buf, 1, MAX_BATCH, &d->max_batch)) {
+		snprintf(why, whylen, "GLOBAL \"%.20s\" must be a whole number from 1 to %u: the largest global batch "
+			 "(samples per step over every GPU), e.g. --elastic-max-batch=1024:32", buf, MAX_BATCH);
+		return -1;
+	}
+	if (colon) {
+		if (parse_uint(colon, 1, d->max_batch, &d->batch_per_gpu)) {
+			snprintf(why, whylen, "PER_GPU \"%.20s\" must be a whole number from 1 to GLOBAL %u", colon, d->max_batch);
+			return -1;
+		}
+	} else {
+		d->batch_per_gpu = d->max_batch / devices_max;
+		if (d->batch_per_gpu == 0) {
+			snprintf(why, whylen, "%u is below the %u GPUs of MAX %u workers: give a larger GLOBAL, or PER_GPU "
+				 "(--elastic-max-batch=GLOBAL:PER_GPU) and elasticd stops growing where the batch is reached",
+				 d->max_batch, devices_max, d->max);
+			return -1;
+		}
+	}
+	if ((unsigned long long)devices_min * d->batch_per_gpu > d->max_batch) {
+		snprintf(why, whylen, "at MIN %u workers of %u GPUs, %u per GPU make a global batch of %llu, above %u",
+			 d->min, d->gpus, d->batch_per_gpu, (unsigned long long)devices_min * d->batch_per_gpu, d->max_batch);
+		return -1;
+	}
+	return 0;
+}
+
+/* effective_max is MAX lowered to what the max global batch allows. */
+static unsigned effective_max(const struct declaration *d)
+{
+	unsigned by_batch;
+
+	if (!d->max_batch || !d->batch_per_gpu)
+		return d->max;
+	by_batch = d->max_batch / (d->batch_per_gpu * d->gpus);
+	return by_batch < d->max ? by_batch : d->max;
+}
+
 /* Registered from slurm_spank_init: sbatch and salloc (allocator context) ignore a static
  * spank_options table in 22.05; srun and slurmstepd honour both. */
 static struct spank_option elastic_options[] = {
@@ -290,6 +365,11 @@ static struct spank_option elastic_options[] = {
 	  "What a million samples are worth, in the pools' price unit: elasticd adds a worker only "
 	  "if the samples it adds are worth more than its GPUs cost (needs pool prices)",
 	  1, 0, opt_value },
+	{ "elastic-max-batch", "GLOBAL[:PER_GPU]",
+	  "Largest global batch (samples per step over every GPU) the training tolerates, and each "
+	  "GPU's batch (default GLOBAL / (MAX x GPUS)): elasticd never grows past it; workers get "
+	  "ELASTIC_BATCH_PER_DEVICE",
+	  1, 0, opt_batch },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -311,6 +391,8 @@ static int read_args(int ac, char **av)
 			strcpy(allowed_pools, v);
 		} else if (strncmp(av[i], "max_workers=", 12) == 0 && parse_uint(v, 1, 100000, &max_workers_cap) == 0) {
 		} else if (strncmp(av[i], "rdzv_port_base=", 15) == 0 && parse_uint(v, 1024, 55535, &rdzv_port_base) == 0) {
+		} else if (strncmp(av[i], "scancel=", 8) == 0 && *v == '/' && strlen(v) < sizeof(scancel_path)) {
+			strcpy(scancel_path, v);
 		} else {
 			slurm_error("elastic: bad plugstack argument \"%s\"", av[i]);
 			return -1;
@@ -395,8 +477,9 @@ static int record(uint32_t jobid, uid_t uid, gid_t gid, const char *endpoint)
 	}
 	fprintf(f, "{\"version\":1,\"job_id\":%u,\"uid\":%u,\"gid\":%u,\"min_workers\":%u,"
 		   "\"max_workers\":%u,\"gpus_per_worker\":%u,\"value_per_million_samples\":%llu.%06llu,"
-		   "\"rdzv_endpoint\":\"%s\",\"pools\":[",
-		jobid, (unsigned)uid, (unsigned)gid, decl.min, decl.max, decl.gpus, micros / 1000000, micros % 1000000, endpoint);
+		   "\"max_batch\":%u,\"batch_per_device\":%u,\"rdzv_endpoint\":\"%s\",\"pools\":[",
+		jobid, (unsigned)uid, (unsigned)gid, decl.min, decl.max, decl.gpus, micros / 1000000, micros % 1000000,
+		decl.max_batch, decl.batch_per_gpu, endpoint);
 	for (i = 0; i < decl.npools; i++)
 		fprintf(f, "%s\"%s\"", i ? "," : "", decl.pools[i]);
 	fprintf(f, "],\"recorded\":%lld}\n", (long long)time(NULL));
@@ -438,12 +521,20 @@ static int remote_batch(spank_t sp)
 	snprintf(buf, sizeof(buf), "%u", decl.min);
 	if (set_env(sp, "ELASTIC_MIN", buf))
 		return -1;
-	snprintf(buf, sizeof(buf), "%u", decl.max);
+	snprintf(buf, sizeof(buf), "%u", effective_max(&decl));
 	if (set_env(sp, "ELASTIC_MAX", buf))
 		return -1;
-	snprintf(buf, sizeof(buf), "%u:%u", decl.min, decl.max);
+	snprintf(buf, sizeof(buf), "%u:%u", decl.min, effective_max(&decl));
 	if (set_env(sp, "ELASTIC_NNODES", buf))
 		return -1;
+	if (decl.max_batch) {
+		snprintf(buf, sizeof(buf), "%u", decl.max_batch);
+		if (set_env(sp, "ELASTIC_MAX_BATCH", buf))
+			return -1;
+		snprintf(buf, sizeof(buf), "%u", decl.batch_per_gpu);
+		if (set_env(sp, "ELASTIC_BATCH_PER_DEVICE", buf))
+			return -1;
+	}
 	snprintf(buf, sizeof(buf), "%u", decl.gpus);
 	if (set_env(sp, "ELASTIC_GPUS_PER_WORKER", buf) || set_env(sp, "ELASTIC_RDZV_ENDPOINT", endpoint))
 		return -1;
@@ -469,10 +560,18 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		slurm_error("elastic: --elastic-value needs --elastic=MIN:MAX[:GPUS_PER_WORKER]");
 		return -1;
 	}
+	if (batch_given && !decl.set) {
+		slurm_error("elastic: --elastic-max-batch needs --elastic=MIN:MAX[:GPUS_PER_WORKER]");
+		return -1;
+	}
 	if (!decl.set)
 		return 0;
 	if (pools_given && parse_pools(pools_arg, &decl, why, sizeof(why)) < 0) {
 		slurm_error("elastic: invalid --elastic-pools: %s", why);
+		return spank_remote(sp) ? 0 : -1;
+	}
+	if (batch_given && parse_batch(batch_arg, &decl, why, sizeof(why)) < 0) {
+		slurm_error("elastic: invalid --elastic-max-batch: %s", why);
 		return spank_remote(sp) ? 0 : -1;
 	}
 	if (!spank_remote(sp))
@@ -483,5 +582,80 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	 * node): the job runs, but not as an elastic one. */
 	if (remote_batch(sp) < 0)
 		slurm_error("elastic: job not recorded; it runs without elasticd");
+	return 0;
+}
+
+/* recorded_main reports whether DIR/jobs/JOBID/declaration.json is there and root's: the
+ * plugin recorded this job as a main job. */
+static int recorded_main(uint32_t jobid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/jobs/%u/declaration.json", state_dir, jobid);
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0;
+}
+
+/* cancel_workers runs scancel (no shell) for the worker jobs of main job jobid, owned by uid,
+ * and waits for it at most 30 s. */
+static void cancel_workers(uint32_t jobid, uid_t uid)
+{
+	char name[64], user[64], conf[PATH_MAX + 16] = "";
+	char *argv[] = { "scancel", name, user, NULL };
+	char *envp[] = { "PATH=/usr/bin:/bin", conf[0] ? conf : NULL, NULL };
+	const char *slurm_conf = getenv("SLURM_CONF");
+	pid_t pid;
+	int status, i;
+
+	snprintf(name, sizeof(name), "--name=elastic-worker-%u", jobid);
+	snprintf(user, sizeof(user), "--user=%u", (unsigned)uid);
+	if (slurm_conf && strlen(slurm_conf) < PATH_MAX) {
+		snprintf(conf, sizeof(conf), "SLURM_CONF=%s", slurm_conf);
+		envp[1] = conf;
+	}
+	pid = fork();
+	if (pid < 0) {
+		slurm_error("elastic: job %u ended; cannot fork to cancel its workers: %m", jobid);
+		return;
+	}
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+		}
+		execve(scancel_path, argv, envp);
+		_exit(127);
+	}
+	for (i = 0; i < 300; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+				slurm_error("elastic: job %u ended; %s %s %s failed (status 0x%x)", jobid, scancel_path, name, user, status);
+			else
+				slurm_info("elastic: job %u ended; its worker jobs are cancelled", jobid);
+			return;
+		}
+		usleep(100000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	slurm_error("elastic: job %u ended; %s did not finish in 30 s", jobid, scancel_path);
+}
+
+/* The job epilog runs as root on each node of a job that ended or is requeued, whether elasticd
+ * runs or not: a main job's workers end with it. */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+	uint32_t jobid;
+	uid_t uid;
+
+	/* slurm_spank_init is not called in the job script context: the plugstack arguments
+	 * (dir=, scancel=) are read here. */
+	if (read_args(ac, av) < 0)
+		return 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+		return 0;
+	if (recorded_main(jobid))
+		cancel_workers(jobid, uid);
 	return 0;
 }

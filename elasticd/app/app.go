@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +35,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // New builds the CLI.
@@ -43,7 +46,7 @@ func New() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"ELASTICD_LOG_LEVEL"}},
 		},
-		Commands: []*cli.Command{runCommand(), agentCommand(), statusCommand()},
+		Commands: []*cli.Command{runCommand(), agentCommand(), statusCommand(), pinCommand(), unpinCommand()},
 	}
 }
 
@@ -53,6 +56,31 @@ func logger(c *cli.Context) (zerolog.Logger, error) {
 		return zerolog.Logger{}, err
 	}
 	return zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), nil
+}
+
+func elasticdURLFlag() cli.Flag {
+	return &cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464", EnvVars: []string{"SLURMBRIDGE_ELASTICD_URL"}}
+}
+
+var mungeSocketFlag = &cli.StringFlag{Name: "munge-socket", Usage: "munged's socket (empty: MUNGE's default)", EnvVars: []string{"SLURMBRIDGE_MUNGE_SOCKET"}}
+
+// mungeAuth says who sends a pin: the user its MUNGE credential names (quotad's API does the
+// same), with elasticd's own payload.
+func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
+	client := slurm.NewClient(runner)
+	return view.MungeAuth{
+		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
+			return client.MungeDecode(ctx, socket, cred)
+		},
+		LookupUser: func(uid uint32) (string, error) {
+			u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+			if err != nil {
+				return "", err
+			}
+			return u.Username, nil
+		},
+		Payload: daemon.PinPayload,
+	}
 }
 
 var stateDirFlag = &cli.StringFlag{Name: "state-dir", Value: "/var/spool/slurmbridge/elastic", EnvVars: []string{"ELASTICD_STATE_DIR"},
@@ -77,6 +105,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "cooldown", Value: d.Cooldown},
 			&cli.StringFlag{Name: "objective", Value: "throughput",
 				Usage: "throughput: s on samples/s per worker; throughput-per-dollar: s on samples/s per pool price (every pool needs a price)"},
+			mungeSocketFlag,
 			&cli.Float64Flag{Name: "value-per-million-samples",
 				Usage: "default worth of a million samples in the pools' price unit: a step must bring samples worth more than its GPUs cost (0: no such test); a job's --elastic-value overrides it"},
 		},
@@ -110,7 +139,7 @@ func runCommand() *cli.Command {
 
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-			mux.Handle("/v1/", d.Handler())
+			mux.Handle("/v1/", d.Handler(mungeAuth(runner, c.String("munge-socket"))))
 			return serveAndLoop(c.Context, log, c.String("listen"), mux, c.Duration("interval"), d.Cycle)
 		},
 	}
@@ -260,6 +289,82 @@ func statusCommand() *cli.Command {
 	}
 }
 
+func pinCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "pin",
+		Usage:     "hold an elastic job at N workers, whatever its throughput says (its owner or root)",
+		ArgsUsage: "JOBID N",
+		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return fmt.Errorf("usage: elasticd pin JOBID N")
+			}
+			id, err := strconv.ParseUint(c.Args().Get(0), 10, 32)
+			if err != nil || id == 0 {
+				return fmt.Errorf("job id %q is not a job id", c.Args().Get(0))
+			}
+			n, err := strconv.Atoi(c.Args().Get(1))
+			if err != nil || n < 1 {
+				return fmt.Errorf("size %q is not a number of workers (1 or more)", c.Args().Get(1))
+			}
+			if err := sendPin(c, http.MethodPut, daemon.PinPath(uint32(id), n)); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "job %d pinned at %d workers\n", id, n)
+			return nil
+		},
+	}
+}
+
+func unpinCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "unpin",
+		Usage:     "let elasticd size an elastic job from its throughput again",
+		ArgsUsage: "JOBID",
+		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("usage: elasticd unpin JOBID")
+			}
+			id, err := strconv.ParseUint(c.Args().Get(0), 10, 32)
+			if err != nil || id == 0 {
+				return fmt.Errorf("job id %q is not a job id", c.Args().Get(0))
+			}
+			if err := sendPin(c, http.MethodDelete, daemon.PinPath(uint32(id), 0)); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "job %d unpinned\n", id)
+			return nil
+		},
+	}
+}
+
+// sendPin makes the request with a MUNGE credential for exactly it: elasticd learns from the
+// credential who asks.
+func sendPin(c *cli.Context, method, path string) error {
+	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
+	defer cancel()
+	cred, err := slurm.NewClient(slurm.ExecRunner{Timeout: 10 * time.Second}).MungeEncode(ctx, c.String("munge-socket"), daemon.PinPayload(method, path))
+	if err != nil {
+		return fmt.Errorf("making a MUNGE credential: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.String("elasticd"), "/")+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", view.AuthScheme+" "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reaching elasticd: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("elasticd answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
 // PrintStatus writes the status for people.
 func PrintStatus(w io.Writer, jobs []daemon.JobStatus) {
 	if len(jobs) == 0 {
@@ -269,6 +374,12 @@ func PrintStatus(w io.Writer, jobs []daemon.JobStatus) {
 	for _, j := range jobs {
 		fmt.Fprintf(w, "job %d  user %s  account %s  workers %d..%d x %d GPU  pools %s\n",
 			j.JobID, j.User, j.Account, j.MinWorkers, j.MaxWorkers, j.GPUsPerWorker, strings.Join(j.Pools, ","))
+		if j.MaxBatch > 0 {
+			fmt.Fprintf(w, "  batch     max global %d, %d per GPU (--elastic-max-batch): at most %d workers\n", j.MaxBatch, j.BatchPerDevice, j.MaxWorkers)
+		}
+		if j.Pin > 0 {
+			fmt.Fprintf(w, "  pinned    at %d workers by %s (elasticd unpin %d)\n", j.Pin, j.PinnedBy, j.JobID)
+		}
 		if j.ValuePerMillionSamples > 0 {
 			fmt.Fprintf(w, "  value     %g per million samples (--elastic-value)\n", j.ValuePerMillionSamples)
 		}

@@ -154,17 +154,22 @@ func workerOutput(mainOut string) string {
 // the same from the SPANK plugin, with ELASTIC_ROLE=main.
 func (d *Daemon) contract(j *job) []string {
 	id := strconv.FormatUint(uint64(j.id), 10)
-	return []string{
+	maxWorkers, _ := j.decl.EffectiveMax()
+	env := []string{
 		"ELASTIC_ROLE=worker",
 		"ELASTIC_JOB_ID=" + id,
 		"ELASTIC_MIN=" + strconv.Itoa(j.decl.MinWorkers),
-		"ELASTIC_MAX=" + strconv.Itoa(j.decl.MaxWorkers),
-		fmt.Sprintf("ELASTIC_NNODES=%d:%d", j.decl.MinWorkers, j.decl.MaxWorkers),
+		"ELASTIC_MAX=" + strconv.Itoa(maxWorkers),
+		fmt.Sprintf("ELASTIC_NNODES=%d:%d", j.decl.MinWorkers, maxWorkers),
 		"ELASTIC_GPUS_PER_WORKER=" + strconv.Itoa(j.decl.GPUsPerWorker),
 		"ELASTIC_RDZV_ENDPOINT=" + j.decl.RdzvEndpoint,
 		"ELASTIC_REPORT_DIR=" + d.cfg.Dir.ReportDir(j.id),
 		"ELASTIC_HOSTS_FILE=" + d.cfg.Dir.HostsFile(j.id),
 	}
+	if j.decl.MaxBatch > 0 {
+		env = append(env, "ELASTIC_MAX_BATCH="+strconv.Itoa(j.decl.MaxBatch), "ELASTIC_BATCH_PER_DEVICE="+strconv.Itoa(j.decl.BatchPerDevice))
+	}
+	return env
 }
 
 // shrink sends TERM to the named workers; the main job is never among them.
@@ -275,6 +280,26 @@ func (d *Daemon) completeReplacements(ctx context.Context, j *job, snap *snapsho
 		}
 		d.terminate(ctx, j, old, now, log)
 		delete(j.replacing, newID)
+	}
+}
+
+// stopWorkers cancels the job's workers that match, running or pending, unless already being
+// stopped: workers whose main job's run they belonged to is over, so no grace is due.
+func (d *Daemon) stopWorkers(ctx context.Context, j *job, workers []slurm.Job, match func(slurm.Job) bool, why string, now time.Time, log zerolog.Logger) {
+	for _, w := range workers {
+		if _, stopping := j.stopping[w.ID]; stopping || !(w.Running() || w.Pending()) || !match(w) {
+			continue
+		}
+		if err := d.slurm.Cancel(ctx, w.ID); err != nil {
+			d.metrics.actionErrors.WithLabelValues("cancel").Inc()
+			log.Error().Err(err).Uint32("worker", w.ID).Msg("cannot cancel the worker")
+			continue
+		}
+		d.metrics.actions.WithLabelValues("cancel").Inc()
+		log.Info().Uint32("worker", w.ID).Str("why", why).Msg("worker cancelled")
+		d.mu.Lock()
+		j.stopping[w.ID] = now
+		d.mu.Unlock()
 	}
 }
 

@@ -59,6 +59,7 @@ type Daemon struct {
 	now     func() time.Time
 	metrics *Metrics
 
+	saveMu  sync.Mutex // one write of a state file at a time (cycles, pins)
 	mu      sync.Mutex // guards jobs, signals and lastCycle (the HTTP handlers read them)
 	jobs    map[uint32]*job
 	signals map[uint32]map[int]policy.GPUSignal // by worker job id, then GPU index
@@ -82,6 +83,11 @@ type job struct {
 	stopping  map[uint32]time.Time // workers sent TERM, with when
 	replacing map[uint32]uint32    // new worker → the straggler it replaces
 	finished  time.Time            // main job left the queue
+	// mainStart is when the main job's current run started; another start is a restart.
+	mainStart time.Time
+	pin       int    // size pinned by the job's owner or root (0: none)
+	pinnedBy  string // who pinned it
+	saved     []byte // the state file as last written
 	// refusals counts worker submissions failed in a row; at maxRefusals the job holds with
 	// refused, Slurm's answer, as its reason.
 	refusals int
@@ -146,6 +152,12 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 	d.mu.Unlock()
 	for _, id := range ids {
 		d.step(ctx, id, &snap)
+		d.mu.Lock()
+		j := d.jobs[id]
+		d.mu.Unlock()
+		if j != nil {
+			d.save(j, d.log.With().Uint32("job", id).Logger())
+		}
 	}
 	d.mu.Lock()
 	for id := range d.jobs {
@@ -190,6 +202,7 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 			submitted: map[uint32]time.Time{}, stopping: map[uint32]time.Time{}, replacing: map[uint32]uint32{}}
 		log.Info().Str("user", j.user).Int("min", decl.MinWorkers).Int("max", decl.MaxWorkers).
 			Int("gpus_per_worker", decl.GPUsPerWorker).Strs("pools", decl.Pools).Msg("following elastic job")
+		d.restore(j, log)
 		d.mu.Lock()
 		d.jobs[id] = j
 		d.mu.Unlock()
@@ -202,9 +215,21 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	workers := d.workersOf(j, snap)
 	d.finishStops(ctx, j, workers, now, log)
 	if !main.Running() {
-		// Requeued (preempted): the training restarts; reports from before would mislead.
+		// Requeued (preempted, or by hand): the training restarts from its checkpoint, maybe on
+		// another node with another rendezvous, so the workers of this run are stopped (the
+		// plugin's job epilog has cancelled them already where it runs) and its reports
+		// forgotten.
+		d.stopWorkers(ctx, j, workers, func(slurm.Job) bool { return true }, "main job requeued", now, log)
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: "main job is not running (" + main.StateName() + ")"}, now, log)
+		d.mu.Lock()
 		j.history = nil
+		d.mu.Unlock()
+		return
+	}
+	if j.mainStart.IsZero() {
+		j.mainStart = main.Start
+	}
+	if !main.Start.Equal(j.mainStart) && !d.restarted(ctx, j, main, workers, now, log) {
 		return
 	}
 
@@ -253,12 +278,19 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("Slurm refused %d worker submissions in a row: %s", j.refusals, j.refused)}, now, log)
 		return
 	}
-	if len(active) < j.decl.MinWorkers {
+	target, below := j.decl.MinWorkers, "the declared min"
+	d.mu.Lock()
+	if j.pin > target {
+		target, below = j.pin, "the size pinned by "+j.pinnedBy
+	}
+	d.mu.Unlock()
+	if len(active) < target {
 		// Below the declared minimum the training cannot start (torchrun waits for MIN
-		// nodes), so there is no throughput to wait for.
+		// nodes), so there is no throughput to wait for; nor below a pinned size, which
+		// throughput does not decide.
 		t := d.typeOf(main)
-		dec := policy.Decision{Action: policy.Grow, Type: t, Count: j.decl.MinWorkers - len(active),
-			Reason: fmt.Sprintf("below the declared min: %d of %d workers", len(active), j.decl.MinWorkers)}
+		dec := policy.Decision{Action: policy.Grow, Type: t, Count: target - len(active),
+			Reason: fmt.Sprintf("below %s: %d of %d workers", below, len(active), target)}
 		d.setDecision(j, dec, now, log)
 		d.grow(ctx, j, main, snap, dec, log)
 		return
@@ -271,11 +303,8 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		return
 	}
 	dec := policy.Decide(policy.Input{
-		Now: now,
-		Job: policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: policy.Bounds{
-			MinWorkers: j.decl.MinWorkers, MaxWorkers: j.decl.MaxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker,
-			Types: d.typeOptions(j),
-		}},
+		Now:      now,
+		Job:      policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: d.bounds(j)},
 		History:  j.history,
 		Signals:  d.signalsFor(active),
 		Main:     strconv.FormatUint(uint64(id), 10),
@@ -291,6 +320,47 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	case policy.Replace:
 		d.replace(ctx, j, main, active, snap, dec, log)
 	}
+}
+
+// bounds are the job's declared bounds for the policy: its max lowered by its max global
+// batch, and the size its owner pinned.
+func (d *Daemon) bounds(j *job) policy.Bounds {
+	maxWorkers, why := j.decl.EffectiveMax()
+	d.mu.Lock()
+	pin := j.pin
+	d.mu.Unlock()
+	return policy.Bounds{MinWorkers: j.decl.MinWorkers, MaxWorkers: maxWorkers, MaxReason: why, Pin: pin,
+		GPUsPerWorker: j.decl.GPUsPerWorker, Types: d.typeOptions(j)}
+}
+
+// restarted handles a main job that started again since elasticd last saw it run (requeued
+// and restarted, maybe while elasticd was down): the plugin records its declaration again as
+// the batch step starts, with the rendezvous endpoint of its new node. Until then elasticd
+// holds; then it stops the workers of the earlier run, forgets that run's measurements and
+// takes the new declaration, so new workers get the new endpoint. It reports whether the job
+// may go on this cycle.
+func (d *Daemon) restarted(ctx context.Context, j *job, main slurm.Job, workers []slurm.Job, now time.Time, log zerolog.Logger) bool {
+	decl, err := d.cfg.Dir.ReadDeclarationOwnedBy(j.id, d.cfg.DeclarationOwner)
+	if err != nil || decl.UID != j.decl.UID || (decl.Recorded == j.decl.Recorded && decl.Recorded < main.Start.Unix()) {
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("main job restarted at %s; waiting for its new declaration (rendezvous endpoint)",
+			main.Start.UTC().Format(time.RFC3339))}, now, log)
+		return false
+	}
+	d.stopWorkers(ctx, j, workers, func(w slurm.Job) bool {
+		started := w.Start
+		if !w.Running() {
+			started = w.Submit
+		}
+		return started.Before(main.Start)
+	}, "worker of the main job's earlier run", now, log)
+	log.Info().Time("start", main.Start).Str("rdzv_endpoint", decl.RdzvEndpoint).Str("was", j.decl.RdzvEndpoint).
+		Msg("main job restarted; new workers get its new declaration")
+	d.mu.Lock()
+	j.decl, j.mainStart, j.history = decl, main.Start, nil
+	clear(j.submitted)
+	clear(j.replacing)
+	d.mu.Unlock()
+	return true
 }
 
 // settingsFor is the daemon's settings with the job's own --elastic-value, when it gave one.

@@ -32,14 +32,19 @@ func TestInvalidElasticDeclarationIsRejectedAtSubmit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for args, want := range map[string]string{
-		"--elastic=4:2":                     "MAX 2 is below MIN 4",
-		"--elastic=two:4":                   `MIN "two" must be a whole number`,
-		"--elastic=1:2 --elastic-pools=h9x": "unknown pool h9x",
-		"--elastic-pools=a100":              "--elastic-pools needs --elastic",
-		"--elastic=1:2 --elastic-value=abc": "invalid --elastic-value",
-		"--elastic=1:2 --elastic-value=0":   "invalid --elastic-value",
-		"--elastic=1:2 --elastic-value=-1":  "invalid --elastic-value",
-		"--elastic-value=2":                 "--elastic-value needs --elastic",
+		"--elastic=4:2":                           "MAX 2 is below MIN 4",
+		"--elastic=two:4":                         `MIN "two" must be a whole number`,
+		"--elastic=1:2 --elastic-pools=h9x":       "unknown pool h9x",
+		"--elastic-pools=a100":                    "--elastic-pools needs --elastic",
+		"--elastic=1:2 --elastic-value=abc":       "invalid --elastic-value",
+		"--elastic=1:2 --elastic-value=0":         "invalid --elastic-value",
+		"--elastic=1:2 --elastic-value=-1":        "invalid --elastic-value",
+		"--elastic-value=2":                       "--elastic-value needs --elastic",
+		"--elastic=1:4 --elastic-max-batch=2":     "2 is below the 4 GPUs of MAX 4 workers",
+		"--elastic=2:4 --elastic-max-batch=64:64": "at MIN 2 workers of 1 GPUs, 64 per GPU make a global batch of 128, above 64",
+		"--elastic=1:2 --elastic-max-batch=x":     `GLOBAL "x" must be a whole number`,
+		"--elastic=1:2 --elastic-max-batch=8:9":   `PER_GPU "9" must be a whole number from 1 to GLOBAL 8`,
+		"--elastic-max-batch=64":                  "--elastic-max-batch needs --elastic",
 	} {
 		full := append(strings.Fields(args), "-p", "a100", "--gres=gpu:a100:1", "--wrap", "true")
 		id, msg, err := c.SubmitWithMessage(ctx, "alice", full...)

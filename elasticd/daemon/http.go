@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // JobStatus is one elastic job as `elasticd status` prints it.
@@ -34,6 +36,15 @@ type JobStatus struct {
 	DecidedAt    time.Time     `json:"decided_at"`
 	Stopping     []uint32      `json:"stopping,omitempty"`
 	Replacements []string      `json:"replacements,omitempty"`
+	// MaxBatch and BatchPerDevice are the job's --elastic-max-batch (0: none given); MaxWorkers
+	// is then the declared max lowered to what the batch allows.
+	MaxBatch       int `json:"max_batch,omitempty"`
+	BatchPerDevice int `json:"batch_per_device,omitempty"`
+	// Pin is the size its owner or root pinned (0: none), PinnedBy who.
+	Pin      int    `json:"pin,omitempty"`
+	PinnedBy string `json:"pinned_by,omitempty"`
+	// RdzvEndpoint is the rendezvous of the main job's current run, which new workers get.
+	RdzvEndpoint string `json:"rdzv_endpoint"`
 }
 
 // Point is one measurement of a job.
@@ -62,8 +73,11 @@ func (d *Daemon) Status() []JobStatus {
 	defer d.mu.Unlock()
 	var out []JobStatus
 	for _, j := range d.jobs {
+		maxWorkers, _ := j.decl.EffectiveMax()
 		s := JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
-			MaxWorkers: j.decl.MaxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: j.decl.Pools,
+			MaxWorkers: maxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: j.decl.Pools,
+			MaxBatch: j.decl.MaxBatch, BatchPerDevice: j.decl.BatchPerDevice, Pin: j.pin, PinnedBy: j.pinnedBy,
+			RdzvEndpoint:           j.decl.RdzvEndpoint,
 			ValuePerMillionSamples: j.decl.ValuePerMillionSamples,
 			Size:                   map[string]int{}, Decision: j.last.Action.String(), Reason: j.last.Reason, DecidedAt: j.lastAt}
 		for t, n := range j.size {
@@ -179,9 +193,97 @@ func toSignal(jobID uint32, s probe.Sample) policy.GPUSignal {
 	return g
 }
 
-// Handler serves GET /v1/status and POST /v1/signals.
-func (d *Daemon) Handler() http.Handler {
+// PinPayload is what the MUNGE credential of a pin request must hold: elasticd's own, so that
+// a credential made for quotad's API is never taken here.
+func PinPayload(method, path string) string {
+	return "slurmbridge-elasticd-api " + method + " " + path
+}
+
+// PinPath is the path of a job's pin: PUT PinPath(id, n) pins, DELETE PinPath(id, 0) unpins.
+func PinPath(id uint32, n int) string {
+	p := "/v1/jobs/" + strconv.FormatUint(uint64(id), 10) + "/pin"
+	if n > 0 {
+		p += "/" + strconv.Itoa(n)
+	}
+	return p
+}
+
+var (
+	errNotFollowed = errors.New("elasticd follows no elastic job of that id (it is followed once it runs)")
+	errNotOwner    = errors.New("only the job's owner or root may pin its size")
+)
+
+// Pin sets (n > 0) or clears (n == 0) the size of job id, for caller, who must be the job's
+// owner or root. The pin is saved at once, so it survives a restart of elasticd.
+func (d *Daemon) Pin(id uint32, n int, caller view.Caller) error {
+	d.mu.Lock()
+	j := d.jobs[id]
+	if j == nil {
+		d.mu.Unlock()
+		return errNotFollowed
+	}
+	if !(caller.User == "root" && caller.SeesAll) && caller.User != j.user {
+		d.mu.Unlock()
+		return fmt.Errorf("%w: job %d is %s's, you are %s", errNotOwner, id, j.user, caller.User)
+	}
+	if maxWorkers, why := j.decl.EffectiveMax(); n != 0 && (n < j.decl.MinWorkers || n > maxWorkers) {
+		d.mu.Unlock()
+		return fmt.Errorf("job %d runs %d to %d workers%s: cannot pin it at %d", id, j.decl.MinWorkers, maxWorkers, why, n)
+	}
+	j.pin, j.pinnedBy = n, caller.User
+	if n == 0 {
+		j.pinnedBy = ""
+	}
+	d.mu.Unlock()
+	log := d.log.With().Uint32("job", id).Logger()
+	log.Info().Int("pin", n).Str("by", caller.User).Msg("size pinned (0: unpinned)")
+	d.save(j, log)
+	return nil
+}
+
+// Handler serves GET /v1/status, POST /v1/signals, and PUT/DELETE of a job's pin, which need a
+// MUNGE credential (auth; nil: pins are refused).
+func (d *Daemon) Handler(auth view.Authenticator) http.Handler {
 	mux := http.NewServeMux()
+	pin := func(w http.ResponseWriter, r *http.Request, n int) {
+		id, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
+		if err != nil || id == 0 {
+			http.Error(w, "job id "+strconv.Quote(r.PathValue("id"))+" is not a job id", http.StatusBadRequest)
+			return
+		}
+		if auth == nil {
+			http.Error(w, "this elasticd takes no pins (no MUNGE authentication configured)", http.StatusServiceUnavailable)
+			return
+		}
+		caller, err := auth.Caller(r)
+		if err != nil {
+			code := http.StatusInternalServerError
+			if errors.Is(err, view.ErrUnauthenticated) {
+				code = http.StatusUnauthorized
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		switch err := d.Pin(uint32(id), n, caller); {
+		case errors.Is(err, errNotFollowed):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case errors.Is(err, errNotOwner):
+			http.Error(w, err.Error(), http.StatusForbidden)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+	mux.HandleFunc("PUT /v1/jobs/{id}/pin/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.PathValue("n"))
+		if err != nil || n < 1 {
+			http.Error(w, "size "+strconv.Quote(r.PathValue("n"))+" is not a number of workers (1 or more)", http.StatusBadRequest)
+			return
+		}
+		pin(w, r, n)
+	})
+	mux.HandleFunc("DELETE /v1/jobs/{id}/pin", func(w http.ResponseWriter, r *http.Request) { pin(w, r, 0) })
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(d.Status())

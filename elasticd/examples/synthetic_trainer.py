@@ -19,6 +19,10 @@ each file in $ELASTIC_REPORT_DIR (departed workers' work included); once the job
 N the worker exits 0 (the main job too, which ends the job). Without it (0) a worker runs for
 --duration, as before.
 
+--pause-every S --pause-for P imitates an evaluation pass or a checkpoint write: for P seconds
+of every S (on the wall clock, so that every worker pauses at once, as synchronous training
+does) the worker reports 0 samples/s.
+
 On SIGTERM (elasticd shrinking the job) it says so and leaves at once, as a real worker
 leaves the rendezvous.
 """
@@ -59,6 +63,8 @@ def main():
     ap.add_argument("--pool-speed", default="", help="POOL:FACTOR,... factor on the rate by the job's pool")
     ap.add_argument("--samples", type=float, default=float(os.environ.get("SYNTH_SAMPLES", "0")),
                     help="the job's total work in samples, shared by its workers (0: run for --duration)")
+    ap.add_argument("--pause-every", type=float, default=0, help="a pause (evaluation pass) every S seconds (0: none)")
+    ap.add_argument("--pause-for", type=float, default=0, help="how long each pause lasts, in seconds")
     args = ap.parse_args()
     points = parse_curve(args.curve)
     speeds = {p: float(f) for p, f in (x.split(":") for x in args.pool_speed.split(",") if x)}
@@ -74,7 +80,8 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     print(f"worker {worker} ({os.environ.get('ELASTIC_ROLE')}) of job {os.environ.get('ELASTIC_JOB_ID')}, "
           f"rendezvous {os.environ.get('ELASTIC_RDZV_ENDPOINT')}, nnodes {os.environ.get('ELASTIC_NNODES')}, "
-          f"pool {pool or '?'} at speed {speed}", flush=True)
+          f"pool {pool or '?'} at speed {speed}, batch per device {os.environ.get('ELASTIC_BATCH_PER_DEVICE', '-')} "
+          f"of max {os.environ.get('ELASTIC_MAX_BATCH', '-')}", flush=True)
     last = time.time()
     end = last + args.duration
     done = 0.0
@@ -83,6 +90,8 @@ def main():
         k = elastic.workers()
         rate = total_rate(points, k) / k * speed
         now = time.time()
+        if args.pause_every > 0 and now % args.pause_every < args.pause_for:
+            rate = 0.0  # evaluating: no training samples
         done += rate * (now - last)
         last = now
         elastic.report(round(rate, 3), worker=worker, world_size=k, samples=round(done, 1))

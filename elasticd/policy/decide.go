@@ -45,6 +45,9 @@ func decide(in Input, s Settings) Decision {
 	}
 
 	p := planner{in: in, s: s, bounds: job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
+	if job.Bounds.Pin > 0 {
+		return p.pinned(latest)
+	}
 	if p.total < p.bounds.MinWorkers {
 		return p.growToMin()
 	}
@@ -62,8 +65,12 @@ func decide(in Input, s Settings) Decision {
 	if !(p.cur.total > 0) {
 		return hold("job reports no progress (0 samples/s) at %s", current.key)
 	}
+	p.best = bestOf(in.History, latestWindow)
 	first := mean(in.History, current.settled(in.History, s.SettleTime, s.MinSamples, false))
-	p.changed = math.Abs(p.cur.total-first.total) > s.NoiseTolerance*first.total
+	p.first = first
+	// A dip shorter than the window (an evaluation pass, a checkpoint write) leaves its best
+	// report where it was: only a move of the best report counts as a change.
+	p.changed = math.Abs(p.best.total-first.total) > s.NoiseTolerance*first.total
 	p.changeText = fmt.Sprintf("throughput at this size went from %.0f to %.0f samples/s", first.total, p.cur.total)
 	p.sizes = latestMeasured(in.History, epochs, s.SettleTime, s.MinSamples)
 
@@ -85,9 +92,12 @@ type planner struct {
 	total  int
 
 	cur        window   // the current size, last MinSamples settled reports
+	best       window   // the settled report of that window with the most samples/s
+	first      window   // the current size's first MinSamples settled reports
 	paidSteps  []string // steps into the current size that still pay
 	changed    bool     // throughput at the current size moved beyond noise
 	changeText string
+	noise      string // a step that stopped paying within the noise margin
 	sizes      map[string]measured
 }
 
@@ -169,10 +179,27 @@ func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
 		}
 		st := p.judge(lower.rate, p.cur, lower.alloc, p.alloc, t)
 		count := min(p.alloc[t]-lower.alloc[t], p.total-p.bounds.MinWorkers)
+		if !st.pays {
+			// Hysteresis: a step undone must fail in every report of the window (its best
+			// one too), so a dip shorter than the window never shrinks the job.
+			if best := p.judge(lower.rate, p.best, lower.alloc, p.alloc, t); best.pays {
+				st = best
+				st.text += fmt.Sprintf(" at its best report of the window (%.0f samples/s on average: a dip shorter than the window)", p.cur.total)
+			}
+		}
 		if st.pays {
 			p.paidSteps = append(p.paidSteps, st.text)
 		}
 		if st.pays || count <= 0 {
+			continue
+		}
+		if atFirst := p.judge(lower.rate, p.first, lower.alloc, p.alloc, t); atFirst.pays && !p.changed {
+			// The step paid when this size was first measured and the throughput has moved
+			// less than the noise margin since: noise, not a reason to shrink (nor to grow).
+			if p.noise == "" {
+				p.noise = fmt.Sprintf("step %s, but it paid when first measured (s = %.2f) and throughput moved less than %.0f%% since: within the noise margin, not shrinking",
+					st.text, atFirst.efficiency, 100*p.s.NoiseTolerance)
+			}
 			continue
 		}
 		if worst == nil || st.efficiency < worst.step.efficiency {
@@ -180,6 +207,9 @@ func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
 		}
 	}
 	if worst == nil {
+		if p.noise != "" {
+			return hold("%s", p.noise), true
+		}
 		return Decision{}, false
 	}
 	workers := p.pickToRemove(worst.t, worst.count, worst.lower.rate)
@@ -241,7 +271,7 @@ type growthOption struct {
 // and says why nothing is.
 func (p *planner) growOrHold() Decision {
 	if p.total >= p.bounds.MaxWorkers {
-		d := hold("at max %d workers (%s)", p.bounds.MaxWorkers, configKey(p.alloc))
+		d := hold("at max %d workers%s (%s)", p.bounds.MaxWorkers, p.bounds.MaxReason, configKey(p.alloc))
 		for _, st := range p.paidSteps {
 			d.Reason += "; step " + st + " pays"
 		}
@@ -256,7 +286,9 @@ func (p *planner) growOrHold() Decision {
 			continue
 		}
 		if upper, ok := neighbour(p.sizes, p.alloc, t, false); ok && upper.alloc[t] <= p.alloc[t]+count {
-			st := p.judge(p.cur, upper.rate, p.alloc, upper.alloc, t)
+			// Judged from the window's best report: a dip at this size must not make the
+			// larger one look worth going back to.
+			st := p.judge(p.best, upper.rate, p.alloc, upper.alloc, t)
 			// Left that size less than a cooldown ago: go back only on
 			// clear evidence, so noise cannot make the job flap.
 			clearlyPays := st.pays && st.efficiency > p.s.Threshold*(1+p.s.NoiseTolerance)
@@ -432,4 +464,33 @@ func (p *planner) shrinkToMax(latest Measurement) Decision {
 		}
 	}
 	return d
+}
+
+// pinned brings the job to the size its owner pinned and holds it there: throughput neither
+// grows nor shrinks a pinned job.
+func (p *planner) pinned(latest Measurement) Decision {
+	pin := p.bounds.Pin
+	switch {
+	case p.total < pin:
+		bounds := p.bounds
+		bounds.MinWorkers = pin
+		q := *p
+		q.bounds = bounds
+		d := q.growToMin()
+		if d.Action == Grow {
+			d.Reason = fmt.Sprintf("pinned at %d workers by its owner: %d running; adding %d %s", pin, p.total, d.Count, d.Type)
+		} else {
+			d.Reason = fmt.Sprintf("pinned at %d workers by its owner: %d running, and no type has %d free workers", pin, p.total, pin-p.total)
+		}
+		return d
+	case p.total > pin:
+		bounds := p.bounds
+		bounds.MaxWorkers = pin
+		q := *p
+		q.bounds = bounds
+		d := q.shrinkToMax(latest)
+		d.Reason = fmt.Sprintf("pinned at %d workers by its owner: %d running; removing the %d slowest", pin, p.total, d.Count)
+		return d
+	}
+	return hold("pinned at %d workers by its owner (elasticd unpin to let throughput decide)", pin)
 }

@@ -169,6 +169,21 @@ func mean(history []Measurement, indices []int) window {
 	return w
 }
 
+// bestOf is the report among indices with the most samples/s, as a window.
+func bestOf(history []Measurement, indices []int) window {
+	best, bestTotal := indices[0], -1.0
+	for _, i := range indices {
+		total := 0.0
+		for _, r := range history[i].Workers {
+			total += r.SamplesPerSec
+		}
+		if total > bestTotal {
+			best, bestTotal = i, total
+		}
+	}
+	return mean(history, []int{best})
+}
+
 // measured is a size with a stable measurement: its most recent epoch with
 // at least MinSamples settled reports, averaged over the last MinSamples.
 type measured struct {

@@ -94,6 +94,12 @@ type Bounds struct {
 	GPUsPerWorker int
 	// Types the job may grow into. Empty: only the types it already runs on.
 	Types []TypeOption
+	// MaxReason says where MaxWorkers comes from when not from the declared max alone
+	// (e.g. " (max global batch 256 at 32 per GPU)"); it is appended to "at max N workers".
+	MaxReason string
+	// Pin, when above 0, is the size the job's owner chose: the job is brought to it and held
+	// there, whatever its throughput says.
+	Pin int
 }
 
 // Job is an elastic job's identity and declaration.
@@ -244,6 +250,8 @@ func (b Bounds) validate(s Settings) error {
 		return fmt.Errorf("max workers %d is below min workers %d", b.MaxWorkers, b.MinWorkers)
 	case b.GPUsPerWorker < 1:
 		return fmt.Errorf("GPUs per worker %d must be at least 1", b.GPUsPerWorker)
+	case b.Pin != 0 && (b.Pin < b.MinWorkers || b.Pin > b.MaxWorkers):
+		return fmt.Errorf("pinned size %d is outside %d to %d workers", b.Pin, b.MinWorkers, b.MaxWorkers)
 	}
 	seen := map[GPUType]bool{}
 	for _, t := range b.Types {

@@ -59,7 +59,29 @@ type Declaration struct {
 	// ValuePerMillionSamples is --elastic-value: what a million samples are worth to the user,
 	// in the pools' price unit; 0 (or absent, in declarations from before it) when not given.
 	ValuePerMillionSamples float64 `json:"value_per_million_samples"`
-	Recorded               int64   `json:"recorded"`
+	// MaxBatch is --elastic-max-batch: the largest global batch (samples per step over every
+	// GPU) the job's training tolerates; BatchPerDevice is each GPU's share of it. Both 0 when
+	// not given.
+	MaxBatch       int   `json:"max_batch,omitempty"`
+	BatchPerDevice int   `json:"batch_per_device,omitempty"`
+	Recorded       int64 `json:"recorded"`
+}
+
+// MaxBatchLimit bounds --elastic-max-batch, as the plugin does.
+const MaxBatchLimit = 1 << 30
+
+// EffectiveMax is the most workers elasticd may run: the declared max, lowered where the max
+// global batch would be exceeded (workers × GPUs per worker × batch per GPU). why says so,
+// e.g. " (max global batch 256 at 32 per GPU)", or is "".
+func (d *Declaration) EffectiveMax() (n int, why string) {
+	if d.MaxBatch == 0 || d.BatchPerDevice == 0 {
+		return d.MaxWorkers, ""
+	}
+	byBatch := d.MaxBatch / (d.BatchPerDevice * d.GPUsPerWorker)
+	if byBatch >= d.MaxWorkers {
+		return d.MaxWorkers, ""
+	}
+	return byBatch, fmt.Sprintf(" (max global batch %d at %d per GPU)", d.MaxBatch, d.BatchPerDevice)
 }
 
 // MaxValuePerMillionSamples bounds --elastic-value, as the plugin does.
@@ -94,6 +116,13 @@ func (d *Declaration) Validate() error {
 	}
 	if err := CheckValuePerMillionSamples(d.ValuePerMillionSamples); err != nil {
 		return err
+	}
+	if (d.MaxBatch == 0) != (d.BatchPerDevice == 0) || d.MaxBatch < 0 || d.MaxBatch > MaxBatchLimit ||
+		d.BatchPerDevice < 0 || d.BatchPerDevice > d.MaxBatch {
+		return fmt.Errorf("max batch %d, batch per GPU %d: want both 0, or 1 <= per GPU <= max <= %d", d.MaxBatch, d.BatchPerDevice, MaxBatchLimit)
+	}
+	if n, _ := d.EffectiveMax(); n < d.MinWorkers {
+		return fmt.Errorf("max batch %d at %d per GPU allows %d workers of %d GPUs, below min %d", d.MaxBatch, d.BatchPerDevice, n, d.GPUsPerWorker, d.MinWorkers)
 	}
 	for i, p := range d.Pools {
 		if !poolName.MatchString(p) || slices.Contains(d.Pools[:i], p) {
@@ -314,4 +343,50 @@ func (d Dir) WriteHosts(jobID uint32, hosts []Host) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// StateFile is where elasticd keeps what it knows of a job between restarts (sizes measured,
+// workers it submitted, stops and replacements under way, a pinned size): DIR/jobs/JOBID/
+// elasticd.json, written by elasticd alone.
+func (d Dir) StateFile(jobID uint32) string { return filepath.Join(d.JobDir(jobID), "elasticd.json") }
+
+// maxState bounds a state file (the history is bounded by elasticd's --history-limit).
+const maxState = 64 << 20
+
+// ReadState reads a job's state file, which must be a regular file owned by owner (elasticd's
+// own uid). A missing file is reported with an error that matches os.ErrNotExist.
+func (d Dir) ReadState(jobID, owner uint32) ([]byte, error) {
+	return readOwnedBy(d.StateFile(jobID), owner, maxState)
+}
+
+// WriteState replaces a job's state file atomically: a new file in the same directory,
+// synced, then renamed over the old one, so a crash leaves the old state or the new, never
+// half of one. The job's directory is root's, so nobody else can swap a link in.
+func (d Dir) WriteState(jobID uint32, data []byte) error {
+	f, err := os.CreateTemp(d.JobDir(jobID), ".elasticd.json.*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, d.StateFile(jobID))
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// SetStateAside renames an unusable state file to elasticd.json.corrupt (replacing an older
+// one), so that it is kept for a person to read and never read again.
+func (d Dir) SetStateAside(jobID uint32) (string, error) {
+	to := d.StateFile(jobID) + ".corrupt"
+	return to, os.Rename(d.StateFile(jobID), to)
 }

@@ -91,7 +91,14 @@ func TestReadDeclaration(t *testing.T) {
 	if d, err = dir.ReadDeclaration(5); err != nil || d.ValuePerMillionSamples != 2.5 {
 		t.Fatalf("with --elastic-value=2.5: got %+v, %v", d, err)
 	}
+	write(`{"version":1,"job_id":5,"uid":1001,"gid":1001,"min_workers":1,"max_workers":8,"gpus_per_worker":2,"rdzv_endpoint":"vm:29405","pools":["a100"],"max_batch":256,"batch_per_device":32,"recorded":1795341352}`)
+	if d, err = dir.ReadDeclaration(5); err != nil || d.MaxBatch != 256 || d.BatchPerDevice != 32 {
+		t.Fatalf("with --elastic-max-batch=256:32: got %+v, %v", d, err)
+	}
 	for _, bad := range []string{
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[],"max_batch":256}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[],"max_batch":16,"batch_per_device":32}`,
+		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":3,"max_workers":4,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[],"max_batch":64,"batch_per_device":32}`,
 		`{"version":1,"job_id":6,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[]}`,
 		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":4,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm:1","pools":[]}`,
 		`{"version":1,"job_id":5,"uid":1,"gid":1,"min_workers":1,"max_workers":3,"gpus_per_worker":1,"rdzv_endpoint":"vm;rm:1","pools":[]}`,
@@ -118,5 +125,23 @@ func TestWriteHosts(t *testing.T) {
 	got, _ := os.ReadFile(dir.HostsFile(3))
 	if string(got) != "a100-1:4\nv100-2:4\n" {
 		t.Fatalf("hosts file %q", got)
+	}
+}
+
+func TestEffectiveMax(t *testing.T) {
+	for _, tc := range []struct {
+		max, gpus, batch, perDevice, want int
+		why                               string
+	}{
+		{8, 1, 0, 0, 8, ""},
+		{8, 1, 256, 32, 8, ""},
+		{8, 1, 128, 32, 4, " (max global batch 128 at 32 per GPU)"},
+		{8, 4, 256, 32, 2, " (max global batch 256 at 32 per GPU)"},
+		{8, 4, 300, 32, 2, " (max global batch 300 at 32 per GPU)"},
+	} {
+		d := Declaration{MinWorkers: 1, MaxWorkers: tc.max, GPUsPerWorker: tc.gpus, MaxBatch: tc.batch, BatchPerDevice: tc.perDevice}
+		if n, why := d.EffectiveMax(); n != tc.want || why != tc.why {
+			t.Errorf("%+v: got %d %q, want %d %q", d, n, why, tc.want, tc.why)
+		}
 	}
 }

@@ -53,6 +53,16 @@ type MungeAuth struct {
 	LookupUser func(uid uint32) (string, error)
 	// IsOperator says whether a user has AdminLevel Operator or Administrator in slurmdbd.
 	IsOperator func(ctx context.Context, user string) (bool, error)
+	// Payload is what a credential for a request must hold; nil: quotad's CredentialPayload.
+	// Each daemon has its own, so a credential made for one is never taken by another.
+	Payload func(method, path string) string
+}
+
+func (a MungeAuth) payload(method, path string) string {
+	if a.Payload != nil {
+		return a.Payload(method, path)
+	}
+	return CredentialPayload(method, path)
 }
 
 // Caller implements Authenticator.
@@ -60,13 +70,13 @@ func (a MungeAuth) Caller(r *http.Request) (Caller, error) {
 	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || scheme != AuthScheme || strings.TrimSpace(cred) == "" {
 		return Caller{}, fmt.Errorf("%w: job explanations are private to their owners; send \"Authorization: %s <credential>\" with a credential from `munge --string '%s'` (quotactl does)",
-			ErrUnauthenticated, AuthScheme, CredentialPayload(r.Method, r.URL.EscapedPath()))
+			ErrUnauthenticated, AuthScheme, a.payload(r.Method, r.URL.EscapedPath()))
 	}
 	id, err := a.Decode(r.Context(), strings.TrimSpace(cred))
 	if err != nil {
 		return Caller{}, fmt.Errorf("%w: the MUNGE credential does not decode (expired, replayed, or from another MUNGE key): %v", ErrUnauthenticated, err)
 	}
-	if want := CredentialPayload(r.Method, r.URL.EscapedPath()); id.Payload != want {
+	if want := a.payload(r.Method, r.URL.EscapedPath()); id.Payload != want {
 		return Caller{}, fmt.Errorf("%w: the MUNGE credential was made for %q, not for %q", ErrUnauthenticated, id.Payload, want)
 	}
 	if id.UID == 0 {
