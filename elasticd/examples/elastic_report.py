@@ -16,7 +16,11 @@ import sys
 try:
     import slurmbridge_elastic as elastic
 except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+    # elasticd/python beside this directory: as reached (a checkout), or as the directory's real
+    # place where it is reached through a symbolic link (a job's copy linking the testbed's or
+    # the package's published examples).
+    for here in (os.path.abspath(__file__), os.path.realpath(__file__)):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(here)), "python"))
     import slurmbridge_elastic as elastic
 
 report = elastic.report
