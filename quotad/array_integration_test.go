@@ -80,18 +80,7 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 		}
 	}
 	// squeue's per-task view (the fast read) agrees.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	jobs, err := c.Slurm().QueueJobs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	view := map[string]int{}
-	for _, j := range jobs {
-		if fmt.Sprint(j.ArrayJobID) == arr {
-			view[j.QOS+"/"+j.StateName()] += j.TaskCount()
-		}
-	}
+	view := arrayStates(t, c, arr)
 	if wantView := map[string]int{"borrow-proj-b/RUNNING": 4, "guar-proj-b/PENDING": 6}; !maps.Equal(view, wantView) {
 		t.Errorf("squeue: %v, want %v", view, wantView)
 	}
@@ -122,24 +111,9 @@ func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
 		t.Errorf("explain of the 10-task array does not say why it is not lent:\n%s", out)
 	}
 	arr4 := submitN(t, c, "bob", 1, "--array=0-3")[0]
-	states := func(arr string) map[string]int {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		jobs, err := c.Slurm().QueueJobs(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, j := range jobs {
-			if fmt.Sprint(j.ArrayJobID) == arr {
-				out[j.QOS+"/"+j.StateName()] += j.TaskCount()
-			}
-		}
-		return out
-	}
-	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return states(arr4)["borrow-proj-b/RUNNING"] == 4 })
+	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return arrayStates(t, c, arr4)["borrow-proj-b/RUNNING"] == 4 })
 	time.Sleep(6 * time.Second) // three more quotad cycles
-	if got := states(arr10); !maps.Equal(got, map[string]int{"guar-proj-b/PENDING": 10}) {
+	if got := arrayStates(t, c, arr10); !maps.Equal(got, map[string]int{"guar-proj-b/PENDING": 10}) {
 		t.Errorf("10-task array: %v, want all 10 pending in guar-proj-b", got)
 	}
 	assertNoneKilled(t, c, 0)
@@ -165,32 +139,36 @@ func TestArrayThrottleLimitsLends(t *testing.T) {
 		tasks = "--array=0-2%2"
 	}
 	arr := submitN(t, c, "bob", 1, tasks)[0]
-	states := func() map[string]int {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		jobs, err := c.Slurm().QueueJobs(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, j := range jobs {
-			if fmt.Sprint(j.ArrayJobID) == arr {
-				out[j.QOS+"/"+j.StateName()] += j.TaskCount()
-			}
-		}
-		return out
-	}
 	want := map[string]int{"guar-proj-b/PENDING": 3}
 	if rel.StartsSplitArrayTasks() {
 		want = map[string]int{"borrow-proj-b/RUNNING": 2, "guar-proj-b/PENDING": 4}
-		waitFor(t, "2 tasks running borrowed", 30*time.Second, func() bool { return states()["borrow-proj-b/RUNNING"] == 2 })
+		waitFor(t, "2 tasks running borrowed", 30*time.Second, func() bool { return arrayStates(t, c, arr)["borrow-proj-b/RUNNING"] == 2 })
 	}
 	time.Sleep(6 * time.Second) // three more quotad cycles with 2 a100 still idle
-	if got := states(); !maps.Equal(got, want) {
+	if got := arrayStates(t, c, arr); !maps.Equal(got, want) {
 		t.Errorf("array %s: %v, want %v", arr, got, want)
 	}
 	if out := quotactl(t, c, "explain", arr); !strings.Contains(out, "its array runs at most 2 tasks at once") {
 		t.Errorf("explain of the throttled array does not name its throttle:\n%s", out)
 	}
 	assertNoneKilled(t, c, 0)
+}
+
+// arrayStates counts the tasks of array arr by QOS and state ("borrow-proj-b/RUNNING"), from
+// the fast queue read.
+func arrayStates(t *testing.T, c *testbed.Cluster, arr string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	jobs, err := c.Slurm().QueueJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, j := range jobs {
+		if fmt.Sprint(j.ArrayJobID) == arr {
+			out[j.QOS+"/"+j.StateName()] += j.TaskCount()
+		}
+	}
+	return out
 }
