@@ -20,10 +20,9 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bench/internal/fanout"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -52,7 +51,7 @@ func run(n, rounds int) error {
 	defer func() { _ = c.Slurm().CancelNamed(context.Background(), name) }()
 	start := time.Now()
 	ids := make([]string, n)
-	if err := parallel(n, func(i int) error {
+	if err := fanout.Run(n, func(i int) error {
 		id, err := c.Submit(ctx, "bob", "--job-name="+name, "-p", "a100", "--gres=gpu:a100:1", "-t", "60", "--wrap", "sleep 600")
 		ids[i] = id
 		return err
@@ -126,34 +125,4 @@ func getJSON(url string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
-}
-
-// parallel runs do(0..n-1) on 8 workers and returns the first error.
-func parallel(n int, do func(i int) error) error {
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	var firstErr error
-	var mu sync.Mutex
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := do(i); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
 }

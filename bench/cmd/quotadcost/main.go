@@ -28,14 +28,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/slurmbridge/slurmbridge/bench/internal/fanout"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
@@ -401,7 +400,7 @@ func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, arra
 		}
 		subs = append(subs, append(args, "--wrap", "sleep 14400"))
 	}
-	return parallel(len(subs), func(i int) error {
+	return fanout.Run(len(subs), func(i int) error {
 		_, err := c.Submit(ctx, "bob", subs[i]...)
 		return err
 	})
@@ -416,7 +415,7 @@ func submitRunning(ctx context.Context, c *testbed.Cluster, name string, n int) 
 		fmt.Sprintf("OverSubscribe=FORCE:%d", share), "Hidden=YES", "State=UP", "MaxTime=INFINITE"); err != nil {
 		return fmt.Errorf("creating partition %s: %w", benchPartition, err)
 	}
-	return parallel(n, func(int) error {
+	return fanout.Run(n, func(int) error {
 		_, err := c.RunAs(ctx, "alice", "salloc", "--no-shell", "--job-name="+name, "-p", benchPartition, "-n", "1", "--mem=1M", "-t", "60")
 		return err
 	})
@@ -432,36 +431,6 @@ func removePartition(c *testbed.Cluster) {
 		time.Sleep(2 * time.Second) // its jobs are still ending
 	}
 	fmt.Fprintf(os.Stderr, "quotadcost: partition %s could not be removed; scontrol delete PartitionName=%s\n", benchPartition, benchPartition)
-}
-
-// parallel runs do(0..n-1) on 8 workers and returns the first error.
-func parallel(n int, do func(i int) error) error {
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	var firstErr error
-	var mu sync.Mutex
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := do(i); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
 }
 
 func median(v []float64) float64 {
