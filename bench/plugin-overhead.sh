@@ -5,8 +5,9 @@
 # the ratios. Jobs are submitted held and cancelled, so nothing runs.
 #
 #   bench/plugin-overhead.sh [ROUNDS] [JOBS_PER_ROUND] [PARALLEL]     (defaults 6 1000 8; root)
-# VARIANTS="none pools lua" names the compared job_submit plugins (none = no plugin; any other
-# name must be a job_submit_NAME.so in the testbed's PluginDir).
+# VARIANTS="none pools lua" names the compared job_submit plugins (none = no plugin; gonoop = a
+# Go plugin that does nothing, bench/noopplugin, built here; any other name must be a
+# job_submit_NAME.so in the testbed's PluginDir).
 set -euo pipefail
 ROUNDS=${1:-6}
 JOBS=${2:-1000}
@@ -44,6 +45,7 @@ restore() {
 	scontrol reconfigure || true
 	scancel --name="$NAME" 2>/dev/null || true
 	rm -f "$ETC/job_submit.lua"
+	[ -z "${plugin_dir:-}" ] || rm -f "$plugin_dir/job_submit_gonoop.so"
 }
 trap restore EXIT
 
@@ -60,7 +62,9 @@ use_plugin() {
 
 # The same jobs in every variant, landing in the same partitions: without a plugin they name the
 # partition list the plugin would write, so slurmctld does the same work after routing and the
-# difference is the routing itself.
+# difference is the routing itself. The submitting commands run at the lowest CPU priority: on a
+# small machine their fork and exec would otherwise take slurmctld's cores in bursts and swamp
+# the difference measured.
 submit_round() {
 	local variant=$1
 	seq 1 "$JOBS" | xargs -P "$PARALLEL" -I{} sh -c '
@@ -71,8 +75,28 @@ submit_round() {
 		2) part=a100-spot,a100,v100; set -- --gpus=2 --wrap true ;;
 		esac
 		[ "$variant" = none ] && set -- -p "$part" "$@"
-		exec runuser -u alice -- sbatch --hold --parsable --quiet --chdir=/tmp --output=/dev/null --job-name='"$NAME"' "$@"' sh "$variant" >/dev/null 2>&1
+		exec nice -n 19 runuser -u alice -- sbatch --hold --parsable --quiet --chdir=/tmp --output=/dev/null --job-name='"$NAME"' "$@"' sh "$variant" >/dev/null 2>&1
 }
+
+# slurmctld's own CPU time (user + system, all its threads, in clock ticks): what a variant costs
+# the controller's cores, beside the RPC's wall time that ave_time is.
+ctld_cpu_ticks() {
+	local pid
+	pid=$(pgrep -o -x slurmctld)
+	awk '{print $14 + $15}' "/proc/$pid/stat"
+}
+ctld_threads() { ls "/proc/$(pgrep -o -x slurmctld)/task" | wc -l; }
+# job_submit/pools logs its own time per submission every 1000 calls (crossing into Go
+# included): the round's last such figure, or - when the round wrote none.
+CTLD_LOG=$(scontrol show config | awk -F' = ' '/^SlurmctldLogFile/ {print $2}')
+log_lines() { wc -l <"$CTLD_LOG"; }
+plugin_us() {
+	tail -n +"$(($1 + 1))" "$CTLD_LOG" | sed -n 's/.*job_submit\/pools: submissions .* took \([0-9.]*\) us each.*/\1/p' | tail -n1 | grep . || echo -
+}
+TICKS=$(getconf CLK_TCK)
+STATE_DIR=$(scontrol show config | awk -F' = ' '/^StateSaveLocation/ {print $2}')
+state_job_dirs() { find "$STATE_DIR" -mindepth 2 -maxdepth 2 -name 'job.*' 2>/dev/null | wc -l; }
+STATE_JOBS=$(state_job_dirs)
 
 ave_time() {
 	sdiag | awk '/REQUEST_SUBMIT_BATCH_JOB/ {for (i = 1; i <= NF; i++) if ($i ~ /^ave_time:/) {sub("ave_time:", "", $i); print $i}}'
@@ -82,9 +106,17 @@ median() { sort -n | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; e
 
 read -r -a variants <<<"${VARIANTS:-none pools lua}"
 [ "${variants[0]}" = none ] || { echo "VARIANTS must start with none (the baseline)" >&2; exit 1; }
-declare -A results ratios
+for v in "${variants[@]}"; do
+	[ "$v" = gonoop ] || continue
+	plugin_dir=$(scontrol show config | awk -F' = ' '/^PluginDir/ {split($2, d, ":"); print d[1]}')
+	(cd "$REPO_ROOT" && PATH=$PATH:/usr/local/go/bin CGO_ENABLED=1 go build -buildmode=c-shared \
+		-o "$plugin_dir/job_submit_gonoop.so" ./bench/noopplugin)
+	rm -f "$plugin_dir/job_submit_gonoop.h"
+done
+declare -A results ratios cpu
+inplugin=""
 n=${#variants[@]}
-echo "round variant ave_time_us"
+echo "round variant ave_time_us ctld_cpu_us_per_job ctld_threads plugin_us_per_job"
 for round in $(seq 1 "$ROUNDS"); do
 	# Rotate the order each round so no variant always runs first (after a reconfigure).
 	offset=$(((round - 1) % n))
@@ -93,14 +125,26 @@ for round in $(seq 1 "$ROUNDS"); do
 		v=${variants[$(((k + offset) % n))]}
 		use_plugin "$v"
 		sdiag -r >/dev/null
+		c0=$(ctld_cpu_ticks)
+		l0=$(log_lines)
 		submit_round "$v"
 		t=$(ave_time)
+		c=$(awk -v a="$c0" -v b="$(ctld_cpu_ticks)" -v hz="$TICKS" -v n="$JOBS" 'BEGIN {printf "%.0f", (b - a) * 1e6 / hz / n}')
 		results[$v]+="$t "
+		cpu[$v]+="$c "
 		this[$v]=$t
-		echo "$round $v $t"
+		p=$(plugin_us "$l0")
+		[ "$p" = - ] || inplugin+="$(awk -v a="$p" -v b="$t" 'BEGIN {print a / b}') "
+		echo "$round $v $t $c $(ctld_threads) $p"
 		scancel --name="$NAME"
 		for _ in $(seq 1 300); do
 			[ -z "$(squeue -h -t all --name="$NAME" -o %i | head -n1)" ] && break
+			sleep 0.2
+		done
+		# slurmctld removes a purged job's files from StateSaveLocation in a background thread
+		# (from 23.11): the next round must not pay for this round's deletions.
+		for _ in $(seq 1 300); do
+			[ "$(state_job_dirs)" -le "$STATE_JOBS" ] && break
 			sleep 0.2
 		done
 	done
@@ -113,8 +157,11 @@ done
 echo
 echo "REQUEST_SUBMIT_BATCH_JOB ave_time, median of $ROUNDS rounds of $JOBS submissions ($PARALLEL parallel):"
 for v in "${variants[@]}"; do
-	printf '  %-8s %8.0f us' "$v" "$(tr ' ' '\n' <<<"${results[$v]}" | grep . | median)"
+	printf '  %-8s %8.0f us  (slurmctld CPU %5.0f us/job)' "$v" "$(tr ' ' '\n' <<<"${results[$v]}" | grep . | median)" \
+		"$(tr ' ' '\n' <<<"${cpu[$v]}" | grep . | median)"
 	[ "$v" = none ] || printf '   %s/none: median of per-round ratios %.3f' "$v" "$(tr ' ' '\n' <<<"${ratios[$v]}" | grep . | median)"
 	echo
 done
+[ -z "$inplugin" ] || printf '  job_submit/pools own time (its log, every 1000 calls) / its round'"'"'s ave_time: median %.4f\n' \
+	"$(tr ' ' '\n' <<<"$inplugin" | grep . | median)"
 echo "  (goal: pools/none <= 1.03; Slurm $(sinfo --version | awk '{print $2}'))"

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,68 @@ func TestArrayThrottleLimitsLends(t *testing.T) {
 		t.Errorf("explain of the throttled array does not name its throttle:\n%s", out)
 	}
 	assertNoneKilled(t, c, 0)
+}
+
+// A throttled array with a pending task split off in the guaranteed QOS (here by an update of
+// that task alone, as a task returned from the borrow QOS is): squeue folds the task back into
+// the array's line and drops its "%2", so quotad reads the throttle from scontrol and still
+// lends only 2 tasks, not the 4 that fit on the idle a100. On 22.05 a task lent does not start
+// while another of its array waits in the guaranteed QOS, so an array whose pending tasks are in
+// several records is not lent at all.
+func TestArrayThrottleKeptWithASplitTask(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	logStart := ctldLogSize(t, c)
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
+	})
+	rel, err := c.Release(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, last := "--array=0-5%2", 5
+	if !rel.StartsSplitArrayTasks() {
+		tasks, last = "--array=0-2%2", 2
+	}
+	// Held, so that quotad lends nothing before the split.
+	arr := submitN(t, c, "bob", 1, tasks, "--hold")[0]
+	task := fmt.Sprintf("%s_%d", arr, last)
+	if out, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "update", "jobid="+task, "comment=split-off"); err != nil {
+		t.Fatalf("splitting task %s off: %v\n%s", task, err, out)
+	}
+	throttles, err := c.Slurm().ArrayThrottles(ctxFor(t, 10*time.Second), []string{"guar-proj-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("squeue's throttle read with task %s split off: %v (array %s has no entry when the fold dropped its %%2)", task, throttles, arr)
+	id, _ := strconv.ParseUint(arr, 10, 32)
+	if n, err := c.Slurm().ArrayTaskThrottle(ctxFor(t, 10*time.Second), uint32(id)); err != nil || n != 2 {
+		t.Fatalf("scontrol's throttle of array %s: %d, %v; want 2", arr, n, err)
+	}
+	if out, err := c.RunAs(ctxFor(t, 10*time.Second), "bob", "scontrol", "release", arr); err != nil {
+		t.Fatalf("scontrol release %s: %v\n%s", arr, err, out)
+	}
+	want := map[string]int{"borrow-proj-b/RUNNING": 2, "guar-proj-b/PENDING": 4}
+	if !rel.StartsSplitArrayTasks() {
+		want = map[string]int{"guar-proj-b/PENDING": 3}
+		defer func() {
+			if out := quotactl(t, c, "explain", arr); !strings.Contains(out, "some were split off") {
+				t.Errorf("explain of array %s does not say why it is not lent:\n%s", arr, out)
+			}
+		}()
+	} else {
+		for start := time.Now(); arrayStates(t, c, arr)["borrow-proj-b/RUNNING"] != 2; time.Sleep(250 * time.Millisecond) {
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("array %s: %v after 30 s, want 2 tasks running borrowed; quotactl explain:\n%s", arr, arrayStates(t, c, arr), quotactl(t, c, "explain", "proj-b"))
+			}
+		}
+	}
+	time.Sleep(6 * time.Second) // three more quotad cycles with 2 a100 still idle
+	if got := arrayStates(t, c, arr); !maps.Equal(got, want) {
+		t.Errorf("array %s: %v, want %v; quotactl explain:\n%s", arr, got, want, quotactl(t, c, "explain", "proj-b"))
+	}
+	assertNoneKilled(t, c, logStart)
 }
 
 // arrayStates counts the tasks of array arr by QOS and state ("borrow-proj-b/RUNNING"), from

@@ -66,7 +66,12 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 		return count(queue(t, c, all), all, func(r jobRow) bool { return r.state == "PENDING" && r.reason == "QOSGrpGRES" }) == lends
 	})
 
-	first, firstCmd := startQuotad(t, c, "2s", "--apply-step-delay", stepDelay.String())
+	// Its first plan also sets the reclaim order the lends bring (three Preempt lists, the
+	// priorities of proj-b's and proj-c's borrow and elastic QOS), one action each before the
+	// moves: up to 9 QOS changes and 2 move batches. The interval (and with it the cycle
+	// timeout) leaves that first apply the time to reach its moves, so the cut, not the
+	// timeout, stops it.
+	first, firstCmd := startQuotad(t, c, "45s", "--apply-step-delay", stepDelay.String())
 	waitFor(t, "the slow quotad to take the lease", 30*time.Second, func() bool {
 		return logCount(t, first, "this quotad is the active one") > 0
 	})

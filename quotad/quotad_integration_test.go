@@ -187,22 +187,10 @@ func count(rows map[string]jobRow, ids []string, pred func(jobRow) bool) int {
 	return n
 }
 
-// preemptedIn lists the jobs sacct shows with a PREEMPTED record (-D: every requeue's row).
+// preemptedIn lists the jobs sacct shows with a PREEMPTED record.
 func preemptedIn(t *testing.T, c *testbed.Cluster, ids []string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	recs, err := c.Slurm().SacctJobs(ctx, slurm.SacctFilter{JobIDs: ids, Duplicates: true}, "JobID", "State")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range recs {
-		if id := r["JobID"]; r["State"] == "PREEMPTED" && !slices.Contains(got, id) {
-			got = append(got, id)
-		}
-	}
-	return got
+	return c.Preempted(t, ids...)
 }
 
 // TestBorrowReclaimReturn is scenarios 1, 2, 3 and 5: bob borrows 4 a100 beyond his quota,
@@ -302,7 +290,7 @@ func TestReclaimFollowsUsage(t *testing.T) {
 	})
 	carolAt := time.Now()
 	// quotad tells Slurm who may be preempted: carol, over her guarantee, not bob, within his.
-	waitFor(t, "guar-proj-a may preempt borrow-proj-c only", 10*time.Second, func() bool {
+	waitFor(t, "guar-proj-a may preempt borrow-proj-c and elastic-proj-c only", 10*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		qos, err := c.Slurm().ShowQOS(ctx)
@@ -311,7 +299,9 @@ func TestReclaimFollowsUsage(t *testing.T) {
 		}
 		for _, x := range qos {
 			if x.Name == "guar-proj-a" {
-				return x.Preempt == "borrow-proj-c"
+				got := strings.Split(x.Preempt, ",")
+				slices.Sort(got)
+				return slices.Equal(got, []string{"borrow-proj-c", "elastic-proj-c"})
 			}
 		}
 		return false

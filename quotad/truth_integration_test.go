@@ -1,11 +1,13 @@
 //go:build integration
 
 // Scenario tests of quotad acting only on what is true: sub-accounts count in their project's
-// guarantee, and jobs that cannot start (held, dependent) keep nothing in the borrow QOS.
+// guarantee, users with their own QOS list borrow like the others, and jobs that cannot start
+// (held, dependent) keep nothing in the borrow QOS.
 package quotad_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +212,69 @@ func TestHeldBorrowerIsReturned(t *testing.T) {
 		t.Errorf("sacct QOS/account: %v, want the released job in borrow and the dependent one in guar-proj-b", got)
 	}
 	assertNoneKilled(t, c, 0)
+}
+
+// assocQOS is the QOS list sacctmgr shows for user's associations in account, sorted and
+// joined; one line per association.
+func assocQOS(t *testing.T, c *testbed.Cluster, user, account string) string {
+	t.Helper()
+	out, err := c.Run(ctxFor(t, 10*time.Second), "sacctmgr", "-n", "-P", "show", "assoc", "where", "user="+user, "account="+account, "format=qos")
+	if err != nil {
+		t.Fatalf("sacctmgr show assoc: %v\n%s", err, out)
+	}
+	var lines []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		qos := strings.Split(strings.TrimSpace(line), ",")
+		slices.Sort(qos)
+		lines = append(lines, strings.Join(qos, ","))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// A user association with its own QOS list (`sacctmgr modify user ... set qos=...`) does not
+// inherit its account's, so it lacks the borrow QOS quotad gave the account and Slurm would
+// refuse the move of the user's job there. quotad adds the project's QOS to the user's list,
+// keeping the site's own, and bob's job over quota is lent and runs borrowed; nothing is killed.
+func TestUserWithOwnQOSListBorrows(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	logStart := ctldLogSize(t, c)
+	cluster := c.Vars["SLURMBRIDGE_CLUSTER"]
+	sacctmgrRun(t, c, "modify", "user", "where", "name=bob", "account=proj-b", "cluster="+cluster, "set", "qos=guar-proj-b,normal")
+	t.Cleanup(func() {
+		// Back to inheriting proj-b's list (qos= with nothing clears the user's own).
+		if out, err := c.Run(context.Background(), "sacctmgr", "-i", "modify", "user", "where", "name=bob", "account=proj-b", "cluster="+cluster, "set", "qos="); err != nil {
+			t.Errorf("restoring bob's QOS list: %v\n%s", err, out)
+		}
+	})
+	waitFor(t, "quotad adding borrow-proj-b and elastic-proj-b to bob's own QOS list", 30*time.Second, func() bool {
+		return assocQOS(t, c, "bob", "proj-b") == "borrow-proj-b,elastic-proj-b,guar-proj-b,normal"
+	})
+
+	bob := submitN(t, c, "bob", 5)
+	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
+	waitFor(t, "bob: 4 in guar-proj-b and 1 lent, all running", 30*time.Second, func() bool {
+		q := queue(t, c, bob)
+		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
+			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 1
+	})
+	var lent string
+	for id, r := range queue(t, c, bob) {
+		if r.qos == "borrow-proj-b" {
+			lent = id
+		}
+	}
+	var got map[string]string
+	waitFor(t, "sacct naming the lent job's QOS", 20*time.Second, func() bool {
+		got = sacctQOS(t, c, []string{lent})
+		return got[lent] != "" && !strings.HasPrefix(got[lent], "Unknown/")
+	})
+	if got[lent] != "borrow-proj-b/proj-b" {
+		t.Errorf("sacct: lent job %s ran as %s, want borrow-proj-b/proj-b", lent, got[lent])
+	}
+	if explain := quotactl(t, c, "explain", lent); !strings.Contains(explain, "runs borrowed in borrow-proj-b") {
+		t.Errorf("explain of the lent job:\n%s", explain)
+	}
+	assertNotPreempted(t, c, bob)
+	assertNoneKilled(t, c, logStart)
 }

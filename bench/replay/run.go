@@ -43,8 +43,15 @@ const borrowQOSPrefix = "borrow-"
 // BorrowQOS is account's borrow QOS on the testbed.
 func BorrowQOS(account string) string { return borrowQOSPrefix + account }
 
-// IsBorrowQOS says whether qos is some project's borrow QOS on the testbed.
-func IsBorrowQOS(qos string) bool { return strings.HasPrefix(qos, borrowQOSPrefix) }
+// elasticQOSPrefix starts every project's elastic QOS on the testbed (settings.elasticQOS's
+// default, elastic-{account}): elasticd's workers beyond the guarantee.
+const elasticQOSPrefix = "elastic-"
+
+// IsBorrowQOS says whether qos is a QOS of borrowed GPUs on the testbed: some project's borrow
+// QOS, or its elastic QOS.
+func IsBorrowQOS(qos string) bool {
+	return strings.HasPrefix(qos, borrowQOSPrefix) || strings.HasPrefix(qos, elasticQOSPrefix)
+}
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
@@ -189,9 +196,19 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 	var quotadEnv []string
 	if r.QuotadInterval > 0 {
 		quotadEnv = []string{"QUOTAD_INTERVAL=" + r.QuotadInterval.String()}
+	}
+	if r.QuotadInterval > 0 || mode != Static {
 		// Restarted, so the cycle is the replay's whatever quotad ran with before.
 		if _, err := r.daemon(ctx, "quotad", "stop"); err != nil {
 			return fmt.Errorf("quotad stop: %w", err)
+		}
+	}
+	if mode != Static {
+		// Opportunistic jobs are submitted straight into their project's borrow QOS: on a fresh
+		// testbed whose quotad has not finished a cycle yet (a run without mode static first)
+		// those QOS may not exist. Apply quotad's settings once before it starts.
+		if out, err := r.daemon(ctx, "quotad", "sync"); err != nil {
+			return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
 		}
 	}
 	if _, err := r.daemon(ctx, "quotad", action, quotadEnv...); err != nil {

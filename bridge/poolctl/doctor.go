@@ -375,16 +375,19 @@ func (d *doctor) slurmAlwaysAllows(user string) bool {
 	return user == "root" || user == slurmUser
 }
 
-// borrowQOS: the plugin keeps jobs Slurm cannot requeue out of pools.yaml's borrow_qos, so it
-// must name every QOS that another QOS preempts (quotad's borrow QOS), and it must let quotad
-// move jobs there.
+// borrowQOS: the plugin keeps jobs Slurm cannot requeue out of pools.yaml's borrow_qos and
+// elastic_qos, so together they must name every QOS that another QOS preempts (quotad's borrow
+// and elastic QOS), and the plugin must let quotad move jobs there. elasticd runs workers beyond
+// the guarantee in the elastic QOS, reclaimed first; where no preemptable QOS matches elastic_qos
+// while borrow QOS exist, quotad has not created them yet (it runs a version from before them)
+// and workers borrow in the borrow QOS until it does.
 func (d *doctor) borrowQOS() {
 	if d.cfg == nil {
 		d.report(skipped, "borrow-qos", "", "pools.yaml is not usable")
 		return
 	}
-	pattern := d.cfg.BorrowQOSPattern()
-	const fix = "set borrow_qos in pools.yaml to the quota table's settings.borrowQOS (quotactl export shows it)"
+	pattern, elastic := d.cfg.BorrowQOSPattern(), d.cfg.ElasticQOSPattern()
+	const fix = "set borrow_qos and elastic_qos in pools.yaml to the quota table's settings.borrowQOS and settings.elasticQOS (quotactl export shows them)"
 	preempts, err := d.slurm.QOSPreempts(d.ctx())
 	if err != nil {
 		d.report(problem, "borrow-qos", "check slurmdbd (sacctmgr show qos)", "cannot read the QOS: %v", firstLine(err.Error()))
@@ -398,13 +401,19 @@ func (d *doctor) borrowQOS() {
 	}
 	good := true
 	var preemptable []string
+	borrows, elastics := 0, 0
 	for _, q := range slices.Sorted(maps.Keys(by)) {
 		preemptable = append(preemptable, q)
-		if !pools.MatchBorrowQOS(pattern, q) {
+		switch {
+		case pools.MatchBorrowQOS(pattern, q):
+			borrows++
+		case pools.MatchBorrowQOS(elastic, q):
+			elastics++
+		default:
 			slices.Sort(by[q])
 			d.report(problem, "borrow-qos", fix,
-				"QOS %s can be preempted (by %s) but pools.yaml's borrow_qos %s does not name it: the plugin lets salloc, srun and --no-requeue jobs into it, and a reclaim kills them",
-				q, strings.Join(by[q], ","), pattern)
+				"QOS %s can be preempted (by %s) but neither pools.yaml's borrow_qos %s nor its elastic_qos %s names it: the plugin lets salloc, srun and --no-requeue jobs into it, and a reclaim kills them",
+				q, strings.Join(by[q], ","), pattern, elastic)
 			good = false
 		}
 	}
@@ -416,9 +425,12 @@ func (d *doctor) borrowQOS() {
 	switch {
 	case !good:
 	case len(preemptable) == 0:
-		d.report(ok, "borrow-qos", "", "borrow_qos %s; no QOS preempts another yet (quotad sets them up on its first cycle)", pattern)
+		d.report(ok, "borrow-qos", "", "borrow_qos %s, elastic_qos %s; no QOS preempts another yet (quotad sets them up on its first cycle)", pattern, elastic)
+	case borrows > 0 && elastics == 0:
+		d.report(ok, "borrow-qos", "", "borrow_qos %s names every preemptable QOS (%s); no elastic QOS (%s) is preemptable yet: quotad creates them (one per project), and until then elasticd runs workers beyond the guarantee in the borrow QOS, not reclaimed first",
+			pattern, strings.Join(preemptable, ","), elastic)
 	default:
-		d.report(ok, "borrow-qos", "", "borrow_qos %s names every preemptable QOS (%s)", pattern, strings.Join(preemptable, ","))
+		d.report(ok, "borrow-qos", "", "borrow_qos %s and elastic_qos %s name every preemptable QOS (%s)", pattern, elastic, strings.Join(preemptable, ","))
 	}
 }
 

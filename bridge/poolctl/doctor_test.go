@@ -74,7 +74,7 @@ func newCluster(t *testing.T) *cluster {
 	conf := setConfig(t, string(data), "PluginDir", cl.pluginDir+":/nonexistent/slurm-wlm")
 	cl.runner = &fakeRunner{t: t, config: conf, outputs: map[string]string{
 		// quotad's QOS on the testbed: each guaranteed QOS preempts the other projects' borrow QOS.
-		"sacctmgr -n -P show qos format=name,preempt": "normal|\nborrow-proj-a|\nborrow-proj-b|\nguar-proj-a|borrow-proj-b\nguar-proj-b|borrow-proj-a\n",
+		"sacctmgr -n -P show qos format=name,preempt": "normal|\nborrow-proj-a|\nborrow-proj-b|\nelastic-proj-a|\nelastic-proj-b|\nguar-proj-a|borrow-proj-b,elastic-proj-b\nguar-proj-b|borrow-proj-a,elastic-proj-a\n",
 	}, fails: map[string]error{
 		"systemctl show --property=LoadState,User quotad.service": fmt.Errorf("System has not been booted with systemd"),
 	}}
@@ -188,7 +188,7 @@ func TestDoctorCleanCluster(t *testing.T) {
 		"ok       preemption  PreemptType=preempt/qos, PreemptMode=REQUEUE, JobRequeue=1",
 		"ok       accounting  slurmdbd, enforce associations,limits,qos,safe, TRES gres/gpu,gres/gpu:a100,gres/gpu:v100",
 		"skip     quotad-user systemd does not know quotad.service",
-		"ok       borrow-qos  borrow_qos borrow-{account} names every preemptable QOS (borrow-proj-a,borrow-proj-b)",
+		"ok       borrow-qos  borrow_qos borrow-{account} and elastic_qos elastic-{account} name every preemptable QOS (borrow-proj-a,borrow-proj-b,elastic-proj-a,elastic-proj-b)",
 		"ok       quotad      "+cl.quotad.URL+"/metrics: last successful cycle 10s ago",
 		"ok       elasticd    "+cl.elasticd.URL+"/metrics: 42 cycles",
 		"ok       credentials "+cl.passwordFile+": mode 0600",
@@ -371,19 +371,27 @@ func TestDoctorChecksBorrowQOSAgainstPreemptableQOS(t *testing.T) {
 	cl := newCluster(t)
 	cl.runner.outputs["sacctmgr -n -P show qos format=name,preempt"] = "normal|\nlend|\nguar-proj-a|lend\nguar-proj-b|lend,normal\n"
 	mustContain(t, "doctor output", cl.doctor().out,
-		"PROBLEM  borrow-qos  QOS lend can be preempted (by guar-proj-a,guar-proj-b) but pools.yaml's borrow_qos borrow-{account} does not name it: the plugin lets salloc, srun and --no-requeue jobs into it, and a reclaim kills them",
+		"PROBLEM  borrow-qos  QOS lend can be preempted (by guar-proj-a,guar-proj-b) but neither pools.yaml's borrow_qos borrow-{account} nor its elastic_qos elastic-{account} names it: the plugin lets salloc, srun and --no-requeue jobs into it, and a reclaim kills them",
 		"PROBLEM  borrow-qos  QOS normal can be preempted (by guar-proj-b)",
-		"fix: set borrow_qos in pools.yaml to the quota table's settings.borrowQOS")
+		"fix: set borrow_qos and elastic_qos in pools.yaml to the quota table's settings.borrowQOS and settings.elasticQOS")
 
 	// One shared borrow QOS, named as such.
 	cl.runner.outputs["sacctmgr -n -P show qos format=name,preempt"] = "normal|\nlend|\nguar-proj-a|lend\nguar-proj-b|lend\n"
 	cl.pools = withLines(t, testbedPools, "borrow_qos: lend")
-	if r := cl.doctor(); r.code != 0 || !strings.Contains(r.out, "ok       borrow-qos  borrow_qos lend names every preemptable QOS (lend)") {
+	if r := cl.doctor(); r.code != 0 || !strings.Contains(r.out, "ok       borrow-qos  borrow_qos lend names every preemptable QOS (lend); no elastic QOS (elastic-{account}) is preemptable yet") {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+	// quotad's elastic QOS named otherwise than elastic_qos: the plugin would not guard it.
+	cl.runner.outputs["sacctmgr -n -P show qos format=name,preempt"] = "normal|\nlend|\ngrow-proj-a|\nguar-proj-b|lend,grow-proj-a\n"
+	mustContain(t, "doctor output", cl.doctor().out,
+		"PROBLEM  borrow-qos  QOS grow-proj-a can be preempted (by guar-proj-b) but neither pools.yaml's borrow_qos lend nor its elastic_qos elastic-{account} names it")
+	cl.pools = withLines(t, testbedPools, "borrow_qos: lend", "elastic_qos: grow-{account}")
+	if r := cl.doctor(); r.code != 0 || !strings.Contains(r.out, "ok       borrow-qos  borrow_qos lend and elastic_qos grow-{account} name every preemptable QOS (grow-proj-a,lend)") {
 		t.Fatalf("exit %d:\n%s", r.code, r.out)
 	}
 	// Before quotad's first cycle nothing is preemptable yet.
 	cl.runner.outputs["sacctmgr -n -P show qos format=name,preempt"] = "normal|\n"
-	mustContain(t, "doctor output", cl.doctor().out, "ok       borrow-qos  borrow_qos lend; no QOS preempts another yet")
+	mustContain(t, "doctor output", cl.doctor().out, "ok       borrow-qos  borrow_qos lend, elastic_qos grow-{account}; no QOS preempts another yet")
 }
 
 // withLines is a copy of a pools file with lines replacing its keys of the same name.

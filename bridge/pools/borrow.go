@@ -39,6 +39,34 @@ func MatchBorrowQOS(pattern, qos string) bool {
 	return len(qos) > len(prefix)+len(suffix) && strings.HasPrefix(qos, prefix) && strings.HasSuffix(qos, suffix)
 }
 
+// DefaultElasticQOS is the elastic QOS when pools.yaml names none: quotad's own default
+// (settings.elasticQOS of the quota table).
+const DefaultElasticQOS = "elastic-{account}"
+
+// ElasticQOSPattern is the elastic QOS name or pattern the config names, or DefaultElasticQOS.
+func (c *Config) ElasticQOSPattern() string {
+	if c == nil || c.ElasticQOS == "" {
+		return DefaultElasticQOS
+	}
+	return c.ElasticQOS
+}
+
+// IsElasticQOS says whether qos is a QOS where elasticd runs workers on borrowed GPUs.
+func (c *Config) IsElasticQOS(qos string) bool {
+	return MatchBorrowQOS(c.ElasticQOSPattern(), qos)
+}
+
+// IsLendingQOS says whether qos is one quotad lends in: a borrow or an elastic QOS, both
+// preemptable, where only jobs Slurm can requeue belong.
+func (c *Config) IsLendingQOS(qos string) bool {
+	return c.IsBorrowQOS(qos) || c.IsElasticQOS(qos)
+}
+
+// ElasticQOSFor is the elastic QOS of account's project, as BorrowQOSFor.
+func (c *Config) ElasticQOSFor(account string) string {
+	return strings.ToLower(strings.ReplaceAll(c.ElasticQOSPattern(), AccountPlaceholder, account))
+}
+
 // BorrowQOSFor is the borrow QOS of account's project: the pattern with the account in it
 // (lower case, as Slurm keeps QOS names). A project's sub-accounts borrow in the project's
 // QOS, which this cannot know.

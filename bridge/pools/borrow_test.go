@@ -64,6 +64,9 @@ func TestBorrowQOSSettings(t *testing.T) {
 		{"borrow_qos: [a]\n", []problemAt{{1, "borrow_qos: want a string, got a list"}}},
 		{"borrow_qos_admins: slurmbridge\n", []problemAt{{1, "borrow_qos_admins: want a list of user names"}}},
 		{"borrow_qos_admins:\n  - ok\n  - 'not me'\n", []problemAt{{3, `borrow_qos_admins: "not me" is not a user name`}}},
+		{"elastic_qos: 'grow me'\n", []problemAt{{1, `elastic_qos "grow me" is not a QOS name`}}},
+		{"elastic_qos: borrow-{account}\n", []problemAt{{1, `elastic_qos "borrow-{account}" is also borrow_qos`}}},
+		{"borrow_qos: lend-{account}\nelastic_qos: LEND-{account}\n", []problemAt{{2, `elastic_qos "LEND-{account}" is also borrow_qos`}}},
 	} {
 		_, err := Parse([]byte(tt.yaml+pools), "pools.yaml")
 		problems, _ := err.(Problems)
@@ -85,5 +88,20 @@ func TestBorrowQOSFor(t *testing.T) {
 		if got := tc.cfg.BorrowQOSFor(tc.account); got != tc.want {
 			t.Errorf("%q for %s: %q, want %q", tc.cfg.BorrowQOSPattern(), tc.account, got, tc.want)
 		}
+	}
+}
+
+func TestElasticQOS(t *testing.T) {
+	var none *Config // no usable pools.yaml: quotad's defaults
+	if !none.IsElasticQOS("elastic-proj-a") || !none.IsLendingQOS("Elastic-Proj-A") || !none.IsLendingQOS("borrow-proj-a") ||
+		none.IsLendingQOS("guar-proj-a") || none.IsBorrowQOS("elastic-proj-a") {
+		t.Error("default elastic QOS not told apart")
+	}
+	if got := none.ElasticQOSFor("Proj-A"); got != "elastic-proj-a" {
+		t.Errorf("ElasticQOSFor: %q", got)
+	}
+	c := &Config{ElasticQOS: "grow-{account}"}
+	if !c.IsElasticQOS("grow-proj-b") || c.IsElasticQOS("elastic-proj-b") || c.ElasticQOSFor("proj-b") != "grow-proj-b" {
+		t.Errorf("named elastic QOS %q", c.ElasticQOSPattern())
 	}
 }

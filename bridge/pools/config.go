@@ -38,6 +38,11 @@ type Config struct {
 	// for one per project, or one name; "" means DefaultBorrowQOS. The plugin refuses jobs
 	// there that Slurm could not requeue, since reclaiming their GPUs would kill them.
 	BorrowQOS string
+	// ElasticQOS is quotad's elastic QOS (its settings.elasticQOS), where elasticd runs the
+	// workers it grows a job by beyond the project's guarantee, reclaimed before any other
+	// borrower: a pattern with "{account}" or one name; "" means DefaultElasticQOS. It is
+	// preemptable like the borrow QOS, and the plugin guards it the same way.
+	ElasticQOS string
 	// BorrowQOSAdmins are the users, besides root and SlurmUser, who may move a job into the
 	// borrow QOS with scontrol update: the account quotad runs as.
 	BorrowQOSAdmins []string

@@ -62,7 +62,7 @@ pools:
     node: {cpus: 8, memory_mb: 32000, disk_mb: 10}
 `,
 			want: []problemAt{
-				{2, `unknown key "polcy" (known keys: default_cpu_pool, default_gpu_pool, policy, borrow_qos, borrow_qos_admins, pools)`},
+				{2, `unknown key "polcy" (known keys: default_cpu_pool, default_gpu_pool, policy, borrow_qos, elastic_qos, borrow_qos_admins, pools)`},
 				{5, `unknown key "gpu_typ"`},
 				{6, `node: unknown key "disk_mb" (known keys: gpus, cpus, memory_mb)`},
 			},

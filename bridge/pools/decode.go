@@ -16,7 +16,7 @@ import (
 // report every problem with its line.
 
 var (
-	topKeys  = []string{"default_cpu_pool", "default_gpu_pool", "policy", "borrow_qos", "borrow_qos_admins", "pools"}
+	topKeys  = []string{"default_cpu_pool", "default_gpu_pool", "policy", "borrow_qos", "elastic_qos", "borrow_qos_admins", "pools"}
 	poolKeys = []string{
 		"name", "description", "partition", "gpu_type", "price_per_gpu_hour", "price_per_cpu_hour",
 		"spot", "fallback", "speed", "node_count", "node",
@@ -50,6 +50,8 @@ func Decode(data []byte, source string) (*Config, Problems) {
 			c.Policy = Policy(d.str(v, "", key))
 		case "borrow_qos":
 			c.BorrowQOS = d.str(v, "", key)
+		case "elastic_qos":
+			c.ElasticQOS = d.str(v, "", key)
 		case "borrow_qos_admins":
 			c.BorrowQOSAdmins = d.userList(v, key)
 		case "pools":

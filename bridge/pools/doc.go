@@ -12,7 +12,8 @@
 //	default_gpu_pool: a100       # first under policy default-first; optional
 //	policy: cheapest             # default-first (default) | cheapest | fastest
 //	borrow_qos: borrow-{account} # quotad's borrow QOS pattern or name; this is the default
-//	borrow_qos_admins: [slurmbridge]  # besides root and SlurmUser, may move jobs into it
+//	elastic_qos: elastic-{account}  # quotad's elastic QOS (elasticd's workers beyond the guarantee); the default
+//	borrow_qos_admins: [slurmbridge]  # besides root and SlurmUser, may move jobs into them
 //	pools:
 //	  - name: a100-spot          # required; letters, digits, '_', '-', '.'
 //	    description: Preemptible A100s
@@ -68,8 +69,10 @@
 // allocations, --no-requeue, and no --requeue under JobRequeue=0. It reads JobRequeue from
 // slurmctld's memory. On job_modify it cannot see those fields, so it refuses an update into the
 // borrow QOS unless it comes from root, SlurmUser or borrow_qos_admins (quotad, which lends only
-// jobs Slurm can requeue). borrow_qos must match quotad's settings.borrowQOS; poolctl doctor
-// checks it against the QOS that the others preempt.
+// jobs Slurm can requeue). The elastic QOS (elastic_qos), where elasticd runs the workers it
+// grows a job by on borrowed GPUs, is preemptable too and guarded the same way. borrow_qos and
+// elastic_qos must match quotad's settings.borrowQOS and settings.elasticQOS; poolctl doctor
+// checks them against the QOS that the others preempt.
 //
 // # Workload class
 //

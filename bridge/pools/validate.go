@@ -35,16 +35,23 @@ func (c *Config) Validate() Problems {
 	return v.problems.sorted()
 }
 
-// borrowQOS checks borrow_qos (a QOS name, "{account}" at most once) and its admins.
+// borrowQOS checks borrow_qos and elastic_qos (QOS names, "{account}" at most once, not the
+// same) and the admins.
 func (v *validator) borrowQOS() {
-	if q := v.c.BorrowQOS; q != "" {
-		prefix, suffix, _ := strings.Cut(q, AccountPlaceholder)
-		switch {
-		case strings.Count(q, AccountPlaceholder) > 1:
-			v.top("borrow_qos", "borrow_qos %q holds %s more than once", q, AccountPlaceholder)
-		case !qosChars(prefix+suffix) || prefix+suffix == "":
-			v.top("borrow_qos", "borrow_qos %q is not a QOS name (letters, digits, '_', '-', '.', and %s for the account)", q, AccountPlaceholder)
+	for _, k := range []struct{ key, q string }{{"borrow_qos", v.c.BorrowQOS}, {"elastic_qos", v.c.ElasticQOS}} {
+		if k.q == "" {
+			continue
 		}
+		prefix, suffix, _ := strings.Cut(k.q, AccountPlaceholder)
+		switch {
+		case strings.Count(k.q, AccountPlaceholder) > 1:
+			v.top(k.key, "%s %q holds %s more than once", k.key, k.q, AccountPlaceholder)
+		case !qosChars(prefix+suffix) || prefix+suffix == "":
+			v.top(k.key, "%s %q is not a QOS name (letters, digits, '_', '-', '.', and %s for the account)", k.key, k.q, AccountPlaceholder)
+		}
+	}
+	if strings.EqualFold(v.c.BorrowQOSPattern(), v.c.ElasticQOSPattern()) {
+		v.top("elastic_qos", "elastic_qos %q is also borrow_qos: elastic workers need a QOS of their own, reclaimed before other borrowers", v.c.ElasticQOSPattern())
 	}
 	for i, u := range v.c.BorrowQOSAdmins {
 		if !validUser(u) {

@@ -59,6 +59,13 @@ func TestClientCommandLines(t *testing.T) {
 		{"modify account", "", func(c Client) error {
 			return c.ModifyAccount(context.Background(), "proj-a", "testbed", AccountSettings{QOS: &[]string{"borrow", "guar-proj-a"}, DefaultQOS: ptr("guar-proj-a")})
 		}, []string{"sacctmgr -i modify account where name=proj-a cluster=testbed set qos=borrow,guar-proj-a defaultqos=guar-proj-a"}},
+		{"add user qos", "", func(c Client) error {
+			return c.AddUserQOS(context.Background(), "bob", "proj-b", "", "testbed", []string{"borrow-proj-b", "guar-proj-b"})
+		}, []string{"sacctmgr -i modify user where name=bob account=proj-b cluster=testbed set qos+=borrow-proj-b,guar-proj-b"}},
+		{"add user qos, one partition", "", func(c Client) error {
+			return c.AddUserQOS(context.Background(), "bob", "proj-b", "a100", "", []string{"borrow-proj-b"})
+		}, []string{"sacctmgr -i modify user where name=bob account=proj-b partition=a100 set qos+=borrow-proj-b"}},
+		{"add user qos, nothing to add", "", func(c Client) error { return c.AddUserQOS(context.Background(), "bob", "proj-b", "", "", nil) }, nil},
 		{"admin level", "Administrator\n", func(c Client) error { _, err := c.UserAdminLevel(context.Background(), "quotad"); return err },
 			[]string{"sacctmgr -n -P show user quotad format=adminlevel"}},
 		{"show qos", "normal||\n", func(c Client) error { _, err := c.ShowQOS(context.Background()); return err },
@@ -69,6 +76,10 @@ func TestClientCommandLines(t *testing.T) {
 			_, err := c.ShowAssociations(context.Background(), AssociationFilter{Accounts: []string{"proj-a", "proj-b"}, Cluster: "testbed"})
 			return err
 		}, []string{"sacctmgr -n -P show assoc where account=proj-a,proj-b cluster=testbed format=account,user,defaultqos"}},
+		{"association limits", "", func(c Client) error {
+			_, err := c.ShowAssociationLimits(context.Background(), "testbed")
+			return err
+		}, []string{"sacctmgr -n -P show assoc where cluster=testbed format=cluster,account,user,partition,parentname,grptres,maxtres,grpjobs,grpsubmitjobs,maxjobs,maxsubmitjobs"}},
 		{"sacct", "", func(c Client) error {
 			_, err := c.SacctJobs(context.Background(), SacctFilter{JobIDs: []string{"1", "2"}, Duplicates: true}, "JobID", "State")
 			return err
@@ -238,5 +249,57 @@ func TestShowAssociationsAndQOS(t *testing.T) {
 	qos, err := Client{Runner: r}.ShowQOS(context.Background())
 	if err != nil || !slices.Equal(qos, []QOSLimits{{"normal", "", ""}, {"guar-proj-a", "gres/gpu=4", "borrow-proj-b,borrow-proj-c"}}) {
 		t.Errorf("qos %+v, %v", qos, err)
+	}
+}
+
+// testdata/sacctmgr-assoc-limits-REL.txt are the testbed's associations with limits set on
+// alice's association in proj-a and on account proj-b (capture/assoc-limits.sh), on each
+// release.
+func TestParseAssociationLimitsOfEachRelease(t *testing.T) {
+	for _, rel := range []string{"22.05", "24.11", "26.05"} {
+		t.Run(rel, func(t *testing.T) {
+			assocs, err := ParseAssociationLimits(fixture(t, "sacctmgr-assoc-limits-"+rel+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			find := func(account, user string) AssociationLimits {
+				t.Helper()
+				i := slices.IndexFunc(assocs, func(a AssociationLimits) bool { return a.Account == account && a.User == user })
+				if i < 0 {
+					t.Fatalf("no association %s/%s in %+v", account, user, assocs)
+				}
+				return assocs[i]
+			}
+			alice := find("proj-a", "alice")
+			want := AssociationLimits{Cluster: "testbed", Account: "proj-a", User: "alice", GrpTRES: "gres/gpu=2", MaxTRESPerJob: "gres/gpu:a100=3",
+				GrpJobs: 6, GrpSubmitJobs: 8, MaxJobs: 5, MaxSubmitJobs: 7}
+			if alice != want {
+				t.Errorf("alice in proj-a = %+v, want %+v", alice, want)
+			}
+			projB := find("proj-b", "")
+			if projB.ParentAccount != "root" || projB.MaxJobs != 9 || projB.GrpJobs != NoLimit || projB.MaxSubmitJobs != NoLimit {
+				t.Errorf("proj-b = %+v", projB)
+			}
+			if grp := strings.Split(projB.GrpTRES, ","); !slices.Contains(grp, "cpu=16") || !slices.Contains(grp, "gres/gpu:a100=4") || len(grp) != 2 {
+				t.Errorf("proj-b GrpTRES = %q", projB.GrpTRES)
+			}
+			// A user's association shows its account's Max limits as its own; Grp limits are
+			// the account's alone.
+			if bob := find("proj-b", "bob"); bob.MaxJobs != 9 || bob.GrpTRES != "" || bob.GrpJobs != NoLimit || bob.ParentAccount != "" {
+				t.Errorf("bob in proj-b = %+v, want MaxJobs 9 from proj-b and no Grp limit", bob)
+			}
+			if carol := find("proj-c", "carol"); carol.GrpTRES != "" || carol.MaxJobs != NoLimit || carol.MaxSubmitJobs != NoLimit {
+				t.Errorf("carol in proj-c has limits: %+v", carol)
+			}
+			if root := find("root", ""); root.ParentAccount != "" {
+				t.Errorf("root = %+v", root)
+			}
+		})
+	}
+	if _, err := ParseAssociationLimits([]byte("testbed|proj-a|alice||||||x||\n")); err == nil {
+		t.Error("a count that is no number is no error")
+	}
+	if _, err := ParseAssociationLimits([]byte("testbed|proj-a|alice\n")); err == nil {
+		t.Error("a short line is no error")
 	}
 }

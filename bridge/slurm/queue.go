@@ -441,3 +441,129 @@ func ParseArrayThrottles(out []byte) (map[uint32]int, error) {
 	}
 	return throttles, nil
 }
+
+// ArrayTaskThrottle is an array's limit on tasks running at once (sbatch --array=...%N), 0 for
+// none, from `scontrol -o show job ARRAYJOBID`. The throttle read above loses it for an array
+// with a pending task split off in the same QOS: squeue folds that task back into the array's
+// line and rewrites the line's task list without the "%N". scontrol prints it
+// (ArrayTaskThrottle=N) on the array's own record whatever its tasks' records, on 22.05, 24.11
+// and 26.05 alike. One run per array, so only for the few arrays concerned.
+func (c Client) ArrayTaskThrottle(ctx context.Context, arrayJobID uint32) (int, error) {
+	out, err := c.Runner.Run(ctx, "scontrol", "-o", "show", "job", formatID(arrayJobID))
+	if err != nil {
+		return 0, err
+	}
+	return ParseArrayTaskThrottle(out, arrayJobID)
+}
+
+// ParseArrayTaskThrottle reads the throttle of array arrayJobID from `scontrol -o show job`
+// output: one line per record, fields "Key=value" split by spaces. Only the fields before
+// JobName are read: they are slurmctld's own (JobId, ArrayJobId, ArrayTaskId,
+// ArrayTaskThrottle), while a job's name, comment and paths are its owner's and may hold any
+// text, "ArrayTaskThrottle=..." too. A record of another job, or no record, is an error.
+func ParseArrayTaskThrottle(out []byte, arrayJobID uint32) (int, error) {
+	throttle, records := 0, 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var arrayJob string
+		limit := ""
+		for _, f := range strings.Fields(line) {
+			k, v, _ := strings.Cut(f, "=")
+			if k == "JobName" {
+				break
+			}
+			switch k {
+			case "ArrayJobId":
+				arrayJob = v
+			case "ArrayTaskThrottle":
+				limit = v
+			}
+		}
+		if arrayJob != formatID(arrayJobID) {
+			return 0, fmt.Errorf("scontrol show job %d: a record of array %q: %q", arrayJobID, arrayJob, line)
+		}
+		records++
+		if limit == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(limit, 10, 31)
+		if err != nil {
+			return 0, fmt.Errorf("scontrol show job %d: ArrayTaskThrottle %q is not a number", arrayJobID, limit)
+		}
+		throttle = max(throttle, int(n))
+	}
+	if records == 0 {
+		return 0, fmt.Errorf("scontrol show job %d printed no record", arrayJobID)
+	}
+	return throttle, nil
+}
+
+// Job names are not in the fast read: a name may hold any character, and only a last field
+// may. Elastic workers are found by name (ElasticWorkerName), so a second read lists the names
+// of the jobs in the QOS where workers run (a few lines), the name last. The names only
+// explain jobs, nothing is decided on them, so a line that does not parse (a name with a
+// newline in it) is skipped, not fatal.
+
+// JobNameArgs is the squeue command line of the name read over the jobs in qos.
+func JobNameArgs(qos []string) []string {
+	return []string{"--all", "--noheader", "--qos=" + strings.Join(qos, ","), "--Format=JobId:0" + queueSep + ",Name:0"}
+}
+
+// JobNames returns the name of every job (by its record's id) in one of qos. No QOS, no read.
+func (c Client) JobNames(ctx context.Context, qos []string) (map[uint32]string, error) {
+	if len(qos) == 0 {
+		return map[uint32]string{}, nil
+	}
+	var out []byte
+	var err error
+	if er, ok := c.Runner.(EnvRunner); ok {
+		out, err = er.RunEnv(ctx, queueEnv, "squeue", JobNameArgs(qos)...)
+	} else {
+		out, err = c.Runner.Run(ctx, "squeue", JobNameArgs(qos)...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ParseJobNames(out), nil
+}
+
+// ParseJobNames reads the output of squeue with JobNameArgs; lines that do not parse are
+// skipped.
+func ParseJobNames(out []byte) map[uint32]string {
+	names := map[uint32]string{}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		id, name, ok := strings.Cut(line, queueSep)
+		if !ok {
+			continue
+		}
+		if n, err := parseID(strings.TrimSpace(id)); err == nil {
+			names[n] = name
+		}
+	}
+	return names
+}
+
+// elasticWorkerPrefix starts the name of every worker job elasticd submits.
+const elasticWorkerPrefix = "elastic-worker-"
+
+// ElasticWorkerName is the job name of the workers elasticd submits for main job main: what
+// elasticd finds its workers by, and quotad tells them by.
+func ElasticWorkerName(main uint32) string {
+	return elasticWorkerPrefix + strconv.FormatUint(uint64(main), 10)
+}
+
+// ElasticWorkerOf reads the main job's id from a worker's name; false when name is no
+// worker's. Any user may name a job so: whoever relies on it checks the main job.
+func ElasticWorkerOf(name string) (uint32, bool) {
+	rest, ok := strings.CutPrefix(name, elasticWorkerPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 10, 32)
+	if err != nil || n == 0 || strconv.FormatUint(n, 10) != rest {
+		return 0, false
+	}
+	return uint32(n), true
+}

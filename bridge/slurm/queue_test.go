@@ -364,3 +364,58 @@ func TestArrayThrottleArgs(t *testing.T) {
 		t.Errorf("args = %q", args)
 	}
 }
+
+func TestParseArrayTaskThrottle(t *testing.T) {
+	const meta = "JobId=500 ArrayJobId=500 ArrayTaskId=0-2,4-5%2 ArrayTaskThrottle=2 JobName=wrap UserId=bob(1001) Comment=x\n"
+	const task = "JobId=504 ArrayJobId=500 ArrayTaskId=3 JobName=wrap UserId=bob(1001)\n"
+	for _, tt := range []struct {
+		name, out string
+		want      int
+		err       string
+	}{
+		{"throttled, split task first", task + meta, 2, ""},
+		{"no throttle", "JobId=500 ArrayJobId=500 ArrayTaskId=0-5 JobName=wrap\n", 0, ""},
+		{"a name that says a throttle is not read", "JobId=500 ArrayJobId=500 ArrayTaskId=0-5 JobName=x ArrayTaskThrottle=99 Comment=ArrayTaskThrottle=98\n", 0, ""},
+		{"another job", "JobId=7 JobName=wrap\n", 0, "a record of array"},
+		{"nothing", "\n", 0, "no record"},
+		{"not a number", "JobId=500 ArrayJobId=500 ArrayTaskThrottle=two JobName=wrap\n", 0, "not a number"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseArrayTaskThrottle([]byte(tt.out), 500)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("= %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// Names come last, whole: a separator or a "|" stays in the name; a line broken by a newline
+// in a name is skipped, not fatal (names only explain).
+func TestParseJobNames(t *testing.T) {
+	out := "12\x1felastic-worker-7\n13\x1fa\x1fb|c\n14\x1ftwo\nlines\n\n"
+	want := map[uint32]string{12: "elastic-worker-7", 13: "a\x1fb|c", 14: "two"}
+	if got := ParseJobNames([]byte(out)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if args := JobNameArgs([]string{"elastic-a", "elastic-b"}); !slices.Contains(args, "--qos=elastic-a,elastic-b") || args[len(args)-1] != "--Format=JobId:0\x1f,Name:0" {
+		t.Fatalf("args %q", args)
+	}
+}
+
+func TestElasticWorkerName(t *testing.T) {
+	if got := ElasticWorkerName(42); got != "elastic-worker-42" {
+		t.Fatalf("name %q", got)
+	}
+	for name, want := range map[string]uint32{"elastic-worker-42": 42, "elastic-worker-042": 0, "elastic-worker-": 0, "elastic-worker-0": 0,
+		"elastic-worker-4x": 0, "worker-42": 0, "elastic-worker-99999999999": 0} {
+		if got, ok := ElasticWorkerOf(name); got != want || ok != (want != 0) {
+			t.Errorf("%q: %d, %v; want %d", name, got, ok, want)
+		}
+	}
+}

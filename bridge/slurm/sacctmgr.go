@@ -108,6 +108,25 @@ func (c Client) ModifyAccount(ctx context.Context, account, cluster string, s Ac
 	return err
 }
 
+// AddUserQOS adds QOS to the QOS lists of a user's associations in account (only the one of
+// partition when it is not empty), on cluster when it is not empty, with sacctmgr's qos+=: the
+// QOS already there stay.
+func (c Client) AddUserQOS(ctx context.Context, user, account, partition, cluster string, qos []string) error {
+	if len(qos) == 0 {
+		return nil
+	}
+	args := []string{"-i", "modify", "user", "where", "name=" + user, "account=" + account}
+	if partition != "" {
+		args = append(args, "partition="+partition)
+	}
+	if cluster != "" {
+		args = append(args, "cluster="+cluster)
+	}
+	args = append(args, "set", "qos+="+strings.Join(qos, ","))
+	_, err := c.Runner.Run(ctx, "sacctmgr", args...)
+	return err
+}
+
 // UserAdminLevel is a user's AdminLevel in slurmdbd ("Administrator", "Operator", "None"), ""
 // when the user is not in the database.
 func (c Client) UserAdminLevel(ctx context.Context, user string) (string, error) {
@@ -218,4 +237,72 @@ func parsePipes(out []byte, n int, what string) ([][]string, error) {
 		rows = append(rows, f)
 	}
 	return rows, nil
+}
+
+// AssociationLimits is one association with the limits that keep a job pending: its own
+// and, for Max limits, those it inherits (sacctmgr prints a user's association with its
+// parents' Max limits filled in where it sets none). Account associations have User ""; a
+// user's association may be limited to one Partition. A count of NoLimit is no limit.
+type AssociationLimits struct {
+	Cluster, Account, User, Partition string
+	// ParentAccount is the account above an account's association ("" for root's and for
+	// users' associations, whose parent is their Account).
+	ParentAccount string
+	// GrpTRES caps what the association's running jobs (its users' and sub-accounts' too)
+	// hold together; MaxTRESPerJob caps each job. Named TRES strings ("gres/gpu=4,cpu=64").
+	GrpTRES, MaxTRESPerJob string
+	// GrpJobs/GrpSubmitJobs cap the jobs running (running and pending) in the association and
+	// under it; MaxJobs/MaxSubmitJobs those of each user association.
+	GrpJobs, GrpSubmitJobs, MaxJobs, MaxSubmitJobs int
+}
+
+// NoLimit is an association count that sacctmgr prints empty.
+const NoLimit = -1
+
+// associationLimitFields is the format of ShowAssociationLimits, in its columns' order.
+const associationLimitFields = "cluster,account,user,partition,parentname,grptres,maxtres,grpjobs,grpsubmitjobs,maxjobs,maxsubmitjobs"
+
+// ShowAssociationLimits lists the associations of cluster ("" every cluster) with their limits.
+func (c Client) ShowAssociationLimits(ctx context.Context, cluster string) ([]AssociationLimits, error) {
+	args := []string{"-n", "-P", "show", "assoc"}
+	if cluster != "" {
+		args = append(args, "where", "cluster="+cluster)
+	}
+	out, err := c.Runner.Run(ctx, "sacctmgr", append(args, "format="+associationLimitFields)...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAssociationLimits(out)
+}
+
+// ParseAssociationLimits reads what ShowAssociationLimits's sacctmgr prints.
+func ParseAssociationLimits(out []byte) ([]AssociationLimits, error) {
+	rows, err := parsePipes(out, strings.Count(associationLimitFields, ",")+1, "sacctmgr show assoc")
+	if err != nil {
+		return nil, err
+	}
+	assocs := make([]AssociationLimits, 0, len(rows))
+	for _, f := range rows {
+		a := AssociationLimits{Cluster: f[0], Account: f[1], User: f[2], Partition: f[3], ParentAccount: f[4],
+			GrpTRES: f[5], MaxTRESPerJob: f[6]}
+		for i, n := range []*int{&a.GrpJobs, &a.GrpSubmitJobs, &a.MaxJobs, &a.MaxSubmitJobs} {
+			if *n, err = limitCount(f[7+i]); err != nil {
+				return nil, fmt.Errorf("sacctmgr show assoc line %q: %w", strings.Join(f, "|"), err)
+			}
+		}
+		assocs = append(assocs, a)
+	}
+	return assocs, nil
+}
+
+// limitCount reads a count limit: empty is NoLimit.
+func limitCount(s string) (int, error) {
+	if s = strings.TrimSpace(s); s == "" {
+		return NoLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("limit %q is not a count", s)
+	}
+	return n, nil
 }

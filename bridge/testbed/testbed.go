@@ -378,6 +378,25 @@ func (c *Cluster) Accounting(ctx context.Context, jobID string) (AcctRecord, err
 	}
 }
 
+// Preempted lists those of ids that sacct shows with a PREEMPTED record (-D: every requeue's
+// row), each once.
+func (c *Cluster) Preempted(t testing.TB, ids ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := c.Slurm().SacctJobs(ctx, slurm.SacctFilter{JobIDs: ids, Duplicates: true}, "JobID", "State")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if id := r["JobID"]; r["State"] == "PREEMPTED" && !slices.Contains(got, id) {
+			got = append(got, id)
+		}
+	}
+	return got
+}
+
 func (r AcctRecord) complete() bool { return r.Partition != "" && r.QOS != "" && r.QOS != "Unknown" }
 
 var errNoRecord = errors.New("no accounting record yet")

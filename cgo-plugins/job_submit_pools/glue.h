@@ -18,9 +18,13 @@ void pools_set_partition(job_desc_msg_t *desc, const char *partition);
 void pools_set_err_msg(char **err_msg, const char *msg);
 /* Log through slurmctld's own log. */
 void pools_log(int level, const char *msg);
+/* Whether slurmctld writes a line of that level anywhere. */
+int pools_log_enabled(int level);
 /* slurm.conf's JobRequeue (0 or 1) and SlurmUser's uid from slurmctld's own slurm_conf, read in
  * memory; -1 when slurm_conf was not found in the process. */
 int pools_job_requeue(void);
 long long pools_slurm_user_id(void);
+/* slurm.conf's SlurmctldParameters as slurmctld read it (NULL when unset or unknown). */
+const char *pools_slurmctld_params(void);
 
 #endif

@@ -4,7 +4,9 @@
  */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdlib.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -28,6 +30,9 @@ extern void slurm_info(const char *fmt, ...);
 extern void slurm_error(const char *fmt, ...);
 extern void slurm_verbose(const char *fmt, ...);
 extern void slurm_debug(const char *fmt, ...);
+/* The most verbose level any of slurmctld's logs writes (src/common/log.c, exported under this
+ * name from 22.05 to 26.05): a plain read, no lock. */
+extern int slurm_get_log_level(void);
 
 /* slurmctld's own configuration: the global slurm_conf of libslurmfull (src/common/read_config.c,
  * exported under that name from 22.05 to 26.05; its type slurm_conf_t is public in slurm.h). It
@@ -43,6 +48,11 @@ int pools_job_requeue(void)
 long long pools_slurm_user_id(void)
 {
 	return ctld_conf ? (long long) ctld_conf->slurm_user_id : -1;
+}
+
+const char *pools_slurmctld_params(void)
+{
+	return ctld_conf ? ctld_conf->slurmctld_params : NULL;
 }
 
 /* Go cannot export a function named init. slurmctld setenv()s SLURM_CONF before it loads
@@ -61,9 +71,46 @@ int fini(void)
 	return SLURM_SUCCESS;
 }
 
+/* What each submission costs slurmctld's RPC thread in this plugin, crossing into Go included,
+ * as the thread sees it (waiting for a Go P, if any, counts). Every SUBMIT_WINDOW calls one log
+ * line gives the window's mean and maximum: an admin can see the plugin's share of a submission
+ * next to sdiag's RPC times, and bench/plugin-overhead.sh reads it. */
+#define SUBMIT_WINDOW 1000
+static _Atomic uint64_t submit_calls, submit_window_ns, submit_window_max_ns;
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static void account_submit(uint64_t ns)
+{
+	uint64_t max = atomic_load(&submit_window_max_ns), n, total;
+
+	atomic_fetch_add(&submit_window_ns, ns);
+	while (ns > max && !atomic_compare_exchange_weak(&submit_window_max_ns, &max, ns))
+		;
+	n = atomic_fetch_add(&submit_calls, 1) + 1;
+	if (n % SUBMIT_WINDOW)
+		return;
+	/* Calls racing with this reset land in the next window: a figure, not a ledger. */
+	total = atomic_exchange(&submit_window_ns, 0);
+	max = atomic_exchange(&submit_window_max_ns, 0);
+	slurm_info("job_submit/pools: submissions %llu-%llu took %.1f us each in the plugin on average, at most %.1f us",
+		   (unsigned long long) (n - SUBMIT_WINDOW + 1), (unsigned long long) n,
+		   total / 1e3 / SUBMIT_WINDOW, max / 1e3);
+}
+
 int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 {
-	return pools_go_submit(job_desc, submit_uid, err_msg);
+	uint64_t t0 = monotonic_ns();
+	int rc = pools_go_submit(job_desc, submit_uid, err_msg);
+
+	account_submit(monotonic_ns() - t0);
+	return rc;
 }
 
 /* job_record_t is slurmctld-internal (not in slurm.h): job_ptr is never looked inside.
@@ -98,6 +145,28 @@ void pools_set_err_msg(char **err_msg, const char *msg)
 {
 	if (err_msg && !*err_msg)
 		*err_msg = slurm_xstrdup(msg);
+}
+
+/* Slurm's LOG_LEVEL_* (src/common/log.h, the same values from 22.05 to 26.05) of each of ours. */
+static int slurm_level(int level)
+{
+	switch (level) {
+	case POOLS_LOG_ERROR:
+		return 2;
+	case POOLS_LOG_INFO:
+		return 3;
+	case POOLS_LOG_VERBOSE:
+		return 4;
+	default:
+		return 5;
+	}
+}
+
+/* Slurm's log functions take slurmctld's log lock even for a message they then drop, and every
+ * RPC thread logs under that lock: a line nobody will read must not be built or sent. */
+int pools_log_enabled(int level)
+{
+	return slurm_get_log_level() >= slurm_level(level);
 }
 
 void pools_log(int level, const char *msg)

@@ -17,6 +17,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
@@ -32,6 +33,10 @@ const (
 // plugin is set by init and cleared by fini; slurmctld calls job_submit and job_modify only
 // between the two, concurrently from 23.11, so they read it atomically.
 var plugin atomic.Pointer[jobsubmit.Plugin]
+
+func logEnabled(level jobsubmit.Level) bool {
+	return C.pools_log_enabled(C.int(level)) != 0
+}
 
 func logToSlurm(level jobsubmit.Level, msg string) {
 	cmsg := C.CString(msg)
@@ -63,13 +68,27 @@ func pools_go_init(poolsConfigEnv, slurmConfEnv *C.char) (rc C.int) {
 	defer guard(&rc)
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(gcMemoryLimit)
+	sizeGoRuntime()
 	p := jobsubmit.New(jobsubmit.ConfigPath(goString(poolsConfigEnv), goString(slurmConfEnv)), logToSlurm)
 	p.SlurmConf = slurmConf
+	p.LogEnabled = logEnabled
 	p.Init()
 	if old := plugin.Swap(p); old != nil {
 		old.Fini()
 	}
 	return slurmSuccess
+}
+
+// sizeGoRuntime gives the Go runtime one P per slurmctld thread that may call in (see
+// jobsubmit.CallerThreads), so that no submission waits for a P while slurmctld's locks are held.
+func sizeGoRuntime() {
+	version := int(C.SLURM_VERSION_NUMBER)
+	major, minor := version>>16&0xff, version>>8&0xff
+	callers := jobsubmit.CallerThreads(major, minor, goString(C.pools_slurmctld_params()), runtime.NumCPU())
+	if callers > runtime.GOMAXPROCS(0) {
+		runtime.GOMAXPROCS(callers)
+		logToSlurm(jobsubmit.LevelInfo, fmt.Sprintf("Go runtime: GOMAXPROCS %d, one for each slurmctld thread that may submit at once", callers))
+	}
 }
 
 //export pools_go_fini

@@ -397,6 +397,12 @@ func PrintStatus(w io.Writer, jobs []daemon.JobStatus) {
 			fmt.Fprintf(w, "  worker    %s %s: %.0f samples/s%s\n", wp.Worker, wp.Type, wp.SamplesPerSec, compute)
 		}
 		fmt.Fprintf(w, "  decision  %s at %s: %s\n", j.Decision, j.DecidedAt.Format(time.TimeOnly), j.Reason)
+		for _, r := range j.Replacements {
+			fmt.Fprintf(w, "  replacing %s\n", r)
+		}
+		for _, l := range j.Leaving {
+			fmt.Fprintf(w, "  leaving   %s\n", l)
+		}
 		for _, f := range j.Flags {
 			fmt.Fprintf(w, "  flag      %s\n", f)
 		}

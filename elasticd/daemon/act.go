@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,7 +22,7 @@ import (
 const maxRefusals = 3
 
 // grow submits dec.Count workers of dec.Type: in the project's guarantee while it has GPUs
-// idle, beyond that in its borrow QOS.
+// idle, beyond that on borrowed GPUs in its elastic QOS (reclaimed before other borrowers).
 func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, dec policy.Decision, log zerolog.Logger) []uint32 {
 	var ids []uint32
 	room := d.roomFor(main, snap, dec.Type)
@@ -252,16 +253,73 @@ func (d *Daemon) cancelStalePending(ctx context.Context, j *job, pending []uint3
 	}
 }
 
-// replace starts the straggler's successor; the straggler gets TERM once it has reported.
-func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, active []slurm.Job, snap *snapshot, dec policy.Decision, log zerolog.Logger) {
+// replace starts the straggler's successor; the straggler gets TERM once it has reported. At
+// the job's max (dec.LeaveFirst) the order is the other way round: the straggler gets TERM now,
+// and its successor is submitted once it has left the queue (succeed).
+func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, active []slurm.Job, snap *snapshot, dec policy.Decision, now time.Time, log zerolog.Logger) {
 	old, err := strconv.ParseUint(dec.Workers[0], 10, 32)
 	if err != nil || uint32(old) == j.id || !slices.ContainsFunc(active, func(w slurm.Job) bool { return w.ID == uint32(old) }) {
 		log.Warn().Str("worker", dec.Workers[0]).Msg("straggler is the main job or unknown; elasticd never touches the main job")
 		return
 	}
+	if dec.LeaveFirst {
+		d.mu.Lock()
+		j.leaving[uint32(old)] = leave{Type: dec.Type, Size: len(active)}
+		d.mu.Unlock()
+		// Saved before the TERM: an elasticd restarted once the straggler is gone still
+		// submits its successor.
+		d.save(j, log)
+		d.terminate(ctx, j, uint32(old), now, log)
+		if _, stopping := j.stopping[uint32(old)]; !stopping {
+			d.mu.Lock()
+			delete(j.leaving, uint32(old)) // not signalled: nothing left, nothing to succeed
+			d.mu.Unlock()
+		}
+		return
+	}
 	ids := d.grow(ctx, j, main, snap, policy.Decision{Action: policy.Grow, Type: dec.Type, Count: 1}, log)
 	if len(ids) == 1 {
 		j.replacing[ids[0]] = uint32(old)
+	}
+}
+
+// leave is a straggler that leaves before its successor joins: the successor's GPU type and
+// the job's size, straggler included, that the successor restores.
+type leave struct {
+	Type policy.GPUType `json:"type"`
+	Size int            `json:"size"`
+}
+
+// succeed submits the successors of stragglers that left first, once they are out of the
+// queue: torchrun's rendezvous then has room for them. A successor already there (elasticd
+// restarted after submitting it, before saving that) is not submitted again: the job is back
+// at its size.
+func (d *Daemon) succeed(ctx context.Context, j *job, main slurm.Job, active []slurm.Job, snap *snapshot, now time.Time, log zerolog.Logger) {
+	olds := slices.Sorted(maps.Keys(j.leaving))
+	for _, old := range olds {
+		if w, ok := snap.jobs[old]; ok && (w.Running() || w.Pending()) {
+			d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d leaves before its successor joins (the rendezvous is at its max)", old)}, now, log)
+			return
+		}
+	}
+	for _, old := range olds {
+		l := j.leaving[old]
+		if len(active) >= l.Size || j.refused != "" {
+			d.mu.Lock()
+			delete(j.leaving, old)
+			d.mu.Unlock()
+			continue
+		}
+		ids := d.grow(ctx, j, main, snap, policy.Decision{Action: policy.Grow, Type: l.Type, Count: 1}, log)
+		if len(ids) == 0 {
+			return // tried again next cycle, until Slurm has refused it maxRefusals times
+		}
+		log.Info().Uint32("straggler", old).Uint32("successor", ids[0]).Msg("straggler gone; its successor submitted")
+		d.mu.Lock()
+		delete(j.leaving, old)
+		d.mu.Unlock()
+		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d has left; its successor %d joins", old, ids[0])}, now, log)
+		return
 	}
 }
 

@@ -48,7 +48,7 @@ type Config struct {
 // WorkerName is the job name of every worker of main job id: workers are found by it (and by
 // their owner) after a restart.
 func WorkerName(mainID uint32) string {
-	return "elastic-worker-" + strconv.FormatUint(uint64(mainID), 10)
+	return slurm.ElasticWorkerName(mainID)
 }
 
 // Daemon holds the state of every elastic job between cycles.
@@ -65,6 +65,8 @@ type Daemon struct {
 	signals map[uint32]map[int]policy.GPUSignal // by worker job id, then GPU index
 	// lastCycle is when a cycle last read the queue.
 	lastCycle time.Time
+	// cluster is slurmctld's ClusterName, read once: whose associations limit workers.
+	cluster string
 }
 
 // job is one elastic job as elasticd follows it.
@@ -82,6 +84,7 @@ type job struct {
 	submitted map[uint32]time.Time // workers submitted and not yet seen running
 	stopping  map[uint32]time.Time // workers sent TERM, with when
 	replacing map[uint32]uint32    // new worker → the straggler it replaces
+	leaving   map[uint32]leave     // straggler sent TERM before its successor is submitted
 	finished  time.Time            // main job left the queue
 	// mainStart is when the main job's current run started; another start is a restart.
 	mainStart time.Time
@@ -117,6 +120,10 @@ type snapshot struct {
 	// qos is every QOS' GrpTRES by lower-case name; nil when they could not be read, and
 	// workers then run in their main job's QOS.
 	qos map[string]gpureq.TRES
+	// assocs are the cluster's associations with their limits; assocErr says why they could
+	// not be read, and then no worker is submitted (it could wait on a limit for ever).
+	assocs   []slurm.AssociationLimits
+	assocErr error
 }
 
 // Cycle runs one round. It returns an error only when the queue or the nodes could not be read:
@@ -143,6 +150,11 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 		return fmt.Errorf("reading the nodes: %w", err)
 	}
 	snap := snapshot{jobs: map[uint32]slurm.Job{}, extras: extras, nodes: nodes, qos: d.readQOS(ctx)}
+	if len(ids) > 0 {
+		if snap.assocs, snap.assocErr = d.readAssociations(ctx); snap.assocErr != nil {
+			d.log.Warn().Err(snap.assocErr).Msg("cannot read the association limits; no worker is submitted this cycle")
+		}
+	}
 	for _, j := range list {
 		snap.jobs[j.ID] = j
 	}
@@ -199,7 +211,7 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 			return
 		}
 		j = &job{id: id, decl: decl, user: main.User, account: main.Account,
-			submitted: map[uint32]time.Time{}, stopping: map[uint32]time.Time{}, replacing: map[uint32]uint32{}}
+			submitted: map[uint32]time.Time{}, stopping: map[uint32]time.Time{}, replacing: map[uint32]uint32{}, leaving: map[uint32]leave{}}
 		log.Info().Str("user", j.user).Int("min", decl.MinWorkers).Int("max", decl.MaxWorkers).
 			Int("gpus_per_worker", decl.GPUsPerWorker).Strs("pools", decl.Pools).Msg("following elastic job")
 		d.restore(j, log)
@@ -223,6 +235,7 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: "main job is not running (" + main.StateName() + ")"}, now, log)
 		d.mu.Lock()
 		j.history = nil
+		clear(j.leaving) // its workers are gone with this run; the next run grows afresh
 		d.mu.Unlock()
 		return
 	}
@@ -270,6 +283,9 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	case len(j.replacing) > 0:
 		d.completeReplacements(ctx, j, snap, now, log)
 		return
+	case len(j.leaving) > 0:
+		d.succeed(ctx, j, main, active, snap, now, log)
+		return
 	case len(j.stopping) > 0:
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for %d worker(s) to stop", len(j.stopping))}, now, log)
 		return
@@ -291,25 +307,39 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		t := d.typeOf(main)
 		dec := policy.Decision{Action: policy.Grow, Type: t, Count: target - len(active),
 			Reason: fmt.Sprintf("below %s: %d of %d workers", below, len(active), target)}
+		// Association limits are the one bound even here: a worker they hold back would wait
+		// in the queue until cancelled, and be submitted again, and again.
+		shape := d.shapeOf(j, main, snap.extras[j.id])
+		qos := d.nextWorkerQOS(main, snap, t, shape.gpus)
+		if n, why := d.associationRoom(main, snap, shape, t, d.partitionsOf(j, main, t), qos); n != unlimited && n < dec.Count {
+			if n == 0 {
+				d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: dec.Reason + "; no worker can start: " + why}, now, log)
+				return
+			}
+			dec.Count, dec.Reason = n, dec.Reason+fmt.Sprintf("; adding %d: %s", n, why)
+		}
 		d.setDecision(j, dec, now, log)
 		d.grow(ctx, j, main, snap, dec, log)
 		return
 	}
 
-	if n := len(j.history); n == 0 || !maps.Equal(j.history[n-1].Allocated, current) {
-		// The last measurement is of another size: deciding on it would repeat the last
-		// action (grow again before the new worker has even reported).
+	if n := len(j.history); n == 0 || !maps.Equal(j.history[n-1].Allocated, current) || !ofWorkers(j.history[n-1], active) {
+		// The last measurement is of another size, or of workers since replaced: deciding on
+		// it would repeat the last action (grow again before the new worker has even
+		// reported, replace a straggler that has left).
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for every worker of %d to report", len(active))}, now, log)
 		return
 	}
+	capacity, limits := d.capacity(j, main, snap)
 	dec := policy.Decide(policy.Input{
-		Now:      now,
-		Job:      policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: d.bounds(j)},
-		History:  j.history,
-		Signals:  d.signalsFor(active),
-		Main:     strconv.FormatUint(uint64(id), 10),
-		Capacity: d.capacity(j, main, snap),
-		Settings: d.settingsFor(j),
+		Now:           now,
+		Job:           policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: d.bounds(j)},
+		History:       j.history,
+		Signals:       d.signalsFor(active),
+		Main:          strconv.FormatUint(uint64(id), 10),
+		Capacity:      capacity,
+		CapacityLimit: limits,
+		Settings:      d.settingsFor(j),
 	})
 	d.setDecision(j, dec, now, log)
 	switch dec.Action {
@@ -318,8 +348,22 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	case policy.Shrink:
 		d.shrink(ctx, j, active, dec, now, log)
 	case policy.Replace:
-		d.replace(ctx, j, main, active, snap, dec, log)
+		d.replace(ctx, j, main, active, snap, dec, now, log)
 	}
+}
+
+// ofWorkers: m measured exactly the active workers.
+func ofWorkers(m policy.Measurement, active []slurm.Job) bool {
+	if len(m.Workers) != len(active) {
+		return false
+	}
+	for _, w := range active {
+		id := strconv.FormatUint(uint64(w.ID), 10)
+		if !slices.ContainsFunc(m.Workers, func(r policy.WorkerRate) bool { return r.Worker == id }) {
+			return false
+		}
+	}
+	return true
 }
 
 // bounds are the job's declared bounds for the policy: its max lowered by its max global
@@ -359,6 +403,7 @@ func (d *Daemon) restarted(ctx context.Context, j *job, main slurm.Job, workers 
 	j.decl, j.mainStart, j.history = decl, main.Start, nil
 	clear(j.submitted)
 	clear(j.replacing)
+	clear(j.leaving)
 	d.mu.Unlock()
 	return true
 }
@@ -445,28 +490,41 @@ func (d *Daemon) typeOptions(j *job) []policy.TypeOption {
 
 // capacity counts, per type the job may use, how many more workers could start now: the
 // nodes' free GPUs, CPUs and memory for the worker's shape, within what the project's
-// guarantee and its borrow QOS leave.
-func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) map[policy.GPUType]int {
+// guarantee and its elastic QOS (the borrowing limit) leave and what the user's and account's associations admit.
+// limits says, per type, which association limit holds it where one does.
+func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[policy.GPUType]int, limits map[policy.GPUType]string) {
 	types := d.typeOptions(j)
 	if len(types) == 0 {
 		types = []policy.TypeOption{{Type: d.typeOf(main)}}
 	}
 	shape := d.shapeOf(j, main, snap.extras[j.id])
-	out := map[policy.GPUType]int{}
+	out, limits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
 	for _, o := range types {
-		parts := []string{main.Partition}
-		if ps := d.poolsOfType(j, o.Type); len(ps) > 0 {
-			parts = parts[:0]
-			for _, p := range ps {
-				parts = append(parts, p.Partition)
-			}
-		}
+		parts := d.partitionsOf(j, main, o.Type)
 		out[o.Type] = shape.fits(snap.nodes, parts, o.Type)
 		if n := d.roomFor(main, snap, o.Type).workers(shape.gpus); n != unlimited {
 			out[o.Type] = min(out[o.Type], n)
 		}
+		qos := d.nextWorkerQOS(main, snap, o.Type, shape.gpus)
+		if n, why := d.associationRoom(main, snap, shape, o.Type, parts, qos); n != unlimited && n <= out[o.Type] {
+			out[o.Type], limits[o.Type] = n, why
+		}
 	}
-	return out
+	return out, limits
+}
+
+// partitionsOf are the partitions a worker of type t may run in: the declared pools of that
+// type, else the main job's partition.
+func (d *Daemon) partitionsOf(j *job, main slurm.Job, t policy.GPUType) []string {
+	ps := d.poolsOfType(j, t)
+	if len(ps) == 0 {
+		return []string{main.Partition}
+	}
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		parts = append(parts, p.Partition)
+	}
+	return parts
 }
 
 // readQOS is every QOS' GrpTRES, or nil (logged) when they cannot be read.

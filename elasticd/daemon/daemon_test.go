@@ -34,6 +34,8 @@ type fakeSlurm struct {
 	cancel    []uint32
 	qos       []slurm.QOSLimits
 	qosErr    error
+	assocs    []slurm.AssociationLimits
+	assocErr  error
 	submitErr error
 	attempts  int    // submissions tried, refused ones included
 	script    string // the main job's batch script; "" a bare shebang
@@ -60,6 +62,15 @@ func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
 
 func (f *fakeSlurm) QOS(context.Context) ([]slurm.QOSLimits, error) {
 	return f.qos, f.qosErr
+}
+
+func (f *fakeSlurm) ClusterName(context.Context) (string, error) { return "testbed", nil }
+
+func (f *fakeSlurm) Associations(_ context.Context, cluster string) ([]slurm.AssociationLimits, error) {
+	if cluster != "testbed" {
+		return nil, fmt.Errorf("associations of cluster %q", cluster)
+	}
+	return f.assocs, f.assocErr
 }
 
 func (f *fakeSlurm) BatchScript(context.Context, uint32) ([]byte, error) {
@@ -350,6 +361,19 @@ func TestElasticValueWeighsTheGainAgainstThePrice(t *testing.T) {
 
 // reportCompute appends one line per worker with the same samples/s for all (synchronous
 // training) and each worker's compute seconds per step.
+// slowWorkerCyclesUntil runs up to 12 cycles in which worker 150 computes 300 ms per step and
+// the main job 100 ms, all at the same samples/s, and stops once done says so.
+func (h *harness) slowWorkerCyclesUntil(done func() bool) {
+	h.t.Helper()
+	for range 12 {
+		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300})
+		h.cycle()
+		if done() {
+			return
+		}
+	}
+}
+
 func (h *harness) reportCompute(samples float64, compute map[uint32]float64) {
 	h.t.Helper()
 	for w, c := range compute {
@@ -404,15 +428,9 @@ func TestSlowMainJobHoldsAndSaysSoOnce(t *testing.T) {
 
 // A worker that computes longest per step, while all report the same samples/s, is replaced.
 func TestSlowWorkerBySynchronousComputeTimeIsReplaced(t *testing.T) {
-	h := newHarness(t, 2, 2)
+	h := newHarness(t, 2, 3)
 	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
-	for range 12 {
-		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300})
-		h.cycle()
-		if len(h.slurm.submits) > 0 {
-			break
-		}
-	}
+	h.slowWorkerCyclesUntil(func() bool { return len(h.slurm.submits) > 0 })
 	if d := h.decision(); d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"150"}) || !strings.Contains(d.Reason, "300 ms of compute per step") {
 		t.Fatalf("decision %+v, want replace 150", d)
 	}
@@ -425,13 +443,7 @@ func TestSlowWorkerBySynchronousComputeTimeIsReplaced(t *testing.T) {
 func TestBelowMaxTheSuccessorJoinsBeforeTheStragglerLeaves(t *testing.T) {
 	h := newHarness(t, 2, 3)
 	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
-	for range 12 {
-		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300})
-		h.cycle()
-		if len(h.slurm.submits) > 0 {
-			break
-		}
-	}
+	h.slowWorkerCyclesUntil(func() bool { return len(h.slurm.submits) > 0 })
 	if len(h.slurm.submits) != 1 || len(h.slurm.terminate) != 0 {
 		t.Fatalf("submits %d, terminated %v; want the successor first (decision %+v)", len(h.slurm.submits), h.slurm.terminate, h.decision())
 	}
@@ -460,12 +472,94 @@ func TestThrottledGPUFromTheAgentReplacesItsWorker(t *testing.T) {
 			{JobID: mainID, Samples: []probe.Sample{sample(1410)}},
 			{JobID: 150, Samples: []probe.Sample{sample(846, "hw_thermal_slowdown")}},
 		}})
-		if len(h.slurm.submits) > 0 {
+		if len(h.slurm.submits) > 0 || len(h.slurm.terminate) > 0 {
 			break
 		}
 	}
 	d := h.decision()
 	if d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"150"}) || !strings.Contains(d.Reason, "SM clock 846 MHz") {
 		t.Fatalf("decision %+v, want replace 150 for its throttled GPU", d)
+	}
+}
+
+// At the job's max (2:2, the main job and worker 150) torchrun's rendezvous admits no successor
+// beside the straggler: 150 gets TERM first, and its successor is submitted only once 150 has
+// left the queue; a restart of elasticd in between forgets nothing, and nothing is submitted
+// twice.
+func TestAtMaxTheStragglerLeavesBeforeItsSuccessorJoins(t *testing.T) {
+	h := newHarness(t, 1, 2)
+	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
+	h.slowWorkerCyclesUntil(func() bool { return len(h.slurm.submits) > 0 || len(h.slurm.terminate) > 0 })
+	if d := h.decision(); d.Action != policy.Replace || !d.LeaveFirst || !strings.Contains(d.Reason, "it leaves first") {
+		t.Fatalf("decision %+v, want a replacement that leaves first", d)
+	}
+	if len(h.slurm.submits) != 0 || !slices.Equal(h.slurm.terminate, []uint32{150}) {
+		t.Fatalf("submits %d, terminated %v; want the straggler's TERM first and no successor yet", len(h.slurm.submits), h.slurm.terminate)
+	}
+	h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300})
+	h.cycle()
+	st := h.d.Status()
+	if len(h.slurm.submits) != 0 || !strings.Contains(st[0].Reason, "straggler 150 leaves before its successor joins") ||
+		!slices.Equal(st[0].Leaving, []string{"150 leaves before its a100 successor joins"}) {
+		t.Fatalf("submits %d, status %+v; want a hold while 150 leaves", len(h.slurm.submits), st[0])
+	}
+
+	// elasticd restarts while the straggler leaves: it still waits, and cancels it after its
+	// grace from the TERM before the restart.
+	h.restartDaemon()
+	h.cycle()
+	if len(h.slurm.submits) != 0 || len(h.d.jobs[mainID].leaving) != 1 {
+		t.Fatalf("after a restart: submits %d, leaving %v", len(h.slurm.submits), h.d.jobs[mainID].leaving)
+	}
+	h.now = h.now.Add(10 * time.Second)
+	h.cycle()
+	if !slices.Equal(h.slurm.cancel, []uint32{150}) || len(h.slurm.submits) != 0 {
+		t.Fatalf("cancelled %v, submits %d; want 150 cancelled after its grace, still no successor", h.slurm.cancel, len(h.slurm.submits))
+	}
+
+	// Gone from the queue: the successor is submitted, once.
+	before, err := os.ReadFile(h.dir.StateFile(mainID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(h.slurm.jobs, 150)
+	delete(h.slurm.extras, 150)
+	h.cycle()
+	if len(h.slurm.submits) != 1 || !slices.Contains(h.slurm.submits[0].Options.Argv(), "--gpus-per-node=a100:1") {
+		t.Fatalf("%d submissions once the straggler left, want its a100 successor", len(h.slurm.submits))
+	}
+	h.cycle()
+	if len(h.slurm.submits) != 1 || len(h.d.jobs[mainID].leaving) != 0 {
+		t.Fatalf("submitted again (%d) or still leaving %v", len(h.slurm.submits), h.d.jobs[mainID].leaving)
+	}
+
+	// An elasticd that submitted the successor and stopped before saving so restarts with the
+	// straggler still leaving: the successor in the queue brings the job back to its size, and
+	// nothing more is submitted.
+	if err := os.WriteFile(h.dir.StateFile(mainID), before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.restartDaemon()
+	h.slurm.run(201, WorkerName(mainID), h.uid, h.now)
+	h.cycle()
+	h.cycle()
+	if len(h.slurm.submits) != 1 || len(h.d.jobs[mainID].leaving) != 0 {
+		t.Fatalf("after a restart with the successor running: submits %d, leaving %v", len(h.slurm.submits), h.d.jobs[mainID].leaving)
+	}
+}
+
+// A successor Slurm refuses is tried maxRefusals times, then the job holds: no loop.
+func TestRefusedSuccessorHoldsTheJob(t *testing.T) {
+	h := newHarness(t, 1, 2)
+	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
+	h.slowWorkerCyclesUntil(func() bool { return len(h.slurm.terminate) > 0 })
+	delete(h.slurm.jobs, 150)
+	delete(h.slurm.extras, 150)
+	h.slurm.submitErr = errors.New("sbatch: error: Batch job submission failed: Invalid account")
+	for range 10 {
+		h.cycle()
+	}
+	if h.slurm.attempts != maxRefusals || h.decision().Action != policy.Hold || !strings.Contains(h.decision().Reason, "Invalid account") {
+		t.Fatalf("%d attempts, decision %+v; want %d, then a hold with Slurm's answer", h.slurm.attempts, h.decision(), maxRefusals)
 	}
 }

@@ -4,9 +4,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +168,7 @@ func TestRefusedWorkersHoldTheJobAndSayWhy(t *testing.T) {
 }
 
 // alice's elastic job fills her project's guarantee (4 a100) with its main job, so the worker
-// it grows by borrows: it runs in borrow-proj-a and is requeueable. When bob's in-quota job
+// it grows by borrows: it runs in elastic-proj-a and is requeueable. When bob's in-quota job
 // needs that node, Slurm requeues the worker (it is not killed) and elasticd cancels it rather
 // than let it rejoin later: the job shrinks back to its main job, which runs on.
 func TestBorrowedWorkerIsReclaimedAsAShrink(t *testing.T) {
@@ -197,8 +200,8 @@ func TestBorrowedWorkerIsReclaimedAsAShrink(t *testing.T) {
 		t.Fatalf("no worker ran; status %+v", jobStatus(d, main))
 	}
 	t.Logf("%5.1fs worker %d runs in %s (requeue %v)", time.Since(start).Seconds(), worker.ID, worker.QOS, worker.Requeue)
-	if worker.QOS != "borrow-proj-a" || !worker.Requeue {
-		t.Fatalf("worker %d in QOS %q, requeue %v; want borrow-proj-a, requeueable", worker.ID, worker.QOS, worker.Requeue)
+	if worker.QOS != "elastic-proj-a" || !worker.Requeue {
+		t.Fatalf("worker %d in QOS %q, requeue %v; want elastic-proj-a, requeueable", worker.ID, worker.QOS, worker.Requeue)
 	}
 	logFrom := c.CtldLogSize(t)
 	claim, err := c.Submit(ctx, "bob", "-p", "a100", "--gres=gpu:a100:4", "--wrap", "sleep 120")
@@ -237,4 +240,224 @@ func TestBorrowedWorkerIsReclaimedAsAShrink(t *testing.T) {
 	if state, err := c.JobState(ctx, mainID); err != nil || state != "RUNNING" {
 		t.Fatalf("main job: %q, %v; want RUNNING", state, err)
 	}
+}
+
+// Elastic workers are the first borrowers reclaimed. alice's main job fills proj-a's guarantee
+// (4 a100) and its worker grows onto idle v100 (no v100 guaranteed to proj-a), so it runs in
+// elastic-proj-a; bob's three ordinary 2-v100 jobs are lent into borrow-proj-b and take the other
+// 6 v100. Both projects are over their guarantee, bob further (6 GPUs to alice's 2), so by the
+// reclaim order alone his borrowers would go first. carol claims her guarantee, 2 v100: exactly
+// what one of them holds. Slurm requeues the worker, elasticd cancels it (a shrink), bob's
+// borrowers keep running, and nothing is killed.
+func TestElasticWorkerIsReclaimedBeforeOtherBorrowers(t *testing.T) {
+	r := newElasticRun(t)
+	c, d := r.c, r.d
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	waitElasticQOS(ctx, t, c)
+	mainID, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=1:2:2\n#SBATCH --elastic-pools=v100\n"+
+		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --curve 1:100,2:190\n",
+		"-p", "a100", "--gres=gpu:a100:4")
+	start := time.Now()
+	worker := r.runningWorker(ctx, t, main)
+	t.Logf("%5.1fs worker %d runs in %s (requeue %v)", time.Since(start).Seconds(), worker.ID, worker.QOS, worker.Requeue)
+	if worker.QOS != "elastic-proj-a" || !worker.Requeue {
+		t.Fatalf("worker %d in QOS %q, requeue %v; want elastic-proj-a, requeueable", worker.ID, worker.QOS, worker.Requeue)
+	}
+
+	var bob []string
+	for range 3 {
+		id, err := c.Submit(ctx, "bob", "-p", "v100", "--gres=gpu:v100:2", "--wrap", "sleep 600")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bob = append(bob, id)
+	}
+	t.Cleanup(func() { c.Cancel(bob...) })
+	lastStart := time.Now()
+	for ctx.Err() == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: bob, AllStates: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lent := 0
+		for _, row := range rows {
+			if row.State == "RUNNING" && row.QOS == "borrow-proj-b" {
+				lent++
+			}
+		}
+		if lent == len(bob) {
+			lastStart = time.Now()
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("bob's jobs were not all lent into borrow-proj-b")
+	}
+	t.Logf("%5.1fs bob's %d jobs run lent in borrow-proj-b", time.Since(start).Seconds(), len(bob))
+
+	// quotad knows the worker: over proj-a's guarantee, reclaimable, first.
+	explain := quotactl(ctx, t, c, "explain", strconv.FormatUint(uint64(worker.ID), 10))
+	t.Logf("quotactl explain %d: %s", worker.ID, strings.TrimSpace(explain))
+	for _, want := range []string{
+		fmt.Sprintf("is an elastic worker of main job %s on borrowed GPUs in elastic-proj-a (2 v100)", mainID),
+		"elastic workers are reclaimed first, before any other borrower",
+		"elasticd counts that as a shrink",
+	} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("quotactl explain %d:\n%s\nwant it to say %q", worker.ID, explain, want)
+		}
+	}
+	qos, err := c.Slurm().ShowQOS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qos {
+		if q.Name == "guar-proj-c" {
+			got := strings.Split(q.Preempt, ",")
+			slices.Sort(got)
+			if want := []string{"borrow-proj-a", "borrow-proj-b", "elastic-proj-a", "elastic-proj-b"}; !slices.Equal(got, want) {
+				t.Fatalf("guar-proj-c preempts %q, want %q", got, want)
+			}
+		}
+	}
+
+	// Every borrower has run past PreemptExemptTime, so Slurm may take any of them: the
+	// choice is the QOS priority's alone.
+	for time.Since(lastStart) < exemptTime+2*time.Second && ctx.Err() == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		time.Sleep(time.Second)
+	}
+	logFrom := c.CtldLogSize(t)
+	claim, err := c.Submit(ctx, "carol", "-p", "v100", "--gres=gpu:v100:2", "--wrap", "sleep 120")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Cancel(claim)
+	claimedAt := time.Now()
+	var cancelled bool
+	for ctx.Err() == nil && !cancelled {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		d.mu.Lock()
+		_, cancelled = d.jobs[main].stopping[worker.ID]
+		d.mu.Unlock()
+		bobRunning(ctx, t, c, bob)
+		time.Sleep(time.Second)
+	}
+	if !cancelled {
+		t.Fatalf("worker %d was never reclaimed; status %+v", worker.ID, jobStatus(d, main))
+	}
+	t.Logf("worker %d reclaimed and cancelled %.1fs after carol's claim", worker.ID, time.Since(claimedAt).Seconds())
+	if _, err := c.WaitState(ctx, claim, "RUNNING"); err != nil {
+		t.Fatalf("carol's claim: %v", err)
+	}
+	workerID := strconv.FormatUint(uint64(worker.ID), 10)
+	for ctx.Err() == nil && len(c.Preempted(t, workerID)) == 0 {
+		time.Sleep(500 * time.Millisecond) // slurmdbd lags slurmctld
+	}
+	if got := c.Preempted(t, workerID); len(got) != 1 {
+		t.Errorf("sacct shows no PREEMPTED record of worker %d", worker.ID)
+	}
+	if got := c.Preempted(t, bob...); len(got) > 0 {
+		t.Errorf("bob's borrowers %v were preempted although an elastic worker was there to reclaim first", got)
+	}
+	bobRunning(ctx, t, c, bob)
+	c.AssertNoneKilled(t, logFrom)
+	if state, err := c.JobState(ctx, mainID); err != nil || state != "RUNNING" {
+		t.Fatalf("main job: %q, %v; want RUNNING", state, err)
+	}
+}
+
+// bobRunning fails the test at once when one of bob's borrowers no longer runs: a claim took
+// it while an elastic worker was there to reclaim first.
+func bobRunning(ctx context.Context, t *testing.T, c *testbed.Cluster, bob []string) {
+	t.Helper()
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: bob, AllStates: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.State != "RUNNING" {
+			t.Fatalf("bob's borrower %s is %s (%s), want RUNNING: the claim took it, not the elastic worker", row.ID, row.State, row.Reason)
+		}
+	}
+	if len(rows) != len(bob) {
+		t.Fatalf("bob's borrowers: %d of %d in the queue", len(rows), len(bob))
+	}
+}
+
+// exemptTime is PreemptExemptTime in slurm-conf/testbed/quotas.yaml.
+const exemptTime = 20 * time.Second
+
+// runningWorker runs cycles until one of main's workers runs, and returns it.
+func (r *elasticRun) runningWorker(ctx context.Context, t *testing.T, main uint32) slurm.Job {
+	t.Helper()
+	for ctx.Err() == nil {
+		if err := r.d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		jobs, extras, err := r.c.Slurm().Queue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if extras[j.ID].Name == WorkerName(main) && j.Running() {
+				return j
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("no worker ran; status %+v", jobStatus(r.d, main))
+	return slurm.Job{}
+}
+
+// waitElasticQOS waits until the testbed's quotad has created the elastic QOS and lets
+// proj-a's and proj-b's accounts and users use them (one line per association).
+func waitElasticQOS(ctx context.Context, t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	for {
+		out, err := c.Run(ctx, "sacctmgr", "-n", "-P", "show", "assoc", "where", "account=proj-a,proj-b", "format=account,qos")
+		lines, allowed := 0, 0
+		for line := range strings.Lines(string(out)) {
+			account, qos, ok := strings.Cut(strings.TrimSpace(line), "|")
+			if !ok {
+				continue
+			}
+			lines++
+			if slices.Contains(strings.Split(qos, ","), "elastic-"+account) {
+				allowed++
+			}
+		}
+		if err == nil && lines > 0 && allowed == lines {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the testbed's quotad has not set up the elastic QOS: %s, %v", out, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// quotactl runs the checkout's bin/quotactl (built by make testbed-up) as root with the
+// testbed's environment.
+func quotactl(ctx context.Context, t *testing.T, c *testbed.Cluster, args ...string) string {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("..", "..", "bin", "quotactl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Run(ctx, bin, args...)
+	if err != nil {
+		t.Fatalf("quotactl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }

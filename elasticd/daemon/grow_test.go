@@ -59,34 +59,48 @@ func TestWorkerInheritsTheMainJobsRequestOnTheCommandLineOnly(t *testing.T) {
 }
 
 // proj-a's guarantee is 4 a100, 3 of them held: the first worker fills the guarantee, the
-// second borrows; the borrow QOS' lending limit bounds the capacity the policy sees.
-func TestWorkersBeyondTheGuaranteeBorrow(t *testing.T) {
+// second runs on borrowed GPUs in the elastic QOS (reclaimed before other borrowers); the
+// borrowing limit, which counts the borrow QOS' jobs too, bounds the capacity the policy sees.
+func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	h := newHarness(t, 3, 6)
-	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=2"}}
-	main := h.slurm.jobs[mainID]
-	main.QOS, main.TRESAlloc = "guar-proj-a", mustTRES(t, "cpu=1,gres/gpu=1,gres/gpu:a100=1")
-	h.slurm.jobs[mainID] = main
-	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
-	h.slurm.extras[50] = slurm.JobExtra{ID: 50, Name: "other"}
-	h.cycle()
-	var qos []string
-	for _, r := range h.slurm.submits {
-		qos = append(qos, r.Options.QOS)
+	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=3"},
+		{Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
+	main := growWithThreeOfFourGuaranteedHeld(t, h)
+	qos := submittedQOS(h)
+	if !slices.Equal(qos, []string{"guar-proj-a", "elastic-proj-a"}) {
+		t.Fatalf("workers in %v, want one in the guarantee then one in the elastic QOS (decision %+v)", qos, h.decision())
 	}
-	if !slices.Equal(qos, []string{"guar-proj-a", "borrow-proj-a"}) {
-		t.Fatalf("workers in %v, want one in the guarantee then one borrowed (decision %+v)", qos, h.decision())
-	}
-	// With both workers there, the guarantee is full and the lending limit leaves 1 GPU.
+	// With both workers there, the guarantee is full; of the borrowing limit (3) an elastic
+	// worker holds 1 and an ordinary borrower of proj-a waits for 1: 1 GPU is left.
 	snap := &snapshot{jobs: map[uint32]slurm.Job{}, extras: h.slurm.extras, qos: map[string]gpureq.TRES{
-		"guar-proj-a": mustTRES(t, "gres/gpu:a100=4"), "borrow-proj-a": mustTRES(t, "gres/gpu:a100=2")}}
+		"guar-proj-a": mustTRES(t, "gres/gpu:a100=4"), "borrow-proj-a": mustTRES(t, "gres/gpu:a100=3"), "elastic-proj-a": mustTRES(t, "gres/gpu:a100=3")}}
 	for id, j := range h.slurm.jobs {
 		snap.jobs[id] = j
 	}
 	snap.jobs[201] = slurm.Job{ID: 201, QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=1")}
-	snap.jobs[202] = slurm.Job{ID: 202, QOS: "borrow-proj-a", State: "PENDING", TRESReq: mustTRES(t, "gres/gpu:a100=1")}
+	snap.jobs[202] = slurm.Job{ID: 202, QOS: "elastic-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=1")}
+	snap.jobs[203] = slurm.Job{ID: 203, QOS: "borrow-proj-a", State: "PENDING", TRESReq: mustTRES(t, "gres/gpu:a100=1")}
+	snap.jobs[204] = slurm.Job{ID: 204, QOS: "borrow-proj-b", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
 	r := h.d.roomFor(main, snap, "a100")
-	if r.guar != 0 || r.borrow != 1 || r.workers(1) != 1 {
-		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow", r, r.workers(1))
+	if r.guar != 0 || r.borrowQOS != "elastic-proj-a" || r.borrow != 1 || r.workers(1) != 1 {
+		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow in elastic-proj-a", r, r.workers(1))
+	}
+	// A main job that borrows itself (lent by quotad) has no guarantee room: its workers borrow.
+	main.QOS = "borrow-proj-a"
+	if r := h.d.roomFor(main, snap, "a100"); r.guar != 0 || r.borrowQOS != "elastic-proj-a" {
+		t.Fatalf("room of a borrowing main job %+v", r)
+	}
+}
+
+// A cluster whose quotad has not created the elastic QOS yet (an upgrade under way) lends
+// workers in the borrow QOS, as before.
+func TestWorkersBorrowWithoutAnElasticQOS(t *testing.T) {
+	h := newHarness(t, 3, 6)
+	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=2"}}
+	growWithThreeOfFourGuaranteedHeld(t, h)
+	qos := submittedQOS(h)
+	if !slices.Equal(qos, []string{"guar-proj-a", "borrow-proj-a"}) {
+		t.Fatalf("workers in %v, want one in the guarantee then one borrowed (decision %+v)", qos, h.decision())
 	}
 }
 
@@ -135,4 +149,27 @@ func TestReclaimedWorkerIsCancelled(t *testing.T) {
 	if len(h.slurm.cancel) != 1 {
 		t.Fatalf("cancelled again within the grace period: %v", h.slurm.cancel)
 	}
+}
+
+// growWithThreeOfFourGuaranteedHeld runs one cycle of the harness's elastic job with proj-a's
+// guarantee of 4 a100 three-quarters held (the main job's 1 and another job's 2), and returns
+// the main job.
+func growWithThreeOfFourGuaranteedHeld(t *testing.T, h *harness) slurm.Job {
+	t.Helper()
+	main := h.slurm.jobs[mainID]
+	main.QOS, main.TRESAlloc = "guar-proj-a", mustTRES(t, "cpu=1,gres/gpu=1,gres/gpu:a100=1")
+	h.slurm.jobs[mainID] = main
+	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
+	h.slurm.extras[50] = slurm.JobExtra{ID: 50, Name: "other"}
+	h.cycle()
+	return main
+}
+
+// submittedQOS is the QOS of each worker the harness's daemon submitted, in order.
+func submittedQOS(h *harness) []string {
+	var qos []string
+	for _, r := range h.slurm.submits {
+		qos = append(qos, r.Options.QOS)
+	}
+	return qos
 }

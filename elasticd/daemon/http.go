@@ -36,6 +36,8 @@ type JobStatus struct {
 	DecidedAt    time.Time     `json:"decided_at"`
 	Stopping     []uint32      `json:"stopping,omitempty"`
 	Replacements []string      `json:"replacements,omitempty"`
+	// Leaving are stragglers that leave before their successors join (the job at its max).
+	Leaving []string `json:"leaving,omitempty"`
 	// MaxBatch and BatchPerDevice are the job's --elastic-max-batch (0: none given); MaxWorkers
 	// is then the declared max lowered to what the batch allows.
 	MaxBatch       int `json:"max_batch,omitempty"`
@@ -106,6 +108,10 @@ func (d *Daemon) Status() []JobStatus {
 		for newID, old := range j.replacing {
 			s.Replacements = append(s.Replacements, fmt.Sprintf("%d replaces %d", newID, old))
 		}
+		for old, l := range j.leaving {
+			s.Leaving = append(s.Leaving, fmt.Sprintf("%d leaves before its %s successor joins", old, l.Type))
+		}
+		slices.Sort(s.Leaving)
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b JobStatus) int { return int(a.JobID) - int(b.JobID) })

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
@@ -75,22 +76,25 @@ func freeGPUs(n slurm.Node, t policy.GPUType) int {
 const unlimited = -1
 
 // qosRoom is where the job's next workers of one GPU type may run: the project's guarantee
-// while it has GPUs idle, then its borrow QOS, which Slurm preempts (by requeue) when guaranteed
-// work claims the GPUs.
+// while it has GPUs idle, then its elastic QOS, which Slurm preempts (by requeue) when
+// guaranteed work claims the GPUs, before any other borrower (quotad keeps its priority lowest).
 type qosRoom struct {
 	guarQOS   string // the main job's own QOS; "" when the main job borrows itself (or none is known)
 	guar      int    // GPUs of the type free in the guarantee now, or unlimited
-	borrowQOS string // "" when the cluster has no borrow QOS for the project
-	borrow    int    // GPUs the borrow QOS' lending limit leaves, or unlimited
+	borrowQOS string // where borrowed workers run; "" when the cluster has no such QOS for the project
+	borrow    int    // GPUs the project's borrowing limit leaves there, or unlimited
 	known     bool   // the QOS limits could be read this cycle
 }
 
-// roomFor reads the main job's QOS and the project's borrow QOS: their GrpTRES limits for
-// GPUs of type t less what running and pending jobs in them hold or wait for.
+// roomFor reads the main job's QOS and the project's elastic QOS: their GrpTRES limits for
+// GPUs of type t less what running and pending jobs in them hold or wait for. The elastic
+// QOS' limit is the project's borrowing limit, which counts its borrow QOS too. A cluster whose
+// quotad has not created the elastic QOS yet (an upgrade under way) lends workers in the
+// borrow QOS, as before.
 func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRoom {
 	r := qosRoom{guar: unlimited, borrow: unlimited, known: snap.qos != nil}
-	borrow := d.cfg.Pools.BorrowQOSFor(main.Account)
-	mainBorrows := d.cfg.Pools.IsBorrowQOS(main.QOS)
+	elastic, borrow := d.cfg.Pools.ElasticQOSFor(main.Account), d.cfg.Pools.BorrowQOSFor(main.Account)
+	mainBorrows := d.cfg.Pools.IsLendingQOS(main.QOS)
 	if !mainBorrows {
 		r.guarQOS = strings.ToLower(main.QOS)
 	}
@@ -100,10 +104,12 @@ func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRo
 	if mainBorrows {
 		r.guar = 0 // the project is past its guarantee already
 	} else if limit, ok := snap.qos[r.guarQOS]; ok {
-		r.guar = room(limit, snap, r.guarQOS, t)
+		r.guar = room(limit, snap, t, r.guarQOS)
 	}
-	if limit, ok := snap.qos[borrow]; ok {
-		r.borrowQOS, r.borrow = borrow, room(limit, snap, borrow, t)
+	if limit, ok := snap.qos[elastic]; ok {
+		r.borrowQOS, r.borrow = elastic, room(limit, snap, t, elastic, borrow)
+	} else if limit, ok := snap.qos[borrow]; ok {
+		r.borrowQOS, r.borrow = borrow, room(limit, snap, t, borrow)
 	}
 	return r
 }
@@ -121,7 +127,7 @@ func (r qosRoom) workers(gpus int) int {
 }
 
 // take picks the QOS for one more worker of gpus GPUs and counts it: the guarantee while it
-// has room, else the borrow QOS while its limit allows. borrowed says the worker runs on
+// has room, else the elastic QOS while the borrowing limit allows. borrowed says the worker runs on
 // borrowed GPUs.
 func (r *qosRoom) take(gpus int) (qos string, borrowed bool) {
 	switch {
@@ -139,9 +145,9 @@ func (r *qosRoom) take(gpus int) (qos string, borrowed bool) {
 	return r.guarQOS, false // no room anywhere: it waits in the guarantee like any job
 }
 
-// room is a QOS' GrpTRES limit on GPUs of type t (and on all GPUs) less the GPUs its running
-// jobs hold and its pending jobs ask for; unlimited without such a limit.
-func room(limit gpureq.TRES, snap *snapshot, qos string, t policy.GPUType) int {
+// room is a QOS' GrpTRES limit on GPUs of type t (and on all GPUs) less the GPUs the running
+// jobs in any of qos hold and their pending jobs ask for; unlimited without such a limit.
+func room(limit gpureq.TRES, snap *snapshot, t policy.GPUType, qos ...string) int {
 	left := unlimited
 	keys := []struct{ key, typ string }{{"gres/gpu", ""}}
 	if t != "gpu" {
@@ -154,7 +160,7 @@ func room(limit gpureq.TRES, snap *snapshot, qos string, t policy.GPUType) int {
 		}
 		used := uint64(0)
 		for _, j := range snap.jobs {
-			if !strings.EqualFold(j.QOS, qos) {
+			if !slices.ContainsFunc(qos, func(q string) bool { return strings.EqualFold(j.QOS, q) }) {
 				continue
 			}
 			switch {

@@ -19,6 +19,10 @@ type Slurm interface {
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	// QOS lists every QOS with its GrpTRES.
 	QOS(ctx context.Context) ([]slurm.QOSLimits, error)
+	// ClusterName is slurmctld's ClusterName.
+	ClusterName(ctx context.Context) (string, error)
+	// Associations lists the cluster's associations with their limits.
+	Associations(ctx context.Context, cluster string) ([]slurm.AssociationLimits, error)
 	// BatchScript is the main job's batch script, which every worker runs too.
 	BatchScript(ctx context.Context, jobID uint32) ([]byte, error)
 	// Submit runs sbatch as the job's user and returns the new job's id.
@@ -61,6 +65,23 @@ func (c CommandSlurm) Nodes(ctx context.Context) ([]slurm.Node, error) {
 // QOS implements Slurm.
 func (c CommandSlurm) QOS(ctx context.Context) ([]slurm.QOSLimits, error) {
 	return c.Client.ShowQOS(ctx)
+}
+
+// ClusterName implements Slurm.
+func (c CommandSlurm) ClusterName(ctx context.Context) (string, error) {
+	conf, err := c.Client.ShowConfig(ctx)
+	if err != nil {
+		return "", err
+	}
+	if name := conf.Get("ClusterName"); name != "" {
+		return name, nil
+	}
+	return "", fmt.Errorf("scontrol show config names no ClusterName")
+}
+
+// Associations implements Slurm.
+func (c CommandSlurm) Associations(ctx context.Context, cluster string) ([]slurm.AssociationLimits, error) {
+	return c.Client.ShowAssociationLimits(ctx, cluster)
 }
 
 // BatchScript implements Slurm.

@@ -16,7 +16,8 @@ import (
 
 // savedJob is what elasticd keeps of a job in its state directory, so that a restart of
 // elasticd forgets nothing that matters: the sizes measured (and so the cooldowns of the sizes
-// left), the workers submitted, being stopped or replacing a straggler, and a pinned size.
+// left), the workers submitted, being stopped, replacing a straggler or waiting for one to
+// leave, and a pinned size.
 type savedJob struct {
 	Version int    `json:"version"`
 	JobID   uint32 `json:"job_id"`
@@ -30,8 +31,10 @@ type savedJob struct {
 	Submitted map[uint32]time.Time `json:"submitted,omitempty"`
 	Stopping  map[uint32]time.Time `json:"stopping,omitempty"`
 	Replacing map[uint32]uint32    `json:"replacing,omitempty"`
-	Pin       int                  `json:"pin,omitempty"`
-	PinnedBy  string               `json:"pinned_by,omitempty"`
+	// Leaving are stragglers sent TERM whose successors join once they are gone.
+	Leaving  map[uint32]leave `json:"leaving,omitempty"`
+	Pin      int              `json:"pin,omitempty"`
+	PinnedBy string           `json:"pinned_by,omitempty"`
 }
 
 const savedVersion = 1
@@ -75,6 +78,7 @@ func (d *Daemon) restore(j *job, log zerolog.Logger) {
 	maps.Copy(j.submitted, s.Submitted)
 	maps.Copy(j.stopping, s.Stopping)
 	maps.Copy(j.replacing, s.Replacing)
+	maps.Copy(j.leaving, s.Leaving)
 	j.saved = data
 	log.Info().Int("measurements", len(s.History)).Int("stopping", len(s.Stopping)).Int("pin", s.Pin).
 		Msg("state restored from the last run of elasticd")
@@ -86,7 +90,7 @@ func (d *Daemon) save(j *job, log zerolog.Logger) {
 	defer d.saveMu.Unlock()
 	d.mu.Lock()
 	s := savedJob{Version: savedVersion, JobID: j.id, MainStart: j.mainStart, Recorded: j.decl.Recorded,
-		History: j.history, Submitted: j.submitted, Stopping: j.stopping, Replacing: j.replacing,
+		History: j.history, Submitted: j.submitted, Stopping: j.stopping, Replacing: j.replacing, Leaving: j.leaving,
 		Pin: j.pin, PinnedBy: j.pinnedBy}
 	data, err := json.Marshal(s)
 	d.mu.Unlock()

@@ -20,16 +20,121 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
+// stragglerWatch follows a job one of whose workers is slowed (the worker's job script writes
+// its job id to marker/id) through elasticd's cycles, and notes what the straggler tests
+// check: the replace decision, the successor, when the straggler was gone, and the job's
+// measurements.
+type stragglerWatch struct {
+	r      *elasticRun
+	main   uint32
+	marker string
+	start  time.Time
+	last   string
+
+	slowID, successor, replaceReason string
+	leaveFirst                       bool          // the replacement let the straggler leave first
+	replaceWorkers                   []WorkerPoint // the workers at the replace decision
+	replacedAt, goneAt               time.Time
+	size                             int // the job's size when the replacement was decided
+	sizes                            map[int]bool
+	points                           map[time.Time]Point
+}
+
+func newStragglerWatch(r *elasticRun, main uint32, marker string) *stragglerWatch {
+	return &stragglerWatch{r: r, main: main, marker: marker, start: time.Now(), sizes: map[int]bool{}, points: map[time.Time]Point{}}
+}
+
+// cycle runs one cycle of elasticd and returns the job's status (nil before elasticd follows
+// the job).
+func (w *stragglerWatch) cycle(ctx context.Context, t *testing.T) *JobStatus {
+	t.Helper()
+	if err := w.r.d.Cycle(ctx); err != nil {
+		t.Logf("cycle: %v", err)
+	}
+	since := func() float64 { return time.Since(w.start).Seconds() }
+	if w.slowID == "" {
+		if data, err := os.ReadFile(filepath.Join(w.marker, "id")); err == nil {
+			w.slowID = strings.TrimSpace(string(data))
+			t.Logf("%5.1fs worker %s is the slow one", since(), w.slowID)
+		}
+	}
+	st := jobStatus(w.r.d, w.main)
+	if st == nil {
+		return nil
+	}
+	w.sizes[st.Size["a100"]] = true
+	for _, p := range st.Throughput {
+		w.points[p.Time] = p
+	}
+	if line := fmt.Sprintf("size %d: %s %s %v %v %v", st.Size["a100"], st.Decision, st.Reason, st.Replacements, st.Leaving, st.Stopping); line != w.last {
+		w.last = line
+		t.Logf("%5.1fs %s; workers %+v", since(), line, st.Workers)
+	}
+	if st.Decision == "replace" && w.replacedAt.IsZero() {
+		w.replaceReason, w.replaceWorkers, w.replacedAt, w.size = st.Reason, st.Workers, time.Now(), st.Size["a100"]
+		w.leaveFirst = strings.Contains(st.Reason, "it leaves first")
+	}
+	for _, rep := range st.Replacements {
+		if id, old, ok := strings.Cut(rep, " replaces "); ok && old == w.slowID {
+			w.successor = id
+		}
+	}
+	if w.successor == "" && !w.replacedAt.IsZero() {
+		// Leaving first, the successor is known once it reports: the worker measured now
+		// that was not there at the decision.
+		for _, p := range st.Workers {
+			if !slices.ContainsFunc(w.replaceWorkers, func(q WorkerPoint) bool { return q.Worker == p.Worker }) {
+				w.successor = p.Worker
+			}
+		}
+	}
+	if w.goneAt.IsZero() && w.successor != "" && len(st.Replacements) == 0 && len(st.Leaving) == 0 && len(st.Stopping) == 0 &&
+		!workerQueued(ctx, t, w.r.c.Slurm(), w.main, w.slowID) {
+		w.goneAt = time.Now()
+		t.Logf("%5.1fs straggler %s gone, %s runs in its place", since(), w.slowID, w.successor)
+	}
+	return st
+}
+
+// checkReplaced fails the test unless the slow worker was named, by the text why, and a
+// successor took its place.
+func (w *stragglerWatch) checkReplaced(t *testing.T, why string) {
+	t.Helper()
+	if w.goneAt.IsZero() {
+		t.Fatalf("no replacement within the deadline: slow worker %q, successor %q, replace %q, status %+v",
+			w.slowID, w.successor, w.replaceReason, jobStatus(w.r.d, w.main))
+	}
+	t.Logf("replaced %s by %s: decided after %s, done after %s", w.slowID, w.successor,
+		w.replacedAt.Sub(w.start).Round(time.Second), w.goneAt.Sub(w.start).Round(time.Second))
+	if !strings.Contains(w.replaceReason, "worker "+w.slowID+" does") || !strings.Contains(w.replaceReason, why) {
+		t.Fatalf("replace reason %q does not name the slow worker %s by %q", w.replaceReason, w.slowID, why)
+	}
+}
+
+// heardTERM lists the outputs of the job's worker jobs that say their trainer got TERM.
+func heardTERM(t *testing.T, work, mainID, says string) (termed, outs []string) {
+	t.Helper()
+	outs, _ = filepath.Glob(filepath.Join(work, fmt.Sprintf("elastic-worker-%s-*.out", mainID)))
+	for _, out := range outs {
+		data, _ := os.ReadFile(out)
+		if strings.Contains(string(data), says) {
+			termed = append(termed, out)
+		}
+	}
+	return termed, outs
+}
+
 // A job of exactly 3 workers (--elastic=3:3) on a linear curve: elasticd brings it to 3 at
 // once; the first worker job to start claims a marker and runs the trainer with --slow 0.5,
-// so it reports half its peers' samples/s. elasticd must replace it: a new worker joins first,
-// then the slow one gets TERM and leaves; the job is back at 3 healthy workers and holds.
-func TestSlowWorkerIsReplacedNewOneJoinsFirst(t *testing.T) {
+// so it reports half its peers' samples/s. elasticd must replace it, and at its max the
+// straggler leaves first (a rendezvous at its max admits no one more): it gets TERM and
+// leaves, then a new worker joins; the job never runs 4 workers, and is back at 3 healthy
+// ones and holds.
+func TestSlowWorkerAtMaxIsReplacedItLeavesFirst(t *testing.T) {
 	r := newElasticRun(t)
-	c, d, work := r.c, r.d, r.work
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	marker := filepath.Join(work, "slow")
+	marker := filepath.Join(r.work, "slow")
 	mainID, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=3:3:1\n#SBATCH --elastic-pools=a100\n"+
 		"slow=1\n"+
 		"if [ \"$ELASTIC_ROLE\" = worker ] && mkdir "+marker+" 2>/dev/null; then\n"+
@@ -37,73 +142,27 @@ func TestSlowWorkerIsReplacedNewOneJoinsFirst(t *testing.T) {
 		"fi\n"+
 		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --slow $slow --curve 1:100,2:200,3:300,4:400\n")
 
-	start := time.Now()
-	slowID := ""
-	var replaceReason, successor string
-	var sawFour bool
-	var last string
+	w := newStragglerWatch(r, main, marker)
 	for ctx.Err() == nil {
-		if err := d.Cycle(ctx); err != nil {
-			t.Logf("cycle: %v", err)
-		}
-		if slowID == "" {
-			if data, err := os.ReadFile(filepath.Join(marker, "id")); err == nil {
-				slowID = strings.TrimSpace(string(data))
-				t.Logf("%5.1fs worker %s runs at half speed", time.Since(start).Seconds(), slowID)
-			}
-		}
-		st := jobStatus(d, main)
-		if st == nil {
-			time.Sleep(time.Second)
-			continue
-		}
-		if line := fmt.Sprintf("size %d: %s %s %v", st.Size["a100"], st.Decision, st.Reason, st.Replacements); line != last {
-			last = line
-			t.Logf("%5.1fs %s", time.Since(start).Seconds(), line)
-		}
-		if st.Decision == "replace" && replaceReason == "" {
-			replaceReason = st.Reason
-		}
-		for _, r := range st.Replacements {
-			if id, old, ok := strings.Cut(r, " replaces "); ok && old == slowID {
-				successor = id
-			}
-		}
-		// Joins before it leaves: the successor runs beside the straggler.
-		sawFour = sawFour || st.Size["a100"] == 4
-		if successor != "" && st.Decision == "hold" && st.Size["a100"] == 3 && len(st.Stopping) == 0 &&
-			len(st.Replacements) == 0 && strings.Contains(st.Reason, "at max") && !workerQueued(ctx, t, c.Slurm(), main, slowID) {
+		st := w.cycle(ctx, t)
+		if st != nil && !w.goneAt.IsZero() && st.Decision == "hold" && st.Size["a100"] == 3 && strings.Contains(st.Reason, "at max") {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	if ctx.Err() != nil {
-		t.Fatalf("no replacement settled within the deadline: slow worker %q, successor %q, replace %q, status %+v",
-			slowID, successor, replaceReason, jobStatus(d, main))
-	}
-	t.Logf("replaced %s by %s after %s", slowID, successor, time.Since(start).Round(time.Second))
-	if !strings.Contains(replaceReason, "worker "+slowID+" does") || !strings.Contains(replaceReason, "joins before it leaves") {
-		t.Fatalf("replace reason %q does not name the slow worker %s", replaceReason, slowID)
-	}
-	if !sawFour {
-		t.Errorf("the successor never ran beside the straggler (size never 4)")
+	w.checkReplaced(t, "it leaves first")
+	if w.sizes[4] {
+		t.Errorf("4 workers ran at once: the successor joined before the straggler left")
 	}
 
 	// The straggler heard the TERM and left; no other worker was stopped.
-	outs, _ := filepath.Glob(filepath.Join(work, fmt.Sprintf("elastic-worker-%s-*.out", mainID)))
-	var termed []string
-	for _, out := range outs {
-		data, _ := os.ReadFile(out)
-		if strings.Contains(string(data), "SIGTERM, leaving the rendezvous") {
-			termed = append(termed, out)
-		}
-	}
-	if len(termed) != 1 || !strings.Contains(termed[0], slowID) {
-		t.Fatalf("workers that heard TERM: %v; want only the slow worker %s (outputs %v)", termed, slowID, outs)
+	termed, outs := heardTERM(t, r.work, mainID, "SIGTERM, leaving the rendezvous")
+	if len(termed) != 1 || !strings.Contains(termed[0], w.slowID) {
+		t.Fatalf("workers that heard TERM: %v; want only the slow worker %s (outputs %v)", termed, w.slowID, outs)
 	}
 	// Three worker jobs ran in all, nothing is flagged now, and the job runs at full speed
 	// (300 samples/s; 250 with the straggler).
-	st := jobStatus(d, main)
+	st := jobStatus(r.d, main)
 	if len(st.Flags) != 0 {
 		t.Errorf("flags after the replacement: %v", st.Flags)
 	}

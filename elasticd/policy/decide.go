@@ -339,6 +339,15 @@ func (p *planner) growOrHold() Decision {
 	return Decision{Action: Grow, Type: best.t, Count: best.count, Reason: reason}
 }
 
+// capacityLimit quotes the limit that caps t's capacity, as " (LIMIT)", or "" when free nodes
+// alone do.
+func (p *planner) capacityLimit(t GPUType) string {
+	if why := p.in.CapacityLimit[t]; why != "" {
+		return " (" + why + ")"
+	}
+	return ""
+}
+
 // allPriced: every declared type has a price, so types compare per dollar.
 func (p *planner) allPriced() bool {
 	for _, o := range p.bounds.Types {
@@ -382,7 +391,7 @@ func (p *planner) growthRoom(t GPUType) (int, string) {
 	if p.in.Capacity != nil {
 		n = min(n, p.in.Capacity[t])
 		if n <= 0 {
-			return 0, fmt.Sprintf("no free %s capacity", t)
+			return 0, fmt.Sprintf("no free %s capacity%s", t, p.capacityLimit(t))
 		}
 	}
 	return n, ""
@@ -432,7 +441,11 @@ func (p *planner) growToMin() Decision {
 		}
 	}
 	if len(candidates) == 0 {
-		return hold("below min: %d of %d workers, and no type has %d free workers", p.total, p.bounds.MinWorkers, need)
+		d := hold("below min: %d of %d workers, and no type has %d free workers", p.total, p.bounds.MinWorkers, need)
+		for _, t := range p.allowedTypes() {
+			d.Reason += p.capacityLimit(t)
+		}
+		return d
 	}
 	slices.SortStableFunc(candidates, func(a, b GPUType) int {
 		if c := cmp.Compare(p.alloc[b], p.alloc[a]); c != 0 {

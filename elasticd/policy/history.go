@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// epoch is a run of consecutive measurements with the same allocation: one
-// size of the job, measured once.
+// epoch is a run of consecutive measurements with the same allocation and the
+// same workers: one size of the job, measured once. A straggler replaced at
+// the job's max leaves the allocation as it was, but its successor's world
+// (restarted, warming up) is measured afresh.
 type epoch struct {
 	key         string // configKey of alloc
 	alloc       map[GPUType]int
@@ -82,17 +84,41 @@ func incomplete(m Measurement) string {
 }
 
 // splitEpochs cuts the history into epochs. It runs over the whole history
-// on every decision, so it compares allocations without allocating.
+// on every decision, so it compares allocations and workers without
+// allocating.
 func splitEpochs(history []Measurement) []epoch {
 	var epochs []epoch
+	var members []WorkerRate // the workers of the epoch's latest report from all of them
 	for i, m := range history {
-		if n := len(epochs); n > 0 && sameAlloc(epochs[n-1].alloc, m.Allocated) {
+		// A report missing a worker is incomplete, not a new world.
+		full := len(m.Workers) == totalWorkers(m.Allocated)
+		if n := len(epochs); n > 0 && sameAlloc(epochs[n-1].alloc, m.Allocated) && (!full || members == nil || sameWorkers(members, m.Workers)) {
 			epochs[n-1].last, epochs[n-1].end = i, m.Time
+			if full {
+				members = m.Workers
+			}
 			continue
 		}
 		epochs = append(epochs, epoch{key: configKey(m.Allocated), alloc: m.Allocated, first: i, last: i, start: m.Time, end: m.Time})
+		members = nil
+		if full {
+			members = m.Workers
+		}
 	}
 	return epochs
+}
+
+// sameWorkers: both measurements are of the same workers.
+func sameWorkers(a, b []WorkerRate) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, w := range a {
+		if !slices.ContainsFunc(b, func(v WorkerRate) bool { return v.Worker == w.Worker }) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameAlloc compares allocations, a zero count being the same as none.

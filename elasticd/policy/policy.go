@@ -286,7 +286,10 @@ type Input struct {
 	// Capacity is how many more workers of each type could start now; nil
 	// when unknown (then it is no limit).
 	Capacity map[GPUType]int
-	Settings Settings
+	// CapacityLimit says, per type, which limit other than free nodes caps Capacity (an
+	// association's GrpTRES, say); the policy quotes it where that stops a step.
+	CapacityLimit map[GPUType]string
+	Settings      Settings
 }
 
 // Action is what the Decision asks for.
@@ -297,7 +300,7 @@ const (
 	Grow
 	Shrink
 	// Replace starts a new worker of the same type, then stops the old one
-	// once the new one has joined.
+	// once the new one has joined; with LeaveFirst, the other way round.
 	Replace
 )
 
@@ -334,6 +337,10 @@ type Decision struct {
 	Reason  string
 	// Flags from NVML signals and throughput, whatever the Action.
 	Flags []Flag
+	// LeaveFirst (Replace): the job is at its max, and torchrun's rendezvous
+	// (--nnodes MIN:MAX) admits no successor beside the straggler, so the
+	// straggler leaves first and its successor joins once it has gone.
+	LeaveFirst bool
 	// MainStraggler: a Hold because the main job, which is never replaced, is
 	// the slowest worker. The Reason's figures change every cycle; this does
 	// not, so the job's log says it once.

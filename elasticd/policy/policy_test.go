@@ -690,6 +690,90 @@ func TestStragglersInSynchronousTraining(t *testing.T) {
 	}
 }
 
+// At its max a job's rendezvous (torchrun's --nnodes MIN:MAX) admits no successor beside the
+// straggler: the straggler leaves first. Below the max the successor joins first, as before;
+// a limit on capacity is quoted where it stops the replacement.
+func TestStragglerAtMaxLeavesFirst(t *testing.T) {
+	compute := func(w WorkerRate) float64 {
+		if w.Worker == "1002" {
+			return 0.300
+		}
+		return 0.100
+	}
+	for _, tc := range []struct {
+		name     string
+		max      int
+		capacity map[GPUType]int
+		limit    map[GPUType]string
+		want     Action
+		leave    bool
+		reason   string
+	}{
+		{"at max: leaves first", 4, nil, nil, Replace, true, "at max 4 workers no successor can join beside it: it leaves first, then a new a100 worker joins"},
+		{"below max: joins first", 5, nil, nil, Replace, false, "a new a100 worker joins before it leaves"},
+		{"at max without a free worker: hold, and say which limit", 4, map[GPUType]int{"a100": 0},
+			map[GPUType]string{"a100": "account proj-a has GrpTRES gres/gpu=4"}, Hold, false,
+			"no free a100 worker to replace it with (account proj-a has GrpTRES gres/gpu=4)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(func(map[GPUType]int, WorkerRate) float64 { return 150 }, "a100", "a100", "a100", "a100")
+			s.compute = compute
+			s.settle(Settings{})
+			in := s.input(elasticJob(2, tc.max, 1), Settings{})
+			in.Main, in.Capacity, in.CapacityLimit = "1000", tc.capacity, tc.limit
+			d := Decide(in)
+			if d.Action != tc.want || d.LeaveFirst != tc.leave || !strings.Contains(d.Reason, tc.reason) {
+				t.Fatalf("got %s leave-first %v (%s), want %s leave-first %v with %q", d.Action, d.LeaveFirst, d.Reason, tc.want, tc.leave, tc.reason)
+			}
+			if d.Action == Replace && !slices.Equal(d.Workers, []string{"1002"}) {
+				t.Fatalf("replaces %v, want 1002", d.Workers)
+			}
+		})
+	}
+}
+
+// A straggler replaced at the max leaves the allocation as it was: its successor's world is
+// measured afresh (settle time, then a window of its own reports), so the old straggler's
+// reports never name it again, and the job holds at its max once the new world is healthy.
+func TestAfterALeaveFirstReplacementTheNewWorldIsMeasuredAfresh(t *testing.T) {
+	slow := "1002"
+	s := newSim(func(map[GPUType]int, WorkerRate) float64 { return 150 }, "a100", "a100", "a100", "a100")
+	s.compute = func(w WorkerRate) float64 {
+		if w.Worker == slow {
+			return 0.300
+		}
+		return 0.100
+	}
+	s.settle(Settings{})
+	job := elasticJob(2, 4, 1)
+	d := Decide(s.input(job, Settings{}))
+	if d.Action != Replace || !d.LeaveFirst {
+		t.Fatalf("got %s leave-first %v (%s), want a replacement that leaves first", d.Action, d.LeaveFirst, d.Reason)
+	}
+	s.apply(t, d) // 1002 gone, 1004 in its place: the same allocation
+	s.report(2, nil)
+	if d := Decide(s.input(job, Settings{})); d.Action != Hold || !strings.Contains(d.Reason, "measuring a100=4") {
+		t.Fatalf("right after the replacement: %s (%s), want a hold while the new world settles", d.Action, d.Reason)
+	}
+	s.settle(Settings{})
+	if d := Decide(s.input(job, Settings{})); d.Action != Hold || !strings.Contains(d.Reason, "at max 4 workers") || len(d.Flags) != 0 {
+		t.Fatalf("once settled: %s (%s, flags %v), want a hold at max with nothing flagged", d.Action, d.Reason, d.Flags)
+	}
+}
+
+// An association limit that holds growth is named in the hold.
+func TestCapacityLimitIsQuotedWhenItStopsGrowth(t *testing.T) {
+	s := newSim(curve(map[int]float64{1: 100, 2: 200, 3: 300}), "a100", "a100")
+	s.settle(Settings{})
+	in := s.input(elasticJob(1, 4, 1), Settings{})
+	in.Capacity = map[GPUType]int{"a100": 0}
+	in.CapacityLimit = map[GPUType]string{"a100": "the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2"}
+	d := Decide(in)
+	if d.Action != Hold || !strings.Contains(d.Reason, "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
+		t.Fatalf("decision %s %q, want a hold naming the association limit", d.Action, d.Reason)
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	s := newSim(heterogeneous(nil), "a100", "v100", "a100", "v100")
 	s.settle(Settings{})

@@ -236,7 +236,14 @@ func (p *planner) replaceStraggler(flags []Flag) (Decision, bool) {
 	}
 	if p.in.Capacity != nil && p.in.Capacity[worst.t] < 1 {
 		return Decision{Action: Hold, Flags: flags,
-			Reason: reason + fmt.Sprintf("; no free %s worker to replace it with", worst.t)}, true
+			Reason: reason + fmt.Sprintf("; no free %s worker to replace it with%s", worst.t, p.capacityLimit(worst.t))}, true
+	}
+	if p.total >= p.bounds.MaxWorkers {
+		// A rendezvous at its max admits no one more: the successor would wait beside the
+		// straggler for ever.
+		return Decision{Action: Replace, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags, LeaveFirst: true,
+			Reason: reason + fmt.Sprintf("; at max %d workers no successor can join beside it: it leaves first, then a new %s worker joins",
+				p.bounds.MaxWorkers, worst.t)}, true
 	}
 	return Decision{Action: Replace, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags,
 		Reason: reason + fmt.Sprintf("; a new %s worker joins before it leaves", worst.t)}, true

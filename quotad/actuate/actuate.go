@@ -6,6 +6,7 @@ package actuate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,13 +67,14 @@ func (a *Actuator) beforeAction(ctx context.Context, what fmt.Stringer) error {
 // Result counts what was applied.
 type Result struct {
 	QOS, Accounts    int
+	Users            int // user associations given the project's QOS
 	Lends, Returns   int
 	MoveFailures     []string
 	LendsByAccount   map[string]int
 	ReturnsByAccount map[string]int
 }
 
-// Apply runs the plan's actions in order: QOS, then accounts (which name the QOS), then job
+// Apply runs the plan's actions in order: QOS, then accounts and users (which name the QOS), then job
 // moves, batched by target QOS. A failed QOS or account change stops the plan: moves rest on QOS
 // that match the table. A failed move is logged and the others go on: a job may have started
 // or ended between the snapshot and the move, which the next cycle sees. A failed fence check
@@ -104,6 +106,18 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		}
 		a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: "account " + c.Account, Old: accountOld(c), New: accountNew(c), Detail: c.String()})
 		res.Accounts++
+	}
+	for _, c := range plan.Users {
+		if err := a.beforeAction(ctx, c); err != nil {
+			return res, err
+		}
+		a.Log.Debug().Str("user", c.User).Str("account", c.Account).Strs("add", c.Add).Msg("add user qos")
+		if err := a.Slurm.AddUserQOS(ctx, c.User, c.Account, c.Partition, a.Cluster, c.Add); err != nil {
+			return res, fmt.Errorf("%s: %w", c, err)
+		}
+		a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: userSubject(c), Old: "qos=" + strings.Join(c.From, ","),
+			New: "qos=" + strings.Join(normalizedUnion(c.From, c.Add), ","), Detail: c.String()})
+		res.Users++
 	}
 	// Each batch is logged and audited as soon as it ran: a quotad stopped (or fenced) between
 	// batches leaves a trail of exactly what it did.
@@ -279,6 +293,22 @@ func limit(v int64) string {
 		return "none"
 	}
 	return strconv.FormatInt(v, 10)
+}
+
+// userSubject names a user association in the audit: "user bob in account proj-b".
+func userSubject(c policy.UserChange) string {
+	s := "user " + c.User + " in account " + c.Account
+	if c.Partition != "" {
+		s += " partition " + c.Partition
+	}
+	return s
+}
+
+// normalizedUnion is a sorted list of the names in a and b, each once.
+func normalizedUnion(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func accountOld(c policy.AccountChange) string { return accountFields(c, true) }

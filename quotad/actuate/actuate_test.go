@@ -50,6 +50,7 @@ func TestApplyArgvAndAudit(t *testing.T) {
 			Preempt: &policy.Change[[]string]{From: nil, To: []string{"borrow"}},
 		}},
 		Accounts: []policy.AccountChange{{Account: "proj-a", QOS: &policy.Change[[]string]{From: []string{"normal"}, To: []string{"borrow", "guar-proj-a"}}, DefaultQOS: &policy.Change[string]{To: "guar-proj-a"}}},
+		Users:    []policy.UserChange{{User: "bob", Account: "proj-b", From: []string{"guar-proj-b", "normal"}, Add: []string{"borrow-proj-b"}}},
 		Moves: []policy.JobMove{
 			{Kind: policy.Return, JobID: 41, Account: "proj-b", From: "borrow", To: "guar-proj-b"},
 			{Kind: policy.Lend, JobID: 42, Account: "proj-b", From: "guar-proj-b", To: "borrow"},
@@ -69,6 +70,7 @@ func TestApplyArgvAndAudit(t *testing.T) {
 		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow", "set", "preemptmode=requeue", "gracetime=2", "preemptexempttime=00:01:30"},
 		{"sacctmgr", "-i", "modify", "qos", "where", "name=guar-proj-a", "set", "grptres=gres/gpu=4,gres/gpu:v100=-1", "preempt=borrow"},
 		{"sacctmgr", "-i", "modify", "account", "where", "name=proj-a", "cluster=testbed", "set", "qos=borrow,guar-proj-a", "defaultqos=guar-proj-a"},
+		{"sacctmgr", "-i", "modify", "user", "where", "name=bob", "account=proj-b", "cluster=testbed", "set", "qos+=borrow-proj-b"},
 		// One run per target QOS, returns first; an array task is named so it splits off.
 		{"scontrol", "update", "jobid=41", "qos=guar-proj-b"},
 		{"scontrol", "update", "jobid=42,50_7,43", "qos=borrow"},
@@ -81,16 +83,19 @@ func TestApplyArgvAndAudit(t *testing.T) {
 			t.Errorf("command %d = %q, want %q", i, r.calls[i], want[i])
 		}
 	}
-	if res.QOS != 2 || res.Accounts != 1 || res.Lends != 3 || res.Returns != 1 {
+	if res.QOS != 2 || res.Accounts != 1 || res.Users != 1 || res.Lends != 3 || res.Returns != 1 {
 		t.Errorf("result = %+v", res)
 	}
-	if len(audit.entries) != 7 {
-		t.Fatalf("%d audit entries, want 7", len(audit.entries))
+	if len(audit.entries) != 8 {
+		t.Fatalf("%d audit entries, want 8", len(audit.entries))
+	}
+	if e := audit.entries[3]; e.Subject != "user bob in account proj-b" || e.Old != "qos=guar-proj-b,normal" || e.New != "qos=borrow-proj-b,guar-proj-b,normal" {
+		t.Errorf("user audit entry = %+v", e)
 	}
 	if e := audit.entries[1]; e.Old != "grptres gres/gpu=2 grptres gres/gpu:v100=1 preempt=" || !strings.Contains(e.New, "gres/gpu:v100=none") {
 		t.Errorf("QOS audit old %q new %q", e.Old, e.New)
 	}
-	if e := audit.entries[5]; e.Subject != "job 50_7" || e.Old != "qos=guar-proj-b" || e.New != "qos=borrow" || e.Actor != "test" {
+	if e := audit.entries[6]; e.Subject != "job 50_7" || e.Old != "qos=guar-proj-b" || e.New != "qos=borrow" || e.Actor != "test" {
 		t.Errorf("move audit = %+v", e)
 	}
 	for _, c := range r.calls {

@@ -482,7 +482,7 @@ func cmdSync(c *ucli.Context, e *env) error {
 	defer lease.Release(context.Background())
 	act := &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: "quotactl sync by " + actor(), Cluster: c.String("cluster"), Log: e.log, Fence: lease}
 	res, err := act.Apply(ctx, plan)
-	fmt.Fprintf(c.App.Writer, "applied: %d QOS, %d accounts, %d lends, %d returns\n", res.QOS, res.Accounts, res.Lends, res.Returns)
+	fmt.Fprintf(c.App.Writer, "applied: %d QOS, %d accounts, %d users, %d lends, %d returns\n", res.QOS, res.Accounts, res.Users, res.Lends, res.Returns)
 	return err
 }
 

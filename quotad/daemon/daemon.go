@@ -220,8 +220,8 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 			d.Metrics.returns.WithLabelValues(acct).Add(float64(n))
 		}
 	}
-	if applied.QOS+applied.Accounts+applied.Lends+applied.Returns > 0 {
-		d.Log.Info().Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("lends", applied.Lends).
+	if applied.QOS+applied.Accounts+applied.Users+applied.Lends+applied.Returns > 0 {
+		d.Log.Info().Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("users", applied.Users).Int("lends", applied.Lends).
 			Int("returns", applied.Returns).Dur("took", time.Since(start)).Msg("cycle applied")
 	}
 	if err != nil {
@@ -260,17 +260,25 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		d.reclaimsFrom = d.now()
 	}
 	var rows []slurmdb.Preemption
+	elastic := map[string]bool{} // "job@end" of the reclaimed elastic workers
 	for _, p := range cfg.Projects {
-		id, ok, err := d.Preemptions.QOSID(ctx, cfg.Settings.BorrowQOSName(p.Account))
-		if err != nil || !ok {
-			continue
+		for _, q := range []string{cfg.Settings.BorrowQOSName(p.Account), cfg.Settings.ElasticQOSName(p.Account)} {
+			id, ok, err := d.Preemptions.QOSID(ctx, q)
+			if err != nil || !ok {
+				continue
+			}
+			got, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
+			if err != nil {
+				d.Log.Debug().Err(err).Msg("reading preemptions")
+				return
+			}
+			for _, r := range got {
+				if q == cfg.Settings.ElasticQOSName(p.Account) {
+					elastic[fmt.Sprintf("%d@%d", r.JobID, r.End)] = true
+				}
+			}
+			rows = append(rows, got...)
 		}
-		got, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
-		if err != nil {
-			d.Log.Debug().Err(err).Msg("reading preemptions")
-			return
-		}
-		rows = append(rows, got...)
 	}
 	for _, r := range rows {
 		key := fmt.Sprintf("%d@%d", r.JobID, r.End)
@@ -279,8 +287,12 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		}
 		d.reclaimsSeen[key] = true
 		d.Metrics.reclaims.WithLabelValues(r.Account).Inc()
+		detail := "Slurm preempted and requeued the borrower"
+		if elastic[key] {
+			detail = "Slurm preempted and requeued the elastic worker; elasticd ends it (the job shrinks)"
+		}
 		d.reclaims = append(d.reclaims, view.Action{At: time.Unix(r.End, 0).UTC(), Kind: "reclaim", Job: strconv.FormatUint(uint64(r.JobID), 10),
-			Account: r.Account, Detail: "Slurm preempted and requeued the borrower"})
+			Account: r.Account, Detail: detail})
 		if len(d.reclaims) > RecentActions {
 			d.reclaims = d.reclaims[len(d.reclaims)-RecentActions:]
 		}

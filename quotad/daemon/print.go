@@ -24,6 +24,9 @@ func WritePlan(w io.Writer, plan *policy.Plan) {
 	for _, c := range plan.Accounts {
 		fmt.Fprintln(w, c.String())
 	}
+	for _, c := range plan.Users {
+		fmt.Fprintln(w, c.String())
+	}
 	for _, m := range plan.Moves {
 		fmt.Fprintf(w, "%s\n    because %s\n", m, m.Reason)
 	}

@@ -193,6 +193,18 @@ func TestArrayThrottle(t *testing.T) {
 		{"lent whole: 2 tasks under a throttle of 2 are", true,
 			[]Job{job(20, "proj-b").gpu("a100", 1).array(0, 1).throttle(2).obj()},
 			[]string{"lend 20_0 proj-b", "lend 20_1 proj-b"}, ""},
+		{"a task split off in the guaranteed QOS: the rest is lent up to the throttle", false,
+			[]Job{
+				job(20, "proj-b").gpu("a100", 1).array(0, 1).throttle(2).obj(),
+				job(22, "proj-b").gpu("a100", 1).taskOf(20, 2).throttle(2).obj(),
+			},
+			[]string{"lend 20_0 proj-b", "lend 20_1 proj-b"}, ""},
+		{"lent whole: an array whose pending tasks are in two records is not lent", true,
+			[]Job{
+				job(20, "proj-b").gpu("a100", 1).array(0, 1).throttle(2).obj(),
+				job(22, "proj-b").gpu("a100", 1).taskOf(20, 2).throttle(2).obj(),
+			},
+			nil, "array 20's pending tasks are in 2 records (some were split off)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // current time. It acts only on a valid table and a snapshot younger than
 // Settings.MaxSnapshotAge; otherwise the plan has Acting=false, no actions, and Notes say why.
 //
-// Steps: sync (QOS and accounts to the table); settle pending borrowers (return them when
+// Steps: sync (QOS, accounts and users' own QOS lists to the table); settle pending borrowers (return them when
 // their project has guarantee room again, or when they may no longer borrow); lend idle GPUs to
 // over-quota pending jobs, largest weighted fair-share deficit first. Moves are planned only
 // when nothing needs syncing, so they rest on QOS that already match the table.
@@ -34,10 +34,10 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	types := gpuTypes(cfg, snap)
 	// Lends rest on the QOS and accounts matching the table; the reclaim order (who may be
 	// preempted, and in which order) follows usage every cycle and holds nothing back.
-	structure, accounts, _ := syncPlan(cfg, snap, types, nil)
+	structure, accounts, users, _ := syncPlan(cfg, snap, types, nil)
 
 	e := newEngine(cfg, snap, types, now)
-	if n := len(structure) + len(accounts); n > 0 {
+	if n := len(structure) + len(accounts) + len(users); n > 0 {
 		e.holdMoves = fmt.Sprintf("quotad first applies %d QOS/account change(s); jobs move from the next cycle on", n)
 		plan.Notes = append(plan.Notes, "no job moves this cycle: "+e.holdMoves)
 	}
@@ -49,7 +49,7 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	e.explainRunning(order)
 
 	var notes []string
-	plan.QOS, plan.Accounts, notes = syncPlan(cfg, snap, types, &order)
+	plan.QOS, plan.Accounts, plan.Users, notes = syncPlan(cfg, snap, types, &order)
 	plan.Notes = append(plan.Notes, notes...)
 	plan.Moves = e.moves
 	slices.Sort(e.notes) // the plan must not depend on the snapshot's job order
@@ -100,13 +100,14 @@ type engine struct {
 	projects  []*project // sorted by account
 	byAccount map[string]*project
 	borrowOf  map[string]*project // borrow QOS name → its project
+	elasticOf map[string]*project // elastic QOS name → its project
 	byQOS     map[string]*project // guaranteed QOS (lower case) → its project
 	tree      *accountTree
 
 	nodes     *idleNodes     // free capacity not yet promised
 	total     map[string]int // type → GPUs in the cluster
 	idleStart map[string]int // type → idle GPUs in the snapshot
-	lent      map[string]int // type → GPUs held or promised in the borrow QOS
+	lent      map[string]int // type → GPUs held or promised in the borrow and elastic QOS
 
 	needs          map[*Job]map[string]int // each job's need, computed once
 	inQuotaPending []*Job
@@ -119,6 +120,10 @@ type engine struct {
 	// arrayStarted counts, per throttled array, its tasks that run or were lent (pending in a
 	// borrow QOS): each takes one of the array's --array=...%N slots.
 	arrayStarted map[uint32]int
+	// arrayRecords counts, per array, its pending records in a guaranteed QOS: more than one
+	// when tasks were split off (returned from the borrow QOS, or updated alone).
+	arrayRecords map[uint32]int
+	mains        map[uint32]*Job // the main jobs elastic workers name, by id
 }
 
 // arrayLends collects the lend decisions on one array record's tasks, for its explanation.
@@ -132,11 +137,15 @@ type project struct {
 	cfg           Project
 	guarQOS       string
 	borrowQOS     string
+	elasticQOS    string
 	weight, usage float64
 	inUse         map[string]int // type → GPUs of started jobs in the guaranteed QOS
 	inUseTotal    int
-	borrowed      map[string]int // type → GPUs held or promised in the borrow QOS
+	// borrowed counts the borrow QOS and the elastic QOS together: the project's borrowing
+	// limits, its fair share and its place in the reclaim order see both.
+	borrowed      map[string]int // type → GPUs held or promised in the borrow and elastic QOS
 	borrowedTotal int
+	elastic       map[string]int // type → the part of borrowed in the elastic QOS
 	pending       map[string]int // type → GPUs wanted by pending jobs in the guaranteed QOS
 	reserved      map[string]int // type → GPUs of in-quota pending jobs that fit the guarantee
 	candidates    []*Job         // over-quota pending jobs, in serving order
@@ -157,11 +166,13 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 		reasons:      map[string]bool{},
 		byAccount:    map[string]*project{},
 		borrowOf:     map[string]*project{},
+		elasticOf:    map[string]*project{},
 		byQOS:        map[string]*project{},
 		tree:         newAccountTree(cfg, snap.Accounts),
 		lent:         map[string]int{},
 		explain:      map[uint32]*JobExplanation{},
 		arrayStarted: map[uint32]int{},
+		arrayRecords: map[uint32]int{},
 		needs:        map[*Job]map[string]int{},
 		arrays:       map[*Job]*arrayLends{},
 	}
@@ -170,17 +181,20 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 	}
 	for _, pc := range cfg.Projects {
 		p := &project{
-			cfg:       pc,
-			guarQOS:   cfg.Settings.GuaranteedQOSName(pc.Account),
-			borrowQOS: cfg.Settings.BorrowQOSName(pc.Account),
-			weight:    pc.ShareWeight(),
-			inUse:     map[string]int{},
-			borrowed:  map[string]int{},
-			pending:   map[string]int{},
+			cfg:        pc,
+			guarQOS:    cfg.Settings.GuaranteedQOSName(pc.Account),
+			borrowQOS:  cfg.Settings.BorrowQOSName(pc.Account),
+			elasticQOS: cfg.Settings.ElasticQOSName(pc.Account),
+			weight:     pc.ShareWeight(),
+			inUse:      map[string]int{},
+			borrowed:   map[string]int{},
+			elastic:    map[string]int{},
+			pending:    map[string]int{},
 		}
 		e.projects = append(e.projects, p)
 		e.byAccount[pc.Account] = p
 		e.borrowOf[p.borrowQOS] = p
+		e.elasticOf[p.elasticQOS] = p
 		e.byQOS[strings.ToLower(p.guarQOS)] = p
 	}
 	sort.Slice(e.projects, func(a, b int) bool { return e.projects[a].cfg.Account < e.projects[b].cfg.Account })
@@ -191,6 +205,22 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 		}
 	}
 	e.nodes, e.total, e.idleStart = newIdleNodes(snap.Nodes)
+	e.mains = map[uint32]*Job{}
+	for i := range snap.Jobs {
+		if m := snap.Jobs[i].ElasticMain; m != 0 {
+			e.mains[m] = nil
+		}
+	}
+	for i := range snap.Jobs {
+		if _, named := e.mains[snap.Jobs[i].ID]; named {
+			e.mains[snap.Jobs[i].ID] = &snap.Jobs[i]
+		}
+	}
+	for id, m := range e.mains {
+		if m == nil {
+			delete(e.mains, id)
+		}
+	}
 	return e
 }
 
@@ -199,18 +229,44 @@ func (e *engine) projectOf(account string) *project {
 	return e.byAccount[e.tree.projectOf(account)]
 }
 
-// jobProject is the project a job counts for: the owner of the guaranteed or borrow QOS it is
-// in (Slurm counts it in that QOS's limits whatever its account), else the project covering
-// its account.
+// jobProject is the project a job counts for: the owner of the guaranteed, borrow or elastic
+// QOS it is in (Slurm counts it in that QOS's limits whatever its account), else the project
+// covering its account.
 func (e *engine) jobProject(j *Job) *project {
 	q := strings.ToLower(j.QOS)
 	if p := e.byQOS[q]; p != nil {
 		return p
 	}
-	if p := e.borrowOf[q]; p != nil {
+	if p := e.lenderOf(q); p != nil {
 		return p
 	}
 	return e.projectOf(j.Account)
+}
+
+// lenderOf is the project whose borrow or elastic QOS qos (lower case) is, or nil: jobs there
+// run on borrowed GPUs.
+func (e *engine) lenderOf(qos string) *project {
+	if p := e.borrowOf[qos]; p != nil {
+		return p
+	}
+	return e.elasticOf[qos]
+}
+
+// isElastic says whether j runs or waits in an elastic QOS: a worker elasticd grew a job by.
+func (e *engine) isElastic(j *Job) bool {
+	return e.elasticOf[strings.ToLower(j.QOS)] != nil
+}
+
+// workerOf names the main job of an elastic worker, e.g. "elastic worker of main job 12", when
+// its name says so and that job is queued with the same user and account; else a plain
+// "elastic worker" (any user may name a job like a worker).
+func (e *engine) workerOf(j *Job) string {
+	if j.ElasticMain != 0 {
+		if m, ok := e.mains[j.ElasticMain]; ok && m.User == j.User && m.Account == j.Account {
+			return fmt.Sprintf("elastic worker of main job %d", j.ElasticMain)
+		}
+	}
+	return "elastic worker"
 }
 
 func (e *engine) say(j *Job, format string, args ...any) {
@@ -226,7 +282,7 @@ func (e *engine) say(j *Job, format string, args ...any) {
 func (e *engine) classify() {
 	for i := range e.snap.Jobs {
 		j := &e.snap.Jobs[i]
-		if j.ArrayThrottle > 0 && (j.State.holdsGPUs() || (j.State == StatePending && e.borrowOf[strings.ToLower(j.QOS)] != nil)) {
+		if j.ArrayThrottle > 0 && (j.State.holdsGPUs() || (j.State == StatePending && e.lenderOf(strings.ToLower(j.QOS)) != nil)) {
 			e.arrayStarted[j.ArrayJobID] += j.tasks()
 		}
 		need := j.need()
@@ -236,7 +292,7 @@ func (e *engine) classify() {
 		}
 		p := e.jobProject(j)
 		qos := strings.ToLower(j.QOS)
-		borrowing := e.borrowOf[qos] != nil
+		borrowing := e.lenderOf(qos) != nil
 		switch {
 		case j.State.holdsGPUs():
 			held := j.held()
@@ -245,6 +301,9 @@ func (e *engine) classify() {
 				addAll(e.lent, held)
 				if p != nil {
 					p.borrow(held)
+					if e.isElastic(j) {
+						addAll(p.elastic, held)
+					}
 				}
 				e.borrowRunning = append(e.borrowRunning, j)
 			case p != nil && qos == p.guarQOS:
@@ -256,13 +315,16 @@ func (e *engine) classify() {
 			case p == nil:
 				e.say(j, "runs in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
 			default:
-				e.say(j, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, p.borrowQOS)
+				e.say(j, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s, %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, p.borrowQOS, p.elasticQOS)
 			}
 		case j.State == StatePending:
 			switch {
 			case borrowing:
 				e.borrowPending = append(e.borrowPending, j)
 			case p != nil && qos == p.guarQOS:
+				if j.ArrayJobID != 0 {
+					e.arrayRecords[j.ArrayJobID]++
+				}
 				addAll(p.pending, scaled(need, j.tasks()))
 				if e.reasons[j.Reason] {
 					p.candidates = append(p.candidates, j)
@@ -367,6 +429,9 @@ func (e *engine) settleBorrowers() {
 func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 	need := e.needs[j]
 	p := e.jobProject(j)
+	if p != nil && e.isElastic(j) && j.Requeueable() {
+		return e.settleWorker(j, i, p, need)
+	}
 	if why := j.notStartable(); why != "" {
 		if p == nil {
 			return "no quota", fmt.Sprintf("waits in %s (reason %s): %s, so no GPUs are promised to it; account %s has no quota, so quotad cannot return it", j.QOS, j.Reason, why, j.Account)
@@ -407,6 +472,42 @@ func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 		return "promised", fmt.Sprintf("was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", j.QOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
 	}
 	return "waits", fmt.Sprintf("was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", j.QOS, p.cfg.Account, p.quotaText(need))
+}
+
+// settleWorker decides a pending elastic worker Slurm can requeue. Workers are elasticd's: it
+// submitted this one beyond the guarantee's room, ends it when Slurm requeues it (a reclaim is
+// a shrink) and when it waits too long, so quotad moves it only back into the guarantee when
+// that has room again (where nothing can reclaim it), never into a borrow QOS. Else it counts
+// as borrowed and keeps idle GPUs promised, within the project's borrowing limits or not:
+// Slurm starts it whenever the elastic QOS' own limit allows, and counting it too much only
+// lends a little less.
+func (e *engine) settleWorker(j *Job, i int, p *project, need map[string]int) (outcome, text string) {
+	who := e.workerOf(j)
+	if why := j.notStartable(); why != "" {
+		return "worker", fmt.Sprintf("is an %s and waits in %s (reason %s): %s, so no GPUs are promised to it; elasticd ends a worker Slurm requeued (the job shrinks) and one that waits too long", who, j.QOS, j.Reason, why)
+	}
+	if p.fits(need) {
+		text := e.returnJob(j, i, p, need, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, p.quotaText(need)))
+		p.use(need)
+		return "return", text
+	}
+	pl, ok := e.place(j, need, nil)
+	gpus := resolved(pl, ok, need)
+	over := e.limitProblems(p, gpus, sum(gpus))
+	if ok {
+		e.take(pl)
+	}
+	addAll(e.lent, gpus)
+	p.borrow(gpus)
+	addAll(p.elastic, gpus)
+	text = fmt.Sprintf("is an %s on borrowed GPUs and waits in %s to start: %s is over its guarantee (%s)", who, j.QOS, p.cfg.Account, p.quotaText(need))
+	if ok {
+		text += fmt.Sprintf("; %s idle in partition %s are promised to it", gpuList(gpus), pl.partition)
+	}
+	if len(over) > 0 {
+		text += "; " + strings.Join(over, "; ") + ", but quotad leaves workers to elasticd and Slurm starts it within the elastic QOS' own limit"
+	}
+	return "worker", text + "; elastic workers are the first borrowers reclaimed"
 }
 
 // returnJob plans the move of task i of j back to its guaranteed QOS and says so.
@@ -588,6 +689,12 @@ func (e *engine) head(p *project) (placement, bool) {
 				ok = false
 				pl.problems = append(pl.problems, fmt.Sprintf("its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent", j.ArrayThrottle, j.ArrayThrottle, started))
 			}
+		}
+		if ok && e.snap.WholeArrays && j.ArrayJobID != 0 && e.arrayRecords[j.ArrayJobID] > 1 {
+			// Slurm would try the array's tasks that still wait in the guaranteed QOS first and
+			// skip the others of the array, the lent ones included (see Snapshot.WholeArrays).
+			ok = false
+			pl.problems = append(pl.problems, fmt.Sprintf("on this Slurm release a task lent does not start while another of its array waits, and array %d's pending tasks are in %d records (some were split off), which quotad does not lend together", j.ArrayJobID, e.arrayRecords[j.ArrayJobID]))
 		}
 		if ok && e.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
 			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
@@ -885,8 +992,15 @@ func (e *engine) explainRunning(order reclaimOrder) {
 			continue
 		}
 		i, reclaimable := rank[p.cfg.Account]
+		subject := fmt.Sprintf("runs borrowed in %s (%s)", j.QOS, gpuList(held))
+		if e.isElastic(j) {
+			subject = fmt.Sprintf("is an %s on borrowed GPUs in %s (%s)", e.workerOf(j), j.QOS, gpuList(held))
+		}
 		if !reclaimable {
-			text := fmt.Sprintf("runs borrowed in %s (%s): %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", j.QOS, gpuList(held), p.cfg.Account, p.holdingText())
+			text := fmt.Sprintf("%s: %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", subject, p.cfg.Account, p.holdingText())
+			if e.isElastic(j) && j.Requeueable() {
+				text += "; should the project go over its guarantee, elastic workers are the first borrowers reclaimed, and elasticd counts a reclaim as a shrink"
+			}
 			if why := j.whyNotRequeueable(); why != "" {
 				text += fmt.Sprintf("; should its project go over its guarantee, a reclaim would KILL it, not requeue it: %s", why)
 				e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, why))
@@ -912,11 +1026,15 @@ func (e *engine) explainRunning(order reclaimOrder) {
 		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, p.holdingText(), p.excess(), ordinal(i+1), len(order.reclaimable))
 		if !j.Requeueable() {
 			// It got here without quotad (a user's own update, or flags changed after a lend).
-			e.say(j, "runs borrowed in %s (%s): %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", j.QOS, gpuList(held), loses, when, who, j.whyNotRequeueable(), j.QOS)
+			e.say(j, "%s: %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", subject, loses, when, who, j.whyNotRequeueable(), j.QOS)
 			e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, j.whyNotRequeueable()))
 			continue
 		}
-		e.say(j, "runs borrowed in %s (%s): %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", j.QOS, gpuList(held), loses, when, who, e.cfg.Settings.GraceTime)
+		if e.isElastic(j) {
+			e.say(j, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; a reclaim requeues it after a %s grace period and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, e.cfg.Settings.GraceTime)
+			continue
+		}
+		e.say(j, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", subject, loses, when, who, e.cfg.Settings.GraceTime)
 	}
 }
 
@@ -949,9 +1067,13 @@ func (e *engine) projectStatuses() []ProjectStatus {
 		}
 		var parts []string
 		for _, t := range types {
-			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: p.inUse[t], Borrowed: p.borrowed[t], Pending: p.pending[t]}
+			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: p.inUse[t], Borrowed: p.borrowed[t], Elastic: p.elastic[t], Pending: p.pending[t]}
 			st.ByType = append(st.ByType, row)
-			parts = append(parts, fmt.Sprintf("%s %d/%d guaranteed in use, %d borrowed, %d pending", typeName(t), row.InUse, row.Guaranteed, row.Borrowed, row.Pending))
+			borrowed := fmt.Sprintf("%d borrowed", row.Borrowed)
+			if row.Elastic > 0 {
+				borrowed += fmt.Sprintf(" (%d by elastic workers)", row.Elastic)
+			}
+			parts = append(parts, fmt.Sprintf("%s %d/%d guaranteed in use, %s, %d pending", typeName(t), row.InUse, row.Guaranteed, borrowed, row.Pending))
 		}
 		st.Summary = fmt.Sprintf("%s (QOS %s, weight %g): %s; all types %d/%d guaranteed in use, %d borrowed", p.cfg.Account, p.guarQOS, p.weight, strings.Join(parts, "; "), p.inUseTotal, p.cfg.Total(), p.borrowedTotal)
 		out = append(out, st)

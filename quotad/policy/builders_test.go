@@ -246,6 +246,13 @@ func applySync(s *Snapshot, plan *Plan) {
 			}
 		}
 	}
+	for _, c := range plan.Users {
+		for i := range s.Users {
+			if u := &s.Users[i]; u.User == c.User && u.Account == c.Account && (c.Partition == "" || u.Partition == c.Partition) {
+				u.QOS = append(u.QOS, c.Add...) // sacctmgr's qos+=
+			}
+		}
+	}
 	inherit(s.Accounts)
 }
 

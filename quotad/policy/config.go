@@ -19,6 +19,7 @@ import (
 // Defaults for Settings fields left out of the quota table.
 const (
 	DefaultBorrowQOS      = "borrow-{account}"
+	DefaultElasticQOS     = "elastic-{account}"
 	DefaultGuaranteedQOS  = "guar-{account}"
 	DefaultMaxSnapshotAge = 15 * time.Second
 	accountPlaceholder    = "{account}"
@@ -47,6 +48,12 @@ type Settings struct {
 	// usage: a guaranteed QOS may preempt a project's borrow QOS only while that project holds
 	// more than its guarantee, and the QOS priority orders who loses first.
 	BorrowQOS string `yaml:"borrowQOS,omitempty"`
+	// ElasticQOS names each project's elastic QOS, where elasticd runs the workers it grows a
+	// job by beyond the project's guarantee; "{account}" is replaced by the account. It lends
+	// like the borrow QOS (the project's borrowing limits count both together) but every
+	// elastic QOS has a lower Priority than every borrow QOS, so a claim reclaims elastic
+	// workers first: losing one costs a job a transition, not its progress.
+	ElasticQOS string `yaml:"elasticQOS,omitempty"`
 	// GuaranteedQOS names each project's guaranteed QOS; "{account}" is replaced by the account.
 	GuaranteedQOS string `yaml:"guaranteedQOS,omitempty"`
 	// GraceTime is the borrow QOS's time between SIGTERM and SIGKILL on reclaim.
@@ -54,9 +61,11 @@ type Settings struct {
 	// PreemptExemptTime is the borrow QOS's minimum run time before a borrower may be reclaimed.
 	PreemptExemptTime time.Duration `yaml:"preemptExemptTime,omitempty"`
 	// GuaranteedPriority sets the guaranteed QOS' Priority; nil leaves it unmanaged.
-	// BorrowPriority is the base of the borrow QOS' Priority (nil: 0). quotad sets each
-	// borrow QOS to the base plus its project's rank in the reclaim order, lowest for the
-	// project furthest over its share: Slurm's QOS preemption takes the lowest priority first.
+	// BorrowPriority is the base of the elastic and borrow QOS' Priority (nil: 0). With n
+	// projects quotad sets each elastic QOS to the base plus its project's rank in the reclaim
+	// order (0 for the project furthest over its share, n for one within its guarantee), and
+	// each borrow QOS to the base plus n+1 plus the rank: Slurm's QOS preemption takes the
+	// lowest priority first, so elastic workers before any other borrower.
 	GuaranteedPriority *int `yaml:"guaranteedPriority,omitempty"`
 	BorrowPriority     *int `yaml:"borrowPriority,omitempty"`
 	// MaxSnapshotAge: a snapshot older than this yields a plan without actions.
@@ -91,6 +100,18 @@ func (s Settings) borrowPattern() string {
 		return DefaultBorrowQOS
 	}
 	return s.BorrowQOS
+}
+
+// ElasticQOSName is the name of account's elastic QOS.
+func (s Settings) ElasticQOSName(account string) string {
+	return strings.ReplaceAll(s.elasticPattern(), accountPlaceholder, account)
+}
+
+func (s Settings) elasticPattern() string {
+	if s.ElasticQOS == "" {
+		return DefaultElasticQOS
+	}
+	return s.ElasticQOS
 }
 
 // GuaranteedQOSName is the name of account's guaranteed QOS.
@@ -221,8 +242,18 @@ func (c *Config) Validate() error {
 	if s.GuaranteedQOS != "" && strings.Count(s.GuaranteedQOS, accountPlaceholder) != 1 {
 		bad("settings.guaranteedQOS", "%q must contain %s exactly once", s.GuaranteedQOS, accountPlaceholder)
 	}
-	if s.borrowPattern() == s.GuaranteedQOS || (s.GuaranteedQOS == "" && s.borrowPattern() == DefaultGuaranteedQOS) {
+	guarPattern := s.GuaranteedQOS
+	if guarPattern == "" {
+		guarPattern = DefaultGuaranteedQOS
+	}
+	if s.borrowPattern() == guarPattern {
 		bad("settings.borrowQOS", "%q is also the guaranteed QOS pattern", s.borrowPattern())
+	}
+	if strings.Count(s.elasticPattern(), accountPlaceholder) != 1 {
+		bad("settings.elasticQOS", "%q must contain %s exactly once: each project's elastic workers run in its own QOS (e.g. %q), so that a project within its guarantee is never reclaimed", s.elasticPattern(), accountPlaceholder, DefaultElasticQOS)
+	}
+	if p := s.elasticPattern(); p == guarPattern || p == s.borrowPattern() {
+		bad("settings.elasticQOS", "%q is also the guaranteed or borrow QOS pattern", p)
 	}
 	for _, d := range []struct {
 		path string
@@ -266,6 +297,7 @@ func (c *Config) Validate() error {
 			for _, q := range []struct{ kind, name string }{
 				{"guaranteed", s.GuaranteedQOSName(p.Account)},
 				{"borrow", s.BorrowQOSName(p.Account)},
+				{"elastic", s.ElasticQOSName(p.Account)},
 			} {
 				if other, clash := seenQOS[q.name]; clash {
 					bad(field("account"), "%s QOS %q of %s is also the %s", q.kind, q.name, p.Account, other)

@@ -39,7 +39,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, p := cfg.Settings, cfg.Projects[0]
-	if s.BorrowQOSName("p") != "borrow-p" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != DefaultMaxSnapshotAge ||
+	if s.BorrowQOSName("p") != "borrow-p" || s.ElasticQOSName("p") != "elastic-p" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != DefaultMaxSnapshotAge ||
 		!reflect.DeepEqual(s.Reasons(), []string{"QOSGrpGRES"}) {
 		t.Errorf("settings defaults: %+v", s)
 	}
@@ -114,6 +114,21 @@ func TestParseConfigErrors(t *testing.T) {
 			name: "guaranteed QOS pattern needs the account",
 			yaml: "settings:\n  guaranteedQOS: guar\nprojects:\n  - account: p\n",
 			want: []string{"line 2: settings.guaranteedQOS", "must contain {account} exactly once"},
+		},
+		{
+			name: "elastic QOS pattern needs the account",
+			yaml: "settings:\n  elasticQOS: elastic\nprojects:\n  - account: p\n",
+			want: []string{"line 2: settings.elasticQOS", "must contain {account} exactly once"},
+		},
+		{
+			name: "elastic QOS pattern must differ from the borrow one",
+			yaml: "settings:\n  elasticQOS: borrow-{account}\nprojects:\n  - account: p\n",
+			want: []string{"line 2: settings.elasticQOS: \"borrow-{account}\" is also the guaranteed or borrow QOS pattern"},
+		},
+		{
+			name: "elastic QOS of one project clashing with another's guaranteed QOS",
+			yaml: "settings:\n  elasticQOS: g-{account}\n  guaranteedQOS: \"{account}\"\nprojects:\n  - account: g-p\n  - account: p\n",
+			want: []string{`elastic QOS "g-p" of p is also the guaranteed QOS of g-p`},
 		},
 		{
 			name: "borrow QOS pattern needs the account",

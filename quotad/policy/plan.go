@@ -18,6 +18,7 @@ type Plan struct {
 	// Sync actions, in the order to apply them: QOS before the accounts that name them.
 	QOS      []QOSChange
 	Accounts []AccountChange
+	Users    []UserChange // after the accounts: they name the same QOS
 	// Moves of pending jobs between QOS; returns come before lends.
 	Moves    []JobMove
 	Projects []ProjectStatus
@@ -27,7 +28,7 @@ type Plan struct {
 
 // HasActions says whether applying the plan would change anything.
 func (p *Plan) HasActions() bool {
-	return len(p.QOS)+len(p.Accounts)+len(p.Moves) > 0
+	return len(p.QOS)+len(p.Accounts)+len(p.Users)+len(p.Moves) > 0
 }
 
 // Explain returns the explanation for job id.
@@ -130,6 +131,22 @@ func (c AccountChange) String() string {
 	return b.String()
 }
 
+// UserChange adds QOS to a user association's own QOS list (sacctmgr's qos+=), leaving the
+// QOS the site gave it.
+type UserChange struct {
+	User, Account, Partition string
+	From                     []string // the list before, sorted
+	Add                      []string // sorted
+}
+
+func (c UserChange) String() string {
+	where := c.Account
+	if c.Partition != "" {
+		where += ", partition " + c.Partition
+	}
+	return fmt.Sprintf("modify user %s (account %s): qos [%s] += [%s]", c.User, where, strings.Join(c.From, ","), strings.Join(c.Add, ","))
+}
+
 // MoveKind says why a pending job changes QOS.
 type MoveKind string
 
@@ -183,7 +200,8 @@ type ProjectTypeStatus struct {
 	Type       string
 	Guaranteed int
 	InUse      int // held by started jobs in the guaranteed QOS
-	Borrowed   int // held or promised (pending after a lend) in the borrow QOS
+	Borrowed   int // held or promised (pending after a lend) in the borrow and elastic QOS
+	Elastic    int // the part of Borrowed held or promised by elastic workers (the elastic QOS)
 	Pending    int // requested by pending jobs in the guaranteed QOS
 }
 
@@ -192,7 +210,7 @@ type TypeStatus struct {
 	Type      string
 	Total     int
 	Idle      int
-	Lent      int // held or promised in the borrow QOS, this plan's lends included
+	Lent      int // held or promised in the borrow and elastic QOS, this plan's lends included
 	LendLimit int // -1: no limit
 }
 

@@ -45,8 +45,8 @@ func TestReclaimOrder(t *testing.T) {
 			cfg:  twoProjects().obj(),
 			jobs: slices.Concat(borrowers(1, 4, "proj-b"), borrowers(5, 4, "proj-c"),
 				jobs(9, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).reason("Resources") })),
-			preemptable: []string{"borrow-proj-c"},
-			priority:    map[string]int{"borrow-proj-a": 3, "borrow-proj-b": 3, "borrow-proj-c": 0},
+			preemptable: []string{"borrow-proj-c", "elastic-proj-c"},
+			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 3, "elastic-proj-b": 3, "elastic-proj-c": 0},
 			explain: map[uint32]string{
 				1: "job 1 runs borrowed in borrow-proj-b (1 a100): proj-b holds 4 GPUs (0 in quota, 4 borrowed) of a 4-GPU guarantee, borrowers counted, which is within its guarantee, so no claim may reclaim it",
 				5: "job 5 runs borrowed in borrow-proj-c (1 a100): proj-c holds 4 GPUs (0 in quota, 4 borrowed) of a 2-GPU guarantee, 4 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers",
@@ -56,8 +56,8 @@ func TestReclaimOrder(t *testing.T) {
 			name:        "bob over his guarantee with in-quota jobs and borrowers may lose borrowers",
 			cfg:         twoProjects().obj(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b")),
-			preemptable: []string{"borrow-proj-b"},
-			priority:    map[string]int{"borrow-proj-a": 3, "borrow-proj-b": 0, "borrow-proj-c": 3},
+			preemptable: []string{"borrow-proj-b", "elastic-proj-b"},
+			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 4, "borrow-proj-c": 7, "elastic-proj-b": 0},
 		},
 		{
 			name: "the project furthest over its guarantee loses first",
@@ -66,8 +66,8 @@ func TestReclaimOrder(t *testing.T) {
 			jobs: slices.Concat(
 				jobs(1, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Hour) }),
 				borrowers(5, 2, "proj-a"), borrowers(7, 3, "proj-c")),
-			preemptable: []string{"borrow-proj-a", "borrow-proj-c"},
-			priority:    map[string]int{"borrow-proj-a": 1, "borrow-proj-b": 3, "borrow-proj-c": 0},
+			preemptable: []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"},
+			priority:    map[string]int{"borrow-proj-a": 5, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 1, "elastic-proj-c": 0},
 			explain: map[uint32]string{
 				5: "2 GPU(s) beyond its guarantee: 2nd of 2 over-quota projects to lose borrowers",
 				7: "3 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers",
@@ -79,22 +79,22 @@ func TestReclaimOrder(t *testing.T) {
 				project("proj-c", gpus("v100", 2)).obj(),
 			// proj-a 4 over at weight 4 (1 per unit), proj-c 3 over at weight 1.
 			jobs:        slices.Concat(borrowers(1, 8, "proj-a"), borrowers(9, 3, "proj-c")),
-			preemptable: []string{"borrow-proj-a", "borrow-proj-c"},
-			priority:    map[string]int{"borrow-proj-a": 1, "borrow-proj-b": 3, "borrow-proj-c": 0},
+			preemptable: []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"},
+			priority:    map[string]int{"borrow-proj-a": 5, "borrow-proj-b": 7, "borrow-proj-c": 4},
 		},
 		{
 			name:        "the borrow priority setting is the base of the order",
 			cfg:         func() *Config { c := twoProjects().obj(); c.Settings.BorrowPriority = intp(100); return c }(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 1, "proj-b")),
-			preemptable: []string{"borrow-proj-b"},
-			priority:    map[string]int{"borrow-proj-a": 103, "borrow-proj-b": 100, "borrow-proj-c": 103},
+			preemptable: []string{"borrow-proj-b", "elastic-proj-b"},
+			priority:    map[string]int{"borrow-proj-a": 107, "borrow-proj-b": 104, "borrow-proj-c": 107, "elastic-proj-b": 100, "elastic-proj-a": 103},
 		},
 		{
 			name:        "nobody over quota: no guaranteed QOS may preempt",
 			cfg:         twoProjects().obj(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 2, "proj-a")),
 			preemptable: []string{},
-			priority:    map[string]int{"borrow-proj-a": 3, "borrow-proj-b": 3, "borrow-proj-c": 3},
+			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 7, "borrow-proj-c": 7, "elastic-proj-a": 3},
 		},
 	}
 	for _, tt := range tests {
@@ -126,7 +126,7 @@ func TestReclaimOrder(t *testing.T) {
 func TestReclaimOrderFollowsUsageWithoutHoldingMoves(t *testing.T) {
 	cfg := twoProjects().obj()
 	snap := snapshot().testbed(0, 4, 8).jobs(slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b"))...).synced(t, cfg).obj()
-	if got := qosNamed(t, snap, "guar-proj-a").Preempt; !reflect.DeepEqual(got, []string{"borrow-proj-b"}) {
+	if got := qosNamed(t, snap, "guar-proj-a").Preempt; !reflect.DeepEqual(got, []string{"borrow-proj-b", "elastic-proj-b"}) {
 		t.Fatalf("while bob is over quota guar-proj-a preempts %q", got)
 	}
 	// bob's in-quota jobs end; carol waits over her guarantee for the a100 they freed.
@@ -134,11 +134,13 @@ func TestReclaimOrderFollowsUsageWithoutHoldingMoves(t *testing.T) {
 	snap.Nodes = snapshot().testbed(4, 4, 8).obj().Nodes
 	plan := BuildPlan(cfg, snap, t0)
 	want := []string{
-		"modify qos borrow-proj-b: priority 0->3",
-		"modify qos borrow-proj-c: priority 3->0",
-		"modify qos guar-proj-a: preempt [borrow-proj-b]->[borrow-proj-c]",
-		"modify qos guar-proj-b: preempt [borrow-proj-b]->[borrow-proj-c]",
-		"modify qos guar-proj-c: preempt [borrow-proj-b]->[borrow-proj-c]",
+		"modify qos borrow-proj-b: priority 4->7",
+		"modify qos borrow-proj-c: priority 7->4",
+		"modify qos elastic-proj-b: priority 0->3",
+		"modify qos elastic-proj-c: priority 3->0",
+		"modify qos guar-proj-a: preempt [borrow-proj-b,elastic-proj-b]->[borrow-proj-c,elastic-proj-c]",
+		"modify qos guar-proj-b: preempt [borrow-proj-b,elastic-proj-b]->[borrow-proj-c,elastic-proj-c]",
+		"modify qos guar-proj-c: preempt [borrow-proj-b,elastic-proj-b]->[borrow-proj-c,elastic-proj-c]",
 	}
 	if got := syncLines(plan); !reflect.DeepEqual(got, want) {
 		t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -39,6 +39,9 @@ type Snapshot struct {
 	Nodes    []Node
 	QOS      []QOS
 	Accounts []Account
+	// Users are the user associations that set their own QOS list; the others inherit their
+	// account's and need nothing of their own.
+	Users []UserAssociation
 	// Usage is GPU-seconds per account over the fairness window; it breaks ties among
 	// borrowers with equal deficits in favour of the one that used less.
 	Usage map[string]float64
@@ -87,9 +90,12 @@ type Job struct {
 	// every record of the array; 0 for none. A task lent beyond it would wait in the borrow QOS
 	// with idle GPUs promised to it.
 	ArrayThrottle int
-	Priority      int64
-	SubmitTime    time.Time
-	StartTime     time.Time
+	// ElasticMain is the main job an elastic worker's name names (a job in an elastic QOS
+	// named like elasticd's workers); 0 for any other job. Only explanations use it.
+	ElasticMain uint32
+	Priority    int64
+	SubmitTime  time.Time
+	StartTime   time.Time
 }
 
 // tasks is how many jobs the record stands for.
@@ -226,6 +232,15 @@ type Account struct {
 	// from its parent's) or its default itself, rather than inheriting the parent's: a change
 	// of the parent's then does not reach it.
 	OwnQOS, OwnDefaultQOS bool
+}
+
+// UserAssociation is a user's association in an account (and partition, when it has one) that
+// sets its own QOS list, with the list as Slurm resolves it: `sacctmgr modify user ... set
+// qos=...` replaces the account's list for that user, so a QOS quotad gives the account does not
+// reach them.
+type UserAssociation struct {
+	User, Account, Partition string
+	QOS                      []string
 }
 
 // jobOrder is the order in which one project's jobs are served: Slurm's priority, then age.

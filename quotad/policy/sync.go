@@ -55,46 +55,58 @@ type reclaimOrder struct {
 	reclaimable []string
 }
 
-// desiredQOSList is every QOS the table wants: each project's borrow QOS, then each
-// project's guaranteed QOS. Without an order (nil) the reclaim fields (the guaranteed QOS' Preempt
-// lists and the borrow QOS' Priority) are left unmanaged: that is the structure lends rely on.
+// desiredQOSList is every QOS the table wants: each project's borrow QOS, then each project's
+// elastic QOS, then each project's guaranteed QOS, whose Preempt lists name the others. Without
+// an order (nil) the reclaim fields (the guaranteed QOS' Preempt lists and the elastic and
+// borrow QOS' Priority) are left unmanaged: that is the structure lends rely on.
+//
+// Priorities, with base BorrowPriority and n projects: a project's elastic QOS gets base plus
+// its rank in the order, its borrow QOS base+n+1 plus the rank, and a project out of the order
+// rank n (out of reach: the value only avoids churn). Every elastic QOS is below every borrow
+// QOS, so Slurm's preemption (lowest QOS priority first) takes elastic workers before any other
+// borrower, and within each kind follows the order.
 func desiredQOSList(cfg *Config, types []string, order *reclaimOrder) []desiredQOS {
 	s := cfg.Settings
 	requeue := "requeue"
 	grace, exempt := s.GraceTime, s.PreemptExemptTime
-	none := []string{} // a borrow QOS preempts nobody
+	none := []string{} // a borrow or elastic QOS preempts nobody
 	var preempt []string
-	priorities := map[string]int{}
+	ranks := map[string]int{}
+	base, n := 0, len(cfg.Projects)
+	if s.BorrowPriority != nil {
+		base = *s.BorrowPriority
+	}
 	if order != nil {
-		base := 0
-		if s.BorrowPriority != nil {
-			base = *s.BorrowPriority
-		}
-		preempt = make([]string, 0, len(order.reclaimable))
+		preempt = make([]string, 0, 2*len(order.reclaimable))
 		for rank, acct := range order.reclaimable {
-			preempt = append(preempt, s.BorrowQOSName(acct))
-			priorities[acct] = base + rank
+			preempt = append(preempt, s.BorrowQOSName(acct), s.ElasticQOSName(acct))
+			ranks[acct] = rank
 		}
 		for _, p := range cfg.Projects {
-			if _, ok := priorities[p.Account]; !ok {
-				priorities[p.Account] = base + len(cfg.Projects) // out of reach: the value only avoids churn
+			if _, ok := ranks[p.Account]; !ok {
+				ranks[p.Account] = n
 			}
 		}
 	}
-	// Every borrow QOS comes before the guaranteed QOS, whose Preempt lists name them.
-	var borrows, guars []desiredQOS
+	var borrows, elastics, guars []desiredQOS
 	for _, p := range cfg.Projects {
-		borrow := desiredQOS{
-			name:              s.BorrowQOSName(p.Account),
-			grpTRES:           borrowCaps(cfg, p, types),
-			preempt:           &none,
-			preemptMode:       &requeue,
-			graceTime:         &grace,
-			preemptExemptTime: &exempt,
+		lending := func(name string, priority int) desiredQOS {
+			q := desiredQOS{
+				name:              name,
+				grpTRES:           borrowCaps(cfg, p, types),
+				preempt:           &none,
+				preemptMode:       &requeue,
+				graceTime:         &grace,
+				preemptExemptTime: &exempt,
+			}
+			if order != nil {
+				q.priority = &priority
+			}
+			return q
 		}
-		if prio, ok := priorities[p.Account]; ok {
-			borrow.priority = &prio
-		}
+		rank := ranks[p.Account]
+		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), base+n+1+rank))
+		elastics = append(elastics, lending(s.ElasticQOSName(p.Account), base+rank))
 		limits := map[string]int64{gpuTRES: int64(p.Total())}
 		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
 		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
@@ -109,13 +121,14 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder) []desiredQ
 		if order != nil {
 			guar.preempt = &preempt
 		}
-		borrows, guars = append(borrows, borrow), append(guars, guar)
+		guars = append(guars, guar)
 	}
-	return append(borrows, guars...)
+	return slices.Concat(borrows, elastics, guars)
 }
 
-// borrowCaps is a project's borrow QOS GrpTRES, so that Slurm enforces what quotad's lends
-// respect: per type the smaller of the project's borrowing limit and the cluster's lending
+// borrowCaps is a project's borrow QOS GrpTRES, and its elastic QOS', so that Slurm enforces
+// what quotad's lends respect (in each QOS on its own: the sum of both is quotad's and
+// elasticd's to keep): per type the smaller of the project's borrowing limit and the cluster's lending
 // limit (the cluster-wide sum of lends is quotad's to keep), and in all the project's
 // borrowing limit or, with every type capped, the sum of the type caps. An untyped borrower
 // counts only against gres/gpu, so the total keeps it in bounds too.
@@ -210,10 +223,10 @@ func normalizeNames(names []string) []string {
 	return slices.Compact(out)
 }
 
-// syncPlan diffs the QOS objects and accounts against the quota table, with the reclaim
-// fields when order is given. Accounts missing from slurmdbd are reported, never created:
-// creating accounts is the administrator's call.
-func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) (qos []QOSChange, accounts []AccountChange, notes []string) {
+// syncPlan diffs the QOS objects, accounts and user associations against the quota table, with
+// the reclaim fields when order is given. Accounts missing from slurmdbd are reported, never
+// created: creating accounts is the administrator's call.
+func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) (qos []QOSChange, accounts []AccountChange, users []UserChange, notes []string) {
 	current := map[string]*QOS{}
 	for i := range snap.QOS {
 		current[strings.ToLower(snap.QOS[i].Name)] = &snap.QOS[i]
@@ -234,11 +247,56 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 			notes = append(notes, "account "+p.Account+" is in the quota table but not in slurmdbd: it is not managed until an administrator creates it")
 		}
 	}
-	return qos, accountChanges(cfg, snap.Accounts), notes
+	return qos, accountChanges(cfg, snap.Accounts), userChanges(cfg, snap.Accounts, snap.Users), notes
+}
+
+// projectQOS is every QOS of the project's an account (or user) under it must be allowed,
+// normalized: the guaranteed, borrow and elastic QOS.
+func projectQOS(cfg *Config, proj string) []string {
+	s := cfg.Settings
+	return normalizeNames([]string{s.GuaranteedQOSName(proj), s.BorrowQOSName(proj), s.ElasticQOSName(proj)})
+}
+
+// userChanges adds the project's QOS (projectQOS) to every user association under a project
+// that sets its own QOS list and lacks any: such a user does not inherit the account's list, so
+// Slurm would refuse to move their job into the borrow QOS (or back), or elasticd's worker of
+// their job into the elastic QOS. Only
+// what is missing is added; the QOS the site gave the user stay, unlike an account's list,
+// which quotad owns.
+func userChanges(cfg *Config, accounts []Account, users []UserAssociation) []UserChange {
+	tree := newAccountTree(cfg, accounts)
+	var out []UserChange
+	for _, u := range users {
+		proj := tree.projectOf(u.Account)
+		if proj == "" {
+			continue
+		}
+		have := normalizeNames(u.QOS)
+		var add []string
+		for _, q := range projectQOS(cfg, proj) {
+			if !slices.Contains(have, q) {
+				add = append(add, q)
+			}
+		}
+		if len(add) > 0 {
+			out = append(out, UserChange{User: u.User, Account: u.Account, Partition: u.Partition, From: have, Add: add})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		x, y := out[a], out[b]
+		if x.Account != y.Account {
+			return x.Account < y.Account
+		}
+		if x.User != y.User {
+			return x.User < y.User
+		}
+		return x.Partition < y.Partition
+	})
+	return out
 }
 
 // accountChanges keeps every account a project covers (the project and its sub-accounts, see
-// accountTree) allowed exactly the project's guaranteed and borrow QOS, with the
+// accountTree) allowed exactly the project's guaranteed, borrow and elastic QOS, with the
 // guaranteed one as default: any other allowed QOS would let its jobs run outside the quota,
 // unreclaimable. A sub-account that inherits both from its parent needs no change of its own
 // once the parent is right, so accounts are walked from the root down and a change is planned
@@ -276,7 +334,7 @@ func accountChanges(cfg *Config, accounts []Account) []AccountChange {
 		}
 		if proj := tree.projectOf(name); proj != "" {
 			guar := cfg.Settings.GuaranteedQOSName(proj)
-			want := normalizeNames([]string{guar, cfg.Settings.BorrowQOSName(proj)})
+			want := projectQOS(cfg, proj)
 			c := AccountChange{Account: name}
 			if !slices.Equal(res.qos, want) {
 				c.QOS = &Change[[]string]{From: normalizeNames(cur.QOS), To: want}

@@ -15,6 +15,9 @@ func syncLines(plan *Plan) []string {
 	for _, c := range plan.Accounts {
 		out = append(out, c.String())
 	}
+	for _, c := range plan.Users {
+		out = append(out, c.String())
+	}
 	return out
 }
 
@@ -30,19 +33,23 @@ func TestSyncFromNothing(t *testing.T) {
 		{Name: "proj-c", QOS: []string{"normal"}, DefaultQOS: "normal"},
 	}
 	plan := BuildPlan(cfg, snap, t0)
-	// Each borrow QOS caps its project's borrowing (borrowLimit, borrowLimitByType) and each
-	// type at the lending limit; with nobody over quota, no guaranteed QOS may preempt, and
-	// every borrow QOS has the out-of-reach priority (3 projects).
+	// Each borrow QOS, and each elastic QOS alike, caps its project's borrowing (borrowLimit,
+	// borrowLimitByType) and each type at the lending limit; with nobody over quota, no
+	// guaranteed QOS may preempt, and every elastic and borrow QOS has the out-of-reach rank
+	// (3 projects): elastic 3, borrow 3+1+3, every elastic below every borrow QOS.
 	want := []string{
-		"create qos borrow-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
-		"create qos borrow-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
-		"create qos borrow-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
+		"create qos borrow-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->7",
+		"create qos borrow-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->7",
+		"create qos borrow-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->7",
+		"create qos elastic-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
+		"create qos elastic-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
+		"create qos elastic-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->3",
 		"create qos guar-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0",
 		"create qos guar-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0",
 		"create qos guar-proj-c: grptres gres/gpu none->2 grptres gres/gpu:a100 none->0 grptres gres/gpu:v100 none->2",
-		"modify account proj-a: qos [normal]->[borrow-proj-a,guar-proj-a] defaultqos normal->guar-proj-a",
-		"modify account proj-b: qos [normal]->[borrow-proj-b,guar-proj-b] defaultqos normal->guar-proj-b",
-		"modify account proj-c: qos [normal]->[borrow-proj-c,guar-proj-c] defaultqos normal->guar-proj-c",
+		"modify account proj-a: qos [normal]->[borrow-proj-a,elastic-proj-a,guar-proj-a] defaultqos normal->guar-proj-a",
+		"modify account proj-b: qos [normal]->[borrow-proj-b,elastic-proj-b,guar-proj-b] defaultqos normal->guar-proj-b",
+		"modify account proj-c: qos [normal]->[borrow-proj-c,elastic-proj-c,guar-proj-c] defaultqos normal->guar-proj-c",
 	}
 	if got := syncLines(plan); !reflect.DeepEqual(got, want) {
 		t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -71,8 +78,8 @@ func TestSyncOnlyDifferences(t *testing.T) {
 			name: "raised guarantee touches one QOS, one entry",
 			cfg:  base().obj(),
 			change: func(s *Snapshot) {
-				s.QOS[2].GrpTRES["gres/gpu:a100"] = 2
-				s.QOS[2].GrpTRES["gres/gpu"] = 2
+				s.QOS[4].GrpTRES["gres/gpu:a100"] = 2
+				s.QOS[4].GrpTRES["gres/gpu"] = 2
 			},
 			want: []string{"modify qos guar-proj-a: grptres gres/gpu 2->4 grptres gres/gpu:a100 2->4"},
 		},
@@ -85,14 +92,15 @@ func TestSyncOnlyDifferences(t *testing.T) {
 		{
 			name: "dropped lend limit clears the cap",
 			cfg:  config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).obj(),
-			want: []string{"modify qos borrow-proj-a: grptres gres/gpu:a100 6->none", "modify qos borrow-proj-b: grptres gres/gpu:a100 6->none"},
+			want: []string{"modify qos borrow-proj-a: grptres gres/gpu:a100 6->none", "modify qos borrow-proj-b: grptres gres/gpu:a100 6->none",
+				"modify qos elastic-proj-a: grptres gres/gpu:a100 6->none", "modify qos elastic-proj-b: grptres gres/gpu:a100 6->none"},
 		},
 		{
 			name: "case of names and order of lists do not matter",
 			cfg:  base().obj(),
 			change: func(s *Snapshot) {
 				s.QOS[0].PreemptMode = "REQUEUE"
-				s.Accounts[0].QOS = []string{"GUAR-PROJ-A", "Borrow-Proj-A"}
+				s.Accounts[0].QOS = []string{"GUAR-PROJ-A", "Elastic-Proj-A", "Borrow-Proj-A"}
 			},
 		},
 		{
@@ -108,7 +116,7 @@ func TestSyncOnlyDifferences(t *testing.T) {
 				s.Accounts[1].QOS = append(s.Accounts[1].QOS, "normal")
 				s.Accounts[1].DefaultQOS = "normal"
 			},
-			want: []string{"modify account proj-b: qos [borrow-proj-b,guar-proj-b,normal]->[borrow-proj-b,guar-proj-b] defaultqos normal->guar-proj-b"},
+			want: []string{"modify account proj-b: qos [borrow-proj-b,elastic-proj-b,guar-proj-b,normal]->[borrow-proj-b,elastic-proj-b,guar-proj-b] defaultqos normal->guar-proj-b"},
 		},
 		{
 			name:   "times and priority",
@@ -124,7 +132,7 @@ func TestSyncOnlyDifferences(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := snapshot().testbed(8, 4, 8).synced(t, base().obj()).obj()
-			if snap.QOS[0].Name != "borrow-proj-a" || snap.QOS[2].Name != "guar-proj-a" || snap.Accounts[0].Name != "proj-a" {
+			if snap.QOS[0].Name != "borrow-proj-a" || snap.QOS[2].Name != "elastic-proj-a" || snap.QOS[4].Name != "guar-proj-a" || snap.Accounts[0].Name != "proj-a" {
 				t.Fatalf("synced snapshot order changed: %+v", snap.QOS)
 			}
 			if tt.change != nil {
@@ -138,10 +146,45 @@ func TestSyncOnlyDifferences(t *testing.T) {
 	}
 }
 
+// A user association with its own QOS list does not inherit its account's: quotad adds the
+// project's QOS to it (and only those), or Slurm would refuse the user's job in the borrow
+// QOS. Users outside every project, and users whose list has them all, are left alone.
+func TestSyncUsersWithTheirOwnQOSList(t *testing.T) {
+	cfg := config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).obj()
+	snap := snapshot().testbed(8, 4, 8).synced(t, cfg).obj()
+	snap.Accounts = append(snap.Accounts,
+		Account{Name: "team-b1", Parent: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"},
+		Account{Name: "other", Parent: "root", QOS: []string{"normal"}, DefaultQOS: "normal"})
+	snap.Users = []UserAssociation{
+		{User: "bob", Account: "proj-b", QOS: []string{"guar-proj-b", "normal", "elastic-proj-b"}},
+		{User: "dave", Account: "team-b1", Partition: "a100", QOS: []string{"Normal"}},
+		{User: "alice", Account: "proj-a", QOS: []string{"BORROW-PROJ-A", "guar-proj-a", "elastic-proj-a", "long"}},
+		{User: "erin", Account: "other", QOS: []string{"normal"}},
+	}
+	plan := BuildPlan(cfg, snap, t0)
+	want := []string{
+		"modify user bob (account proj-b): qos [elastic-proj-b,guar-proj-b,normal] += [borrow-proj-b]",
+		"modify user dave (account team-b1, partition a100): qos [normal] += [borrow-proj-b,elastic-proj-b,guar-proj-b]",
+	}
+	if got := syncLines(plan); !reflect.DeepEqual(got, want) {
+		t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(plan.Moves) != 0 || !containsLine(plan.Notes, "quotad first applies 2 QOS/account change(s)") {
+		t.Errorf("moves %v notes %q: jobs must wait for the users' lists", plan.Moves, plan.Notes)
+	}
+	applySync(snap, plan)
+	if again := BuildPlan(cfg, snap, t0); again.HasActions() {
+		t.Fatalf("not idempotent, second plan: %v", syncLines(again))
+	}
+	if got := snap.Users[0].QOS; !reflect.DeepEqual(got, []string{"guar-proj-b", "normal", "elastic-proj-b", "borrow-proj-b"}) {
+		t.Errorf("bob's list after the sync: %v, want his own QOS kept", got)
+	}
+}
+
 func TestSyncMissingAccountIsReportedNotCreated(t *testing.T) {
 	cfg := config().project("proj-a", gpus("a100", 4)).project("proj-z", gpus("a100", 1)).obj()
 	snap := snapshot().testbed(8, 4, 8).obj()
-	snap.Accounts = []Account{{Name: "proj-a", QOS: []string{"borrow-proj-a", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}}
+	snap.Accounts = []Account{{Name: "proj-a", QOS: []string{"borrow-proj-a", "elastic-proj-a", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}}
 	plan := BuildPlan(cfg, snap, t0)
 	for _, c := range plan.Accounts {
 		if c.Account == "proj-z" {
@@ -162,7 +205,7 @@ func TestNoMovesWhileSyncIsPending(t *testing.T) {
 		job(2, "proj-a").gpu("a100", 1).obj(),
 		job(3, "proj-a").gpu("a100", 1).borrowed().noRequeue().obj(),
 	).obj()
-	snap.QOS[1].GrpTRES["gres/gpu:a100"] = 0 // guar-proj-a
+	snap.QOS[2].GrpTRES["gres/gpu:a100"] = 0 // guar-proj-a
 	plan := BuildPlan(cfg, snap, t0)
 	if len(plan.QOS) != 1 || len(plan.Moves) != 0 {
 		t.Fatalf("qos %v moves %v", plan.QOS, plan.Moves)

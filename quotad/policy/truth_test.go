@@ -142,11 +142,11 @@ func TestSyncKeepsSubAccountsInTheirProjectsQOS(t *testing.T) {
 		got = append(got, c.String())
 	}
 	want := []string{
-		"modify account proj-a: qos [normal]->[borrow-proj-a,guar-proj-a] defaultqos normal->guar-proj-a",
-		"modify account proj-n: qos [normal]->[borrow-proj-n,guar-proj-n] defaultqos normal->guar-proj-n",
-		"modify account team-a2: qos [guar-proj-a,normal]->[borrow-proj-a,guar-proj-a] defaultqos normal->guar-proj-a",
-		"modify account proj-b: qos [normal]->[borrow-proj-b,guar-proj-b] defaultqos normal->guar-proj-b",
-		"modify account proj-c: qos [normal]->[borrow-proj-c,guar-proj-c] defaultqos normal->guar-proj-c",
+		"modify account proj-a: qos [normal]->[borrow-proj-a,elastic-proj-a,guar-proj-a] defaultqos normal->guar-proj-a",
+		"modify account proj-n: qos [normal]->[borrow-proj-n,elastic-proj-n,guar-proj-n] defaultqos normal->guar-proj-n",
+		"modify account team-a2: qos [guar-proj-a,normal]->[borrow-proj-a,elastic-proj-a,guar-proj-a] defaultqos normal->guar-proj-a",
+		"modify account proj-b: qos [normal]->[borrow-proj-b,elastic-proj-b,guar-proj-b] defaultqos normal->guar-proj-b",
+		"modify account proj-c: qos [normal]->[borrow-proj-c,elastic-proj-c,guar-proj-c] defaultqos normal->guar-proj-c",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("account changes:\n got %q\nwant %q", got, want)

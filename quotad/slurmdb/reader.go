@@ -1,5 +1,5 @@
 // Package slurmdb reads what quotad needs from slurmdbd's MariaDB (Slurm 22.05 schema): the
-// TRES table, QOS, account associations, admin levels and job history. It only reads: every
+// TRES table, QOS, account and user associations, admin levels and job history. It only reads: every
 // change to Slurm's own objects goes through sacctmgr, so slurmdbd stays the one writer.
 package slurmdb
 
@@ -201,6 +201,7 @@ type AssocRow struct {
 	User       string        `db:"user"`
 	Account    string        `db:"acct"`
 	ParentAcct string        `db:"parent_acct"`
+	Partition  string        `db:"partition"`
 	QOS        string        `db:"qos"`       // ",1,2,": set on the association; "" inherits
 	DeltaQOS   string        `db:"delta_qos"` // ",+3,-1,": added to or removed from the inherited list
 	DefQOSID   sql.NullInt64 `db:"def_qos_id"`
@@ -221,118 +222,132 @@ func (r *Reader) AssocRows(ctx context.Context) ([]AssocRow, error) {
 // dropped them in 25.05. Inheritance follows parent_acct (ConvertAccounts), so no tree order is
 // needed.
 func assocRowsQuery(table string) string {
-	return "SELECT id_assoc, user, acct, parent_acct, qos, delta_qos, def_qos_id FROM " + table +
+	return "SELECT id_assoc, user, acct, parent_acct, `partition`, qos, delta_qos, def_qos_id FROM " + table +
 		" WHERE deleted = 0 ORDER BY id_assoc"
 }
 
-// Accounts reads each account's own association with its QOS list and default QOS resolved
-// through inheritance, as Slurm applies them.
-func (r *Reader) Accounts(ctx context.Context) ([]policy.Account, error) {
+// Associations reads each account's own association with its QOS list and default QOS
+// resolved through inheritance, as Slurm applies them, and the user associations that set their
+// own QOS list, resolved the same way.
+func (r *Reader) Associations(ctx context.Context) ([]policy.Account, []policy.UserAssociation, error) {
 	assocs, err := r.AssocRows(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	qos, err := r.QOSRows(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ConvertAccounts(assocs, qos)
+	accounts, err := ConvertAccounts(assocs, qos)
+	if err != nil {
+		return nil, nil, err
+	}
+	users, err := ConvertUsers(assocs, qos)
+	if err != nil {
+		return nil, nil, err
+	}
+	return accounts, users, nil
 }
 
-// ConvertAccounts resolves the account associations (user "") as slurmdbd does: an empty qos
-// column inherits the parent account's list, with the delta_qos column's "+id"/"-id" entries
-// added to or removed from it (slurmdbd keeps those there; older rows may have them in qos),
-// and a NULL def_qos_id inherits the parent's default. Each account keeps its parent, for the
-// account tree.
-func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, error) {
-	qosName := map[string]string{}
-	for _, q := range qosRows {
-		qosName[strconv.FormatUint(uint64(q.ID), 10)] = q.Name
+// resolvedAssoc is an association's QOS list and default QOS as ids, inheritance applied.
+type resolvedAssoc struct {
+	qos []string // ids
+	def string   // id, "" none
+}
+
+// ownList is what the association sets itself: its qos column, or else its delta_qos column
+// (slurmdbd keeps "+id"/"-id" entries there; older rows may have them in qos). Empty: it
+// inherits.
+func ownList(a *AssocRow) []string {
+	if list := splitIDList(a.QOS); len(list) > 0 {
+		return list
 	}
-	type resolved struct {
-		qos []string // ids
-		def string   // id, "" none
+	return splitIDList(a.DeltaQOS)
+}
+
+// applyList resolves an association's own list over its parent's: an absolute list replaces
+// it, a delta list ("+id", "-id") adds to or removes from it, an empty one inherits it.
+func applyList(parent, list []string) []string {
+	if len(list) == 0 {
+		return parent
 	}
+	set := map[string]bool{}
+	if strings.HasPrefix(list[0], "+") || strings.HasPrefix(list[0], "-") {
+		for _, id := range parent {
+			set[id] = true
+		}
+	}
+	for _, e := range list {
+		switch {
+		case strings.HasPrefix(e, "+"):
+			set[e[1:]] = true
+		case strings.HasPrefix(e, "-"):
+			delete(set, e[1:])
+		default:
+			set[e] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	return out
+}
+
+// accountResolver resolves the account associations (user "") as slurmdbd does: an own list
+// over the parent account's (applyList), and a NULL def_qos_id inherits the parent's default.
+func accountResolver(assocs []AssocRow) func(acct string) *resolvedAssoc {
 	byAcct := map[string]*AssocRow{}
 	for i := range assocs {
 		if assocs[i].User == "" {
 			byAcct[assocs[i].Account] = &assocs[i]
 		}
 	}
-	cache := map[string]*resolved{}
-	var resolve func(acct string, depth int) (*resolved, error)
-	resolve = func(acct string, depth int) (*resolved, error) {
+	cache := map[string]*resolvedAssoc{}
+	var resolve func(acct string, depth int) *resolvedAssoc
+	resolve = func(acct string, depth int) *resolvedAssoc {
 		if r, ok := cache[acct]; ok {
-			return r, nil
+			return r
 		}
 		a, ok := byAcct[acct]
 		if !ok || depth > 64 {
-			return &resolved{}, nil
+			return &resolvedAssoc{}
 		}
-		parent := &resolved{}
+		parent := &resolvedAssoc{}
 		if a.ParentAcct != "" && a.ParentAcct != acct {
-			var err error
-			if parent, err = resolve(a.ParentAcct, depth+1); err != nil {
-				return nil, err
-			}
+			parent = resolve(a.ParentAcct, depth+1)
 		}
-		res := &resolved{def: parent.def}
-		list := splitIDList(a.QOS)
-		if len(list) == 0 {
-			list = splitIDList(a.DeltaQOS)
-		}
-		if len(list) == 0 {
-			res.qos = parent.qos
-		} else {
-			set := map[string]bool{}
-			delta := strings.HasPrefix(list[0], "+") || strings.HasPrefix(list[0], "-")
-			if delta {
-				for _, id := range parent.qos {
-					set[id] = true
-				}
-			}
-			for _, e := range list {
-				switch {
-				case strings.HasPrefix(e, "+"):
-					set[e[1:]] = true
-				case strings.HasPrefix(e, "-"):
-					delete(set, e[1:])
-				default:
-					set[e] = true
-				}
-			}
-			for id := range set {
-				res.qos = append(res.qos, id)
-			}
-		}
+		res := &resolvedAssoc{qos: applyList(parent.qos, ownList(a)), def: parent.def}
 		if a.DefQOSID.Valid && a.DefQOSID.Int64 > 0 {
 			res.def = strconv.FormatInt(a.DefQOSID.Int64, 10)
 		}
 		cache[acct] = res
-		return res, nil
+		return res
 	}
+	return func(acct string) *resolvedAssoc { return resolve(acct, 0) }
+}
+
+// ConvertAccounts resolves the account associations (user "") as slurmdbd does (see
+// accountResolver). Each account keeps its parent, for the account tree.
+func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, error) {
+	qosName := qosNames(qosRows)
+	resolve := accountResolver(assocs)
 	var out []policy.Account
 	for _, a := range assocs {
 		if a.User != "" || a.Account == "root" {
 			continue
 		}
-		res, err := resolve(a.Account, 0)
-		if err != nil {
-			return nil, err
-		}
+		res := resolve(a.Account)
 		acct := policy.Account{
-			Name: a.Account, OwnQOS: len(splitIDList(a.QOS))+len(splitIDList(a.DeltaQOS)) > 0,
+			Name: a.Account, OwnQOS: len(ownList(&a)) > 0,
 			OwnDefaultQOS: a.DefQOSID.Valid && a.DefQOSID.Int64 > 0,
 		}
 		if a.ParentAcct != a.Account {
 			acct.Parent = a.ParentAcct
 		}
-		for _, id := range res.qos {
-			name, ok := qosName[id]
-			if !ok {
-				return nil, fmt.Errorf("account %s allows QOS id %s, which is not in qos_table", a.Account, id)
-			}
-			acct.QOS = append(acct.QOS, name)
+		var err error
+		if acct.QOS, err = namesOf(res.qos, qosName, "account "+a.Account+" allows"); err != nil {
+			return nil, err
 		}
 		if res.def != "" {
 			name, ok := qosName[res.def]
@@ -342,6 +357,49 @@ func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, err
 			acct.DefaultQOS = name
 		}
 		out = append(out, acct)
+	}
+	return out, nil
+}
+
+// ConvertUsers resolves the user associations that set their own QOS list, absolute or as a
+// delta over their account's (whose association is their parent), as slurmdbd does. Users that
+// inherit their account's list are left out: the account's sync reaches them.
+func ConvertUsers(assocs []AssocRow, qosRows []QOSRow) ([]policy.UserAssociation, error) {
+	qosName := qosNames(qosRows)
+	resolve := accountResolver(assocs)
+	var out []policy.UserAssociation
+	for _, a := range assocs {
+		own := ownList(&a)
+		if a.User == "" || len(own) == 0 {
+			continue
+		}
+		u := policy.UserAssociation{User: a.User, Account: a.Account, Partition: a.Partition}
+		var err error
+		if u.QOS, err = namesOf(applyList(resolve(a.Account).qos, own), qosName, "user "+a.User+" in account "+a.Account+" allows"); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func qosNames(rows []QOSRow) map[string]string {
+	names := make(map[string]string, len(rows))
+	for _, q := range rows {
+		names[strconv.FormatUint(uint64(q.ID), 10)] = q.Name
+	}
+	return names
+}
+
+// namesOf turns QOS ids into names; who says whose list it is, for the error.
+func namesOf(ids []string, qosName map[string]string, who string) ([]string, error) {
+	var out []string
+	for _, id := range ids {
+		name, ok := qosName[id]
+		if !ok {
+			return nil, fmt.Errorf("%s QOS id %s, which is not in qos_table", who, id)
+		}
+		out = append(out, name)
 	}
 	return out, nil
 }

@@ -52,6 +52,35 @@ func TestConvertQOS(t *testing.T) {
 	}
 }
 
+func TestConvertUsersOwnLists(t *testing.T) {
+	assocs := append(slices.Clone(testAssocs),
+		AssocRow{ID: 11, User: "bob", Account: "proj-a", QOS: ",1,4,"},                    // sacctmgr modify user set qos=normal,guar-proj-a
+		AssocRow{ID: 12, User: "dave", Account: "team-a1", DeltaQOS: ",-3,"},              // qos-=borrow over the inherited list
+		AssocRow{ID: 13, User: "erin", Account: "proj-b", Partition: "a100", QOS: ",+4,"}, // an older row with the delta in qos
+	)
+	users, err := ConvertUsers(assocs, testQOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, u := range users {
+		q := slices.Clone(u.QOS)
+		slices.Sort(q)
+		got[u.User+"@"+u.Account+"/"+u.Partition] = join(q)
+	}
+	want := map[string]string{
+		"bob@proj-a/":      "guar-proj-a,normal",
+		"dave@team-a1/":    "guar-proj-a",        // team-a1 inherits proj-a's borrow,guar-proj-a
+		"erin@proj-b/a100": "guar-proj-a,normal", // proj-b inherits root's normal
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("users = %v, want %v (users that inherit their account's list are left out)", got, want)
+	}
+	if _, err := ConvertUsers(append(slices.Clone(testAssocs), AssocRow{ID: 14, User: "x", Account: "proj-a", QOS: ",99,"}), testQOS); err == nil {
+		t.Error("a user's QOS id missing from qos_table is accepted")
+	}
+}
+
 func TestConvertAccountsInherits(t *testing.T) {
 	accts, err := ConvertAccounts(testAssocs, testQOS)
 	if err != nil {

@@ -41,8 +41,9 @@ func TestNodesFromEveryRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			snap := &policy.Snapshot{TakenAt: time.Unix(1, 0), Nodes: got,
-				QOS:      []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 0, "gres/gpu:a100": 0}}},
-				Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}}}
+				QOS: []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "elastic-proj-b", PreemptMode: "requeue"},
+					{Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 0, "gres/gpu:a100": 0}}},
+				Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}}}
 			for id := uint32(1); id <= 6; id++ {
 				snap.Jobs = append(snap.Jobs, policy.Job{ID: id, Account: "proj-b", QOS: "guar-proj-b", State: policy.StatePending, Reason: "QOSGrpGRES",
 					Requeue: true, Batch: true, Priority: 1, Partitions: []string{"cpu", "a100"}, Nodes: 1, CPUs: 1, MemoryMB: 100, GPUsPerNode: map[string]int{"a100": 1}})
@@ -53,6 +54,74 @@ func TestNodesFromEveryRelease(t *testing.T) {
 			}
 			if ts := plan.Types[0]; ts.Total != 8 || ts.Idle != 5 {
 				t.Errorf("a100 total %d idle %d, want 8 and 5: each node once", ts.Total, ts.Idle)
+			}
+		})
+	}
+}
+
+// Captured on the testbed of each release (TestPlannedNodeLendsNothing) while backfill had
+// planned a100-1 (1 a100 allocated) and a100-2 (idle) for a 2-node job: 22.05 flags only the
+// idle node PLANNED, 24.11 and 26.05 both. A planned node lends nothing: a 4-a100 job over quota
+// is lent nowhere, a 1-a100 job only where a100-1 is not flagged.
+func TestPlannedNodesFromEveryRelease(t *testing.T) {
+	for _, tc := range []struct {
+		file           string
+		a100OnePlanned bool
+	}{
+		{"sinfo-22.05-planned.json", false},
+		{"scontrol-nodes-24.11-planned.json", true},
+		{"scontrol-nodes-26.05-planned.json", true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile("../../bridge/slurm/testdata/" + tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := slurm.ParseNodes(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unusable := map[string]string{}
+			var nodes []policy.Node
+			for _, n := range Nodes(raw) {
+				unusable[n.Name] = n.Unusable
+				if n.Name == "a100-1" || n.Name == "a100-2" {
+					nodes = append(nodes, n)
+				}
+			}
+			const planned = "planned by backfill for a pending job"
+			if unusable["a100-2"] != planned || unusable["a100-spot-1"] != "" {
+				t.Errorf("unusable: %q", unusable)
+			}
+			if got := unusable["a100-1"] == planned; got != tc.a100OnePlanned {
+				t.Errorf("a100-1 (mixed) planned: %v, want %v", got, tc.a100OnePlanned)
+			}
+
+			cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-c\n    gpus: {v100: 2}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			over := func(id uint32, gpus int) policy.Job {
+				return policy.Job{ID: id, Account: "proj-c", QOS: "guar-proj-c", State: policy.StatePending, Reason: "QOSGrpGRES",
+					Requeue: true, Batch: true, Priority: 1, Partitions: []string{"a100"}, Nodes: 1, CPUs: 1, MemoryMB: 100, GPUsPerNode: map[string]int{"a100": gpus}}
+			}
+			lends := func(j policy.Job) int {
+				snap := &policy.Snapshot{TakenAt: time.Unix(1, 0), Nodes: nodes, Jobs: []policy.Job{j},
+					QOS: []policy.QOS{{Name: "borrow-proj-c", PreemptMode: "requeue"}, {Name: "elastic-proj-c", PreemptMode: "requeue"},
+						{Name: "guar-proj-c", GrpTRES: map[string]int64{"gres/gpu": 2, "gres/gpu:a100": 0, "gres/gpu:v100": 2}}},
+					Accounts: []policy.Account{{Name: "proj-c", QOS: []string{"borrow-proj-c", "elastic-proj-c", "guar-proj-c"}, DefaultQOS: "guar-proj-c"}}}
+				plan := policy.BuildPlan(cfg, snap, time.Unix(1, 0))
+				if !plan.Acting || strings.Contains(strings.Join(plan.Notes, "\n"), "no job moves this cycle") {
+					t.Fatalf("plan does not act, or syncs first (no moves then): %v", plan.Notes)
+				}
+				return len(plan.Moves)
+			}
+			if n := lends(over(1, 4)); n != 0 {
+				t.Errorf("a 4-a100 job lent (%d moves): only a100-2 has 4 idle, and it is planned", n)
+			}
+			want := map[bool]int{true: 0, false: 1}[tc.a100OnePlanned]
+			if n := lends(over(2, 1)); n != want {
+				t.Errorf("a 1-a100 job: %d lends, want %d", n, want)
 			}
 		})
 	}
@@ -70,6 +139,8 @@ func TestNodesNotUsable(t *testing.T) {
 		{"down", func(n *slurm.Node) { n.State = "down" }, "state down"},
 		{"in a reservation (23.02 on)", func(n *slurm.Node) { n.Reservation = "maint"; n.StateFlags = []string{"RESERVED"} }, "in reservation maint"},
 		{"reserved (22.05 says it by flag only)", func(n *slurm.Node) { n.StateFlags = []string{"RESERVED"} }, "reserved"},
+		{"planned by backfill", func(n *slurm.Node) { n.StateFlags = []string{"PLANNED"} }, "planned by backfill for a pending job"},
+		{"planned and partly used", func(n *slurm.Node) { n.State = "mixed"; n.StateFlags = []string{"PLANNED"} }, "planned by backfill for a pending job"},
 	} {
 		n := base
 		tc.edit(&n)

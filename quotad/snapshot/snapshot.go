@@ -7,6 +7,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +22,7 @@ import (
 type Accounting interface {
 	TRESNames(ctx context.Context) (map[uint32]string, error)
 	QOS(ctx context.Context, tres map[uint32]string) ([]policy.QOS, error)
-	Accounts(ctx context.Context) ([]policy.Account, error)
+	Associations(ctx context.Context) ([]policy.Account, []policy.UserAssociation, error)
 	Usage(ctx context.Context, gpuID uint32, since, now time.Time) (map[string]float64, error)
 }
 
@@ -35,6 +36,8 @@ type Live interface {
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	QueueJobs(ctx context.Context) ([]slurm.Job, error)
 	ArrayThrottles(ctx context.Context, qos []string) (map[uint32]int, error)
+	ArrayTaskThrottle(ctx context.Context, arrayJobID uint32) (int, error)
+	JobNames(ctx context.Context, qos []string) (map[uint32]string, error)
 }
 
 // Builder takes snapshots.
@@ -81,6 +84,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 		tres                       map[uint32]string
 		qos                        []policy.QOS
 		accounts                   []policy.Account
+		users                      []policy.UserAssociation
 		usage                      map[string]float64
 		rel                        slurm.Release
 		nodes                      []slurm.Node
@@ -94,7 +98,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	go func() {
 		defer wg.Done()
 		clock := time.Now()
-		tres, qos, accounts, usage, accErr = b.readAccounting(ctx, started)
+		tres, qos, accounts, users, usage, accErr = b.readAccounting(ctx, started)
 		took.Accounting = time.Since(clock)
 	}()
 	go func() {
@@ -135,12 +139,23 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 			return nil, err
 		}
 	}
+	throttles = maps.Clone(throttles) // completed below; the reader's map stays as it gave it
+	if throttles == nil {
+		throttles = map[uint32]int{}
+	}
+	if err := b.splitArrayThrottles(ctx, cfg, jobs, throttles); err != nil {
+		return nil, err
+	}
 	snap := &Snapshot{
-		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Usage: usage, Nodes: Nodes(nodes),
+		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Users: users, Usage: usage, Nodes: Nodes(nodes),
 			WholeArrays: !rel.StartsSplitArrayTasks()},
 		TRES:       tres,
 		SlurmNodes: nodes,
 		Took:       took,
+	}
+	names, err := b.workerNames(ctx, cfg, jobs)
+	if err != nil {
+		return nil, err
 	}
 	for i := range jobs {
 		j, ok, err := ConvertJob(&jobs[i])
@@ -153,17 +168,81 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 			if j.ArrayJobID != 0 {
 				j.ArrayThrottle = throttles[j.ArrayJobID]
 			}
+			if main, ok := slurm.ElasticWorkerOf(names[j.ID]); ok {
+				j.ElasticMain = main
+			}
 			snap.Jobs = append(snap.Jobs, j)
 		}
 	}
 	return snap, nil
 }
 
-// readAccounting reads slurmdbd's database: TRES names, QOS, accounts and GPU usage over the
-// usage window up to started.
-func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres map[uint32]string, qos []policy.QOS, accounts []policy.Account, usage map[string]float64, err error) {
-	fail := func(err error) (map[uint32]string, []policy.QOS, []policy.Account, map[string]float64, error) {
-		return nil, nil, nil, nil, fmt.Errorf("slurmdbd database: %w", err)
+// splitArrayThrottles completes throttles for the arrays the throttle read may have missed: those
+// with a pending task split off into a guaranteed QOS, which squeue folds back into the array's
+// line without its "%N" (a task returned from the borrow QOS, or updated on its own). Each is
+// read from scontrol; an array whose throttle the read did give is not.
+func (b *Builder) splitArrayThrottles(ctx context.Context, cfg *policy.Config, jobs []slurm.Job, throttles map[uint32]int) error {
+	if cfg == nil {
+		return nil
+	}
+	guaranteed := map[string]bool{}
+	for _, p := range cfg.Projects {
+		guaranteed[strings.ToLower(cfg.Settings.GuaranteedQOSName(p.Account))] = true
+	}
+	asked := map[uint32]bool{}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.ArrayJobID == 0 || j.ID == j.ArrayJobID || !j.Pending() || !guaranteed[strings.ToLower(j.QOS)] {
+			continue
+		}
+		if _, known := throttles[j.ArrayJobID]; known || asked[j.ArrayJobID] {
+			continue
+		}
+		asked[j.ArrayJobID] = true
+		n, err := b.Live.ArrayTaskThrottle(ctx, j.ArrayJobID)
+		if err != nil {
+			return fmt.Errorf("slurmctld (scontrol show job %d, array throttle): %w", j.ArrayJobID, err)
+		}
+		if n > 0 {
+			throttles[j.ArrayJobID] = n
+		}
+	}
+	return nil
+}
+
+// workerNames reads the names of the jobs in the elastic QOS that have any (see
+// slurm.JobNames): elastic workers are told by name. Only then, and only those QOS: a cluster
+// without elastic jobs pays nothing for it.
+func (b *Builder) workerNames(ctx context.Context, cfg *policy.Config, jobs []slurm.Job) (map[uint32]string, error) {
+	if cfg == nil {
+		return nil, nil
+	}
+	elastic := map[string]bool{}
+	for _, p := range cfg.Projects {
+		elastic[strings.ToLower(cfg.Settings.ElasticQOSName(p.Account))] = true
+	}
+	var qos []string
+	for i := range jobs {
+		if q := strings.ToLower(jobs[i].QOS); elastic[q] && !slices.Contains(qos, q) {
+			qos = append(qos, q)
+		}
+	}
+	if len(qos) == 0 {
+		return nil, nil
+	}
+	slices.Sort(qos)
+	names, err := b.Live.JobNames(ctx, qos)
+	if err != nil {
+		return nil, fmt.Errorf("slurmctld (squeue, elastic workers' names): %w", err)
+	}
+	return names, nil
+}
+
+// readAccounting reads slurmdbd's database: TRES names, QOS, accounts, users with their own QOS
+// list and GPU usage over the usage window up to started.
+func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres map[uint32]string, qos []policy.QOS, accounts []policy.Account, users []policy.UserAssociation, usage map[string]float64, err error) {
+	fail := func(err error) (map[uint32]string, []policy.QOS, []policy.Account, []policy.UserAssociation, map[string]float64, error) {
+		return nil, nil, nil, nil, nil, fmt.Errorf("slurmdbd database: %w", err)
 	}
 	if tres, err = b.Accounting.TRESNames(ctx); err != nil {
 		return fail(err)
@@ -171,7 +250,7 @@ func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres m
 	if qos, err = b.Accounting.QOS(ctx, tres); err != nil {
 		return fail(err)
 	}
-	if accounts, err = b.Accounting.Accounts(ctx); err != nil {
+	if accounts, users, err = b.Accounting.Associations(ctx); err != nil {
 		return fail(err)
 	}
 	usage = map[string]float64{}
@@ -184,7 +263,7 @@ func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres m
 			return fail(err)
 		}
 	}
-	return tres, qos, accounts, usage, nil
+	return tres, qos, accounts, users, usage, nil
 }
 
 func tresID(tres map[uint32]string, name string) (uint32, bool) {
@@ -328,8 +407,11 @@ func Nodes(nodes []slurm.Node) []policy.Node {
 	return out
 }
 
-// unusable says why Slurm starts no job of ours on the node now: it is down or drained, or in
-// an active reservation (only the reservation's jobs may use it).
+// unusable says why Slurm starts no job of ours on the node now: it is down or drained, in an
+// active reservation (only the reservation's jobs may use it), or planned: backfill has kept
+// it for a pending job that starts there once the node's running jobs end, so a borrower lent
+// its idle GPUs would wait behind that job (22.05's backfill flags only nodes with nothing
+// running; from 23.02 on it flags partly used nodes too).
 func unusable(n *slurm.Node) string {
 	switch {
 	case !n.Up():
@@ -338,6 +420,8 @@ func unusable(n *slurm.Node) string {
 		return "in reservation " + n.Reservation
 	case slices.Contains(n.StateFlags, "RESERVED"):
 		return "reserved"
+	case slices.Contains(n.StateFlags, "PLANNED"):
+		return "planned by backfill for a pending job"
 	}
 	return ""
 }

@@ -23,7 +23,32 @@ type fixtureFetcher struct {
 	throttleErr error
 	throttles   map[uint32]int
 	askedQOS    *[]string // the QOS the throttle read was asked for
-	t           *testing.T
+	names       map[uint32]string
+	namesErr    error
+	qos         map[uint32]string // job id → the QOS it is in instead of the fixture's
+	namesQOS    *[]string         // the QOS the name read was asked for
+	// taskThrottles answers scontrol's per-array read; askedArrays records the arrays asked.
+	taskThrottles map[uint32]int
+	askedArrays   *[]uint32
+	t             *testing.T
+}
+
+func (f fixtureFetcher) ArrayTaskThrottle(_ context.Context, arrayJobID uint32) (int, error) {
+	if f.askedArrays != nil {
+		*f.askedArrays = append(*f.askedArrays, arrayJobID)
+	}
+	n, ok := f.taskThrottles[arrayJobID]
+	if !ok {
+		return 0, errors.New("slurm_load_jobs error: Invalid job id specified")
+	}
+	return n, nil
+}
+
+func (f fixtureFetcher) JobNames(_ context.Context, qos []string) (map[uint32]string, error) {
+	if f.namesQOS != nil {
+		*f.namesQOS = qos
+	}
+	return f.names, f.namesErr
 }
 
 func (f fixtureFetcher) ArrayThrottles(_ context.Context, qos []string) (map[uint32]int, error) {
@@ -53,7 +78,13 @@ func (f fixtureFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return slurm.ParseQueue(data)
+	jobs, err := slurm.ParseQueue(data)
+	for i := range jobs {
+		if q, ok := f.qos[jobs[i].ID]; ok {
+			jobs[i].QOS = q
+		}
+	}
+	return jobs, err
 }
 
 type fakeAccounting struct{ err error }
@@ -62,7 +93,9 @@ func (a fakeAccounting) TRESNames(context.Context) (map[uint32]string, error) {
 	return map[uint32]string{1: "cpu", 1001: "gres/gpu", 1002: "gres/gpu:a100", 1003: "gres/gpu:v100"}, a.err
 }
 func (fakeAccounting) QOS(context.Context, map[uint32]string) ([]policy.QOS, error) { return nil, nil }
-func (fakeAccounting) Accounts(context.Context) ([]policy.Account, error)           { return nil, nil }
+func (fakeAccounting) Associations(context.Context) ([]policy.Account, []policy.UserAssociation, error) {
+	return nil, nil, nil
+}
 func (fakeAccounting) Usage(context.Context, uint32, time.Time, time.Time) (map[string]float64, error) {
 	return map[string]float64{"proj-b": 10}, nil
 }
@@ -133,6 +166,7 @@ func TestTakeFailsOnAnySourceError(t *testing.T) {
 		"database":  {Live: fixtureFetcher{t: t}, Accounting: fakeAccounting{err: errors.New("connection refused")}},
 		"squeue":    {Live: fixtureFetcher{t: t, jobsErr: errors.New("slurm_load_jobs: Unable to contact slurm controller")}, Accounting: fakeAccounting{}},
 		"throttles": {Live: fixtureFetcher{t: t, throttleErr: errors.New("squeue: error: Invalid qos")}, Accounting: fakeAccounting{}},
+		"names":     {Live: fixtureFetcher{t: t, namesErr: errors.New("squeue: error: Invalid qos"), qos: map[uint32]string{13: "elastic-proj-b"}}, Accounting: fakeAccounting{}},
 	} {
 		snap, err := b.Take(context.Background(), testConfig(t))
 		if err == nil || snap != nil {
@@ -231,4 +265,76 @@ func (f arrayFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
 	jobs, err := f.fixtureFetcher.QueueJobs(ctx)
 	return append(jobs, slurm.Job{ID: 500, ArrayJobID: 500, ArrayTasks: []uint32{0, 1, 2}, User: "bob", Account: "proj-b", QOS: "guar-proj-b",
 		Partition: "a100", State: "PENDING", Batch: true, Requeue: true, NodeCount: 1, TRESPerNode: "gres:gpu:a100:1"}), err
+}
+
+// splitFetcher is arrayFetcher with task 3 of array 500 split off into its own pending record
+// in guar-proj-b (a task returned from the borrow QOS), and array 600 with task 1 split off and
+// its throttle still in the throttle read's line.
+type splitFetcher struct{ fixtureFetcher }
+
+func (f splitFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
+	jobs, err := arrayFetcher(f).QueueJobs(ctx)
+	task := func(id, array, task uint32) slurm.Job {
+		return slurm.Job{ID: id, ArrayJobID: array, ArrayTasks: []uint32{task}, User: "bob", Account: "proj-b", QOS: "guar-proj-b",
+			Partition: "a100", State: "PENDING", Batch: true, Requeue: true, NodeCount: 1, TRESPerNode: "gres:gpu:a100:1"}
+	}
+	return append(jobs, task(504, 500, 3), task(602, 600, 1), task(603, 600, 2)), err
+}
+
+// squeue folds a pending task split off into the guaranteed QOS back into its array's line
+// without the "%N": the throttle of such an array is read from scontrol, once, and only where
+// the throttle read did not give it.
+func TestTakeReadsThrottleOfArraysWithSplitTasks(t *testing.T) {
+	var arrays []uint32
+	live := splitFetcher{fixtureFetcher{t: t, throttles: map[uint32]int{600: 3}, taskThrottles: map[uint32]int{500: 2}, askedArrays: &arrays}}
+	snap, err := (&Builder{Live: live, Accounting: fakeAccounting{}}).Take(context.Background(), testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(arrays, []uint32{500}) {
+		t.Errorf("scontrol asked for arrays %v, want [500]", arrays)
+	}
+	for _, j := range snap.Jobs {
+		want := map[uint32]int{500: 2, 600: 3}[j.ArrayJobID]
+		if j.ArrayThrottle != want {
+			t.Errorf("job %d (array %d): throttle %d, want %d", j.ID, j.ArrayJobID, j.ArrayThrottle, want)
+		}
+	}
+
+	// An array that cannot be read fails the snapshot: its throttle is unknown.
+	live.taskThrottles = nil
+	if _, err := (&Builder{Live: live, Accounting: fakeAccounting{}}).Take(context.Background(), testConfig(t)); err == nil || !strings.Contains(err.Error(), "scontrol show job 500") {
+		t.Errorf("Take with an unreadable array: %v", err)
+	}
+}
+
+// Elastic workers are told by name, read only where the queue has jobs in an elastic QOS and
+// only for those QOS: a name like elasticd's workers' gives the main job; any other name, or
+// none, gives nothing.
+func TestTakeReadsElasticWorkersNames(t *testing.T) {
+	var asked []string
+	live := fixtureFetcher{t: t, namesQOS: &asked, names: map[uint32]string{13: "elastic-worker-14", 15: "elastic-worker-x"}}
+	if _, err := (&Builder{Live: live, Accounting: fakeAccounting{}}).Take(context.Background(), testConfig(t)); err != nil {
+		t.Fatal(err)
+	}
+	if asked != nil {
+		t.Fatalf("names read for QOS %q although no job is in an elastic QOS", asked)
+	}
+	live.qos = map[uint32]string{13: "elastic-proj-b", 15: "Elastic-Proj-B"}
+	snap, err := (&Builder{Live: live, Accounting: fakeAccounting{}}).Take(context.Background(), testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"elastic-proj-b"}; !slices.Equal(asked, want) {
+		t.Fatalf("names read for QOS %q, want %q", asked, want)
+	}
+	for _, j := range snap.Jobs {
+		want := uint32(0)
+		if j.ID == 13 {
+			want = 14
+		}
+		if j.ElasticMain != want {
+			t.Errorf("job %d: ElasticMain %d, want %d", j.ID, j.ElasticMain, want)
+		}
+	}
 }

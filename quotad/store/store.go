@@ -226,7 +226,7 @@ func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
 func ptr[T any](v T) *T { return &v }
 
 // settingNames are the quota_settings rows, one per Settings field.
-var settingNames = []string{"borrowQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons"}
+var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons"}
 
 func settingValues(s policy.Settings) map[string]string {
 	out := map[string]string{}
@@ -236,6 +236,7 @@ func settingValues(s policy.Settings) map[string]string {
 		}
 	}
 	put("borrowQOS", s.BorrowQOS)
+	put("elasticQOS", s.ElasticQOS)
 	put("guaranteedQOS", s.GuaranteedQOS)
 	if s.GraceTime != 0 {
 		put("graceTime", s.GraceTime.String())
@@ -261,6 +262,8 @@ func setSetting(s *policy.Settings, name, value string) error {
 	switch name {
 	case "borrowQOS":
 		s.BorrowQOS = value
+	case "elasticQOS":
+		s.ElasticQOS = value
 	case "guaranteedQOS":
 		s.GuaranteedQOS = value
 	case "graceTime":

@@ -70,7 +70,8 @@ type ProjectGPUs struct {
 	GPUType    string `json:"gpu_type"`
 	Guaranteed int    `json:"guaranteed"`
 	InUse      int    `json:"in_use"`   // held by started jobs in the guaranteed QOS
-	Borrowed   int    `json:"borrowed"` // held or promised in the borrow QOS
+	Borrowed   int    `json:"borrowed"` // held or promised in the borrow and elastic QOS
+	Elastic    int    `json:"elastic"`  // the part of borrowed held or promised by elastic workers
 	Lent       int    `json:"lent"`     // unused guarantee borrowers hold now
 	Pending    int    `json:"pending"`  // requested by pending jobs in the guaranteed QOS
 }
@@ -167,7 +168,7 @@ func Projects(plan *policy.Plan, cfg *policy.Config) []Project {
 		}
 		for _, row := range ps.ByType {
 			p.GPUs = append(p.GPUs, ProjectGPUs{GPUType: TypeLabel(row.Type), Guaranteed: row.Guaranteed, InUse: row.InUse,
-				Borrowed: row.Borrowed, Lent: LentFrom(plan, row), Pending: row.Pending})
+				Borrowed: row.Borrowed, Elastic: row.Elastic, Lent: LentFrom(plan, row), Pending: row.Pending})
 		}
 		out = append(out, p)
 	}

@@ -54,13 +54,15 @@ func scene(t *testing.T) (*policy.Config, *policy.Snapshot) {
 		snap.Jobs = append(snap.Jobs, job(id, "proj-b", "bob", policy.StateRunning))
 	}
 	snap.Jobs = append(snap.Jobs, job(5, "proj-b", "bob", policy.StatePending), job(6, "proj-a", "alice", policy.StateRunning))
-	// QOS and accounts as quotad has synced them: each project borrows in its own QOS, the
-	// lend limit caps each, proj-b's borrow limit caps its own.
+	// QOS and accounts as quotad has synced them: each project borrows in its own QOS (and
+	// its elastic workers in another), the lend limit caps each, proj-b's borrow limit caps
+	// its own.
 	borrowGPUs := map[string]int64{"proj-a": 3, "proj-b": 2}
 	for _, a := range []string{"proj-a", "proj-b"} {
 		snap.QOS = append(snap.QOS, policy.QOS{Name: "guar-" + a, GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}},
-			policy.QOS{Name: "borrow-" + a, PreemptMode: "requeue", Priority: 2, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}})
-		snap.Accounts = append(snap.Accounts, policy.Account{Name: a, QOS: []string{"borrow-" + a, "guar-" + a}, DefaultQOS: "guar-" + a})
+			policy.QOS{Name: "borrow-" + a, PreemptMode: "requeue", Priority: 5, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}},
+			policy.QOS{Name: "elastic-" + a, PreemptMode: "requeue", Priority: 2, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}})
+		snap.Accounts = append(snap.Accounts, policy.Account{Name: a, QOS: []string{"borrow-" + a, "elastic-" + a, "guar-" + a}, DefaultQOS: "guar-" + a})
 	}
 	return cfg, snap
 }

@@ -17,11 +17,12 @@ type SlurmConf struct {
 	SlurmUserID uint32 // SlurmUser's uid
 }
 
-// borrowQOSAsked returns the first QOS of the request's list that is a borrow QOS, or "".
-// From 24.11 --qos may list several QOS, comma-separated, for Slurm to try in order.
+// borrowQOSAsked returns the first QOS of the request's list that is a borrow or an elastic
+// QOS (both preemptable), or "". From 24.11 --qos may list several QOS, comma-separated, for
+// Slurm to try in order.
 func borrowQOSAsked(cfg *pools.Config, qosList string) string {
 	for q := range strings.SplitSeq(qosList, ",") {
-		if q = strings.TrimSpace(q); cfg.IsBorrowQOS(q) {
+		if q = strings.TrimSpace(q); cfg.IsLendingQOS(q) {
 			return q
 		}
 	}

@@ -47,6 +47,13 @@ func TestSubmitIntoBorrowQOSOnlyWhenSlurmCanRequeue(t *testing.T) {
 		{"a named borrow QOS makes the default ordinary", "lend", salloc("borrow-proj-b", 0), jr1, ""},
 		{"per-project pattern (the default) named", "borrow-{account}", salloc("borrow-proj-b", pools.NoVal16), jr1, "QOS borrow-proj-b is preemptable"},
 		{"per-project pattern, batch --requeue", "borrow-{account}", sbatch("borrow-proj-b", 1), jr1, ""},
+		// The elastic QOS is preemptable too (elasticd's workers beyond the guarantee, reclaimed first).
+		{"salloc into the elastic QOS", "", salloc("elastic-proj-b", pools.NoVal16), jr1, "QOS elastic-proj-b is preemptable"},
+		{"sbatch --no-requeue into the elastic QOS", "", sbatch("elastic-proj-a", 0), jr1, "this job was submitted with --no-requeue, so it would be killed"},
+		{"sbatch without --requeue into the elastic QOS under JobRequeue=0", "", sbatch("elastic-proj-a", pools.NoVal16), jr0, "QOS elastic-proj-a is preemptable"},
+		{"elasticd's worker: sbatch --requeue into the elastic QOS", "", sbatch("elastic-proj-a", 1), jr1, ""},
+		{"elastic in a QOS list (24.11 on)", "", salloc("guar-proj-a,Elastic-Proj-A", pools.NoVal16), jr1, "QOS Elastic-Proj-A is preemptable"},
+		{"a named borrow QOS keeps the default elastic QOS guarded", "lend", salloc("elastic-proj-b", 0), jr1, "QOS elastic-proj-b is preemptable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +94,9 @@ func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 		{"SlurmUser's uid unknown", "borrow-proj-b", 64030, SlurmConf{}, true},
 		{"a borrow_qos_admins user (quotad as slurmbridge)", "borrow-proj-b", 998, conf, false},
 		{"an update that does not touch the QOS", "", 1001, conf, false},
+		{"a user into the elastic QOS", "elastic-proj-b", 1001, conf, true},
+		{"root into the elastic QOS", "elastic-proj-b", 0, conf, false},
+		{"a borrow_qos_admins user into the elastic QOS", "elastic-proj-b", 998, conf, false},
 	}
 	cfg := configWithBorrow(t, "")
 	for _, tt := range tests {
@@ -145,6 +155,24 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 	ok.QOS, ok.Requeue = "borrow-proj-b", 1
 	if out := f.p.Submit(ok, 1001); out.Reject != NotRejected || out.SetPartition != "a100" {
 		t.Fatalf("sbatch --requeue --qos=borrow: %+v, want it routed", out)
+	}
+}
+
+// elastic_qos names the elastic QOS; the default elastic-{account} is then an ordinary QOS.
+func TestNamedElasticQOSIsGuarded(t *testing.T) {
+	cfg, err := pools.Parse([]byte("elastic_qos: grow-{account}\n"+twoPools), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jr1 := SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030}
+	req := gpuJob("gres/gpu:a100:1")
+	req.QOS, req.Batch = "grow-proj-a", false
+	if got := submitBorrowRefusal(cfg, req, jr1); !strings.Contains(got, "QOS grow-proj-a is preemptable") {
+		t.Fatalf("salloc into the named elastic QOS: %q, want refused", got)
+	}
+	req.QOS = "elastic-proj-a"
+	if got := submitBorrowRefusal(cfg, req, jr1); got != "" {
+		t.Fatalf("salloc into an ordinary QOS refused: %q", got)
 	}
 }
 

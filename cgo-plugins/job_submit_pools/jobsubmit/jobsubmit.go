@@ -99,6 +99,9 @@ type Plugin struct {
 	// SlurmConf reads slurmctld's configuration for each decision; set by the cgo layer before
 	// Init. Left nil, Slurm's settings count as unknown.
 	SlurmConf func() SlurmConf
+	// LogEnabled says whether slurmctld keeps lines of a level, so that a line for each job is
+	// built only when someone will read it; set by the cgo layer. Left nil, every level is kept.
+	LogEnabled func(Level) bool
 	// lookupUID resolves borrow_qos_admins when a config is loaded (on the watcher, never on
 	// the submit path); os/user unless a test sets it.
 	lookupUID func(name string) (uint32, error)
@@ -128,6 +131,10 @@ func systemUID(name string) (uint32, error) {
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
 	return uint32(uid), err
+}
+
+func (p *Plugin) logs(level Level) bool {
+	return p.LogEnabled == nil || p.LogEnabled(level)
 }
 
 func (p *Plugin) slurmConf() SlurmConf {
@@ -189,7 +196,12 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 	if l := p.cfg.Load(); l != nil {
 		cfg = l.cfg
 	}
-	if msg := submitBorrowRefusal(cfg, req, p.slurmConf()); msg != "" {
+	// slurmctld's settings matter only to a job that names a QOS: the rest skip two calls out of Go.
+	var conf SlurmConf
+	if req.QOS != "" {
+		conf = p.slurmConf()
+	}
+	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {
 		p.log(LevelInfo, fmt.Sprintf("submit by uid %d refused: %s", uid, msg))
 		return Outcome{Reject: RejectQOS, UserMessage: msg}
 	}
@@ -217,7 +229,9 @@ func (p *Plugin) Modify(req *pools.Request, uid uint32) Outcome {
 func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
 	switch d.Action {
 	case pools.SetPartition:
-		p.log(LevelVerbose, fmt.Sprintf("%s by uid %d: partition %s", op, uid, d.Partition))
+		if p.logs(LevelVerbose) {
+			p.log(LevelVerbose, fmt.Sprintf("%s by uid %d: partition %s", op, uid, d.Partition))
+		}
 		return Outcome{SetPartition: d.Partition, UserMessage: d.Message}
 	case pools.Reject:
 		p.log(LevelInfo, fmt.Sprintf("%s by uid %d refused: %s", op, uid, d.Message))
@@ -227,7 +241,7 @@ func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
 		}
 		return Outcome{Reject: kind, UserMessage: d.Message}
 	default:
-		if d.Err != nil {
+		if d.Err != nil && p.logs(LevelVerbose) {
 			// Slurm will judge a request we could not read; say so in the log only.
 			p.log(LevelVerbose, fmt.Sprintf("%s by uid %d not routed: %v", op, uid, d.Err))
 		}
@@ -263,7 +277,7 @@ func (p *Plugin) check(initial bool) {
 		return
 	}
 	p.cfg.Store(&loaded{cfg: cfg, admins: p.resolveAdmins(cfg.BorrowQOSAdmins)})
-	p.log(LevelInfo, fmt.Sprintf("loaded %d pools from %s (policy %s, borrow QOS %s)", len(cfg.Pools), p.path, cfg.Policy, cfg.BorrowQOSPattern()))
+	p.log(LevelInfo, fmt.Sprintf("loaded %d pools from %s (policy %s, borrow QOS %s, elastic QOS %s)", len(cfg.Pools), p.path, cfg.Policy, cfg.BorrowQOSPattern(), cfg.ElasticQOSPattern()))
 }
 
 // resolveAdmins finds the uids of borrow_qos_admins; a user unknown here is logged and left out

@@ -116,6 +116,28 @@ func TestSubmitRoutesAndTellsTheUser(t *testing.T) {
 	}
 }
 
+func TestLinesSlurmctldDropsAreNotBuilt(t *testing.T) {
+	f := newFixture(t, twoPools)
+	f.p.LogEnabled = func(l Level) bool { return l <= LevelInfo } // SlurmctldDebug=info
+	if out := f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out.SetPartition != "a100" {
+		t.Fatalf("outcome = %+v, want a100", out)
+	}
+	if f.log.contains("partition a100") {
+		t.Fatalf("verbose routing line sent at info level: %q", f.log.lines)
+	}
+	if out := f.p.Submit(gpuJob("gres:gpu:h100:1"), 1001); out.Reject == NotRejected {
+		t.Fatalf("impossible request outcome = %+v, want a refusal", out)
+	}
+	if !f.log.contains("refused") {
+		t.Fatalf("refusal not logged at info level: %q", f.log.lines)
+	}
+	f.p.LogEnabled = func(Level) bool { return true }
+	f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001)
+	if !f.log.contains("partition a100") {
+		t.Fatalf("verbose routing line missing at verbose level: %q", f.log.lines)
+	}
+}
+
 func TestSubmitRejectsWithGRESErrorForImpossibleGPURequest(t *testing.T) {
 	f := newFixture(t, twoPools)
 	req := gpuJob("gres:gpu:a100:1")

@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+)
+
+// readAssociations is the cluster's associations with their limits. The cluster's name is
+// read once: the associations of another cluster of the same slurmdbd are not this one's.
+func (d *Daemon) readAssociations(ctx context.Context) ([]slurm.AssociationLimits, error) {
+	if d.cluster == "" {
+		name, err := d.slurm.ClusterName(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading the cluster's name: %w", err)
+		}
+		d.cluster = name
+	}
+	return d.slurm.Associations(ctx, d.cluster)
+}
+
+// nextWorkerQOS is the GrpTRES of the QOS the job's next worker of type t would run in (the
+// guarantee's while it has room, else the elastic QOS); nil when unknown.
+func (d *Daemon) nextWorkerQOS(main slurm.Job, snap *snapshot, t policy.GPUType, gpus int) gpureq.TRES {
+	r := d.roomFor(main, snap, t)
+	qos, _ := r.take(gpus)
+	return snap.qos[strings.ToLower(qos)]
+}
+
+// assocScope is one association that limits the main job's user: its limits, the jobs they
+// count, and how the status names it.
+type assocScope struct {
+	limits slurm.AssociationLimits
+	covers func(slurm.Job) bool
+	name   string
+	user   bool // a user's association, where Max limits apply
+}
+
+// associationRoom is how many more workers of shape s and GPU type t (in one of parts) the
+// associations of the main job's user and account, up the account tree, admit: Slurm keeps a
+// job pending while any of them would go over a limit, so elasticd submits none that would.
+// why names the tightest limit; unlimited when none applies. Running jobs count with what
+// they hold, pending ones with what they ask for (they are ahead of a new worker).
+//
+// qos is the GrpTRES of the QOS the worker runs in (nil: unknown). Slurm checks a job's QOS
+// first and skips an association's GrpTRES on a TRES that QOS limits itself: a project's
+// guarantee QOS, which limits gres/gpu, overrides an association's gres/gpu limit for the
+// jobs in it. The partition's QOS, and QOS limits other than GrpTRES, are not read: those
+// association limits always count, which can only hold a worker back that Slurm would start.
+func (d *Daemon) associationRoom(main slurm.Job, snap *snapshot, s workerShape, t policy.GPUType, parts []string, qos gpureq.TRES) (n int, why string) {
+	if snap.assocErr != nil {
+		return 0, fmt.Sprintf("association limits unreadable: %v", snap.assocErr)
+	}
+	users, accounts := associationChain(snap.assocs, main, parts)
+	worker := gpureq.TRES{"cpu": uint64(s.tasks * s.cpusPerTask), "node": 1, "gres/gpu": uint64(s.gpus)}
+	if t != "gpu" {
+		worker["gres/gpu:"+string(t)] = uint64(s.gpus)
+	}
+	if s.memMB > 0 {
+		worker["mem"] = s.memMB
+	}
+	n = unlimited
+	limit := func(room int64, text string) {
+		if n == unlimited || room < int64(n) {
+			n, why = int(max(room, 0)), text
+		}
+	}
+	for _, sc := range append(slices.Clone(users), accounts...) {
+		held := gpureq.TRES{}
+		running, queued := int64(0), int64(0) // queued: running or pending
+		for _, j := range snap.jobs {
+			if !sc.covers(j) {
+				continue
+			}
+			switch {
+			case j.Running():
+				running++
+				queued++
+				for k, v := range j.TRESAlloc {
+					held[k] += v
+				}
+			case j.Pending():
+				queued += int64(j.TaskCount())
+				for k, v := range j.TRESReq {
+					held[k] += v * uint64(j.TaskCount())
+				}
+			}
+		}
+		grp, err := gpureq.ParseTRES(sc.limits.GrpTRES)
+		if err != nil {
+			limit(0, fmt.Sprintf("%s: GrpTRES %q unreadable", sc.name, sc.limits.GrpTRES))
+		}
+		for _, k := range slices.Sorted(maps.Keys(grp)) {
+			if _, byQOS := qos[k]; byQOS {
+				continue
+			}
+			if need := worker[k]; need > 0 {
+				limit((int64(grp[k])-int64(held[k]))/int64(need),
+					fmt.Sprintf("%s has GrpTRES %s=%d, and its jobs hold or wait for %d", sc.name, k, grp[k], held[k]))
+			}
+		}
+		if l := sc.limits.GrpJobs; l != slurm.NoLimit {
+			limit(int64(l)-running, fmt.Sprintf("%s has GrpJobs=%d, and %d of its jobs run", sc.name, l, running))
+		}
+		if l := sc.limits.GrpSubmitJobs; l != slurm.NoLimit {
+			limit(int64(l)-queued, fmt.Sprintf("%s has GrpSubmitJobs=%d, and %d of its jobs run or wait", sc.name, l, queued))
+		}
+		if !sc.user {
+			continue
+		}
+		// Max limits apply to each user's association; one that sets none inherits its
+		// account's, then that account's parent's.
+		lineage := append([]assocScope{sc}, accounts...)
+		inherited := func(get func(slurm.AssociationLimits) int) int {
+			for _, up := range lineage {
+				if v := get(up.limits); v != slurm.NoLimit {
+					return v
+				}
+			}
+			return slurm.NoLimit
+		}
+		if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxJobs }); l != slurm.NoLimit {
+			limit(int64(l)-running, fmt.Sprintf("%s has MaxJobs=%d, and %d of its jobs run", sc.name, l, running))
+		}
+		if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxSubmitJobs }); l != slurm.NoLimit {
+			limit(int64(l)-queued, fmt.Sprintf("%s has MaxSubmitJobs=%d, and %d of its jobs run or wait", sc.name, l, queued))
+		}
+		for _, up := range lineage {
+			if up.limits.MaxTRESPerJob == "" {
+				continue
+			}
+			perJob, err := gpureq.ParseTRES(up.limits.MaxTRESPerJob)
+			if err != nil {
+				limit(0, fmt.Sprintf("%s: MaxTRES %q unreadable", up.name, up.limits.MaxTRESPerJob))
+			}
+			for _, k := range slices.Sorted(maps.Keys(perJob)) {
+				if worker[k] > perJob[k] {
+					limit(0, fmt.Sprintf("%s has MaxTRES %s=%d per job, and a worker asks for %d", sc.name, k, perJob[k], worker[k]))
+				}
+			}
+			break
+		}
+	}
+	return n, why
+}
+
+// associationChain is the main job's user's associations in its account (those of the
+// partitions its workers may use, or of none), and its account's and every account's above,
+// nearest first.
+func associationChain(assocs []slurm.AssociationLimits, main slurm.Job, parts []string) (users, accounts []assocScope) {
+	parent := map[string]string{}
+	byName := map[string]slurm.AssociationLimits{}
+	for _, a := range assocs {
+		switch {
+		case a.User == "" && a.Partition == "":
+			acct := strings.ToLower(a.Account)
+			byName[acct] = a
+			parent[acct] = strings.ToLower(a.ParentAccount)
+		case strings.EqualFold(a.User, main.User) && strings.EqualFold(a.Account, main.Account) &&
+			(a.Partition == "" || slices.ContainsFunc(parts, func(p string) bool { return strings.EqualFold(p, a.Partition) })):
+			name := fmt.Sprintf("the association of user %s in account %s", a.User, a.Account)
+			if a.Partition != "" {
+				name += " on partition " + a.Partition
+			}
+			users = append(users, assocScope{limits: a, user: true, name: name, covers: func(j slurm.Job) bool {
+				return strings.EqualFold(j.User, a.User) && strings.EqualFold(j.Account, a.Account) &&
+					(a.Partition == "" || strings.EqualFold(j.Partition, a.Partition))
+			}})
+		}
+	}
+	// under: account acct is a or below it.
+	under := func(acct, a string) bool {
+		seen := map[string]bool{}
+		for acct = strings.ToLower(acct); acct != "" && !seen[acct]; acct = parent[acct] {
+			if acct == a {
+				return true
+			}
+			seen[acct] = true
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	for acct := strings.ToLower(main.Account); acct != "" && !seen[acct]; acct = parent[acct] {
+		seen[acct] = true
+		a, ok := byName[acct]
+		if !ok {
+			break
+		}
+		accounts = append(accounts, assocScope{limits: a, name: "account " + a.Account, covers: func(j slurm.Job) bool { return under(j.Account, acct) }})
+	}
+	return users, accounts
+}

@@ -1,0 +1,118 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+)
+
+// alice's association in proj-a allows 6 GPUs (GrpTRES=gres/gpu=6). Her elastic job's main
+// job fills her project's guarantee (4 a100), so its one-GPU workers borrow, in a QOS that
+// sets no gres/gpu limit of its own: there the association's limit is the one Slurm applies.
+// On a curve where every worker pays, and with a100 GPUs left idle, the job grows to 3 workers
+// (6 GPUs) and holds: elasticd submits no worker that the limit would keep pending, and its
+// status names the limit.
+func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
+	r := newElasticRun(t)
+	c := r.c
+	// The limit's hold names what alice's jobs hold or wait for: jobs an earlier package left
+	// being cancelled (the replay's, say) must be gone first.
+	drained := time.Now().Add(2 * time.Minute)
+	for {
+		jobs, err := c.Slurm().QueueJobs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left []uint32
+		for _, j := range jobs {
+			if j.User == "alice" {
+				left = append(left, j.ID)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(drained) {
+			t.Fatalf("alice still has jobs %v in the queue from an earlier test", left)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	setLimit := func(ctx context.Context, grp string) error {
+		out, err := c.Run(ctx, "sacctmgr", "-i", "modify", "user", "where", "name=alice", "account=proj-a", "set", "grptres="+grp)
+		if err != nil {
+			t.Logf("sacctmgr: %s", out)
+		}
+		return err
+	}
+	if err := setLimit(ctx, "gres/gpu=6"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := setLimit(context.Background(), "gres/gpu=-1"); err != nil {
+			t.Errorf("clearing alice's limit: %v", err)
+		}
+	})
+	assocs, err := c.Slurm().ShowAssociationLimits(ctx, "")
+	if i := slices.IndexFunc(assocs, func(a slurm.AssociationLimits) bool { return a.User == "alice" && a.Account == "proj-a" }); err != nil || i < 0 || assocs[i].GrpTRES != "gres/gpu=6" {
+		t.Fatalf("alice's association after the change: %+v, %v", assocs, err)
+	}
+
+	_, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=1:4:1\n#SBATCH --elastic-pools=a100\n"+
+		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --curve 1:100,2:200,3:300,4:400\n",
+		"-p", "a100", "--gres=gpu:a100:4")
+	const why = "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=6, and its jobs hold or wait for 6)"
+	held := 0
+	st := r.cycleUntil(ctx, t, main, func(st *JobStatus) bool {
+		if st.Size["a100"] > 3 {
+			t.Fatalf("grew past the association's 6 GPUs: %+v", st)
+		}
+		if strings.Contains(st.Reason, why) {
+			held++ // for several cycles: it stays held, and nothing pends meanwhile
+		}
+		return held >= 5
+	})
+	if st.Decision != "hold" || st.Size["a100"] != 3 {
+		t.Fatalf("status %+v, want a hold at 3 workers", st)
+	}
+	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.State != "RUNNING" || !strings.HasPrefix(row.QOS, "borrow-") && !strings.HasPrefix(row.QOS, "elastic-") {
+			t.Errorf("worker %s: %s in %s (%s); want running on borrowed GPUs", row.ID, row.State, row.QOS, row.Reason)
+		}
+	}
+	if len(rows) != 2 {
+		t.Fatalf("worker jobs %+v, want the 2 the limit allows", rows)
+	}
+	t.Logf("held at 3 workers: %s", st.Reason)
+
+	// Where elasticd held, Slurm holds too: one more GPU job of alice's on borrowed GPUs
+	// (idle a100 GPUs are there) waits on her association's limit.
+	probe, err := c.Submit(ctx, "alice", "-p", "a100", "--qos=borrow-proj-a", "--requeue", "--gres=gpu:a100:1", "--output=/dev/null", "--wrap", "sleep 120")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Cancel(probe)
+	var row slurm.QueueRow
+	for ctx.Err() == nil && !strings.HasPrefix(row.Reason, "AssocGrp") {
+		rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: []string{probe}})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("squeue of job %s: %+v, %v", probe, rows, err)
+		}
+		if row = rows[0]; row.State != "PENDING" {
+			t.Fatalf("job %s: %s in %s; Slurm started what elasticd held back (the association limit does not hold it)", probe, row.State, row.QOS)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("alice's next GPU job %s pends in %s: %s", probe, row.QOS, row.Reason)
+}
