@@ -8,6 +8,10 @@
 # VARIANTS="none pools lua" names the compared job_submit plugins (none = no plugin; gonoop = a
 # Go plugin that does nothing, bench/noopplugin, built here; any other name must be a
 # job_submit_NAME.so in the testbed's PluginDir).
+# The jobs repeat three request shapes, as a cluster's submissions repeat a few, so job_submit/pools
+# answers nearly all of them from its decision cache (the cache_hits column). UNIQUE=1 gives each
+# job its own comment: every request is new, the cache never answers, and the figure is the cost
+# of deciding each job in Go.
 set -euo pipefail
 ROUNDS=${1:-6}
 JOBS=${2:-1000}
@@ -75,6 +79,7 @@ submit_round() {
 		2) part=a100-spot,a100,v100; set -- --gpus=2 --wrap true ;;
 		esac
 		[ "$variant" = none ] && set -- -p "$part" "$@"
+		[ "$UNIQUE" = 1 ] && set -- --comment="bench-{}" "$@"
 		exec nice -n 19 runuser -u alice -- sbatch --hold --parsable --quiet --chdir=/tmp --output=/dev/null --job-name='"$NAME"' "$@"' sh "$variant" >/dev/null 2>&1
 }
 
@@ -87,11 +92,14 @@ ctld_cpu_ticks() {
 }
 ctld_threads() { ls "/proc/$(pgrep -o -x slurmctld)/task" | wc -l; }
 # job_submit/pools logs its own time per submission every 1000 calls (crossing into Go
-# included): the round's last such figure, or - when the round wrote none.
+# included) and how many its decision cache answered: the round's last such figures, or - when
+# the round wrote none.
 CTLD_LOG=$(scontrol show config | awk -F' = ' '/^SlurmctldLogFile/ {print $2}')
 log_lines() { wc -l <"$CTLD_LOG"; }
-plugin_us() {
-	tail -n +"$(($1 + 1))" "$CTLD_LOG" | sed -n 's/.*job_submit\/pools: submissions .* took \([0-9.]*\) us each.*/\1/p' | tail -n1 | grep . || echo -
+plugin_window() { # FROM-LINE: "US HITS" of the last window line after it
+	tail -n +"$(($1 + 1))" "$CTLD_LOG" |
+		sed -n 's/.*job_submit\/pools: submissions .* took \([0-9.]*\) us each.*; \([0-9]*\) answered from the decision cache.*/\1 \2/p' |
+		tail -n1 | grep . || echo "- -"
 }
 TICKS=$(getconf CLK_TCK)
 STATE_DIR=$(scontrol show config | awk -F' = ' '/^StateSaveLocation/ {print $2}')
@@ -116,7 +124,8 @@ done
 declare -A results ratios cpu
 inplugin=""
 n=${#variants[@]}
-echo "round variant ave_time_us ctld_cpu_us_per_job ctld_threads plugin_us_per_job"
+export UNIQUE=${UNIQUE:-0}
+echo "round variant ave_time_us ctld_cpu_us_per_job ctld_threads plugin_us_per_job cache_hits_per_1000"
 for round in $(seq 1 "$ROUNDS"); do
 	# Rotate the order each round so no variant always runs first (after a reconfigure).
 	offset=$(((round - 1) % n))
@@ -133,9 +142,9 @@ for round in $(seq 1 "$ROUNDS"); do
 		results[$v]+="$t "
 		cpu[$v]+="$c "
 		this[$v]=$t
-		p=$(plugin_us "$l0")
+		read -r p hits <<<"$(plugin_window "$l0")"
 		[ "$p" = - ] || inplugin+="$(awk -v a="$p" -v b="$t" 'BEGIN {print a / b}') "
-		echo "$round $v $t $c $(ctld_threads) $p"
+		echo "$round $v $t $c $(ctld_threads) $p $hits"
 		scancel --name="$NAME"
 		for _ in $(seq 1 300); do
 			[ -z "$(squeue -h -t all --name="$NAME" -o %i | head -n1)" ] && break
@@ -164,4 +173,4 @@ for v in "${variants[@]}"; do
 done
 [ -z "$inplugin" ] || printf '  job_submit/pools own time (its log, every 1000 calls) / its round'"'"'s ave_time: median %.4f\n' \
 	"$(tr ' ' '\n' <<<"$inplugin" | grep . | median)"
-echo "  (goal: pools/none <= 1.03; Slurm $(sinfo --version | awk '{print $2}'))"
+echo "  (goal: pools/none <= 1.03; Slurm $(sinfo --version | awk '{print $2}'); UNIQUE=$UNIQUE: $([ "$UNIQUE" = 1 ] && echo 'every request new' || echo 'three request shapes repeated'))"

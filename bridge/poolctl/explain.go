@@ -72,7 +72,6 @@ func requestFromFlags(flag func(name string) string) (pools.Request, error) {
 		Op:             pools.Submit,
 		Partition:      flag("partition"),
 		Comment:        flag("comment"),
-		Name:           flag("job-name"),
 		MinCPUs:        1,
 		CPUsPerTask:    pools.NoVal16,
 		PnMinCPUs:      pools.NoVal16,

@@ -76,7 +76,6 @@ func job(opts ...jobOption) Request {
 	r := Request{
 		MinCPUs: 1, CPUsPerTask: NoVal16, PnMinCPUs: NoVal16, PnMinMemory: NoVal64,
 		MinNodes: NoVal, MaxNodes: NoVal, NumTasks: NoVal, NTasksPerNode: NoVal16, SocketsPerNode: NoVal16,
-		Name: "wrap",
 	}
 	for _, o := range opts {
 		o(&r)

@@ -40,7 +40,7 @@ func capturedRequest(t *testing.T, line string) Request {
 		NTasksPerNode:  uint16(num("ntasks_per_node")),
 		SocketsPerNode: NoVal16, // not in the capture
 
-		Name: f["name"], Comment: f["comment"], Features: f["features"],
+		Comment: f["comment"], Features: f["features"],
 	}
 	if op == "modify" {
 		r.Op = Modify

@@ -49,7 +49,6 @@ type Request struct {
 	NumTasks       uint32
 	NTasksPerNode  uint16
 	SocketsPerNode uint16 // for --gpus-per-socket
-	Name           string
 	Comment        string // carries the workload class: "class=NAME"
 	Features       string // --constraint; not interpreted (see the package doc)
 	// QOS is the requested QOS, possibly a comma-separated list (24.11 on).

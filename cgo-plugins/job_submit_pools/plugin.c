@@ -1,6 +1,8 @@
 /*
- * job_submit/pools: slurmctld's entry points. They only forward to Go (pools.go), which copies
- * the job_desc fields it needs and asks bridge/pools where the job goes.
+ * job_submit/pools: slurmctld's entry points. They copy the job_desc fields routing reads into
+ * a struct pools_request, answer from the decision cache when that very request was decided
+ * before under the same config, and otherwise ask Go (pools.go), which asks bridge/pools where
+ * the job goes; then they write the answer into job_desc.
  */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
@@ -8,9 +10,11 @@
 #include <stdint.h>
 #include <time.h>
 #include <stdlib.h>
+#include <string.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include "decision_cache.h"
 #include "glue.h"
 #include "_cgo_export.h"
 
@@ -62,21 +66,24 @@ int init(void)
 	ctld_conf = dlsym(RTLD_DEFAULT, "slurm_conf");
 	if (!ctld_conf)
 		slurm_error("job_submit/pools: slurm_conf not found in slurmctld: JobRequeue counts as 0 for jobs asking for the borrow QOS");
+	pools_cache_init();
 	return pools_go_init(getenv("SLURMBRIDGE_POOLS_CONFIG"), getenv("SLURM_CONF"));
 }
 
 int fini(void)
 {
 	pools_go_fini();
+	pools_cache_fini();
 	return SLURM_SUCCESS;
 }
 
 /* What each submission costs slurmctld's RPC thread in this plugin, crossing into Go included,
  * as the thread sees it (waiting for a Go P, if any, counts). Every SUBMIT_WINDOW calls one log
- * line gives the window's mean and maximum: an admin can see the plugin's share of a submission
- * next to sdiag's RPC times, and bench/plugin-overhead.sh reads it. */
+ * line gives the window's mean and maximum and how many the decision cache answered: an admin
+ * can see the plugin's share of a submission next to sdiag's RPC times, and
+ * bench/plugin-overhead.sh reads it. */
 #define SUBMIT_WINDOW 1000
-static _Atomic uint64_t submit_calls, submit_window_ns, submit_window_max_ns;
+static _Atomic uint64_t submit_calls, submit_window_ns, submit_window_max_ns, submit_window_hits;
 
 static uint64_t monotonic_ns(void)
 {
@@ -86,11 +93,13 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static void account_submit(uint64_t ns)
+static void account_submit(uint64_t ns, int cache_hit)
 {
-	uint64_t max = atomic_load(&submit_window_max_ns), n, total;
+	uint64_t max = atomic_load(&submit_window_max_ns), n, total, hits;
 
 	atomic_fetch_add(&submit_window_ns, ns);
+	if (cache_hit)
+		atomic_fetch_add(&submit_window_hits, 1);
 	while (ns > max && !atomic_compare_exchange_weak(&submit_window_max_ns, &max, ns))
 		;
 	n = atomic_fetch_add(&submit_calls, 1) + 1;
@@ -99,17 +108,98 @@ static void account_submit(uint64_t ns)
 	/* Calls racing with this reset land in the next window: a figure, not a ledger. */
 	total = atomic_exchange(&submit_window_ns, 0);
 	max = atomic_exchange(&submit_window_max_ns, 0);
-	slurm_info("job_submit/pools: submissions %llu-%llu took %.1f us each in the plugin on average, at most %.1f us",
+	hits = atomic_exchange(&submit_window_hits, 0);
+	slurm_info("job_submit/pools: submissions %llu-%llu took %.1f us each in the plugin on average, at most %.1f us; %llu answered from the decision cache",
 		   (unsigned long long) (n - SUBMIT_WINDOW + 1), (unsigned long long) n,
-		   total / 1e3 / SUBMIT_WINDOW, max / 1e3);
+		   total / 1e3 / SUBMIT_WINDOW, max / 1e3, (unsigned long long) hits);
+}
+
+/* The settings of slurmctld that the Go side reads while deciding. */
+static void read_settings(uint64_t n[POOLS_NUMBERS])
+{
+	n[POOLS_JOB_REQUEUE] = (uint64_t) pools_job_requeue();
+	n[POOLS_SLURM_USER] = (uint64_t) pools_slurm_user_id();
+	n[POOLS_LOG_LEVEL] = (uint64_t) slurm_get_log_level();
+}
+
+static void request_from(const job_desc_msg_t *d, uint32_t uid, struct pools_request *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->s[POOLS_PARTITION] = d->partition;
+	r->s[POOLS_TRES_PER_JOB] = d->tres_per_job;
+	r->s[POOLS_TRES_PER_NODE] = d->tres_per_node;
+	r->s[POOLS_TRES_PER_SOCKET] = d->tres_per_socket;
+	r->s[POOLS_TRES_PER_TASK] = d->tres_per_task;
+	r->s[POOLS_COMMENT] = d->comment;
+	r->s[POOLS_FEATURES] = d->features;
+	r->s[POOLS_QOS] = d->qos;
+	r->n[POOLS_MIN_CPUS] = d->min_cpus;
+	r->n[POOLS_CPUS_PER_TASK] = d->cpus_per_task;
+	r->n[POOLS_PN_MIN_CPUS] = d->pn_min_cpus;
+	r->n[POOLS_PN_MIN_MEMORY] = d->pn_min_memory;
+	r->n[POOLS_MIN_NODES] = d->min_nodes;
+	r->n[POOLS_MAX_NODES] = d->max_nodes;
+	r->n[POOLS_NUM_TASKS] = d->num_tasks;
+	r->n[POOLS_NTASKS_PER_NODE] = d->ntasks_per_node;
+	r->n[POOLS_SOCKETS_PER_NODE] = d->sockets_per_node;
+	/* slurmctld makes a job a batch job exactly when its job_desc carries a script. */
+	r->n[POOLS_BATCH] = d->script != NULL;
+	r->n[POOLS_REQUEUE] = d->requeue;
+	r->n[POOLS_UID] = uid;
+	read_settings(r->n);
+}
+
+/* Writes Go's answer into job_desc; the strings stay the caller's. */
+static int apply_outcome(job_desc_msg_t *desc, char **err_msg, const struct pools_outcome *out)
+{
+	if (out->partition)
+		pools_set_partition(desc, out->partition);
+	if (out->message)
+		pools_set_err_msg(err_msg, out->message);
+	return out->rc;
 }
 
 int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 {
-	uint64_t t0 = monotonic_ns();
-	int rc = pools_go_submit(job_desc, submit_uid, err_msg);
+	uint64_t t0 = monotonic_ns(), settings[POOLS_NUMBERS];
+	/* Read before Go loads its config: an answer decided under a config swapped out meanwhile
+	 * is stored under the old generation and never served. */
+	uint64_t generation = pools_cache_generation();
+	struct pools_request req;
+	struct pools_cache_key key;
+	struct pools_outcome out = { 0 };
+	int rc, keyed, hit = 0;
 
-	account_submit(monotonic_ns() - t0);
+	request_from(job_desc, submit_uid, &req);
+	keyed = pools_cache_key(&req, &key);
+	if (keyed && pools_cache_apply(&key, job_desc, err_msg, &rc)) {
+		hit = 1;
+	} else {
+		pools_go_submit(&req, &out);
+		rc = apply_outcome(job_desc, err_msg, &out);
+		/* A debug level or JobRequeue that changed while Go decided: the key may not say what
+		 * the answer was made under. */
+		read_settings(settings);
+		if (!keyed || memcmp(settings + POOLS_JOB_REQUEUE, req.n + POOLS_JOB_REQUEUE,
+				     sizeof(uint64_t) * (POOLS_NUMBERS - POOLS_JOB_REQUEUE)))
+			out.cacheable = 0;
+		pools_cache_store(&key, generation, &out);
+	}
+	account_submit(monotonic_ns() - t0, hit);
+	return rc;
+}
+
+static int modify(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
+{
+	struct pools_request req;
+	struct pools_outcome out = { 0 };
+	int rc;
+
+	request_from(job_desc, submit_uid, &req);
+	pools_go_modify(&req, &out);
+	rc = apply_outcome(job_desc, err_msg, &out);
+	free(out.partition);
+	free(out.message);
 	return rc;
 }
 
@@ -120,13 +210,13 @@ int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid, char **err_msg)
 {
 	(void) job_ptr;
-	return pools_go_modify(job_desc, submit_uid, err_msg);
+	return modify(job_desc, submit_uid, err_msg);
 }
 #else
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
 {
 	(void) job_ptr;
-	return pools_go_modify(job_desc, submit_uid, NULL);
+	return modify(job_desc, submit_uid, NULL);
 }
 #endif
 

@@ -72,6 +72,7 @@ func pools_go_init(poolsConfigEnv, slurmConfEnv *C.char) (rc C.int) {
 	p := jobsubmit.New(jobsubmit.ConfigPath(goString(poolsConfigEnv), goString(slurmConfEnv)), logToSlurm)
 	p.SlurmConf = slurmConf
 	p.LogEnabled = logEnabled
+	p.ConfigChanged = func() { C.pools_cache_invalidate() }
 	p.Init()
 	if old := plugin.Swap(p); old != nil {
 		old.Fini()
@@ -99,20 +100,23 @@ func pools_go_fini() {
 	}
 }
 
+// pools_go_submit decides a new job; plugin.c writes the answer into job_desc and may keep it in
+// its decision cache when out->cacheable says the same request would get the same answer.
+//
 //export pools_go_submit
-func pools_go_submit(desc *C.job_desc_msg_t, uid C.uint32_t, errMsg **C.char) (rc C.int) {
-	defer guard(&rc)
+func pools_go_submit(req *C.struct_pools_request, out *C.struct_pools_outcome) {
+	defer guardOutcome(out)
 	p := plugin.Load()
 	if p == nil {
-		return slurmSuccess
+		// No plugin yet (or any more): nothing to remember either.
+		return
 	}
-	req := requestFrom(desc, pools.Submit)
-	out := p.Submit(&req, uint32(uid))
-	apply(desc, out, errMsg)
-	return errno(out.Reject)
+	r := requestFrom(req, pools.Submit)
+	setOutcome(out, p.Submit(&r, uid(req)))
 }
 
-// pools_go_modify gets errMsg NULL from 22.05, whose job_modify has no err_msg.
+// pools_go_modify decides an update of a pending job; plugin.c gives err_msg as NULL on 22.05,
+// whose job_modify has none.
 //
 // What it cannot check: job_desc on modify holds only the fields being changed, so
 // `scontrol update jobid=N partition=cpu` of a pending GPU job arrives without its GPU request.
@@ -123,16 +127,44 @@ func pools_go_submit(desc *C.job_desc_msg_t, uid C.uint32_t, errMsg **C.char) (r
 // slurmctld holds the job lock. So this plugin lets such an update through unchecked.
 //
 //export pools_go_modify
-func pools_go_modify(desc *C.job_desc_msg_t, uid C.uint32_t, errMsg **C.char) (rc C.int) {
-	defer guard(&rc)
+func pools_go_modify(req *C.struct_pools_request, out *C.struct_pools_outcome) {
+	defer guardOutcome(out)
 	p := plugin.Load()
 	if p == nil {
-		return slurmSuccess
+		return
 	}
-	req := requestFrom(desc, pools.Modify)
-	out := p.Modify(&req, uint32(uid))
-	apply(desc, out, errMsg)
-	return errno(out.Reject)
+	r := requestFrom(req, pools.Modify)
+	setOutcome(out, p.Modify(&r, uid(req)))
+}
+
+// guardOutcome turns a Go panic into a logged error and an unchanged job, never remembered: a
+// panic escaping into slurmctld would kill it.
+func guardOutcome(out *C.struct_pools_outcome) {
+	if r := recover(); r != nil {
+		logToSlurm(jobsubmit.LevelError, fmt.Sprintf("internal error, job left unchanged: %v", r))
+		freeOutcome(out)
+		*out = C.struct_pools_outcome{}
+	}
+}
+
+// setOutcome hands the decision to plugin.c, which frees the strings.
+func setOutcome(out *C.struct_pools_outcome, o jobsubmit.Outcome) {
+	res := C.struct_pools_outcome{rc: errno(o.Reject)}
+	if o.SetPartition != "" {
+		res.partition = C.CString(o.SetPartition)
+	}
+	if o.UserMessage != "" {
+		res.message = C.CString(o.UserMessage)
+	}
+	if !o.Logged {
+		res.cacheable = 1
+	}
+	*out = res
+}
+
+func freeOutcome(out *C.struct_pools_outcome) {
+	C.free(unsafe.Pointer(out.partition))
+	C.free(unsafe.Pointer(out.message))
 }
 
 // slurmConf reads slurmctld's slurm_conf in memory, for each decision: JobRequeue may change
@@ -158,47 +190,37 @@ func errno(r jobsubmit.Rejection) C.int {
 	return slurmSuccess
 }
 
-func apply(desc *C.job_desc_msg_t, out jobsubmit.Outcome, errMsg **C.char) {
-	if out.SetPartition != "" {
-		cpart := C.CString(out.SetPartition)
-		C.pools_set_partition(desc, cpart)
-		C.free(unsafe.Pointer(cpart))
-	}
-	if out.UserMessage != "" && errMsg != nil {
-		cmsg := C.CString(out.UserMessage)
-		C.pools_set_err_msg(errMsg, cmsg)
-		C.free(unsafe.Pointer(cmsg))
+// requestFrom converts what plugin.c copied from job_desc; NULL strings become "" and numbers
+// keep Slurm's NO_VAL sentinels, which bridge/pools interprets. It reads nothing else of the
+// job: the decision cache tells requests apart by exactly these fields.
+func requestFrom(req *C.struct_pools_request, op pools.Op) pools.Request {
+	str := func(i C.int) string { return goString(req.s[i]) }
+	num := func(i C.int) uint64 { return uint64(req.n[i]) }
+	return pools.Request{
+		Op:             op,
+		Partition:      str(C.POOLS_PARTITION),
+		TRESPerJob:     str(C.POOLS_TRES_PER_JOB),
+		TRESPerNode:    str(C.POOLS_TRES_PER_NODE),
+		TRESPerSocket:  str(C.POOLS_TRES_PER_SOCKET),
+		TRESPerTask:    str(C.POOLS_TRES_PER_TASK),
+		MinCPUs:        uint32(num(C.POOLS_MIN_CPUS)),
+		CPUsPerTask:    uint16(num(C.POOLS_CPUS_PER_TASK)),
+		PnMinCPUs:      uint16(num(C.POOLS_PN_MIN_CPUS)),
+		PnMinMemory:    num(C.POOLS_PN_MIN_MEMORY),
+		MinNodes:       uint32(num(C.POOLS_MIN_NODES)),
+		MaxNodes:       uint32(num(C.POOLS_MAX_NODES)),
+		NumTasks:       uint32(num(C.POOLS_NUM_TASKS)),
+		NTasksPerNode:  uint16(num(C.POOLS_NTASKS_PER_NODE)),
+		SocketsPerNode: uint16(num(C.POOLS_SOCKETS_PER_NODE)),
+		Comment:        str(C.POOLS_COMMENT),
+		Features:       str(C.POOLS_FEATURES),
+		QOS:            str(C.POOLS_QOS),
+		Batch:          num(C.POOLS_BATCH) != 0,
+		Requeue:        uint16(num(C.POOLS_REQUEUE)),
 	}
 }
 
-// requestFrom copies the fields routing reads; NULL strings become "" and numbers keep
-// Slurm's NO_VAL sentinels, which bridge/pools interprets.
-func requestFrom(d *C.job_desc_msg_t, op pools.Op) pools.Request {
-	return pools.Request{
-		Op:             op,
-		Partition:      goString(d.partition),
-		TRESPerJob:     goString(d.tres_per_job),
-		TRESPerNode:    goString(d.tres_per_node),
-		TRESPerSocket:  goString(d.tres_per_socket),
-		TRESPerTask:    goString(d.tres_per_task),
-		MinCPUs:        uint32(d.min_cpus),
-		CPUsPerTask:    uint16(d.cpus_per_task),
-		PnMinCPUs:      uint16(d.pn_min_cpus),
-		PnMinMemory:    uint64(d.pn_min_memory),
-		MinNodes:       uint32(d.min_nodes),
-		MaxNodes:       uint32(d.max_nodes),
-		NumTasks:       uint32(d.num_tasks),
-		NTasksPerNode:  uint16(d.ntasks_per_node),
-		SocketsPerNode: uint16(d.sockets_per_node),
-		Name:           goString(d.name),
-		Comment:        goString(d.comment),
-		Features:       goString(d.features),
-		QOS:            goString(d.qos),
-		// slurmctld makes a job a batch job exactly when its job_desc carries a script.
-		Batch:   d.script != nil,
-		Requeue: uint16(d.requeue),
-	}
-}
+func uid(req *C.struct_pools_request) uint32 { return uint32(req.n[C.POOLS_UID]) }
 
 func goString(s *C.char) string {
 	if s == nil {

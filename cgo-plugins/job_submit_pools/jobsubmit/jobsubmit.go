@@ -58,6 +58,9 @@ type Outcome struct {
 	Reject       Rejection
 	SetPartition string // "" leaves job_desc->partition as it is
 	UserMessage  string // shown by sbatch/srun/salloc ("" for none)
+	// Logged: deciding wrote a line to slurmctld's log. The cgo layer may answer a repeated
+	// request from its cache only when not: a line an admin relies on must be written each time.
+	Logged bool
 }
 
 // RecheckInterval is how often the watcher stat()s the config file.
@@ -102,6 +105,9 @@ type Plugin struct {
 	// LogEnabled says whether slurmctld keeps lines of a level, so that a line for each job is
 	// built only when someone will read it; set by the cgo layer. Left nil, every level is kept.
 	LogEnabled func(Level) bool
+	// ConfigChanged is called after each swap of the loaded config (a new one, or none), so
+	// that the cgo layer drops the decisions it cached under the old one; may be nil.
+	ConfigChanged func()
 	// lookupUID resolves borrow_qos_admins when a config is loaded (on the watcher, never on
 	// the submit path); os/user unless a test sets it.
 	lookupUID func(name string) (uint32, error)
@@ -161,7 +167,7 @@ func (p *Plugin) Fini() {
 		p.stopped.Wait()
 		p.stop = nil
 	}
-	p.cfg.Store(nil)
+	p.setConfig(nil)
 	p.stamp = fileStamp{}
 }
 
@@ -203,7 +209,7 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 	}
 	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {
 		p.log(LevelInfo, fmt.Sprintf("submit by uid %d refused: %s", uid, msg))
-		return Outcome{Reject: RejectQOS, UserMessage: msg}
+		return Outcome{Reject: RejectQOS, UserMessage: msg, Logged: true}
 	}
 	if cfg == nil {
 		return Outcome{}
@@ -221,7 +227,7 @@ func (p *Plugin) Modify(req *pools.Request, uid uint32) Outcome {
 	}
 	if msg := modifyBorrowRefusal(l.cfg, req, uid, p.slurmConf(), l.admins); msg != "" {
 		p.log(LevelInfo, fmt.Sprintf("update by uid %d refused: %s", uid, msg))
-		return Outcome{Reject: RejectQOS, UserMessage: msg}
+		return Outcome{Reject: RejectQOS, UserMessage: msg, Logged: true}
 	}
 	return p.outcome(l.cfg.Route(req), "update", uid)
 }
@@ -229,23 +235,36 @@ func (p *Plugin) Modify(req *pools.Request, uid uint32) Outcome {
 func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
 	switch d.Action {
 	case pools.SetPartition:
+		out := Outcome{SetPartition: d.Partition, UserMessage: d.Message}
 		if p.logs(LevelVerbose) {
 			p.log(LevelVerbose, fmt.Sprintf("%s by uid %d: partition %s", op, uid, d.Partition))
+			out.Logged = true
 		}
-		return Outcome{SetPartition: d.Partition, UserMessage: d.Message}
+		return out
 	case pools.Reject:
 		p.log(LevelInfo, fmt.Sprintf("%s by uid %d refused: %s", op, uid, d.Message))
 		kind := RejectPartition
 		if d.GPUs.IsGPU() {
 			kind = RejectGRES
 		}
-		return Outcome{Reject: kind, UserMessage: d.Message}
+		return Outcome{Reject: kind, UserMessage: d.Message, Logged: true}
 	default:
+		out := Outcome{UserMessage: d.Message}
 		if d.Err != nil && p.logs(LevelVerbose) {
 			// Slurm will judge a request we could not read; say so in the log only.
 			p.log(LevelVerbose, fmt.Sprintf("%s by uid %d not routed: %v", op, uid, d.Err))
+			out.Logged = true
 		}
-		return Outcome{UserMessage: d.Message}
+		return out
+	}
+}
+
+// setConfig swaps the loaded config (nil: none) and tells the cgo layer, after the swap: a
+// decision made under the old one is then never answered from its cache.
+func (p *Plugin) setConfig(l *loaded) {
+	p.cfg.Store(l)
+	if p.ConfigChanged != nil {
+		p.ConfigChanged()
 	}
 }
 
@@ -259,7 +278,7 @@ func (p *Plugin) check(initial bool) {
 		}
 		p.stamp = fileStamp{}
 		if errors.Is(err, fs.ErrNotExist) {
-			p.cfg.Store(nil)
+			p.setConfig(nil)
 		}
 		return
 	}
@@ -276,7 +295,7 @@ func (p *Plugin) check(initial bool) {
 		}
 		return
 	}
-	p.cfg.Store(&loaded{cfg: cfg, admins: p.resolveAdmins(cfg.BorrowQOSAdmins)})
+	p.setConfig(&loaded{cfg: cfg, admins: p.resolveAdmins(cfg.BorrowQOSAdmins)})
 	p.log(LevelInfo, fmt.Sprintf("loaded %d pools from %s (policy %s, borrow QOS %s, elastic QOS %s)", len(cfg.Pools), p.path, cfg.Policy, cfg.BorrowQOSPattern(), cfg.ElasticQOSPattern()))
 }
 

@@ -138,6 +138,64 @@ func TestLinesSlurmctldDropsAreNotBuilt(t *testing.T) {
 	}
 }
 
+// The cgo layer answers a repeated request from its cache only when deciding it wrote nothing
+// to slurmctld's log: a refusal is logged for every job, a routing line whenever verbose is on.
+func TestOutcomeSaysWhetherALineWasLogged(t *testing.T) {
+	f := newFixture(t, twoPools)
+	f.p.LogEnabled = func(l Level) bool { return l <= LevelInfo } // SlurmctldDebug=info
+	borrow := gpuJob("gres:gpu:a100:1")
+	borrow.QOS, borrow.Batch = "borrow-proj-b", false // salloc into the borrow QOS
+	impossible := gpuJob("gres:gpu:a100:1")
+	impossible.Partition = "cpu"
+	for _, tc := range []struct {
+		name    string
+		req     *pools.Request
+		verbose bool
+		logged  bool
+	}{
+		{"routed at info", gpuJob("gres:gpu:a100:1"), false, false},
+		{"CPU job at info", func() *pools.Request { r := unset(); return &r }(), false, false},
+		{"unreadable request at info", gpuJob("gres:gpu:a100:x"), false, false},
+		{"refused", impossible, false, true},
+		{"borrow QOS refused", borrow, false, true},
+		{"routed at verbose", gpuJob("gres:gpu:a100:1"), true, true},
+		{"unreadable request at verbose", gpuJob("gres:gpu:a100:x"), true, true},
+	} {
+		f.p.LogEnabled = func(l Level) bool { return tc.verbose || l <= LevelInfo }
+		before := len(f.log.lines)
+		out := f.p.Submit(tc.req, 1001)
+		wrote := len(f.log.lines) > before
+		if out.Logged != tc.logged || wrote != tc.logged {
+			t.Errorf("%s: Logged = %v, wrote a line = %v, want %v (%+v)", tc.name, out.Logged, wrote, tc.logged, out)
+		}
+	}
+}
+
+// Each swap of the loaded config (a new file, a removed one, fini) is announced after the new
+// config is in place, so that no decision cached under the old one outlives it; a broken file
+// keeps the old config and announces nothing.
+func TestEveryConfigSwapIsAnnounced(t *testing.T) {
+	f := newFixture(t, twoPools)
+	var swaps []string // what a v100 job gets, seen from inside each announcement
+	f.p.ConfigChanged = func() {
+		swaps = append(swaps, f.p.Submit(gpuJob("gres:gpu:v100:1"), 1001).SetPartition)
+	}
+	f.write(threePools)
+	f.tick()
+	f.tick() // unchanged file: no swap
+	f.write("pools: [")
+	f.tick()
+	if err := os.Remove(f.path); err != nil {
+		t.Fatal(err)
+	}
+	f.tick()
+	f.p.Fini()
+	want := []string{"v100", "", ""}
+	if strings.Join(swaps, "|") != strings.Join(want, "|") {
+		t.Fatalf("announced swaps saw %q, want %q", swaps, want)
+	}
+}
+
 func TestSubmitRejectsWithGRESErrorForImpossibleGPURequest(t *testing.T) {
 	f := newFixture(t, twoPools)
 	req := gpuJob("gres:gpu:a100:1")

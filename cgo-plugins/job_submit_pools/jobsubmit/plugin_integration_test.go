@@ -406,10 +406,13 @@ func TestSubmissionBurstLosesNothing(t *testing.T) {
 		{"--gpus=v100:0x10", "--wrap", "true"},                     // malformed
 		{"--comment", "class=;;,,=", "--gpus=1", "--wrap", "true"}, // odd comment, valid job
 	}
+	// Where each valid variant goes (testbed pools.yaml); the others are refused.
+	wantPartition := map[int]string{0: "cpu", 1: "a100-spot,a100", 2: "a100-spot,a100,v100", 7: "a100-spot,a100,v100"}
 	users := []string{"alice", "bob", "carol"}
+	logFrom := logSize(t, c)
 	var (
 		mu       sync.Mutex
-		accepted = map[string]bool{}
+		accepted = map[string]int{} // job id: variant
 		refused  int
 		next     atomic.Int64
 		wg       sync.WaitGroup
@@ -427,7 +430,7 @@ func TestSubmissionBurstLosesNothing(t *testing.T) {
 				id, _, err := c.SubmitWithMessage(ctx, users[int(i)%len(users)], args...)
 				mu.Lock()
 				if err == nil {
-					accepted[id] = true
+					accepted[id] = int(i % int64(len(variants)))
 				} else {
 					refused++
 				}
@@ -446,18 +449,129 @@ func TestSubmissionBurstLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inQueue := map[string]bool{}
+	inQueue := map[string]string{} // job id: partition
 	for _, r := range rows {
-		inQueue[r.ID] = true
+		inQueue[r.ID] = r.Partition
 	}
-	for id := range accepted {
-		if !inQueue[id] {
+	// Most of the burst repeats a few requests, which the plugin answers from its decision
+	// cache: each answer must still be the one its own request gets.
+	for id, v := range accepted {
+		part, ok := inQueue[id]
+		switch want, valid := wantPartition[v]; {
+		case !ok:
 			t.Errorf("accepted job %s is not in squeue", id)
+		case !valid:
+			t.Errorf("job %s of variant %q was accepted into %s; want it refused", id, variants[v], part)
+		case part != want:
+			t.Errorf("job %s of variant %q is in %s, want %s", id, variants[v], part, want)
 		}
 	}
+	if hits, windows := cacheAnswers(t, c, logFrom); windows == 0 || hits == 0 {
+		t.Errorf("slurmctld.log: %d windows of submissions, %d answered from the decision cache; want some of each", windows, hits)
+	} else {
+		t.Logf("the decision cache answered %d submissions in %d windows of %d", hits, windows, 1000)
+	}
 	// 4 of the 8 variants are valid; the others must have been refused, not half-accepted.
-	if len(accepted) < total/2 || refused == 0 {
+	if len(accepted) < total/2 || refused < total/2 {
 		t.Errorf("accepted %d, refused %d of %d: want every valid job accepted and the bad ones refused", len(accepted), refused, total)
 	}
 	t.Logf("%d submissions: %d accepted (all in squeue), %d refused", total, len(accepted), refused)
+}
+
+// The plugin answers a request it decided before from its decision cache, without entering Go.
+// A changed pools.yaml, which its watcher picks up without a reconfigure (slurmctld keeps
+// running on every release), changes the answer for that very request at once.
+func TestRepeatedRequestFollowsAChangedConfig(t *testing.T) {
+	c, ctx := setup(t)
+	path := filepath.Join(c.Dir, "etc", "pools.yaml")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v100 at a third of its price becomes the cheapest pool for an untyped request.
+	v100 := strings.Index(string(good), "- name: v100")
+	price := strings.Index(string(good)[max(v100, 0):], "price_per_gpu_hour: 1.5")
+	if v100 < 0 || price < 0 {
+		t.Fatal("testbed pools.yaml no longer prices v100 at 1.5; update this test")
+	}
+	cheapV100 := string(good[:v100+price]) + "price_per_gpu_hour: 0.5" + string(good[v100+price+len("price_per_gpu_hour: 1.5"):])
+	replace := func(content string) {
+		t.Helper()
+		from := logSize(t, c)
+		if err := os.WriteFile(path+".new", []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+		waitLogged(t, c, from, "loaded 4 pools from", 3*jobsubmit.RecheckInterval)
+	}
+	submit := func(want string) {
+		t.Helper()
+		for i := 0; i < 3; i++ {
+			id, msg, err := c.SubmitWithMessage(ctx, "alice", "--hold", "--job-name=pools-cache", "--gpus=2", "--wrap", "true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Cancel(id)
+			if !strings.Contains(msg, "job sent to pools "+want+";") {
+				t.Fatalf("submission %d told the user %q; want pools %s", i+1, msg, want)
+			}
+		}
+	}
+	submit("a100-spot,a100,v100")
+	t.Cleanup(func() { replace(string(good)) })
+	replace(cheapV100)
+	submit("v100,a100-spot,a100")
+}
+
+// logSize is where slurmctld.log ends now: what it writes later starts there.
+func logSize(t *testing.T, c *testbed.Cluster) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// logSince is what slurmctld.log gained after offset.
+func logSince(t *testing.T, c *testbed.Cluster, offset int64) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(b)) < offset {
+		return string(b) // rotated
+	}
+	return string(b[offset:])
+}
+
+func waitLogged(t *testing.T, c *testbed.Cluster, offset int64, want string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !strings.Contains(logSince(t, c, offset), want); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("slurmctld.log lacks %q after %v", want, within)
+		}
+	}
+}
+
+// cacheAnswers sums the plugin's per-window lines written after offset: how many submissions
+// the decision cache answered, in how many windows.
+func cacheAnswers(t *testing.T, c *testbed.Cluster, offset int64) (hits, windows int) {
+	t.Helper()
+	for _, line := range strings.Split(logSince(t, c, offset), "\n") {
+		i := strings.Index(line, "; ")
+		if !strings.Contains(line, "job_submit/pools: submissions ") || i < 0 {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscanf(line[i+2:], "%d answered from the decision cache", &n); err != nil {
+			t.Fatalf("unreadable window line %q: %v", line, err)
+		}
+		hits += n
+		windows++
+	}
+	return hits, windows
 }
