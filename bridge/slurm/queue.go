@@ -29,6 +29,10 @@ import (
 //     completing) of every user, account and partition are listed (--all adds hidden ones).
 //   - Times follow SLURM_TIME_FORMAT; it is set to "%s", seconds since the epoch.
 //
+// TZ is set to UTC, which cannot change an epoch second: glibc's strftime("%s") calls mktime,
+// which without TZ stat()s /etc/localtime for every time printed, two per line. On a container's
+// overlay file system that is most of squeue's time at tens of thousands of lines.
+//
 // The reason comes last: it may be Slurm's free-text description (state_desc) instead of the
 // reason's name, and only a last field may hold any character, the separator included.
 
@@ -77,17 +81,17 @@ func QueueArgs() []string {
 	return []string{"--all", "--array", "--noheader", "--Format=" + QueueFormat()}
 }
 
-// queueEnv edits the environment of the fast read (see above).
-func queueEnv(env []string) []string {
+// QueueEnv edits the environment of the fast read (see above).
+func QueueEnv(env []string) []string {
 	out := make([]string, 0, len(env)+2)
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "SQUEUE_") || strings.HasPrefix(kv, "SLURM_TIME_FORMAT=") || strings.HasPrefix(kv, "SLURM_BITSTR_LEN=") {
+		if strings.HasPrefix(kv, "SQUEUE_") || strings.HasPrefix(kv, "SLURM_TIME_FORMAT=") || strings.HasPrefix(kv, "SLURM_BITSTR_LEN=") || strings.HasPrefix(kv, "TZ=") {
 			continue
 		}
 		out = append(out, kv)
 	}
 	// SLURM_BITSTR_LEN=0: the whole task list of an array record, never cut with "...".
-	return append(out, "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0")
+	return append(out, "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0", "TZ=UTC")
 }
 
 // EnvRunner is a Runner that can change one command's environment: edit gets the environment
@@ -115,7 +119,7 @@ func (c Client) QueueJobs(ctx context.Context) ([]Job, error) {
 	var out []byte
 	var err error
 	if er, ok := c.Runner.(EnvRunner); ok {
-		out, err = er.RunEnv(ctx, queueEnv, "squeue", QueueArgs()...)
+		out, err = er.RunEnv(ctx, QueueEnv, "squeue", QueueArgs()...)
 	} else {
 		out, err = c.Runner.Run(ctx, "squeue", QueueArgs()...)
 	}
@@ -383,9 +387,9 @@ func ArrayThrottleArgs(qos []string) []string {
 	return []string{"--all", "--noheader", "--states=PENDING", "--qos=" + strings.Join(qos, ","), "--Format=ArrayJobId:0" + queueSep + ",ArrayTaskId:0"}
 }
 
-// throttleEnv is queueEnv with the task lists cut short: only the "%N" after them is read.
+// throttleEnv is QueueEnv with the task lists cut short: only the "%N" after them is read.
 func throttleEnv(env []string) []string {
-	env = queueEnv(env)
+	env = QueueEnv(env)
 	for i, kv := range env {
 		if strings.HasPrefix(kv, "SLURM_BITSTR_LEN=") {
 			env[i] = "SLURM_BITSTR_LEN=32"
@@ -519,7 +523,7 @@ func (c Client) JobNames(ctx context.Context, qos []string) (map[uint32]string, 
 	var out []byte
 	var err error
 	if er, ok := c.Runner.(EnvRunner); ok {
-		out, err = er.RunEnv(ctx, queueEnv, "squeue", JobNameArgs(qos)...)
+		out, err = er.RunEnv(ctx, QueueEnv, "squeue", JobNameArgs(qos)...)
 	} else {
 		out, err = c.Runner.Run(ctx, "squeue", JobNameArgs(qos)...)
 	}

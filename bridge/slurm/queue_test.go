@@ -209,7 +209,7 @@ type envRunner struct {
 }
 
 func (r *envRunner) RunEnv(ctx context.Context, edit func([]string) []string, name string, args ...string) ([]byte, error) {
-	r.env = edit([]string{"PATH=/usr/bin", "SQUEUE_USERS=alice", "SQUEUE_FORMAT=%i", "SLURM_TIME_FORMAT=relative", "SLURM_CONF=/etc/x"})
+	r.env = edit([]string{"PATH=/usr/bin", "SQUEUE_USERS=alice", "SQUEUE_FORMAT=%i", "SLURM_TIME_FORMAT=relative", "TZ=Europe/Paris", "SLURM_CONF=/etc/x"})
 	return r.Run(ctx, name, args...)
 }
 
@@ -221,7 +221,7 @@ func TestQueueJobsRunsWithoutSqueueFilters(t *testing.T) {
 	if err != nil || len(jobs) != 9 {
 		t.Fatalf("%d jobs, %v", len(jobs), err)
 	}
-	want := []string{"PATH=/usr/bin", "SLURM_CONF=/etc/x", "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0"}
+	want := []string{"PATH=/usr/bin", "SLURM_CONF=/etc/x", "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0", "TZ=UTC"}
 	if !slices.Equal(r.env, want) {
 		t.Errorf("env %q, want %q", r.env, want)
 	}

@@ -239,16 +239,24 @@ func readQueue(ctx context.Context, c *testbed.Cluster, compareJSON bool) {
 		tasks += jobs[i].TaskCount()
 	}
 	fmt.Printf("fast queue read (squeue --Format, parsed): %.3f s for %d records, %d jobs\n", time.Since(start).Seconds(), len(jobs), tasks)
-	// The same command alone, and without --array (one line per array record): what squeue
-	// itself costs, and what printing each pending task costs.
+	// The same command alone, without --array (one line per array record), and without TZ (then
+	// glibc stat()s /etc/localtime for each time printed): what squeue itself costs, what printing
+	// each pending task costs, and what the environment saves.
 	if r, ok := c.Runner().(slurm.EnvRunner); ok {
-		edit := func(env []string) []string { return append(env, "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0") }
+		noTZ := func(env []string) []string {
+			return slices.DeleteFunc(slurm.QueueEnv(env), func(kv string) bool { return strings.HasPrefix(kv, "TZ=") })
+		}
 		for _, v := range []struct {
 			name string
+			edit func([]string) []string
 			args []string
-		}{{"squeue alone", slurm.QueueArgs()}, {"squeue alone, without --array", slices.DeleteFunc(slurm.QueueArgs(), func(a string) bool { return a == "--array" })}} {
+		}{
+			{"squeue alone", slurm.QueueEnv, slurm.QueueArgs()},
+			{"squeue alone, without --array", slurm.QueueEnv, slices.DeleteFunc(slurm.QueueArgs(), func(a string) bool { return a == "--array" })},
+			{"squeue alone, TZ unset", noTZ, slurm.QueueArgs()},
+		} {
 			start = time.Now()
-			out, err := r.RunEnv(ctx, edit, "squeue", v.args...)
+			out, err := r.RunEnv(ctx, v.edit, "squeue", v.args...)
 			fmt.Printf("%s: %.3f s, %d lines (err %v)\n", v.name, time.Since(start).Seconds(), strings.Count(string(out), "\n"), err)
 		}
 	}
