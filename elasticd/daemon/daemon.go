@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/jobreason"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
@@ -509,8 +510,42 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 		if n, why := d.associationRoom(main, snap, shape, o.Type, parts, qos); n != unlimited && n <= out[o.Type] {
 			out[o.Type], limits[o.Type] = n, why
 		}
+		if n, why := yieldToWaiting(snap, parts, o.Type, shape.gpus, d.workersOf(j, snap)); n != unlimited && n < out[o.Type] {
+			out[o.Type], limits[o.Type] = n, why
+		}
 	}
 	return out, limits
+}
+
+// yieldToWaiting is how many workers of gpus GPUs growth may add in the partitions once the
+// jobs waiting there have their GPUs, with why when they take some. Growth beyond MIN yields to
+// any job Slurm would start, or quotad lend to, if GPUs were free: a worker's GPU adds less work
+// than the same GPU gives a job of its own (scaling is sublinear), and a worker on GPUs a
+// waiting job could take only delays that job (in the trace replay's busy window, elastic
+// workers on such GPUs made every waiting job later and the whole run longer). The job's own
+// pending workers do not count: they are what growth is.
+func yieldToWaiting(snap *snapshot, parts []string, t policy.GPUType, gpus int, own []slurm.Job) (int, string) {
+	waiting := 0
+	for _, j := range snap.jobs {
+		if !j.Pending() || !jobreason.WaitsForGPUs(j.StateReason) || slices.ContainsFunc(own, func(w slurm.Job) bool { return w.ID == j.ID }) {
+			continue
+		}
+		if !slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(parts, p) }) {
+			continue
+		}
+		waiting += int(j.TRESReq.GPUs("")) * j.TaskCount()
+	}
+	if waiting == 0 {
+		return unlimited, ""
+	}
+	free := 0
+	for _, n := range snap.nodes {
+		if n.Up() && n.Reservation == "" && anyPartition(n, parts) {
+			free += freeGPUs(n, t)
+		}
+	}
+	return max(free-waiting, 0) / gpus, fmt.Sprintf("jobs waiting in %s ask for %d GPUs, %d of %s free there: growth yields to them",
+		strings.Join(parts, ","), waiting, free, t)
 }
 
 // partitionsOf are the partitions a worker of type t may run in: the declared pools of that

@@ -563,3 +563,28 @@ func TestRefusedSuccessorHoldsTheJob(t *testing.T) {
 		t.Fatalf("%d attempts, decision %+v; want %d, then a hold with Slurm's answer", h.slurm.attempts, h.decision(), maxRefusals)
 	}
 }
+
+// Growth beyond MIN yields to jobs waiting for the pool's GPUs, whoever they belong to; a held
+// job waits for no GPUs, and then the job grows.
+func TestGrowthYieldsToWaitingJobs(t *testing.T) {
+	h := newHarness(t, 1, 4)
+	h.slurm.jobs[300] = slurm.Job{ID: 300, User: "bob", Account: "proj-b", Partition: "a100-spot,a100", State: "PENDING",
+		StateReason: "QOSGrpGRES", TRESReq: gpureq.TRES{"gres/gpu": 1}, ArrayJobID: 300, ArrayTasks: []uint32{1, 2, 3, 4}}
+	for range 5 {
+		h.report(100, mainID)
+		h.cycle()
+	}
+	if d := h.decision(); len(h.slurm.submits) != 0 || !strings.Contains(d.Reason, "jobs waiting in a100 ask for 4 GPUs, 4 of a100 free there: growth yields to them") {
+		t.Fatalf("%d workers submitted, decision %+v; want none while bob's 4 tasks wait for the 4 free a100s", len(h.slurm.submits), d)
+	}
+	held := h.slurm.jobs[300]
+	held.StateReason = "JobHeldUser"
+	h.slurm.jobs[300] = held
+	for range 5 {
+		h.report(100, mainID)
+		h.cycle()
+	}
+	if len(h.slurm.submits) != 1 {
+		t.Fatalf("%d workers submitted once bob's job is held, want 1 (decision %+v)", len(h.slurm.submits), h.decision())
+	}
+}
