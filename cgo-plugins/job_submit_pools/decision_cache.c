@@ -32,12 +32,19 @@ static struct cache_entry cache[CACHE_SLOTS];
 /* Starts at 1 so that an empty entry (generation 0) never matches. */
 static _Atomic uint64_t generation = 1;
 
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void init_locks(void)
+{
+	for (int i = 0; i < CACHE_SLOTS; i++)
+		pthread_mutex_init(&cache[i].lock, NULL);
+}
+
+/* Once per process: an init after a fini (a plugin reload in the same slurmctld) finds the
+ * locks ready and the entries cleared; any entry left is of an older generation. */
 void pools_cache_init(void)
 {
-	for (int i = 0; i < CACHE_SLOTS; i++) {
-		pthread_mutex_init(&cache[i].lock, NULL);
-		cache[i].generation = 0;
-	}
+	pthread_once(&cache_once, init_locks);
 }
 
 static void clear_entry(struct cache_entry *e)
