@@ -3,8 +3,6 @@
 // Slurm would start the job now if GPUs were free.
 package jobreason
 
-import "strings"
-
 // notStartable are the reasons with which slurmctld will not start a job whatever GPUs are
 // free: it is held (by scontrol hold, a requeue in held state, or too many requeues: slurmctld
 // sets one of these reasons with the job's priority 0), waits for another job or its begin
@@ -25,15 +23,17 @@ func NotStartable(reason string) string {
 	return notStartable[reason]
 }
 
-// WaitsForGPUs says a pending job with this reason waits only for GPUs to be free for it: its
-// turn (Priority), room on the nodes (Resources), nothing yet (None, a job not yet considered),
-// or a QOS group limit (QOSGrp...), which quotad lifts by lending when GPUs are idle. A job held
-// by anything else (an association limit, a partition limit, a node it asked for) would not
-// take GPUs that became free.
-func WaitsForGPUs(reason string) bool {
+// StartsWhenGPUsFree says a pending job with this reason waits only for its turn (Priority),
+// room on the nodes (Resources) or to be considered at all (None): Slurm would start it on GPUs
+// that became free. Held and dependent jobs, and jobs held back by a limit, would not.
+func StartsWhenGPUsFree(reason string) bool {
 	switch reason {
 	case "Priority", "Resources", "None", "":
 		return true
 	}
-	return strings.HasPrefix(reason, "QOSGrp")
+	return false
 }
+
+// GuaranteeFull is the reason of a job its QOS' GrpTRES on GPUs holds back: in a project's
+// guaranteed QOS, an over-quota job quotad may lend idle GPUs to.
+const GuaranteeFull = "QOSGrpGRES"

@@ -6,13 +6,13 @@ func TestReasons(t *testing.T) {
 	for _, tc := range []struct {
 		reason       string
 		notStartable bool
-		waitsForGPUs bool
+		startsOnFree bool
 	}{
 		{"Priority", false, true},
 		{"Resources", false, true},
 		{"None", false, true},
-		{"QOSGrpGRES", false, true},
-		{"QOSGrpTRES", false, true},
+		{"QOSGrpGRES", false, false},
+		{"QOSGrpTRES", false, false},
 		{"JobHeldUser", true, false},
 		{"JobHeldAdmin", true, false},
 		{"Dependency", true, false},
@@ -25,8 +25,8 @@ func TestReasons(t *testing.T) {
 		if got := NotStartable(tc.reason) != ""; got != tc.notStartable {
 			t.Errorf("NotStartable(%q) = %v, want %v", tc.reason, got, tc.notStartable)
 		}
-		if got := WaitsForGPUs(tc.reason); got != tc.waitsForGPUs {
-			t.Errorf("WaitsForGPUs(%q) = %v, want %v", tc.reason, got, tc.waitsForGPUs)
+		if got := StartsWhenGPUsFree(tc.reason); got != tc.startsOnFree {
+			t.Errorf("StartsWhenGPUsFree(%q) = %v, want %v", tc.reason, got, tc.startsOnFree)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -84,13 +85,37 @@ func (f Client) Nodes(ctx context.Context) ([]Node, error) {
 // returns every job slurmctld still holds, finished ones included (for MinJobAge); callers
 // filter by state.
 func (f Client) Jobs(ctx context.Context) ([]Job, error) {
-	return fetch(ctx, f.Runner, ParseJobs, "squeue", "--json")
+	return fetch(ctx, wholeTaskLists(f.Runner), ParseJobs, "squeue", "--json")
+}
+
+// wholeTaskLists runs squeue with SLURM_BITSTR_LEN=0, where the runner can set it: libslurm
+// otherwise cuts a pending array's task list at 64 characters ("0-4,6-9,...") and the tasks
+// behind the cut could not be counted (ParseTaskIDs refuses such a list).
+func wholeTaskLists(r Runner) Runner {
+	er, ok := r.(EnvRunner)
+	if !ok {
+		return r
+	}
+	return envEdited{er, func(env []string) []string {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SLURM_BITSTR_LEN=") })
+		return append(env, "SLURM_BITSTR_LEN=0")
+	}}
+}
+
+// envEdited is a Runner whose every command runs with its environment edited.
+type envEdited struct {
+	EnvRunner
+	edit func([]string) []string
+}
+
+func (r envEdited) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return r.RunEnv(ctx, r.edit, name, args...)
 }
 
 // Queue is one `squeue --json` read twice: the jobs and their extra fields, of one moment.
 func (f Client) Queue(ctx context.Context) ([]Job, map[uint32]JobExtra, error) {
 	var extras map[uint32]JobExtra
-	jobs, err := fetch(ctx, f.Runner, func(out []byte) ([]Job, error) {
+	jobs, err := fetch(ctx, wholeTaskLists(f.Runner), func(out []byte) ([]Job, error) {
 		jobs, err := ParseJobs(out)
 		if err != nil {
 			return nil, err

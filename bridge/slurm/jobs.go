@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +36,8 @@ type Job struct {
 	// ArrayJobID is the job array of an array task or of a pending array record; 0 for a job
 	// that is not in an array. ArrayTasks are the task ids the record stands for, ascending:
 	// one for a task with a record of its own, several for the pending tasks Slurm still keeps
-	// in the array's record. Only QueueJobs fills them.
+	// in the array's record. QueueJobs fills both for every record; ParseJobs (squeue --json)
+	// fills ArrayTasks only for a pending array record (a task with a record of its own is one).
 	ArrayJobID uint32
 	ArrayTasks []uint32
 	// The GPU request as Slurm prints it: "gres:gpu:a100:2" (22.05), "gres/gpu:a100:2" or
@@ -134,6 +136,10 @@ type wireJob struct {
 	SubmitTime    number     `json:"submit_time"`
 	StartTime     number     `json:"start_time"`
 	Priority      number     `json:"priority"`
+	ArrayJobID    number     `json:"array_job_id"`
+	// The pending tasks an array record still holds, as a range list ("2-3%2", "0-9:3,12");
+	// "" for any other job. Printed whole only when SLURM_BITSTR_LEN=0 (Queue sets it).
+	ArrayTaskString string `json:"array_task_string"`
 }
 
 // ParseJobs reads the output of `squeue --json` of any supported release. An answer with
@@ -197,6 +203,14 @@ func (w *wireJob) job() (Job, error) {
 		return Job{}, errors.New("no batch_flag")
 	}
 	j.Requeue, j.Batch = *w.Requeue, *w.BatchFlag
+	if j.ArrayJobID, err = w.ArrayJobID.uint32(); err != nil {
+		return Job{}, fmt.Errorf("array_job_id: %w", err)
+	}
+	if w.ArrayTaskString != "" {
+		if j.ArrayTasks, err = ParseTaskIDs(w.ArrayTaskString); err != nil {
+			return Job{}, fmt.Errorf("array_task_string: %w", err)
+		}
+	}
 	return j, nil
 }
 
@@ -206,4 +220,45 @@ func unixTime(sec int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(sec, 0).UTC()
+}
+
+// maxArrayTasks bounds what ParseTaskIDs expands: Slurm's MaxArraySize is at most 4000001.
+const maxArrayTasks = 4_000_001
+
+// ParseTaskIDs reads a job array's task list as Slurm prints it: ids and ranges separated by
+// commas, a range optionally with a step ("0-9:3"), the whole optionally followed by the
+// throttle ("%2"), optionally in brackets. A list Slurm cut short ("...": SLURM_BITSTR_LEN
+// too small) is an error, never fewer tasks than there are.
+func ParseTaskIDs(s string) ([]uint32, error) {
+	list := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	if i := strings.IndexByte(list, '%'); i >= 0 {
+		list = list[:i]
+	}
+	var ids []uint32
+	for part := range strings.SplitSeq(list, ",") {
+		first, last, step := part, part, "1"
+		if r, st, ok := strings.Cut(part, ":"); ok {
+			part, step = r, st
+			first, last = part, part
+		}
+		if a, b, ok := strings.Cut(part, "-"); ok {
+			first, last = a, b
+		}
+		lo, err1 := strconv.ParseUint(first, 10, 32)
+		hi, err2 := strconv.ParseUint(last, 10, 32)
+		by, err3 := strconv.ParseUint(step, 10, 32)
+		if err1 != nil || err2 != nil || err3 != nil || hi < lo || by == 0 {
+			return nil, fmt.Errorf("task list %q: %q is not a task id or range", s, part)
+		}
+		for id := lo; id <= hi; id += by {
+			if len(ids) >= maxArrayTasks {
+				return nil, fmt.Errorf("task list %q: more than %d tasks", s, maxArrayTasks)
+			}
+			if n := len(ids); n > 0 && uint32(id) <= ids[n-1] {
+				return nil, fmt.Errorf("task list %q: task %d after task %d", s, id, ids[n-1])
+			}
+			ids = append(ids, uint32(id))
+		}
+	}
+	return ids, nil
 }

@@ -419,3 +419,27 @@ func TestElasticWorkerName(t *testing.T) {
 		}
 	}
 }
+
+func TestParseTaskIDs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []uint32
+		err  bool
+	}{
+		{"2-3%2", []uint32{2, 3}, false},
+		{"0", []uint32{0}, false},
+		{"[1,3,5-7]", []uint32{1, 3, 5, 6, 7}, false},
+		{"0-9:3,12%4", []uint32{0, 3, 6, 9, 12}, false},
+		{"0-4,6-10,...", nil, true}, // cut by SLURM_BITSTR_LEN
+		{"5-3", nil, true},
+		{"1,1", nil, true},
+		{"0-9:0", nil, true},
+		{"0-4000001", nil, true},
+		{"", nil, true},
+	} {
+		got, err := ParseTaskIDs(tc.in)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseTaskIDs(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -127,6 +128,16 @@ func TestEveryReleaseDecodesTheSameQueue(t *testing.T) {
 				if wantLimit := map[bool]uint32{true: 30}[id == 4]; x.TimeLimit != wantLimit {
 					t.Errorf("job %d time limit %d, want %d", id, x.TimeLimit, wantLimit)
 				}
+			}
+			// Array 6 (sbatch --array=0-3%2): two tasks running, 2 and 3 pending in its record.
+			var array []string
+			for _, id := range slices.Sorted(maps.Keys(got)) {
+				if j := got[id]; j.ArrayJobID == 6 {
+					array = append(array, fmt.Sprintf("%s%v", j.StateName(), j.ArrayTasks))
+				}
+			}
+			if !slices.Equal(array, []string{"RUNNING[]", "RUNNING[]", "PENDING[2 3]"}) && !slices.Equal(array, []string{"PENDING[2 3]", "RUNNING[]", "RUNNING[]"}) {
+				t.Errorf("array 6 read as %v, want two running tasks and a pending record of tasks 2 and 3", array)
 			}
 			for id, want := range wantGPUs {
 				j := got[id]

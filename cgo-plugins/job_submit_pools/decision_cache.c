@@ -94,6 +94,7 @@ int pools_cache_key(const struct pools_request *req, struct pools_cache_key *key
 	uint64_t h = 14695981039346656037ull; /* FNV-1a */
 
 	key->len = 0;
+	key->hash = 0;
 	if (!put(key, req->n, sizeof(req->n)))
 		return 0;
 	for (int i = 0; i < POOLS_STRINGS; i++) {
@@ -138,10 +139,11 @@ int pools_cache_apply(const struct pools_cache_key *key, job_desc_msg_t *desc, c
 
 void pools_cache_store(const struct pools_cache_key *key, uint64_t gen, struct pools_outcome *out)
 {
-	struct cache_entry *e = slot(key->hash);
+	struct cache_entry *e;
 	unsigned char *copy = NULL;
 
 	if (out->cacheable && (copy = malloc(key->len))) {
+		e = slot(key->hash);
 		memcpy(copy, key->bytes, key->len);
 		pthread_mutex_lock(&e->lock);
 		clear_entry(e);

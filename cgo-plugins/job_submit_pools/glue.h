@@ -39,7 +39,7 @@ enum pools_request_number {
 	POOLS_SOCKETS_PER_NODE,
 	POOLS_BATCH,   /* job_desc->script != NULL */
 	POOLS_REQUEUE,
-	POOLS_UID,     /* the submitting user */
+	POOLS_UID,     /* the submitting user: only in log lines today, kept in the key all the same */
 	/* slurmctld's state the Go side reads through the functions below: part of the cache key
 	 * so that a reconfigure or a new debug level never meets an answer made under the old.
 	 * They stay last: plugin.c compares them as one run. */

@@ -177,6 +177,8 @@ int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 	} else {
 		pools_go_submit(&req, &out);
 		rc = apply_outcome(job_desc, err_msg, &out);
+		/* The partition string req pointed to may have just been freed; the key holds a copy. */
+		req.s[POOLS_PARTITION] = NULL;
 		/* A debug level or JobRequeue that changed while Go decided: the key may not say what
 		 * the answer was made under. */
 		read_settings(settings);

@@ -115,8 +115,8 @@ func pools_go_submit(req *C.struct_pools_request, out *C.struct_pools_outcome) {
 	setOutcome(out, p.Submit(&r, uid(req)))
 }
 
-// pools_go_modify decides an update of a pending job; plugin.c gives err_msg as NULL on 22.05,
-// whose job_modify has none.
+// pools_go_modify decides an update of a pending job; plugin.c drops the message on 22.05,
+// whose job_modify has no err_msg.
 //
 // What it cannot check: job_desc on modify holds only the fields being changed, so
 // `scontrol update jobid=N partition=cpu` of a pending GPU job arrives without its GPU request.

@@ -331,16 +331,18 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("waiting for every worker of %d to report", len(active))}, now, log)
 		return
 	}
-	capacity, limits := d.capacity(j, main, snap)
+	capacity, limits, growth, growthLimits := d.capacity(j, main, snap)
 	dec := policy.Decide(policy.Input{
-		Now:           now,
-		Job:           policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: d.bounds(j)},
-		History:       j.history,
-		Signals:       d.signalsFor(active),
-		Main:          strconv.FormatUint(uint64(id), 10),
-		Capacity:      capacity,
-		CapacityLimit: limits,
-		Settings:      d.settingsFor(j),
+		Now:            now,
+		Job:            policy.Job{ID: strconv.FormatUint(uint64(id), 10), Elastic: true, Bounds: d.bounds(j)},
+		History:        j.history,
+		Signals:        d.signalsFor(active),
+		Main:           strconv.FormatUint(uint64(id), 10),
+		Capacity:       capacity,
+		CapacityLimit:  limits,
+		GrowthCapacity: growth,
+		GrowthLimit:    growthLimits,
+		Settings:       d.settingsFor(j),
 	})
 	d.setDecision(j, dec, now, log)
 	switch dec.Action {
@@ -493,13 +495,15 @@ func (d *Daemon) typeOptions(j *job) []policy.TypeOption {
 // nodes' free GPUs, CPUs and memory for the worker's shape, within what the project's
 // guarantee and its elastic QOS (the borrowing limit) leave and what the user's and account's associations admit.
 // limits says, per type, which association limit holds it where one does.
-func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[policy.GPUType]int, limits map[policy.GPUType]string) {
+func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[policy.GPUType]int, limits map[policy.GPUType]string, growth map[policy.GPUType]int, growthLimits map[policy.GPUType]string) {
 	types := d.typeOptions(j)
 	if len(types) == 0 {
 		types = []policy.TypeOption{{Type: d.typeOf(main)}}
 	}
 	shape := d.shapeOf(j, main, snap.extras[j.id])
 	out, limits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
+	growth, growthLimits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
+	own := d.workersOf(j, snap)
 	for _, o := range types {
 		parts := d.partitionsOf(j, main, o.Type)
 		out[o.Type] = shape.fits(snap.nodes, parts, o.Type)
@@ -510,24 +514,25 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 		if n, why := d.associationRoom(main, snap, shape, o.Type, parts, qos); n != unlimited && n <= out[o.Type] {
 			out[o.Type], limits[o.Type] = n, why
 		}
-		if n, why := yieldToWaiting(snap, parts, o.Type, shape.gpus, d.workersOf(j, snap)); n != unlimited && n < out[o.Type] {
-			out[o.Type], limits[o.Type] = n, why
+		if n, why := d.roomAfterWaiting(snap, parts, o.Type, shape.gpus, own); n != unlimited {
+			growth[o.Type], growthLimits[o.Type] = n, why
 		}
 	}
-	return out, limits
+	return out, limits, growth, growthLimits
 }
 
-// yieldToWaiting is how many workers of gpus GPUs growth may add in the partitions once the
-// jobs waiting there have their GPUs, with why when they take some. Growth beyond MIN yields to
-// any job Slurm would start, or quotad lend to, if GPUs were free: a worker's GPU adds less work
-// than the same GPU gives a job of its own (scaling is sublinear), and a worker on GPUs a
-// waiting job could take only delays that job (in the trace replay's busy window, elastic
-// workers on such GPUs made every waiting job later and the whole run longer). The job's own
-// pending workers do not count: they are what growth is.
-func yieldToWaiting(snap *snapshot, parts []string, t policy.GPUType, gpus int, own []slurm.Job) (int, string) {
+// roomAfterWaiting is how many workers of gpus GPUs growth may add in the partitions once the
+// jobs waiting there have their GPUs (unlimited when none waits), with why. Growth beyond MIN
+// yields to any job Slurm would start, or quotad lend to, if GPUs were free: a worker's GPU adds
+// less work than the same GPU gives a job of its own (scaling is sublinear), and a worker on
+// GPUs a waiting job could take only delays that job (in the trace replay's busy window,
+// elastic workers on such GPUs made waiting jobs later and the whole run longer). The job's own
+// pending workers do not count: they are what growth is. A job pending in several of the job's
+// GPU types counts against each, since it is not known which it will take.
+func (d *Daemon) roomAfterWaiting(snap *snapshot, parts []string, t policy.GPUType, gpus int, own []slurm.Job) (int, string) {
 	waiting := 0
 	for _, j := range snap.jobs {
-		if !j.Pending() || !jobreason.WaitsForGPUs(j.StateReason) || slices.ContainsFunc(own, func(w slurm.Job) bool { return w.ID == j.ID }) {
+		if !j.Pending() || !d.waitsForGPUs(j) || slices.ContainsFunc(own, func(w slurm.Job) bool { return w.ID == j.ID }) {
 			continue
 		}
 		if !slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(parts, p) }) {
@@ -546,6 +551,19 @@ func yieldToWaiting(snap *snapshot, parts []string, t policy.GPUType, gpus int, 
 	}
 	return max(free-waiting, 0) / gpus, fmt.Sprintf("jobs waiting in %s ask for %d GPUs, %d of %s free there: growth yields to them",
 		strings.Join(parts, ","), waiting, free, t)
+}
+
+// waitsForGPUs: the pending job would take GPUs that became free, by Slurm starting it or by
+// quotad lending it them. quotad lends only batch jobs Slurm can requeue, waiting on their
+// guarantee's GPU limit (QOSGrpGRES) outside any lending QOS.
+func (d *Daemon) waitsForGPUs(j slurm.Job) bool {
+	switch {
+	case jobreason.StartsWhenGPUsFree(j.StateReason):
+		return true
+	case j.StateReason == jobreason.GuaranteeFull:
+		return j.Batch && j.Requeue && !d.cfg.Pools.IsLendingQOS(j.QOS)
+	}
+	return false
 }
 
 // partitionsOf are the partitions a worker of type t may run in: the declared pools of that

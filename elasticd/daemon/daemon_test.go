@@ -564,12 +564,15 @@ func TestRefusedSuccessorHoldsTheJob(t *testing.T) {
 	}
 }
 
-// Growth beyond MIN yields to jobs waiting for the pool's GPUs, whoever they belong to; a held
-// job waits for no GPUs, and then the job grows.
+// Growth beyond MIN yields to jobs waiting for the pool's GPUs, whoever they belong to: here
+// bob's over-quota array, which quotad would lend the idle GPUs to. An allocation over quota
+// (salloc: quotad never lends it) or a held job waits for no GPUs, and then the job grows.
 func TestGrowthYieldsToWaitingJobs(t *testing.T) {
 	h := newHarness(t, 1, 4)
 	h.slurm.jobs[300] = slurm.Job{ID: 300, User: "bob", Account: "proj-b", Partition: "a100-spot,a100", State: "PENDING",
-		StateReason: "QOSGrpGRES", TRESReq: gpureq.TRES{"gres/gpu": 1}, ArrayJobID: 300, ArrayTasks: []uint32{1, 2, 3, 4}}
+		StateReason: "QOSGrpGRES", Batch: true, Requeue: true, TRESReq: gpureq.TRES{"gres/gpu": 1}, ArrayJobID: 300, ArrayTasks: []uint32{1, 2, 3, 4}}
+	h.slurm.jobs[301] = slurm.Job{ID: 301, User: "carol", Account: "proj-c", Partition: "a100", State: "PENDING",
+		StateReason: "QOSGrpGRES", Batch: false, Requeue: true, TRESReq: gpureq.TRES{"gres/gpu": 4}}
 	for range 5 {
 		h.report(100, mainID)
 		h.cycle()

@@ -394,6 +394,16 @@ func (p *planner) growthRoom(t GPUType) (int, string) {
 			return 0, fmt.Sprintf("no free %s capacity%s", t, p.capacityLimit(t))
 		}
 	}
+	if g, ok := p.in.GrowthCapacity[t]; ok {
+		n = min(n, g)
+		if n <= 0 {
+			why := ""
+			if w := p.in.GrowthLimit[t]; w != "" {
+				why = " (" + w + ")"
+			}
+			return 0, fmt.Sprintf("no free %s capacity%s", t, why)
+		}
+	}
 	return n, ""
 }
 

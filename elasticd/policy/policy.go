@@ -289,7 +289,13 @@ type Input struct {
 	// CapacityLimit says, per type, which limit other than free nodes caps Capacity (an
 	// association's GrpTRES, say); the policy quotes it where that stops a step.
 	CapacityLimit map[GPUType]string
-	Settings      Settings
+	// GrowthCapacity caps, per type, the workers growth may add beyond what the job needs to
+	// run (MIN) or to replace a straggler: room left once the jobs waiting for the same GPUs
+	// are counted, to which growth yields. A type absent from it is capped by Capacity alone.
+	GrowthCapacity map[GPUType]int
+	// GrowthLimit says why, per type, GrowthCapacity caps growth; quoted like CapacityLimit.
+	GrowthLimit map[GPUType]string
+	Settings    Settings
 }
 
 // Action is what the Decision asks for.

@@ -774,6 +774,34 @@ func TestCapacityLimitIsQuotedWhenItStopsGrowth(t *testing.T) {
 	}
 }
 
+// Growth yields to waiting jobs (GrowthCapacity); replacing a straggler is not growth and
+// needs only a free worker (Capacity).
+func TestGrowthCapacityHoldsGrowthButNotAReplacement(t *testing.T) {
+	s := newSim(curve(map[int]float64{1: 100, 2: 200, 3: 300}), "a100", "a100")
+	s.settle(Settings{})
+	in := s.input(elasticJob(1, 4, 1), Settings{})
+	in.Capacity = map[GPUType]int{"a100": 2}
+	in.GrowthCapacity = map[GPUType]int{"a100": 0}
+	in.GrowthLimit = map[GPUType]string{"a100": "jobs waiting in a100 ask for 4 GPUs, 2 of a100 free there: growth yields to them"}
+	if d := Decide(in); d.Action != Hold || !strings.Contains(d.Reason, "no free a100 capacity (jobs waiting in a100 ask for 4 GPUs") {
+		t.Fatalf("decision %s %q, want a hold naming the waiting jobs", d.Action, d.Reason)
+	}
+
+	st := newSim(func(map[GPUType]int, WorkerRate) float64 { return 150 }, "a100", "a100", "a100", "a100")
+	st.compute = func(w WorkerRate) float64 {
+		if w.Worker == "1002" {
+			return 0.300
+		}
+		return 0.100
+	}
+	st.settle(Settings{})
+	in = st.input(elasticJob(2, 5, 1), Settings{})
+	in.Main, in.Capacity, in.GrowthCapacity = "1000", map[GPUType]int{"a100": 1}, map[GPUType]int{"a100": 0}
+	if d := Decide(in); d.Action != Replace || !slices.Equal(d.Workers, []string{"1002"}) {
+		t.Fatalf("decision %s %v (%s), want straggler 1002 replaced while growth yields", d.Action, d.Workers, d.Reason)
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	s := newSim(heterogeneous(nil), "a100", "v100", "a100", "v100")
 	s.settle(Settings{})

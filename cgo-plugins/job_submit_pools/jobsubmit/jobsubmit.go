@@ -277,7 +277,7 @@ func (p *Plugin) check(initial bool) {
 			p.log(LevelError, fmt.Sprintf("pools config %s unreadable (%v); jobs are not routed until it is fixed", p.path, err))
 		}
 		p.stamp = fileStamp{}
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) && p.cfg.Load() != nil {
 			p.setConfig(nil)
 		}
 		return
