@@ -183,7 +183,7 @@ func TestClusterPageInChromiumShowsWhatSlurmSays(t *testing.T) {
 	// bob: 4 a100 in quota, 4 borrowed, 2 pending (the 8 a100 of the partition are busy).
 	bob := submitN(t, c, "bob", 10)
 	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(testbed.Patience(60 * time.Second)); ; time.Sleep(250 * time.Millisecond) {
 		q := queue(t, c, bob)
 		if count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
 			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4 &&
@@ -193,7 +193,7 @@ func TestClusterPageInChromiumShowsWhatSlurmSays(t *testing.T) {
 		if time.Now().After(deadline) {
 			data, _ := os.ReadFile(log)
 			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			t.Fatalf("bob 4 in quota + 4 borrowed running, 2 pending: not within 60 s; queue %v\nquotad log:\n%s", q,
+			t.Fatalf("bob 4 in quota + 4 borrowed running, 2 pending: not within %v; queue %v\nquotad log:\n%s", testbed.Patience(60*time.Second), q,
 				strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	}

@@ -164,9 +164,11 @@ func submitN(t *testing.T, c *testbed.Cluster, user string, n int, extra ...stri
 	return ids
 }
 
-// waitFor polls cond until it holds or the time is up, and returns how long it took.
+// waitFor polls cond until it holds or the time is up (limit, scaled by testbed.Patience), and
+// returns how long it took.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
 	t.Helper()
+	limit = testbed.Patience(limit)
 	start := time.Now()
 	for !cond() {
 		if time.Since(start) > limit {

@@ -95,6 +95,6 @@ tree | docker run --rm -i --init --name "$NAME" --hostname "$host" --add-host "$
 	-v "$MODCACHE:/root/go/pkg/mod" \
 	-v "slurmbridge-gocache-$RELEASE:/root/.cache/go-build" \
 	"${out_mount[@]}" \
-	-e CI="${CI:-}" -e SLURM_RELEASE="$RELEASE" \
+	-e CI="${CI:-}" -e SLURM_RELEASE="$RELEASE" -e SLURMBRIDGE_TEST_PATIENCE="${SLURMBRIDGE_TEST_PATIENCE:-}" \
 	"$IMAGE" bash -c 'set -e; install -d -m 0755 /srv/slurmbridge; tar -xf - -C /srv/slurmbridge; cd /srv/slurmbridge; exec "$@"' \
 	container "$@"

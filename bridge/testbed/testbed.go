@@ -494,3 +494,19 @@ func (c *Cluster) AssertNoneKilled(t testing.TB, offset int64) {
 		}
 	}
 }
+
+// PatienceEnv scales the time limits integration tests give the testbed to reach a state
+// (a job running, quotad lending): the limits are liveness bounds for a testbed alone on its
+// machine, and CI runs three releases' testbeds side by side on the same cores.
+const PatienceEnv = "SLURMBRIDGE_TEST_PATIENCE"
+
+// Patience is limit scaled by $SLURMBRIDGE_TEST_PATIENCE (a number from 1 to 10; unset or
+// anything else: 1). Latencies a test asserts as a claim (lent within one cycle, say) are not
+// scaled; only how long a test waits before it calls the testbed stuck.
+func Patience(limit time.Duration) time.Duration {
+	f, err := strconv.ParseFloat(os.Getenv(PatienceEnv), 64)
+	if err != nil || f < 1 || f > 10 {
+		return limit
+	}
+	return time.Duration(float64(limit) * f)
+}

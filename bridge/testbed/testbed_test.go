@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestReadEnvFile(t *testing.T) {
@@ -44,5 +45,17 @@ func TestAcctRecordTRES(t *testing.T) {
 	r := AcctRecord{AllocTRES: "billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1000M,node=1"}
 	if r.TRES("gres/gpu:a100") != "1" || r.TRES("gres/gpu") != "1" || r.TRES("mem") != "1000M" || r.TRES("gres/gpu:v100") != "" {
 		t.Fatalf("TRES lookups wrong for %q", r.AllocTRES)
+	}
+}
+
+func TestPatienceScalesOnlyWithinBounds(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want time.Duration
+	}{{"", 30 * time.Second}, {"2", 60 * time.Second}, {"1.5", 45 * time.Second}, {"0.1", 30 * time.Second}, {"100", 30 * time.Second}, {"x", 30 * time.Second}} {
+		t.Setenv(PatienceEnv, tc.env)
+		if got := Patience(30 * time.Second); got != tc.want {
+			t.Errorf("%s=%q: Patience(30s) = %v, want %v", PatienceEnv, tc.env, got, tc.want)
+		}
 	}
 }
