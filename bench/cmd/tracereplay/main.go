@@ -167,6 +167,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := os.Chmod(work, 0o777); err != nil {
 			return err
 		}
+		// The elastic jobs run as the testbed's users and write here: a -out under a directory
+		// they cannot enter (a 0700 home, /root) would fail every one of them at its start.
+		if _, err := cluster.RunAs(ctx, "alice", "test", "-w", work); err != nil {
+			return fmt.Errorf("the testbed's users cannot write the elastic jobs' directory %s (is -out under a directory they cannot enter, such as a 0700 home or /root?): choose an -out they can reach, e.g. under /tmp", work)
+		}
 		poolsByType, err := replay.ElasticPools(filepath.Join(cluster.Dir, "etc", "pools.yaml"))
 		if err != nil {
 			return err
