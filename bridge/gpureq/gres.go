@@ -269,7 +269,9 @@ func parseGresEntry(field, entry, rest string) (Gres, error) {
 		if strings.Contains(last, ":") {
 			return Gres{}, syntaxError(field, entry, "more than NAME:TYPE:COUNT")
 		}
-		if !ValidName(first) {
+		// An empty type is no type: sbatch 24.11 and 26.05 accept `--gres=gpu::1` as one GPU of
+		// any type (tres_per_node "gres/gpu::1", ReqTRES gres/gpu=1); 22.05 refuses it.
+		if first != "" && !ValidName(first) {
 			return Gres{}, syntaxError(field, entry, "type %q is not a word of letters, digits, '_', '-' or '.'", first)
 		}
 		n, err := parseCount(last)
