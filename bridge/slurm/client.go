@@ -92,14 +92,19 @@ func (f Client) Jobs(ctx context.Context) ([]Job, error) {
 // otherwise cuts a pending array's task list at 64 characters ("0-4,6-9,...") and the tasks
 // behind the cut could not be counted (ParseTaskIDs refuses such a list).
 func wholeTaskLists(r Runner) Runner {
-	er, ok := r.(EnvRunner)
-	if !ok {
-		return r
-	}
-	return envEdited{er, func(env []string) []string {
+	return withEnv(r, func(env []string) []string {
 		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SLURM_BITSTR_LEN=") })
 		return append(env, "SLURM_BITSTR_LEN=0")
-	}}
+	})
+}
+
+// withEnv is r with every command's environment edited, where r can edit it (an EnvRunner);
+// other runners (test replays) run commands as they are.
+func withEnv(r Runner, edit func([]string) []string) Runner {
+	if er, ok := r.(EnvRunner); ok {
+		return envEdited{er, edit}
+	}
+	return r
 }
 
 // envEdited is a Runner whose every command runs with its environment edited.

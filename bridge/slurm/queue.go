@@ -116,13 +116,7 @@ func (r ExecRunner) RunEnv(ctx context.Context, edit func([]string) []string, na
 // each cycle. A pending array record comes as one Job with all its pending tasks (ArrayTasks).
 // Any line that does not parse fails the whole read: never a partial queue.
 func (c Client) QueueJobs(ctx context.Context) ([]Job, error) {
-	var out []byte
-	var err error
-	if er, ok := c.Runner.(EnvRunner); ok {
-		out, err = er.RunEnv(ctx, QueueEnv, "squeue", QueueArgs()...)
-	} else {
-		out, err = c.Runner.Run(ctx, "squeue", QueueArgs()...)
-	}
+	out, err := withEnv(c.Runner, QueueEnv).Run(ctx, "squeue", QueueArgs()...)
 	if err != nil {
 		return nil, err
 	}
