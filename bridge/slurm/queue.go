@@ -398,13 +398,7 @@ func (c Client) ArrayThrottles(ctx context.Context, qos []string) (map[uint32]in
 	if len(qos) == 0 {
 		return map[uint32]int{}, nil
 	}
-	var out []byte
-	var err error
-	if er, ok := c.Runner.(EnvRunner); ok {
-		out, err = er.RunEnv(ctx, throttleEnv, "squeue", ArrayThrottleArgs(qos)...)
-	} else {
-		out, err = c.Runner.Run(ctx, "squeue", ArrayThrottleArgs(qos)...)
-	}
+	out, err := withEnv(c.Runner, throttleEnv).Run(ctx, "squeue", ArrayThrottleArgs(qos)...)
 	if err != nil {
 		return nil, err
 	}
@@ -514,13 +508,7 @@ func (c Client) JobNames(ctx context.Context, qos []string) (map[uint32]string, 
 	if len(qos) == 0 {
 		return map[uint32]string{}, nil
 	}
-	var out []byte
-	var err error
-	if er, ok := c.Runner.(EnvRunner); ok {
-		out, err = er.RunEnv(ctx, QueueEnv, "squeue", JobNameArgs(qos)...)
-	} else {
-		out, err = c.Runner.Run(ctx, "squeue", JobNameArgs(qos)...)
-	}
+	out, err := withEnv(c.Runner, QueueEnv).Run(ctx, "squeue", JobNameArgs(qos)...)
 	if err != nil {
 		return nil, err
 	}
