@@ -478,8 +478,9 @@ func (c *Cluster) CtldLogSize(t testing.TB) int64 {
 	return st.Size()
 }
 
-// AssertNoneKilled fails when slurmctld logged a preempted job it had to kill since offset.
-func (c *Cluster) AssertNoneKilled(t testing.TB, offset int64) {
+// CtldLogSince is what slurmctld.log gained after offset (a CtldLogSize); all of it when the
+// log was rotated since.
+func (c *Cluster) CtldLogSince(t testing.TB, offset int64) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
 	if err != nil {
@@ -488,7 +489,13 @@ func (c *Cluster) AssertNoneKilled(t testing.TB, offset int64) {
 	if offset > int64(len(data)) {
 		offset = 0 // rotated
 	}
-	for _, line := range strings.Split(string(data[offset:]), "\n") {
+	return string(data[offset:])
+}
+
+// AssertNoneKilled fails when slurmctld logged a preempted job it had to kill since offset.
+func (c *Cluster) AssertNoneKilled(t testing.TB, offset int64) {
+	t.Helper()
+	for _, line := range strings.Split(c.CtldLogSince(t, offset), "\n") {
 		if strings.Contains(line, killedMark) {
 			t.Errorf("slurmctld.log: %s", line)
 		}

@@ -545,7 +545,7 @@ func (d *Daemon) roomAfterWaiting(snap *snapshot, parts []string, t policy.GPUTy
 	}
 	free := 0
 	for _, n := range snap.nodes {
-		if n.Up() && n.Reservation == "" && anyPartition(n, parts) {
+		if startsJobs(n, parts) {
 			free += freeGPUs(n, t)
 		}
 	}

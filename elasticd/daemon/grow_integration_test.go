@@ -209,19 +209,7 @@ func TestBorrowedWorkerIsReclaimedAsAShrink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Cancel(claim)
-	var cancelled bool
-	for ctx.Err() == nil && !cancelled {
-		if err := d.Cycle(ctx); err != nil {
-			t.Logf("cycle: %v", err)
-		}
-		d.mu.Lock()
-		_, cancelled = d.jobs[main].stopping[worker.ID]
-		d.mu.Unlock()
-		time.Sleep(time.Second)
-	}
-	if !cancelled {
-		t.Fatalf("worker %d was never reclaimed; status %+v", worker.ID, jobStatus(d, main))
-	}
+	cycleUntilStopping(ctx, t, d, main, worker.ID, func() {})
 	t.Logf("%5.1fs worker %d reclaimed and cancelled", time.Since(start).Seconds(), worker.ID)
 	if _, err := c.WaitState(ctx, claim, "RUNNING"); err != nil {
 		t.Fatalf("bob's claim: %v", err)
@@ -341,20 +329,7 @@ func TestElasticWorkerIsReclaimedBeforeOtherBorrowers(t *testing.T) {
 	}
 	defer c.Cancel(claim)
 	claimedAt := time.Now()
-	var cancelled bool
-	for ctx.Err() == nil && !cancelled {
-		if err := d.Cycle(ctx); err != nil {
-			t.Logf("cycle: %v", err)
-		}
-		d.mu.Lock()
-		_, cancelled = d.jobs[main].stopping[worker.ID]
-		d.mu.Unlock()
-		bobRunning(ctx, t, c, bob)
-		time.Sleep(time.Second)
-	}
-	if !cancelled {
-		t.Fatalf("worker %d was never reclaimed; status %+v", worker.ID, jobStatus(d, main))
-	}
+	cycleUntilStopping(ctx, t, d, main, worker.ID, func() { bobRunning(ctx, t, c, bob) })
 	t.Logf("worker %d reclaimed and cancelled %.1fs after carol's claim", worker.ID, time.Since(claimedAt).Seconds())
 	if _, err := c.WaitState(ctx, claim, "RUNNING"); err != nil {
 		t.Fatalf("carol's claim: %v", err)
@@ -460,4 +435,24 @@ func quotactl(ctx context.Context, t *testing.T, c *testbed.Cluster, args ...str
 		t.Fatalf("quotactl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// cycleUntilStopping runs elasticd's cycles, then each after every one, until elasticd counts
+// the reclaimed worker as stopping (its shrink); it fails the test when ctx ends first.
+func cycleUntilStopping(ctx context.Context, t *testing.T, d *Daemon, main, worker uint32, each func()) {
+	t.Helper()
+	for ctx.Err() == nil {
+		if err := d.Cycle(ctx); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		d.mu.Lock()
+		_, stopping := d.jobs[main].stopping[worker]
+		d.mu.Unlock()
+		each()
+		if stopping {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("worker %d was never reclaimed; status %+v", worker, jobStatus(d, main))
 }

@@ -35,7 +35,7 @@ func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.JobExtra) workerSha
 func (s workerShape) fits(nodes []slurm.Node, parts []string, t policy.GPUType) int {
 	total := 0
 	for _, n := range nodes {
-		if !n.Up() || n.Reservation != "" || !anyPartition(n, parts) {
+		if !startsJobs(n, parts) {
 			continue
 		}
 		gpus := freeGPUs(n, t) / s.gpus
@@ -47,6 +47,12 @@ func (s workerShape) fits(nodes []slurm.Node, parts []string, t policy.GPUType) 
 		total += count
 	}
 	return total
+}
+
+// startsJobs: Slurm may start a worker on the node now in one of the partitions (it is up and
+// not reserved).
+func startsJobs(n slurm.Node, parts []string) bool {
+	return n.Up() && n.Reservation == "" && anyPartition(n, parts)
 }
 
 func anyPartition(n slurm.Node, parts []string) bool {

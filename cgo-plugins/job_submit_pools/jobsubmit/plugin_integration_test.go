@@ -410,7 +410,7 @@ func TestSubmissionBurstLosesNothing(t *testing.T) {
 	// gpu::1, which only some releases refuse.
 	wantPartition := map[int]string{0: "cpu", 1: "a100-spot,a100", 2: "a100-spot,a100,v100", 5: "a100-spot,a100,v100", 7: "a100-spot,a100,v100"}
 	users := []string{"alice", "bob", "carol"}
-	logFrom := logSize(t, c)
+	logFrom := c.CtldLogSize(t)
 	var (
 		mu       sync.Mutex
 		accepted = map[string]int{} // job id: variant
@@ -498,7 +498,7 @@ func TestRepeatedRequestFollowsAChangedConfig(t *testing.T) {
 	cheapV100 := string(good[:v100+price]) + "price_per_gpu_hour: 0.5" + string(good[v100+price+len("price_per_gpu_hour: 1.5"):])
 	replace := func(content string) {
 		t.Helper()
-		from := logSize(t, c)
+		from := c.CtldLogSize(t)
 		if err := os.WriteFile(path+".new", []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -526,32 +526,9 @@ func TestRepeatedRequestFollowsAChangedConfig(t *testing.T) {
 	submit("v100,a100-spot,a100")
 }
 
-// logSize is where slurmctld.log ends now: what it writes later starts there.
-func logSize(t *testing.T, c *testbed.Cluster) int64 {
-	t.Helper()
-	fi, err := os.Stat(filepath.Join(c.Dir, "log", "slurmctld.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
-
-// logSince is what slurmctld.log gained after offset.
-func logSince(t *testing.T, c *testbed.Cluster, offset int64) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(c.Dir, "log", "slurmctld.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int64(len(b)) < offset {
-		return string(b) // rotated
-	}
-	return string(b[offset:])
-}
-
 func waitLogged(t *testing.T, c *testbed.Cluster, offset int64, want string, within time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !strings.Contains(logSince(t, c, offset), want); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(within); !strings.Contains(c.CtldLogSince(t, offset), want); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("slurmctld.log lacks %q after %v", want, within)
 		}
@@ -562,7 +539,7 @@ func waitLogged(t *testing.T, c *testbed.Cluster, offset int64, want string, wit
 // the decision cache answered, in how many windows.
 func cacheAnswers(t *testing.T, c *testbed.Cluster, offset int64) (hits, windows int) {
 	t.Helper()
-	for _, line := range strings.Split(logSince(t, c, offset), "\n") {
+	for _, line := range strings.Split(c.CtldLogSince(t, offset), "\n") {
 		i := strings.Index(line, "; ")
 		if !strings.Contains(line, "job_submit/pools: submissions ") || i < 0 {
 			continue
