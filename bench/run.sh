@@ -51,7 +51,7 @@ fi
 	echo
 	echo "## learned price/performance (bench/profile-demo.sh)"
 	if testbed_ok; then
-		go build -o bin/poolctl ./bridge/cmd/poolctl
+		go build -o bin/poolctl ./poolctl/cmd/poolctl
 		OUT="bench/results/$stamp-profile" bash bench/profile-demo.sh
 	else
 		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"

@@ -20,7 +20,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
-const testbedConfigFixture = "../slurm/testdata/scontrol-show-config-testbed.txt" // the adapter's, which parses it
+const testbedConfigFixture = "../bridge/slurm/testdata/scontrol-show-config-testbed.txt" // the adapter's, which parses it
 
 // fakeRunner answers doctor's commands: sinfo from bridge/slurm's capture, scontrol from
 // ours, the rest from outputs; a command not in it fails the test.
@@ -502,11 +502,11 @@ func slurmConfFile(t *testing.T, path string) slurm.Config {
 // The production example and the testbed template are one set of settings: both must satisfy
 // doctor, and the production pools and quota examples must be valid.
 func TestProductionAndTestbedConfigsSatisfyDoctor(t *testing.T) {
-	prodPools, err := pools.Load("../../slurm-conf/production/pools.yaml")
+	prodPools, err := pools.Load("../slurm-conf/production/pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := policy.LoadConfig("../../slurm-conf/production/quotas.yaml"); err != nil {
+	if _, err := policy.LoadConfig("../slurm-conf/production/quotas.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	testbedPoolsCfg, err := pools.Load(testbedPools)
@@ -514,8 +514,8 @@ func TestProductionAndTestbedConfigsSatisfyDoctor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, cfg := range map[string]*pools.Config{
-		"../../slurm-conf/production/slurm.conf.slurmbridge": prodPools,
-		"../../slurm-conf/testbed/slurm.conf.in":             testbedPoolsCfg,
+		"../slurm-conf/production/slurm.conf.slurmbridge": prodPools,
+		"../slurm-conf/testbed/slurm.conf.in":             testbedPoolsCfg,
 	} {
 		conf := slurmConfFile(t, path)
 		if _, ok := conf["AccountingStorageType"]; !ok {
@@ -534,7 +534,7 @@ func TestProductionAndTestbedConfigsSatisfyDoctor(t *testing.T) {
 	if !slices.Contains(prodPools.BorrowQOSAdmins, "slurmbridge") || prodPools.BorrowQOSPattern() != policy.DefaultBorrowQOS {
 		t.Errorf("production pools.yaml: borrow_qos %s, admins %v", prodPools.BorrowQOSPattern(), prodPools.BorrowQOSAdmins)
 	}
-	if v := slurmConfFile(t, "../../slurm-conf/production/slurm.conf.slurmbridge").Get("JobSubmitPlugins"); v != "pools" {
+	if v := slurmConfFile(t, "../slurm-conf/production/slurm.conf.slurmbridge").Get("JobSubmitPlugins"); v != "pools" {
 		t.Errorf("production JobSubmitPlugins=%q", v)
 	}
 }

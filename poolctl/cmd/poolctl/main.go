@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/slurmbridge/slurmbridge/bridge/poolctl"
+	"github.com/slurmbridge/slurmbridge/poolctl"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 

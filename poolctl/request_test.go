@@ -34,7 +34,7 @@ func parseExplainFlags(t *testing.T, args []string) (pools.Request, error) {
 // TestRequestMatchesCapturedJobDescs compares explain's Request with what slurmctld 22.05.8
 // passed to job_submit for the same sbatch options (bridge/testdata/job_desc-22.05.8.txt).
 func TestRequestMatchesCapturedJobDescs(t *testing.T) {
-	f, err := os.Open("../testdata/job_desc-22.05.8.txt")
+	f, err := os.Open("../bridge/testdata/job_desc-22.05.8.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
-const testbedPools = "../../slurm-conf/testbed/pools.yaml"
+const testbedPools = "../slurm-conf/testbed/pools.yaml"
 
 // fakeFetcher answers with the real sinfo/squeue captures of bridge/slurm/testdata.
 type fakeFetcher struct {
@@ -50,7 +50,7 @@ func (f *fakeFetcher) Jobs(context.Context) ([]slurm.Job, error) {
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "slurm", "testdata", name))
+	data, err := os.ReadFile(filepath.Join("..", "bridge", "slurm", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
