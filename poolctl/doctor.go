@@ -22,7 +22,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
-	"github.com/slurmbridge/slurmbridge/quotad/store"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 )
 
 // PluginFile is the job_submit plugin's file name in PluginDir.
@@ -499,14 +499,14 @@ func (d *doctor) metrics(url string) (map[string]float64, error) {
 	return m, sc.Err()
 }
 
-// credentials applies quotad's own check of the password file (store.ReadPassword).
+// credentials applies quotad's own check of the password file (slurmdbd.ReadPassword).
 func (d *doctor) credentials() {
 	path := d.c.String("db-password-file")
 	if path == "" {
 		d.report(skipped, "credentials", "", "--db-password-file is empty")
 		return
 	}
-	if _, err := store.ReadPassword(path); err != nil {
+	if _, err := slurmdbd.ReadPassword(path); err != nil {
 		fix := "chown root:root " + path + " && chmod 600 " + path
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

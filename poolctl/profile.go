@@ -1,7 +1,6 @@
 package poolctl
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -12,27 +11,17 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
-	"github.com/slurmbridge/slurmbridge/quotad/store"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 )
 
-// jobStateCompleted is job_state_t JOB_COMPLETE in slurmdbd's job table.
-const jobStateCompleted = 3
-
-// JobRun is one completed job as profile learn reads it from the job table.
-type JobRun struct {
-	Partition string `db:"partition"`
-	// Comment is the job's --comment as slurmdbd stored it (derived_es, with
-	// AccountingStoreFlags=job_comment); often empty.
-	Comment    string `db:"comment"`
-	SubmitLine string `db:"submit_line"`
-	Start      int64  `db:"time_start"`
-	End        int64  `db:"time_end"`
-}
+// JobRun is one completed job as profile learn reads it from slurmdbd's job table. Its Comment
+// is the job's --comment as slurmdbd stored it (derived_es, with AccountingStoreFlags=job_comment);
+// often empty.
+type JobRun slurmdbd.CompletedJob
 
 // Class is the run's workload class: the class=NAME word of its comment, read from the stored
 // comment, else from the --comment option of its sbatch command line; "" when it has none.
@@ -230,7 +219,7 @@ func profileCommand(env Env) *cli.Command {
 				"line slurmdbd keeps; jobs without one count for the class \"default\". For each class the slowest pool " +
 				"gets speed 1 and the others the ratio of medians, so `cheapest` ranks by price × expected run time. " +
 				"Prints the table and a speed: snippet per pool; --write updates the pools file in place (comments kept).",
-			Flags: append(dbFlags(),
+			Flags: append(slurmdbd.Flags(),
 				&cli.DurationFlag{Name: "since", Value: 30 * 24 * time.Hour, Usage: "jobs that ended within this long"},
 				&cli.IntFlag{Name: "min-jobs", Value: 3, Usage: "fewest completed jobs for a pool and class to count"},
 				&cli.BoolFlag{Name: "write", Usage: "update the pools file's speed tables in place"},
@@ -245,7 +234,7 @@ func profileCommand(env Env) *cli.Command {
 				if err != nil {
 					return cli.Exit(err.Error(), exitProblems)
 				}
-				runs, err := readRuns(c.Context, c, time.Now().Add(-c.Duration("since")))
+				runs, err := readRuns(c, time.Now().Add(-c.Duration("since")))
 				if err != nil {
 					return cli.Exit(err.Error(), exitProblems)
 				}
@@ -316,54 +305,20 @@ func printProfile(w io.Writer, cfg *pools.Config, prof *Profile, speeds map[stri
 	}
 }
 
-// dbFlags reach slurmdbd's MariaDB as quotad does, from the variables $TESTBED_DIR/env exports.
-func dbFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "cluster", Usage: "Slurm ClusterName (names slurmdbd's tables)", EnvVars: []string{"SLURMBRIDGE_CLUSTER"}, Required: true},
-		&cli.StringFlag{Name: "db-addr", Usage: "slurmdbd's MariaDB, host:port", EnvVars: []string{"SLURMBRIDGE_DB_ADDR"}, Value: "127.0.0.1:3306"},
-		&cli.StringFlag{Name: "db-user", Usage: "database user", EnvVars: []string{"SLURMBRIDGE_DB_USER"}, Value: "slurm"},
-		&cli.StringFlag{Name: "db-password-file", Usage: "file holding the database password (mode 0600 or stricter)", EnvVars: []string{"SLURMBRIDGE_DB_PASSWORD_FILE"}},
-		&cli.StringFlag{Name: "acct-db", Usage: "slurmdbd's database (StorageLoc)", EnvVars: []string{"SLURMBRIDGE_DB_NAME"}, Value: "slurm_acct_db"},
-	}
-}
-
 // readRuns reads completed jobs that ended since then.
-func readRuns(ctx context.Context, c *cli.Context, since time.Time) ([]JobRun, error) {
-	cluster := c.String("cluster")
-	if !validCluster(cluster) {
-		return nil, fmt.Errorf("cluster name %q is not a Slurm cluster name", cluster)
-	}
-	db, err := store.Open(ctx, store.DBConfig{Addr: c.String("db-addr"), User: c.String("db-user"), PasswordFile: c.String("db-password-file")}, c.String("acct-db"))
+func readRuns(c *cli.Context, since time.Time) ([]JobRun, error) {
+	acct, err := slurmdbd.OpenAccounting(c)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	return queryRuns(ctx, db, cluster, since)
-}
-
-func queryRuns(ctx context.Context, db *sqlx.DB, cluster string, since time.Time) ([]JobRun, error) {
-	var runs []JobRun
-	// derived_es holds the job's comment when AccountingStoreFlags=job_comment is set.
-	err := db.SelectContext(ctx, &runs, "SELECT IFNULL(`partition`, '') AS `partition`, IFNULL(derived_es, '') AS comment, "+
-		"IFNULL(submit_line, '') AS submit_line, time_start, time_end FROM `"+cluster+"_job_table` "+
-		"WHERE deleted = 0 AND state = ? AND time_start > 0 AND time_end > time_start AND time_end >= ?",
-		jobStateCompleted, since.Unix())
+	defer acct.DB.Close()
+	jobs, err := acct.CompletedJobs(c.Context, since)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s_job_table: %w", cluster, err)
+		return nil, err
+	}
+	runs := make([]JobRun, len(jobs))
+	for i, j := range jobs {
+		runs[i] = JobRun(j)
 	}
 	return runs, nil
-}
-
-// validCluster: the name becomes part of a table name.
-func validCluster(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || (r == '-' && i > 0)
-		if !ok {
-			return false
-		}
-	}
-	return true
 }

@@ -83,8 +83,7 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 
 	// Cut its lease connection, as a network failure or a DBA's KILL would: MariaDB frees the
 	// lock at once.
-	db, err := store.Open(context.Background(), store.DBConfig{Addr: c.Vars["SLURMBRIDGE_DB_ADDR"], User: c.Vars["SLURMBRIDGE_DB_USER"],
-		PasswordFile: c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"]}, "slurmbridge")
+	db, err := c.OpenDB(context.Background(), "slurmbridge")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
 	"github.com/slurmbridge/slurmbridge/quotad/store"
@@ -23,17 +24,11 @@ import (
 
 // dbFlags are shared by quotad and quotactl; each also reads the variables the testbed's env
 // file exports.
+// Needed by every command that opens the databases (openEnv checks); quotactl list and explain
+// through quotad need none of these flags.
 func dbFlags() []ucli.Flag {
-	return []ucli.Flag{
-		// Needed by every command that opens the databases (openEnv checks); quotactl list and
-		// explain through quotad need none of these flags.
-		&ucli.StringFlag{Name: "cluster", Usage: "Slurm ClusterName (names slurmdbd's per-cluster tables)", EnvVars: []string{"SLURMBRIDGE_CLUSTER"}},
-		&ucli.StringFlag{Name: "db-addr", Usage: "slurmdbd's MariaDB, host:port", EnvVars: []string{"SLURMBRIDGE_DB_ADDR"}, Value: "127.0.0.1:3306"},
-		&ucli.StringFlag{Name: "db-user", Usage: "database user", EnvVars: []string{"SLURMBRIDGE_DB_USER"}, Value: "slurm"},
-		&ucli.StringFlag{Name: "db-password-file", Usage: "file holding the database password (mode 0600 or stricter)", EnvVars: []string{"SLURMBRIDGE_DB_PASSWORD_FILE"}},
-		&ucli.StringFlag{Name: "acct-db", Usage: "slurmdbd's database (StorageLoc)", EnvVars: []string{"SLURMBRIDGE_DB_NAME"}, Value: "slurm_acct_db"},
-		&ucli.StringFlag{Name: "quota-db", Usage: "quotad's own database (quotas, audit)", EnvVars: []string{"SLURMBRIDGE_QUOTA_DB"}, Value: "slurmbridge"},
-	}
+	return append(slurmdbd.Flags(),
+		&ucli.StringFlag{Name: "quota-db", Usage: "quotad's own database (quotas, audit)", EnvVars: []string{"SLURMBRIDGE_QUOTA_DB"}, Value: "slurmbridge"})
 }
 
 // mungeSocketFlag names munged's socket, for the API's credentials (quotad decodes them,
@@ -73,22 +68,15 @@ const (
 // openEnv connects to both databases; a writer migrates quotad's schema, a reader never does.
 func openEnv(c *ucli.Context, log zerolog.Logger, access dbAccess) (*env, error) {
 	ctx := c.Context
-	if c.String("cluster") == "" {
-		return nil, errors.New("no cluster given: --cluster or SLURMBRIDGE_CLUSTER (Slurm's ClusterName)")
-	}
-	cfg := store.DBConfig{Addr: c.String("db-addr"), User: c.String("db-user"), PasswordFile: c.String("db-password-file")}
-	e := &env{log: log}
-	var err error
-	if e.acctDB, err = store.Open(ctx, cfg, c.String("acct-db")); err != nil {
+	acct, err := slurmdbd.OpenAccounting(c)
+	if err != nil {
 		return nil, err
 	}
-	if e.quotaDB, err = store.Open(ctx, cfg, c.String("quota-db")); err != nil {
+	e := &env{log: log, acctDB: acct.DB, reader: &slurmdb.Reader{Reader: acct}}
+	cfg := slurmdbd.ConfigFrom(c)
+	if e.quotaDB, err = slurmdbd.Open(ctx, cfg, c.String("quota-db")); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("%w (as MariaDB root: CREATE DATABASE %s; GRANT ALL ON %s.* TO '%s'@'<host>')", err, c.String("quota-db"), c.String("quota-db"), cfg.User)
-	}
-	if e.reader, err = slurmdb.NewReader(e.acctDB, c.String("cluster")); err != nil {
-		e.Close()
-		return nil, err
 	}
 	e.store = &store.Store{DB: e.quotaDB}
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -137,7 +125,7 @@ func requireAdmin(ctx context.Context, r *slurmdb.Reader) error {
 	if err != nil {
 		return err
 	}
-	if level < slurmdb.AdminAdministrator {
+	if level < slurmdbd.AdminAdministrator {
 		return fmt.Errorf("%w: %s is neither root nor a Slurm AdminLevel=Administrator user (sacctmgr modify user %s set adminlevel=Administrator)", errNotAdmin, u.Username, u.Username)
 	}
 	return nil

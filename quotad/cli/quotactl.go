@@ -15,10 +15,10 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
-	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
 	"github.com/slurmbridge/slurmbridge/quotad/store"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
@@ -153,7 +153,7 @@ func cmdSet(c *ucli.Context, e *env) error {
 		if err != nil {
 			return err
 		}
-		known := slurmdb.GPUTypes(tres)
+		known := slurmdbd.GPUTypes(tres)
 		for t := range gpus {
 			if !known[t] {
 				return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s); add gres/gpu:%s to AccountingStorageTRES", t, strings.Join(sortedSet(known), ", "), t)
@@ -249,7 +249,7 @@ func cmdLendLimit(c *ucli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if known := slurmdb.GPUTypes(tres); !known[gpuType] {
+	if known := slurmdbd.GPUTypes(tres); !known[gpuType] {
 		return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s)", gpuType, strings.Join(sortedSet(known), ", "))
 	}
 	changes, err := e.store.Update(ctx, actor(), func(cfg *policy.Config) (*policy.Config, error) {

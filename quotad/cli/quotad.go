@@ -14,10 +14,10 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
-	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
@@ -122,7 +122,7 @@ func mungeAuth(e *env, socket string) view.MungeAuth {
 		},
 		IsOperator: func(ctx context.Context, name string) (bool, error) {
 			level, err := e.reader.AdminLevel(ctx, name)
-			return level >= slurmdb.AdminOperator, err
+			return level >= slurmdbd.AdminOperator, err
 		},
 	}
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
-	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
 	"github.com/slurmbridge/slurmbridge/quotad/store"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
@@ -51,7 +51,7 @@ type Lease interface {
 // PreemptionReader lists borrowers Slurm preempted (slurmdb.Reader).
 type PreemptionReader interface {
 	QOSID(ctx context.Context, name string) (uint32, bool, error)
-	Preemptions(ctx context.Context, qosID uint32, since time.Time) ([]slurmdb.Preemption, error)
+	Preemptions(ctx context.Context, qosID uint32, since time.Time) ([]slurmdbd.Preemption, error)
 }
 
 // AuditReader reads quotad's audit trail (store.Store), for the cluster page's recent actions.
@@ -259,7 +259,7 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		d.reclaimsSeen = map[string]bool{}
 		d.reclaimsFrom = d.now()
 	}
-	var rows []slurmdb.Preemption
+	var rows []slurmdbd.Preemption
 	elastic := map[string]bool{} // "job@end" of the reclaimed elastic workers
 	for _, p := range cfg.Projects {
 		for _, q := range []string{cfg.Settings.BorrowQOSName(p.Account), cfg.Settings.ElasticQOSName(p.Account)} {

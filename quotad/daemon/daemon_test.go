@@ -68,9 +68,9 @@ func overQuota(now time.Time) *snapshot.Snapshot {
 		jobs = append(jobs, j)
 	}
 	return &snapshot.Snapshot{Snapshot: &policy.Snapshot{
-		TakenAt:  now,
-		Jobs:     jobs,
-		Nodes:    []policy.Node{{Name: "a100-1", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 4}, FreeCPUs: 8, FreeMemMB: 32000}, {Name: "a100-2", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 0}, FreeCPUs: 4, FreeMemMB: 28000}},
+		TakenAt: now,
+		Jobs:    jobs,
+		Nodes:   []policy.Node{{Name: "a100-1", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 4}, FreeCPUs: 8, FreeMemMB: 32000}, {Name: "a100-2", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 0}, FreeCPUs: 4, FreeMemMB: 28000}},
 		QOS: []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "elastic-proj-b", PreemptMode: "requeue"},
 			{Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}}},
 		Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}},

@@ -102,7 +102,7 @@ func run(o options) error {
 		}()
 	}
 
-	db, err := openDB(c)
+	db, err := c.OpenDB(ctx, c.Vars["SLURMBRIDGE_DB_NAME"])
 	if err != nil {
 		return err
 	}
@@ -320,16 +320,6 @@ func command(env []string, name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
 	return cmd
-}
-
-func openDB(c *testbed.Cluster) (*sqlx.DB, error) {
-	pw, err := os.ReadFile(c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"])
-	if err != nil {
-		return nil, err
-	}
-	dsn := fmt.Sprintf("%s:%s@tcp(%s)/%s", c.Vars["SLURMBRIDGE_DB_USER"], strings.TrimSpace(string(pw)),
-		c.Vars["SLURMBRIDGE_DB_ADDR"], c.Vars["SLURMBRIDGE_DB_NAME"])
-	return sqlx.Open("mysql", dsn)
 }
 
 // seed inserts completed GPU jobs of the testbed's three projects, spread over the last week,

@@ -1,7 +1,4 @@
-// Package store keeps quotad's own state in slurmdbd's MariaDB, in a database of its own
-// (default "slurmbridge"): the quota table, the single-instance lease and the audit trail.
-// The database is the source of truth at runtime; YAML is only the import/export format.
-package store
+package slurmdbd
 
 import (
 	"context"
@@ -12,10 +9,46 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
+	"github.com/urfave/cli/v2"
 )
 
-// DBConfig says how to reach MariaDB. The password is read from a file, never a flag.
-type DBConfig struct {
+// Flags say how to reach slurmdbd's database, the same for every command that reads it; each
+// also reads the variable that the testbed's env file and the packages' env files export.
+func Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "cluster", Usage: "Slurm ClusterName (names slurmdbd's per-cluster tables)", EnvVars: []string{"SLURMBRIDGE_CLUSTER"}},
+		&cli.StringFlag{Name: "db-addr", Usage: "slurmdbd's MariaDB, host:port", EnvVars: []string{"SLURMBRIDGE_DB_ADDR"}, Value: "127.0.0.1:3306"},
+		&cli.StringFlag{Name: "db-user", Usage: "database user", EnvVars: []string{"SLURMBRIDGE_DB_USER"}, Value: "slurm"},
+		&cli.StringFlag{Name: "db-password-file", Usage: "file holding the database password (mode 0600 or stricter)", EnvVars: []string{"SLURMBRIDGE_DB_PASSWORD_FILE"}},
+		&cli.StringFlag{Name: "acct-db", Usage: "slurmdbd's database (StorageLoc)", EnvVars: []string{"SLURMBRIDGE_DB_NAME"}, Value: "slurm_acct_db"},
+	}
+}
+
+// ConfigFrom reads the connection Flags give.
+func ConfigFrom(c *cli.Context) Config {
+	return Config{Addr: c.String("db-addr"), User: c.String("db-user"), PasswordFile: c.String("db-password-file")}
+}
+
+// OpenAccounting connects to the accounting database Flags name and reads the cluster they
+// name.
+func OpenAccounting(c *cli.Context) (*Reader, error) {
+	if c.String("cluster") == "" {
+		return nil, errNoCluster
+	}
+	db, err := Open(c.Context, ConfigFrom(c), c.String("acct-db"))
+	if err != nil {
+		return nil, err
+	}
+	r, err := NewReader(db, c.String("cluster"))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Config says how to reach slurmdbd's MariaDB. The password is read from a file, never a flag.
+type Config struct {
 	Addr         string // host:port
 	User         string
 	PasswordFile string
@@ -55,7 +88,7 @@ func ReadPassword(path string) (string, error) {
 }
 
 // Open connects to database name (it must exist) and checks the connection.
-func Open(ctx context.Context, cfg DBConfig, name string) (*sqlx.DB, error) {
+func Open(ctx context.Context, cfg Config, name string) (*sqlx.DB, error) {
 	pw, err := ReadPassword(cfg.PasswordFile)
 	if err != nil {
 		return nil, err

@@ -1,14 +1,11 @@
-// Package slurmdb reads what quotad needs from slurmdbd's MariaDB (Slurm 22.05 schema): the
-// TRES table, QOS, account and user associations, admin levels and job history. It only reads: every
-// change to Slurm's own objects goes through sacctmgr, so slurmdbd stays the one writer.
+// Package slurmdb turns what bridge/slurmdbd reads from slurmdbd's MariaDB into quotad's
+// policy terms: QOS with names for ids, accounts and users with their QOS lists resolved
+// through inheritance as Slurm applies them, and GPU-seconds per account.
 package slurmdb
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -16,86 +13,22 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
-// Reader reads one cluster's accounting database.
+// Reader reads one cluster's accounting database in the policy's terms.
 type Reader struct {
-	DB      *sqlx.DB
-	Cluster string // ClusterName: the per-cluster tables are <cluster>_assoc_table, <cluster>_job_table
+	*slurmdbd.Reader
 }
-
-// clusterName is what a cluster name may be before it is used in a table name.
-var clusterName = regexp.MustCompile(`^[a-z0-9_][a-z0-9_-]*$`)
 
 // NewReader checks the cluster name, which becomes part of table names.
 func NewReader(db *sqlx.DB, cluster string) (*Reader, error) {
-	if !clusterName.MatchString(cluster) {
-		return nil, fmt.Errorf("cluster name %q is not a Slurm cluster name", cluster)
-	}
-	return &Reader{DB: db, Cluster: cluster}, nil
-}
-
-func (r *Reader) table(suffix string) string { return "`" + r.Cluster + "_" + suffix + "`" }
-
-// TRESNames maps tres_table ids to their names as accounting prints them: "cpu", "mem",
-// "gres/gpu", "gres/gpu:a100". GRES ids are assigned by slurmdbd, so they are always looked up.
-func (r *Reader) TRESNames(ctx context.Context) (map[uint32]string, error) {
-	var rows []struct {
-		ID   uint32 `db:"id"`
-		Type string `db:"type"`
-		Name string `db:"name"`
-	}
-	if err := r.DB.SelectContext(ctx, &rows, "SELECT id, type, name FROM tres_table WHERE deleted = 0"); err != nil {
-		return nil, fmt.Errorf("reading tres_table: %w", err)
-	}
-	names := make(map[uint32]string, len(rows))
-	for _, row := range rows {
-		names[row.ID] = TRESName(row.Type, row.Name)
-	}
-	return names, nil
-}
-
-// TRESName spells a tres_table row the way sacct and sacctmgr do.
-func TRESName(typ, name string) string {
-	if name == "" {
-		return typ
-	}
-	return typ + "/" + name
-}
-
-// GPUTypes returns the typed GPU TRES known to slurmdbd ("a100" for gres/gpu:a100).
-func GPUTypes(names map[uint32]string) map[string]bool {
-	types := map[string]bool{}
-	for _, n := range names {
-		if t, ok := strings.CutPrefix(n, "gres/gpu:"); ok {
-			types[t] = true
-		}
-	}
-	return types
-}
-
-// QOSRow is one qos_table row as stored.
-type QOSRow struct {
-	ID                uint32        `db:"id"`
-	Name              string        `db:"name"`
-	GrpTRES           string        `db:"grp_tres"`
-	Preempt           string        `db:"preempt"`
-	PreemptMode       int64         `db:"preempt_mode"`
-	GraceTime         sql.NullInt64 `db:"grace_time"`
-	PreemptExemptTime sql.NullInt64 `db:"preempt_exempt_time"`
-	Priority          sql.NullInt64 `db:"priority"`
-}
-
-// QOSRows reads every live QOS.
-func (r *Reader) QOSRows(ctx context.Context) ([]QOSRow, error) {
-	var rows []QOSRow
-	err := r.DB.SelectContext(ctx, &rows, `SELECT id, name, grp_tres, preempt, preempt_mode, grace_time,
-		preempt_exempt_time, priority FROM qos_table WHERE deleted = 0 ORDER BY id`)
+	r, err := slurmdbd.NewReader(db, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("reading qos_table: %w", err)
+		return nil, err
 	}
-	return rows, nil
+	return &Reader{Reader: r}, nil
 }
 
 // QOS reads every live QOS in the policy's terms.
@@ -121,7 +54,7 @@ const infinite32 = 0xffffffff
 
 // ConvertQOS turns qos_table rows into policy.QOS: TRES ids become names and the Preempt id
 // list becomes names.
-func ConvertQOS(rows []QOSRow, tres map[uint32]string) ([]policy.QOS, error) {
+func ConvertQOS(rows []slurmdbd.QOSRow, tres map[uint32]string) ([]policy.QOS, error) {
 	byID := make(map[string]string, len(rows))
 	for _, row := range rows {
 		byID[strconv.FormatUint(uint64(row.ID), 10)] = row.Name
@@ -195,37 +128,6 @@ func splitIDList(s string) []string {
 	return out
 }
 
-// AssocRow is one <cluster>_assoc_table row.
-type AssocRow struct {
-	ID         uint32        `db:"id_assoc"`
-	User       string        `db:"user"`
-	Account    string        `db:"acct"`
-	ParentAcct string        `db:"parent_acct"`
-	Partition  string        `db:"partition"`
-	QOS        string        `db:"qos"`       // ",1,2,": set on the association; "" inherits
-	DeltaQOS   string        `db:"delta_qos"` // ",+3,-1,": added to or removed from the inherited list
-	DefQOSID   sql.NullInt64 `db:"def_qos_id"`
-}
-
-// AssocRows reads the cluster's live associations, in the order they were created.
-func (r *Reader) AssocRows(ctx context.Context) ([]AssocRow, error) {
-	var rows []AssocRow
-	err := r.DB.SelectContext(ctx, &rows, assocRowsQuery(r.table("assoc_table")))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s_assoc_table: %w", r.Cluster, err)
-	}
-	return rows, nil
-}
-
-// assocRowsQuery selects the live associations of one <cluster>_assoc_table. It orders by
-// id_assoc, not by the lft/rgt tree columns: slurmdbd stopped maintaining those in 23.11 and
-// dropped them in 25.05. Inheritance follows parent_acct (ConvertAccounts), so no tree order is
-// needed.
-func assocRowsQuery(table string) string {
-	return "SELECT id_assoc, user, acct, parent_acct, `partition`, qos, delta_qos, def_qos_id FROM " + table +
-		" WHERE deleted = 0 ORDER BY id_assoc"
-}
-
 // Associations reads each account's own association with its QOS list and default QOS
 // resolved through inheritance, as Slurm applies them, and the user associations that set their
 // own QOS list, resolved the same way.
@@ -258,7 +160,7 @@ type resolvedAssoc struct {
 // ownList is what the association sets itself: its qos column, or else its delta_qos column
 // (slurmdbd keeps "+id"/"-id" entries there; older rows may have them in qos). Empty: it
 // inherits.
-func ownList(a *AssocRow) []string {
+func ownList(a *slurmdbd.AssocRow) []string {
 	if list := splitIDList(a.QOS); len(list) > 0 {
 		return list
 	}
@@ -296,8 +198,8 @@ func applyList(parent, list []string) []string {
 
 // accountResolver resolves the account associations (user "") as slurmdbd does: an own list
 // over the parent account's (applyList), and a NULL def_qos_id inherits the parent's default.
-func accountResolver(assocs []AssocRow) func(acct string) *resolvedAssoc {
-	byAcct := map[string]*AssocRow{}
+func accountResolver(assocs []slurmdbd.AssocRow) func(acct string) *resolvedAssoc {
+	byAcct := map[string]*slurmdbd.AssocRow{}
 	for i := range assocs {
 		if assocs[i].User == "" {
 			byAcct[assocs[i].Account] = &assocs[i]
@@ -329,7 +231,7 @@ func accountResolver(assocs []AssocRow) func(acct string) *resolvedAssoc {
 
 // ConvertAccounts resolves the account associations (user "") as slurmdbd does (see
 // accountResolver). Each account keeps its parent, for the account tree.
-func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, error) {
+func ConvertAccounts(assocs []slurmdbd.AssocRow, qosRows []slurmdbd.QOSRow) ([]policy.Account, error) {
 	qosName := qosNames(qosRows)
 	resolve := accountResolver(assocs)
 	var out []policy.Account
@@ -364,7 +266,7 @@ func ConvertAccounts(assocs []AssocRow, qosRows []QOSRow) ([]policy.Account, err
 // ConvertUsers resolves the user associations that set their own QOS list, absolute or as a
 // delta over their account's (whose association is their parent), as slurmdbd does. Users that
 // inherit their account's list are left out: the account's sync reaches them.
-func ConvertUsers(assocs []AssocRow, qosRows []QOSRow) ([]policy.UserAssociation, error) {
+func ConvertUsers(assocs []slurmdbd.AssocRow, qosRows []slurmdbd.QOSRow) ([]policy.UserAssociation, error) {
 	qosName := qosNames(qosRows)
 	resolve := accountResolver(assocs)
 	var out []policy.UserAssociation
@@ -383,7 +285,7 @@ func ConvertUsers(assocs []AssocRow, qosRows []QOSRow) ([]policy.UserAssociation
 	return out, nil
 }
 
-func qosNames(rows []QOSRow) map[string]string {
+func qosNames(rows []slurmdbd.QOSRow) map[string]string {
 	names := make(map[string]string, len(rows))
 	for _, q := range rows {
 		names[strconv.FormatUint(uint64(q.ID), 10)] = q.Name
@@ -404,64 +306,18 @@ func namesOf(ids []string, qosName map[string]string, who string) ([]string, err
 	return out, nil
 }
 
-// AccountExists says whether slurmdbd has a live association for the account on this cluster.
-func (r *Reader) AccountExists(ctx context.Context, account string) (bool, error) {
-	var n int
-	err := r.DB.GetContext(ctx, &n, "SELECT COUNT(*) FROM "+r.table("assoc_table")+
-		" WHERE deleted = 0 AND user = '' AND acct = ?", account)
-	if err != nil {
-		return false, fmt.Errorf("reading %s_assoc_table: %w", r.Cluster, err)
-	}
-	return n > 0, nil
-}
-
-// Slurm's admin levels in user_table.admin_level.
-const (
-	AdminNone          = 1
-	AdminOperator      = 2
-	AdminAdministrator = 3
-)
-
-// AdminLevel is the user's AdminLevel in slurmdbd (AdminNone when the user is unknown).
-func (r *Reader) AdminLevel(ctx context.Context, user string) (int, error) {
-	var level int
-	err := r.DB.GetContext(ctx, &level, "SELECT admin_level FROM user_table WHERE deleted = 0 AND name = ?", user)
-	if errors.Is(err, sql.ErrNoRows) {
-		return AdminNone, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("reading user_table: %w", err)
-	}
-	return level, nil
-}
-
-// jobStatePreempted is job_state_t JOB_PREEMPTED in the job table.
-const jobStatePreempted = 8
-
-// UsageRow is one job's GPU allocation over time, from the job table.
-type UsageRow struct {
-	Account   string `db:"account"`
-	TRESAlloc string `db:"tres_alloc"`
-	Start     int64  `db:"time_start"`
-	End       int64  `db:"time_end"`
-}
-
 // Usage is GPU-seconds per account of jobs that ran in [since, now]. gpuID is gres/gpu's
 // tres_table id.
 func (r *Reader) Usage(ctx context.Context, gpuID uint32, since, now time.Time) (map[string]float64, error) {
-	var rows []UsageRow
-	// The LIKE only narrows the scan to rows that mention the GPU id; ParseTRESIDs decides.
-	err := r.DB.SelectContext(ctx, &rows, "SELECT IFNULL(account, '') AS account, tres_alloc, time_start, time_end FROM "+
-		r.table("job_table")+" WHERE time_start > 0 AND (time_end = 0 OR time_end >= ?) AND time_start <= ?"+
-		" AND tres_alloc LIKE ?", since.Unix(), now.Unix(), "%"+strconv.FormatUint(uint64(gpuID), 10)+"=%")
+	rows, err := r.UsageRows(ctx, gpuID, since, now)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s_job_table: %w", r.Cluster, err)
+		return nil, err
 	}
 	return SumUsage(rows, gpuID, since, now)
 }
 
 // SumUsage adds up GPU-seconds per account, clipping each job to [since, now].
-func SumUsage(rows []UsageRow, gpuID uint32, since, now time.Time) (map[string]float64, error) {
+func SumUsage(rows []slurmdbd.UsageRow, gpuID uint32, since, now time.Time) (map[string]float64, error) {
 	usage := map[string]float64{}
 	for _, row := range rows {
 		ids, err := gpureq.ParseTRESIDs(row.TRESAlloc)
@@ -481,36 +337,4 @@ func SumUsage(rows []UsageRow, gpuID uint32, since, now time.Time) (map[string]f
 		}
 	}
 	return usage, nil
-}
-
-// Preemption is one requeue of a job recorded by slurmdbd: each requeue closes the job's row
-// with state PREEMPTED and opens a new one.
-type Preemption struct {
-	JobID   uint32 `db:"id_job"`
-	Account string `db:"account"`
-	End     int64  `db:"time_end"`
-}
-
-// Preemptions lists jobs of QOS qosID that slurmdbd recorded as PREEMPTED after since.
-func (r *Reader) Preemptions(ctx context.Context, qosID uint32, since time.Time) ([]Preemption, error) {
-	var rows []Preemption
-	err := r.DB.SelectContext(ctx, &rows, "SELECT id_job, IFNULL(account, '') AS account, time_end FROM "+r.table("job_table")+
-		" WHERE state = ? AND id_qos = ? AND time_end > ? ORDER BY time_end", jobStatePreempted, qosID, since.Unix())
-	if err != nil {
-		return nil, fmt.Errorf("reading %s_job_table: %w", r.Cluster, err)
-	}
-	return rows, nil
-}
-
-// QOSID returns the id of a live QOS, or false.
-func (r *Reader) QOSID(ctx context.Context, name string) (uint32, bool, error) {
-	var id uint32
-	err := r.DB.GetContext(ctx, &id, "SELECT id FROM qos_table WHERE deleted = 0 AND name = ?", name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("reading qos_table: %w", err)
-	}
-	return id, true, nil
 }

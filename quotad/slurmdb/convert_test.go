@@ -4,22 +4,22 @@ import (
 	"database/sql"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
 // Rows as the testbed's slurmdbd wrote them after quotad's first sync.
 var (
 	testTRES = map[uint32]string{1: "cpu", 2: "mem", 4: "node", 5: "billing", 1001: "gres/gpu", 1002: "gres/gpu:a100", 1003: "gres/gpu:v100"}
-	testQOS  = []QOSRow{
+	testQOS  = []slurmdbd.QOSRow{
 		{ID: 1, Name: "normal"},
 		{ID: 3, Name: "borrow", PreemptMode: 2, GraceTime: sql.NullInt64{Int64: 2, Valid: true}, PreemptExemptTime: sql.NullInt64{Int64: 20, Valid: true}},
 		{ID: 4, Name: "guar-proj-a", GrpTRES: "1001=4,1002=4,1003=0", Preempt: ",3,"},
 	}
-	testAssocs = []AssocRow{
+	testAssocs = []slurmdbd.AssocRow{
 		{ID: 1, Account: "root", QOS: ",1,"},
 		{ID: 2, User: "root", Account: "root"},
 		{ID: 3, Account: "proj-a", ParentAcct: "root", QOS: ",3,4,", DefQOSID: sql.NullInt64{Int64: 4, Valid: true}},
@@ -47,16 +47,16 @@ func TestConvertQOS(t *testing.T) {
 	if !slices.Equal(g.Preempt, []string{"borrow"}) || g.PreemptMode != "cluster" {
 		t.Errorf("guar-proj-a preempt %v mode %s", g.Preempt, g.PreemptMode)
 	}
-	if _, err := ConvertQOS([]QOSRow{{ID: 9, Name: "x", GrpTRES: "1009=1"}}, testTRES); err == nil {
+	if _, err := ConvertQOS([]slurmdbd.QOSRow{{ID: 9, Name: "x", GrpTRES: "1009=1"}}, testTRES); err == nil {
 		t.Error("a TRES id missing from tres_table is accepted")
 	}
 }
 
 func TestConvertUsersOwnLists(t *testing.T) {
 	assocs := append(slices.Clone(testAssocs),
-		AssocRow{ID: 11, User: "bob", Account: "proj-a", QOS: ",1,4,"},                    // sacctmgr modify user set qos=normal,guar-proj-a
-		AssocRow{ID: 12, User: "dave", Account: "team-a1", DeltaQOS: ",-3,"},              // qos-=borrow over the inherited list
-		AssocRow{ID: 13, User: "erin", Account: "proj-b", Partition: "a100", QOS: ",+4,"}, // an older row with the delta in qos
+		slurmdbd.AssocRow{ID: 11, User: "bob", Account: "proj-a", QOS: ",1,4,"},                    // sacctmgr modify user set qos=normal,guar-proj-a
+		slurmdbd.AssocRow{ID: 12, User: "dave", Account: "team-a1", DeltaQOS: ",-3,"},              // qos-=borrow over the inherited list
+		slurmdbd.AssocRow{ID: 13, User: "erin", Account: "proj-b", Partition: "a100", QOS: ",+4,"}, // an older row with the delta in qos
 	)
 	users, err := ConvertUsers(assocs, testQOS)
 	if err != nil {
@@ -76,7 +76,7 @@ func TestConvertUsersOwnLists(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("users = %v, want %v (users that inherit their account's list are left out)", got, want)
 	}
-	if _, err := ConvertUsers(append(slices.Clone(testAssocs), AssocRow{ID: 14, User: "x", Account: "proj-a", QOS: ",99,"}), testQOS); err == nil {
+	if _, err := ConvertUsers(append(slices.Clone(testAssocs), slurmdbd.AssocRow{ID: 14, User: "x", Account: "proj-a", QOS: ",99,"}), testQOS); err == nil {
 		t.Error("a user's QOS id missing from qos_table is accepted")
 	}
 }
@@ -148,7 +148,7 @@ func join(s []string) string {
 
 func TestSumUsageClipsToWindow(t *testing.T) {
 	since, now := time.Unix(1000, 0), time.Unix(2000, 0)
-	rows := []UsageRow{
+	rows := []slurmdbd.UsageRow{
 		{Account: "proj-a", TRESAlloc: "1=1,1001=2,1002=2", Start: 500, End: 1500}, // 500 s in window × 2
 		{Account: "proj-a", TRESAlloc: "1=1,1001=1", Start: 1900, End: 0},          // running: 100 s
 		{Account: "proj-b", TRESAlloc: "1=4", Start: 1000, End: 2000},              // no GPU
@@ -160,20 +160,6 @@ func TestSumUsageClipsToWindow(t *testing.T) {
 	}
 	if u["proj-a"] != 1100 || u["proj-b"] != 0 {
 		t.Errorf("usage = %v, want proj-a 1100, proj-b 0", u)
-	}
-}
-
-func TestAssocRowsQueryNeedsNoTreeColumns(t *testing.T) {
-	// slurmdbd 25.05 and later have no lft/rgt in <cluster>_assoc_table; naming either is an
-	// SQL error there.
-	q := assocRowsQuery("`testbed_assoc_table`")
-	for _, word := range strings.FieldsFunc(q, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' || r == '\n' }) {
-		if word == "lft" || word == "rgt" {
-			t.Fatalf("query names %s: %s", word, q)
-		}
-	}
-	if !strings.HasSuffix(q, "ORDER BY id_assoc") {
-		t.Fatalf("query does not order by id_assoc: %s", q)
 	}
 }
 
