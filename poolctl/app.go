@@ -12,8 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/slurmbridge/slurmbridge/bridge/cliargs"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
-	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 )
 
 // Env is what the commands talk to; tests replace the fetcher with one fed by fixtures.
@@ -51,7 +51,7 @@ func newApp(env Env) *cli.App {
 	return &cli.App{
 		Name:  "poolctl",
 		Usage: "check and show slurmbridge resource pools",
-		Description: "The pools file defaults to $" + jobsubmit.ConfigEnv + ", else pools.yaml beside slurm.conf " +
+		Description: "The pools file defaults to $" + pools.ConfigEnv + ", else pools.yaml beside slurm.conf " +
 			"($SLURM_CONF or /etc/slurm/slurm.conf): the file the job_submit plugin reads.",
 		Writer:          env.Out,
 		ErrWriter:       env.Err,
@@ -81,7 +81,7 @@ func configPath(c *cli.Context) string {
 	if p := c.String("config"); p != "" {
 		return p
 	}
-	return jobsubmit.ConfigPathFromEnv()
+	return pools.ConfigPathFromEnv()
 }
 
 // noArgs refuses positional arguments, which urfave/cli would otherwise ignore silently.

@@ -69,7 +69,7 @@ func pools_go_init(poolsConfigEnv, slurmConfEnv *C.char) (rc C.int) {
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(gcMemoryLimit)
 	sizeGoRuntime()
-	p := jobsubmit.New(jobsubmit.ConfigPath(goString(poolsConfigEnv), goString(slurmConfEnv)), logToSlurm)
+	p := jobsubmit.New(pools.ConfigPath(goString(poolsConfigEnv), goString(slurmConfEnv)), logToSlurm)
 	p.SlurmConf = slurmConf
 	p.LogEnabled = logEnabled
 	p.ConfigChanged = func() { C.pools_cache_invalidate() }

@@ -15,7 +15,6 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
-	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
@@ -32,7 +31,7 @@ func QuotadApp() *ucli.App {
 			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
 			mungeSocketFlag(),
-			&ucli.StringFlag{Name: "pools", Usage: "pools file for the cluster page's pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{jobsubmit.ConfigEnv}},
+			&ucli.StringFlag{Name: "pools", Usage: "pools file for the cluster page's pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{pools.ConfigEnv}},
 			&ucli.StringFlag{Name: "log-level", Value: "info"},
 			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
 			// Tests only: slows an apply down so that a test can cut the lease between two actions.
@@ -83,7 +82,7 @@ func runQuotad(c *ucli.Context) error {
 		d.View = &view.View{Cluster: c.String("cluster"), Interval: interval(c), DryRun: d.DryRun}
 		poolsPath := c.String("pools")
 		if poolsPath == "" {
-			poolsPath = jobsubmit.ConfigPathFromEnv()
+			poolsPath = pools.ConfigPathFromEnv()
 		}
 		d.Pools = func() (*pools.Config, error) { return pools.Load(poolsPath) }
 		d.Audit = e.store

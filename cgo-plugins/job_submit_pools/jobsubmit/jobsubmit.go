@@ -19,7 +19,6 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -65,30 +64,6 @@ type Outcome struct {
 
 // RecheckInterval is how often the watcher stat()s the config file.
 const RecheckInterval = 5 * time.Second
-
-// ConfigEnv names the environment variable (of slurmctld) that overrides the config path.
-const ConfigEnv = "SLURMBRIDGE_POOLS_CONFIG"
-
-// ConfigPath is the pools config's path given the values of $SLURMBRIDGE_POOLS_CONFIG and
-// $SLURM_CONF ("" when unset): the first if set, else pools.yaml beside slurm.conf
-// ($SLURM_CONF or /etc/slurm/slurm.conf). The plugin reads both with C getenv, because
-// slurmctld setenv()s SLURM_CONF after start and Go's os.Getenv sees only the environment the
-// process started with.
-func ConfigPath(poolsConfig, slurmConf string) string {
-	if poolsConfig != "" {
-		return poolsConfig
-	}
-	if slurmConf == "" {
-		slurmConf = "/etc/slurm/slurm.conf"
-	}
-	return filepath.Join(filepath.Dir(slurmConf), "pools.yaml")
-}
-
-// ConfigPathFromEnv is ConfigPath over this process's environment, for commands (not for the
-// plugin inside slurmctld).
-func ConfigPathFromEnv() string {
-	return ConfigPath(os.Getenv(ConfigEnv), os.Getenv("SLURM_CONF"))
-}
 
 // Plugin holds the loaded configuration. Submit and Modify are safe for concurrent use; Init
 // and Fini are called by slurmctld alone.
