@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
 
 const testbedPools = "../slurm-conf/testbed/pools.yaml"
@@ -34,7 +35,7 @@ func (f *fakeFetcher) Nodes(context.Context) ([]slurm.Node, error) {
 	if f.sinfo == "" {
 		f.t.Fatal("sinfo read, but the test expects no Slurm access")
 	}
-	nodes, err := slurm.ParseNodes(readFixture(f.t, f.sinfo))
+	nodes, err := slurm.ParseNodes(slurmtest.Fixture(f.t, f.sinfo))
 	if err == nil && f.editNodes != nil {
 		f.editNodes(nodes)
 	}
@@ -45,17 +46,12 @@ func (f *fakeFetcher) Jobs(context.Context) ([]slurm.Job, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return slurm.ParseJobs(readFixture(f.t, f.squeue))
+	return slurm.ParseJobs(slurmtest.Fixture(f.t, f.squeue))
 }
 
-func readFixture(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "bridge", "slurm", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
+
+// readFixture reads one of the Slurm adapter's captures.
+func readFixture(t *testing.T, name string) []byte { return slurmtest.Fixture(t, name) }
 
 type result struct {
 	code        int

@@ -30,8 +30,8 @@ func TestLoadMissingFile(t *testing.T) {
 
 // problemAt is an expected problem: its line and a substring of its message.
 type problemAt struct {
-	line int
-	msg  string
+	Line int
+	Msg  string
 }
 
 func checkProblems(t *testing.T, got Problems, want []problemAt) {
@@ -40,8 +40,8 @@ func checkProblems(t *testing.T, got Problems, want []problemAt) {
 		t.Errorf("%d problems, want %d:\n%v", len(got), len(want), got)
 	}
 	for i := 0; i < len(got) && i < len(want); i++ {
-		if got[i].Line != want[i].line || !strings.Contains(got[i].Msg, want[i].msg) {
-			t.Errorf("problem %d = line %d %q, want line %d containing %q", i, got[i].Line, got[i].Msg, want[i].line, want[i].msg)
+		if got[i].Line != want[i].Line || !strings.Contains(got[i].Msg, want[i].Msg) {
+			t.Errorf("problem %d = line %d %q, want line %d containing %q", i, got[i].Line, got[i].Msg, want[i].Line, want[i].Msg)
 		}
 	}
 }
@@ -276,5 +276,12 @@ func TestProblemString(t *testing.T) {
 		if got := tt.p.String(); got != tt.want {
 			t.Errorf("%+v.String() = %q, want %q", tt.p, got, tt.want)
 		}
+	}
+}
+
+func TestNodeList(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7"}
+	if got := nodeList(nodes); got != "nodes n1, n2, n3, n4, n5 and 2 more" {
+		t.Errorf("nodeList = %q", got)
 	}
 }

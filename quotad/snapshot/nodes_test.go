@@ -2,13 +2,13 @@ package snapshot
 
 import (
 	"context"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -17,10 +17,7 @@ import (
 func TestNodesFromEveryRelease(t *testing.T) {
 	for _, f := range []string{"sinfo-22.05-busy.json", "scontrol-nodes-24.11-busy.json", "scontrol-nodes-26.05-busy.json"} {
 		t.Run(f, func(t *testing.T) {
-			data, err := os.ReadFile("../../bridge/slurm/testdata/" + f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := slurmtest.Fixture(t, f)
 			raw, err := slurm.ParseNodes(data)
 			if err != nil {
 				t.Fatal(err)
@@ -73,10 +70,7 @@ func TestPlannedNodesFromEveryRelease(t *testing.T) {
 		{"scontrol-nodes-26.05-planned.json", true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			data, err := os.ReadFile("../../bridge/slurm/testdata/" + tc.file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := slurmtest.Fixture(t, tc.file)
 			raw, err := slurm.ParseNodes(data)
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -202,11 +203,7 @@ func TestConvertJobKeepsArrayTasks(t *testing.T) {
 // The 24.11 capture of jobs Slurm can and cannot requeue, through ConvertJob: only sbatch jobs
 // with Requeue=1 are Requeueable; salloc keeps Requeue=1 but is no batch job.
 func TestConvertJobKeepsBatchFlagAndRequeue(t *testing.T) {
-	data, err := os.ReadFile("../../bridge/slurm/testdata/squeue-24.11-requeue.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := slurm.ParseJobs(data)
+	jobs, err := slurm.ParseJobs(slurmtest.Fixture(t, "squeue-24.11-requeue.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,141 @@
+// Package poolstest holds what tests of several packages build pools' inputs from: the
+// job_desc fields slurmctld passed to job_submit for real commands, and the testbed's cluster
+// as sinfo showed it. Only tests import it.
+package poolstest
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
+)
+
+// jobDescCapture is bridge/testdata/job_desc-22.05.8.txt, found from this file so that a test of
+// any package reads it.
+func jobDescCapture() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "job_desc-22.05.8.txt")
+}
+
+// JobDesc is one submission of the capture: the command as typed and the request the cgo
+// layer builds from the job_desc slurmctld passed.
+type JobDesc struct {
+	Command string // "sbatch --gpus=3"
+	Request pools.Request
+}
+
+// JobDescs reads bridge/testdata/job_desc-22.05.8.txt: what slurmctld 22.05.8 passed to a
+// logging job_submit.lua for each command written above its JOBDESC line.
+func JobDescs(t testing.TB) []JobDesc {
+	t.Helper()
+	f, err := os.Open(jobDescCapture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var commands, lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case strings.HasPrefix(line, "# sbatch ") || strings.HasPrefix(line, "# srun ") || strings.HasPrefix(line, "# scontrol "):
+			command, _, _ := strings.Cut(strings.TrimPrefix(line, "# "), "   ")
+			commands = append(commands, strings.TrimSpace(command))
+		case strings.HasPrefix(line, "JOBDESC "):
+			lines = append(lines, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(commands) != len(lines) || len(lines) == 0 {
+		t.Fatalf("job_desc capture: %d commands and %d JOBDESC lines", len(commands), len(lines))
+	}
+	descs := make([]JobDesc, len(lines))
+	for i := range lines {
+		descs[i] = JobDesc{Command: commands[i], Request: capturedRequest(t, lines[i])}
+	}
+	return descs
+}
+
+// capturedRequest turns one JOBDESC line into the Request the cgo layer builds.
+func capturedRequest(t testing.TB, line string) pools.Request {
+	t.Helper()
+	rest, _ := strings.CutPrefix(line, "JOBDESC ")
+	op, rest, _ := strings.Cut(rest, " ")
+	f := map[string]string{}
+	for kv := range strings.SplitSeq(rest, " | ") {
+		k, v, _ := strings.Cut(kv, "=")
+		if v == "nil" {
+			v = ""
+		}
+		f[k] = v
+	}
+	num := func(key string) uint64 {
+		n, err := strconv.ParseUint(f[key], 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", key, f[key], err)
+		}
+		return n
+	}
+	r := pools.Request{
+		Partition: f["partition"], TRESPerJob: f["tres_per_job"], TRESPerNode: f["tres_per_node"],
+		TRESPerSocket: f["tres_per_socket"], TRESPerTask: f["tres_per_task"],
+		MinCPUs: uint32(num("min_cpus")), CPUsPerTask: uint16(num("cpus_per_task")), PnMinCPUs: uint16(num("pn_min_cpus")),
+		MinNodes: uint32(num("min_nodes")), MaxNodes: uint32(num("max_nodes")), NumTasks: uint32(num("num_tasks")),
+		NTasksPerNode:  uint16(num("ntasks_per_node")),
+		SocketsPerNode: pools.NoVal16, // not in the capture
+
+		Comment: f["comment"], Features: f["features"],
+	}
+	if op == "modify" {
+		r.Op = pools.Modify
+	}
+	// Lua printed pn_min_memory as a double, losing the low bits of the sentinels: rebuild it
+	// from the exact fields the capture has beside it.
+	switch mem := f["pn_min_memory"]; {
+	case mem == "1.844674407371e+19":
+		r.PnMinMemory = pools.NoVal64
+	case mem == "9.2233720368548e+18":
+		r.PnMinMemory = pools.MemPerCPU | num("min_mem_per_cpu")
+	default:
+		r.PnMinMemory = num("pn_min_memory")
+	}
+	return r
+}
+
+// TestbedCluster is the testbed's cluster as sinfo --json showed it idle.
+func TestbedCluster(t testing.TB) pools.Cluster {
+	t.Helper()
+	var sinfo struct {
+		Nodes []struct {
+			Name       string   `json:"name"`
+			Partitions []string `json:"partitions"`
+			Gres       string   `json:"gres"`
+			CPUs       int      `json:"cpus"`
+			RealMemory uint64   `json:"real_memory"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(slurmtest.Fixture(t, "sinfo-testbed-idle.json"), &sinfo); err != nil {
+		t.Fatal(err)
+	}
+	cl := pools.Cluster{Partitions: map[string][]pools.ClusterNode{}}
+	for _, n := range sinfo.Nodes {
+		gres, err := gpureq.ParseNodeGres(n.Gres)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range n.Partitions {
+			cl.Partitions[p] = append(cl.Partitions[p], pools.ClusterNode{Name: n.Name, Gres: gres, CPUs: n.CPUs, MemoryMB: n.RealMemory})
+		}
+	}
+	return cl
+}
