@@ -2,6 +2,7 @@ package pools
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -44,7 +45,7 @@ func CheckCluster(c *Config, cl Cluster) Problems {
 		switch {
 		case !ok:
 			report(i, "partition", "partition %s does not exist in the cluster (it has %s)", partition,
-				strings.Join(sortedKeys(cl.Partitions), ", "))
+				strings.Join(slices.Sorted(maps.Keys(cl.Partitions)), ", "))
 			continue
 		case len(nodes) == 0:
 			report(i, "partition", "partition %s has no nodes", partition)

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -145,7 +146,7 @@ func (v *validator) pool(i int, byName, byPartition map[string]int) {
 	if !p.IsGPU() && p.PricePerGPUHour != 0 {
 		v.at(i, "price_per_gpu_hour", "a CPU pool (no gpu_type) has no GPUs to price")
 	}
-	for _, class := range sortedKeys(p.Speed) {
+	for _, class := range slices.Sorted(maps.Keys(p.Speed)) {
 		switch s := p.Speed[class]; {
 		case !validClass(class):
 			v.at(i, "speed."+class, "workload class %q is not a word of letters, digits, '_', '-' or '.'", class)
@@ -281,13 +282,3 @@ func validName(s string) bool { return gpureq.ValidName(s) }
 
 // validClass accepts workload class names; same rule as names.
 func validClass(s string) bool { return validName(s) }
-
-// sortedKeys gives map keys in order, so problems come out the same on every run.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

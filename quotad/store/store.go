@@ -5,7 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -417,7 +418,7 @@ func Diff(old, cur *policy.Config) []Change {
 	for t := range cur.LendLimits {
 		types[t] = true
 	}
-	for _, t := range sortedKeys(types) {
+	for _, t := range slices.Sorted(maps.Keys(types)) {
 		add("lend limit "+t, limitText(old.LendLimits, t), limitText(cur.LendLimits, t))
 	}
 	accounts := map[string]bool{}
@@ -427,7 +428,7 @@ func Diff(old, cur *policy.Config) []Change {
 	for _, p := range cur.Projects {
 		accounts[p.Account] = true
 	}
-	for _, a := range sortedKeys(accounts) {
+	for _, a := range slices.Sorted(maps.Keys(accounts)) {
 		op, _ := old.Project(a)
 		np, _ := cur.Project(a)
 		add("project "+a, ProjectText(op), ProjectText(np))
@@ -470,17 +471,8 @@ func typeList(m map[string]int) string {
 		return "none"
 	}
 	var parts []string
-	for _, t := range sortedKeys(m) {
+	for _, t := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s:%d", t, m[t]))
 	}
 	return strings.Join(parts, ",")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
