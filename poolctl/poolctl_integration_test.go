@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -96,4 +97,42 @@ func TestLiveStatusShowsPoolsAndAHeldJob(t *testing.T) {
 	if state, err := c.JobState(ctx, id); err != nil || strings.TrimSpace(state) != "PENDING" {
 		t.Fatalf("held job %s is %q (%v), the counts above assumed PENDING", id, state, err)
 	}
+}
+
+// profile learn reads completed jobs from slurmdbd's job table (bridge/slurmdbd), the class from
+// the submit line's --comment, and counts them per pool.
+func TestLiveProfileLearnReadsTheJobTable(t *testing.T) {
+	c := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(2*time.Minute))
+	defer cancel()
+	class := fmt.Sprintf("live%d", time.Now().UnixNano()%1_000_000)
+	var ids []string
+	for range 3 {
+		id, err := c.Submit(ctx, "alice", "-p", "cpu", "--comment=class="+class, "--wrap", "sleep 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	t.Cleanup(func() { c.Cancel(ids...) })
+	for _, id := range ids {
+		if rec, err := c.Accounting(ctx, id); err != nil || rec.State != "COMPLETED" {
+			t.Fatalf("job %s: %+v, %v", id, rec, err)
+		}
+	}
+	r := runLive(t, c, "--config", testbedPools, "profile", "learn", "--since", "10m", "--min-jobs", "3",
+		"--cluster", c.Vars["SLURMBRIDGE_CLUSTER"], "--db-addr", c.Vars["SLURMBRIDGE_DB_ADDR"], "--db-user", c.Vars["SLURMBRIDGE_DB_USER"],
+		"--db-password-file", c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"], "--acct-db", c.Vars["SLURMBRIDGE_DB_NAME"])
+	if r.code != 0 {
+		t.Fatalf("exit %d, out %q, err %q", r.code, r.out, r.errOut)
+	}
+	for line := range strings.Lines(r.out) {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "cpu" && f[1] == class {
+			if f[2] != "3" {
+				t.Fatalf("pool cpu, class %s: %s jobs, want 3:\n%s", class, f[2], r.out)
+			}
+			return
+		}
+	}
+	t.Fatalf("no row for pool cpu, class %s:\n%s", class, r.out)
 }

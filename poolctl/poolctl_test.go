@@ -49,7 +49,6 @@ func (f *fakeFetcher) Jobs(context.Context) ([]slurm.Job, error) {
 	return slurm.ParseJobs(slurmtest.Fixture(f.t, f.squeue))
 }
 
-
 // readFixture reads one of the Slurm adapter's captures.
 func readFixture(t *testing.T, name string) []byte { return slurmtest.Fixture(t, name) }
 

@@ -79,4 +79,3 @@ func explainArgs(command string) ([]string, bool) {
 	}
 	return args, true
 }
-
