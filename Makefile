@@ -48,7 +48,7 @@ DOCDIR ?= $(PREFIX)/share/doc/slurmbridge
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 
 .PHONY: all build plugin spank install-plugin install-spank install deb test-deb test-installed vet test test-unit bench bench-replay-full demo \
-	testbed-up testbed-down testbed-status testbed-clean clean
+	testbed-up testbed-down testbed-status testbed-clean testbed-render clean
 
 all: build
 
@@ -160,6 +160,11 @@ testbed-status:
 
 testbed-clean:
 	@bash testbed/testbed.sh clean
+
+# slurm-conf/testbed/quotas.yaml rendered again from the testbed's facts (facts.yaml) after a
+# change to them: quotad.sh, the container testbed and the tests read it by its path.
+testbed-render:
+	$(GO) run ./testbed/cmd/testbed-render files -facts slurm-conf/testbed/facts.yaml -out slurm-conf/testbed quotas.yaml
 
 clean:
 	rm -rf $(BIN) dist

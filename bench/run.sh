@@ -24,6 +24,25 @@ mkdir -p bench/results
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=bench/results/$stamp.txt
 testbed_ok() { [ "$(id -u)" -eq 0 ] && bash testbed/testbed.sh status >/dev/null 2>&1; }
+# testbed_section TITLE COMMAND...: a section of the results that runs COMMAND when the testbed
+# is up, and says it was skipped otherwise.
+testbed_section() {
+	echo
+	echo "## $1"
+	if testbed_ok; then
+		"${@:2}"
+	else
+		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
+	fi
+}
+profile_demo() {
+	go build -o bin/poolctl ./poolctl/cmd/poolctl
+	OUT="bench/results/$stamp-profile" bash bench/profile-demo.sh
+}
+quotad_cost() {
+	go build -o bin/quotad ./quotad/cmd/quotad
+	go run ./bench/cmd/quotadcost
+}
 if testbed_ok && ! command -v gnuplot >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gnuplot-nox >/dev/null
 fi
@@ -34,52 +53,15 @@ fi
 	echo
 	echo "## go test -bench"
 	go test -run '^$' -bench . -benchmem -count 6 ./...
-	echo
-	echo "## slurmctld submit overhead (bench/plugin-overhead.sh)"
-	if testbed_ok; then
-		bash bench/plugin-overhead.sh
-	else
-		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
-	fi
-	echo
-	echo "## trace replay, quick mode (go run ./bench/cmd/tracereplay -preset quick run: static, slurmbridge, elastic)"
-	if testbed_ok; then
+	testbed_section "slurmctld submit overhead (bench/plugin-overhead.sh)" bash bench/plugin-overhead.sh
+	testbed_section "trace replay, quick mode (go run ./bench/cmd/tracereplay -preset quick run: static, slurmbridge, elastic)" \
 		go run ./bench/cmd/tracereplay -preset quick -out "bench/results/$stamp-replay" run
-	else
-		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
-	fi
-	echo
-	echo "## learned price/performance (bench/profile-demo.sh)"
-	if testbed_ok; then
-		go build -o bin/poolctl ./poolctl/cmd/poolctl
-		OUT="bench/results/$stamp-profile" bash bench/profile-demo.sh
-	else
-		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
-	fi
-	echo
-	echo "## quotad cycle cost at scale (go run ./bench/cmd/quotadcost)"
-	if testbed_ok; then
-		go build -o bin/quotad ./quotad/cmd/quotad
-		go run ./bench/cmd/quotadcost
-	else
-		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
-	fi
-	echo
-	echo "## lend and reclaim latency (bench/quota-latency.sh)"
-	if testbed_ok; then
-		bash bench/quota-latency.sh
-	else
-		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
-	fi
+	testbed_section "learned price/performance (bench/profile-demo.sh)" profile_demo
+	testbed_section "quotad cycle cost at scale (go run ./bench/cmd/quotadcost)" quotad_cost
+	testbed_section "lend and reclaim latency (bench/quota-latency.sh)" bash bench/quota-latency.sh
 	echo
 	echo "## elastic training simulation (go run ./bench/cmd/elasticsim)"
 	go run ./bench/cmd/elasticsim
-	echo
-	echo "## elastic transition idle time (go run ./bench/cmd/elastictransition -rounds 2)"
-	if testbed_ok; then
-		go run ./bench/cmd/elastictransition -rounds 2
-	else
-		echo "SKIPPED: needs root and a running testbed (sudo make testbed-up)"
-	fi
+	testbed_section "elastic transition idle time (go run ./bench/cmd/elastictransition -rounds 2)" go run ./bench/cmd/elastictransition -rounds 2
 } 2>&1 | tee "$out"
 echo "results in $out"

@@ -31,7 +31,7 @@ number=$(awk '/#define SLURM_VERSION_NUMBER/ {print $3}' /usr/include/slurm/slur
 header=$(printf '%d.%02d.%d' $((number >> 16 & 255)) $((number >> 8 & 255)) $((number & 255)))
 [ "$header" = "$upstream" ] || die "/usr/include/slurm/slurm_version.h says $header, the packages $upstream"
 
-for f in poolctl quotad quotactl elasticd job_submit_pools.so spank_elastic.so; do
+for f in poolctl slurmbridge-doctor quotad quotactl elasticd job_submit_pools.so spank_elastic.so; do
 	[ -f "$REPO/bin/$f" ] || die "bin/$f missing: run make build"
 done
 # A plugin built before the Slurm headers changed would carry the old version.
@@ -101,7 +101,7 @@ CONTROL
 }
 
 rm -f "$DIST"/slurmbridge-controller_*.deb "$DIST"/slurmbridge-node_*.deb
-build slurmbridge-controller "slurmbridge for the Slurm controller: pools plugin, quotad, quotactl, poolctl" \
+build slurmbridge-controller "slurmbridge for the Slurm controller: pools plugin, quotad, quotactl, poolctl, slurmbridge-doctor" \
 	"slurmctld (= $SLURM_VERSION), slurm-wlm-basic-plugins (= $SLURM_VERSION), slurm-client (= $SLURM_VERSION), passwd" \
 	controller job_submit_pools.so
 build slurmbridge-node "slurmbridge for Slurm nodes: elasticd, its node agent and the elastic SPANK plugin" \

@@ -61,6 +61,7 @@ examples() {
 
 controller() {
 	bin poolctl
+	bin slurmbridge-doctor
 	bin quotad
 	bin quotactl
 	unit quotad.service

@@ -40,7 +40,7 @@ check_metadata() {
 	[[ $p != slurmbridge-controller || $depends == *"slurmctld (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks slurmctld (= $SLURM_VERSION)"
 	local want
 	case $p in
-	slurmbridge-controller) want="/usr/bin/poolctl /usr/bin/quotad /usr/bin/quotactl $PLUGIN_DIR/job_submit_pools.so /lib/systemd/system/quotad.service /etc/slurmbridge/quotad.env /usr/share/doc/$p/operations.md /usr/share/doc/$p/examples/slurm.conf.slurmbridge /usr/share/doc/$p/examples/pools.yaml /usr/share/doc/$p/examples/quotas.yaml" ;;
+	slurmbridge-controller) want="/usr/bin/poolctl /usr/bin/slurmbridge-doctor /usr/bin/quotad /usr/bin/quotactl $PLUGIN_DIR/job_submit_pools.so /lib/systemd/system/quotad.service /etc/slurmbridge/quotad.env /usr/share/doc/$p/operations.md /usr/share/doc/$p/examples/slurm.conf.slurmbridge /usr/share/doc/$p/examples/pools.yaml /usr/share/doc/$p/examples/quotas.yaml" ;;
 	slurmbridge-node) want="/usr/bin/elasticd $PLUGIN_DIR/spank_elastic.so /lib/systemd/system/elasticd.service /lib/systemd/system/elasticd-agent.service /etc/slurmbridge/elasticd.env /etc/slurmbridge/elasticd-agent.env /usr/share/doc/$p/examples/plugstack.conf /usr/share/doc/$p/python/slurmbridge_elastic/__init__.py /usr/share/doc/$p/python/pyproject.toml" ;;
 	esac
 	local list f
@@ -153,6 +153,7 @@ system_round_trip() {
 	present "" "${PKGS[@]}"
 	getent passwd slurmbridge >/dev/null || fail "no slurmbridge user after install"
 	"/usr/bin/poolctl" doctor --help >/dev/null || fail "installed poolctl does not run"
+	/usr/bin/slurmbridge-doctor --help >/dev/null || fail "installed slurmbridge-doctor does not run"
 	/usr/bin/quotad --help >/dev/null || fail "installed quotad does not run"
 	/usr/bin/elasticd --help >/dev/null || fail "installed elasticd does not run"
 	if command -v systemd-analyze >/dev/null; then

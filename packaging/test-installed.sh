@@ -2,8 +2,9 @@
 # The packages behave like the dev build: installs dist/'s .debs (make deb) with dpkg, restarts
 # the local testbed from the installed files (TESTBED_FROM=installed: plugins from Slurm's
 # PluginDir, daemons from /usr/bin), proves that is what runs, runs the pools integration tests
-# and quotad's borrow/reclaim tests against it, asks the installed `poolctl doctor` for a clean
-# report, then brings the testbed down and purges the packages, checking nothing of them is left.
+# and quotad's borrow/reclaim tests against it, asks the installed `slurmbridge-doctor` and its
+# alias `poolctl doctor` for a clean report, then brings the testbed down and purges the
+# packages, checking nothing of them is left.
 # Called by `make test-installed` (root). Honours TESTBED_DIR and the testbed's port variables.
 #
 # Like test-deb.sh it refuses to run when slurmbridge is already installed on this machine.
@@ -88,16 +89,20 @@ SLURMBRIDGE_TEST_BINDIR=/usr/bin go test -count=1 -tags integration -timeout 10m
 	-run 'TestBorrowReclaimReturn|TestNoRequeueNeverLent|TestQuotactlSetLendLimitAndHistory' ||
 	fail "quotad integration tests with /usr/bin/quotad and /usr/bin/quotactl"
 
-# --- the installed doctor reports clean ------------------------------------------------------
-doctor_out=$(/usr/bin/poolctl --config "$TESTBED_DIR/etc/pools.yaml" doctor \
-	--quotad-url "http://127.0.0.1:${QUOTAD_METRICS_PORT:-19817}/metrics" \
-	--elasticd-url "http://127.0.0.1:${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))}/metrics" \
-	--db-password-file "$SLURMBRIDGE_DB_PASSWORD_FILE" --quotad-user root 2>&1) ||
-	fail "poolctl doctor exited $?"
+# --- the installed doctor reports clean, and so does its alias poolctl doctor ----------------
+doctor_flags=(--quotad-url "http://127.0.0.1:${QUOTAD_METRICS_PORT:-19817}/metrics"
+	--elasticd-url "http://127.0.0.1:${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))}/metrics"
+	--db-password-file "$SLURMBRIDGE_DB_PASSWORD_FILE" --quotad-user root)
+doctor_out=$(/usr/bin/slurmbridge-doctor --config "$TESTBED_DIR/etc/pools.yaml" "${doctor_flags[@]}" 2>&1) ||
+	fail "slurmbridge-doctor exited $?"
 printf '%s\n' "$doctor_out" | sed 's/^/  /'
 [[ $doctor_out == *"doctor: no problems"* ]] || fail "doctor is not clean"
 [[ $doctor_out == *"plugin      $PLUGIN_DIR/job_submit_pools.so built for Slurm"* ]] ||
 	fail "doctor did not check the installed plugin $PLUGIN_DIR/job_submit_pools.so"
+alias_out=$(/usr/bin/poolctl --config "$TESTBED_DIR/etc/pools.yaml" doctor "${doctor_flags[@]}" 2>&1) ||
+	fail "poolctl doctor exited $?"
+[[ $alias_out == *"doctor: no problems"* ]] || fail "poolctl doctor is not clean:
+$alias_out"
 
 # --- down, purge, nothing left --------------------------------------------------------------
 bash testbed/testbed.sh down

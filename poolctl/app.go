@@ -5,7 +5,6 @@ package poolctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/cliargs"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/doctor"
 )
 
 // Env is what the commands talk to; tests replace the fetcher with one fed by fixtures.
@@ -32,19 +32,7 @@ const (
 // Run runs poolctl with args (args[0] is the program name) and returns the exit status.
 func Run(ctx context.Context, args []string, env Env) int {
 	app := newApp(env)
-	err := app.RunContext(ctx, cliargs.FlagsFirst(app, args))
-	if err == nil {
-		return 0
-	}
-	code := exitProblems
-	var exit cli.ExitCoder
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	}
-	if msg := err.Error(); msg != "" {
-		fmt.Fprintln(env.Err, "poolctl:", msg)
-	}
-	return code
+	return cliargs.Run(ctx, app, cliargs.FlagsFirst(app, args), env.Err, exitProblems)
 }
 
 func newApp(env Env) *cli.App {
@@ -67,7 +55,9 @@ func newApp(env Env) *cli.App {
 			statusCommand(env),
 			explainCommand(env),
 			profileCommand(env),
-			doctorCommand(env),
+			// doctor checks the whole product, not only pools; it stays here as an alias of
+			// slurmbridge-doctor so existing scripts keep working.
+			doctor.Command(doctorEnv(env)),
 		},
 	}
 }
@@ -84,10 +74,38 @@ func configPath(c *cli.Context) string {
 	return pools.ConfigPathFromEnv()
 }
 
+// loadConfig refuses positional arguments, then reads the pools file the command works on; a
+// broken one is an exit that says where to see every problem.
+func loadConfig(c *cli.Context) (*pools.Config, string, error) {
+	if err := noArgs(c); err != nil {
+		return nil, "", err
+	}
+	path := configPath(c)
+	cfg, err := pools.Load(path)
+	if err != nil {
+		return nil, path, cli.Exit(fmt.Sprintf("%v\n(poolctl validate %s shows every problem)", err, path), exitProblems)
+	}
+	return cfg, path, nil
+}
+
 // noArgs refuses positional arguments, which urfave/cli would otherwise ignore silently.
 func noArgs(c *cli.Context) error {
 	if c.Args().Present() {
 		return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, c.Args().First()), exitUsage)
 	}
 	return nil
+}
+
+// doctorEnv is doctor's view of env: the Slurm adapter behind the fetcher, whose Runner doctor
+// also runs systemctl with, so tests replay every command from fixtures. A fetcher that is not
+// the adapter leaves the Runner nil, which doctor refuses.
+func doctorEnv(env Env) doctor.Env {
+	d := doctor.Env{Out: env.Out, Err: env.Err}
+	switch f := env.Fetcher.(type) {
+	case slurm.Client:
+		d.Slurm = f
+	case *slurm.Client:
+		d.Slurm = *f
+	}
+	return d
 }

@@ -49,10 +49,9 @@ func explainCommand(env Env) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			path := configPath(c)
-			cfg, err := pools.Load(path)
+			cfg, _, err := loadConfig(c)
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("%v\n(poolctl validate %s shows every problem)", err, path), exitProblems)
+				return err
 			}
 			d := cfg.Route(&req)
 			if d.Err != nil {

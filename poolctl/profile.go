@@ -226,13 +226,9 @@ func profileCommand(env Env) *cli.Command {
 			),
 			OnUsageError: usageError,
 			Action: func(c *cli.Context) error {
-				if err := noArgs(c); err != nil {
-					return err
-				}
-				path := configPath(c)
-				cfg, err := pools.Load(path)
+				cfg, path, err := loadConfig(c)
 				if err != nil {
-					return cli.Exit(err.Error(), exitProblems)
+					return err
 				}
 				runs, err := readRuns(c, time.Now().Add(-c.Duration("since")))
 				if err != nil {

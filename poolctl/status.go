@@ -65,13 +65,9 @@ func statusCommand(env Env) *cli.Command {
 		},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			if err := noArgs(c); err != nil {
-				return err
-			}
-			path := configPath(c)
-			cfg, err := pools.Load(path)
+			cfg, path, err := loadConfig(c)
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("%v\n(poolctl validate %s shows every problem)", err, path), exitProblems)
+				return err
 			}
 			nodes, err := env.Fetcher.Nodes(c.Context)
 			if err != nil {

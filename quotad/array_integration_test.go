@@ -18,6 +18,17 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
+// bobFillsGuarantee submits bob's 4 one-a100 jobs and waits until they run in his guarantee
+// (proj-b's 4 a100).
+func bobFillsGuarantee(t *testing.T, c *testbed.Cluster) []string {
+	t.Helper()
+	bob := submitN(t, c, "bob", 4)
+	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
+		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
+	})
+	return bob
+}
+
 // TestArrayLendsOnlyTasksThatFit: bob uses his 4 guaranteed a100, and submits an array of 10
 // one-a100 tasks while 4 a100 of its partition are idle. quotad lends exactly 4 tasks (the
 // first ones, split off the array's record by scontrol update jobid=A_T), they run in the
@@ -25,10 +36,7 @@ import (
 func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
-	bob := submitN(t, c, "bob", 4)
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
-	})
+	bobFillsGuarantee(t, c)
 	arr := submitN(t, c, "bob", 1, "--array=0-9")[0]
 	rel, err := c.Release(context.Background())
 	if err != nil {
@@ -127,10 +135,7 @@ func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
 func TestArrayThrottleLimitsLends(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
-	bob := submitN(t, c, "bob", 4)
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
-	})
+	bobFillsGuarantee(t, c)
 	rel, err := c.Release(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -165,10 +170,7 @@ func TestArrayThrottleKeptWithASplitTask(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
 	logStart := ctldLogSize(t, c)
-	bob := submitN(t, c, "bob", 4)
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
-	})
+	bobFillsGuarantee(t, c)
 	rel, err := c.Release(ctxFor(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)

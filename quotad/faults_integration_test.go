@@ -1,15 +1,14 @@
 //go:build integration
 
-// Scenario 6 of issue 4: quotad killed mid-cycle, MariaDB gone for a minute, slurmctld
-// restarted. quotad must take no wrong action while it cannot see the whole picture, never
-// cancel or kill a job, and converge within two cycles once everything answers again. These
-// tests pause the testbed's own quotad and run their own, so they control which one is active.
+// Faults: quotad killed mid-cycle, MariaDB gone for a minute, slurmctld restarted. quotad must
+// take no wrong action while it cannot see the whole picture, never cancel or kill a job, and
+// converge within two cycles once everything answers again. These tests pause the testbed's
+// own quotad and run their own, so they control which one is active.
 package quotad_test
 
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +18,17 @@ import (
 )
 
 const faultCycle = 2 * time.Second // --interval of the quotad under test
+
+// upAtCleanup brings every daemon of the testbed back up when the test ends, however it ends.
+func upAtCleanup(t *testing.T, c *testbed.Cluster) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Up(ctx); err != nil {
+			t.Errorf("bringing the testbed back: %v", err)
+		}
+	})
+}
 
 // activeQuotad pauses the testbed's quotad, starts one under test with the testbed quotas, and
 // waits until it holds the lease. It returns the log path and the process.
@@ -71,8 +81,7 @@ func assertConverges(t *testing.T, c *testbed.Cluster, ids []string, recovered t
 
 func TestQuotadKilledMidCycleConverges(t *testing.T) {
 	c := testbed.Require(t)
-	c.PauseDaemon(t, "quotad")
-	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	pauseWithTestbedQuotas(t, c)
 	_, first := activeQuotad(t, c)
 
 	// bob's jobs arrive and the quotad dies without warning while it may be mid-cycle.
@@ -96,19 +105,11 @@ func TestQuotadKilledMidCycleConverges(t *testing.T) {
 
 func TestDatabaseOutageStopsQuotadUntilItIsBack(t *testing.T) {
 	c := testbed.Require(t)
-	c.PauseDaemon(t, "quotad")
-	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	pauseWithTestbedQuotas(t, c)
 	log, _ := activeQuotad(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// Whatever happens, the testbed gets its database back.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := c.Up(ctx); err != nil {
-			t.Errorf("bringing the testbed back: %v", err)
-		}
-	})
+	upAtCleanup(t, c) // whatever happens, the testbed gets its database back
 
 	if err := c.Stop(ctx, "mariadb"); err != nil {
 		t.Fatal(err)
@@ -132,17 +133,10 @@ func TestDatabaseOutageStopsQuotadUntilItIsBack(t *testing.T) {
 
 func TestSlurmctldRestartConverges(t *testing.T) {
 	c := testbed.Require(t)
-	c.PauseDaemon(t, "quotad")
-	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	pauseWithTestbedQuotas(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := c.Up(ctx); err != nil {
-			t.Errorf("bringing the testbed back: %v", err)
-		}
-	})
+	upAtCleanup(t, c)
 
 	// Over-quota work waits while no quotad runs; then slurmctld goes away and a quotad starts
 	// that can read the database but not slurmctld's live state.

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -50,8 +49,7 @@ func auditMovesBy(t *testing.T, c *testbed.Cluster, pid int) int {
 
 func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	c := testbed.Require(t)
-	c.PauseDaemon(t, "quotad")
-	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	pauseWithTestbedQuotas(t, c)
 
 	// With no quotad running, bob's 4 over-quota a100 jobs and carol's 2 (she has no a100
 	// guarantee) wait, so the slow quotad's first plan lends them all: moves are batched per

@@ -174,8 +174,7 @@ func TestClusterPageInChromiumShowsWhatSlurmSays(t *testing.T) {
 	c := testbed.Require(t)
 	// The quotad under test is this build's, cycling every 2 s, with the testbed's pools.yaml
 	// beside its slurm.conf.
-	c.PauseDaemon(t, "quotad")
-	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	pauseWithTestbedQuotas(t, c)
 	log, _ := activeQuotad(t, c)
 	waitSynced(t, c, log) // on a fresh testbed the paused quotad may not have synced yet
 	api := apiAddr(t, log)

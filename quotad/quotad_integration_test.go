@@ -70,6 +70,20 @@ func quotactl(t *testing.T, c *testbed.Cluster, args ...string) string {
 	return string(out)
 }
 
+// importTestbedQuotas loads the testbed's quota table (slurm-conf/testbed/quotas.yaml).
+func importTestbedQuotas(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+}
+
+// pauseWithTestbedQuotas pauses the testbed's quotad for the test and loads the testbed's quota
+// table, so that the test runs a quotad of its own on known quotas.
+func pauseWithTestbedQuotas(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	c.PauseDaemon(t, "quotad")
+	importTestbedQuotas(t, c)
+}
+
 // startQuotad starts a quotad with the testbed's quotas and returns its log file.
 func startQuotad(t *testing.T, c *testbed.Cluster, interval string, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
@@ -96,7 +110,7 @@ func startQuotad(t *testing.T, c *testbed.Cluster, interval string, extra ...str
 // accounts are synced.
 func ensureQuotad(t *testing.T, c *testbed.Cluster) {
 	t.Helper()
-	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	importTestbedQuotas(t, c)
 	log, _ := startQuotad(t, c, "2s")
 	waitSynced(t, c, log)
 }
@@ -189,6 +203,21 @@ func count(rows map[string]jobRow, ids []string, pred func(jobRow) bool) int {
 	return n
 }
 
+// splitBorrowers splits ids, as the queue shows them now, into the jobs not in borrowQOS and
+// those in it.
+func splitBorrowers(t *testing.T, c *testbed.Cluster, ids []string, borrowQOS string) (inQuota, borrowers []string) {
+	t.Helper()
+	q := queue(t, c, ids)
+	for _, id := range ids {
+		if q[id].qos == borrowQOS {
+			borrowers = append(borrowers, id)
+		} else {
+			inQuota = append(inQuota, id)
+		}
+	}
+	return inQuota, borrowers
+}
+
 // preemptedIn lists the jobs sacct shows with a PREEMPTED record.
 func preemptedIn(t *testing.T, c *testbed.Cluster, ids []string) []string {
 	t.Helper()
@@ -210,15 +239,7 @@ func TestBorrowReclaimReturn(t *testing.T) {
 	})
 	borrowedAt := time.Now()
 	t.Logf("scenario 1: all 8 of bob's jobs running (4 borrowed) %s after submission", d.Round(100*time.Millisecond))
-	q := queue(t, c, bob)
-	var inQuota, borrowers []string
-	for _, id := range bob {
-		if q[id].qos == "borrow-proj-b" {
-			borrowers = append(borrowers, id)
-		} else {
-			inQuota = append(inQuota, id)
-		}
-	}
+	inQuota, borrowers := splitBorrowers(t, c, bob, "borrow-proj-b")
 
 	alice := submitN(t, c, "alice", 4)
 	// Scenario 5: borrowers younger than PreemptExemptTime are not reclaimed.
@@ -245,7 +266,7 @@ func TestBorrowReclaimReturn(t *testing.T) {
 		t.Errorf("bob's in-quota jobs %v were preempted", p)
 	}
 	waitFor(t, "4 PREEMPTED borrowers in sacct", 20*time.Second, func() bool { return len(preemptedIn(t, c, borrowers)) == 4 })
-	q = queue(t, c, bob)
+	q := queue(t, c, bob)
 	if n := count(q, inQuota, isRunning); n != 4 {
 		t.Errorf("%d of bob's in-quota jobs running, want 4: %v", n, q)
 	}
@@ -275,15 +296,7 @@ func TestReclaimFollowsUsage(t *testing.T) {
 		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
 			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4
 	})
-	q := queue(t, c, bob)
-	var inQuota, bobBorrowers []string
-	for _, id := range bob {
-		if q[id].qos == "borrow-proj-b" {
-			bobBorrowers = append(bobBorrowers, id)
-		} else {
-			inQuota = append(inQuota, id)
-		}
-	}
+	inQuota, bobBorrowers := splitBorrowers(t, c, bob, "borrow-proj-b")
 	c.Cancel(inQuota...)
 
 	carol := submitN(t, c, "carol", 4) // no a100 guaranteed: every one must borrow

@@ -43,7 +43,7 @@ func quotactlAs(c *testbed.Cluster, user string, args ...string) (string, string
 
 func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 	c := testbed.Require(t)
-	quotactl(t, c, "import", filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml"))
+	importTestbedQuotas(t, c)
 	// Users reach the testbed's quotad at the env file's SLURMBRIDGE_QUOTAD_URL, as a site's
 	// users reach theirs; when the testbed runs none, the test starts one and names it.
 	api := c.Vars["SLURMBRIDGE_QUOTAD_URL"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # elasticd and its node agent on the local testbed.
-#   testbed/elasticd.sh start    start elasticd and one agent for the testbed's 7 nodes (one host)
+#   testbed/elasticd.sh start    start elasticd and one agent for the testbed's nodes (one host)
 #   testbed/elasticd.sh stop     stop exactly what start started, by pid file
 #   testbed/elasticd.sh status   which of them run
 # Needs bin/elasticd (make build) and the testbed up; pid files in $TESTBED_DIR/run, logs in
@@ -15,21 +15,14 @@ LOG=$TESTBED_DIR/log
 BIN=${ELASTICD_BIN:-${SLURMBRIDGE_BINDIR:-$REPO/bin}/elasticd}
 PORT=${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))} # 19464 beside the default ports; testbed.sh writes the same into env
 INTERVAL=${ELASTICD_INTERVAL:-2s}
-NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
 
 say() { printf 'elasticd: %s\n' "$*"; }
 die() { printf 'elasticd: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=testbed/supervise.sh
+. "$REPO/testbed/supervise.sh"
 
-# pid_of NAME: the pid in $RUN/NAME.pid when it is alive and still elasticd (a recycled pid is
-# never signalled).
-pid_of() {
-	local pidfile=$RUN/$1.pid pid
-	[ -s "$pidfile" ] || return 1
-	pid=$(tr -dc '0-9' <"$pidfile")
-	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-	[[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *elasticd* ]] || return 1
-	echo "$pid"
-}
+# pid_of NAME: the pid in $RUN/NAME.pid when it is alive and still elasticd.
+pid_of() { pid_in "$RUN/$1.pid" '*elasticd*'; }
 
 start_one() {
 	local name=$1
@@ -46,6 +39,12 @@ start_one() {
 cmd_start() {
 	[ -x "$BIN" ] || die "$BIN missing: run make build"
 	[ -s "$TESTBED_DIR/etc/slurm.conf" ] || die "no testbed in $TESTBED_DIR: bring it up first"
+	# The nodes the testbed started, as testbed.sh up read them from the facts file.
+	[ -s "$TESTBED_DIR/etc/facts.sh" ] || die "no $TESTBED_DIR/etc/facts.sh: bring the testbed up again (testbed/testbed.sh up)"
+	trusted "$TESTBED_DIR/etc/facts.sh" || die "$TESTBED_DIR/etc/facts.sh or its folder is not this user's alone: not reading it"
+	local NODES
+	# shellcheck disable=SC1091
+	. "$TESTBED_DIR/etc/facts.sh"
 	mkdir -p "$RUN" "$LOG" "$TESTBED_DIR/elastic"
 	chmod 0755 "$TESTBED_DIR/elastic"
 	start_one elasticd run --state-dir "$TESTBED_DIR/elastic" --pools "$TESTBED_DIR/etc/pools.yaml" \
@@ -57,14 +56,9 @@ cmd_start() {
 }
 
 stop_one() {
-	local name=$1 pid i
+	local name=$1 pid
 	pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 50); do
-		[ -d "/proc/$pid" ] || break
-		sleep 0.1
-	done
-	[ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+	terminate "$name" "$pid"
 	rm -f "$RUN/$name.pid"
 	say "stopped $name ($pid)"
 }

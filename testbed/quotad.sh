@@ -24,19 +24,15 @@ BIN=${SLURMBRIDGE_BINDIR:-$REPO_ROOT/bin}
 
 say() { printf 'quotad.sh: %s\n' "$*"; }
 die() { printf 'quotad.sh: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=testbed/supervise.sh
+. "$REPO_ROOT/testbed/supervise.sh"
 
 # running prints the pid of the pid file when that process is alive and is a quotad.
-running() {
-	local pid
-	[ -s "$PIDFILE" ] || return 1
-	pid=$(tr -dc '0-9' <"$PIDFILE")
-	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-	[[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *quotad* ]] || return 1
-	echo "$pid"
-}
+running() { pid_in "$PIDFILE" '*quotad*'; }
 
 load_env() {
 	[ -f "$TESTBED_DIR/env" ] || die "no $TESTBED_DIR/env: bring the testbed up first (testbed/testbed.sh up)"
+	trusted "$TESTBED_DIR/env" || die "$TESTBED_DIR/env or its folder is not this user's alone: not reading it"
 	set -a
 	# shellcheck disable=SC1091
 	. "$TESTBED_DIR/env"
@@ -77,17 +73,9 @@ cmd_start() {
 }
 
 cmd_stop() {
-	local pid i
+	local pid
 	pid=$(running) || { rm -f "$PIDFILE"; say "not running"; return 0; }
-	kill -TERM "$pid"
-	for i in $(seq 1 100); do
-		[ -d "/proc/$pid" ] || break
-		sleep 0.1
-	done
-	if [ -d "/proc/$pid" ]; then
-		say "quotad ($pid) ignored SIGTERM for 10s; sending SIGKILL"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
+	terminate quotad "$pid"
 	rm -f "$PIDFILE"
 	say "stopped (pid $pid)"
 }

@@ -18,16 +18,18 @@
 #
 # It never writes /etc/slurm. Source $TESTBED_DIR/env to point sinfo, sbatch, sacct and sacctmgr
 # at the testbed.
+#
+# Its users, projects, nodes, GPUs and ports are the testbed's facts, slurm-conf/testbed/facts.yaml;
+# testbed-render (testbed/cmd/testbed-render, run with `go run` from this tree) renders its
+# configuration and the SQL of its databases from them; this script does the rest (packages,
+# users, directories, plugins, processes).
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
-TESTBED_DB_PORT=${TESTBED_DB_PORT:-13306}
-TESTBED_CTLD_PORT=${TESTBED_CTLD_PORT:-16817}
-TESTBED_DBD_PORT=${TESTBED_DBD_PORT:-16819}
-TESTBED_SLURMD_PORT_BASE=${TESTBED_SLURMD_PORT_BASE:-17001}
-# Elastic jobs' rendezvous ports (SPANK rdzv_port_base): a second testbed on this host needs its own.
-TESTBED_RDZV_PORT_BASE=${TESTBED_RDZV_PORT_BASE:-29400}
+# The testbed's facts (users, projects, nodes, GPUs, ports) and the templates they fill in.
+FACTS=$REPO_ROOT/slurm-conf/testbed/facts.yaml
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 TESTBED_IDLE_TIMEOUT=${TESTBED_IDLE_TIMEOUT:-60}
 # Extra directories searched for plugins before Slurm's own (the job_submit plugin goes here).
 TESTBED_PLUGIN_DIR=${TESTBED_PLUGIN_DIR:-$TESTBED_DIR/plugins}
@@ -39,10 +41,6 @@ installed) SLURMBRIDGE_BINDIR=${SLURMBRIDGE_BINDIR:-/usr/bin} ;;
 esac
 export SLURMBRIDGE_BINDIR
 
-CLUSTER=testbed
-NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
-GPU_NODES=(a100-1 a100-2 v100-1 v100-2 a100-spot-1)
-PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
 # python3 runs the elastic examples' synthetic trainer; python3-torch (Debian's CPU build) their
 # real torchrun job, train.py, whose workers meet in torchrun's c10d rendezvous.
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev python3 python3-torch)
@@ -58,42 +56,51 @@ MUNGE_SOCKET=$RUN/munge/munge.socket
 
 say() { printf 'testbed: %s\n' "$*"; }
 die() { printf 'testbed: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=testbed/supervise.sh
+. "$REPO_ROOT/testbed/supervise.sh"
+
+# testbed_render runs the facts' renderer (testbed/cmd/testbed-render) from this tree.
+testbed_render() {
+	(cd "$REPO_ROOT" && "$GO" run -buildvcs=false ./testbed/cmd/testbed-render "$@")
+}
+
+# load_facts COMMAND sets CLUSTER, NODES, GPU_NODES, PROJECTS (account:user), GPUS_PER_NODE and
+# the ports: each TESTBED_*_PORT as given, else the facts' own (a second testbed on this host
+# needs ports of its own, the elastic jobs' rendezvous ports, SPANK rdzv_port_base, too).
+# up reads the facts file and keeps what it read in $ETC/facts.sh (write_configs); the other
+# commands read that copy when there is one, so down stops the nodes up started, even when
+# the facts changed since or no Go toolchain is at hand.
+load_facts() {
+	if [ "$1" != up ] && [ -s "$ETC/facts.sh" ] && trusted "$ETC/facts.sh"; then
+		FACTS_SHELL=$(cat "$ETC/facts.sh")
+	else
+		[ ! -e "$ETC/facts.sh" ] || [ "$1" = up ] || say "not reading $ETC/facts.sh: it or $ETC is not this user's alone; reading $FACTS"
+		FACTS_SHELL=$(testbed_render shell -facts "$FACTS") || die "cannot read the testbed's facts ($FACTS)"
+	fi
+	eval "$FACTS_SHELL"
+	TESTBED_DB_PORT=${TESTBED_DB_PORT:-$FACT_LOCAL_DB_PORT}
+	TESTBED_CTLD_PORT=${TESTBED_CTLD_PORT:-$FACT_LOCAL_CTLD_PORT}
+	TESTBED_DBD_PORT=${TESTBED_DBD_PORT:-$FACT_LOCAL_DBD_PORT}
+	TESTBED_SLURMD_PORT_BASE=${TESTBED_SLURMD_PORT_BASE:-$FACT_LOCAL_SLURMD_PORT_BASE}
+	TESTBED_RDZV_PORT_BASE=${TESTBED_RDZV_PORT_BASE:-$FACT_LOCAL_RDZV_PORT_BASE}
+}
 
 require_root() {
 	[ "$(id -u)" -eq 0 ] || die "run as root: the testbed starts Slurm daemons and runs jobs as alice, bob and carol"
 }
 
 # pid_of NAME prints the pid recorded in $RUN/NAME.pid when that process is alive and still the
-# program we started (a recycled pid is never signalled).
+# program we started.
 pid_of() {
-	local name=$1 pidfile=$RUN/$1.pid pid exe
-	[ -s "$pidfile" ] || return 1
-	pid=$(tr -dc '0-9' <"$pidfile")
-	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-	exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	local name=$1 pidfile=$RUN/$1.pid
 	case $name in
-	mariadb) [[ $exe == *mariadbd* || $exe == *mysqld* ]] ;;
-	munged) [[ $exe == *munged* ]] ;;
-	slurmdbd) [[ $exe == *slurmdbd* ]] ;;
-	slurmctld) [[ $exe == *slurmctld* ]] ;;
-	slurmd-*) [[ $exe == *slurmd* && $exe == *"${name#slurmd-}"* ]] ;;
+	mariadb) pid_in "$pidfile" '*mariadbd*' || pid_in "$pidfile" '*mysqld*' ;;
+	munged) pid_in "$pidfile" '*munged*' ;;
+	slurmdbd) pid_in "$pidfile" '*slurmdbd*' ;;
+	slurmctld) pid_in "$pidfile" '*slurmctld*' ;;
+	slurmd-*) pid_in "$pidfile" "*slurmd*${name#slurmd-}*" ;;
 	*) return 1 ;;
-	esac || return 1
-	echo "$pid"
-}
-
-# wait_for DESCRIPTION SECONDS COMMAND... retries COMMAND until it succeeds or time runs out.
-wait_for() {
-	local what=$1 secs=$2 deadline
-	shift 2
-	deadline=$((SECONDS + secs))
-	until "$@" >/dev/null 2>&1; do
-		if [ $SECONDS -ge $deadline ]; then
-			say "gave up waiting for $what after ${secs}s"
-			return 1
-		fi
-		sleep 0.2
-	done
+	esac
 }
 
 install_packages() {
@@ -119,46 +126,6 @@ ensure_users() {
 	done
 }
 
-port_for_node() {
-	local i
-	for i in "${!NODES[@]}"; do
-		[ "${NODES[$i]}" = "$1" ] && echo $((TESTBED_SLURMD_PORT_BASE + i)) && return 0
-	done
-	return 1
-}
-
-# render TEMPLATE OUT replaces @NAME@ placeholders; an unknown placeholder is an error so a
-# template change never ships a half-filled config.
-render() {
-	local template=$1 out=$2 host
-	host=$(hostname -s)
-	sed -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
-		-e "s|@HOST@|$host|g" \
-		-e "s|@CTLD_ADDR@|127.0.0.1|g" \
-		-e "s|@DBD_HOST@|$host|g" \
-		-e "s|@DBD_ADDR@|127.0.0.1|g" \
-		-e "s|@DB_HOST@|127.0.0.1|g" \
-		-e "s|@NODE_HOST@|$host|g" \
-		-e "s|@NODE_ADDR@|127.0.0.1|g" \
-		-e "s|@COMM_PARAMS@|$COMM_PARAMS|g" \
-		-e "s|@JOB_SUBMIT_LINE@|$JOB_SUBMIT_LINE|g" \
-		-e "s|@CTLD_PORT@|$TESTBED_CTLD_PORT|g" \
-		-e "s|@DBD_PORT@|$TESTBED_DBD_PORT|g" \
-		-e "s|@DB_PORT@|$TESTBED_DB_PORT|g" \
-		-e "s|@PLUGIN_DIR@|$TESTBED_PLUGIN_DIR:$SLURM_PLUGIN_DIR|g" \
-		-e "s|@SLURMD_PORT_CPU@|$(port_for_node cpu-1)-$(port_for_node cpu-2)|g" \
-		-e "s|@SLURMD_PORT_A100@|$(port_for_node a100-1)-$(port_for_node a100-2)|g" \
-		-e "s|@SLURMD_PORT_V100@|$(port_for_node v100-1)-$(port_for_node v100-2)|g" \
-		-e "s|@SLURMD_PORT_A100_SPOT@|$(port_for_node a100-spot-1)|g" \
-		-e "s|@DB_PASSWORD@|$(cat "$TESTBED_DIR/secrets/db-password")|g" \
-		"$template" >"$out.tmp"
-	if grep -n '@[A-Z][A-Z0-9_]*@' "$out.tmp" >&2; then
-		rm -f "$out.tmp"
-		die "unfilled placeholder in $template"
-	fi
-	mv "$out.tmp" "$out"
-}
-
 make_layout() {
 	local node i
 	install -d -m 0755 "$TESTBED_DIR" "$ETC" "$RUN" "$LOG" "$TESTBED_DIR/state" "$TESTBED_DIR/gpus" "$TESTBED_PLUGIN_DIR"
@@ -173,7 +140,7 @@ make_layout() {
 	done
 	for node in "${GPU_NODES[@]}"; do
 		install -d -m 0755 "$TESTBED_DIR/gpus/$node"
-		for i in 0 1 2 3; do
+		for ((i = 0; i < GPUS_PER_NODE; i++)); do
 			# A character device (a twin of /dev/null) lets slurmd derive CUDA_VISIBLE_DEVICES;
 			# where mknod is not allowed a plain file still gives a working GRES count.
 			[ -e "$TESTBED_DIR/gpus/$node/nvidia$i" ] ||
@@ -243,8 +210,8 @@ installed_plugin() {
 	[ -f "$SLURM_PLUGIN_DIR/$1" ]
 }
 
-# install_spank puts the elastic SPANK plugin in place, by rename, and writes plugstack.conf:
-# empty (no SPANK plugins) when the plugin is not built.
+# install_spank puts the elastic SPANK plugin in place, by rename, and sets SPANK_SO to it for
+# plugstack.conf, or writes plugstack.conf empty (no SPANK plugins) when the plugin is not built.
 install_spank() {
 	local built=$REPO_ROOT/bin/spank_elastic.so dest=$TESTBED_PLUGIN_DIR/spank_elastic.so
 	install -d -m 0755 "$TESTBED_DIR/elastic"
@@ -252,6 +219,7 @@ install_spank() {
 		built=$SLURM_PLUGIN_DIR/spank_elastic.so dest=$SLURM_PLUGIN_DIR/spank_elastic.so
 		installed_plugin spank_elastic.so || built=/nonexistent
 	fi
+	SPANK_SO=
 	if [ ! -f "$built" ]; then
 		: >"$ETC/plugstack.conf"
 		return 0
@@ -260,11 +228,7 @@ install_spank() {
 		install -m 0755 "$built" "$dest.new"
 		mv -f "$dest.new" "$dest"
 	fi
-	# The container testbed renders the same template (docker/slurm-testbed/entrypoint.sh).
-	sed -e "s|@SPANK_ELASTIC_SO@|$dest|g" -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
-		-e "s|@RDZV_PORT_BASE@|$TESTBED_RDZV_PORT_BASE|g" \
-		"$REPO_ROOT/slurm-conf/testbed/plugstack.conf.in" >"$ETC/plugstack.conf.new"
-	mv -f "$ETC/plugstack.conf.new" "$ETC/plugstack.conf"
+	SPANK_SO=$dest
 }
 
 write_configs() {
@@ -273,12 +237,21 @@ write_configs() {
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
 	install_plugin
 	install_spank
-	local before
+	local before files=(slurm.conf gres.conf slurmdbd.conf)
+	# The container testbed renders the same templates (docker/slurm-testbed/entrypoint.sh).
+	[ -n "$SPANK_SO" ] && files+=(plugstack.conf)
 	before=$({ cat "$ETC/slurm.conf" "$ETC/gres.conf" 2>/dev/null || true; } | md5sum)
-	render "$REPO_ROOT/slurm-conf/testbed/slurm.conf.in" "$ETC/slurm.conf"
-	render "$REPO_ROOT/slurm-conf/testbed/gres.conf.in" "$ETC/gres.conf"
+	testbed_render files -facts "$FACTS" -out "$ETC" -dir "$TESTBED_DIR" -host "$(hostname -s)" \
+		-comm-params "$COMM_PARAMS" -job-submit-line "$JOB_SUBMIT_LINE" \
+		-plugin-dir "$TESTBED_PLUGIN_DIR" -slurm-plugin-dir "$SLURM_PLUGIN_DIR" -spank-elastic-so "$SPANK_SO" \
+		-db-port "$TESTBED_DB_PORT" -ctld-port "$TESTBED_CTLD_PORT" -dbd-port "$TESTBED_DBD_PORT" \
+		-slurmd-port-base "$TESTBED_SLURMD_PORT_BASE" -rdzv-port-base "$TESTBED_RDZV_PORT_BASE" \
+		-db-password-file "$TESTBED_DIR/secrets/db-password" "${files[@]}" ||
+		die "cannot render the testbed's configuration from $FACTS"
 	[ "$before" = "$(cat "$ETC/slurm.conf" "$ETC/gres.conf" | md5sum)" ] || CONFIG_CHANGED=1
-	(umask 077 && render "$REPO_ROOT/slurm-conf/testbed/slurmdbd.conf.in" "$ETC/slurmdbd.conf")
+	printf '%s\n' "$FACTS_SHELL" >"$ETC/facts.sh.new"
+	chmod 0644 "$ETC/facts.sh.new"
+	mv -f "$ETC/facts.sh.new" "$ETC/facts.sh"
 	chown slurm:slurm "$ETC/slurmdbd.conf"
 	chmod 0600 "$ETC/slurmdbd.conf"
 	# quotad and tests read the accounting database with their own read-only account.
@@ -346,7 +319,7 @@ start_mariadb() {
 		wait_for "MariaDB" 30 db_root -e 'SELECT 1' || { tail -n 20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
 	fi
 	local sql
-	sql=$(bash "$REPO_ROOT/slurm-conf/testbed/db-setup.sh" "$TESTBED_DIR/secrets/db-password" 127.0.0.1 localhost) ||
+	sql=$(testbed_render db-setup -facts "$FACTS" -db-password-file "$TESTBED_DIR/secrets/db-password" 127.0.0.1 localhost) ||
 		die "cannot render the database setup"
 	printf '%s\n' "$sql" | db_root || die "setting up the databases failed"
 }
@@ -364,20 +337,10 @@ start_slurmdbd() {
 	wait_for "slurmdbd" 30 sacctmgr -n show cluster || { tail -n 20 "$LOG/slurmdbd.log" >&2; die "slurmdbd did not answer"; }
 }
 
-# sacctmgr_add adds an entity unless it exists (sacctmgr exits non-zero on "Nothing new added").
+# The cluster, the projects' accounts and users, root an Administrator (the container testbed
+# runs the same script).
 ensure_accounts() {
-	local entry acct user
-	sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
-	for entry in "${PROJECTS[@]}"; do
-		acct=${entry%%:*}
-		user=${entry#*:}
-		sacctmgr -n -P show account "$acct" format=account | grep -qx "$acct" ||
-			sacctmgr -i add account "$acct" cluster="$CLUSTER" description="project $acct" organization=slurmbridge >/dev/null
-		sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$acct" user="$user" format=user | grep -qx "$user" ||
-			sacctmgr -i add user "$user" account="$acct" defaultaccount="$acct" cluster="$CLUSTER" >/dev/null
-	done
-	sacctmgr -n -P show user root format=adminlevel | grep -qx Administrator ||
-		sacctmgr -i modify user root set adminlevel=Administrator >/dev/null
+	bash "$REPO_ROOT/slurm-conf/testbed/ensure-accounts.sh" "$CLUSTER" "${PROJECTS[@]}"
 }
 
 start_slurmctld() {
@@ -487,17 +450,9 @@ cmd_up() {
 }
 
 stop_pid() {
-	local name=$1 pid i
+	local name=$1 pid
 	pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 100); do
-		[ -d "/proc/$pid" ] || break
-		sleep 0.1
-	done
-	if [ -d "/proc/$pid" ]; then
-		say "$name ($pid) ignored SIGTERM for 10s; sending SIGKILL"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
+	terminate "$name" "$pid"
 	say "stopped $name ($pid)"
 	rm -f "$(readlink -f "$RUN/$name.pid")" "$RUN/$name.pid"
 }
@@ -547,6 +502,12 @@ cmd_status() {
 	fi
 	return $rc
 }
+
+# Installing packages needs no facts (and no Go yet).
+case ${1:-} in
+packages | package-list | browser-package-list) ;;
+*) load_facts "${1:-}" ;;
+esac
 
 case ${1:-} in
 packages)

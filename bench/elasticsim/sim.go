@@ -25,6 +25,7 @@
 package elasticsim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -124,7 +125,7 @@ type Config struct {
 
 // DefaultConfig is the paper's job: ResNet-50 for 90 epochs of ImageNet (1,281,167 images),
 // 8 GPUs per worker (one node), 2 to 8 workers (16 to 64 GPUs), elasticd's default settings
-// and 10 s cycle, a 10 s transition (the goal; the paper measured 3-7 s in place) and
+// and 10 s cycle, a 10 s transition (the goal for a grow or shrink on the testbed; the paper measured 3-7 s in place) and
 // 2% report noise.
 func DefaultConfig() Config {
 	return Config{
@@ -207,24 +208,12 @@ func (c Config) Knee() int {
 // settings fills the zero fields it reports from policy.DefaultSettings, as Decide does.
 func (c Config) settings() policy.Settings {
 	s, d := c.Settings, policy.DefaultSettings()
-	if s.Threshold == 0 {
-		s.Threshold = d.Threshold
-	}
-	if s.Step == 0 {
-		s.Step = d.Step
-	}
-	if s.Cooldown == 0 {
-		s.Cooldown = d.Cooldown
-	}
-	if s.SettleTime == 0 {
-		s.SettleTime = d.SettleTime
-	}
-	if s.MinSamples == 0 {
-		s.MinSamples = d.MinSamples
-	}
-	if s.NoiseTolerance == 0 {
-		s.NoiseTolerance = d.NoiseTolerance
-	}
+	s.Threshold = cmp.Or(s.Threshold, d.Threshold)
+	s.Step = cmp.Or(s.Step, d.Step)
+	s.Cooldown = cmp.Or(s.Cooldown, d.Cooldown)
+	s.SettleTime = cmp.Or(s.SettleTime, d.SettleTime)
+	s.MinSamples = cmp.Or(s.MinSamples, d.MinSamples)
+	s.NoiseTolerance = cmp.Or(s.NoiseTolerance, d.NoiseTolerance)
 	return s
 }
 

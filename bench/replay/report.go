@@ -124,67 +124,104 @@ type Report struct {
 // runs of elastic jobs' worker jobs by main job id (mode elastic).
 func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Record, capacityGPUs int) Report {
 	rep := Report{Mode: mode, Submitted: len(subs), CapacityGPUs: capacityGPUs, Waits: map[Class][]float64{}, PeakGuaranteed: map[string]int{}}
+	byJob := recordsByJob(recs)
+	var alloc allocations
+	countElastic(&rep, subs, byJob, workers, &alloc)
+	countJobs(&rep, subs, byJob, &alloc)
+	rep.GPUSeconds = alloc.gpuSeconds
+	for _, w := range rep.Waits {
+		slices.Sort(w)
+	}
+	if span := rep.End - rep.Start; span > 0 && capacityGPUs > 0 {
+		rep.AllocRatio = rep.GPUSeconds / (float64(capacityGPUs) * float64(span))
+	}
+	alloc.timeline(&rep)
+	return rep
+}
+
+// recordsByJob groups sacct records by job id: a requeued job has one per run.
+func recordsByJob(recs []Record) map[string][]Record {
 	byJob := map[string][]Record{}
 	for _, r := range recs {
 		byJob[r.JobID] = append(byJob[r.JobID], r)
 	}
-	type event struct {
-		t       int64
-		delta   int
-		account string // "" for borrow runs
-	}
-	var events []event
-	// run adds one run's allocation.
-	run := func(r Record) {
-		if r.Start > 0 && r.End > r.Start && r.GPUs > 0 {
-			rep.GPUSeconds += float64(r.GPUs) * float64(r.End-r.Start)
-			acct := r.Account
-			if IsBorrowQOS(r.QOS) {
-				acct = ""
-			}
-			events = append(events, event{r.Start, r.GPUs, acct}, event{r.End, -r.GPUs, acct})
+	return byJob
+}
+
+// allocations collects the GPUs that runs held, as GPU seconds and as start and end events.
+type allocations struct {
+	gpuSeconds float64
+	events     []allocEvent
+}
+
+type allocEvent struct {
+	t       int64
+	delta   int
+	account string // "" for borrow runs
+}
+
+// add counts one run's allocation.
+func (a *allocations) add(r Record) {
+	if r.Start > 0 && r.End > r.Start && r.GPUs > 0 {
+		a.gpuSeconds += float64(r.GPUs) * float64(r.End-r.Start)
+		acct := r.Account
+		if IsBorrowQOS(r.QOS) {
+			acct = ""
 		}
+		a.events = append(a.events, allocEvent{r.Start, r.GPUs, acct}, allocEvent{r.End, -r.GPUs, acct})
 	}
+}
+
+// countElastic counts the elastic jobs among subs, their workers' runs (whose allocation counts
+// as their job's), how many grew, and their run time against their mapped run time.
+func countElastic(rep *Report, subs []Submitted, byJob, workers map[string][]Record, alloc *allocations) {
 	var elasticRatios float64
 	elasticDone := 0
 	for _, s := range subs {
-		if ws, ok := workers[s.JobID]; ok || mode == Elastic && s.Job.Elastic {
-			rep.ElasticJobs++
-			var mainEnd int64
-			for _, r := range byJob[s.JobID] {
-				mainEnd = max(mainEnd, r.End)
+		ws, ok := workers[s.JobID]
+		if !ok && (rep.Mode != Elastic || !s.Job.Elastic) {
+			continue
+		}
+		rep.ElasticJobs++
+		var mainEnd int64
+		for _, r := range byJob[s.JobID] {
+			mainEnd = max(mainEnd, r.End)
+		}
+		grown := false
+		for _, w := range ws {
+			rep.WorkerJobs++
+			if w.Start > 0 {
+				rep.WorkerRuns++
+				// A worker that started only as its main job ended never trained.
+				grown = grown || mainEnd == 0 || w.Start < mainEnd
 			}
-			grown := false
-			for _, w := range ws {
-				rep.WorkerJobs++
-				if w.Start > 0 {
-					rep.WorkerRuns++
-					// A worker that started only as its main job ended never trained.
-					grown = grown || mainEnd == 0 || w.Start < mainEnd
-				}
-				if w.State == "PREEMPTED" || w.State == "REQUEUED" {
-					rep.Preemptions++
-				}
-				if w.Start > 0 && w.End > w.Start {
-					rep.WorkerGPUSeconds += float64(w.GPUs) * float64(w.End-w.Start)
-				}
-				run(w)
-				rep.End = max(rep.End, w.End)
+			if w.State == "PREEMPTED" || w.State == "REQUEUED" {
+				rep.Preemptions++
 			}
-			if grown {
-				rep.Grown++
+			if w.Start > 0 && w.End > w.Start {
+				rep.WorkerGPUSeconds += float64(w.GPUs) * float64(w.End-w.Start)
 			}
-			for _, r := range byJob[s.JobID] {
-				if r.State == "COMPLETED" && r.End > r.Start && r.Start > 0 && s.Job.Runtime > 0 {
-					elasticRatios += float64(r.End-r.Start) / s.Job.Runtime.Seconds()
-					elasticDone++
-				}
+			alloc.add(w)
+			rep.End = max(rep.End, w.End)
+		}
+		if grown {
+			rep.Grown++
+		}
+		for _, r := range byJob[s.JobID] {
+			if r.State == "COMPLETED" && r.End > r.Start && r.Start > 0 && s.Job.Runtime > 0 {
+				elasticRatios += float64(r.End-r.Start) / s.Job.Runtime.Seconds()
+				elasticDone++
 			}
 		}
 	}
 	if elasticDone > 0 {
 		rep.ElasticRunRatio = elasticRatios / float64(elasticDone)
 	}
+}
+
+// countJobs accounts every submitted job from its runs: lost or completed, its wait from first
+// submit to first start, preemptions and borrow runs, and the span of the mode.
+func countJobs(rep *Report, subs []Submitted, byJob map[string][]Record, alloc *allocations) {
 	for _, s := range subs {
 		runs := byJob[s.JobID]
 		if len(runs) == 0 {
@@ -214,7 +251,7 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Re
 			if IsBorrowQOS(r.QOS) {
 				rep.BorrowRuns++
 			}
-			run(r)
+			alloc.add(r)
 			if r.Submit > 0 && (rep.Start == 0 || r.Submit < rep.Start) {
 				rep.Start = r.Submit
 			}
@@ -229,21 +266,20 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Re
 			rep.Waits[s.Job.Class] = append(rep.Waits[s.Job.Class], float64(start-submit))
 		}
 	}
-	for _, w := range rep.Waits {
-		slices.Sort(w)
-	}
-	if span := rep.End - rep.Start; span > 0 && capacityGPUs > 0 {
-		rep.AllocRatio = rep.GPUSeconds / (float64(capacityGPUs) * float64(span))
-	}
+}
+
+// timeline fills the report's GPUs-in-use timeline and each account's peak outside the borrow
+// QOS from the allocation events.
+func (a *allocations) timeline(rep *Report) {
 	// Ends before starts at the same second, so a GPU handed over is not counted twice.
-	slices.SortStableFunc(events, func(a, b event) int {
-		if a.t != b.t {
-			return int(a.t - b.t)
+	slices.SortStableFunc(a.events, func(x, y allocEvent) int {
+		if x.t != y.t {
+			return int(x.t - y.t)
 		}
-		return a.delta - b.delta
+		return x.delta - y.delta
 	})
 	total, held := 0, map[string]int{}
-	for _, e := range events {
+	for _, e := range a.events {
 		total += e.delta
 		if e.account != "" {
 			held[e.account] += e.delta
@@ -256,7 +292,6 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Re
 			rep.Timeline = append(rep.Timeline, Point{T: t, GPUs: total})
 		}
 	}
-	return rep
 }
 
 // Percentile is the nearest-rank percentile of sorted values; NaN when there are none.
@@ -299,7 +334,8 @@ type Comparison struct {
 	StaticP95, SBP95 float64
 }
 
-// Goals of issue 7 for slurmbridge against static quotas.
+// Goals of the trace replay for slurmbridge against static quotas: GPU allocation ratio at least
+// x1.3 theirs, in-quota p95 wait at most x1.1.
 const (
 	GoalAllocGain  = 1.3
 	GoalInQuotaP95 = 1.1

@@ -69,8 +69,12 @@ func TestbedProjects(quotasYAML string) ([]Project, error) {
 	if err != nil {
 		return nil, err
 	}
+	byUser, err := testbed.Users()
+	if err != nil {
+		return nil, err
+	}
 	users := map[string]string{}
-	for u, a := range testbed.Users {
+	for u, a := range byUser {
 		users[a] = u
 	}
 	var out []Project
@@ -163,7 +167,11 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 
 // usersQueue is the testbed's users' jobs that are queued or running.
 func (r *Runner) usersQueue(ctx context.Context) ([]slurm.QueueRow, error) {
-	return r.Cluster.Slurm().QueueRows(ctx, slurm.QueueFilter{Users: slices.Sorted(maps.Keys(testbed.Users))})
+	users, err := testbed.Users()
+	if err != nil {
+		return nil, err
+	}
+	return r.Cluster.Slurm().QueueRows(ctx, slurm.QueueFilter{Users: slices.Sorted(maps.Keys(users))})
 }
 
 func (r *Runner) checkIdle(ctx context.Context) error {

@@ -2,7 +2,7 @@ package pools
 
 import "testing"
 
-// BenchmarkRoute times one routing decision with the testbed's pools; the budget is
+// BenchmarkRoute times one routing decision with the testbed's pools; the budget is
 // 5 µs per decision in slurmctld's RPC thread.
 func BenchmarkRoute(b *testing.B) {
 	cfg := mustNew(b, testbedConfig())

@@ -71,7 +71,7 @@
 // borrow QOS unless it comes from root, SlurmUser or borrow_qos_admins (quotad, which lends only
 // jobs Slurm can requeue). The elastic QOS (elastic_qos), where elasticd runs the workers it
 // grows a job by on borrowed GPUs, is preemptable too and guarded the same way. borrow_qos and
-// elastic_qos must match quotad's settings.borrowQOS and settings.elasticQOS; poolctl doctor
+// elastic_qos must match quotad's settings.borrowQOS and settings.elasticQOS; slurmbridge-doctor
 // checks them against the QOS that the others preempt.
 //
 // # Workload class

@@ -4,12 +4,14 @@ package testbed
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed/facts"
 )
 
 // A CPU job and a GPU job run to COMPLETED as alice and are accounted to her project with the
@@ -84,19 +86,35 @@ func TestClusterShape(t *testing.T) {
 	}
 	got := strings.Split(strings.TrimSpace(string(out)), "\n")
 	slices.Sort(got)
-	want := []string{
-		"a100-1|a100|gpu:a100:4", "a100-2|a100|gpu:a100:4", "a100-spot-1|a100-spot|gpu:a100:4",
-		"cpu-1|cpu*|(null)", "cpu-2|cpu*|(null)", "v100-1|v100|gpu:v100:4", "v100-2|v100|gpu:v100:4",
+	// Every node of the facts in its pool ("*": the default one), with its GPUs:
+	// e.g. "a100-1|a100|gpu:a100:4", "cpu-1|cpu*|(null)".
+	tf, err := facts.LoadRepo()
+	if err != nil {
+		t.Fatal(err)
 	}
+	var want []string
+	for _, p := range tf.Pools {
+		part, gres := p.Name, "(null)"
+		if p.Default {
+			part += "*"
+		}
+		if p.GPU != "" {
+			gres = fmt.Sprintf("gpu:%s:%d", p.GPU, tf.GPUsPerNode)
+		}
+		for _, n := range p.NodeNames() {
+			want = append(want, n+"|"+part+"|"+gres)
+		}
+	}
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("sinfo nodes:\n got %q\nwant %q", got, want)
 	}
 
-	assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Cluster: "testbed"})
+	assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Cluster: tf.Cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for user, acct := range Users {
+	for user, acct := range tf.Users() {
 		if !slices.ContainsFunc(assocs, func(a slurm.Association) bool { return a.Account == acct && a.User == user }) {
 			t.Errorf("no association %s|%s in %+v", acct, user, assocs)
 		}

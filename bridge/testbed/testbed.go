@@ -24,13 +24,21 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed/facts"
 )
 
 // DefaultDir is where testbed.sh puts the testbed unless TESTBED_DIR says otherwise.
 const DefaultDir = "/tmp/slurmbridge-testbed"
 
-// Users maps each testbed user to the project (Slurm account) it belongs to.
-var Users = map[string]string{"alice": "proj-a", "bob": "proj-b", "carol": "proj-c"}
+// Users maps each testbed user to the project (Slurm account) it belongs to, as the testbed's
+// facts (slurm-conf/testbed/facts.yaml) say.
+func Users() (map[string]string, error) {
+	f, err := facts.LoadRepo()
+	if err != nil {
+		return nil, err
+	}
+	return f.Users(), nil
+}
 
 // Cluster is a handle on a running testbed.
 type Cluster struct {

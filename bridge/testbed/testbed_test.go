@@ -59,3 +59,13 @@ func TestPatienceScalesOnlyWithinBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestUsersAreTheFactsProjects(t *testing.T) {
+	users, err := Users()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if users["alice"] != "proj-a" || users["bob"] != "proj-b" || users["carol"] != "proj-c" || len(users) != 3 {
+		t.Fatalf("Users() = %v", users)
+	}
+}

@@ -4,12 +4,14 @@
 #   slurmbridge-entrypoint mariadb | slurmdbd | slurmctld | slurmd | quotad | elasticd
 #                                                                     run that role in the foreground
 #   slurmbridge-entrypoint health ROLE                                exit 0 when the role is ready
+#   slurmbridge-entrypoint add-users                                  (image build) the projects' users, with fixed uids
 #   slurmbridge-entrypoint render-static                              (image build) render slurm.conf, gres.conf, plugstack.conf
 #   slurmbridge-entrypoint CMD...                                     run anything else (e.g. bash)
 #
-# Configs come from slurm-conf/testbed/*.in, the templates of the local testbed, with the same
-# placeholders filled in for a network of containers: Slurm's default ports, and each daemon
-# addressed by its compose service name (= its host name; slurmd nodes are named after the node).
+# Configs come from slurm-conf/testbed/*.in, the templates of the local testbed, filled in by
+# testbed-render (built into the image) from the testbed's facts (slurm-conf/testbed/facts.yaml)
+# for a network of containers: Slurm's default ports, and each daemon addressed by its compose
+# service name (= its host name; slurmd nodes are named after the node).
 # Layout under $TESTBED_DIR as in the local testbed: etc/ run/ state/ log/ gpus/ plugins/ secrets/.
 set -euo pipefail
 
@@ -22,8 +24,7 @@ STATE=$TESTBED_DIR/state
 MUNGE_KEY=$TESTBED_DIR/secrets/munge/munge.key
 DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db/db-password
 DB_SOCKET=$RUN/mysqld/mysqld.sock
-CLUSTER=testbed
-PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)
+FACTS=$TEMPLATES/facts.yaml
 # quotad runs as its own unprivileged user (uid fixed in the Dockerfile, so slurmdbd and
 # slurmctld resolve it too), a Slurm AdminLevel=Administrator as packaging/systemd/quotad.service
 # asks; metrics on loopback, checked by the health check from inside its container.
@@ -40,13 +41,14 @@ ELASTICD_PORT=9464
 ELASTICD_INTERVAL=${ELASTICD_INTERVAL:-2s}
 # The node agent needs nothing of root (packaging/systemd/elasticd-agent.service): quotad's user.
 AGENT_USER=slurmbridge
-# Service names in docker-compose.yml.
-CTLD_HOST=slurmctld
-DBD_HOST=slurmdbd
-DB_HOST=mariadb
 
 say() { printf '%s: %s\n' "${ROLE:-entrypoint}" "$*"; }
 die() { printf '%s: error: %s\n' "${ROLE:-entrypoint}" "$*" >&2; exit 1; }
+
+# CLUSTER, PROJECTS (account:user) and the container testbed's ports and hosts
+# (FACT_CONTAINER_*): the facts both testbeds share.
+facts=$(testbed-render shell -facts "$FACTS") || die "cannot read the testbed's facts ($FACTS)"
+eval "$facts"
 
 wait_for() {
 	local what=$1 secs=$2 deadline
@@ -58,35 +60,25 @@ wait_for() {
 	done
 }
 
-# render TEMPLATE OUT [DB_PASSWORD]: testbed.sh's placeholders; an unfilled one is an error.
-# JOB_SUBMIT_LINE and SLURM_PLUGIN_DIR are set by render_static (slurm.conf only).
-# A node line's host name and address are its own NodeName: one container per node.
+# render [FLAG]... FILE...: slurm-conf/testbed's templates of FILEs, filled in from the facts for
+# the containers, into $ETC. JOB_SUBMIT_LINE and SLURM_PLUGIN_DIR are set by render_static
+# (slurm.conf only). A node line's host name and address are its own NodeName: one container
+# per node.
 render() {
-	local template=$1 out=$2 password=${3:-}
-	sed -e "s|@TESTBED_DIR@|$TESTBED_DIR|g" \
-		-e "s|@HOST@|$CTLD_HOST|g" \
-		-e "s|@CTLD_ADDR@|$CTLD_HOST|g" \
-		-e "s|@DBD_HOST@|$DBD_HOST|g" \
-		-e "s|@DBD_ADDR@|$DBD_HOST|g" \
-		-e "s|@DB_HOST@|$DB_HOST|g" \
-		-e 's|^\(NodeName=\([^ ]*\) .*\)@NODE_HOST@|\1\2|' \
-		-e 's|^\(NodeName=\([^ ]*\) .*\)@NODE_ADDR@|\1\2|' \
-		-e "s|@COMM_PARAMS@|NoAddrCache|g" \
-		-e "s|@JOB_SUBMIT_LINE@|${JOB_SUBMIT_LINE-}|g" \
-		-e "s|@CTLD_PORT@|6817|g" \
-		-e "s|@DBD_PORT@|6819|g" \
-		-e "s|@DB_PORT@|3306|g" \
-		-e "s|@PLUGIN_DIR@|$TESTBED_DIR/plugins:${SLURM_PLUGIN_DIR-}|g" \
-		-e "s|@SPANK_ELASTIC_SO@|$TESTBED_DIR/plugins/spank_elastic.so|g" \
-		-e "s|@RDZV_PORT_BASE@|29400|g" \
-		-e "s|@SLURMD_PORT_[A-Z0-9_]*@|6818|g" \
-		-e "s|@DB_PASSWORD@|$password|g" \
-		"$template" >"$out.tmp"
-	if grep -n '@[A-Z][A-Z0-9_]*@' "$out.tmp" >&2; then
-		rm -f "$out.tmp"
-		die "unfilled placeholder in $template"
-	fi
-	mv "$out.tmp" "$out"
+	testbed-render files -facts "$FACTS" -container -out "$ETC" -dir "$TESTBED_DIR" \
+		-job-submit-line "${JOB_SUBMIT_LINE-}" -plugin-dir "$TESTBED_DIR/plugins" \
+		-slurm-plugin-dir "${SLURM_PLUGIN_DIR-}" -spank-elastic-so "$TESTBED_DIR/plugins/spank_elastic.so" "$@" ||
+		die "cannot render $* from $FACTS"
+}
+
+# The projects' users, at image build time, with uids from the facts' firstUID on in the
+# projects' order: every container resolves the same users, as a cluster's directory service would.
+add_users() {
+	local entry uid=$FACT_CONTAINER_FIRST_UID
+	for entry in "${PROJECTS[@]}"; do
+		useradd --create-home --shell /bin/bash --uid "$uid" "${entry#*:}"
+		uid=$((uid + 1))
+	done
 }
 
 # Rendered at image build time: identical in every container, so slurmctld never sees a
@@ -97,15 +89,14 @@ render_static() {
 	JOB_SUBMIT_LINE="#JobSubmitPlugins=pools (job_submit_pools.so was not built)"
 	[ -f "$TESTBED_DIR/plugins/job_submit_pools.so" ] && JOB_SUBMIT_LINE=JobSubmitPlugins=pools
 	install -d -m 0755 "$ETC"
-	render "$TEMPLATES/slurm.conf.in" "$ETC/slurm.conf"
-	render "$TEMPLATES/gres.conf.in" "$ETC/gres.conf"
+	render slurm.conf gres.conf
 	install -m 0644 "$TEMPLATES/pools.yaml" "$ETC/pools.yaml"
 	# Here quotad runs as its own user, not root: the plugin lets only root, SlurmUser and
 	# borrow_qos_admins move jobs into a borrow QOS (docs/operations.md).
 	printf 'borrow_qos_admins: [%s]\n' "$QUOTAD_USER" >>"$ETC/pools.yaml"
 	# As testbed.sh's install_spank: the elastic declaration when the plugin is built, else none.
 	if [ -f "$TESTBED_DIR/plugins/spank_elastic.so" ]; then
-		render "$TEMPLATES/plugstack.conf.in" "$ETC/plugstack.conf"
+		render plugstack.conf
 	else
 		: >"$ETC/plugstack.conf"
 	fi
@@ -182,7 +173,7 @@ role_mariadb() {
 	touch "$LOG/mariadb.log" && chown mysql:mysql "$LOG/mariadb.log"
 	# Listens on the compose network only: no port is published on the host.
 	/usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$data" \
-		--socket="$DB_SOCKET" --port=3306 --bind-address=0.0.0.0 \
+		--socket="$DB_SOCKET" --port="$FACT_CONTAINER_DB_PORT" --bind-address=0.0.0.0 \
 		--pid-file="$RUN/mysqld/mariadb.pid" --log-error="$LOG/mariadb.log" \
 		--innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
 		--innodb-lock-wait-timeout=900 --max-allowed-packet=16M &
@@ -190,35 +181,23 @@ role_mariadb() {
 	wait_for MariaDB 60 db_root -e 'SELECT 1' || { tail -n 20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
 	# Any host: the daemons reach it over the compose network, by their containers' addresses.
 	local sql
-	sql=$(bash "$TEMPLATES/db-setup.sh" "$DB_PASSWORD_FILE" '%') || die "cannot render the database setup"
+	sql=$(testbed-render db-setup -facts "$FACTS" -db-password-file "$DB_PASSWORD_FILE" '%') || die "cannot render the database setup"
 	printf '%s\n' "$sql" | db_root || die "setting up the databases failed"
 	touch "$RUN/mariadb.ready"
 	say "MariaDB ready"
 	supervise $pid
 }
 
+# As the local testbed's, and quotad's user an Administrator too: quotad changes QOS and
+# accounts (sacctmgr) and pending jobs' QOS (scontrol).
 ensure_accounts() {
-	local entry acct user
-	sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
-	for entry in "${PROJECTS[@]}"; do
-		acct=${entry%%:*}
-		user=${entry#*:}
-		sacctmgr -n -P show account "$acct" format=account | grep -qx "$acct" ||
-			sacctmgr -i add account "$acct" cluster="$CLUSTER" description="project $acct" organization=slurmbridge >/dev/null
-		sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$acct" user="$user" format=user | grep -qx "$user" ||
-			sacctmgr -i add user "$user" account="$acct" defaultaccount="$acct" cluster="$CLUSTER" >/dev/null
-	done
-	sacctmgr -n -P show user root format=adminlevel | grep -qx Administrator ||
-		sacctmgr -i modify user root set adminlevel=Administrator >/dev/null
-	# quotad changes QOS and accounts (sacctmgr) and pending jobs' QOS (scontrol): Administrator.
-	sacctmgr -n -P show user "$QUOTAD_USER" format=adminlevel | grep -qx Administrator ||
-		sacctmgr -i add user "$QUOTAD_USER" account=root cluster="$CLUSTER" adminlevel=Administrator >/dev/null
+	bash "$TEMPLATES/ensure-accounts.sh" --admin "$QUOTAD_USER" "$CLUSTER" "${PROJECTS[@]}"
 }
 
 role_slurmdbd() {
 	start_munged
 	wait_for "the database password" 60 test -s "$DB_PASSWORD_FILE" || die "no $DB_PASSWORD_FILE from the mariadb container"
-	(umask 077 && render "$TEMPLATES/slurmdbd.conf.in" "$ETC/slurmdbd.conf" "$(cat "$DB_PASSWORD_FILE")")
+	render -db-password-file "$DB_PASSWORD_FILE" slurmdbd.conf
 	chown slurm:slurm "$ETC/slurmdbd.conf"
 	touch "$LOG/slurmdbd.log" && chown slurm:slurm "$LOG/slurmdbd.log"
 	rm -f "$RUN/slurmdbd.ready"
@@ -229,7 +208,7 @@ role_slurmdbd() {
 	# exist in the database when slurmctld registers.
 	ensure_accounts
 	touch "$RUN/slurmdbd.ready"
-	say "slurmdbd ready: cluster $CLUSTER, accounts proj-a/b/c with alice/bob/carol"
+	say "slurmdbd ready: cluster $CLUSTER, accounts and users ${PROJECTS[*]}"
 	supervise $pid
 }
 
@@ -298,7 +277,7 @@ role_quotad() {
 	wait_for "the database password" 60 test -s "$DB_PASSWORD_FILE" || die "no $DB_PASSWORD_FILE from the mariadb container"
 	install -d -m 0700 -o "$QUOTAD_USER" -g "$QUOTAD_USER" "$(dirname "$QUOTAD_PASSWORD_FILE")"
 	install -m 0600 -o "$QUOTAD_USER" -g "$QUOTAD_USER" "$DB_PASSWORD_FILE" "$QUOTAD_PASSWORD_FILE"
-	export SLURMBRIDGE_CLUSTER=$CLUSTER SLURMBRIDGE_DB_ADDR=$DB_HOST:3306 SLURMBRIDGE_DB_NAME=slurm_acct_db \
+	export SLURMBRIDGE_CLUSTER=$CLUSTER SLURMBRIDGE_DB_ADDR=$FACT_CONTAINER_DB_HOST:$FACT_CONTAINER_DB_PORT SLURMBRIDGE_DB_NAME=slurm_acct_db \
 		SLURMBRIDGE_DB_USER=slurm SLURMBRIDGE_DB_PASSWORD_FILE=$QUOTAD_PASSWORD_FILE SLURM_CONF
 	wait_for slurmctld 120 ctld_up || die "slurmctld does not answer"
 	touch "$LOG/quotad.log" && chown "$QUOTAD_USER:$QUOTAD_USER" "$LOG/quotad.log"
@@ -345,6 +324,7 @@ health() {
 
 ROLE=${1:-}
 case $ROLE in
+add-users) add_users ;;
 render-static) render_static ;;
 health) health "${2:-}" ;;
 mariadb) layout && role_mariadb ;;

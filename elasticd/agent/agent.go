@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
-	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 )
 
@@ -27,14 +27,20 @@ type Reader interface {
 	Read(indices []int) ([]probe.Sample, error)
 }
 
+// Queue is the part of Slurm the agent reads: one `squeue --json`, the jobs and their extra
+// fields (slurm.Client has it).
+type Queue interface {
+	Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error)
+}
+
 // Agent reads and reports one host's GPUs.
 type Agent struct {
 	// Nodes are the Slurm node names this host runs (one, or several with multiple slurmd).
 	Nodes  []string
-	Slurm  daemon.Slurm
+	Slurm  Queue
 	Reader Reader
 	// Post sends a report; PostHTTP is the real one.
-	Post func(ctx context.Context, r daemon.SignalReport) error
+	Post func(ctx context.Context, r api.SignalReport) error
 	Log  zerolog.Logger
 }
 
@@ -47,7 +53,7 @@ func (a *Agent) Cycle(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}
-	rep := daemon.SignalReport{Node: strings.Join(a.Nodes, ",")}
+	rep := api.SignalReport{Node: strings.Join(a.Nodes, ",")}
 	for _, j := range jobs {
 		if !j.Running() {
 			continue
@@ -61,7 +67,7 @@ func (a *Agent) Cycle(ctx context.Context) error {
 			a.Log.Warn().Err(err).Uint32("job", j.ID).Msg("some GPU metrics could not be read")
 		}
 		if len(samples) > 0 {
-			rep.Jobs = append(rep.Jobs, daemon.JobSignals{JobID: j.ID, Samples: samples})
+			rep.Jobs = append(rep.Jobs, api.JobSignals{JobID: j.ID, Samples: samples})
 		}
 	}
 	if len(rep.Jobs) == 0 {
@@ -84,16 +90,16 @@ func (a *Agent) localGPUs(j slurm.Job, extra slurm.JobExtra) []int {
 	return idx
 }
 
-// PostHTTP posts reports to elasticd's /v1/signals.
-func PostHTTP(client *http.Client, baseURL string) func(ctx context.Context, r daemon.SignalReport) error {
-	return func(ctx context.Context, r daemon.SignalReport) error {
+// PostHTTP posts reports to elasticd's api.SignalsPath.
+func PostHTTP(client *http.Client, baseURL string) func(ctx context.Context, r api.SignalReport) error {
+	return func(ctx context.Context, r api.SignalReport) error {
 		body, err := json.Marshal(r)
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+"/v1/signals", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+api.SignalsPath, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
-	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 )
 
@@ -28,9 +28,8 @@ func (r *fakeReader) Read(indices []int) ([]probe.Sample, error) {
 	return out, nil
 }
 
-// queue answers Queue; the other methods are never called by the agent.
+// queue answers Queue.
 type queue struct {
-	daemon.Slurm
 	jobs   []slurm.Job
 	extras map[uint32]slurm.JobExtra
 }
@@ -53,8 +52,8 @@ func TestAgentReadsOnlyTheGPUsOfItsNodesJobs(t *testing.T) {
 			4: {GresDetail: []string{""}},
 		},
 	}
-	var posted []daemon.SignalReport
-	post := func(_ context.Context, r daemon.SignalReport) error { posted = append(posted, r); return nil }
+	var posted []api.SignalReport
+	post := func(_ context.Context, r api.SignalReport) error { posted = append(posted, r); return nil }
 	r := &fakeReader{available: true}
 	a := &Agent{Nodes: []string{"a100-1", "cpu-1"}, Slurm: q, Reader: r, Post: post, Log: zerolog.Nop()}
 	if err := a.Cycle(context.Background()); err != nil {

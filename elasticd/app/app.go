@@ -31,6 +31,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/agent"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
@@ -79,7 +80,7 @@ func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
 			}
 			return u.Username, nil
 		},
-		Payload: daemon.PinPayload,
+		Payload: api.PinPayload,
 	}
 }
 
@@ -241,7 +242,7 @@ func agentCommand() *cli.Command {
 				return err
 			}
 			defer reader.Close()
-			a := &agent.Agent{Nodes: c.StringSlice("node"), Slurm: daemon.CommandSlurm{Client: slurm.NewClient(slurm.ExecRunner{})},
+			a := &agent.Agent{Nodes: c.StringSlice("node"), Slurm: slurm.NewClient(slurm.ExecRunner{}),
 				Reader: reader, Post: agent.PostHTTP(&http.Client{}, c.String("elasticd")), Log: log}
 			return serveAndLoop(c.Context, log, "", nil, c.Duration("interval"), a.Cycle)
 		},
@@ -259,7 +260,7 @@ func statusCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.String("elasticd"), "/")+"/v1/status", nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.String("elasticd"), "/")+api.StatusPath, nil)
 			if err != nil {
 				return err
 			}
@@ -279,7 +280,7 @@ func statusCommand() *cli.Command {
 				_, err = c.App.Writer.Write(body)
 				return err
 			}
-			var jobs []daemon.JobStatus
+			var jobs []api.JobStatus
 			if err := json.Unmarshal(body, &jobs); err != nil {
 				return err
 			}
@@ -296,24 +297,33 @@ func pinCommand() *cli.Command {
 		ArgsUsage: "JOBID N",
 		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return fmt.Errorf("usage: elasticd pin JOBID N")
-			}
-			id, err := strconv.ParseUint(c.Args().Get(0), 10, 32)
-			if err != nil || id == 0 {
-				return fmt.Errorf("job id %q is not a job id", c.Args().Get(0))
+			id, err := jobIDArg(c, 2, "pin JOBID N")
+			if err != nil {
+				return err
 			}
 			n, err := strconv.Atoi(c.Args().Get(1))
 			if err != nil || n < 1 {
 				return fmt.Errorf("size %q is not a number of workers (1 or more)", c.Args().Get(1))
 			}
-			if err := sendPin(c, http.MethodPut, daemon.PinPath(uint32(id), n)); err != nil {
+			if err := sendPin(c, http.MethodPut, api.PinPath(id, n)); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "job %d pinned at %d workers\n", id, n)
 			return nil
 		},
 	}
+}
+
+// jobIDArg is the first of the command's n arguments, a job id; usage is the command's.
+func jobIDArg(c *cli.Context, n int, usage string) (uint32, error) {
+	if c.NArg() != n {
+		return 0, fmt.Errorf("usage: elasticd %s", usage)
+	}
+	id, err := strconv.ParseUint(c.Args().Get(0), 10, 32)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("job id %q is not a job id", c.Args().Get(0))
+	}
+	return uint32(id), nil
 }
 
 func unpinCommand() *cli.Command {
@@ -323,14 +333,11 @@ func unpinCommand() *cli.Command {
 		ArgsUsage: "JOBID",
 		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return fmt.Errorf("usage: elasticd unpin JOBID")
+			id, err := jobIDArg(c, 1, "unpin JOBID")
+			if err != nil {
+				return err
 			}
-			id, err := strconv.ParseUint(c.Args().Get(0), 10, 32)
-			if err != nil || id == 0 {
-				return fmt.Errorf("job id %q is not a job id", c.Args().Get(0))
-			}
-			if err := sendPin(c, http.MethodDelete, daemon.PinPath(uint32(id), 0)); err != nil {
+			if err := sendPin(c, http.MethodDelete, api.PinPath(id, 0)); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "job %d unpinned\n", id)
@@ -344,7 +351,7 @@ func unpinCommand() *cli.Command {
 func sendPin(c *cli.Context, method, path string) error {
 	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
 	defer cancel()
-	cred, err := slurm.NewClient(slurm.ExecRunner{Timeout: 10 * time.Second}).MungeEncode(ctx, c.String("munge-socket"), daemon.PinPayload(method, path))
+	cred, err := slurm.NewClient(slurm.ExecRunner{Timeout: 10 * time.Second}).MungeEncode(ctx, c.String("munge-socket"), api.PinPayload(method, path))
 	if err != nil {
 		return fmt.Errorf("making a MUNGE credential: %w", err)
 	}
@@ -366,7 +373,7 @@ func sendPin(c *cli.Context, method, path string) error {
 }
 
 // PrintStatus writes the status for people.
-func PrintStatus(w io.Writer, jobs []daemon.JobStatus) {
+func PrintStatus(w io.Writer, jobs []api.JobStatus) {
 	if len(jobs) == 0 {
 		fmt.Fprintln(w, "no elastic jobs")
 		return

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,35 +14,37 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
+	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
 // maxRefusals is how many submissions in a row Slurm may refuse before the job holds: a
 // request Slurm refuses once it refuses every cycle.
 const maxRefusals = 3
 
-// grow submits dec.Count workers of dec.Type: in the project's guarantee while it has GPUs
-// idle, beyond that on borrowed GPUs in its elastic QOS (reclaimed before other borrowers).
-func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, dec policy.Decision, log zerolog.Logger) []uint32 {
+// grow submits count workers of type t: in the project's guarantee while it has GPUs idle,
+// beyond that on borrowed GPUs in its elastic QOS (reclaimed before other borrowers).
+func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType, count int, log zerolog.Logger) []uint32 {
 	var ids []uint32
-	room := d.roomFor(main, snap, dec.Type)
-	for range dec.Count {
+	room := d.roomFor(main, snap, t)
+	for range count {
 		qos, borrowed := room.take(j.decl.GPUsPerWorker)
-		id, err := d.submitWorker(ctx, j, main, snap, dec.Type, qos)
+		id, err := d.submitWorker(ctx, j, main, snap, t, qos)
 		if err != nil {
 			d.metrics.actionErrors.WithLabelValues("grow").Inc()
 			j.refusals++
 			if j.refusals < maxRefusals {
-				log.Warn().Err(err).Str("type", string(dec.Type)).Int("attempt", j.refusals).Msg("cannot submit a worker; trying again next cycle")
+				log.Warn().Err(err).Str("type", string(t)).Int("attempt", j.refusals).Msg("cannot submit a worker; trying again next cycle")
 				return ids
 			}
 			j.refused = strings.TrimSpace(err.Error())
-			log.Error().Err(err).Str("type", string(dec.Type)).Int("attempts", j.refusals).
+			log.Error().Err(err).Str("type", string(t)).Int("attempts", j.refusals).
 				Msg("Slurm refuses this job's workers: the job holds at its size until it is resubmitted or elasticd restarts")
 			return ids
 		}
 		j.refusals = 0
 		d.metrics.actions.WithLabelValues("grow").Inc()
-		log.Info().Uint32("worker", id).Str("type", string(dec.Type)).Str("qos", qos).Bool("borrowed", borrowed).Msg("worker submitted")
+		log.Info().Uint32("worker", id).Str("type", string(t)).Str("qos", qos).Bool("borrowed", borrowed).Msg("worker submitted")
 		j.submitted[id] = d.now()
 		ids = append(ids, id)
 	}
@@ -173,18 +174,6 @@ func (d *Daemon) contract(j *job) []string {
 	return env
 }
 
-// shrink sends TERM to the named workers; the main job is never among them.
-func (d *Daemon) shrink(ctx context.Context, j *job, active []slurm.Job, dec policy.Decision, now time.Time, log zerolog.Logger) {
-	for _, name := range dec.Workers {
-		id, err := strconv.ParseUint(name, 10, 32)
-		if err != nil || uint32(id) == j.id || !slices.ContainsFunc(active, func(w slurm.Job) bool { return w.ID == uint32(id) }) {
-			log.Warn().Str("worker", name).Msg("shrink names the main job or an unknown worker; left alone")
-			continue
-		}
-		d.terminate(ctx, j, uint32(id), now, log)
-	}
-}
-
 func (d *Daemon) terminate(ctx context.Context, j *job, id uint32, now time.Time, log zerolog.Logger) {
 	if err := d.slurm.Terminate(ctx, id); err != nil {
 		d.metrics.actionErrors.WithLabelValues("terminate").Inc()
@@ -198,167 +187,124 @@ func (d *Daemon) terminate(ctx context.Context, j *job, id uint32, now time.Time
 
 // finishStops cancels workers still there after the grace period and forgets those gone.
 func (d *Daemon) finishStops(ctx context.Context, j *job, workers []slurm.Job, now time.Time, log zerolog.Logger) {
-	for id, at := range j.stopping {
-		i := slices.IndexFunc(workers, func(w slurm.Job) bool { return w.ID == id })
-		if i < 0 || !(workers[i].Running() || workers[i].Pending()) {
-			delete(j.stopping, id)
-			continue
-		}
-		if now.Sub(at) >= d.cfg.Grace && workers[i].StateName() != "COMPLETING" {
-			if err := d.slurm.Cancel(ctx, id); err != nil {
-				d.metrics.actionErrors.WithLabelValues("cancel").Inc()
-				log.Error().Err(err).Uint32("worker", id).Msg("cannot cancel the worker")
-				continue
-			}
-			d.metrics.actions.WithLabelValues("cancel").Inc()
-			log.Info().Uint32("worker", id).Msg("worker still running after the grace period; cancelled")
-			j.stopping[id] = now // cancel again only after another grace period
+	queue := map[uint32]reconcile.Stop{}
+	for _, w := range workers {
+		if _, stopping := j.stopping[w.ID]; stopping {
+			queue[w.ID] = reconcile.Stop{Queued: w.Running() || w.Pending(), Completing: w.StateName() == "COMPLETING"}
 		}
 	}
+	cancel, forget := reconcile.FinishStops(j.stopping, queue, d.cfg.Grace, now)
+	for _, id := range forget {
+		delete(j.stopping, id)
+	}
+	for _, id := range cancel {
+		d.cancelWorker(ctx, j, id, "cancel", "still running after the grace period", now, log)
+	}
+}
+
+// sortWorkers cancels the workers Slurm reclaimed, forgets the submitted ones that started or
+// vanished, and returns the active workers (running, not being stopped, main job first) and
+// the pending ones.
+func (d *Daemon) sortWorkers(ctx context.Context, j *job, main slurm.Job, workers []slurm.Job, snap *snapshot, now time.Time, log zerolog.Logger) (active []slurm.Job, pending []uint32) {
+	sorted := reconcile.SortWorkers(d.queuedOf(workers, snap), j.stopping, j.submitted, d.seen(j, snap), now)
+	for _, id := range sorted.Reclaimed {
+		d.reclaimed(ctx, j, id, now, log)
+	}
+	for _, id := range slices.Concat(sorted.Started, sorted.Vanished) {
+		delete(j.submitted, id)
+	}
+	running := []slurm.Job{main}
+	for _, id := range sorted.Running {
+		running = append(running, snap.jobs[id])
+	}
+	active = slices.DeleteFunc(slices.Clone(running), func(w slurm.Job) bool { _, stopping := j.stopping[w.ID]; return stopping })
+	return active, sorted.Pending
 }
 
 // reclaimed ends a worker Slurm requeued, which happens when guaranteed work reclaims the
 // GPUs it borrowed: the job has shrunk, and the worker must not rejoin at some random later
 // time (elasticd grows the job again when the policy says so, with capacity counted afresh).
 func (d *Daemon) reclaimed(ctx context.Context, j *job, id uint32, now time.Time, log zerolog.Logger) {
-	if err := d.slurm.Cancel(ctx, id); err != nil {
-		d.metrics.actionErrors.WithLabelValues("cancel").Inc()
-		log.Error().Err(err).Uint32("worker", id).Msg("cannot cancel the reclaimed worker")
+	if !d.cancelWorker(ctx, j, id, "reclaimed", "reclaimed (Slurm requeued it): the job shrinks", now, log) {
 		return
 	}
-	d.metrics.actions.WithLabelValues("reclaimed").Inc()
-	log.Info().Uint32("worker", id).Msg("worker reclaimed (Slurm requeued it): cancelled, the job shrinks")
-	j.stopping[id] = now
 	delete(j.submitted, id)
 	delete(j.replacing, id)
 }
 
 // cancelStalePending cancels workers pending too long.
-func (d *Daemon) cancelStalePending(ctx context.Context, j *job, pending []uint32, snap *snapshot, now time.Time, log zerolog.Logger) {
-	for _, id := range pending {
-		submitted := snap.jobs[id].Submit
-		if submitted.IsZero() || now.Sub(submitted) < d.cfg.PendingTimeout {
-			continue
+func (d *Daemon) cancelStalePending(ctx context.Context, j *job, stale []uint32, snap *snapshot, now time.Time, log zerolog.Logger) {
+	for _, id := range stale {
+		why := fmt.Sprintf("pending for %s, too long", now.Sub(snap.jobs[id].Submit))
+		if d.cancelWorker(ctx, j, id, "cancel", why, now, log) {
+			delete(j.replacing, id) // a straggler whose successor never started stays
 		}
-		if _, done := j.stopping[id]; done {
-			continue
-		}
-		if err := d.slurm.Cancel(ctx, id); err != nil {
-			log.Error().Err(err).Uint32("worker", id).Msg("cannot cancel the pending worker")
-			continue
-		}
-		log.Info().Uint32("worker", id).Dur("pending", now.Sub(submitted)).Msg("worker pending too long; cancelled")
-		j.stopping[id] = now
-		delete(j.replacing, id) // a straggler whose successor never started stays
 	}
 }
 
-// replace starts the straggler's successor; the straggler gets TERM once it has reported. At
-// the job's max (dec.LeaveFirst) the order is the other way round: the straggler gets TERM now,
-// and its successor is submitted once it has left the queue (succeed).
-func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, active []slurm.Job, snap *snapshot, dec policy.Decision, now time.Time, log zerolog.Logger) {
-	old, err := strconv.ParseUint(dec.Workers[0], 10, 32)
-	if err != nil || uint32(old) == j.id || !slices.ContainsFunc(active, func(w slurm.Job) bool { return w.ID == uint32(old) }) {
-		log.Warn().Str("worker", dec.Workers[0]).Msg("straggler is the main job or unknown; elasticd never touches the main job")
-		return
-	}
-	if dec.LeaveFirst {
+// replace starts the straggler's successor; the straggler gets TERM once it has reported
+// (reconcile). At the job's max (LeaveFirst) the order is the other way round: the straggler
+// gets TERM now, and its successor is submitted once it has left the queue (succeed).
+func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, snap *snapshot, r reconcile.Replacement, now time.Time, log zerolog.Logger) {
+	if r.LeaveFirst {
 		d.mu.Lock()
-		j.leaving[uint32(old)] = leave{Type: dec.Type, Size: len(active)}
+		j.leaving[r.Straggler] = reconcile.Leave{Type: r.Type, Size: r.Size}
 		d.mu.Unlock()
 		// Saved before the TERM: an elasticd restarted once the straggler is gone still
 		// submits its successor.
 		d.save(j, log)
-		d.terminate(ctx, j, uint32(old), now, log)
-		if _, stopping := j.stopping[uint32(old)]; !stopping {
+		d.terminate(ctx, j, r.Straggler, now, log)
+		if _, stopping := j.stopping[r.Straggler]; !stopping {
 			d.mu.Lock()
-			delete(j.leaving, uint32(old)) // not signalled: nothing left, nothing to succeed
+			delete(j.leaving, r.Straggler) // not signalled: nothing left, nothing to succeed
 			d.mu.Unlock()
 		}
 		return
 	}
-	ids := d.grow(ctx, j, main, snap, policy.Decision{Action: policy.Grow, Type: dec.Type, Count: 1}, log)
+	ids := d.grow(ctx, j, main, snap, r.Type, 1, log)
 	if len(ids) == 1 {
-		j.replacing[ids[0]] = uint32(old)
+		j.replacing[ids[0]] = r.Straggler
 	}
 }
 
-// leave is a straggler that leaves before its successor joins: the successor's GPU type and
-// the job's size, straggler included, that the successor restores.
-type leave struct {
-	Type policy.GPUType `json:"type"`
-	Size int            `json:"size"`
+// succeed submits the successor of a straggler that left first, now out of the queue.
+func (d *Daemon) succeed(ctx context.Context, j *job, main slurm.Job, snap *snapshot, s reconcile.Succession, now time.Time, log zerolog.Logger) {
+	ids := d.grow(ctx, j, main, snap, s.Type, 1, log)
+	if len(ids) == 0 {
+		return // tried again next cycle, until Slurm has refused it maxRefusals times
+	}
+	log.Info().Uint32("straggler", s.Straggler).Uint32("successor", ids[0]).Msg("straggler gone; its successor submitted")
+	d.mu.Lock()
+	delete(j.leaving, s.Straggler)
+	d.mu.Unlock()
+	d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d has left; its successor %d joins", s.Straggler, ids[0])}, now, log)
 }
 
-// succeed submits the successors of stragglers that left first, once they are out of the
-// queue: torchrun's rendezvous then has room for them. A successor already there (elasticd
-// restarted after submitting it, before saving that) is not submitted again: the job is back
-// at its size.
-func (d *Daemon) succeed(ctx context.Context, j *job, main slurm.Job, active []slurm.Job, snap *snapshot, now time.Time, log zerolog.Logger) {
-	olds := slices.Sorted(maps.Keys(j.leaving))
-	for _, old := range olds {
-		if w, ok := snap.jobs[old]; ok && (w.Running() || w.Pending()) {
-			d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d leaves before its successor joins (the rendezvous is at its max)", old)}, now, log)
-			return
-		}
+// stopWorkers cancels the job's workers ids: the main job's run they belonged to is over,
+// so no grace is due.
+func (d *Daemon) stopWorkers(ctx context.Context, j *job, ids []uint32, why string, now time.Time, log zerolog.Logger) {
+	for _, id := range ids {
+		d.cancelWorker(ctx, j, id, "cancel", why, now, log)
 	}
-	for _, old := range olds {
-		l := j.leaving[old]
-		if len(active) >= l.Size || j.refused != "" {
-			d.mu.Lock()
-			delete(j.leaving, old)
-			d.mu.Unlock()
-			continue
-		}
-		ids := d.grow(ctx, j, main, snap, policy.Decision{Action: policy.Grow, Type: l.Type, Count: 1}, log)
-		if len(ids) == 0 {
-			return // tried again next cycle, until Slurm has refused it maxRefusals times
-		}
-		log.Info().Uint32("straggler", old).Uint32("successor", ids[0]).Msg("straggler gone; its successor submitted")
+}
+
+// cancelWorker cancels worker id of j, counted under action, saying why in the log. The
+// worker is then stopping (j nil: a worker of a job no longer followed), so it is cancelled
+// again only after another grace period. It reports whether Slurm took the cancel.
+func (d *Daemon) cancelWorker(ctx context.Context, j *job, id uint32, action, why string, now time.Time, log zerolog.Logger) bool {
+	if err := d.slurm.Cancel(ctx, id); err != nil {
+		d.metrics.actionErrors.WithLabelValues("cancel").Inc()
+		log.Error().Err(err).Uint32("worker", id).Str("why", why).Msg("cannot cancel the worker")
+		return false
+	}
+	d.metrics.actions.WithLabelValues(action).Inc()
+	log.Info().Uint32("worker", id).Str("why", why).Msg("worker cancelled")
+	if j != nil {
 		d.mu.Lock()
-		delete(j.leaving, old)
-		d.mu.Unlock()
-		d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d has left; its successor %d joins", old, ids[0])}, now, log)
-		return
-	}
-}
-
-// completeReplacements stops each straggler once its successor runs and has reported.
-func (d *Daemon) completeReplacements(ctx context.Context, j *job, snap *snapshot, now time.Time, log zerolog.Logger) {
-	for newID, old := range j.replacing {
-		w, ok := snap.jobs[newID]
-		if !ok || !(w.Running() || w.Pending()) {
-			delete(j.replacing, newID)
-			continue
-		}
-		rep, reported, _ := d.cfg.Dir.LatestReport(j.id, strconv.FormatUint(uint64(newID), 10), j.decl.UID)
-		if !w.Running() || !reported || rep.Time.Before(w.Start) {
-			d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("worker %d joins before straggler %d leaves", newID, old)}, now, log)
-			continue
-		}
-		d.terminate(ctx, j, old, now, log)
-		delete(j.replacing, newID)
-	}
-}
-
-// stopWorkers cancels the job's workers that match, running or pending, unless already being
-// stopped: workers whose main job's run they belonged to is over, so no grace is due.
-func (d *Daemon) stopWorkers(ctx context.Context, j *job, workers []slurm.Job, match func(slurm.Job) bool, why string, now time.Time, log zerolog.Logger) {
-	for _, w := range workers {
-		if _, stopping := j.stopping[w.ID]; stopping || !(w.Running() || w.Pending()) || !match(w) {
-			continue
-		}
-		if err := d.slurm.Cancel(ctx, w.ID); err != nil {
-			d.metrics.actionErrors.WithLabelValues("cancel").Inc()
-			log.Error().Err(err).Uint32("worker", w.ID).Msg("cannot cancel the worker")
-			continue
-		}
-		d.metrics.actions.WithLabelValues("cancel").Inc()
-		log.Info().Uint32("worker", w.ID).Str("why", why).Msg("worker cancelled")
-		d.mu.Lock()
-		j.stopping[w.ID] = now
+		j.stopping[id] = now
 		d.mu.Unlock()
 	}
+	return true
 }
 
 // cleanup ends the workers of a finished main job and removes its directory once they are
@@ -383,14 +329,7 @@ func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *snapshot,
 				continue
 			}
 		}
-		if err := d.slurm.Cancel(ctx, wid); err != nil {
-			log.Error().Err(err).Uint32("worker", wid).Msg("cannot cancel a worker of a finished job")
-			continue
-		}
-		log.Info().Uint32("worker", wid).Msg("main job finished; worker cancelled")
-		if j != nil {
-			j.stopping[wid] = d.now()
-		}
+		d.cancelWorker(ctx, j, wid, "cancel", "main job finished", d.now(), log)
 	}
 	if left > 0 {
 		return
@@ -405,4 +344,84 @@ func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *snapshot,
 	d.mu.Lock()
 	delete(d.jobs, id)
 	d.mu.Unlock()
+}
+
+// carryOut does what the plan says: cancels, the decision, then the workers to stop, submit
+// or replace.
+func (d *Daemon) carryOut(ctx context.Context, j *job, main slurm.Job, snap *snapshot, plan reconcile.Plan, now time.Time, log zerolog.Logger) {
+	d.cancelStalePending(ctx, j, plan.CancelPending, snap, now, log)
+	if plan.Decision != nil {
+		d.setDecision(j, *plan.Decision, now, log)
+	}
+	for _, why := range plan.Ignored {
+		log.Warn().Msg(why)
+	}
+	for _, old := range plan.Terminate {
+		d.terminate(ctx, j, old, now, log)
+	}
+	d.mu.Lock()
+	for _, next := range plan.ForgetReplacing {
+		delete(j.replacing, next)
+	}
+	for _, old := range plan.ForgetLeaving {
+		delete(j.leaving, old)
+	}
+	d.mu.Unlock()
+	if plan.Grow != nil {
+		d.grow(ctx, j, main, snap, plan.Grow.Type, plan.Grow.Count, log)
+	}
+	for _, id := range plan.Shrink {
+		d.terminate(ctx, j, id, now, log)
+	}
+	if plan.Replace != nil {
+		d.replace(ctx, j, main, snap, *plan.Replace, now, log)
+	}
+	if plan.Succeed != nil {
+		d.succeed(ctx, j, main, snap, *plan.Succeed, now, log)
+	}
+}
+
+// carryOutRun does what FollowRun decided and says whether the cycle goes on with the job.
+func (d *Daemon) carryOutRun(ctx context.Context, j *job, main slurm.Job, decl *registry.Declaration, p reconcile.RunPlan, now time.Time, log zerolog.Logger) bool {
+	d.stopWorkers(ctx, j, p.Stop, p.StopWhy, now, log)
+	if p.Decision != nil {
+		d.setDecision(j, *p.Decision, now, log)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case p.ForgetRun:
+		j.history = nil
+		clear(j.leaving)
+	case p.NewRun:
+		log.Info().Time("start", main.Start).Str("rdzv_endpoint", decl.RdzvEndpoint).Str("was", j.decl.RdzvEndpoint).
+			Msg("main job restarted; new workers get its new declaration")
+		j.decl, j.mainStart, j.history = decl, main.Start, nil
+		clear(j.submitted)
+		clear(j.replacing)
+		clear(j.leaving)
+	}
+	return p.GoOn
+}
+
+func (d *Daemon) setDecision(j *job, dec policy.Decision, now time.Time, log zerolog.Logger) {
+	d.mu.Lock()
+	changed := dec.Action != j.last.Action || dec.Reason != j.last.Reason
+	// A slow main job holds the job until it recovers; the figures in the reason move every
+	// cycle, the state does not: said once, when the job enters it.
+	stillSlowMain := dec.MainStraggler && j.last.MainStraggler
+	j.last, j.lastAt = dec, now
+	d.mu.Unlock()
+	d.metrics.decisions.WithLabelValues(dec.Action.String()).Inc()
+	if changed && !stillSlowMain {
+		ev := log.Info()
+		switch {
+		case dec.MainStraggler:
+			ev = log.Warn()
+		case dec.Action == policy.Hold:
+			ev = log.Debug()
+		}
+		ev.Str("action", dec.Action.String()).Str("type", string(dec.Type)).Int("count", dec.Count).
+			Strs("workers", dec.Workers).Str("reason", dec.Reason).Msg("decision")
+	}
 }

@@ -45,8 +45,7 @@ type assocScope struct {
 // associationRoom is how many more workers of shape s and GPU type t (in one of parts) the
 // associations of the main job's user and account, up the account tree, admit: Slurm keeps a
 // job pending while any of them would go over a limit, so elasticd submits none that would.
-// why names the tightest limit; unlimited when none applies. Running jobs count with what
-// they hold, pending ones with what they ask for (they are ahead of a new worker).
+// why names the tightest limit; unlimited when none applies.
 //
 // qos is the GrpTRES of the QOS the worker runs in (nil: unknown). Slurm checks a job's QOS
 // first and skips an association's GrpTRES on a TRES that QOS limits itself: a project's
@@ -58,6 +57,23 @@ func (d *Daemon) associationRoom(main slurm.Job, snap *snapshot, s workerShape, 
 		return 0, fmt.Sprintf("association limits unreadable: %v", snap.assocErr)
 	}
 	users, accounts := associationChain(snap.assocs, main, parts)
+	worker := s.tres(t)
+	room := tightest{n: unlimited}
+	for _, sc := range append(slices.Clone(users), accounts...) {
+		use := usageOf(sc, snap)
+		room.grpLimits(sc, use, worker, qos)
+		if sc.user {
+			// Max limits apply to each user's association; one that sets none inherits its
+			// account's, then that account's parent's.
+			room.maxLimits(sc, append([]assocScope{sc}, accounts...), use, worker)
+		}
+	}
+	return room.n, room.why
+}
+
+// tres is what one worker of shape s and GPU type t asks Slurm for, as association limits
+// name it.
+func (s workerShape) tres(t policy.GPUType) gpureq.TRES {
 	worker := gpureq.TRES{"cpu": uint64(s.tasks * s.cpusPerTask), "node": 1, "gres/gpu": uint64(s.gpus)}
 	if t != "gpu" {
 		worker["gres/gpu:"+string(t)] = uint64(s.gpus)
@@ -65,89 +81,109 @@ func (d *Daemon) associationRoom(main slurm.Job, snap *snapshot, s workerShape, 
 	if s.memMB > 0 {
 		worker["mem"] = s.memMB
 	}
-	n = unlimited
-	limit := func(room int64, text string) {
-		if n == unlimited || room < int64(n) {
-			n, why = int(max(room, 0)), text
-		}
+	return worker
+}
+
+// tightest is the fewest workers any limit admits so far (unlimited: none applies), and why.
+type tightest struct {
+	n   int
+	why string
+}
+
+// limit counts a limit that admits room more workers, for why.
+func (r *tightest) limit(room int64, why string) {
+	if r.n == unlimited || room < int64(r.n) {
+		r.n, r.why = int(max(room, 0)), why
 	}
-	for _, sc := range append(slices.Clone(users), accounts...) {
-		held := gpureq.TRES{}
-		running, queued := int64(0), int64(0) // queued: running or pending
-		for _, j := range snap.jobs {
-			if !sc.covers(j) {
-				continue
-			}
-			switch {
-			case j.Running():
-				running++
-				queued++
-				for k, v := range j.TRESAlloc {
-					held[k] += v
-				}
-			case j.Pending():
-				queued += int64(j.TaskCount())
-				for k, v := range j.TRESReq {
-					held[k] += v * uint64(j.TaskCount())
-				}
-			}
-		}
-		grp, err := gpureq.ParseTRES(sc.limits.GrpTRES)
-		if err != nil {
-			limit(0, fmt.Sprintf("%s: GrpTRES %q unreadable", sc.name, sc.limits.GrpTRES))
-		}
-		for _, k := range slices.Sorted(maps.Keys(grp)) {
-			if _, byQOS := qos[k]; byQOS {
-				continue
-			}
-			if need := worker[k]; need > 0 {
-				limit((int64(grp[k])-int64(held[k]))/int64(need),
-					fmt.Sprintf("%s has GrpTRES %s=%d, and its jobs hold or wait for %d", sc.name, k, grp[k], held[k]))
-			}
-		}
-		if l := sc.limits.GrpJobs; l != slurm.NoLimit {
-			limit(int64(l)-running, fmt.Sprintf("%s has GrpJobs=%d, and %d of its jobs run", sc.name, l, running))
-		}
-		if l := sc.limits.GrpSubmitJobs; l != slurm.NoLimit {
-			limit(int64(l)-queued, fmt.Sprintf("%s has GrpSubmitJobs=%d, and %d of its jobs run or wait", sc.name, l, queued))
-		}
-		if !sc.user {
+}
+
+// usage is what the jobs an association covers hold or ask for: running jobs with what they
+// hold, pending ones with what they ask for (they are ahead of a new worker).
+type usage struct {
+	held    gpureq.TRES
+	running int64
+	queued  int64 // running or pending
+}
+
+func usageOf(sc assocScope, snap *snapshot) usage {
+	u := usage{held: gpureq.TRES{}}
+	for _, j := range snap.jobs {
+		if !sc.covers(j) {
 			continue
 		}
-		// Max limits apply to each user's association; one that sets none inherits its
-		// account's, then that account's parent's.
-		lineage := append([]assocScope{sc}, accounts...)
-		inherited := func(get func(slurm.AssociationLimits) int) int {
-			for _, up := range lineage {
-				if v := get(up.limits); v != slurm.NoLimit {
-					return v
-				}
+		switch {
+		case j.Running():
+			u.running++
+			u.queued++
+			for k, v := range j.TRESAlloc {
+				u.held[k] += v
 			}
-			return slurm.NoLimit
-		}
-		if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxJobs }); l != slurm.NoLimit {
-			limit(int64(l)-running, fmt.Sprintf("%s has MaxJobs=%d, and %d of its jobs run", sc.name, l, running))
-		}
-		if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxSubmitJobs }); l != slurm.NoLimit {
-			limit(int64(l)-queued, fmt.Sprintf("%s has MaxSubmitJobs=%d, and %d of its jobs run or wait", sc.name, l, queued))
-		}
-		for _, up := range lineage {
-			if up.limits.MaxTRESPerJob == "" {
-				continue
+		case j.Pending():
+			u.queued += int64(j.TaskCount())
+			for k, v := range j.TRESReq {
+				u.held[k] += v * uint64(j.TaskCount())
 			}
-			perJob, err := gpureq.ParseTRES(up.limits.MaxTRESPerJob)
-			if err != nil {
-				limit(0, fmt.Sprintf("%s: MaxTRES %q unreadable", up.name, up.limits.MaxTRESPerJob))
-			}
-			for _, k := range slices.Sorted(maps.Keys(perJob)) {
-				if worker[k] > perJob[k] {
-					limit(0, fmt.Sprintf("%s has MaxTRES %s=%d per job, and a worker asks for %d", sc.name, k, perJob[k], worker[k]))
-				}
-			}
-			break
 		}
 	}
-	return n, why
+	return u
+}
+
+// grpLimits counts the association's GrpTRES (but on TRES the worker's QOS limits itself),
+// GrpJobs and GrpSubmitJobs.
+func (r *tightest) grpLimits(sc assocScope, use usage, worker, qos gpureq.TRES) {
+	grp, err := gpureq.ParseTRES(sc.limits.GrpTRES)
+	if err != nil {
+		r.limit(0, fmt.Sprintf("%s: GrpTRES %q unreadable", sc.name, sc.limits.GrpTRES))
+	}
+	for _, k := range slices.Sorted(maps.Keys(grp)) {
+		if _, byQOS := qos[k]; byQOS {
+			continue
+		}
+		if need := worker[k]; need > 0 {
+			r.limit((int64(grp[k])-int64(use.held[k]))/int64(need),
+				fmt.Sprintf("%s has GrpTRES %s=%d, and its jobs hold or wait for %d", sc.name, k, grp[k], use.held[k]))
+		}
+	}
+	if l := sc.limits.GrpJobs; l != slurm.NoLimit {
+		r.limit(int64(l)-use.running, fmt.Sprintf("%s has GrpJobs=%d, and %d of its jobs run", sc.name, l, use.running))
+	}
+	if l := sc.limits.GrpSubmitJobs; l != slurm.NoLimit {
+		r.limit(int64(l)-use.queued, fmt.Sprintf("%s has GrpSubmitJobs=%d, and %d of its jobs run or wait", sc.name, l, use.queued))
+	}
+}
+
+// maxLimits counts a user's association's MaxJobs, MaxSubmitJobs and MaxTRES per job, each
+// from the nearest of lineage (the association, then its accounts up the tree) that sets it.
+func (r *tightest) maxLimits(sc assocScope, lineage []assocScope, use usage, worker gpureq.TRES) {
+	inherited := func(get func(slurm.AssociationLimits) int) int {
+		for _, up := range lineage {
+			if v := get(up.limits); v != slurm.NoLimit {
+				return v
+			}
+		}
+		return slurm.NoLimit
+	}
+	if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxJobs }); l != slurm.NoLimit {
+		r.limit(int64(l)-use.running, fmt.Sprintf("%s has MaxJobs=%d, and %d of its jobs run", sc.name, l, use.running))
+	}
+	if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxSubmitJobs }); l != slurm.NoLimit {
+		r.limit(int64(l)-use.queued, fmt.Sprintf("%s has MaxSubmitJobs=%d, and %d of its jobs run or wait", sc.name, l, use.queued))
+	}
+	for _, up := range lineage {
+		if up.limits.MaxTRESPerJob == "" {
+			continue
+		}
+		perJob, err := gpureq.ParseTRES(up.limits.MaxTRESPerJob)
+		if err != nil {
+			r.limit(0, fmt.Sprintf("%s: MaxTRES %q unreadable", up.name, up.limits.MaxTRESPerJob))
+		}
+		for _, k := range slices.Sorted(maps.Keys(perJob)) {
+			if worker[k] > perJob[k] {
+				r.limit(0, fmt.Sprintf("%s has MaxTRES %s=%d per job, and a worker asks for %d", sc.name, k, perJob[k], worker[k]))
+			}
+		}
+		return
+	}
 }
 
 // associationChain is the main job's user's associations in its account (those of the

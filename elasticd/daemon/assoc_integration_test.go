@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
 // alice's association in proj-a allows 6 GPUs (GrpTRES=gres/gpu=6). Her elastic job's main
@@ -70,7 +71,7 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 		"-p", "a100", "--gres=gpu:a100:4")
 	const why = "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=6, and its jobs hold or wait for 6)"
 	held := 0
-	st := r.cycleUntil(ctx, t, main, func(st *JobStatus) bool {
+	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		if st.Size["a100"] > 3 {
 			t.Fatalf("grew past the association's 6 GPUs: %+v", st)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
@@ -29,27 +30,16 @@ func assocTree() []slurm.AssociationLimits {
 	}
 }
 
-// gpuJob is a job of user in account holding (running) or asking for (pending) gpus a100 GPUs
-// and as many CPUs.
-func gpuJob(id uint32, user, account, state string, gpus uint64) slurm.Job {
-	tres := gpureq.TRES{"cpu": gpus, "mem": 1000 * gpus, "node": 1, "gres/gpu": gpus, "gres/gpu:a100": gpus}
-	j := slurm.Job{ID: id, User: user, Account: account, Partition: "a100", State: state, TRESReq: tres}
-	if state == "RUNNING" {
-		j.TRESAlloc = tres
-	}
-	return j
-}
-
 // Each association limit, on alice's association or up her account tree, caps how many more
 // workers of one a100 GPU (1 CPU, 1000 MB) her job may submit; the reason names the limit.
 func TestAssociationLimitsCapWorkers(t *testing.T) {
-	main := gpuJob(100, "alice", "proj-a", "RUNNING", 1)
+	main := elastictest.GPUJob(100, "alice", "proj-a", "RUNNING", 1)
 	queue := []slurm.Job{
 		main,
-		gpuJob(101, "alice", "proj-a", "RUNNING", 1),
-		gpuJob(102, "alice", "proj-a", "PENDING", 1),
-		gpuJob(103, "bob", "proj-a", "RUNNING", 2),
-		gpuJob(104, "carol", "proj-b", "RUNNING", 4),
+		elastictest.GPUJob(101, "alice", "proj-a", "RUNNING", 1),
+		elastictest.GPUJob(102, "alice", "proj-a", "PENDING", 1),
+		elastictest.GPUJob(103, "bob", "proj-a", "RUNNING", 2),
+		elastictest.GPUJob(104, "carol", "proj-b", "RUNNING", 4),
 	}
 	set := func(account, user string, f func(*slurm.AssociationLimits)) []slurm.AssociationLimits {
 		tree := assocTree()

@@ -17,6 +17,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
@@ -468,7 +469,7 @@ func TestThrottledGPUFromTheAgentReplacesItsWorker(t *testing.T) {
 	for range 12 {
 		h.report(200, mainID, 150)
 		h.cycle()
-		h.d.AddSignals(SignalReport{Node: "a100-1", Jobs: []JobSignals{
+		h.d.AddSignals(api.SignalReport{Node: "a100-1", Jobs: []api.JobSignals{
 			{JobID: mainID, Samples: []probe.Sample{sample(1410)}},
 			{JobID: 150, Samples: []probe.Sample{sample(846, "hw_thermal_slowdown")}},
 		}})

@@ -19,6 +19,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
@@ -157,7 +158,7 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 	}
 }
 
-func jobStatus(d *Daemon, id uint32) *JobStatus {
+func jobStatus(d *Daemon, id uint32) *api.JobStatus {
 	for _, s := range d.Status() {
 		if s.JobID == id {
 			return &s

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
 // The torchrun example as shipped: alice runs `sbatch elasticd/examples/torchrun.sbatch` from
@@ -139,7 +140,7 @@ func TestRefusedWorkersHoldTheJobAndSayWhy(t *testing.T) {
 		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --curve 1:100,2:190\n",
 		"-p", "a100", "--gres=gpu:a100:1", "--constraint=a100")
 	start := time.Now()
-	var st *JobStatus
+	var st *api.JobStatus
 	for ctx.Err() == nil {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
@@ -77,10 +78,10 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	for id, j := range h.slurm.jobs {
 		snap.jobs[id] = j
 	}
-	snap.jobs[201] = slurm.Job{ID: 201, QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=1")}
-	snap.jobs[202] = slurm.Job{ID: 202, QOS: "elastic-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=1")}
-	snap.jobs[203] = slurm.Job{ID: 203, QOS: "borrow-proj-a", State: "PENDING", TRESReq: mustTRES(t, "gres/gpu:a100=1")}
-	snap.jobs[204] = slurm.Job{ID: 204, QOS: "borrow-proj-b", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
+	snap.jobs[201] = elastictest.QOSJob(201, "guar-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1"))
+	snap.jobs[202] = elastictest.QOSJob(202, "elastic-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1"))
+	snap.jobs[203] = elastictest.QOSJob(203, "borrow-proj-a", "PENDING", mustTRES(t, "gres/gpu:a100=1"))
+	snap.jobs[204] = elastictest.QOSJob(204, "borrow-proj-b", "RUNNING", mustTRES(t, "gres/gpu:a100=2"))
 	r := h.d.roomFor(main, snap, "a100")
 	if r.guar != 0 || r.borrowQOS != "elastic-proj-a" || r.borrow != 1 || r.workers(1) != 1 {
 		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow in elastic-proj-a", r, r.workers(1))
@@ -172,4 +173,29 @@ func submittedQOS(h *harness) []string {
 		qos = append(qos, r.Options.QOS)
 	}
 	return qos
+}
+
+// A worker still pending after the pending timeout is cancelled (the capacity it was counted
+// on went elsewhere), once: it is then stopping, and the job holds until it has left.
+func TestWorkerPendingTooLongIsCancelled(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	h.cycle()
+	if len(h.slurm.submits) != 1 {
+		t.Fatalf("%d submissions, want 1 to reach min 2", len(h.slurm.submits))
+	}
+	h.slurm.jobs[201] = slurm.Job{ID: 201, User: "alice", Account: "proj-a", Partition: "a100", State: "PENDING", Submit: h.now}
+	h.slurm.extras[201] = slurm.JobExtra{ID: 201, UserID: h.uid, Name: WorkerName(mainID)}
+	h.cycle()
+	if len(h.slurm.cancel) != 0 || !strings.Contains(h.decision().Reason, "waiting for worker job(s) [201] to start") {
+		t.Fatalf("cancelled %v, decision %+v; want a hold on the pending worker", h.slurm.cancel, h.decision())
+	}
+	h.now = h.now.Add(h.d.cfg.PendingTimeout)
+	h.cycle()
+	h.cycle()
+	if !slices.Equal(h.slurm.cancel, []uint32{201}) {
+		t.Fatalf("cancelled %v, want worker 201 once, past the pending timeout", h.slurm.cancel)
+	}
+	if _, stopping := h.d.jobs[mainID].stopping[201]; !stopping {
+		t.Fatalf("cancelled worker 201 is not stopping: %v", h.d.jobs[mainID].stopping)
+	}
 }

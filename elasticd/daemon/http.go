@@ -7,76 +7,24 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
-// JobStatus is one elastic job as `elasticd status` prints it.
-type JobStatus struct {
-	JobID         uint32   `json:"job_id"`
-	User          string   `json:"user"`
-	Account       string   `json:"account"`
-	MinWorkers    int      `json:"min_workers"`
-	MaxWorkers    int      `json:"max_workers"`
-	GPUsPerWorker int      `json:"gpus_per_worker"`
-	Pools         []string `json:"pools"`
-	// ValuePerMillionSamples is the job's --elastic-value (0: none given).
-	ValuePerMillionSamples float64        `json:"value_per_million_samples,omitempty"`
-	Size                   map[string]int `json:"size"`
-	// Throughput is the job's samples/s, oldest first (the last StatusHistory measurements).
-	Throughput []Point `json:"throughput"`
-	// Workers are the latest measurement's workers, main job first.
-	Workers      []WorkerPoint `json:"workers,omitempty"`
-	Decision     string        `json:"decision"`
-	Reason       string        `json:"reason"`
-	Flags        []string      `json:"flags,omitempty"`
-	DecidedAt    time.Time     `json:"decided_at"`
-	Stopping     []uint32      `json:"stopping,omitempty"`
-	Replacements []string      `json:"replacements,omitempty"`
-	// Leaving are stragglers that leave before their successors join (the job at its max).
-	Leaving []string `json:"leaving,omitempty"`
-	// MaxBatch and BatchPerDevice are the job's --elastic-max-batch (0: none given); MaxWorkers
-	// is then the declared max lowered to what the batch allows.
-	MaxBatch       int `json:"max_batch,omitempty"`
-	BatchPerDevice int `json:"batch_per_device,omitempty"`
-	// Pin is the size its owner or root pinned (0: none), PinnedBy who.
-	Pin      int    `json:"pin,omitempty"`
-	PinnedBy string `json:"pinned_by,omitempty"`
-	// RdzvEndpoint is the rendezvous of the main job's current run, which new workers get.
-	RdzvEndpoint string `json:"rdzv_endpoint"`
-}
-
-// Point is one measurement of a job.
-type Point struct {
-	Time          time.Time      `json:"time"`
-	Size          map[string]int `json:"size"`
-	SamplesPerSec float64        `json:"samples_per_sec"`
-}
-
-// WorkerPoint is one worker in the latest measurement: its samples/s and, where the trainer
-// reports it, its compute time per step before the gradient exchange (what tells a slow worker
-// apart in synchronous training).
-type WorkerPoint struct {
-	Worker                string  `json:"worker"`
-	Type                  string  `json:"type"`
-	SamplesPerSec         float64 `json:"samples_per_sec"`
-	ComputeSecondsPerStep float64 `json:"compute_s,omitempty"`
-}
-
 // StatusHistory is how many measurements a status shows per job.
 const StatusHistory = 20
 
 // Status describes every followed job, by job id.
-func (d *Daemon) Status() []JobStatus {
+func (d *Daemon) Status() []api.JobStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []JobStatus
+	var out []api.JobStatus
 	for _, j := range d.jobs {
 		maxWorkers, _ := j.decl.EffectiveMax()
-		s := JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
+		s := api.JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
 			MaxWorkers: maxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: j.decl.Pools,
 			MaxBatch: j.decl.MaxBatch, BatchPerDevice: j.decl.BatchPerDevice, Pin: j.pin, PinnedBy: j.pinnedBy,
 			RdzvEndpoint:           j.decl.RdzvEndpoint,
@@ -86,7 +34,7 @@ func (d *Daemon) Status() []JobStatus {
 			s.Size[string(t)] = n
 		}
 		for _, m := range j.history[max(len(j.history)-StatusHistory, 0):] {
-			p := Point{Time: m.Time, Size: map[string]int{}, SamplesPerSec: total(m)}
+			p := api.Point{Time: m.Time, Size: map[string]int{}, SamplesPerSec: total(m)}
 			for t, n := range m.Allocated {
 				p.Size[string(t)] = n
 			}
@@ -94,7 +42,7 @@ func (d *Daemon) Status() []JobStatus {
 		}
 		if n := len(j.history); n > 0 {
 			for _, w := range j.history[n-1].Workers {
-				s.Workers = append(s.Workers, WorkerPoint{Worker: w.Worker, Type: string(w.Type),
+				s.Workers = append(s.Workers, api.WorkerPoint{Worker: w.Worker, Type: string(w.Type),
 					SamplesPerSec: w.SamplesPerSec, ComputeSecondsPerStep: w.ComputeSecondsPerStep})
 			}
 		}
@@ -114,7 +62,7 @@ func (d *Daemon) Status() []JobStatus {
 		slices.Sort(s.Leaving)
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b JobStatus) int { return int(a.JobID) - int(b.JobID) })
+	slices.SortFunc(out, func(a, b api.JobStatus) int { return int(a.JobID) - int(b.JobID) })
 	return out
 }
 
@@ -126,25 +74,12 @@ func total(m policy.Measurement) float64 {
 	return sum
 }
 
-// SignalReport is what a node agent posts: the NVML samples of the GPUs each job holds on
-// its node.
-type SignalReport struct {
-	Node string       `json:"node"`
-	Jobs []JobSignals `json:"jobs"`
-}
-
-// JobSignals are the samples of one job's GPUs on one node.
-type JobSignals struct {
-	JobID   uint32         `json:"job_id"`
-	Samples []probe.Sample `json:"samples"`
-}
-
 // maxSignalReport bounds a posted report.
 const maxSignalReport = 1 << 20
 
 // AddSignals stores an agent's report; only the latest sample per GPU is kept, and only for
 // jobs elasticd follows (main jobs and their workers).
-func (d *Daemon) AddSignals(r SignalReport) {
+func (d *Daemon) AddSignals(r api.SignalReport) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, js := range r.Jobs {
@@ -197,21 +132,6 @@ func toSignal(jobID uint32, s probe.Sample) policy.GPUSignal {
 		g.MaxSMClockMHz = *s.MaxSMClockMHz
 	}
 	return g
-}
-
-// PinPayload is what the MUNGE credential of a pin request must hold: elasticd's own, so that
-// a credential made for quotad's API is never taken here.
-func PinPayload(method, path string) string {
-	return "slurmbridge-elasticd-api " + method + " " + path
-}
-
-// PinPath is the path of a job's pin: PUT PinPath(id, n) pins, DELETE PinPath(id, 0) unpins.
-func PinPath(id uint32, n int) string {
-	p := "/v1/jobs/" + strconv.FormatUint(uint64(id), 10) + "/pin"
-	if n > 0 {
-		p += "/" + strconv.Itoa(n)
-	}
-	return p
 }
 
 var (
@@ -290,12 +210,12 @@ func (d *Daemon) Handler(auth view.Authenticator) http.Handler {
 		pin(w, r, n)
 	})
 	mux.HandleFunc("DELETE /v1/jobs/{id}/pin", func(w http.ResponseWriter, r *http.Request) { pin(w, r, 0) })
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(http.MethodGet+" "+api.StatusPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(d.Status())
 	})
-	mux.HandleFunc("POST /v1/signals", func(w http.ResponseWriter, r *http.Request) {
-		var rep SignalReport
+	mux.HandleFunc(http.MethodPost+" "+api.SignalsPath, func(w http.ResponseWriter, r *http.Request) {
+		var rep api.SignalReport
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSignalReport))
 		if err := dec.Decode(&rep); err != nil {
 			http.Error(w, "bad signal report: "+err.Error(), http.StatusBadRequest)

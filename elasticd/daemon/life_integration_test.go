@@ -18,13 +18,14 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // cycleUntil runs elasticd cycles, one a second, until done says so or ctx ends; it logs each
 // change of the job's status.
-func (r *elasticRun) cycleUntil(ctx context.Context, t *testing.T, main uint32, done func(*JobStatus) bool) *JobStatus {
+func (r *elasticRun) cycleUntil(ctx context.Context, t *testing.T, main uint32, done func(*api.JobStatus) bool) *api.JobStatus {
 	t.Helper()
 	start, last := time.Now(), ""
 	for ctx.Err() == nil {
@@ -76,7 +77,7 @@ func TestWorkersEndWithTheirMainJobWhileElasticdIsStopped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	mainID, main := r.submitMain(ctx, t, synthetic(t, "2:2:1", "--interval 0.5 --curve 1:100,2:200"))
-	r.cycleUntil(ctx, t, main, func(st *JobStatus) bool { return st.Size["a100"] == 2 })
+	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return st.Size["a100"] == 2 })
 	workers := liveWorkers(ctx, t, r.c, main)
 	if len(workers) != 1 {
 		t.Fatalf("workers %v, want 1", workers)
@@ -102,6 +103,17 @@ func rendezvousOf(t *testing.T, work, name string) string {
 		return string(m[1])
 	}
 	return ""
+}
+
+// workerRendezvous waits for the output of worker of main job mainID and returns the
+// rendezvous endpoint the worker got.
+func (r *elasticRun) workerRendezvous(ctx context.Context, t *testing.T, mainID, worker string) string {
+	t.Helper()
+	out := fmt.Sprintf("elastic-worker-%s-%s.out", mainID, worker)
+	for rendezvousOf(t, r.work, out) == "" && ctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+	}
+	return rendezvousOf(t, r.work, out)
 }
 
 // A requeued main job's workers are stopped, and once it runs again its new workers get the
@@ -136,16 +148,12 @@ func TestRequeuedMainJobStopsItsWorkersAndNewOnesGetItsNewEndpoint(t *testing.T)
 		t.Fatal(err)
 	}
 
-	r.cycleUntil(ctx, t, main, func(st *JobStatus) bool { return st.Size["a100"] == 2 })
+	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return st.Size["a100"] == 2 })
 	old := liveWorkers(ctx, t, r.c, main)
 	if len(old) != 1 {
 		t.Fatalf("workers %v, want 1", old)
 	}
-	oldOut := fmt.Sprintf("elastic-worker-%s-%s.out", mainID, old[0])
-	for rendezvousOf(t, r.work, oldOut) == "" && ctx.Err() == nil {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if got := rendezvousOf(t, r.work, oldOut); got != first.RdzvEndpoint {
+	if got := r.workerRendezvous(ctx, t, mainID, old[0]); got != first.RdzvEndpoint {
 		t.Fatalf("first worker got rendezvous %q, want %q", got, first.RdzvEndpoint)
 	}
 
@@ -161,7 +169,7 @@ func TestRequeuedMainJobStopsItsWorkersAndNewOnesGetItsNewEndpoint(t *testing.T)
 	}
 	t.Logf("worker %s of the first run ended %.1f s after the requeue", old[0], time.Since(requeued).Seconds())
 
-	st := r.cycleUntil(ctx, t, main, func(st *JobStatus) bool {
+	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		return st.Size["a100"] == 2 && st.RdzvEndpoint != first.RdzvEndpoint
 	})
 	t.Logf("main job running again with %d workers %.1f s after the requeue; rendezvous %s", st.Size["a100"], time.Since(requeued).Seconds(), st.RdzvEndpoint)
@@ -169,11 +177,7 @@ func TestRequeuedMainJobStopsItsWorkersAndNewOnesGetItsNewEndpoint(t *testing.T)
 	if len(workers) != 1 || workers[0] == old[0] {
 		t.Fatalf("workers %v after the restart, want one new one", workers)
 	}
-	out := fmt.Sprintf("elastic-worker-%s-%s.out", mainID, workers[0])
-	for rendezvousOf(t, r.work, out) == "" && ctx.Err() == nil {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if got := rendezvousOf(t, r.work, out); got != st.RdzvEndpoint {
+	if got := r.workerRendezvous(ctx, t, mainID, workers[0]); got != st.RdzvEndpoint {
 		t.Fatalf("new worker got rendezvous %q, want the new run's %q", got, st.RdzvEndpoint)
 	}
 }
@@ -185,13 +189,13 @@ func TestEvaluationPauseDoesNotShrinkTheJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, main := r.submitMain(ctx, t, synthetic(t, "1:2:1", "--interval 0.25 --curve 1:100,2:190 --pause-every 8 --pause-for 1.5"))
-	st := r.cycleUntil(ctx, t, main, func(st *JobStatus) bool {
+	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		return st.Size["a100"] == 2 && st.Decision == "hold" && strings.Contains(st.Reason, "at max")
 	})
 	atMax := time.Now()
 	var dips int
 	seen := map[time.Time]bool{}
-	r.cycleUntil(ctx, t, main, func(st *JobStatus) bool {
+	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		if st.Decision == "shrink" || st.Size["a100"] < 2 {
 			t.Fatalf("shrunk by a pause shorter than the window: %s", st.Reason)
 		}
@@ -217,7 +221,7 @@ func TestMaxBatchStopsGrowth(t *testing.T) {
 	defer cancel()
 	mainID, main := r.submitMain(ctx, t, strings.Replace(synthetic(t, "1:4:1", "--interval 0.5 --curve 1:100,2:200,3:300,4:400"),
 		"#SBATCH --elastic=", "#SBATCH --elastic-max-batch=64:32\n#SBATCH --elastic=", 1))
-	st := r.cycleUntil(ctx, t, main, func(st *JobStatus) bool { return st.Decision == "hold" && strings.Contains(st.Reason, "at max") })
+	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return st.Decision == "hold" && strings.Contains(st.Reason, "at max") })
 	if st.Size["a100"] != 2 || st.MaxWorkers != 2 || !strings.Contains(st.Reason, "max global batch 64 at 32 per GPU") {
 		t.Fatalf("status %+v, want held at 2 by the batch", st)
 	}
@@ -268,7 +272,7 @@ func TestOwnerPinsASize(t *testing.T) {
 			out, err := exec.Command("id", "-nu", fmt.Sprint(uid)).Output()
 			return strings.TrimSpace(string(out)), err
 		},
-		Payload: PinPayload,
+		Payload: api.PinPayload,
 	}))
 	defer srv.Close()
 	elasticd := func(user string, args ...string) (string, error) {
@@ -277,21 +281,21 @@ func TestOwnerPinsASize(t *testing.T) {
 	}
 
 	mainID, main := r.submitMain(ctx, t, synthetic(t, "1:4:1", "--interval 0.5 --curve 1:100,2:190,3:200,4:205"))
-	r.cycleUntil(ctx, t, main, func(st *JobStatus) bool { return true })
+	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return true })
 	if out, err := elasticd("bob", "pin", mainID, "3"); err == nil || !strings.Contains(out, "only the job's owner or root") {
 		t.Fatalf("bob pinned alice's job: %v: %s", err, out)
 	}
 	if out, err := elasticd("alice", "pin", mainID, "3"); err != nil {
 		t.Fatalf("alice: elasticd pin: %v: %s", err, out)
 	}
-	st := r.cycleUntil(ctx, t, main, func(st *JobStatus) bool {
+	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		return st.Size["a100"] == 3 && st.Decision == "hold" && strings.Contains(st.Reason, "pinned at 3")
 	})
 	if st.PinnedBy != "alice" {
 		t.Fatalf("pinned by %q", st.PinnedBy)
 	}
 	held := time.Now()
-	r.cycleUntil(ctx, t, main, func(st *JobStatus) bool {
+	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		if st.Size["a100"] != 3 && len(st.Stopping) == 0 {
 			t.Fatalf("pinned job resized: %+v", st)
 		}
@@ -303,5 +307,5 @@ func TestOwnerPinsASize(t *testing.T) {
 	if out, err := elasticd("alice", "unpin", mainID); err != nil {
 		t.Fatalf("alice: elasticd unpin: %v: %s", err, out)
 	}
-	r.cycleUntil(ctx, t, main, func(st *JobStatus) bool { return st.Pin == 0 })
+	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return st.Pin == 0 })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -169,15 +170,15 @@ func TestOnlyTheOwnerOrRootPins(t *testing.T) {
 		code   int
 		pin    int
 	}{
-		{view.Caller{}, http.MethodPut, PinPath(mainID, 2), http.StatusUnauthorized, 0},
-		{view.Caller{User: "bob"}, http.MethodPut, PinPath(mainID, 2), http.StatusForbidden, 0},
-		{view.Caller{User: "alice"}, http.MethodPut, PinPath(mainID, 5), http.StatusBadRequest, 0},
-		{view.Caller{User: "alice"}, http.MethodPut, PinPath(7, 2), http.StatusNotFound, 0},
+		{view.Caller{}, http.MethodPut, api.PinPath(mainID, 2), http.StatusUnauthorized, 0},
+		{view.Caller{User: "bob"}, http.MethodPut, api.PinPath(mainID, 2), http.StatusForbidden, 0},
+		{view.Caller{User: "alice"}, http.MethodPut, api.PinPath(mainID, 5), http.StatusBadRequest, 0},
+		{view.Caller{User: "alice"}, http.MethodPut, api.PinPath(7, 2), http.StatusNotFound, 0},
 		{view.Caller{User: "alice"}, http.MethodPut, "/v1/jobs/" + fmt.Sprint(mainID) + "/pin/0", http.StatusBadRequest, 0},
-		{view.Caller{User: "alice"}, http.MethodPut, PinPath(mainID, 2), http.StatusNoContent, 2},
-		{view.Caller{User: "root", SeesAll: true}, http.MethodPut, PinPath(mainID, 3), http.StatusNoContent, 3},
-		{view.Caller{User: "bob"}, http.MethodDelete, PinPath(mainID, 0), http.StatusForbidden, 3},
-		{view.Caller{User: "alice"}, http.MethodDelete, PinPath(mainID, 0), http.StatusNoContent, 0},
+		{view.Caller{User: "alice"}, http.MethodPut, api.PinPath(mainID, 2), http.StatusNoContent, 2},
+		{view.Caller{User: "root", SeesAll: true}, http.MethodPut, api.PinPath(mainID, 3), http.StatusNoContent, 3},
+		{view.Caller{User: "bob"}, http.MethodDelete, api.PinPath(mainID, 0), http.StatusForbidden, 3},
+		{view.Caller{User: "alice"}, http.MethodDelete, api.PinPath(mainID, 0), http.StatusNoContent, 0},
 	} {
 		rec := httptest.NewRecorder()
 		h.d.Handler(fakeAuth{tc.caller}).ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))

@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/jobreason"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
 
 // workerShape is what one worker asks Slurm for on its one node: the main job's tasks, CPUs
@@ -79,7 +82,7 @@ func freeGPUs(n slurm.Node, t policy.GPUType) int {
 }
 
 // unlimited is a QOS room without a limit.
-const unlimited = -1
+const unlimited = reconcile.Unlimited
 
 // qosRoom is where the job's next workers of one GPU type may run: the project's guarantee
 // while it has GPUs idle, then its elastic QOS, which Slurm preempts (by requeue) when
@@ -182,4 +185,93 @@ func room(limit gpureq.TRES, snap *snapshot, t policy.GPUType, qos ...string) in
 		}
 	}
 	return left
+}
+
+// capacity counts, per type the job may use, how many more workers could start now: the
+// nodes' free GPUs, CPUs and memory for the worker's shape, within what the project's
+// guarantee and its elastic QOS (the borrowing limit) leave and what the user's and account's associations admit.
+// limits says, per type, which association limit holds it where one does.
+func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[policy.GPUType]int, limits map[policy.GPUType]string, growth map[policy.GPUType]int, growthLimits map[policy.GPUType]string) {
+	types := d.typeOptions(j)
+	if len(types) == 0 {
+		types = []policy.TypeOption{{Type: d.typeOf(main)}}
+	}
+	shape := d.shapeOf(j, main, snap.extras[j.id])
+	out, limits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
+	growth, growthLimits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
+	own := d.workersOf(j, snap)
+	for _, o := range types {
+		parts := d.partitionsOf(j, main, o.Type)
+		out[o.Type] = shape.fits(snap.nodes, parts, o.Type)
+		if n := d.roomFor(main, snap, o.Type).workers(shape.gpus); n != unlimited {
+			out[o.Type] = min(out[o.Type], n)
+		}
+		qos := d.nextWorkerQOS(main, snap, o.Type, shape.gpus)
+		if n, why := d.associationRoom(main, snap, shape, o.Type, parts, qos); n != unlimited && n <= out[o.Type] {
+			out[o.Type], limits[o.Type] = n, why
+		}
+		if n, why := d.roomAfterWaiting(snap, parts, o.Type, shape.gpus, own); n != unlimited {
+			growth[o.Type], growthLimits[o.Type] = n, why
+		}
+	}
+	return out, limits, growth, growthLimits
+}
+
+// roomAfterWaiting is how many workers of gpus GPUs growth may add in the partitions once the
+// jobs waiting there have their GPUs (unlimited when none waits), with why. Growth beyond MIN
+// yields to any job Slurm would start, or quotad lend to, if GPUs were free: a worker's GPU adds
+// less work than the same GPU gives a job of its own (scaling is sublinear), and a worker on
+// GPUs a waiting job could take only delays that job (in the trace replay's busy window,
+// elastic workers on such GPUs made waiting jobs later and the whole run longer). The job's own
+// pending workers do not count: they are what growth is. A job pending in several of the job's
+// GPU types counts against each, since it is not known which it will take.
+func (d *Daemon) roomAfterWaiting(snap *snapshot, parts []string, t policy.GPUType, gpus int, own []slurm.Job) (int, string) {
+	waiting := 0
+	for _, j := range snap.jobs {
+		if !j.Pending() || !d.waitsForGPUs(j) || slices.ContainsFunc(own, func(w slurm.Job) bool { return w.ID == j.ID }) {
+			continue
+		}
+		if !slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(parts, p) }) {
+			continue
+		}
+		waiting += int(j.TRESReq.GPUs("")) * j.TaskCount()
+	}
+	if waiting == 0 {
+		return unlimited, ""
+	}
+	free := 0
+	for _, n := range snap.nodes {
+		if startsJobs(n, parts) {
+			free += freeGPUs(n, t)
+		}
+	}
+	return max(free-waiting, 0) / gpus, fmt.Sprintf("jobs waiting in %s ask for %d GPUs, %d of %s free there: growth yields to them",
+		strings.Join(parts, ","), waiting, free, t)
+}
+
+// waitsForGPUs: the pending job would take GPUs that became free, by Slurm starting it or by
+// quotad lending it them. quotad lends only batch jobs Slurm can requeue, waiting on their
+// guarantee's GPU limit (QOSGrpGRES) outside any lending QOS.
+func (d *Daemon) waitsForGPUs(j slurm.Job) bool {
+	switch {
+	case jobreason.StartsWhenGPUsFree(j.StateReason):
+		return true
+	case j.StateReason == jobreason.GuaranteeFull:
+		return j.Batch && j.Requeue && !d.cfg.Pools.IsLendingQOS(j.QOS)
+	}
+	return false
+}
+
+// partitionsOf are the partitions a worker of type t may run in: the declared pools of that
+// type, else the main job's partition.
+func (d *Daemon) partitionsOf(j *job, main slurm.Job, t policy.GPUType) []string {
+	ps := d.poolsOfType(j, t)
+	if len(ps) == 0 {
+		return []string{main.Partition}
+	}
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		parts = append(parts, p.Partition)
+	}
+	return parts
 }

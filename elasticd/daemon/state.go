@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
 
 // savedJob is what elasticd keeps of a job in its state directory, so that a restart of
@@ -32,9 +33,9 @@ type savedJob struct {
 	Stopping  map[uint32]time.Time `json:"stopping,omitempty"`
 	Replacing map[uint32]uint32    `json:"replacing,omitempty"`
 	// Leaving are stragglers sent TERM whose successors join once they are gone.
-	Leaving  map[uint32]leave `json:"leaving,omitempty"`
-	Pin      int              `json:"pin,omitempty"`
-	PinnedBy string           `json:"pinned_by,omitempty"`
+	Leaving  map[uint32]reconcile.Leave `json:"leaving,omitempty"`
+	Pin      int                        `json:"pin,omitempty"`
+	PinnedBy string                     `json:"pinned_by,omitempty"`
 }
 
 const savedVersion = 1

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
 // stragglerWatch follows a job one of whose workers is slowed (the worker's job script writes
@@ -32,21 +33,21 @@ type stragglerWatch struct {
 	last   string
 
 	slowID, successor, replaceReason string
-	leaveFirst                       bool          // the replacement let the straggler leave first
-	replaceWorkers                   []WorkerPoint // the workers at the replace decision
+	leaveFirst                       bool              // the replacement let the straggler leave first
+	replaceWorkers                   []api.WorkerPoint // the workers at the replace decision
 	replacedAt, goneAt               time.Time
 	size                             int // the job's size when the replacement was decided
 	sizes                            map[int]bool
-	points                           map[time.Time]Point
+	points                           map[time.Time]api.Point
 }
 
 func newStragglerWatch(r *elasticRun, main uint32, marker string) *stragglerWatch {
-	return &stragglerWatch{r: r, main: main, marker: marker, start: time.Now(), sizes: map[int]bool{}, points: map[time.Time]Point{}}
+	return &stragglerWatch{r: r, main: main, marker: marker, start: time.Now(), sizes: map[int]bool{}, points: map[time.Time]api.Point{}}
 }
 
 // cycle runs one cycle of elasticd and returns the job's status (nil before elasticd follows
 // the job).
-func (w *stragglerWatch) cycle(ctx context.Context, t *testing.T) *JobStatus {
+func (w *stragglerWatch) cycle(ctx context.Context, t *testing.T) *api.JobStatus {
 	t.Helper()
 	if err := w.r.d.Cycle(ctx); err != nil {
 		t.Logf("cycle: %v", err)
@@ -83,7 +84,7 @@ func (w *stragglerWatch) cycle(ctx context.Context, t *testing.T) *JobStatus {
 		// Leaving first, the successor is known once it reports: the worker measured now
 		// that was not there at the decision.
 		for _, p := range st.Workers {
-			if !slices.ContainsFunc(w.replaceWorkers, func(q WorkerPoint) bool { return q.Worker == p.Worker }) {
+			if !slices.ContainsFunc(w.replaceWorkers, func(q api.WorkerPoint) bool { return q.Worker == p.Worker }) {
 				w.successor = p.Worker
 			}
 		}
@@ -200,7 +201,7 @@ func TestSlowMainJobHoldsAndSaysSo(t *testing.T) {
 
 	start := time.Now()
 	held := 0
-	var st *JobStatus
+	var st *api.JobStatus
 	for ctx.Err() == nil && held < 8 {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
 )
 
@@ -90,16 +91,26 @@ func torchrunStragglerIsReplaced(t *testing.T, elastic, order string) {
 
 // recovered: the best measurement after the replacement is at least twice the median one
 // before it (the straggler's quota makes single measurements before it jump).
-func recovered(points map[time.Time]Point, size int, replacedAt time.Time, after []float64) bool {
+func recovered(points map[time.Time]api.Point, size int, replacedAt time.Time, after []float64) bool {
 	before := beforeReplacement(points, size, replacedAt)
 	return len(before) > 0 && len(after) > 0 && slices.Max(after) >= 2*median(before)
 }
 
 // beforeReplacement lists the job's samples/s at size workers measured before t.
-func beforeReplacement(points map[time.Time]Point, size int, t time.Time) []float64 {
+func beforeReplacement(points map[time.Time]api.Point, size int, t time.Time) []float64 {
+	return samplesAt(points, size, func(when time.Time) bool { return when.Before(t) })
+}
+
+// after lists the job's samples/s at size workers measured after t.
+func after(points map[time.Time]api.Point, size int, t time.Time) []float64 {
+	return samplesAt(points, size, func(when time.Time) bool { return when.After(t) })
+}
+
+// samplesAt lists the job's samples/s at size workers measured at the times that match.
+func samplesAt(points map[time.Time]api.Point, size int, match func(time.Time) bool) []float64 {
 	var out []float64
 	for when, p := range points {
-		if p.Size["a100"] == size && when.Before(t) {
+		if p.Size["a100"] == size && match(when) {
 			out = append(out, p.SamplesPerSec)
 		}
 	}
@@ -112,17 +123,6 @@ func median(v []float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
-// after lists the job's samples/s at size workers measured after t.
-func after(points map[time.Time]Point, size int, t time.Time) []float64 {
-	var out []float64
-	for when, p := range points {
-		if p.Size["a100"] == size && when.After(t) {
-			out = append(out, p.SamplesPerSec)
-		}
-	}
-	return out
 }
 
 // slowFirstWorker makes the first worker job that starts (not the main job) claim marker and

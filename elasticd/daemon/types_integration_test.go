@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
 // An elastic job allowed a100 and v100 grows across GPU types: with the a100 pool full
@@ -42,8 +43,8 @@ func TestElasticJobGrowsAcrossGPUTypes(t *testing.T) {
 		}
 	}
 
-	var mixed *Point
-	var st *JobStatus
+	var mixed *api.Point
+	var st *api.JobStatus
 	for ctx.Err() == nil && mixed == nil {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)

@@ -66,6 +66,7 @@ func decide(in Input, s Settings) Decision {
 		return hold("job reports no progress (0 samples/s) at %s", current.key)
 	}
 	p.best = bestOf(in.History, latestWindow)
+	p.peak = peakPerWorker(in.History, latestWindow)
 	first := mean(in.History, current.settled(in.History, s.SettleTime, s.MinSamples, false))
 	p.first = first
 	// A dip shorter than the window (an evaluation pass, a checkpoint write) leaves its best
@@ -91,11 +92,12 @@ type planner struct {
 	alloc  map[GPUType]int
 	total  int
 
-	cur        window   // the current size, last MinSamples settled reports
-	best       window   // the settled report of that window with the most samples/s
-	first      window   // the current size's first MinSamples settled reports
-	paidSteps  []string // steps into the current size that still pay
-	changed    bool     // throughput at the current size moved beyond noise
+	cur        window             // the current size, last MinSamples settled reports
+	best       window             // the settled report of that window with the most samples/s
+	peak       map[string]float64 // each worker's best samples/s in that window
+	first      window             // the current size's first MinSamples settled reports
+	paidSteps  []string           // steps into the current size that still pay
+	changed    bool               // throughput at the current size moved beyond noise
 	changeText string
 	noise      string // a step that stopped paying within the noise margin
 	sizes      map[string]measured
@@ -280,54 +282,17 @@ func (p *planner) growOrHold() Decision {
 	var options []growthOption
 	var blocked []string
 	for _, t := range p.allowedTypes() {
-		count, why := p.growthRoom(t)
-		if count == 0 {
+		o, why, ok := p.growthOption(t)
+		if !ok {
 			blocked = append(blocked, why)
 			continue
-		}
-		if upper, ok := neighbour(p.sizes, p.alloc, t, false); ok && upper.alloc[t] <= p.alloc[t]+count {
-			// Judged from the window's best report: a dip at this size must not make the
-			// larger one look worth going back to.
-			st := p.judge(p.best, upper.rate, p.alloc, upper.alloc, t)
-			// Left that size less than a cooldown ago: go back only on
-			// clear evidence, so noise cannot make the job flap.
-			clearlyPays := st.pays && st.efficiency > p.s.Threshold*(1+p.s.NoiseTolerance)
-			if reprobe := upper.end.Add(p.s.Cooldown); !clearlyPays && p.in.Now.Before(reprobe) && !p.changed {
-				blocked = append(blocked, fmt.Sprintf("step %s did not pay; holding, re-probe at %s or when throughput moves more than %.0f%%",
-					st.text, reprobe.UTC().Format(time.RFC3339), 100*p.s.NoiseTolerance))
-				continue
-			}
-		}
-		o := p.expected(t, count)
-		if v := p.s.ValuePerMillionSamples; v > 0 && o.known {
-			worth := o.rate * 3600 / 1e6 * v
-			cost := float64(p.bounds.GPUsPerWorker) * o.price
-			if worth <= cost {
-				blocked = append(blocked, fmt.Sprintf("a %s worker (%s) would bring samples worth at most $%.2f/h for $%.2f/h",
-					t, o.estimate, worth, cost))
-				continue
-			}
 		}
 		options = append(options, o)
 	}
 	if len(options) == 0 {
 		return hold("no growth: %s", strings.Join(blocked, "; "))
 	}
-	slices.SortFunc(options, func(a, b growthOption) int {
-		if a.known != b.known {
-			if a.known {
-				return -1
-			}
-			return 1
-		}
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.price, b.price); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.t, b.t)
-	})
+	slices.SortFunc(options, betterGrowth)
 	best := options[0]
 	reason := fmt.Sprintf("grow %s by %d %s worker(s): %s", configKey(p.alloc), best.count, best.t, best.estimate)
 	for _, st := range p.paidSteps {
@@ -337,6 +302,56 @@ func (p *planner) growOrHold() Decision {
 		reason += "; " + p.changeText
 	}
 	return Decision{Action: Grow, Type: best.t, Count: best.count, Reason: reason}
+}
+
+// growthOption is growth by workers of type t, or why there is none: no room, a larger size
+// of t that did not pay left less than a cooldown ago, or samples worth less than the GPUs
+// cost.
+func (p *planner) growthOption(t GPUType) (o growthOption, why string, ok bool) {
+	count, why := p.growthRoom(t)
+	if count == 0 {
+		return growthOption{}, why, false
+	}
+	if upper, ok := neighbour(p.sizes, p.alloc, t, false); ok && upper.alloc[t] <= p.alloc[t]+count {
+		// Judged from the window's best report: a dip at this size must not make the
+		// larger one look worth going back to.
+		st := p.judge(p.best, upper.rate, p.alloc, upper.alloc, t)
+		// Left that size less than a cooldown ago: go back only on
+		// clear evidence, so noise cannot make the job flap.
+		clearlyPays := st.pays && st.efficiency > p.s.Threshold*(1+p.s.NoiseTolerance)
+		if reprobe := upper.end.Add(p.s.Cooldown); !clearlyPays && p.in.Now.Before(reprobe) && !p.changed {
+			return growthOption{}, fmt.Sprintf("step %s did not pay; holding, re-probe at %s or when throughput moves more than %.0f%%",
+				st.text, reprobe.UTC().Format(time.RFC3339), 100*p.s.NoiseTolerance), false
+		}
+	}
+	o = p.expected(t, count)
+	if v := p.s.ValuePerMillionSamples; v > 0 && o.known {
+		worth := o.rate * 3600 / 1e6 * v
+		cost := float64(p.bounds.GPUsPerWorker) * o.price
+		if worth <= cost {
+			return growthOption{}, fmt.Sprintf("a %s worker (%s) would bring samples worth at most $%.2f/h for $%.2f/h",
+				t, o.estimate, worth, cost), false
+		}
+	}
+	return o, "", true
+}
+
+// betterGrowth orders growth options best first: an estimate from measurements before a
+// guess, then the higher score, the lower price, the type's name.
+func betterGrowth(a, b growthOption) int {
+	if a.known != b.known {
+		if a.known {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.price, b.price); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.t, b.t)
 }
 
 // capacityLimit quotes the limit that caps t's capacity, as " (LIMIT)", or "" when free nodes

@@ -210,6 +210,20 @@ func bestOf(history []Measurement, indices []int) window {
 	return mean(history, []int{best})
 }
 
+// peakPerWorker is each worker's highest samples/s over the reports at indices. A pause of
+// the whole job (an evaluation pass) reaches each worker's reports at a slightly different
+// moment, so one worker's window may hold a paused report its peers' windows do not: its best
+// report, not its mean, says whether it is slow.
+func peakPerWorker(history []Measurement, indices []int) map[string]float64 {
+	peak := map[string]float64{}
+	for _, i := range indices {
+		for _, r := range history[i].Workers {
+			peak[r.Worker] = max(peak[r.Worker], r.SamplesPerSec)
+		}
+	}
+	return peak
+}
+
 // measured is a size with a stable measurement: its most recent epoch with
 // at least MinSamples settled reports, averaged over the last MinSamples.
 type measured struct {

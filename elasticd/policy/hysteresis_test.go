@@ -24,13 +24,8 @@ func TestDipShorterThanTheWindowDoesNotShrink(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, job := afterFailedStep(t, Settings{})
 			s.report(len(tc.scale), func(i int) float64 { return tc.scale[i] })
-			d := Decide(s.input(job, Settings{}))
-			if d.Action != tc.want {
-				t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, tc.want)
-			}
-			if tc.want == Hold && !strings.Contains(d.Reason, "did not pay") {
-				t.Fatalf("hold reason %q: want the cooldown's, as without the dip", d.Reason)
-			}
+			// A hold is the cooldown's, as without the dip.
+			wantAction(t, Decide(s.input(job, Settings{})), tc.want, "did not pay")
 		})
 	}
 }
@@ -59,13 +54,7 @@ func TestStepWithinTheNoiseMarginIsNotUndone(t *testing.T) {
 				t.Fatalf("setup: got %s (%s), want hold at max", d.Action, d.Reason)
 			}
 			s.report(3, func(int) float64 { return tc.scale })
-			d := Decide(s.input(job, Settings{}))
-			if d.Action != tc.want {
-				t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, tc.want)
-			}
-			if tc.want == Hold && !strings.Contains(d.Reason, "within the noise margin") {
-				t.Fatalf("hold reason %q does not name the noise margin", d.Reason)
-			}
+			wantAction(t, Decide(s.input(job, Settings{})), tc.want, "within the noise margin")
 		})
 	}
 }

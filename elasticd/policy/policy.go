@@ -178,8 +178,9 @@ type Settings struct {
 
 // DefaultSettings are the values a zero Settings field takes. Threshold 0.5
 // settles the paper's curve (16, 32, 64 GPUs → 2200, 4000, 5000 img/s,
-// s = 0.82 then 0.25) at its knee, 32 GPUs; 0.8 for stragglers is the
-// issue's rule; the rest are sized for reports every 10 s.
+// s = 0.82 then 0.25) at its knee, 32 GPUs; 0.8 for stragglers flags a
+// worker below 80% of its type's median, the slow-worker scenario's rule;
+// the rest are sized for reports every 10 s.
 func DefaultSettings() Settings {
 	return Settings{
 		Threshold:          0.5,

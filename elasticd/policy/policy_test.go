@@ -165,13 +165,7 @@ func TestCooldown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, job := afterFailedStep(t, st)
 			s.report(int(tc.after/reportEvery), nil)
-			d := Decide(s.input(job, st))
-			if d.Action != tc.want {
-				t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, tc.want)
-			}
-			if d.Action == Hold && !strings.Contains(d.Reason, "re-probe at") {
-				t.Errorf("hold reason %q does not say when it re-probes", d.Reason)
-			}
+			wantAction(t, Decide(s.input(job, st)), tc.want, "re-probe at")
 		})
 	}
 }
@@ -568,25 +562,71 @@ func TestStragglers(t *testing.T) {
 			}
 			in.Capacity = tc.capacity
 			d := Decide(in)
-			if d.Action != tc.want || !slices.Equal(d.Workers, tc.wantWorkers) || !strings.Contains(d.Reason, tc.reason) {
-				t.Fatalf("got %s %v (%s), want %s %v with %q", d.Action, d.Workers, d.Reason, tc.want, tc.wantWorkers, tc.reason)
-			}
+			wantStraggler(t, d, tc.want, tc.wantWorkers, tc.reason)
 			if d.Action == Replace && (d.Count != 1 || d.Type != "a100") {
 				t.Errorf("replace %d %s, want 1 a100", d.Count, d.Type)
 			}
-			got := map[string]string{}
-			for _, f := range d.Flags {
-				got[f.Worker] += f.Reason
-			}
-			if len(got) != len(tc.flags) {
-				t.Errorf("flags %v, want flags for %v", got, tc.flags)
-			}
-			for w, part := range tc.flags {
-				if !strings.Contains(got[w], part) {
-					t.Errorf("flag of %s = %q, want it to contain %q", w, got[w], part)
-				}
-			}
+			wantFlags(t, d, tc.flags)
 		})
+	}
+}
+
+// An evaluation pass pauses every worker at once, but each reports on its own clock: one
+// worker's window can hold a paused report while its peers' reports fell before the pause.
+// That worker is no straggler; one slow in every report of the window is.
+func TestAPauseOneWorkerReportedFirstMakesNoStraggler(t *testing.T) {
+	paused := func(history []Measurement, worker string) {
+		last := history[len(history)-1].Workers
+		for i := range last {
+			if last[i].Worker == worker {
+				last[i].SamplesPerSec = 0
+			}
+		}
+	}
+	s := newSim(curve(map[int]float64{1: 100, 2: 190}), "a100", "a100")
+	s.settle(Settings{})
+	in := s.input(elasticJob(1, 2, 4), Settings{})
+	paused(in.History, "1001")
+	if d := Decide(in); d.Action == Replace {
+		t.Fatalf("replaced %v for a paused report: %s", d.Workers, d.Reason)
+	}
+
+	slowWorker := func(_ map[GPUType]int, w WorkerRate) float64 {
+		if w.Worker == "1001" {
+			return 50
+		}
+		return 95
+	}
+	s = newSim(slowWorker, "a100", "a100")
+	s.settle(Settings{})
+	in = s.input(elasticJob(1, 2, 4), Settings{})
+	paused(in.History, "1000")
+	wantStraggler(t, Decide(in), Replace, []string{"1001"}, "50 samples/s, below 0.80 × the median")
+}
+
+// wantStraggler stops the test unless d is action on workers with reason in its reason.
+func wantStraggler(t *testing.T, d Decision, action Action, workers []string, reason string) {
+	t.Helper()
+	if d.Action != action || !slices.Equal(d.Workers, workers) || !strings.Contains(d.Reason, reason) {
+		t.Fatalf("got %s %v (%s), want %s %v with %q", d.Action, d.Workers, d.Reason, action, workers, reason)
+	}
+}
+
+// wantFlags fails the test unless d flags exactly the workers of flags, each with a reason
+// that contains its part.
+func wantFlags(t *testing.T, d Decision, flags map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, f := range d.Flags {
+		got[f.Worker] += f.Reason
+	}
+	if len(got) != len(flags) {
+		t.Errorf("flags %v, want flags for %v", got, flags)
+	}
+	for w, part := range flags {
+		if !strings.Contains(got[w], part) {
+			t.Errorf("flag of %s = %q, want it to contain %q", w, got[w], part)
+		}
 	}
 }
 
@@ -668,24 +708,11 @@ func TestStragglersInSynchronousTraining(t *testing.T) {
 			}
 			in.Capacity = tc.capacity
 			d := Decide(in)
-			if d.Action != tc.want || !slices.Equal(d.Workers, tc.wantWorkers) || !strings.Contains(d.Reason, tc.reason) {
-				t.Fatalf("got %s %v (%s), want %s %v with %q", d.Action, d.Workers, d.Reason, tc.want, tc.wantWorkers, tc.reason)
-			}
+			wantStraggler(t, d, tc.want, tc.wantWorkers, tc.reason)
 			if want := strings.HasPrefix(tc.reason, "the main job"); d.MainStraggler != want {
 				t.Errorf("MainStraggler = %v, want %v", d.MainStraggler, want)
 			}
-			got := map[string]string{}
-			for _, f := range d.Flags {
-				got[f.Worker] += f.Reason
-			}
-			if len(got) != len(tc.flags) {
-				t.Errorf("flags %v, want flags for %v", got, tc.flags)
-			}
-			for w, part := range tc.flags {
-				if !strings.Contains(got[w], part) {
-					t.Errorf("flag of %s = %q, want it to contain %q", w, got[w], part)
-				}
-			}
+			wantFlags(t, d, tc.flags)
 		})
 	}
 }

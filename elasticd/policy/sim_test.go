@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -145,4 +146,15 @@ func (s *sim) drive(t *testing.T, job Job, st Settings, maxSteps int) ([]int, []
 
 func elasticJob(minW, maxW, gpusPerWorker int, types ...TypeOption) Job {
 	return Job{ID: "4242", Elastic: true, Bounds: Bounds{MinWorkers: minW, MaxWorkers: maxW, GPUsPerWorker: gpusPerWorker, Types: types}}
+}
+
+// wantAction stops the test unless d is action and, when it holds, its reason contains part.
+func wantAction(t *testing.T, d Decision, action Action, part string) {
+	t.Helper()
+	if d.Action != action {
+		t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, action)
+	}
+	if d.Action == Hold && !strings.Contains(d.Reason, part) {
+		t.Fatalf("hold reason %q does not contain %q", d.Reason, part)
+	}
 }

@@ -77,7 +77,9 @@ type straggler struct {
 
 // findStragglers compares the workers of each type (types differ in speed,
 // so a V100 is no straggler beside A100s) on each signal they all carry:
-//   - samples/s below StragglerRatio × the type's median (workers that
+//   - best samples/s of the window below StragglerRatio × the type's median
+//     (a worker slow in every report, not one whose window caught a pause of
+//     the whole job a report before its peers'; workers that
 //     progress independently; not where every worker of the type reports
 //     compute times, since then they train synchronously and their samples/s
 //     differ only by when each report's window fell);
@@ -89,35 +91,20 @@ type straggler struct {
 //     below ThrottleClockRatio of its max SM clock, whose worker's mean SM
 //     clock is below StragglerRatio × the type's median.
 //
-// Smoothing comes from the window: each rate and compute time is a mean
-// over MinSamples reports. Stragglers come out slowest first.
+// Smoothing comes from the window: each compute time is a mean over
+// MinSamples reports, each rate the best of them. Stragglers come out slowest
+// first.
 func (p *planner) findStragglers() []straggler {
-	found := map[string]*straggler{}
-	add := func(id string, t GPUType, ratio float64, kind, text string) {
-		st := found[id]
-		if st == nil {
-			st = &straggler{worker: id, t: t, ratio: ratio}
-			found[id] = st
-		}
-		st.ratio = min(st.ratio, ratio)
-		st.kinds = append(st.kinds, kind)
-		st.texts = append(st.texts, text)
-	}
+	found := stragglerSet{}
 	clocks := p.clocks()
 	for _, t := range sortedTypes(p.alloc) {
-		var ids []string
-		for id, wt := range p.cur.workerType {
-			if wt == t {
-				ids = append(ids, id)
-			}
-		}
+		ids := p.workersOfType(t)
 		if len(ids) < 2 {
 			continue // nobody to compare with
 		}
-		slices.SortFunc(ids, compareIDs)
 		var rates, compute, mhz []float64
 		for _, id := range ids {
-			rates = append(rates, p.cur.perWorker[id])
+			rates = append(rates, p.peak[id])
 			if c, ok := p.cur.compute[id]; ok {
 				compute = append(compute, c)
 			}
@@ -127,36 +114,88 @@ func (p *planner) findStragglers() []straggler {
 		}
 		// Workers that report compute times train synchronously: their samples/s are the
 		// job's, alike but for when each report's window fell, so only compute compares them.
-		if m := median(rates); m > 0 && len(compute) < len(ids) {
-			for i, id := range ids {
-				if rates[i] < p.s.StragglerRatio*m {
-					add(id, t, rates[i]/m, "throughput", fmt.Sprintf("%.0f samples/s, below %.2f × the median %.0f of %s workers",
-						rates[i], p.s.StragglerRatio, m, t))
-				}
-			}
-		}
-		if len(compute) == len(ids) {
-			m := median(compute)
-			for i, id := range ids {
-				if c := compute[i]; c*p.s.StragglerRatio > m {
-					add(id, t, m/c, "compute", fmt.Sprintf("%s of compute per step, %.1f × the median %s of %s workers (straggler above %.2f ×)",
-						seconds(c), c/m, seconds(m), t, 1/p.s.StragglerRatio))
-				}
-			}
+		if len(compute) < len(ids) {
+			p.slowByThroughput(found, t, ids, rates)
+		} else {
+			p.slowByCompute(found, t, ids, compute)
 		}
 		if len(mhz) >= 2 {
-			m := median(mhz)
-			for _, id := range ids {
-				c, ok := clocks[id]
-				if ok && c.held != "" && c.mhz < p.s.StragglerRatio*m {
-					add(id, t, c.mhz/m, "NVML", fmt.Sprintf("SM clock %.0f MHz, below %.2f × the median %.0f of %s workers: %s",
-						c.mhz, p.s.StragglerRatio, m, t, c.held))
-				}
-			}
+			p.slowByClock(found, t, ids, clocks, median(mhz))
 		}
 	}
-	out := make([]straggler, 0, len(found))
-	for _, st := range found {
+	return found.slowestFirst()
+}
+
+// workersOfType are the measured workers of type t, in id order.
+func (p *planner) workersOfType(t GPUType) []string {
+	var ids []string
+	for id, wt := range p.cur.workerType {
+		if wt == t {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, compareIDs)
+	return ids
+}
+
+// slowByThroughput finds the workers of type t (ids, with their samples/s) below
+// StragglerRatio × the type's median.
+func (p *planner) slowByThroughput(found stragglerSet, t GPUType, ids []string, rates []float64) {
+	m := median(rates)
+	if !(m > 0) {
+		return
+	}
+	for i, id := range ids {
+		if rates[i] < p.s.StragglerRatio*m {
+			found.add(id, t, rates[i]/m, "throughput", fmt.Sprintf("%.0f samples/s, below %.2f × the median %.0f of %s workers",
+				rates[i], p.s.StragglerRatio, m, t))
+		}
+	}
+}
+
+// slowByCompute finds the workers of type t (ids, with their compute seconds per step)
+// above the type's median / StragglerRatio.
+func (p *planner) slowByCompute(found stragglerSet, t GPUType, ids []string, compute []float64) {
+	m := median(compute)
+	for i, id := range ids {
+		if c := compute[i]; c*p.s.StragglerRatio > m {
+			found.add(id, t, m/c, "compute", fmt.Sprintf("%s of compute per step, %.1f × the median %s of %s workers (straggler above %.2f ×)",
+				seconds(c), c/m, seconds(m), t, 1/p.s.StragglerRatio))
+		}
+	}
+}
+
+// slowByClock finds the workers of type t whose GPUs the hardware holds back with a mean SM
+// clock below StragglerRatio × the type's median m.
+func (p *planner) slowByClock(found stragglerSet, t GPUType, ids []string, clocks map[string]workerClock, m float64) {
+	for _, id := range ids {
+		c, ok := clocks[id]
+		if ok && c.held != "" && c.mhz < p.s.StragglerRatio*m {
+			found.add(id, t, c.mhz/m, "NVML", fmt.Sprintf("SM clock %.0f MHz, below %.2f × the median %.0f of %s workers: %s",
+				c.mhz, p.s.StragglerRatio, m, t, c.held))
+		}
+	}
+}
+
+// stragglerSet is the stragglers found so far, by worker.
+type stragglerSet map[string]*straggler
+
+// add counts one signal that finds worker id slow, at ratio of its type's median.
+func (f stragglerSet) add(id string, t GPUType, ratio float64, kind, text string) {
+	st := f[id]
+	if st == nil {
+		st = &straggler{worker: id, t: t, ratio: ratio}
+		f[id] = st
+	}
+	st.ratio = min(st.ratio, ratio)
+	st.kinds = append(st.kinds, kind)
+	st.texts = append(st.texts, text)
+}
+
+// slowestFirst lists the stragglers by ratio, then id.
+func (f stragglerSet) slowestFirst() []straggler {
+	out := make([]straggler, 0, len(f))
+	for _, st := range f {
 		out = append(out, *st)
 	}
 	slices.SortFunc(out, func(a, b straggler) int {

@@ -269,37 +269,32 @@ func (r *Reader) readDevice(index int, device nvml.Device) (Sample, []error) {
 	if util, ret := device.GetUtilizationRates(); keep("utilization", ret) {
 		s.GPUUtilPct, s.MemoryUtilPct = &util.Gpu, &util.Memory
 	}
-	if mhz, ret := device.GetClockInfo(nvml.CLOCK_SM); keep("SM clock", ret) {
-		s.SMClockMHz = &mhz
-	}
-	if mhz, ret := device.GetMaxClockInfo(nvml.CLOCK_SM); keep("max SM clock", ret) {
-		s.MaxSMClockMHz = &mhz
-	}
+	into(keep, "SM clock", &s.SMClockMHz)(device.GetClockInfo(nvml.CLOCK_SM))
+	into(keep, "max SM clock", &s.MaxSMClockMHz)(device.GetMaxClockInfo(nvml.CLOCK_SM))
 	if mask, ret := device.GetCurrentClocksThrottleReasons(); keep("throttle reasons", ret) {
 		s.ThrottleReasons = ThrottleReasonNames(mask)
 	}
-	if mw, ret := device.GetPowerUsage(); keep("power usage", ret) {
-		s.PowerMilliwatts = &mw
-	}
+	into(keep, "power usage", &s.PowerMilliwatts)(device.GetPowerUsage())
 	// The enforced limit is the one in effect, whichever of the user, the
 	// administrator or the board set it.
-	if mw, ret := device.GetEnforcedPowerLimit(); keep("power limit", ret) {
-		s.PowerLimitMilliwatts = &mw
-	}
+	into(keep, "power limit", &s.PowerLimitMilliwatts)(device.GetEnforcedPowerLimit())
 	if mem, ret := device.GetMemoryInfo(); keep("memory", ret) {
 		s.MemoryUsedBytes, s.MemoryTotalBytes = &mem.Used, &mem.Total
 	}
-	if c, ret := device.GetTemperature(nvml.TEMPERATURE_GPU); keep("temperature", ret) {
-		s.TemperatureC = &c
-	}
-	if kbps, ret := device.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES); keep("PCIe TX", ret) {
-		s.PCIeTxKBps = &kbps
-	}
-	if kbps, ret := device.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES); keep("PCIe RX", ret) {
-		s.PCIeRxKBps = &kbps
-	}
+	into(keep, "temperature", &s.TemperatureC)(device.GetTemperature(nvml.TEMPERATURE_GPU))
+	into(keep, "PCIe TX", &s.PCIeTxKBps)(device.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES))
+	into(keep, "PCIe RX", &s.PCIeRxKBps)(device.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES))
 	errs = append(errs, r.readNVLink(&s, device)...)
 	return s, errs
+}
+
+// into stores a metric NVML returned in *dst where keep takes it.
+func into[T any](keep func(metric string, ret nvml.Return) bool, metric string, dst **T) func(T, nvml.Return) {
+	return func(v T, ret nvml.Return) {
+		if keep(metric, ret) {
+			*dst = &v
+		}
+	}
 }
 
 // allLinks as a field scope asks NVML for the sum over every NVLink.

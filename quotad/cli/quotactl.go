@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -156,7 +158,7 @@ func cmdSet(c *ucli.Context, e *env) error {
 		known := slurmdbd.GPUTypes(tres)
 		for t := range gpus {
 			if !known[t] {
-				return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s); add gres/gpu:%s to AccountingStorageTRES", t, strings.Join(sortedSet(known), ", "), t)
+				return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s); add gres/gpu:%s to AccountingStorageTRES", t, strings.Join(slices.Sorted(maps.Keys(known)), ", "), t)
 			}
 		}
 	}
@@ -250,7 +252,7 @@ func cmdLendLimit(c *ucli.Context, e *env) error {
 		return err
 	}
 	if known := slurmdbd.GPUTypes(tres); !known[gpuType] {
-		return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s)", gpuType, strings.Join(sortedSet(known), ", "))
+		return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s)", gpuType, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 	}
 	changes, err := e.store.Update(ctx, actor(), func(cfg *policy.Config) (*policy.Config, error) {
 		if n < 0 {
@@ -307,7 +309,7 @@ func Overcommit(cfg *policy.Config, nodes []policy.Node) []string {
 		}
 	}
 	var out []string
-	for _, t := range sortedKeys(guaranteed) {
+	for _, t := range slices.Sorted(maps.Keys(guaranteed)) {
 		if guaranteed[t] > total[t] {
 			sort.Strings(who[t])
 			out = append(out, fmt.Sprintf("%s is overcommitted: guarantees add up to %d (%s) but the pools hold %d", t, guaranteed[t], strings.Join(who[t], ", "), total[t]))
@@ -536,17 +538,4 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-func sortedSet(m map[string]bool) []string {
-	return sortedKeys(m)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

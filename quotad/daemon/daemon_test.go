@@ -15,6 +15,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
 	"github.com/slurmbridge/slurmbridge/quotad/store"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
@@ -59,22 +60,19 @@ func (a *countingApplier) Apply(_ context.Context, p *policy.Plan) (actuate.Resu
 
 // overQuota: proj-b runs 4 in its guarantee and has one more pending over quota, 4 a100 idle.
 func overQuota(now time.Time) *snapshot.Snapshot {
-	jobs := []policy.Job{}
-	for i := 1; i <= 5; i++ {
-		j := policy.Job{ID: uint32(i), Account: "proj-b", QOS: "guar-proj-b", State: policy.StateRunning, Requeue: true, Batch: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}}
-		if i == 5 {
-			j.State, j.Reason = policy.StatePending, "QOSGrpGRES"
-		}
-		jobs = append(jobs, j)
+	running := func(id uint32) *policytest.JobWrapper {
+		return policytest.MakeJob(id, "proj-b").GPU("a100", 1).Running(time.Minute)
 	}
-	return &snapshot.Snapshot{Snapshot: &policy.Snapshot{
-		TakenAt: now,
-		Jobs:    jobs,
-		Nodes:   []policy.Node{{Name: "a100-1", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 4}, FreeCPUs: 8, FreeMemMB: 32000}, {Name: "a100-2", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 0}, FreeCPUs: 4, FreeMemMB: 28000}},
-		QOS: []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "elastic-proj-b", PreemptMode: "requeue"},
-			{Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}}},
-		Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}},
-	}}
+	snap := policytest.MakeSnapshot().TakenAt(now).
+		Jobs(policytest.Jobs(1, 4, running)...).
+		Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj()).
+		Node(policytest.GPUNode("a100-1", "a100", 4, 4, 8, 32000, "a100")).
+		Node(policytest.GPUNode("a100-2", "a100", 4, 0, 4, 28000, "a100")).
+		Obj()
+	snap.QOS = []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "elastic-proj-b", PreemptMode: "requeue"},
+		{Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}}}
+	snap.Accounts = []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}}
+	return &snapshot.Snapshot{Snapshot: snap}
 }
 
 func newTestDaemon(t *testing.T, snaps Snapshotter, lease *fakeLease, app *countingApplier) (*Daemon, *bytes.Buffer) {

@@ -2,13 +2,15 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,32 +97,18 @@ func (s Settings) BorrowQOSName(account string) string {
 	return strings.ReplaceAll(s.borrowPattern(), accountPlaceholder, account)
 }
 
-func (s Settings) borrowPattern() string {
-	if s.BorrowQOS == "" {
-		return DefaultBorrowQOS
-	}
-	return s.BorrowQOS
-}
+func (s Settings) borrowPattern() string { return cmp.Or(s.BorrowQOS, DefaultBorrowQOS) }
 
 // ElasticQOSName is the name of account's elastic QOS.
 func (s Settings) ElasticQOSName(account string) string {
 	return strings.ReplaceAll(s.elasticPattern(), accountPlaceholder, account)
 }
 
-func (s Settings) elasticPattern() string {
-	if s.ElasticQOS == "" {
-		return DefaultElasticQOS
-	}
-	return s.ElasticQOS
-}
+func (s Settings) elasticPattern() string { return cmp.Or(s.ElasticQOS, DefaultElasticQOS) }
 
 // GuaranteedQOSName is the name of account's guaranteed QOS.
 func (s Settings) GuaranteedQOSName(account string) string {
-	pattern := s.GuaranteedQOS
-	if pattern == "" {
-		pattern = DefaultGuaranteedQOS
-	}
-	return strings.ReplaceAll(pattern, accountPlaceholder, account)
+	return strings.ReplaceAll(cmp.Or(s.GuaranteedQOS, DefaultGuaranteedQOS), accountPlaceholder, account)
 }
 
 // SnapshotMaxAge is the oldest snapshot that may still lead to actions.
@@ -268,7 +256,7 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("settings.lendReasons.%d", i), "empty reason")
 		}
 	}
-	for _, t := range sortedKeys(c.LendLimits) {
+	for _, t := range slices.Sorted(maps.Keys(c.LendLimits)) {
 		checkType(bad, "lendLimits."+t, t)
 		if c.LendLimits[t] < 0 {
 			bad("lendLimits."+t, "lend limit of %s must not be negative, got %d", t, c.LendLimits[t])
@@ -308,7 +296,7 @@ func (c *Config) Validate() error {
 			}
 		}
 		typedSum := 0
-		for _, t := range sortedKeys(p.GPUs) {
+		for _, t := range slices.Sorted(maps.Keys(p.GPUs)) {
 			checkType(bad, field("gpus."+t), t)
 			if p.GPUs[t] < 0 {
 				bad(field("gpus."+t), "project %s: guaranteed %s must not be negative, got %d", name, t, p.GPUs[t])
@@ -325,7 +313,7 @@ func (c *Config) Validate() error {
 		if p.BorrowLimit != nil && *p.BorrowLimit < 0 {
 			bad(field("borrowLimit"), "project %s: borrowLimit must not be negative, got %d", name, *p.BorrowLimit)
 		}
-		for _, t := range sortedKeys(p.BorrowLimitByType) {
+		for _, t := range slices.Sorted(maps.Keys(p.BorrowLimitByType)) {
 			checkType(bad, field("borrowLimitByType."+t), t)
 			if p.BorrowLimitByType[t] < 0 {
 				bad(field("borrowLimitByType."+t), "project %s: borrow limit of %s must not be negative, got %d", name, t, p.BorrowLimitByType[t])
@@ -407,13 +395,4 @@ func (idx lineIndex) line(path string) int {
 		path = path[:cut]
 	}
 	return idx[""]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,30 +1,33 @@
-package policy
+package policy_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
 func TestLoadConfigExample(t *testing.T) {
-	cfg, err := LoadConfig("testdata/quotas.yaml")
+	cfg, err := policy.LoadConfig("testdata/quotas.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{
-		Settings: Settings{
+	want := policy.Config{
+		Settings: policy.Settings{
 			BorrowQOS: "borrow-{account}", GuaranteedQOS: "guar-{account}",
 			GraceTime: 10 * time.Second, PreemptExemptTime: 30 * time.Second, MaxSnapshotAge: 15 * time.Second,
 		},
 		LendLimits: map[string]int{"a100": 8, "v100": 6},
-		Projects: []Project{
-			{Account: "proj-a", GPUs: gpus("a100", 4), BorrowLimit: intp(4), Weight: floatp(1)},
-			{Account: "proj-b", GPUs: gpus("a100", 4), BorrowLimit: intp(4), Weight: floatp(1)},
-			{Account: "proj-c", GPUs: gpus("v100", 2), BorrowLimitByType: gpus("a100", 2), Weight: floatp(1)},
+		Projects: []policy.Project{
+			{Account: "proj-a", GPUs: policytest.GPUs("a100", 4), BorrowLimit: policytest.IntP(4), Weight: policytest.FloatP(1)},
+			{Account: "proj-b", GPUs: policytest.GPUs("a100", 4), BorrowLimit: policytest.IntP(4), Weight: policytest.FloatP(1)},
+			{Account: "proj-c", GPUs: policytest.GPUs("v100", 2), BorrowLimitByType: policytest.GPUs("a100", 2), Weight: policytest.FloatP(1)},
 		},
 	}
-	cfg.lines = nil
+	cfg.ForgetLines()
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", *cfg, want)
 	}
@@ -34,12 +37,12 @@ func TestLoadConfigExample(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := ParseConfig([]byte("projects:\n  - account: p\n    gpus: {a100: 3, v100: 1}\n"))
+	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: p\n    gpus: {a100: 3, v100: 1}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, p := cfg.Settings, cfg.Projects[0]
-	if s.BorrowQOSName("p") != "borrow-p" || s.ElasticQOSName("p") != "elastic-p" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != DefaultMaxSnapshotAge ||
+	if s.BorrowQOSName("p") != "borrow-p" || s.ElasticQOSName("p") != "elastic-p" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != policy.DefaultMaxSnapshotAge ||
 		!reflect.DeepEqual(s.Reasons(), []string{"QOSGrpGRES"}) {
 		t.Errorf("settings defaults: %+v", s)
 	}
@@ -160,7 +163,7 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tt.yaml))
+			cfg, err := policy.ParseConfig([]byte(tt.yaml))
 			if err == nil {
 				t.Fatalf("no error; parsed %+v", cfg)
 			}
@@ -174,7 +177,7 @@ func TestParseConfigErrors(t *testing.T) {
 }
 
 func TestValidateWithoutYAMLHasNoLines(t *testing.T) {
-	cfg := config().project("p", gpus("a100", 1), weight(0)).obj()
+	cfg := policytest.MakeConfig().Project("p", policytest.GPUs("a100", 1), policytest.Weight(0)).Obj()
 	err := cfg.Validate()
 	if err == nil || err.Error() != "projects.0.weight: project p: weight must be a finite number > 0, got 0" {
 		t.Fatalf("got %v", err)
@@ -183,21 +186,22 @@ func TestValidateWithoutYAMLHasNoLines(t *testing.T) {
 
 // quotactl set rewrites the table with Marshal; what it writes must read back the same.
 func TestConfigMarshalRoundTrip(t *testing.T) {
-	cfg, err := LoadConfig("testdata/quotas.yaml")
+	cfg, err := policy.LoadConfig("testdata/quotas.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Projects[1].GPUs["v100"] = 1
-	cfg.Projects[2].TotalGPUs = intp(3)
+	cfg.Projects[2].TotalGPUs = policytest.IntP(3)
 	out, err := cfg.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := ParseConfig(out)
+	back, err := policy.ParseConfig(out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	cfg.lines, back.lines = nil, nil
+	cfg.ForgetLines()
+	back.ForgetLines()
 	if !reflect.DeepEqual(cfg, back) {
 		t.Fatalf("round trip changed the table:\n%s\ngot %+v\nwant %+v", out, back, cfg)
 	}

@@ -14,4 +14,12 @@
 // cancels, kills or requeues a job. Slurm can requeue only batch jobs with Requeue=1 and kills
 // any other job it preempts, so a plan never lends any other job (Job.Requeueable), returns such
 // a job found pending in a borrow QOS, and says so of one found running there.
+//
+// BuildPlan (build.go) runs the engine's steps, each in a file named for it: classify.go
+// (count what jobs hold and sort pending ones), reserve.go (keep idle GPUs for in-quota jobs),
+// settle.go (pending borrowers: return or keep their promise), lend.go (serve over-quota jobs,
+// with fairshare.go's deficits and place.go's placements on idle.go's nodes), reclaim.go (the
+// order in which Slurm may take borrowers back, and what running borrowers are told), and
+// explain.go (the plan's per-job texts and status tables). project.go holds a project's
+// guarantee arithmetic, counts.go the GPU-count map helpers.
 package policy

@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"fmt"
@@ -7,39 +7,37 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// worker makes the job an elastic worker of main job main: in its project's elastic QOS, named
-// like elasticd's workers.
-func (b *jobBuilder) worker(main uint32) *jobBuilder {
-	b.j.QOS, b.j.ElasticMain = "elastic-"+b.j.Account, main
-	return b
-}
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
+)
 
 // Every elastic QOS has a lower priority than every borrow QOS whatever the reclaim order and
 // the base, so Slurm's preemption (lowest QOS priority first) takes elastic workers before any
 // other borrower; and each guaranteed QOS may preempt a project's borrow and elastic QOS
 // together, only while the project holds more than its guarantee.
 func TestElasticQOSPriorityIsBelowEveryBorrowQOS(t *testing.T) {
-	for _, base := range []*int{nil, intp(0), intp(100)} {
+	for _, base := range []*int{nil, policytest.IntP(0), policytest.IntP(100)} {
 		for projects := 1; projects <= 5; projects++ {
 			for over := 0; over <= projects; over++ {
-				cb := config()
-				var js []Job
+				cb := policytest.MakeConfig()
+				var js []policy.Job
 				id := uint32(1)
 				for i := range projects {
 					acct := fmt.Sprintf("p%d", i)
-					cb = cb.project(acct, gpus("a100", 1))
+					cb = cb.Project(acct, policytest.GPUs("a100", 1))
 					if i < over { // over its guarantee: an in-quota job, i+1 borrowers and a worker
-						js = append(js, job(id, acct).gpu("a100", 1).running(time.Hour).obj())
-						js = append(js, jobs(id+1, i+1, func(id uint32) *jobBuilder { return job(id, acct).gpu("a100", 1).borrowed().running(time.Hour) })...)
-						js = append(js, job(id+50, acct).gpu("a100", 1).worker(id).running(time.Hour).obj())
+						js = append(js, policytest.MakeJob(id, acct).GPU("a100", 1).Running(time.Hour).Obj())
+						js = append(js, policytest.Jobs(id+1, i+1, func(id uint32) *policytest.JobWrapper {
+							return policytest.MakeJob(id, acct).GPU("a100", 1).Borrowed().Running(time.Hour)
+						})...)
+						js = append(js, policytest.MakeJob(id+50, acct).GPU("a100", 1).Worker(id).Running(time.Hour).Obj())
 						id += 100
 					}
 				}
-				cfg := cb.obj()
+				cfg := cb.Obj()
 				cfg.Settings.BorrowPriority = base
-				snap := snapshot().pool("a100", "a100", 64, 0).jobs(js...).synced(t, cfg).obj()
+				snap := policytest.MakeSnapshot().Pool("a100", "a100", 64, 0).Jobs(js...).Synced(t, cfg).Obj()
 				name := fmt.Sprintf("base %v, %d projects, %d over", base, projects, over)
 				maxElastic, minBorrow := -1, int(^uint(0)>>1)
 				var wantPreempt []string
@@ -56,9 +54,9 @@ func TestElasticQOSPriorityIsBelowEveryBorrowQOS(t *testing.T) {
 				if maxElastic >= minBorrow {
 					t.Errorf("%s: an elastic QOS has priority %d, a borrow QOS %d: elastic workers would not be reclaimed first", name, maxElastic, minBorrow)
 				}
-				wantPreempt = normalizeNames(wantPreempt)
+				wantPreempt = policy.NormalizeNames(wantPreempt)
 				for _, p := range cfg.Projects {
-					if got := normalizeNames(qosNamed(t, snap, "guar-"+p.Account).Preempt); !reflect.DeepEqual(got, wantPreempt) {
+					if got := policy.NormalizeNames(qosNamed(t, snap, "guar-"+p.Account).Preempt); !reflect.DeepEqual(got, wantPreempt) {
 						t.Errorf("%s: guar-%s preempts %q, want %q", name, p.Account, got, wantPreempt)
 					}
 				}
@@ -80,19 +78,19 @@ func TestElasticQOSPriorityIsBelowEveryBorrowQOS(t *testing.T) {
 // guarantee (or not), and its explanation names its main job, says it is reclaimed first and
 // that elasticd counts a reclaim as a shrink.
 func TestElasticWorkersCountAsBorrowed(t *testing.T) {
-	cfg := twoProjects().obj()
+	cfg := twoProjects().Obj()
 	t.Run("over the guarantee: reclaimable, first", func(t *testing.T) {
 		// alice: main job and 3 more in quota (4/4 a100), 1 worker on borrowed a100.
 		js := slices.Concat(
-			[]Job{job(1, "proj-a").gpu("a100", 1).running(time.Hour).obj()},
-			jobs(2, 3, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Hour) }),
-			[]Job{job(10, "proj-a").gpu("a100", 1).worker(1).running(time.Hour).obj()},
+			[]policy.Job{policytest.MakeJob(1, "proj-a").GPU("a100", 1).Running(time.Hour).Obj()},
+			runningA100(2, 3, "proj-a", time.Hour),
+			[]policy.Job{policytest.MakeJob(10, "proj-a").GPU("a100", 1).Worker(1).Running(time.Hour).Obj()},
 			borrowers(20, 1, "proj-c"))
-		snap := snapshot().testbed(2, 4, 8).jobs(js...).synced(t, cfg).obj()
-		if got := normalizeNames(qosNamed(t, snap, "guar-proj-b").Preempt); !reflect.DeepEqual(got, []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"}) {
+		snap := policytest.MakeSnapshot().Testbed(2, 4, 8).Jobs(js...).Synced(t, cfg).Obj()
+		if got := policy.NormalizeNames(qosNamed(t, snap, "guar-proj-b").Preempt); !reflect.DeepEqual(got, []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"}) {
 			t.Fatalf("guar-proj-b preempts %q", got)
 		}
-		plan := BuildPlan(cfg, snap, t0)
+		plan := policy.BuildPlan(cfg, snap, policytest.T0)
 		text, _ := plan.Explain(10)
 		for _, want := range []string{
 			"job 10 is an elastic worker of main job 1 on borrowed GPUs in elastic-proj-a (1 a100)",
@@ -119,26 +117,26 @@ func TestElasticWorkersCountAsBorrowed(t *testing.T) {
 		}
 	})
 	t.Run("within the guarantee, workers counted: never reclaimed", func(t *testing.T) {
-		js := []Job{
-			job(1, "proj-a").gpu("a100", 2).running(time.Hour).obj(),
-			job(10, "proj-a").gpu("a100", 2).worker(1).running(time.Hour).obj(),
+		js := []policy.Job{
+			policytest.MakeJob(1, "proj-a").GPU("a100", 2).Running(time.Hour).Obj(),
+			policytest.MakeJob(10, "proj-a").GPU("a100", 2).Worker(1).Running(time.Hour).Obj(),
 		}
-		snap := snapshot().testbed(4, 4, 8).jobs(js...).synced(t, cfg).obj()
+		snap := policytest.MakeSnapshot().Testbed(4, 4, 8).Jobs(js...).Synced(t, cfg).Obj()
 		if got := qosNamed(t, snap, "guar-proj-b").Preempt; len(got) != 0 {
 			t.Fatalf("guar-proj-b preempts %q although proj-a holds 4 of its 4", got)
 		}
-		text, _ := BuildPlan(cfg, snap, t0).Explain(10)
+		text, _ := policy.BuildPlan(cfg, snap, policytest.T0).Explain(10)
 		if !strings.Contains(text, "within its guarantee, so no claim may reclaim it") || !strings.Contains(text, "elastic workers are the first borrowers reclaimed") {
 			t.Errorf("explain 10: %q", text)
 		}
 	})
 	t.Run("a name that is not the user's job's is a plain worker", func(t *testing.T) {
-		js := []Job{
-			job(1, "proj-b").gpu("a100", 1).running(time.Hour).obj(), // bob's, not alice's
-			job(10, "proj-a").gpu("a100", 1).worker(1).running(time.Hour).obj(),
-			job(11, "proj-a").gpu("a100", 1).worker(99).running(time.Hour).obj(), // no such job
+		js := []policy.Job{
+			policytest.MakeJob(1, "proj-b").GPU("a100", 1).Running(time.Hour).Obj(), // bob's, not alice's
+			policytest.MakeJob(10, "proj-a").GPU("a100", 1).Worker(1).Running(time.Hour).Obj(),
+			policytest.MakeJob(11, "proj-a").GPU("a100", 1).Worker(99).Running(time.Hour).Obj(), // no such job
 		}
-		plan := BuildPlan(cfg, snapshot().testbed(4, 4, 8).jobs(js...).synced(t, cfg).obj(), t0)
+		plan := policy.BuildPlan(cfg, policytest.MakeSnapshot().Testbed(4, 4, 8).Jobs(js...).Synced(t, cfg).Obj(), policytest.T0)
 		for _, id := range []uint32{10, 11} {
 			if text, _ := plan.Explain(id); !strings.Contains(text, fmt.Sprintf("job %d is an elastic worker on borrowed GPUs", id)) {
 				t.Errorf("explain %d: %q", id, text)
@@ -150,13 +148,13 @@ func TestElasticWorkersCountAsBorrowed(t *testing.T) {
 // A project's borrowing limit counts its borrow and elastic QOS together: a running worker
 // leaves room for fewer lends.
 func TestBorrowingLimitCountsElasticWorkers(t *testing.T) {
-	cfg := twoProjects().obj()
-	cfg.Projects[1].BorrowLimit = intp(2) // proj-b
+	cfg := twoProjects().Obj()
+	cfg.Projects[1].BorrowLimit = policytest.IntP(2) // proj-b
 	js := slices.Concat(bobInQuota(),
-		[]Job{job(10, "proj-b").gpu("a100", 1).worker(1).running(time.Hour).obj()},
-		jobs(20, 3, func(id uint32) *jobBuilder { return job(id, "proj-b").gpu("a100", 1) }))
-	plan := BuildPlan(cfg, snapshot().testbed(3, 4, 8).jobs(js...).synced(t, cfg).obj(), t0)
-	if got := moveLines(plan); !reflect.DeepEqual(got, []string{"lend 20 proj-b"}) {
+		[]policy.Job{policytest.MakeJob(10, "proj-b").GPU("a100", 1).Worker(1).Running(time.Hour).Obj()},
+		pendingA100(20, 3, "proj-b"))
+	plan := policy.BuildPlan(cfg, policytest.MakeSnapshot().Testbed(3, 4, 8).Jobs(js...).Synced(t, cfg).Obj(), policytest.T0)
+	if got := policytest.MoveLines(plan); !reflect.DeepEqual(got, []string{"lend 20 proj-b"}) {
 		t.Fatalf("moves %q, want one lend (limit 2, a worker holds 1)", got)
 	}
 	if text, _ := plan.Explain(21); !strings.Contains(text, "borrowing limit reached: proj-b borrows 2 GPUs, limit 2") {
@@ -168,43 +166,43 @@ func TestBorrowingLimitCountsElasticWorkers(t *testing.T) {
 // them for a limit, only back into the guarantee when it has room (where nothing reclaims
 // them), or when Slurm could not requeue them.
 func TestPendingElasticWorkers(t *testing.T) {
-	cfg := twoProjects().obj()
-	cfg.Projects[0].BorrowLimit = intp(0) // proj-a may hold nothing borrowed
+	cfg := twoProjects().Obj()
+	cfg.Projects[0].BorrowLimit = policytest.IntP(0) // proj-a may hold nothing borrowed
 	tests := []struct {
 		name  string
-		jobs  []Job
+		jobs  []policy.Job
 		moves []string
 		text  string
 	}{
 		{
 			name:  "over the guarantee: it waits, GPUs promised, limits or not",
-			jobs:  slices.Concat(jobs(1, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Hour) }), []Job{job(10, "proj-a").gpu("a100", 1).worker(1).reason("Priority").obj()}),
+			jobs:  slices.Concat(runningA100(1, 4, "proj-a", time.Hour), []policy.Job{policytest.MakeJob(10, "proj-a").GPU("a100", 1).Worker(1).Reason("Priority").Obj()}),
 			moves: nil,
 			text:  "job 10 is an elastic worker of main job 1 on borrowed GPUs and waits in elastic-proj-a to start: proj-a is over its guarantee (a100 4/4 in use); 1 a100 idle in partition a100 are promised to it; borrowing limit reached",
 		},
 		{
 			name:  "the guarantee has room again: back into it",
-			jobs:  []Job{job(1, "proj-a").gpu("a100", 1).running(time.Hour).obj(), job(10, "proj-a").gpu("a100", 1).worker(1).reason("Priority").obj()},
+			jobs:  []policy.Job{policytest.MakeJob(1, "proj-a").GPU("a100", 1).Running(time.Hour).Obj(), policytest.MakeJob(10, "proj-a").GPU("a100", 1).Worker(1).Reason("Priority").Obj()},
 			moves: []string{"return 10 proj-a"},
 			text:  "returns from elastic-proj-a to guar-proj-a: it is an elastic worker of main job 1 and proj-a's guarantee has room again",
 		},
 		{
 			name:  "requeued by a reclaim: left to elasticd",
-			jobs:  slices.Concat(jobs(1, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Hour) }), []Job{job(10, "proj-a").gpu("a100", 1).worker(1).reason("BeginTime").obj()}),
+			jobs:  slices.Concat(runningA100(1, 4, "proj-a", time.Hour), []policy.Job{policytest.MakeJob(10, "proj-a").GPU("a100", 1).Worker(1).Reason("BeginTime").Obj()}),
 			moves: nil,
 			text:  "elasticd ends a worker Slurm requeued (the job shrinks)",
 		},
 		{
 			name:  "Slurm could not requeue it: returned, as from a borrow QOS",
-			jobs:  slices.Concat(jobs(1, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Hour) }), []Job{job(10, "proj-a").gpu("a100", 1).worker(1).noRequeue().reason("Priority").obj()}),
+			jobs:  slices.Concat(runningA100(1, 4, "proj-a", time.Hour), []policy.Job{policytest.MakeJob(10, "proj-a").GPU("a100", 1).Worker(1).NoRequeue().Reason("Priority").Obj()}),
 			moves: []string{"return 10 proj-a"},
 			text:  "a reclaim would kill it, so it must not borrow",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := BuildPlan(cfg, snapshot().testbed(4, 4, 8).jobs(tt.jobs...).synced(t, cfg).obj(), t0)
-			if got := moveLines(plan); !reflect.DeepEqual(got, tt.moves) {
+			plan := policy.BuildPlan(cfg, policytest.MakeSnapshot().Testbed(4, 4, 8).Jobs(tt.jobs...).Synced(t, cfg).Obj(), policytest.T0)
+			if got := policytest.MoveLines(plan); !reflect.DeepEqual(got, tt.moves) {
 				t.Errorf("moves %q, want %q", got, tt.moves)
 			}
 			if text, _ := plan.Explain(10); !strings.Contains(text, tt.text) {

@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"fmt"
@@ -8,89 +8,92 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
 // randomCluster makes a synced cluster with nProjects projects and about nPending pending GPU
 // jobs of every kind the policy distinguishes.
-func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*Config, *Snapshot) {
+func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*policy.Config, *policy.Snapshot) {
 	tb.Helper()
 	r := rand.New(rand.NewPCG(seed, 42))
 	types := []string{"a100", "v100", "h100"}
 	parts := map[string][]string{"a100": {"a100", "a100-spot"}, "v100": {"v100"}, "h100": {"h100"}}
-	cb := config().lendLimit("a100", 40*nProjects/10+r.IntN(10)).lendLimit("v100", 30*nProjects/10)
+	cb := policytest.MakeConfig().LendLimit("a100", 40*nProjects/10+r.IntN(10)).LendLimit("v100", 30*nProjects/10)
 	for i := 0; i < nProjects; i++ {
-		g := gpus(types[r.IntN(3)], r.IntN(8), types[r.IntN(3)], r.IntN(4))
-		var opts []func(*Project)
+		g := policytest.GPUs(types[r.IntN(3)], r.IntN(8), types[r.IntN(3)], r.IntN(4))
+		var opts []func(*policy.Project)
 		if r.IntN(2) == 0 {
-			opts = append(opts, borrowLimit(r.IntN(12)))
+			opts = append(opts, policytest.BorrowLimit(r.IntN(12)))
 		}
 		if r.IntN(3) == 0 {
-			opts = append(opts, borrowLimitOf(types[r.IntN(3)], r.IntN(6)))
+			opts = append(opts, policytest.BorrowLimitOf(types[r.IntN(3)], r.IntN(6)))
 		}
-		opts = append(opts, weight(float64(1+r.IntN(4))))
-		cb.project(fmt.Sprintf("proj-%03d", i), g, opts...)
+		opts = append(opts, policytest.Weight(float64(1+r.IntN(4))))
+		cb.Project(fmt.Sprintf("proj-%03d", i), g, opts...)
 	}
-	cfg := cb.obj()
-	sb := snapshot()
+	cfg := cb.Obj()
+	sb := policytest.MakeSnapshot()
 	for _, t := range types {
 		for _, p := range parts[t] {
 			total := max(8*nProjects/4, nPending/4) // enough that lending happens at every size
-			sb.pool(p, t, total, r.IntN(total/2+1))
+			sb.Pool(p, t, total, r.IntN(total/2+1))
 		}
 	}
 	for i := 0; i < nProjects; i++ {
-		sb.usage(fmt.Sprintf("proj-%03d", i), float64(r.IntN(100000)))
+		sb.Usage(fmt.Sprintf("proj-%03d", i), float64(r.IntN(100000)))
 	}
 	id := uint32(1)
 	for i := 0; i < nPending+nPending/4; i++ {
 		acct := fmt.Sprintf("proj-%03d", r.IntN(nProjects+1)) // one account without quota
 		t := types[r.IntN(3)]
-		b := job(id, acct).gpu(t, 1+r.IntN(2)).partitions(parts[t]...).priority(int64(r.IntN(5)))
+		b := policytest.MakeJob(id, acct).GPU(t, 1+r.IntN(2)).Partitions(parts[t]...).Priority(int64(r.IntN(5)))
 		id++
 		switch k := r.IntN(20); {
 		case k == 0:
-			b.gpu(t, 0).gpu("", 1) // any type
+			b.GPU(t, 0).GPU("", 1) // any type
 		case k == 1:
-			b.noRequeue()
+			b.NoRequeue()
 		case k == 2:
-			b.reason("Resources")
+			b.Reason("Resources")
 		case k == 3:
-			b.borrowed()
+			b.Borrowed()
 		case k == 4:
-			b.borrowed().noRequeue()
+			b.Borrowed().NoRequeue()
 		case k == 5:
-			b.qos("normal")
+			b.QOS("normal")
 		case k == 6:
-			b.nodes(2)
+			b.Nodes(2)
 		case k == 7:
-			b.interactive()
+			b.Interactive()
 		case k == 8:
-			b.borrowed().interactive()
+			b.Borrowed().Interactive()
 		case k == 9 && i < nPending, k == 10 && i < nPending: // an array record of 1-6 tasks
-			b.array(seq(uint32(r.IntN(3)), uint32(3+r.IntN(3)))...)
+			b.Array(seq(uint32(r.IntN(3)), uint32(3+r.IntN(3)))...)
 			if k == 10 {
-				b.borrowed()
+				b.Borrowed()
 			}
 		}
 		if i >= nPending { // a quarter runs
-			b.running(time.Duration(r.IntN(3600)) * time.Second)
+			b.Running(time.Duration(r.IntN(3600)) * time.Second)
 			if r.IntN(3) == 0 {
-				b.borrowed()
+				b.Borrowed()
 			}
 		}
-		sb.jobs(b.obj())
+		sb.Jobs(b.Obj())
 	}
-	sb.s.WholeArrays = r.IntN(2) == 0 // before the sync: lends decide the reclaim order
-	snap := sb.synced(tb, cfg).obj()
+	sb.WholeArrays(r.IntN(2) == 0) // before the sync: lends decide the reclaim order
+	snap := sb.Synced(tb, cfg).Obj()
 	return cfg, snap
 }
 
 // TestPlanInvariants checks, over many random clusters, what must hold for every plan.
 func TestPlanInvariants(t *testing.T) {
-	kinds := map[MoveKind]int{}
+	kinds := map[policy.MoveKind]int{}
 	for seed := uint64(0); seed < 200; seed++ {
 		cfg, snap := randomCluster(t, seed, 8, 120)
-		plan := BuildPlan(cfg, snap, t0)
+		plan := policy.BuildPlan(cfg, snap, policytest.T0)
 		for _, m := range plan.Moves {
 			kinds[m.Kind]++
 		}
@@ -102,26 +105,26 @@ func TestPlanInvariants(t *testing.T) {
 		// Deterministic: input order does not matter.
 		r := rand.New(rand.NewPCG(seed, 7))
 		shuffled := *snap
-		shuffled.Jobs = append([]Job(nil), snap.Jobs...)
-		shuffled.Nodes = append([]Node(nil), snap.Nodes...)
-		shuffled.QOS = append([]QOS(nil), snap.QOS...)
+		shuffled.Jobs = append([]policy.Job(nil), snap.Jobs...)
+		shuffled.Nodes = append([]policy.Node(nil), snap.Nodes...)
+		shuffled.QOS = append([]policy.QOS(nil), snap.QOS...)
 		r.Shuffle(len(shuffled.Jobs), func(i, j int) { shuffled.Jobs[i], shuffled.Jobs[j] = shuffled.Jobs[j], shuffled.Jobs[i] })
 		r.Shuffle(len(shuffled.Nodes), func(i, j int) { shuffled.Nodes[i], shuffled.Nodes[j] = shuffled.Nodes[j], shuffled.Nodes[i] })
 		r.Shuffle(len(shuffled.QOS), func(i, j int) { shuffled.QOS[i], shuffled.QOS[j] = shuffled.QOS[j], shuffled.QOS[i] })
-		if again := BuildPlan(cfg, &shuffled, t0); !reflect.DeepEqual(plan, again) {
-			t.Fatalf("seed %d: plan depends on input order:\n%v\n%v", seed, moveLines(plan), moveLines(again))
+		if again := policy.BuildPlan(cfg, &shuffled, policytest.T0); !reflect.DeepEqual(plan, again) {
+			t.Fatalf("seed %d: plan depends on input order:\n%v\n%v", seed, policytest.MoveLines(plan), policytest.MoveLines(again))
 		}
 	}
 	// The clusters must exercise both kinds of moves, or the checks above prove little.
-	if kinds[Lend] < 200 || kinds[Return] < 200 {
+	if kinds[policy.Lend] < 200 || kinds[policy.Return] < 200 {
 		t.Fatalf("random clusters gave too few moves: %v", kinds)
 	}
 	t.Logf("moves checked: %v", kinds)
 }
 
-func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, plan *Plan) {
+func checkInvariants(t *testing.T, seed uint64, cfg *policy.Config, snap *policy.Snapshot, plan *policy.Plan) {
 	t.Helper()
-	byID := map[uint32]*Job{}
+	byID := map[uint32]*policy.Job{}
 	for i := range snap.Jobs {
 		byID[snap.Jobs[i].ID] = &snap.Jobs[i]
 	}
@@ -132,12 +135,12 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 			if borrowedBefore[j.Account] == nil {
 				borrowedBefore[j.Account] = map[string]int{}
 			}
-			addAll(lentBefore, scaled(j.need(), j.tasks()))
-			addAll(borrowedBefore[j.Account], scaled(j.need(), j.tasks()))
+			policy.AddAll(lentBefore, policy.Scaled(j.Need(), j.Tasks()))
+			policy.AddAll(borrowedBefore[j.Account], policy.Scaled(j.Need(), j.Tasks()))
 		}
 	}
 	for _, m := range plan.Moves { // a returned job borrows no more
-		if m.Kind == Return {
+		if m.Kind == policy.Return {
 			for tp, n := range m.GPUs {
 				lentBefore[tp] -= n
 				borrowedBefore[m.Account][tp] -= n
@@ -157,7 +160,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	sawLend := false
 	for _, m := range plan.Moves {
 		j := byID[m.JobID]
-		if j == nil || j.State != StatePending || j.QOS != m.From || seen[m.Target()] {
+		if j == nil || j.State != policy.StatePending || j.QOS != m.From || seen[m.Target()] {
 			t.Fatalf("seed %d: move of a job that is not a distinct pending job in %s: %v", seed, m.From, m)
 		}
 		if (m.ArrayJobID != 0) != (j.ArrayJobID != 0) || (m.ArrayJobID != 0 && !slices.Contains(j.ArrayTasks, m.Task)) {
@@ -167,17 +170,17 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 		movedRecord[m.JobID] = true
 		guar := cfg.Settings.GuaranteedQOSName(j.Account)
 		switch m.Kind {
-		case Lend:
+		case policy.Lend:
 			sawLend = true
 			if m.From != guar || m.To != cfg.Settings.BorrowQOSName(j.Account) || !j.Requeueable() {
 				t.Fatalf("seed %d: bad lend %v (requeue %v, batch %v)", seed, m, j.Requeue, j.Batch)
 			}
-			addAll(lent, m.GPUs)
+			policy.AddAll(lent, m.GPUs)
 			if borrowed[j.Account] == nil {
 				borrowed[j.Account] = map[string]int{}
 			}
-			addAll(borrowed[j.Account], m.GPUs)
-		case Return:
+			policy.AddAll(borrowed[j.Account], m.GPUs)
+		case policy.Return:
 			if sawLend || m.From != cfg.Settings.BorrowQOSName(j.Account) || m.To != guar {
 				t.Fatalf("seed %d: bad return %v (returns come first)", seed, m)
 			}
@@ -188,13 +191,13 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	if snap.WholeArrays { // an array record is lent whole or not at all
 		lentTasks := map[uint32]int{}
 		for _, m := range plan.Moves {
-			if m.Kind == Lend && m.ArrayJobID != 0 {
+			if m.Kind == policy.Lend && m.ArrayJobID != 0 {
 				lentTasks[m.JobID]++
 			}
 		}
 		for id, n := range lentTasks {
-			if n != byID[id].tasks() {
-				t.Fatalf("seed %d: %d of the %d tasks of array record %d lent", seed, n, byID[id].tasks(), id)
+			if n != byID[id].Tasks() {
+				t.Fatalf("seed %d: %d of the %d tasks of array record %d lent", seed, n, byID[id].Tasks(), id)
 			}
 		}
 	}
@@ -208,14 +211,14 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 	}
 	for acct, got := range borrowed {
 		p, _ := cfg.Project(acct)
-		total := sum(got)
+		total := policy.Sum(got)
 		for tp, n := range got {
 			if lim, ok := p.BorrowLimitByType[tp]; ok && borrowedBefore[acct][tp]+n > lim {
 				t.Fatalf("seed %d: %s borrows %d %s over its limit %d", seed, acct, borrowedBefore[acct][tp]+n, tp, lim)
 			}
 		}
-		if p.BorrowLimit != nil && sum(borrowedBefore[acct])+total > *p.BorrowLimit {
-			t.Fatalf("seed %d: %s borrows %d over its limit %d", seed, acct, sum(borrowedBefore[acct])+total, *p.BorrowLimit)
+		if p.BorrowLimit != nil && policy.Sum(borrowedBefore[acct])+total > *p.BorrowLimit {
+			t.Fatalf("seed %d: %s borrows %d over its limit %d", seed, acct, policy.Sum(borrowedBefore[acct])+total, *p.BorrowLimit)
 		}
 	}
 	for _, x := range plan.Jobs {
@@ -224,19 +227,19 @@ func checkInvariants(t *testing.T, seed uint64, cfg *Config, snap *Snapshot, pla
 		}
 	}
 	for _, j := range snap.Jobs {
-		if text, _ := plan.Explain(j.ID); j.QOS == "borrow" && j.State == StateRunning && len(j.need()) > 0 {
+		if text, _ := plan.Explain(j.ID); j.QOS == "borrow" && j.State == policy.StateRunning && len(j.Need()) > 0 {
 			if killed := strings.Contains(text, "would KILL it"); killed == j.Requeueable() {
 				t.Fatalf("seed %d: running borrower %d (requeue %v, batch %v) explained as %q", seed, j.ID, j.Requeue, j.Batch, text)
 			}
 		}
-		if j.State != StatePending {
+		if j.State != policy.StatePending {
 			continue
 		}
 		if _, ok := plan.Explain(j.ID); !ok {
 			t.Fatalf("seed %d: pending job %d (%s, %s, %s) has no explanation", seed, j.ID, j.Account, j.QOS, j.Reason)
 		}
 		// A pending borrower Slurm could not requeue goes back whenever quotad can move it.
-		if _, hasQuota := cfg.Project(j.Account); hasQuota && j.QOS == "borrow" && !j.Requeueable() && len(j.need()) > 0 && !movedRecord[j.ID] {
+		if _, hasQuota := cfg.Project(j.Account); hasQuota && j.QOS == "borrow" && !j.Requeueable() && len(j.Need()) > 0 && !movedRecord[j.ID] {
 			t.Fatalf("seed %d: pending borrower %d (requeue %v, batch %v) is not returned", seed, j.ID, j.Requeue, j.Batch)
 		}
 	}
@@ -246,10 +249,10 @@ func BenchmarkBuildPlan(b *testing.B) {
 	for _, size := range []struct{ projects, pending int }{{100, 10000}, {100, 2000}} {
 		b.Run(fmt.Sprintf("projects=%d/pending=%d", size.projects, size.pending), func(b *testing.B) {
 			cfg, snap := randomCluster(b, 1, size.projects, size.pending)
-			var plan *Plan
+			var plan *policy.Plan
 			b.ReportAllocs()
 			for b.Loop() {
-				plan = BuildPlan(cfg, snap, t0)
+				plan = policy.BuildPlan(cfg, snap, policytest.T0)
 			}
 			b.ReportMetric(float64(len(plan.Moves)), "moves")
 		})

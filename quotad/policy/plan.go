@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -243,7 +245,7 @@ func gpuList(g map[string]int) string {
 		return "0 GPUs"
 	}
 	parts := make([]string, 0, len(g))
-	for _, t := range sortedKeys(g) {
+	for _, t := range slices.Sorted(maps.Keys(g)) {
 		parts = append(parts, fmt.Sprintf("%d %s", g[t], typeName(t)))
 	}
 	return strings.Join(parts, " + ")

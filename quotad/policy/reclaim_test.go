@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"reflect"
@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
-func qosNamed(t *testing.T, s *Snapshot, name string) QOS {
+func qosNamed(t *testing.T, s *policy.Snapshot, name string) policy.QOS {
 	t.Helper()
 	for _, q := range s.QOS {
 		if q.Name == name {
@@ -16,13 +19,13 @@ func qosNamed(t *testing.T, s *Snapshot, name string) QOS {
 		}
 	}
 	t.Fatalf("no QOS %s in %+v", name, s.QOS)
-	return QOS{}
+	return policy.QOS{}
 }
 
 // borrowers makes n running one-a100 borrowers of account from id first on.
-func borrowers(first uint32, n int, account string) []Job {
-	return jobs(first, n, func(id uint32) *jobBuilder {
-		return job(id, account).gpu("a100", 1).borrowed().running(time.Hour)
+func borrowers(first uint32, n int, account string) []policy.Job {
+	return policytest.Jobs(first, n, func(id uint32) *policytest.JobWrapper {
+		return policytest.MakeJob(id, account).GPU("a100", 1).Borrowed().Running(time.Hour)
 	})
 }
 
@@ -32,8 +35,8 @@ func borrowers(first uint32, n int, account string) []Job {
 func TestReclaimOrder(t *testing.T) {
 	tests := []struct {
 		name        string
-		cfg         *Config
-		jobs        []Job
+		cfg         *policy.Config
+		jobs        []policy.Job
 		preemptable []string       // every guaranteed QOS' Preempt list, sorted
 		priority    map[string]int // borrow QOS → Priority
 		explain     map[uint32]string
@@ -42,9 +45,11 @@ func TestReclaimOrder(t *testing.T) {
 			// bob had 4 in quota and 4 borrowed; his in-quota jobs ended; carol borrowed the
 			// freed a100; alice claims. Only carol may lose GPUs.
 			name: "a project back within its guarantee keeps its borrowers; the one over it loses",
-			cfg:  twoProjects().obj(),
+			cfg:  twoProjects().Obj(),
 			jobs: slices.Concat(borrowers(1, 4, "proj-b"), borrowers(5, 4, "proj-c"),
-				jobs(9, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).reason("Resources") })),
+				policytest.Jobs(9, 4, func(id uint32) *policytest.JobWrapper {
+					return policytest.MakeJob(id, "proj-a").GPU("a100", 1).Reason("Resources")
+				})),
 			preemptable: []string{"borrow-proj-c", "elastic-proj-c"},
 			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 3, "elastic-proj-b": 3, "elastic-proj-c": 0},
 			explain: map[uint32]string{
@@ -54,17 +59,17 @@ func TestReclaimOrder(t *testing.T) {
 		},
 		{
 			name:        "bob over his guarantee with in-quota jobs and borrowers may lose borrowers",
-			cfg:         twoProjects().obj(),
+			cfg:         twoProjects().Obj(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b")),
 			preemptable: []string{"borrow-proj-b", "elastic-proj-b"},
 			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 4, "borrow-proj-c": 7, "elastic-proj-b": 0},
 		},
 		{
 			name: "the project furthest over its guarantee loses first",
-			cfg:  twoProjects().obj(),
+			cfg:  twoProjects().Obj(),
 			// proj-a 2 over (a100 4 guaranteed), proj-c 3 over (no a100 guaranteed).
 			jobs: slices.Concat(
-				jobs(1, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Hour) }),
+				runningA100(1, 4, "proj-a", time.Hour),
 				borrowers(5, 2, "proj-a"), borrowers(7, 3, "proj-c")),
 			preemptable: []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"},
 			priority:    map[string]int{"borrow-proj-a": 5, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 1, "elastic-proj-c": 0},
@@ -75,23 +80,27 @@ func TestReclaimOrder(t *testing.T) {
 		},
 		{
 			name: "per unit of weight: a heavier project over by more may lose later",
-			cfg: config().project("proj-a", gpus("a100", 4), weight(4)).project("proj-b", gpus("a100", 4)).
-				project("proj-c", gpus("v100", 2)).obj(),
+			cfg: policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4), policytest.Weight(4)).Project("proj-b", policytest.GPUs("a100", 4)).
+				Project("proj-c", policytest.GPUs("v100", 2)).Obj(),
 			// proj-a 4 over at weight 4 (1 per unit), proj-c 3 over at weight 1.
 			jobs:        slices.Concat(borrowers(1, 8, "proj-a"), borrowers(9, 3, "proj-c")),
 			preemptable: []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"},
 			priority:    map[string]int{"borrow-proj-a": 5, "borrow-proj-b": 7, "borrow-proj-c": 4},
 		},
 		{
-			name:        "the borrow priority setting is the base of the order",
-			cfg:         func() *Config { c := twoProjects().obj(); c.Settings.BorrowPriority = intp(100); return c }(),
+			name: "the borrow priority setting is the base of the order",
+			cfg: func() *policy.Config {
+				c := twoProjects().Obj()
+				c.Settings.BorrowPriority = policytest.IntP(100)
+				return c
+			}(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 1, "proj-b")),
 			preemptable: []string{"borrow-proj-b", "elastic-proj-b"},
 			priority:    map[string]int{"borrow-proj-a": 107, "borrow-proj-b": 104, "borrow-proj-c": 107, "elastic-proj-b": 100, "elastic-proj-a": 103},
 		},
 		{
 			name:        "nobody over quota: no guaranteed QOS may preempt",
-			cfg:         twoProjects().obj(),
+			cfg:         twoProjects().Obj(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 2, "proj-a")),
 			preemptable: []string{},
 			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 7, "borrow-proj-c": 7, "elastic-proj-a": 3},
@@ -99,10 +108,10 @@ func TestReclaimOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := snapshot().testbed(0, 4, 8).jobs(tt.jobs...).synced(t, tt.cfg).obj()
+			snap := policytest.MakeSnapshot().Testbed(0, 4, 8).Jobs(tt.jobs...).Synced(t, tt.cfg).Obj()
 			for _, p := range tt.cfg.Projects {
 				g := qosNamed(t, snap, tt.cfg.Settings.GuaranteedQOSName(p.Account))
-				if got := normalizeNames(g.Preempt); !reflect.DeepEqual(got, tt.preemptable) {
+				if got := policy.NormalizeNames(g.Preempt); !reflect.DeepEqual(got, tt.preemptable) {
 					t.Errorf("%s may preempt %q, want %q", g.Name, got, tt.preemptable)
 				}
 			}
@@ -111,7 +120,7 @@ func TestReclaimOrder(t *testing.T) {
 					t.Errorf("%s priority %d, want %d", name, got, want)
 				}
 			}
-			plan := BuildPlan(tt.cfg, snap, t0)
+			plan := policy.BuildPlan(tt.cfg, snap, policytest.T0)
 			for id, want := range tt.explain {
 				if got, ok := plan.Explain(id); !ok || !strings.Contains(got, want) {
 					t.Errorf("explain %d:\n got %q\nwant %q", id, got, want)
@@ -124,15 +133,15 @@ func TestReclaimOrder(t *testing.T) {
 // When a project's in-quota jobs end, the next plan takes its borrow QOS off every Preempt
 // list at once, and still moves jobs: the reclaim order never holds lends back.
 func TestReclaimOrderFollowsUsageWithoutHoldingMoves(t *testing.T) {
-	cfg := twoProjects().obj()
-	snap := snapshot().testbed(0, 4, 8).jobs(slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b"))...).synced(t, cfg).obj()
+	cfg := twoProjects().Obj()
+	snap := policytest.MakeSnapshot().Testbed(0, 4, 8).Jobs(slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b"))...).Synced(t, cfg).Obj()
 	if got := qosNamed(t, snap, "guar-proj-a").Preempt; !reflect.DeepEqual(got, []string{"borrow-proj-b", "elastic-proj-b"}) {
 		t.Fatalf("while bob is over quota guar-proj-a preempts %q", got)
 	}
 	// bob's in-quota jobs end; carol waits over her guarantee for the a100 they freed.
-	snap.Jobs = slices.Concat(borrowers(5, 4, "proj-b"), []Job{job(20, "proj-c").gpu("a100", 2).obj()})
-	snap.Nodes = snapshot().testbed(4, 4, 8).obj().Nodes
-	plan := BuildPlan(cfg, snap, t0)
+	snap.Jobs = slices.Concat(borrowers(5, 4, "proj-b"), []policy.Job{policytest.MakeJob(20, "proj-c").GPU("a100", 2).Obj()})
+	snap.Nodes = policytest.MakeSnapshot().Testbed(4, 4, 8).Obj().Nodes
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
 	want := []string{
 		"modify qos borrow-proj-b: priority 4->7",
 		"modify qos borrow-proj-c: priority 7->4",
@@ -145,7 +154,7 @@ func TestReclaimOrderFollowsUsageWithoutHoldingMoves(t *testing.T) {
 	if got := syncLines(plan); !reflect.DeepEqual(got, want) {
 		t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if got := moveLines(plan); !reflect.DeepEqual(got, []string{"lend 20 proj-c"}) {
+	if got := policytest.MoveLines(plan); !reflect.DeepEqual(got, []string{"lend 20 proj-c"}) {
 		t.Fatalf("moves %q (notes %q)", got, plan.Notes)
 	}
 }

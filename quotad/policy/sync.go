@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -34,7 +35,7 @@ func gpuTypes(cfg *Config, snap *Snapshot) []string {
 			}
 		}
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // desiredQOS is one QOS as the quota table wants it; nil pointers are not managed.
@@ -171,7 +172,7 @@ func diffQOS(want desiredQOS, cur *QOS) (QOSChange, bool) {
 			names[k] = true
 		}
 	}
-	for _, k := range sortedKeys(names) {
+	for _, k := range slices.Sorted(maps.Keys(names)) {
 		from, ok := cur.GrpTRES[k]
 		if !ok {
 			from = ClearLimit

@@ -1,13 +1,16 @@
-package policy
+package policy_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
-func syncLines(plan *Plan) []string {
+func syncLines(plan *policy.Plan) []string {
 	var out []string
 	for _, c := range plan.QOS {
 		out = append(out, c.String())
@@ -22,17 +25,17 @@ func syncLines(plan *Plan) []string {
 }
 
 func TestSyncFromNothing(t *testing.T) {
-	cfg, err := LoadConfig("testdata/quotas.yaml")
+	cfg, err := policy.LoadConfig("testdata/quotas.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := snapshot().testbed(8, 4, 8).obj()
-	snap.Accounts = []Account{
+	snap := policytest.MakeSnapshot().Testbed(8, 4, 8).Obj()
+	snap.Accounts = []policy.Account{
 		{Name: "proj-a", QOS: []string{"normal"}, DefaultQOS: "normal"},
 		{Name: "proj-b", QOS: []string{"normal"}, DefaultQOS: "normal"},
 		{Name: "proj-c", QOS: []string{"normal"}, DefaultQOS: "normal"},
 	}
-	plan := BuildPlan(cfg, snap, t0)
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
 	// Each borrow QOS, and each elastic QOS alike, caps its project's borrowing (borrowLimit,
 	// borrowLimitByType) and each type at the lending limit; with nobody over quota, no
 	// guaranteed QOS may preempt, and every elastic and borrow QOS has the out-of-reach rank
@@ -58,26 +61,26 @@ func TestSyncFromNothing(t *testing.T) {
 		t.Fatalf("moves %v acting %v", plan.Moves, plan.Acting)
 	}
 
-	applySync(snap, plan)
-	if again := BuildPlan(cfg, snap, t0); again.HasActions() {
+	policytest.ApplySync(snap, plan)
+	if again := policy.BuildPlan(cfg, snap, policytest.T0); again.HasActions() {
 		t.Fatalf("not idempotent, second plan: %v", syncLines(again))
 	}
 }
 
 func TestSyncOnlyDifferences(t *testing.T) {
-	base := func() *configBuilder {
-		return config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).lendLimit("a100", 6)
+	base := func() *policytest.ConfigWrapper {
+		return policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4)).Project("proj-b", policytest.GPUs("a100", 4)).LendLimit("a100", 6)
 	}
 	tests := []struct {
 		name   string
-		cfg    *Config
-		change func(*Snapshot) // applied to the synced snapshot of base()
+		cfg    *policy.Config
+		change func(*policy.Snapshot) // applied to the synced snapshot of base()
 		want   []string
 	}{
 		{
 			name: "raised guarantee touches one QOS, one entry",
-			cfg:  base().obj(),
-			change: func(s *Snapshot) {
+			cfg:  base().Obj(),
+			change: func(s *policy.Snapshot) {
 				s.QOS[4].GrpTRES["gres/gpu:a100"] = 2
 				s.QOS[4].GrpTRES["gres/gpu"] = 2
 			},
@@ -85,43 +88,47 @@ func TestSyncOnlyDifferences(t *testing.T) {
 		},
 		{
 			name:   "a GPU limit the table does not want is cleared, other TRES are left alone",
-			cfg:    base().obj(),
-			change: func(s *Snapshot) { s.QOS[0].GrpTRES["gres/gpu:h100"] = 1; s.QOS[0].GrpTRES["cpu"] = 64 },
+			cfg:    base().Obj(),
+			change: func(s *policy.Snapshot) { s.QOS[0].GrpTRES["gres/gpu:h100"] = 1; s.QOS[0].GrpTRES["cpu"] = 64 },
 			want:   []string{"modify qos borrow-proj-a: grptres gres/gpu:h100 1->none"},
 		},
 		{
 			name: "dropped lend limit clears the cap",
-			cfg:  config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).obj(),
+			cfg:  policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4)).Project("proj-b", policytest.GPUs("a100", 4)).Obj(),
 			want: []string{"modify qos borrow-proj-a: grptres gres/gpu:a100 6->none", "modify qos borrow-proj-b: grptres gres/gpu:a100 6->none",
 				"modify qos elastic-proj-a: grptres gres/gpu:a100 6->none", "modify qos elastic-proj-b: grptres gres/gpu:a100 6->none"},
 		},
 		{
 			name: "case of names and order of lists do not matter",
-			cfg:  base().obj(),
-			change: func(s *Snapshot) {
+			cfg:  base().Obj(),
+			change: func(s *policy.Snapshot) {
 				s.QOS[0].PreemptMode = "REQUEUE"
 				s.Accounts[0].QOS = []string{"GUAR-PROJ-A", "Elastic-Proj-A", "Borrow-Proj-A"}
 			},
 		},
 		{
 			name:   "borrow QOS must preempt nobody",
-			cfg:    base().obj(),
-			change: func(s *Snapshot) { s.QOS[0].Preempt = []string{"guar-proj-a"} },
+			cfg:    base().Obj(),
+			change: func(s *policy.Snapshot) { s.QOS[0].Preempt = []string{"guar-proj-a"} },
 			want:   []string{"modify qos borrow-proj-a: preempt [guar-proj-a]->[]"},
 		},
 		{
 			name: "other QOS are taken off a project's account",
-			cfg:  base().obj(),
-			change: func(s *Snapshot) {
+			cfg:  base().Obj(),
+			change: func(s *policy.Snapshot) {
 				s.Accounts[1].QOS = append(s.Accounts[1].QOS, "normal")
 				s.Accounts[1].DefaultQOS = "normal"
 			},
 			want: []string{"modify account proj-b: qos [borrow-proj-b,elastic-proj-b,guar-proj-b,normal]->[borrow-proj-b,elastic-proj-b,guar-proj-b] defaultqos normal->guar-proj-b"},
 		},
 		{
-			name:   "times and priority",
-			cfg:    func() *Config { c := base().obj(); c.Settings.GuaranteedPriority = intp(100); return c }(),
-			change: func(s *Snapshot) { s.QOS[0].GraceTime = time.Minute },
+			name: "times and priority",
+			cfg: func() *policy.Config {
+				c := base().Obj()
+				c.Settings.GuaranteedPriority = policytest.IntP(100)
+				return c
+			}(),
+			change: func(s *policy.Snapshot) { s.QOS[0].GraceTime = time.Minute },
 			want: []string{
 				"modify qos borrow-proj-a: gracetime 1m0s->10s",
 				"modify qos guar-proj-a: priority 0->100",
@@ -131,14 +138,14 @@ func TestSyncOnlyDifferences(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := snapshot().testbed(8, 4, 8).synced(t, base().obj()).obj()
+			snap := policytest.MakeSnapshot().Testbed(8, 4, 8).Synced(t, base().Obj()).Obj()
 			if snap.QOS[0].Name != "borrow-proj-a" || snap.QOS[2].Name != "elastic-proj-a" || snap.QOS[4].Name != "guar-proj-a" || snap.Accounts[0].Name != "proj-a" {
 				t.Fatalf("synced snapshot order changed: %+v", snap.QOS)
 			}
 			if tt.change != nil {
 				tt.change(snap)
 			}
-			plan := BuildPlan(tt.cfg, snap, t0)
+			plan := policy.BuildPlan(tt.cfg, snap, policytest.T0)
 			if got := syncLines(plan); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("sync:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
@@ -150,18 +157,18 @@ func TestSyncOnlyDifferences(t *testing.T) {
 // project's QOS to it (and only those), or Slurm would refuse the user's job in the borrow
 // QOS. Users outside every project, and users whose list has them all, are left alone.
 func TestSyncUsersWithTheirOwnQOSList(t *testing.T) {
-	cfg := config().project("proj-a", gpus("a100", 4)).project("proj-b", gpus("a100", 4)).obj()
-	snap := snapshot().testbed(8, 4, 8).synced(t, cfg).obj()
+	cfg := policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4)).Project("proj-b", policytest.GPUs("a100", 4)).Obj()
+	snap := policytest.MakeSnapshot().Testbed(8, 4, 8).Synced(t, cfg).Obj()
 	snap.Accounts = append(snap.Accounts,
-		Account{Name: "team-b1", Parent: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"},
-		Account{Name: "other", Parent: "root", QOS: []string{"normal"}, DefaultQOS: "normal"})
-	snap.Users = []UserAssociation{
+		policy.Account{Name: "team-b1", Parent: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"},
+		policy.Account{Name: "other", Parent: "root", QOS: []string{"normal"}, DefaultQOS: "normal"})
+	snap.Users = []policy.UserAssociation{
 		{User: "bob", Account: "proj-b", QOS: []string{"guar-proj-b", "normal", "elastic-proj-b"}},
 		{User: "dave", Account: "team-b1", Partition: "a100", QOS: []string{"Normal"}},
 		{User: "alice", Account: "proj-a", QOS: []string{"BORROW-PROJ-A", "guar-proj-a", "elastic-proj-a", "long"}},
 		{User: "erin", Account: "other", QOS: []string{"normal"}},
 	}
-	plan := BuildPlan(cfg, snap, t0)
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
 	want := []string{
 		"modify user bob (account proj-b): qos [elastic-proj-b,guar-proj-b,normal] += [borrow-proj-b]",
 		"modify user dave (account team-b1, partition a100): qos [normal] += [borrow-proj-b,elastic-proj-b,guar-proj-b]",
@@ -172,8 +179,8 @@ func TestSyncUsersWithTheirOwnQOSList(t *testing.T) {
 	if len(plan.Moves) != 0 || !containsLine(plan.Notes, "quotad first applies 2 QOS/account change(s)") {
 		t.Errorf("moves %v notes %q: jobs must wait for the users' lists", plan.Moves, plan.Notes)
 	}
-	applySync(snap, plan)
-	if again := BuildPlan(cfg, snap, t0); again.HasActions() {
+	policytest.ApplySync(snap, plan)
+	if again := policy.BuildPlan(cfg, snap, policytest.T0); again.HasActions() {
 		t.Fatalf("not idempotent, second plan: %v", syncLines(again))
 	}
 	if got := snap.Users[0].QOS; !reflect.DeepEqual(got, []string{"guar-proj-b", "normal", "elastic-proj-b", "borrow-proj-b"}) {
@@ -182,10 +189,10 @@ func TestSyncUsersWithTheirOwnQOSList(t *testing.T) {
 }
 
 func TestSyncMissingAccountIsReportedNotCreated(t *testing.T) {
-	cfg := config().project("proj-a", gpus("a100", 4)).project("proj-z", gpus("a100", 1)).obj()
-	snap := snapshot().testbed(8, 4, 8).obj()
-	snap.Accounts = []Account{{Name: "proj-a", QOS: []string{"borrow-proj-a", "elastic-proj-a", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}}
-	plan := BuildPlan(cfg, snap, t0)
+	cfg := policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4)).Project("proj-z", policytest.GPUs("a100", 1)).Obj()
+	snap := policytest.MakeSnapshot().Testbed(8, 4, 8).Obj()
+	snap.Accounts = []policy.Account{{Name: "proj-a", QOS: []string{"borrow-proj-a", "elastic-proj-a", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}}
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
 	for _, c := range plan.Accounts {
 		if c.Account == "proj-z" {
 			t.Fatalf("planned a change on a missing account: %v", c)
@@ -199,14 +206,14 @@ func TestSyncMissingAccountIsReportedNotCreated(t *testing.T) {
 // While QOS or accounts differ from the table, jobs are not moved: the moves would rest on
 // limits Slurm does not have yet.
 func TestNoMovesWhileSyncIsPending(t *testing.T) {
-	cfg := config().project("proj-a", gpus("a100", 1)).obj()
-	snap := snapshot().testbed(8, 4, 8).synced(t, cfg).jobs(
-		job(1, "proj-a").gpu("a100", 1).running(time.Minute).obj(),
-		job(2, "proj-a").gpu("a100", 1).obj(),
-		job(3, "proj-a").gpu("a100", 1).borrowed().noRequeue().obj(),
-	).obj()
+	cfg := policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 1)).Obj()
+	snap := policytest.MakeSnapshot().Testbed(8, 4, 8).Synced(t, cfg).Jobs(
+		policytest.MakeJob(1, "proj-a").GPU("a100", 1).Running(time.Minute).Obj(),
+		policytest.MakeJob(2, "proj-a").GPU("a100", 1).Obj(),
+		policytest.MakeJob(3, "proj-a").GPU("a100", 1).Borrowed().NoRequeue().Obj(),
+	).Obj()
 	snap.QOS[2].GrpTRES["gres/gpu:a100"] = 0 // guar-proj-a
-	plan := BuildPlan(cfg, snap, t0)
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
 	if len(plan.QOS) != 1 || len(plan.Moves) != 0 {
 		t.Fatalf("qos %v moves %v", plan.QOS, plan.Moves)
 	}

@@ -1,32 +1,35 @@
-package policy
+package policy_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
 // planCase is one scenario: a quota table, a snapshot, the moves wanted and substrings of job
 // explanations.
 type planCase struct {
 	name    string
-	cfg     *Config
-	snap    func(*snapBuilder) *snapBuilder
+	cfg     *policy.Config
+	snap    func(*policytest.SnapshotWrapper) *policytest.SnapshotWrapper
 	want    []string
 	explain map[uint32]string
-	check   func(t *testing.T, plan *Plan)
+	check   func(t *testing.T, plan *policy.Plan)
 }
 
 func runPlanCases(t *testing.T, tests []planCase) {
 	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := BuildPlan(tc.cfg, tc.snap(snapshot()).synced(t, tc.cfg).obj(), t0)
+			plan := policy.BuildPlan(tc.cfg, tc.snap(policytest.MakeSnapshot()).Synced(t, tc.cfg).Obj(), policytest.T0)
 			if !plan.Acting {
 				t.Fatalf("plan does not act: %q", plan.Notes)
 			}
-			if got := moveLines(plan); !reflect.DeepEqual(got, tc.want) {
+			if got := policytest.MoveLines(plan); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("moves = %q, want %q", got, tc.want)
 			}
 			for id, want := range tc.explain {
@@ -45,14 +48,14 @@ func TestAccountTrees(t *testing.T) {
 	runPlanCases(t, []planCase{
 		{
 			name: "a sub-account's jobs in the parent's guaranteed QOS fill the guarantee: the parent's job over it is lent",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.account("team-a1", "proj-a").testbed(4, 0, 8).
-					jobs(jobs(1, 2, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Minute) })...).
-					jobs(jobs(3, 2, func(id uint32) *jobBuilder {
-						return job(id, "team-a1").qos("guar-proj-a").gpu("a100", 1).running(time.Minute)
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Account("team-a1", "proj-a").Testbed(4, 0, 8).
+					Jobs(runningA100(1, 2, "proj-a", time.Minute)...).
+					Jobs(policytest.Jobs(3, 2, func(id uint32) *policytest.JobWrapper {
+						return policytest.MakeJob(id, "team-a1").QOS("guar-proj-a").GPU("a100", 1).Running(time.Minute)
 					})...).
-					jobs(job(5, "proj-a").gpu("a100", 1).obj())
+					Jobs(policytest.MakeJob(5, "proj-a").GPU("a100", 1).Obj())
 			},
 			want: []string{"lend 5 proj-a"},
 			explain: map[uint32]string{
@@ -62,14 +65,14 @@ func TestAccountTrees(t *testing.T) {
 		},
 		{
 			name: "a sub-account's job over the parent's guarantee borrows as the parent",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.account("team-a1", "proj-a").testbed(4, 0, 8).
-					jobs(jobs(1, 4, func(id uint32) *jobBuilder { return job(id, "proj-a").gpu("a100", 1).running(time.Minute) })...).
-					jobs(job(5, "team-a1").qos("guar-proj-a").gpu("a100", 1).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Account("team-a1", "proj-a").Testbed(4, 0, 8).
+					Jobs(runningA100(1, 4, "proj-a", time.Minute)...).
+					Jobs(policytest.MakeJob(5, "team-a1").QOS("guar-proj-a").GPU("a100", 1).Obj())
 			},
 			want: []string{"lend 5 team-a1"},
-			check: func(t *testing.T, plan *Plan) {
+			check: func(t *testing.T, plan *policy.Plan) {
 				if m := plan.Moves[0]; m.Project != "proj-a" || m.To != "borrow-proj-a" {
 					t.Errorf("lend = %+v, want project proj-a into borrow-proj-a", m)
 				}
@@ -85,24 +88,24 @@ func TestAccountTrees(t *testing.T) {
 		},
 		{
 			name: "a sub-sub-account's pending borrower returns to the project's guaranteed QOS when it has room",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.account("team-a1", "proj-a").account("team-a1x", "team-a1").testbed(4, 0, 8).
-					jobs(job(1, "proj-a").gpu("a100", 2).running(time.Minute).obj()).
-					jobs(job(2, "team-a1x").qos("borrow-proj-a").reason("Resources").gpu("a100", 1).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Account("team-a1", "proj-a").Account("team-a1x", "team-a1").Testbed(4, 0, 8).
+					Jobs(policytest.MakeJob(1, "proj-a").GPU("a100", 2).Running(time.Minute).Obj()).
+					Jobs(policytest.MakeJob(2, "team-a1x").QOS("borrow-proj-a").Reason("Resources").GPU("a100", 1).Obj())
 			},
 			want:    []string{"return 2 team-a1x"},
 			explain: map[uint32]string{2: "returns from borrow-proj-a to guar-proj-a: proj-a is under quota again"},
 		},
 		{
 			name: "nested projects: the nearest project wins, as each job counts in its own QOS's GrpTRES",
-			cfg:  twoProjects().project("proj-n", gpus("a100", 2)).obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.account("proj-n", "proj-a").account("team-n1", "proj-n").testbed(4, 0, 8).
+			cfg:  twoProjects().Project("proj-n", policytest.GPUs("a100", 2)).Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Account("proj-n", "proj-a").Account("team-n1", "proj-n").Testbed(4, 0, 8).
 					// proj-n's own 2 fill its guarantee; proj-a's 4 are untouched by them.
-					jobs(job(1, "team-n1").qos("guar-proj-n").gpu("a100", 2).running(time.Minute).obj()).
-					jobs(job(2, "team-n1").qos("guar-proj-n").gpu("a100", 1).obj()).
-					jobs(job(3, "proj-a").gpu("a100", 1).reason("Resources").obj())
+					Jobs(policytest.MakeJob(1, "team-n1").QOS("guar-proj-n").GPU("a100", 2).Running(time.Minute).Obj()).
+					Jobs(policytest.MakeJob(2, "team-n1").QOS("guar-proj-n").GPU("a100", 1).Obj()).
+					Jobs(policytest.MakeJob(3, "proj-a").GPU("a100", 1).Reason("Resources").Obj())
 			},
 			want: []string{"lend 2 team-n1"},
 			explain: map[uint32]string{
@@ -112,11 +115,11 @@ func TestAccountTrees(t *testing.T) {
 		},
 		{
 			name: "a project's usage is its subtree's: the one with less goes first on equal deficits",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.account("team-a1", "proj-a").testbed(1, 0, 8).usage("proj-a", 100).usage("team-a1", 9000).usage("proj-b", 5000).
-					jobs(job(1, "proj-a").gpu("a100", 4).running(time.Hour).obj(), job(2, "proj-a").gpu("a100", 1).obj()).
-					jobs(job(3, "proj-b").gpu("a100", 4).running(time.Hour).obj(), job(4, "proj-b").gpu("a100", 1).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Account("team-a1", "proj-a").Testbed(1, 0, 8).Usage("proj-a", 100).Usage("team-a1", 9000).Usage("proj-b", 5000).
+					Jobs(policytest.MakeJob(1, "proj-a").GPU("a100", 4).Running(time.Hour).Obj(), policytest.MakeJob(2, "proj-a").GPU("a100", 1).Obj()).
+					Jobs(policytest.MakeJob(3, "proj-b").GPU("a100", 4).Running(time.Hour).Obj(), policytest.MakeJob(4, "proj-b").GPU("a100", 1).Obj())
 			},
 			want: []string{"lend 4 proj-b"},
 		},
@@ -124,19 +127,19 @@ func TestAccountTrees(t *testing.T) {
 }
 
 func TestSyncKeepsSubAccountsInTheirProjectsQOS(t *testing.T) {
-	cfg := twoProjects().project("proj-n", gpus("a100", 1)).obj()
-	snap := snapshot().testbed(8, 4, 8).
-		account("proj-a", "").account("team-a1", "proj-a"). // inherits: no change of its own
-		account("proj-n", "proj-a").account("team-n1", "proj-n").
-		account("other", "").account("team-o1", "other").obj()
+	cfg := twoProjects().Project("proj-n", policytest.GPUs("a100", 1)).Obj()
+	snap := policytest.MakeSnapshot().Testbed(8, 4, 8).
+		Account("proj-a", "").Account("team-a1", "proj-a"). // inherits: no change of its own
+		Account("proj-n", "proj-a").Account("team-n1", "proj-n").
+		Account("other", "").Account("team-o1", "other").Obj()
 	snap.Accounts = append(snap.Accounts,
-		Account{Name: "team-a2", Parent: "proj-a", QOS: []string{"normal", "guar-proj-a"}, DefaultQOS: "normal", OwnQOS: true, OwnDefaultQOS: true},
-		Account{Name: "proj-b", QOS: []string{"normal"}, DefaultQOS: "normal", OwnQOS: true, OwnDefaultQOS: true},
-		Account{Name: "proj-c", QOS: []string{"normal"}, DefaultQOS: "normal", OwnQOS: true, OwnDefaultQOS: true})
+		policy.Account{Name: "team-a2", Parent: "proj-a", QOS: []string{"normal", "guar-proj-a"}, DefaultQOS: "normal", OwnQOS: true, OwnDefaultQOS: true},
+		policy.Account{Name: "proj-b", QOS: []string{"normal"}, DefaultQOS: "normal", OwnQOS: true, OwnDefaultQOS: true},
+		policy.Account{Name: "proj-c", QOS: []string{"normal"}, DefaultQOS: "normal", OwnQOS: true, OwnDefaultQOS: true})
 	snap.Accounts[0].QOS, snap.Accounts[0].DefaultQOS, snap.Accounts[0].OwnQOS, snap.Accounts[0].OwnDefaultQOS = []string{"normal"}, "normal", true, true
-	inherit(snap.Accounts)
+	policytest.Inherit(snap.Accounts)
 
-	plan := BuildPlan(cfg, snap, t0)
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
 	var got []string
 	for _, c := range plan.Accounts {
 		got = append(got, c.String())
@@ -154,8 +157,8 @@ func TestSyncKeepsSubAccountsInTheirProjectsQOS(t *testing.T) {
 	// Applied as sacctmgr would, with inheritance, the next plan has nothing to change: the
 	// inheriting sub-accounts are right through their parents, and accounts under no project
 	// are left alone.
-	applySync(snap, plan)
-	if again := BuildPlan(cfg, snap, t0); len(again.Accounts) > 0 {
+	policytest.ApplySync(snap, plan)
+	if again := policy.BuildPlan(cfg, snap, policytest.T0); len(again.Accounts) > 0 {
 		t.Fatalf("sync does not converge: %v", again.Accounts)
 	}
 	for _, a := range snap.Accounts {
@@ -169,12 +172,12 @@ func TestSyncKeepsSubAccountsInTheirProjectsQOS(t *testing.T) {
 }
 
 func TestUnreadableJobStopsTheCycle(t *testing.T) {
-	cfg := twoProjects().obj()
-	snap := snapshot().testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).obj()).
-		synced(t, cfg).unreadable(77, `GPU request tres_per_node "gres/gpu:a100:x": bad count`).obj()
-	plan := BuildPlan(cfg, snap, t0)
+	cfg := twoProjects().Obj()
+	snap := policytest.MakeSnapshot().Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj()).
+		Synced(t, cfg).Unreadable(77, `GPU request tres_per_node "gres/gpu:a100:x": bad count`).Obj()
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
 	if plan.Acting || plan.HasActions() {
-		t.Fatalf("plan acts with an unreadable job: %v", moveLines(plan))
+		t.Fatalf("plan acts with an unreadable job: %v", policytest.MoveLines(plan))
 	}
 	if len(plan.Notes) != 1 || !strings.Contains(plan.Notes[0], `job 77 cannot be read (GPU request tres_per_node "gres/gpu:a100:x": bad count)`) {
 		t.Errorf("notes = %q, want one naming job 77 and its string", plan.Notes)
@@ -185,58 +188,58 @@ func TestJobsThatCannotStartReserveNothing(t *testing.T) {
 	runPlanCases(t, []planCase{
 		{
 			name: "a held borrower is returned and its promised GPUs go to another project",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(4, 0, 8).jobs(bobInQuota()...).
-					jobs(job(5, "proj-b").borrowed().reason("JobHeldUser").gpu("a100", 4).obj()).
-					jobs(job(10, "proj-a").gpu("a100", 4).running(time.Hour).obj(), job(11, "proj-a").gpu("a100", 4).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).
+					Jobs(policytest.MakeJob(5, "proj-b").Borrowed().Reason("JobHeldUser").GPU("a100", 4).Obj()).
+					Jobs(policytest.MakeJob(10, "proj-a").GPU("a100", 4).Running(time.Hour).Obj(), policytest.MakeJob(11, "proj-a").GPU("a100", 4).Obj())
 			},
 			want:    []string{"return 5 proj-b", "lend 11 proj-a"},
 			explain: map[uint32]string{5: "returns from borrow-proj-b to guar-proj-b: it is held by its user: a borrower must be ready to start"},
 		},
 		{
 			name: "dependent, begin-time, admin-held and max-requeue-held borrowers are returned",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(4, 0, 8).jobs(bobInQuota()...).
-					jobs(job(5, "proj-b").borrowed().reason("Dependency").gpu("a100", 1).obj()).
-					jobs(job(6, "proj-b").borrowed().reason("BeginTime").gpu("a100", 1).obj()).
-					jobs(job(7, "proj-b").borrowed().reason("JobHeldAdmin").gpu("a100", 1).obj()).
-					jobs(job(8, "proj-b").borrowed().reason("JobHoldMaxRequeue").gpu("a100", 1).obj()).
-					jobs(job(9, "proj-b").borrowed().reason("DependencyNeverSatisfied").gpu("a100", 1).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).
+					Jobs(policytest.MakeJob(5, "proj-b").Borrowed().Reason("Dependency").GPU("a100", 1).Obj()).
+					Jobs(policytest.MakeJob(6, "proj-b").Borrowed().Reason("BeginTime").GPU("a100", 1).Obj()).
+					Jobs(policytest.MakeJob(7, "proj-b").Borrowed().Reason("JobHeldAdmin").GPU("a100", 1).Obj()).
+					Jobs(policytest.MakeJob(8, "proj-b").Borrowed().Reason("JobHoldMaxRequeue").GPU("a100", 1).Obj()).
+					Jobs(policytest.MakeJob(9, "proj-b").Borrowed().Reason("DependencyNeverSatisfied").GPU("a100", 1).Obj())
 			},
 			want: []string{"return 5 proj-b", "return 6 proj-b", "return 7 proj-b", "return 8 proj-b", "return 9 proj-b"},
 		},
 		{
 			name: "a held job within its guarantee keeps no idle GPUs",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(4, 0, 8).jobs(bobInQuota()...).jobs(job(5, "proj-b").gpu("a100", 1).obj()).
-					jobs(job(10, "proj-a").gpu("a100", 4).reason("JobHeldUser").obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj()).
+					Jobs(policytest.MakeJob(10, "proj-a").GPU("a100", 4).Reason("JobHeldUser").Obj())
 			},
 			want:    []string{"lend 5 proj-b"},
 			explain: map[uint32]string{10: "it is held by its user, so no idle GPUs are kept for it"},
 		},
 		{
 			name: "an over-quota job still waiting on Priority keeps nothing",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(4, 0, 8).
-					jobs(job(1, "proj-a").gpu("a100", 4).running(time.Hour).obj(), job(2, "proj-a").gpu("a100", 2).reason("Priority").obj()).
-					jobs(job(3, "proj-b").gpu("a100", 4).running(time.Hour).obj(), job(4, "proj-b").gpu("a100", 4).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).
+					Jobs(policytest.MakeJob(1, "proj-a").GPU("a100", 4).Running(time.Hour).Obj(), policytest.MakeJob(2, "proj-a").GPU("a100", 2).Reason("Priority").Obj()).
+					Jobs(policytest.MakeJob(3, "proj-b").GPU("a100", 4).Running(time.Hour).Obj(), policytest.MakeJob(4, "proj-b").GPU("a100", 4).Obj())
 			},
 			want:    []string{"lend 4 proj-b"},
 			explain: map[uint32]string{2: "proj-a's guarantee has no room for it"},
 		},
 		{
 			name: "in-quota jobs keep idle GPUs only up to the guarantee, in priority order",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return b.testbed(4, 0, 8).
-					jobs(job(1, "proj-a").gpu("a100", 2).running(time.Hour).obj(),
-						job(2, "proj-a").gpu("a100", 2).reason("Resources").priority(9).obj(),
-						job(3, "proj-a").gpu("a100", 2).reason("Priority").obj()).
-					jobs(job(10, "proj-b").gpu("a100", 4).running(time.Hour).obj(), job(11, "proj-b").gpu("a100", 2).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).
+					Jobs(policytest.MakeJob(1, "proj-a").GPU("a100", 2).Running(time.Hour).Obj(),
+						policytest.MakeJob(2, "proj-a").GPU("a100", 2).Reason("Resources").Priority(9).Obj(),
+						policytest.MakeJob(3, "proj-a").GPU("a100", 2).Reason("Priority").Obj()).
+					Jobs(policytest.MakeJob(10, "proj-b").GPU("a100", 4).Running(time.Hour).Obj(), policytest.MakeJob(11, "proj-b").GPU("a100", 2).Obj())
 			},
 			want: []string{"lend 11 proj-b"},
 			explain: map[uint32]string{
@@ -248,20 +251,20 @@ func TestJobsThatCannotStartReserveNothing(t *testing.T) {
 }
 
 func TestIdleIsWhereAJobCanStart(t *testing.T) {
-	overB := func(b *snapBuilder) *snapBuilder { return b.jobs(bobInQuota()...) }
+	overB := func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper { return b.Jobs(bobInQuota()...) }
 	runPlanCases(t, []planCase{
 		{
 			name: "a node in two partitions lends its idle GPUs once",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return overB(b.node(gpuNode("n1", "a100", 4, 4, 64, 256000, "a100", "a100-long")).
-					pool("v100", "v100", 8, 8)).
-					jobs(job(5, "proj-b").gpu("a100", 4).partitions("a100").obj()).
-					jobs(job(6, "proj-b").gpu("a100", 4).partitions("a100-long").obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return overB(b.Node(policytest.GPUNode("n1", "a100", 4, 4, 64, 256000, "a100", "a100-long")).
+					Pool("v100", "v100", 8, 8)).
+					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 4).Partitions("a100").Obj()).
+					Jobs(policytest.MakeJob(6, "proj-b").GPU("a100", 4).Partitions("a100-long").Obj())
 			},
 			want:    []string{"lend 5 proj-b"},
 			explain: map[uint32]string{6: "not enough idle GPUs for 4 a100: a100-long has 0 a100"},
-			check: func(t *testing.T, plan *Plan) {
+			check: func(t *testing.T, plan *policy.Plan) {
 				for _, ts := range plan.Types {
 					if ts.Type == "a100" && (ts.Idle != 4 || ts.Total != 4) {
 						t.Errorf("a100 idle %d total %d, want 4 and 4: the node counts once", ts.Idle, ts.Total)
@@ -271,65 +274,65 @@ func TestIdleIsWhereAJobCanStart(t *testing.T) {
 		},
 		{
 			name: "--gpus with --gpus-per-node counts the job's GPUs once",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return overB(b.node(gpuNode("n1", "a100", 4, 2, 8, 32000, "a100")).node(gpuNode("n2", "a100", 4, 2, 8, 32000, "a100"))).
-					jobs(job(5, "proj-b").gpu("a100", 2).perJob("a100", 4).nodes(2).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return overB(b.Node(policytest.GPUNode("n1", "a100", 4, 2, 8, 32000, "a100")).Node(policytest.GPUNode("n2", "a100", 4, 2, 8, 32000, "a100"))).
+					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 2).PerJob("a100", 4).Nodes(2).Obj())
 			},
 			want: []string{"lend 5 proj-b"},
-			check: func(t *testing.T, plan *Plan) {
-				if g := plan.Moves[0].GPUs; !reflect.DeepEqual(g, gpus("a100", 4)) {
+			check: func(t *testing.T, plan *policy.Plan) {
+				if g := plan.Moves[0].GPUs; !reflect.DeepEqual(g, policytest.GPUs("a100", 4)) {
 					t.Errorf("lend counts %v, want 4 a100", g)
 				}
 			},
 		},
 		{
 			name: "idle GPUs on a node without free CPUs are not lent",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return overB(b.node(gpuNode("n1", "a100", 4, 4, 0, 32000, "a100"))).jobs(job(5, "proj-b").gpu("a100", 1).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return overB(b.Node(policytest.GPUNode("n1", "a100", 4, 4, 0, 32000, "a100"))).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj())
 			},
 			explain: map[uint32]string{5: "a100 has 4 a100; it needs 1 node with 1 a100, 1 CPUs and 0 MB free, and no usable nodes have that free"},
 		},
 		{
 			name: "a job needing more CPUs or memory than a node has free is not lent there",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return overB(b.node(gpuNode("n1", "a100", 4, 2, 2, 32000, "a100")).node(gpuNode("n2", "a100", 4, 2, 8, 1000, "a100")).
-					node(gpuNode("n3", "a100", 4, 1, 8, 32000, "a100"))).
-					jobs(job(5, "proj-b").gpu("a100", 1).cpus(4).memMB(8000).obj(), job(6, "proj-b").gpu("a100", 2).cpus(2).memMB(1000).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return overB(b.Node(policytest.GPUNode("n1", "a100", 4, 2, 2, 32000, "a100")).Node(policytest.GPUNode("n2", "a100", 4, 2, 8, 1000, "a100")).
+					Node(policytest.GPUNode("n3", "a100", 4, 1, 8, 32000, "a100"))).
+					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).CPUs(4).MemMB(8000).Obj(), policytest.MakeJob(6, "proj-b").GPU("a100", 2).CPUs(2).MemMB(1000).Obj())
 			},
 			// Job 5 fits only n3; job 6 (2 GPUs, 2 CPUs, 1000 MB) fits n1 or n2.
 			want: []string{"lend 5 proj-b", "lend 6 proj-b"},
-			check: func(t *testing.T, plan *Plan) {
-				e := newEngine(twoProjects().obj(), &Snapshot{Nodes: []Node{gpuNode("n1", "a100", 4, 2, 2, 32000, "a100")}}, []string{"a100"}, t0)
-				j := job(9, "proj-b").gpu("a100", 1).cpus(4).obj()
-				if _, ok := e.place(&j, j.need(), nil); ok {
+			check: func(t *testing.T, plan *policy.Plan) {
+				snap := &policy.Snapshot{Nodes: []policy.Node{policytest.GPUNode("n1", "a100", 4, 2, 2, 32000, "a100")}}
+				j := policytest.MakeJob(9, "proj-b").GPU("a100", 1).CPUs(4).Obj()
+				if policy.Placeable(twoProjects().Obj(), snap, []string{"a100"}, policytest.T0, &j) {
 					t.Error("a 4-CPU job is placed on a node with 2 CPUs free")
 				}
 			},
 		},
 		{
 			name: "what one lend takes of a node's CPUs is gone for the next",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				return overB(b.node(gpuNode("n1", "a100", 4, 4, 4, 32000, "a100"))).
-					jobs(job(5, "proj-b").gpu("a100", 1).cpus(3).obj(), job(6, "proj-b").gpu("a100", 1).cpus(3).obj())
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return overB(b.Node(policytest.GPUNode("n1", "a100", 4, 4, 4, 32000, "a100"))).
+					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).CPUs(3).Obj(), policytest.MakeJob(6, "proj-b").GPU("a100", 1).CPUs(3).Obj())
 			},
 			want: []string{"lend 5 proj-b"},
 		},
 		{
 			name: "drained, down and reserved nodes lend nothing",
-			cfg:  twoProjects().obj(),
-			snap: func(b *snapBuilder) *snapBuilder {
-				drained := gpuNode("n1", "a100", 4, 4, 8, 32000, "a100")
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				drained := policytest.GPUNode("n1", "a100", 4, 4, 8, 32000, "a100")
 				drained.Unusable = "state idle+DRAIN"
-				reserved := gpuNode("n2", "a100", 4, 4, 8, 32000, "a100")
+				reserved := policytest.GPUNode("n2", "a100", 4, 4, 8, 32000, "a100")
 				reserved.Unusable = "in reservation maint"
-				return overB(b.node(drained).node(reserved)).jobs(job(5, "proj-b").gpu("a100", 1).obj())
+				return overB(b.Node(drained).Node(reserved)).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj())
 			},
 			explain: map[uint32]string{5: "not enough idle GPUs for 1 a100: a100 has 0 a100"},
-			check: func(t *testing.T, plan *Plan) {
+			check: func(t *testing.T, plan *policy.Plan) {
 				if plan.Types[0].Idle != 0 || plan.Types[0].Total != 8 {
 					t.Errorf("a100 status %+v, want 8 in total and none idle", plan.Types[0])
 				}
@@ -341,20 +344,20 @@ func TestIdleIsWhereAJobCanStart(t *testing.T) {
 func TestNeedCountsCombinedGPUOptionsOnce(t *testing.T) {
 	tests := []struct {
 		name          string
-		j             Job
+		j             policy.Job
 		need, perNode map[string]int
 	}{
-		{"--gpus=4 --gpus-per-node=2 -N2", job(1, "a").gpu("a100", 2).perJob("a100", 4).nodes(2).obj(), gpus("a100", 4), gpus("a100", 2)},
-		{"--gpus=4 -N2", job(1, "a").perJob("a100", 4).nodes(2).obj(), gpus("a100", 4), gpus("a100", 2)},
-		{"--gpus=3 -N2 rounds up per node", job(1, "a").perJob("", 3).nodes(2).obj(), gpus("", 3), gpus("", 2)},
-		{"--gpus-per-node=2 -N3", job(1, "a").gpu("a100", 2).nodes(3).obj(), gpus("a100", 6), gpus("a100", 2)},
-		{"two types add up", job(1, "a").gpu("a100", 1).perJob("v100", 2).obj(), gpus("a100", 1, "v100", 2), gpus("a100", 1, "v100", 2)},
+		{"--gpus=4 --gpus-per-node=2 -N2", policytest.MakeJob(1, "a").GPU("a100", 2).PerJob("a100", 4).Nodes(2).Obj(), policytest.GPUs("a100", 4), policytest.GPUs("a100", 2)},
+		{"--gpus=4 -N2", policytest.MakeJob(1, "a").PerJob("a100", 4).Nodes(2).Obj(), policytest.GPUs("a100", 4), policytest.GPUs("a100", 2)},
+		{"--gpus=3 -N2 rounds up per node", policytest.MakeJob(1, "a").PerJob("", 3).Nodes(2).Obj(), policytest.GPUs("", 3), policytest.GPUs("", 2)},
+		{"--gpus-per-node=2 -N3", policytest.MakeJob(1, "a").GPU("a100", 2).Nodes(3).Obj(), policytest.GPUs("a100", 6), policytest.GPUs("a100", 2)},
+		{"two types add up", policytest.MakeJob(1, "a").GPU("a100", 1).PerJob("v100", 2).Obj(), policytest.GPUs("a100", 1, "v100", 2), policytest.GPUs("a100", 1, "v100", 2)},
 	}
 	for _, tc := range tests {
-		if got := tc.j.need(); !reflect.DeepEqual(got, tc.need) {
+		if got := tc.j.Need(); !reflect.DeepEqual(got, tc.need) {
 			t.Errorf("%s: need %v, want %v", tc.name, got, tc.need)
 		}
-		if got := tc.j.perNodeGPUs(); !reflect.DeepEqual(got, tc.perNode) {
+		if got := tc.j.PerNodeGPUs(); !reflect.DeepEqual(got, tc.perNode) {
 			t.Errorf("%s: per node %v, want %v", tc.name, got, tc.perNode)
 		}
 	}

@@ -5,11 +5,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
 // The busy fixtures of every release: n1 and n2 are each in partitions cpu and a100; n1 has 1
@@ -37,15 +37,13 @@ func TestNodesFromEveryRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			snap := &policy.Snapshot{TakenAt: time.Unix(1, 0), Nodes: got,
-				QOS: []policy.QOS{{Name: "borrow-proj-b", PreemptMode: "requeue"}, {Name: "elastic-proj-b", PreemptMode: "requeue"},
-					{Name: "guar-proj-b", GrpTRES: map[string]int64{"gres/gpu": 0, "gres/gpu:a100": 0}}},
-				Accounts: []policy.Account{{Name: "proj-b", QOS: []string{"borrow-proj-b", "elastic-proj-b", "guar-proj-b"}, DefaultQOS: "guar-proj-b"}}}
-			for id := uint32(1); id <= 6; id++ {
-				snap.Jobs = append(snap.Jobs, policy.Job{ID: id, Account: "proj-b", QOS: "guar-proj-b", State: policy.StatePending, Reason: "QOSGrpGRES",
-					Requeue: true, Batch: true, Priority: 1, Partitions: []string{"cpu", "a100"}, Nodes: 1, CPUs: 1, MemoryMB: 100, GPUsPerNode: map[string]int{"a100": 1}})
+			snap := policytest.MakeSnapshot().Jobs(policytest.Jobs(1, 6, func(id uint32) *policytest.JobWrapper {
+				return policytest.MakeJob(id, "proj-b").GPU("a100", 1).Partitions("cpu", "a100").CPUs(1).MemMB(100)
+			})...)
+			for _, n := range got {
+				snap.Node(n)
 			}
-			plan := policy.BuildPlan(cfg, snap, time.Unix(1, 0))
+			plan := policy.BuildPlan(cfg, snap.Synced(t, cfg).Obj(), policytest.T0)
 			if len(plan.Moves) != 4 {
 				t.Errorf("%d lends, want 4 (n2's a100; n1's idle one has no CPU free): %v", len(plan.Moves), plan.Moves)
 			}
@@ -96,15 +94,14 @@ func TestPlannedNodesFromEveryRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			over := func(id uint32, gpus int) policy.Job {
-				return policy.Job{ID: id, Account: "proj-c", QOS: "guar-proj-c", State: policy.StatePending, Reason: "QOSGrpGRES",
-					Requeue: true, Batch: true, Priority: 1, Partitions: []string{"a100"}, Nodes: 1, CPUs: 1, MemoryMB: 100, GPUsPerNode: map[string]int{"a100": gpus}}
+				return policytest.MakeJob(id, "proj-c").GPU("a100", gpus).CPUs(1).MemMB(100).Obj()
 			}
 			lends := func(j policy.Job) int {
-				snap := &policy.Snapshot{TakenAt: time.Unix(1, 0), Nodes: nodes, Jobs: []policy.Job{j},
-					QOS: []policy.QOS{{Name: "borrow-proj-c", PreemptMode: "requeue"}, {Name: "elastic-proj-c", PreemptMode: "requeue"},
-						{Name: "guar-proj-c", GrpTRES: map[string]int64{"gres/gpu": 2, "gres/gpu:a100": 0, "gres/gpu:v100": 2}}},
-					Accounts: []policy.Account{{Name: "proj-c", QOS: []string{"borrow-proj-c", "elastic-proj-c", "guar-proj-c"}, DefaultQOS: "guar-proj-c"}}}
-				plan := policy.BuildPlan(cfg, snap, time.Unix(1, 0))
+				snap := policytest.MakeSnapshot().Jobs(j)
+				for _, n := range nodes {
+					snap.Node(n)
+				}
+				plan := policy.BuildPlan(cfg, snap.Synced(t, cfg).Obj(), policytest.T0)
 				if !plan.Acting || strings.Contains(strings.Join(plan.Notes, "\n"), "no job moves this cycle") {
 					t.Fatalf("plan does not act, or syncs first (no moves then): %v", plan.Notes)
 				}

@@ -189,39 +189,39 @@ func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
 		index[p.Account] = len(cfg.Projects)
 		cfg.Projects = append(cfg.Projects, pc)
 	}
-	var gpus []struct {
+	if err := loadByType(ctx, q, cfg, index, "quota_gpus", "guaranteed", lock, func(p *policy.Project) *map[string]int { return &p.GPUs }); err != nil {
+		return nil, err
+	}
+	if err := loadByType(ctx, q, cfg, index, "quota_borrow_limits", "borrow_limit", lock, func(p *policy.Project) *map[string]int { return &p.BorrowLimitByType }); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// loadByType reads column of a table of GPU counts by project and type into the map field
+// names of each project; index maps accounts to their place in cfg.Projects.
+func loadByType(ctx context.Context, q querier, cfg *policy.Config, index map[string]int, table, column, lock string, field func(*policy.Project) *map[string]int) error {
+	var rows []struct {
 		Account string `db:"account"`
 		Type    string `db:"gpu_type"`
 		N       int    `db:"n"`
 	}
-	if err := q.SelectContext(ctx, &gpus, "SELECT account, gpu_type, guaranteed AS n FROM quota_gpus ORDER BY account, gpu_type"+lock); err != nil {
-		return nil, fmt.Errorf("reading quota_gpus: %w", err)
+	query := "SELECT account, gpu_type, " + column + " AS n FROM " + table + " ORDER BY account, gpu_type" + lock
+	if err := q.SelectContext(ctx, &rows, query); err != nil {
+		return fmt.Errorf("reading %s: %w", table, err)
 	}
-	for _, g := range gpus {
-		i, ok := index[g.Account]
+	for _, r := range rows {
+		i, ok := index[r.Account]
 		if !ok {
-			return nil, fmt.Errorf("quota_gpus has %s, which is not in quota_projects", g.Account)
+			return fmt.Errorf("%s has %s, which is not in quota_projects", table, r.Account)
 		}
-		if cfg.Projects[i].GPUs == nil {
-			cfg.Projects[i].GPUs = map[string]int{}
+		m := field(&cfg.Projects[i])
+		if *m == nil {
+			*m = map[string]int{}
 		}
-		cfg.Projects[i].GPUs[g.Type] = g.N
+		(*m)[r.Type] = r.N
 	}
-	gpus = nil
-	if err := q.SelectContext(ctx, &gpus, "SELECT account, gpu_type, borrow_limit AS n FROM quota_borrow_limits ORDER BY account, gpu_type"+lock); err != nil {
-		return nil, fmt.Errorf("reading quota_borrow_limits: %w", err)
-	}
-	for _, g := range gpus {
-		i, ok := index[g.Account]
-		if !ok {
-			return nil, fmt.Errorf("quota_borrow_limits has %s, which is not in quota_projects", g.Account)
-		}
-		if cfg.Projects[i].BorrowLimitByType == nil {
-			cfg.Projects[i].BorrowLimitByType = map[string]int{}
-		}
-		cfg.Projects[i].BorrowLimitByType[g.Type] = g.N
-	}
-	return cfg, nil
+	return nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -69,38 +69,39 @@ func BaseURL(addr string) (string, error) {
 
 // Status reads /status.
 func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
-	var out StatusResponse
-	return out, c.get(ctx, "/status", false, &out)
+	return getJSON[StatusResponse](ctx, c, "/status", false)
 }
 
 // Projects reads /projects.
 func (c *Client) Projects(ctx context.Context) (ProjectsResponse, error) {
-	var out ProjectsResponse
-	return out, c.get(ctx, "/projects", false, &out)
+	return getJSON[ProjectsResponse](ctx, c, "/projects", false)
 }
 
 // Project reads /projects/{account}.
 func (c *Client) Project(ctx context.Context, account string) (ProjectResponse, error) {
-	var out ProjectResponse
-	return out, c.get(ctx, "/projects/"+url.PathEscape(account), false, &out)
+	return getJSON[ProjectResponse](ctx, c, "/projects/"+url.PathEscape(account), false)
 }
 
 // Types reads /types.
 func (c *Client) Types(ctx context.Context) (TypesResponse, error) {
-	var out TypesResponse
-	return out, c.get(ctx, "/types", false, &out)
+	return getJSON[TypesResponse](ctx, c, "/types", false)
 }
 
 // Jobs reads /jobs: the jobs the caller may read.
 func (c *Client) Jobs(ctx context.Context) (JobsResponse, error) {
-	var out JobsResponse
-	return out, c.get(ctx, "/jobs", true, &out)
+	return getJSON[JobsResponse](ctx, c, "/jobs", true)
 }
 
 // Job reads /jobs/{id}.
 func (c *Client) Job(ctx context.Context, id uint32) (JobResponse, error) {
-	var out JobResponse
-	return out, c.get(ctx, "/jobs/"+strconv.FormatUint(uint64(id), 10), true, &out)
+	return getJSON[JobResponse](ctx, c, "/jobs/"+strconv.FormatUint(uint64(id), 10), true)
+}
+
+// getJSON reads path into a T; private requests carry a MUNGE credential.
+func getJSON[T any](ctx context.Context, c *Client, path string, private bool) (T, error) {
+	var out T
+	err := c.get(ctx, path, private, &out)
+	return out, err
 }
 
 func (c *Client) get(ctx context.Context, path string, private bool, out any) error {
@@ -153,6 +154,5 @@ func IsNotFound(err error) bool {
 
 // Cluster reads /cluster: the cluster page's data.
 func (c *Client) Cluster(ctx context.Context) (ClusterResponse, error) {
-	var out ClusterResponse
-	return out, c.get(ctx, "/cluster", false, &out)
+	return getJSON[ClusterResponse](ctx, c, "/cluster", false)
 }

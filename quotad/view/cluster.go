@@ -1,6 +1,7 @@
 package view
 
 import (
+	"slices"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
@@ -95,22 +96,15 @@ func PoolCounts(cfg *pools.Config, nodes []slurm.Node, jobs []policy.Job) []Pool
 		n := &nodes[i]
 		gpus, alloc := int(n.GPUs()), int(n.AllocGPUs())
 		alloc = min(alloc, gpus)
-		seen := map[int]bool{}
-		for _, part := range n.Partitions {
-			for _, pi := range byPartition[part] {
-				if seen[pi] {
-					continue
-				}
-				seen[pi] = true
-				ps := &out[pi]
-				ps.GPUs.Total += gpus
-				ps.GPUs.Running += alloc
-				if n.Up() {
-					ps.Nodes.Up++
-					ps.GPUs.Free += gpus - alloc
-				} else {
-					ps.Nodes.Down++
-				}
+		for _, pi := range poolsOf(n.Partitions, byPartition) {
+			ps := &out[pi]
+			ps.GPUs.Total += gpus
+			ps.GPUs.Running += alloc
+			if n.Up() {
+				ps.Nodes.Up++
+				ps.GPUs.Free += gpus - alloc
+			} else {
+				ps.Nodes.Down++
 			}
 		}
 	}
@@ -123,16 +117,9 @@ func PoolCounts(cfg *pools.Config, nodes []slurm.Node, jobs []policy.Job) []Pool
 			for _, n := range j.RequestedGPUs() {
 				gpus += n
 			}
-			seen := map[int]bool{}
-			for _, part := range j.Partitions {
-				for _, pi := range byPartition[part] {
-					if seen[pi] {
-						continue
-					}
-					seen[pi] = true
-					out[pi].Jobs.Pending += tasks
-					out[pi].GPUs.Pending += gpus
-				}
+			for _, pi := range poolsOf(j.Partitions, byPartition) {
+				out[pi].Jobs.Pending += tasks
+				out[pi].GPUs.Pending += gpus
 			}
 		case policy.StateRunning, policy.StateConfiguring, policy.StateCompleting, policy.StateSuspended:
 			// A started job is in one partition, the first it lists.
@@ -140,6 +127,20 @@ func PoolCounts(cfg *pools.Config, nodes []slurm.Node, jobs []policy.Job) []Pool
 				for _, pi := range byPartition[j.Partitions[0]] {
 					out[pi].Jobs.Running++
 				}
+			}
+		}
+	}
+	return out
+}
+
+// poolsOf lists the pools (indexes into PoolCounts' result) of partitions, each once however
+// many of the partitions it has.
+func poolsOf(partitions []string, byPartition map[string][]int) []int {
+	var out []int
+	for _, part := range partitions {
+		for _, pi := range byPartition[part] {
+			if !slices.Contains(out, pi) {
+				out = append(out, pi)
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
 const poolsYAML = `default_cpu_pool: cpu
@@ -280,9 +281,7 @@ func BenchmarkClusterPage(b *testing.B) {
 	t := &testing.T{}
 	cfg, snap := scene(t)
 	for id := uint32(100); len(snap.Jobs) < 5000; id++ {
-		snap.Jobs = append(snap.Jobs, policy.Job{ID: id, Account: "proj-b", User: "bob", State: policy.StatePending, Reason: "QOSGrpGRES",
-			QOS: "guar-proj-b", Requeue: true, Batch: true, GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"},
-			SubmitTime: t0})
+		snap.Jobs = append(snap.Jobs, policytest.MakeJob(id, "proj-b").User("bob").GPU("a100", 1).Obj())
 	}
 	plan := policy.BuildPlan(cfg, snap, t0)
 	v := &View{Cluster: "testbed", Interval: 5 * time.Second, Now: func() time.Time { return t0.Add(time.Second) }}

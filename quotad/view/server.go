@@ -46,11 +46,7 @@ func Handler(v *View, auth Authenticator) http.Handler {
 		writeJSON(w, http.StatusOK, TypesResponse{Status: v.status(s), Types: Types(s.plan)})
 	})
 	mux.HandleFunc("GET "+p+"/jobs", func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := authenticate(w, r, auth)
-		if !ok {
-			return
-		}
-		s, ok := v.withPlan(w)
+		caller, s, ok := v.callerWithPlan(w, r, auth)
 		if !ok {
 			return
 		}
@@ -68,11 +64,7 @@ func Handler(v *View, auth Authenticator) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("job id %q: want a number", r.PathValue("id")), nil)
 			return
 		}
-		caller, ok := authenticate(w, r, auth)
-		if !ok {
-			return
-		}
-		s, ok := v.withPlan(w)
+		caller, s, ok := v.callerWithPlan(w, r, auth)
 		if !ok {
 			return
 		}
@@ -114,6 +106,17 @@ func (v *View) withPlan(w http.ResponseWriter) (state, bool) {
 		return s, false
 	}
 	return s, true
+}
+
+// callerWithPlan authenticates a request for jobs and returns its caller and the state, else
+// answers as authenticate or withPlan does.
+func (v *View) callerWithPlan(w http.ResponseWriter, r *http.Request, auth Authenticator) (Caller, state, bool) {
+	caller, ok := authenticate(w, r, auth)
+	if !ok {
+		return Caller{}, state{}, false
+	}
+	s, ok := v.withPlan(w)
+	return caller, s, ok
 }
 
 func authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator) (Caller, bool) {

@@ -15,9 +15,10 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
 )
 
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+var t0 = policytest.T0
 
 const table = `lendLimits: {a100: 3}
 projects:
@@ -37,23 +38,16 @@ func scene(t *testing.T) (*policy.Config, *policy.Snapshot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := func(id uint32, account, user string, state policy.JobState) policy.Job {
-		j := policy.Job{ID: id, Account: account, User: user, State: state, QOS: "guar-" + account, Requeue: true, Batch: true,
-			GPUsPerNode: map[string]int{"a100": 1}, Nodes: 1, Partitions: []string{"a100"}, SubmitTime: t0.Add(-time.Hour)}
-		if state == policy.StatePending {
-			j.Reason = "QOSGrpGRES"
-		}
-		return j
+	job := func(id uint32, account, user string) *policytest.JobWrapper {
+		return policytest.MakeJob(id, account).User(user).GPU("a100", 1)
 	}
 	// Partition a100: two 4-a100 nodes, 3 of the 8 GPUs idle.
-	snap := &policy.Snapshot{TakenAt: t0, Nodes: []policy.Node{
-		{Name: "gpu1", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 0}, FreeCPUs: 28, FreeMemMB: 100000},
-		{Name: "gpu2", Partitions: []string{"a100"}, GPUs: map[string]int{"a100": 4}, IdleGPUs: map[string]int{"a100": 3}, FreeCPUs: 31, FreeMemMB: 120000},
-	}}
-	for id := uint32(1); id <= 4; id++ {
-		snap.Jobs = append(snap.Jobs, job(id, "proj-b", "bob", policy.StateRunning))
-	}
-	snap.Jobs = append(snap.Jobs, job(5, "proj-b", "bob", policy.StatePending), job(6, "proj-a", "alice", policy.StateRunning))
+	snap := policytest.MakeSnapshot().
+		Node(policytest.GPUNode("gpu1", "a100", 4, 0, 28, 100000, "a100")).
+		Node(policytest.GPUNode("gpu2", "a100", 4, 3, 31, 120000, "a100")).
+		Jobs(policytest.Jobs(1, 4, func(id uint32) *policytest.JobWrapper { return job(id, "proj-b", "bob").Running(time.Hour) })...).
+		Jobs(job(5, "proj-b", "bob").Obj(), job(6, "proj-a", "alice").Running(time.Hour).Obj()).
+		Obj()
 	// QOS and accounts as quotad has synced them: each project borrows in its own QOS (and
 	// its elastic workers in another), the lend limit caps each, proj-b's borrow limit caps
 	// its own.

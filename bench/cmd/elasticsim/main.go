@@ -41,7 +41,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.Float64Var(&c.Noise, "noise", c.Noise, "relative standard deviation of each report")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the report noise")
 	transitions := fs.String("transitions", "10s,75s", "comma-separated transition times (worker change → training again); "+
-		"10s is the issue's goal, 75s the paper's checkpoint-restart")
+		"10s is the goal for a transition on the testbed, 75s the paper's checkpoint-restart")
 	curves := fs.String("curves", "", "comma-separated curve names (default: all of paper, near-linear, flat-early, peaked)")
 	if err := fs.Parse(args); err != nil {
 		return err

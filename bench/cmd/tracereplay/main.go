@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,7 +35,7 @@ func main() {
 
 // options are the flags; a preset fills the ones not given.
 type options struct {
-	trace, modes, out                     string
+	preset, trace, modes, out             string
 	from, span                            int64
 	keep, factor                          float64
 	minRun, maxRun, limit, quotadInterval time.Duration
@@ -55,84 +56,26 @@ var presets = map[string]options{
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("tracereplay", flag.ContinueOnError)
-	preset := fs.String("preset", "quick", "quick (bench/testdata excerpt, CI) or full (needs -trace)")
-	var o options
-	fs.StringVar(&o.trace, "trace", "", "openb_pod_list_*.csv of the trace (full mode: ../shared/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec25.csv)")
-	fs.Int64Var(&o.from, "from", 0, "window start, trace seconds (creation_time)")
-	fs.Int64Var(&o.span, "span", 0, "window length, trace seconds")
-	fs.Float64Var(&o.keep, "keep", 0, "fraction of the window's GPU tasks kept, seeded")
-	fs.Float64Var(&o.factor, "factor", 0, "time compression: trace seconds per replay second")
-	fs.DurationVar(&o.minRun, "min-run", 0, "shortest job run time after compression")
-	fs.DurationVar(&o.maxRun, "max-run", 0, "longest job run time after compression")
-	fs.Int64Var(&o.seed, "seed", 1, "seed of thinning and project assignment")
-	fs.StringVar(&o.modes, "modes", "", "modes, in the order each round runs them (default static,slurmbridge, and elastic when bin/elasticd is built and the testbed has the SPANK plugin)")
-	fs.IntVar(&o.rounds, "rounds", 0, "rounds of all modes (alternating)")
-	fs.DurationVar(&o.limit, "timeout", 0, "how long one mode may run after its last submission")
-	fs.DurationVar(&o.quotadInterval, "quotad-interval", time.Second, "quotad's cycle during the replay (time is compressed; 0: the testbed's own, 5 s)")
-	fs.StringVar(&o.out, "out", "", "output directory (default bench/results/replay-<preset>-<time>)")
-	if err := fs.Parse(args); err != nil {
+	o, cmd, err := parseOptions(args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || (fs.Arg(0) != "plan" && fs.Arg(0) != "run") {
-		return fmt.Errorf("usage: tracereplay [flags] plan|run")
-	}
-	base, ok := presets[*preset]
-	if !ok {
-		return fmt.Errorf("unknown preset %q (quick, full)", *preset)
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	o = withDefaults(o, base, set)
 	root := repoRoot()
-	if o.modes == "" {
-		o.modes = "static,slurmbridge"
-		if elasticBuilt(root) {
-			o.modes += ",elastic"
-		}
-	}
-	if o.trace == "" {
-		return fmt.Errorf("preset %s needs -trace FILE (the trace's full files are not in the repository)", *preset)
-	}
-	if !filepath.IsAbs(o.trace) && base.trace == o.trace {
-		o.trace = filepath.Join(root, o.trace)
-	}
-	projects, err := replay.TestbedProjects(filepath.Join(root, "slurm-conf", "testbed", "quotas.yaml"))
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(o.trace)
-	if err != nil {
-		return err
-	}
-	tasks, err := replay.ReadTasks(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.trace, err)
-	}
-	plan, err := replay.Map(tasks, replay.Params{
-		Seed: o.seed, From: o.from, Span: o.span, Keep: o.keep, TimeFactor: o.factor,
-		MinRun: o.minRun, MaxRun: o.maxRun, Projects: projects, Node: replay.TestbedNode, Elastic: replay.DefaultElastic,
-	})
+	plan, err := mapTrace(o, root)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "trace %s (Alibaba GPU cluster trace v2023, Weng et al., USENIX ATC 2023)\n", o.trace)
 	plan.Describe(stdout)
-	if fs.Arg(0) == "plan" {
+	if cmd == "plan" {
 		return nil
 	}
-
-	var modes []replay.Mode
-	for _, s := range strings.Split(o.modes, ",") {
-		m, err := replay.ParseMode(strings.TrimSpace(s))
-		if err != nil {
-			return err
-		}
-		modes = append(modes, m)
+	modes, err := parseModes(o.modes)
+	if err != nil {
+		return err
 	}
 	if o.out == "" {
-		o.out = filepath.Join(root, "bench", "results", fmt.Sprintf("replay-%s-%s", *preset, time.Now().UTC().Format("20060102T150405Z")))
+		o.out = filepath.Join(root, "bench", "results", fmt.Sprintf("replay-%s-%s", o.preset, time.Now().UTC().Format("20060102T150405Z")))
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -156,83 +99,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	r := &replay.Runner{Cluster: cluster, RepoRoot: root, Log: w, Timeout: o.limit, ElasticdMetrics: replay.ElasticdMetricsURL(),
 		QuotadInterval: o.quotadInterval}
 	if strings.Contains(o.modes, string(replay.Elastic)) {
-		// The jobs' output, where the testbed users can write it.
-		work, err := filepath.Abs(filepath.Join(o.out, "elastic-jobs"))
-		if err != nil {
+		if r.Elastic, err = elasticSetup(ctx, cluster, o.out); err != nil {
 			return err
-		}
-		if err := os.MkdirAll(work, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chmod(work, 0o777); err != nil {
-			return err
-		}
-		// The elastic jobs run as the testbed's users and write here: a -out under a directory
-		// they cannot enter (a 0700 home, /root) would fail every one of them at its start.
-		if _, err := cluster.RunAs(ctx, "alice", "test", "-w", work); err != nil {
-			return fmt.Errorf("the testbed's users cannot write the elastic jobs' directory %s (is -out under a directory they cannot enter, such as a 0700 home or /root?): choose an -out they can reach, e.g. under /tmp", work)
-		}
-		poolsByType, err := replay.ElasticPools(filepath.Join(cluster.Dir, "etc", "pools.yaml"))
-		if err != nil {
-			return err
-		}
-		r.Elastic = &replay.ElasticSetup{Rule: replay.DefaultElastic, WorkDir: work, Pools: poolsByType,
-			Trainer: filepath.Join(cluster.Examples(), "synthetic_trainer.py")}
-	}
-	// Leave quotad and elasticd as we found them.
-	for _, d := range replay.Daemons {
-		wasRunning := r.DaemonRunning(ctx, d)
-		defer func() {
-			if err := r.SetDaemon(context.Background(), d, wasRunning); err != nil {
-				fmt.Fprintf(os.Stderr, "tracereplay: restoring %s: %v\n", d, err)
-			}
-		}()
-	}
-	reports := map[replay.Mode][]replay.Report{}
-	var labels []string
-	capacity := 0
-	for round := 1; round <= o.rounds; round++ {
-		for _, m := range modes {
-			tag := fmt.Sprintf("replay-%s-r%d", m, round)
-			rep, _, err := r.Run(ctx, m, plan, tag)
-			if err != nil {
-				return fmt.Errorf("round %d, mode %s: %w", round, m, err)
-			}
-			rep.Print(w)
-			label := fmt.Sprintf("%s-r%d", m, round)
-			if err := replay.WriteData(o.out, label, &rep); err != nil {
-				return err
-			}
-			labels = append(labels, label)
-			capacity = rep.CapacityGPUs
-			reports[m] = append(reports[m], rep)
-		}
-		for _, m := range []replay.Mode{replay.Slurmbridge, replay.Elastic} {
-			if s, b := reports[replay.Static], reports[m]; len(s) == round && len(b) == round {
-				fmt.Fprintf(w, "round %d: ", round)
-				replay.Compare(&s[round-1], &b[round-1]).Print(w)
-			}
-		}
-		// The gain over static is capped by the window's load: a mode that starts every job on
-		// arrival cannot do better. Said beside the goal so a "not met" reads right.
-		if bound := plan.MaxAllocRatio(capacity); bound > 0 {
-			fmt.Fprintf(w, "round %d: the window allows an allocation ratio of at most %.3f (every job started on arrival, %s span):", round, bound, plan.ArrivalBoundSpan().Round(100*time.Millisecond))
-			for _, m := range modes {
-				if reps := reports[m]; len(reps) == round {
-					fmt.Fprintf(w, " %s %.0f%% of it", m, 100*reps[round-1].AllocRatio/bound)
-				}
-			}
-			if s := reports[replay.Static]; len(s) == round && s[round-1].AllocRatio > 0 {
-				fmt.Fprintf(w, "; no mode can beat static by more than x%.2f here", bound/s[round-1].AllocRatio)
-			}
-			fmt.Fprintln(w)
 		}
 	}
-	lost := 0
-	for _, reps := range reports {
-		for _, rep := range reps {
-			lost += len(rep.Lost)
-		}
+	defer restoreDaemons(ctx, r)()
+	reports, labels, capacity, err := replayRounds(ctx, r, w, plan, modes, o)
+	if err != nil {
+		return err
 	}
 	if err := replay.Plot(ctx, o.out, labels, capacity); err != nil {
 		fmt.Fprintln(w, "plots:", err)
@@ -240,10 +114,205 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(w, "plots: %s, %s\n", filepath.Join(o.out, "utilisation.png"), filepath.Join(o.out, "waits.png"))
 	}
 	fmt.Fprintf(w, "results in %s\n", o.out)
-	if lost > 0 {
+	if lost := lostJobs(reports); lost > 0 {
 		return fmt.Errorf("%d jobs lost", lost)
 	}
 	return nil
+}
+
+// parseOptions reads the flags and the command (plan or run), and fills what the flags leave
+// open from the preset, the testbed and the repository.
+func parseOptions(args []string) (options, string, error) {
+	fs := flag.NewFlagSet("tracereplay", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.preset, "preset", "quick", "quick (bench/testdata excerpt, CI) or full (needs -trace)")
+	fs.StringVar(&o.trace, "trace", "", "openb_pod_list_*.csv of the trace (full mode: ../shared/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec25.csv)")
+	fs.Int64Var(&o.from, "from", 0, "window start, trace seconds (creation_time)")
+	fs.Int64Var(&o.span, "span", 0, "window length, trace seconds")
+	fs.Float64Var(&o.keep, "keep", 0, "fraction of the window's GPU tasks kept, seeded")
+	fs.Float64Var(&o.factor, "factor", 0, "time compression: trace seconds per replay second")
+	fs.DurationVar(&o.minRun, "min-run", 0, "shortest job run time after compression")
+	fs.DurationVar(&o.maxRun, "max-run", 0, "longest job run time after compression")
+	fs.Int64Var(&o.seed, "seed", 1, "seed of thinning and project assignment")
+	fs.StringVar(&o.modes, "modes", "", "modes, in the order each round runs them (default static,slurmbridge, and elastic when bin/elasticd is built and the testbed has the SPANK plugin)")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds of all modes (alternating)")
+	fs.DurationVar(&o.limit, "timeout", 0, "how long one mode may run after its last submission")
+	fs.DurationVar(&o.quotadInterval, "quotad-interval", time.Second, "quotad's cycle during the replay (time is compressed; 0: the testbed's own, 5 s)")
+	fs.StringVar(&o.out, "out", "", "output directory (default bench/results/replay-<preset>-<time>)")
+	if err := fs.Parse(args); err != nil {
+		return o, "", err
+	}
+	if fs.NArg() != 1 || (fs.Arg(0) != "plan" && fs.Arg(0) != "run") {
+		return o, "", fmt.Errorf("usage: tracereplay [flags] plan|run")
+	}
+	base, ok := presets[o.preset]
+	if !ok {
+		return o, "", fmt.Errorf("unknown preset %q (quick, full)", o.preset)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o = withDefaults(o, base, set)
+	root := repoRoot()
+	if o.modes == "" {
+		o.modes = "static,slurmbridge"
+		if elasticBuilt(root) {
+			o.modes += ",elastic"
+		}
+	}
+	if o.trace == "" {
+		return o, "", fmt.Errorf("preset %s needs -trace FILE (the trace's full files are not in the repository)", o.preset)
+	}
+	if !filepath.IsAbs(o.trace) && base.trace == o.trace {
+		o.trace = filepath.Join(root, o.trace)
+	}
+	return o, fs.Arg(0), nil
+}
+
+// mapTrace reads the trace and maps its window onto the testbed's projects and nodes.
+func mapTrace(o options, root string) (*replay.Plan, error) {
+	projects, err := replay.TestbedProjects(filepath.Join(root, "slurm-conf", "testbed", "quotas.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(o.trace)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := replay.ReadTasks(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.trace, err)
+	}
+	return replay.Map(tasks, replay.Params{
+		Seed: o.seed, From: o.from, Span: o.span, Keep: o.keep, TimeFactor: o.factor,
+		MinRun: o.minRun, MaxRun: o.maxRun, Projects: projects, Node: replay.TestbedNode, Elastic: replay.DefaultElastic,
+	})
+}
+
+// parseModes reads the comma-separated -modes list.
+func parseModes(list string) ([]replay.Mode, error) {
+	var modes []replay.Mode
+	for _, s := range strings.Split(list, ",") {
+		m, err := replay.ParseMode(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
+}
+
+// elasticSetup prepares mode elastic: a directory under out for the jobs' output that the
+// testbed's users can write, and the pools elastic jobs grow in.
+func elasticSetup(ctx context.Context, cluster *testbed.Cluster, out string) (*replay.ElasticSetup, error) {
+	// The jobs' output, where the testbed users can write it.
+	work, err := filepath.Abs(filepath.Join(out, "elastic-jobs"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(work, 0o777); err != nil {
+		return nil, err
+	}
+	// The elastic jobs run as the testbed's users and write here: a -out under a directory
+	// they cannot enter (a 0700 home, /root) would fail every one of them at its start.
+	if _, err := cluster.RunAs(ctx, "alice", "test", "-w", work); err != nil {
+		return nil, fmt.Errorf("the testbed's users cannot write the elastic jobs' directory %s (is -out under a directory they cannot enter, such as a 0700 home or /root?): choose an -out they can reach, e.g. under /tmp", work)
+	}
+	poolsByType, err := replay.ElasticPools(filepath.Join(cluster.Dir, "etc", "pools.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	return &replay.ElasticSetup{Rule: replay.DefaultElastic, WorkDir: work, Pools: poolsByType,
+		Trainer: filepath.Join(cluster.Examples(), "synthetic_trainer.py")}, nil
+}
+
+// restoreDaemons notes whether quotad and elasticd run now and returns what puts them back so,
+// the last noted first.
+func restoreDaemons(ctx context.Context, r *replay.Runner) func() {
+	var restores []func()
+	for _, d := range replay.Daemons {
+		wasRunning := r.DaemonRunning(ctx, d)
+		restores = append(restores, func() {
+			if err := r.SetDaemon(context.Background(), d, wasRunning); err != nil {
+				fmt.Fprintf(os.Stderr, "tracereplay: restoring %s: %v\n", d, err)
+			}
+		})
+	}
+	return func() {
+		for _, restore := range slices.Backward(restores) {
+			restore()
+		}
+	}
+}
+
+// replayRounds runs every mode in each round, writing each mode's report and data, and after
+// each round the comparisons with static and how much the window's load allows.
+func replayRounds(ctx context.Context, r *replay.Runner, w io.Writer, plan *replay.Plan, modes []replay.Mode, o options) (reports map[replay.Mode][]replay.Report, labels []string, capacity int, err error) {
+	reports = map[replay.Mode][]replay.Report{}
+	for round := 1; round <= o.rounds; round++ {
+		for _, m := range modes {
+			tag := fmt.Sprintf("replay-%s-r%d", m, round)
+			rep, _, err := r.Run(ctx, m, plan, tag)
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("round %d, mode %s: %w", round, m, err)
+			}
+			rep.Print(w)
+			label := fmt.Sprintf("%s-r%d", m, round)
+			if err := replay.WriteData(o.out, label, &rep); err != nil {
+				return nil, nil, 0, err
+			}
+			labels = append(labels, label)
+			capacity = rep.CapacityGPUs
+			reports[m] = append(reports[m], rep)
+		}
+		compareRound(w, round, reports)
+		printLoadBound(w, round, plan, capacity, modes, reports)
+	}
+	return reports, labels, capacity, nil
+}
+
+// compareRound compares each mode's report of the round with static's.
+func compareRound(w io.Writer, round int, reports map[replay.Mode][]replay.Report) {
+	for _, m := range []replay.Mode{replay.Slurmbridge, replay.Elastic} {
+		if s, b := reports[replay.Static], reports[m]; len(s) == round && len(b) == round {
+			fmt.Fprintf(w, "round %d: ", round)
+			replay.Compare(&s[round-1], &b[round-1]).Print(w)
+		}
+	}
+}
+
+// printLoadBound says how much of the window's best allocation ratio each mode reached. The
+// gain over static is capped by the window's load: a mode that starts every job on arrival
+// cannot do better. Said beside the goal so a "not met" reads right.
+func printLoadBound(w io.Writer, round int, plan *replay.Plan, capacity int, modes []replay.Mode, reports map[replay.Mode][]replay.Report) {
+	bound := plan.MaxAllocRatio(capacity)
+	if bound <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "round %d: the window allows an allocation ratio of at most %.3f (every job started on arrival, %s span):", round, bound, plan.ArrivalBoundSpan().Round(100*time.Millisecond))
+	for _, m := range modes {
+		if reps := reports[m]; len(reps) == round {
+			fmt.Fprintf(w, " %s %.0f%% of it", m, 100*reps[round-1].AllocRatio/bound)
+		}
+	}
+	if s := reports[replay.Static]; len(s) == round && s[round-1].AllocRatio > 0 {
+		fmt.Fprintf(w, "; no mode can beat static by more than x%.2f here", bound/s[round-1].AllocRatio)
+	}
+	fmt.Fprintln(w)
+}
+
+// lostJobs counts the jobs lost in every report.
+func lostJobs(reports map[replay.Mode][]replay.Report) int {
+	lost := 0
+	for _, reps := range reports {
+		for _, rep := range reps {
+			lost += len(rep.Lost)
+		}
+	}
+	return lost
 }
 
 // elasticBuilt: mode elastic needs elasticd and the SPANK plugin (make build), installed in the
@@ -260,38 +329,25 @@ func elasticBuilt(root string) bool {
 	return err == nil && strings.Contains(string(conf), "spank_elastic.so")
 }
 
+// withDefaults takes from the preset base every option whose flag was not set.
 func withDefaults(o, base options, set map[string]bool) options {
-	pick := func(name string, v *string, d string) {
-		if !set[name] {
-			*v = d
-		}
-	}
-	pick("trace", &o.trace, base.trace)
-	if !set["from"] {
-		o.from = base.from
-	}
-	if !set["span"] {
-		o.span = base.span
-	}
-	if !set["keep"] {
-		o.keep = base.keep
-	}
-	if !set["factor"] {
-		o.factor = base.factor
-	}
-	if !set["min-run"] {
-		o.minRun = base.minRun
-	}
-	if !set["max-run"] {
-		o.maxRun = base.maxRun
-	}
-	if !set["rounds"] {
-		o.rounds = base.rounds
-	}
-	if !set["timeout"] {
-		o.limit = base.limit
-	}
+	presetUnlessSet(set, "trace", &o.trace, base.trace)
+	presetUnlessSet(set, "from", &o.from, base.from)
+	presetUnlessSet(set, "span", &o.span, base.span)
+	presetUnlessSet(set, "keep", &o.keep, base.keep)
+	presetUnlessSet(set, "factor", &o.factor, base.factor)
+	presetUnlessSet(set, "min-run", &o.minRun, base.minRun)
+	presetUnlessSet(set, "max-run", &o.maxRun, base.maxRun)
+	presetUnlessSet(set, "rounds", &o.rounds, base.rounds)
+	presetUnlessSet(set, "timeout", &o.limit, base.limit)
 	return o
+}
+
+// presetUnlessSet sets *v to the preset's value unless flag name was given.
+func presetUnlessSet[T any](set map[string]bool, name string, v *T, preset T) {
+	if !set[name] {
+		*v = preset
+	}
 }
 
 // repoRoot is the source tree: the working directory when it is one, else where this file

@@ -386,7 +386,6 @@ func TestConcurrentSubmitsDuringReloads(t *testing.T) {
 	wg.Wait()
 }
 
-
 // BenchmarkSubmit is the Go side of one job_submit call: config check, routing, the outcome and
 // its log line (the cgo layer adds the string copies).
 func BenchmarkSubmit(b *testing.B) {

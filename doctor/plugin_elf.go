@@ -1,9 +1,10 @@
-package poolctl
+package doctor
 
 import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -18,14 +19,13 @@ type PluginInfo struct {
 	ByteOrder     binary.ByteOrder
 }
 
-// ReadPluginInfo reads plugin_type and plugin_version from the dynamic symbols of a Slurm
-// plugin.
-func ReadPluginInfo(path string) (PluginInfo, error) {
-	f, err := elf.Open(path)
+// PluginInfoOf reads plugin_type and plugin_version from the dynamic symbols of a Slurm
+// plugin; path names it in errors (ReadPluginInfo opens the file).
+func PluginInfoOf(r io.ReaderAt, path string) (PluginInfo, error) {
+	f, err := elf.NewFile(r)
 	if err != nil {
-		return PluginInfo{}, err
+		return PluginInfo{}, fmt.Errorf("%s: %w", path, err)
 	}
-	defer f.Close()
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return PluginInfo{}, fmt.Errorf("%s: %w", path, err)

@@ -1,6 +1,6 @@
 //go:build integration
 
-package poolctl
+package doctor
 
 import (
 	"bytes"
@@ -30,13 +30,13 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// liveDoctor runs doctor against the testbed, pointed at the daemons testbed/quotad.sh and
+// liveDoctor runs slurmbridge-doctor against the testbed, pointed at the daemons testbed/quotad.sh and
 // testbed/elasticd.sh start (same port defaults as those scripts).
 func liveDoctor(t *testing.T, c *testbed.Cluster, extra ...string) result {
 	t.Helper()
 	quotadPort := envInt(t, "QUOTAD_METRICS_PORT", 19817)
 	elasticdPort := envInt(t, "ELASTICD_PORT", envInt(t, "TESTBED_CTLD_PORT", 16817)+2647)
-	args := append([]string{"poolctl", "--config", filepath.Join(c.Dir, "etc", "pools.yaml"), "doctor",
+	args := append([]string{"slurmbridge-doctor", "--config", filepath.Join(c.Dir, "etc", "pools.yaml"),
 		"--quotad-url", "http://127.0.0.1:" + strconv.Itoa(quotadPort) + "/metrics",
 		"--elasticd-url", "http://127.0.0.1:" + strconv.Itoa(elasticdPort) + "/metrics",
 		"--db-password-file", c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"],
@@ -45,7 +45,7 @@ func liveDoctor(t *testing.T, c *testbed.Cluster, extra ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := Run(ctx, args, Env{Fetcher: slurm.Client{Runner: c.Runner()}, Out: &out, Err: &errOut})
+	code := Main(ctx, args, Env{Slurm: slurm.Client{Runner: c.Runner()}, Out: &out, Err: &errOut})
 	return result{code, out.String(), errOut.String()}
 }
 

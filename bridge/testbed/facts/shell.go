@@ -1,0 +1,50 @@
+package facts
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteShell writes the facts the testbeds' shell scripts need as bash assignments, for eval:
+// CLUSTER, NODES, GPU_NODES, PROJECTS (account:user), GPUS_PER_NODE, the local and container
+// ports as FACT_LOCAL_*_PORT and FACT_CONTAINER_*_PORT, the containers' database host and their
+// users' first uid.
+func (f *Facts) WriteShell(w io.Writer) error {
+	var projects []string
+	for _, p := range f.Projects {
+		projects = append(projects, p.Account+":"+p.User)
+	}
+	l, c := f.Local.Ports, f.Container.Ports
+	lines := []string{
+		"CLUSTER=" + shellQuote(f.Cluster),
+		"NODES=(" + shellWords(f.NodeNames()) + ")",
+		"GPU_NODES=(" + shellWords(f.GPUNodeNames()) + ")",
+		"PROJECTS=(" + shellWords(projects) + ")",
+		fmt.Sprintf("GPUS_PER_NODE=%d", f.GPUsPerNode),
+		fmt.Sprintf("FACT_LOCAL_DB_PORT=%d FACT_LOCAL_CTLD_PORT=%d FACT_LOCAL_DBD_PORT=%d FACT_LOCAL_SLURMD_PORT_BASE=%d FACT_LOCAL_RDZV_PORT_BASE=%d",
+			l.DB, l.Ctld, l.Dbd, l.SlurmdBase, l.RdzvBase),
+		fmt.Sprintf("FACT_CONTAINER_DB_PORT=%d FACT_CONTAINER_CTLD_PORT=%d FACT_CONTAINER_DBD_PORT=%d FACT_CONTAINER_SLURMD_PORT=%d",
+			c.DB, c.Ctld, c.Dbd, c.Slurmd),
+		"FACT_CONTAINER_DB_HOST=" + shellQuote(f.Container.Hosts.DB),
+		fmt.Sprintf("FACT_CONTAINER_FIRST_UID=%d", f.Container.FirstUID),
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	return err
+}
+
+func shellWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = shellQuote(w)
+	}
+	return strings.Join(q, " ")
+}
+
+// shellQuote quotes s for bash: as it is when it is plainly safe, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

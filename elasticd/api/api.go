@@ -1,0 +1,100 @@
+// Package api is what elasticd's daemon and its clients (the node agent, `elasticd status`,
+// `elasticd pin`) exchange over HTTP: the paths, the request and response bodies, and the
+// payload a pin's MUNGE credential must hold. It imports nothing of the daemon, so a client
+// needs only this package.
+package api
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/probe"
+)
+
+// The daemon's paths.
+const (
+	// StatusPath answers GET with every followed job, a []JobStatus.
+	StatusPath = "/v1/status"
+	// SignalsPath takes an agent's SignalReport by POST.
+	SignalsPath = "/v1/signals"
+)
+
+// JobStatus is one elastic job as `elasticd status` prints it.
+type JobStatus struct {
+	JobID         uint32   `json:"job_id"`
+	User          string   `json:"user"`
+	Account       string   `json:"account"`
+	MinWorkers    int      `json:"min_workers"`
+	MaxWorkers    int      `json:"max_workers"`
+	GPUsPerWorker int      `json:"gpus_per_worker"`
+	Pools         []string `json:"pools"`
+	// ValuePerMillionSamples is the job's --elastic-value (0: none given).
+	ValuePerMillionSamples float64        `json:"value_per_million_samples,omitempty"`
+	Size                   map[string]int `json:"size"`
+	// Throughput is the job's samples/s, oldest first (the daemon's last few measurements).
+	Throughput []Point `json:"throughput"`
+	// Workers are the latest measurement's workers, main job first.
+	Workers      []WorkerPoint `json:"workers,omitempty"`
+	Decision     string        `json:"decision"`
+	Reason       string        `json:"reason"`
+	Flags        []string      `json:"flags,omitempty"`
+	DecidedAt    time.Time     `json:"decided_at"`
+	Stopping     []uint32      `json:"stopping,omitempty"`
+	Replacements []string      `json:"replacements,omitempty"`
+	// Leaving are stragglers that leave before their successors join (the job at its max).
+	Leaving []string `json:"leaving,omitempty"`
+	// MaxBatch and BatchPerDevice are the job's --elastic-max-batch (0: none given); MaxWorkers
+	// is then the declared max lowered to what the batch allows.
+	MaxBatch       int `json:"max_batch,omitempty"`
+	BatchPerDevice int `json:"batch_per_device,omitempty"`
+	// Pin is the size its owner or root pinned (0: none), PinnedBy who.
+	Pin      int    `json:"pin,omitempty"`
+	PinnedBy string `json:"pinned_by,omitempty"`
+	// RdzvEndpoint is the rendezvous of the main job's current run, which new workers get.
+	RdzvEndpoint string `json:"rdzv_endpoint"`
+}
+
+// Point is one measurement of a job.
+type Point struct {
+	Time          time.Time      `json:"time"`
+	Size          map[string]int `json:"size"`
+	SamplesPerSec float64        `json:"samples_per_sec"`
+}
+
+// WorkerPoint is one worker in the latest measurement: its samples/s and, where the trainer
+// reports it, its compute time per step before the gradient exchange (what tells a slow worker
+// apart in synchronous training).
+type WorkerPoint struct {
+	Worker                string  `json:"worker"`
+	Type                  string  `json:"type"`
+	SamplesPerSec         float64 `json:"samples_per_sec"`
+	ComputeSecondsPerStep float64 `json:"compute_s,omitempty"`
+}
+
+// SignalReport is what a node agent posts: the NVML samples of the GPUs each job holds on
+// its node.
+type SignalReport struct {
+	Node string       `json:"node"`
+	Jobs []JobSignals `json:"jobs"`
+}
+
+// JobSignals are the samples of one job's GPUs on one node.
+type JobSignals struct {
+	JobID   uint32         `json:"job_id"`
+	Samples []probe.Sample `json:"samples"`
+}
+
+// PinPayload is what the MUNGE credential of a pin request must hold: elasticd's own, so that
+// a credential made for quotad's API is never taken here.
+func PinPayload(method, path string) string {
+	return "slurmbridge-elasticd-api " + method + " " + path
+}
+
+// PinPath is the path of a job's pin: PUT PinPath(id, n) pins, DELETE PinPath(id, 0) unpins.
+func PinPath(id uint32, n int) string {
+	p := "/v1/jobs/" + strconv.FormatUint(uint64(id), 10) + "/pin"
+	if n > 0 {
+		p += "/" + strconv.Itoa(n)
+	}
+	return p
+}

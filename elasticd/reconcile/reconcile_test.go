@@ -1,0 +1,254 @@
+package reconcile_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
+)
+
+const (
+	main = 100
+	a100 = policy.GPUType("a100")
+)
+
+var (
+	t0 = elastictest.T0
+	// settled is a moment just after six reports from t0: enough settled reports for the
+	// policy's default window.
+	settled = t0.Add(55 * time.Second)
+)
+
+// steady is six settled reports of the workers at rate samples/s each.
+func steady(start time.Time, rate float64, workers ...uint32) []policy.Measurement {
+	var rates []policy.WorkerRate
+	for _, w := range workers {
+		rates = append(rates, elastictest.Worker(w, a100, rate))
+	}
+	return elastictest.Measurements(start, 6, rates...)
+}
+
+func TestReconcile(t *testing.T) {
+	tests := []struct {
+		name  string
+		state func(*reconcile.State)
+		snap  func(*reconcile.Snapshot)
+		// active are the job's running workers, main job first.
+		active []uint32
+		// action and reason (a part of it) of the decision; no action: the last one stands.
+		action policy.Action
+		reason string
+		// want is the plan less its decision.
+		want reconcile.Plan
+	}{
+		{
+			name:   "a pending worker holds; one pending past the timeout is cancelled",
+			active: []uint32{main},
+			snap: func(s *reconcile.Snapshot) {
+				s.Pending = []reconcile.Pending{{ID: 201, Submit: settled.Add(-10 * time.Minute)}, {ID: 202, Submit: settled.Add(-time.Minute)}}
+			},
+			action: policy.Hold, reason: "waiting for worker job(s) [201 202] to start",
+			want: reconcile.Plan{CancelPending: []uint32{201}},
+		},
+		{
+			name:   "a pending worker already being stopped is not cancelled again",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.Stopping[201] = settled.Add(-time.Second) },
+			snap: func(s *reconcile.Snapshot) {
+				s.Pending = []reconcile.Pending{{ID: 201, Submit: settled.Add(-10 * time.Minute)}}
+			},
+			action: policy.Hold, reason: "waiting for worker job(s) [201] to start",
+		},
+		{
+			name:   "a submitted worker not yet in the queue holds",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.Submitted = 1 },
+			action: policy.Hold, reason: "waiting for submitted workers to appear in the queue",
+		},
+		{
+			name:   "a successor that has not reported holds its straggler in place",
+			active: []uint32{main, 101, 102, 103},
+			state:  func(s *reconcile.State) { s.Replacing[103] = 102 },
+			snap:   func(s *reconcile.Snapshot) { s.Successors[103] = reconcile.Successor{Queued: true, Running: true} },
+			action: policy.Hold, reason: "worker 103 joins before straggler 102 leaves",
+		},
+		{
+			name:   "a successor that has reported sends its straggler TERM",
+			active: []uint32{main, 101, 102, 103},
+			state:  func(s *reconcile.State) { s.Replacing[103] = 102 },
+			snap: func(s *reconcile.Snapshot) {
+				s.Successors[103] = reconcile.Successor{Queued: true, Running: true, Reported: true}
+			},
+			want: reconcile.Plan{Terminate: []uint32{102}, ForgetReplacing: []uint32{103}},
+		},
+		{
+			name:   "a successor gone from the queue is forgotten, its straggler stays",
+			active: []uint32{main, 101, 102},
+			state:  func(s *reconcile.State) { s.Replacing[103] = 102 },
+			want:   reconcile.Plan{ForgetReplacing: []uint32{103}},
+		},
+		{
+			name:   "a straggler leaving first holds while it is in the queue",
+			active: []uint32{main, 101},
+			state: func(s *reconcile.State) {
+				s.Leaving[102] = reconcile.Leave{Type: a100, Size: 3}
+				s.Stopping[102] = settled
+			},
+			snap:   func(s *reconcile.Snapshot) { s.Queued[102] = true },
+			action: policy.Hold, reason: "straggler 102 leaves before its successor joins (the rendezvous is at its max)",
+		},
+		{
+			name:   "a straggler that has left is succeeded by a worker of its type",
+			active: []uint32{main, 101},
+			state:  func(s *reconcile.State) { s.Leaving[102] = reconcile.Leave{Type: "v100", Size: 3} },
+			want:   reconcile.Plan{Succeed: &reconcile.Succession{Straggler: 102, Type: "v100"}},
+		},
+		{
+			name:   "a straggler's successor found back at the job's size is not submitted again",
+			active: []uint32{main, 101, 103},
+			state:  func(s *reconcile.State) { s.Leaving[102] = reconcile.Leave{Type: a100, Size: 3} },
+			want:   reconcile.Plan{ForgetLeaving: []uint32{102}},
+		},
+		{
+			name:   "a straggler's successor Slurm refuses is given up",
+			active: []uint32{main, 101},
+			state: func(s *reconcile.State) {
+				s.Leaving[102] = reconcile.Leave{Type: a100, Size: 3}
+				s.Refusals, s.Refused = 3, "sbatch: error: invalid account"
+			},
+			want: reconcile.Plan{ForgetLeaving: []uint32{102}},
+		},
+		{
+			name:   "a worker stopping holds",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.Stopping[101] = settled },
+			action: policy.Hold, reason: "waiting for 1 worker(s) to stop",
+		},
+		{
+			name:   "refused workers hold the job",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.Refusals, s.Refused = 3, "sbatch: error: invalid account" },
+			action: policy.Hold, reason: "Slurm refused 3 worker submissions in a row: sbatch: error: invalid account",
+		},
+		{
+			name:   "below the min grows to it at once, without a measurement",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.Bounds.MinWorkers = 3 },
+			action: policy.Grow, reason: "below the declared min: 1 of 3 workers",
+			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 2}},
+		},
+		{
+			name:   "below a pinned size grows to it",
+			active: []uint32{main, 101},
+			state:  func(s *reconcile.State) { s.Bounds.Pin, s.PinnedBy = 4, "alice" },
+			action: policy.Grow, reason: "below the size pinned by alice: 2 of 4 workers",
+			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 2}},
+		},
+		{
+			name:   "below the min adds only the workers the associations admit",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.Bounds.MinWorkers = 4 },
+			snap:   func(s *reconcile.Snapshot) { s.MainTypeRoom = reconcile.Room{Workers: 1, Why: "GrpJobs=3"} },
+			action: policy.Grow, reason: "below the declared min: 1 of 4 workers; adding 1: GrpJobs=3",
+			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 1}},
+		},
+		{
+			name:   "below the min holds when the associations admit no worker",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.Bounds.MinWorkers = 2 },
+			snap:   func(s *reconcile.Snapshot) { s.MainTypeRoom = reconcile.Room{Workers: 0, Why: "GrpJobs=2"} },
+			action: policy.Hold, reason: "below the declared min: 1 of 2 workers; no worker can start: GrpJobs=2",
+		},
+		{
+			name:   "a measurement of other workers than the active ones holds",
+			active: []uint32{main, 101},
+			state:  func(s *reconcile.State) { s.History = steady(t0, 100, main) },
+			action: policy.Hold, reason: "waiting for every worker of 2 to report",
+		},
+		{
+			name:   "no measurement yet holds",
+			active: []uint32{main},
+			action: policy.Hold, reason: "waiting for every worker of 1 to report",
+		},
+		{
+			name:   "a measured job grows as the policy says",
+			active: []uint32{main},
+			state:  func(s *reconcile.State) { s.History = steady(t0, 100, main) },
+			action: policy.Grow,
+			want:   reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 1}},
+		},
+		{
+			name:   "a step that does not pay is undone on the worker it added",
+			active: []uint32{main, 101},
+			state: func(s *reconcile.State) {
+				s.History = append(steady(t0.Add(-2*time.Minute), 100, main), steady(t0, 52.5, main, 101)...)
+			},
+			action: policy.Shrink, reason: "does not pay",
+			want: reconcile.Plan{Shrink: []uint32{101}},
+		},
+		{
+			name:   "below the max a straggler's successor joins first",
+			active: []uint32{main, 101, 102},
+			state:  func(s *reconcile.State) { s.History = stragglerHistory() },
+			action: policy.Replace,
+			want:   reconcile.Plan{Replace: &reconcile.Replacement{Straggler: 102, Type: a100, Size: 3}},
+		},
+		{
+			name:   "at the max a straggler leaves first",
+			active: []uint32{main, 101, 102},
+			state:  func(s *reconcile.State) { s.Bounds.MaxWorkers = 3; s.History = stragglerHistory() },
+			action: policy.Replace,
+			want:   reconcile.Plan{Replace: &reconcile.Replacement{Straggler: 102, Type: a100, LeaveFirst: true, Size: 3}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := elastictest.State(main, 1, 4, a100)
+			if tc.state != nil {
+				tc.state(&s)
+			}
+			snap := elastictest.Snapshot(a100, 4, tc.active...)
+			if tc.snap != nil {
+				tc.snap(&snap)
+			}
+			got := reconcile.Reconcile(s, snap, settled)
+			switch {
+			case tc.action == policy.Hold && tc.reason == "" && got.Decision != nil:
+				t.Errorf("decision %s (%s), want the last one to stand", got.Decision.Action, got.Decision.Reason)
+			case got.Decision == nil && (tc.action != policy.Hold || tc.reason != ""):
+				t.Errorf("no decision, want %s", tc.action)
+			case got.Decision != nil && (got.Decision.Action != tc.action || !strings.Contains(got.Decision.Reason, tc.reason)):
+				t.Errorf("decision %s (%s), want %s (%s)", got.Decision.Action, got.Decision.Reason, tc.action, tc.reason)
+			}
+			got.Decision = nil
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("plan %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// stragglerHistory is a job of three workers whose last, 102, runs at half its peers' rate.
+func stragglerHistory() []policy.Measurement {
+	return elastictest.Measurements(t0, 6,
+		elastictest.Worker(main, a100, 100), elastictest.Worker(101, a100, 100), elastictest.Worker(102, a100, 50))
+}
+
+// Reconcile reads nothing but its arguments: the same state and snapshot give the same plan.
+func TestReconcileIsDeterministic(t *testing.T) {
+	s := elastictest.State(main, 1, 4, a100)
+	s.Replacing[104], s.Replacing[103] = 101, 102
+	snap := elastictest.Snapshot(a100, 4, main, 101, 102, 103, 104)
+	snap.Successors[103] = reconcile.Successor{Queued: true, Running: true, Reported: true}
+	snap.Successors[104] = reconcile.Successor{Queued: true, Running: true, Reported: true}
+	want := reconcile.Plan{Terminate: []uint32{102, 101}, ForgetReplacing: []uint32{103, 104}}
+	for range 20 {
+		if got := reconcile.Reconcile(s, snap, settled); !reflect.DeepEqual(got, want) {
+			t.Fatalf("plan %+v, want %+v", got, want)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// shares holds, per GPU type, the pool that borrowers divide by weight: what contending
+// projects borrow already plus what can still be lent. It is fixed for the plan, since each
+// lend moves GPUs from "lendable" to "borrowed" without changing the sum.
+type shares struct {
+	pool    map[string]float64
+	weights map[string]float64 // type → sum of contending projects' weights
+}
+
+func (e *engine) fairShares() shares {
+	s := shares{pool: map[string]float64{}, weights: map[string]float64{}}
+	lendable := map[string]int{}
+	for _, t := range e.types {
+		lendable[t] = max(0, min(e.nodes.lendable(t), e.lendRoom(t)))
+		s.pool[t] = float64(lendable[t])
+	}
+	for _, p := range e.projects {
+		wants := map[string]bool{}
+		for _, j := range p.candidates {
+			for t := range e.needs[j] {
+				if t != "" {
+					wants[t] = true
+					continue
+				}
+				for _, u := range e.types { // an untyped job contends for every type
+					wants[u] = true
+				}
+			}
+		}
+		for t, n := range p.borrowed {
+			if n > 0 {
+				wants[t] = true
+			}
+		}
+		for _, t := range slices.Sorted(maps.Keys(wants)) {
+			s.pool[t] += float64(p.borrowed[t])
+			s.weights[t] += p.weight
+		}
+	}
+	return s
+}
+
+// deficit is how far p is below its weighted fair share of the types in gpus; for a job of
+// several types, the smallest (the type where p is best served decides).
+func (s shares) deficit(p *project, gpus map[string]int) float64 {
+	first, d := true, 0.0
+	for _, t := range slices.Sorted(maps.Keys(gpus)) {
+		v := s.fair(p, t) - float64(p.borrowed[t])
+		if first || v < d {
+			first, d = false, v
+		}
+	}
+	return d
+}
+
+func (s shares) fair(p *project, t string) float64 {
+	if s.weights[t] == 0 {
+		return 0
+	}
+	return s.pool[t] * p.weight / s.weights[t]
+}
+
+func (s shares) describe(p *project, gpus map[string]int, deficit float64) string {
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(gpus)) {
+		parts = append(parts, fmt.Sprintf("fair share %.1f of %.0f %s for borrowers", s.fair(p, t), s.pool[t], t))
+	}
+	return fmt.Sprintf("%s; deficit was %.1f, the largest", strings.Join(parts, ", "), deficit)
+}

@@ -1,0 +1,213 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// arrayLends collects the lend decisions on one array record's tasks, for its explanation.
+type arrayLends struct {
+	lent    []uint32
+	lentWhy string // the first lent task's explanation
+	waitWhy string // why the tasks not lent wait; "" when every task was lent
+}
+
+// lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
+// projects whose next job can borrow, the one furthest below its weighted fair share of the
+// lendable GPUs goes first.
+func (e *engine) lend() {
+	for _, p := range e.projects {
+		kept := p.candidates[:0]
+		for _, j := range p.candidates {
+			need := e.needs[j]
+			switch {
+			case j.notStartable() != "":
+				e.say(j, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
+			case p.fits(need):
+				e.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
+			case !j.Requeueable():
+				e.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
+			case e.holdMoves != "":
+				e.say(j, "waits: %s; %s", p.quotaUsage(need), e.holdMoves)
+			default:
+				kept = append(kept, j)
+			}
+		}
+		p.candidates = kept
+	}
+	share := e.fairShares()
+	var whole *project // lending an array whole: its other tasks go next, before any other job
+	for {
+		var best *project
+		var bestPl placement
+		var bestDeficit float64
+		for _, p := range e.projects {
+			if whole != nil && p != whole {
+				continue
+			}
+			pl, ok := e.head(p)
+			if !ok {
+				continue
+			}
+			d := share.deficit(p, pl.gpus)
+			if best == nil || d > bestDeficit || (d == bestDeficit && p.usage/p.weight < best.usage/best.weight) {
+				best, bestPl, bestDeficit = p, pl, d
+			}
+		}
+		whole = nil
+		if best == nil {
+			return
+		}
+		j, task := best.candidates[best.next], best.nextTask
+		if best.nextTask++; best.nextTask == j.tasks() {
+			best.next, best.nextTask = best.next+1, 0
+		} else if e.snap.WholeArrays {
+			whole = best
+		}
+		e.take(bestPl)
+		if j.ArrayThrottle > 0 {
+			e.arrayStarted[j.ArrayJobID]++
+		}
+		addAll(e.lent, bestPl.gpus)
+		best.borrow(bestPl.gpus)
+		e.invalidateHeads(best, bestPl)
+		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(e.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
+		arrayJob, taskID := j.target(task)
+		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
+		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, e.reclaimTerms(best))
+		if j.tasks() == 1 {
+			e.say(j, "is lent %s", text)
+			continue
+		}
+		a := e.arrayNote(j)
+		if len(a.lent) == 0 {
+			a.lentWhy = text
+		}
+		a.lent = append(a.lent, taskID)
+		e.sayArray(j)
+	}
+}
+
+func (e *engine) arrayNote(j *Job) *arrayLends {
+	a := e.arrays[j]
+	if a == nil {
+		a = &arrayLends{}
+		e.arrays[j] = a
+	}
+	return a
+}
+
+// sayArray explains an array record's lend: which tasks are lent and why the others wait.
+func (e *engine) sayArray(j *Job) {
+	a := e.arrayNote(j)
+	var parts []string
+	if len(a.lent) > 0 {
+		parts = append(parts, fmt.Sprintf("tasks %s are lent %s", taskList(a.lent), a.lentWhy))
+	}
+	switch {
+	case a.waitWhy == "":
+	case len(a.lent) == 0:
+		parts = append(parts, fmt.Sprintf("its tasks wait: %s", a.waitWhy))
+	default:
+		parts = append(parts, fmt.Sprintf("the other %d tasks wait: %s", j.tasks()-len(a.lent), a.waitWhy))
+	}
+	e.say(j, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
+}
+
+// allTasksFit says whether every pending task of an array record could borrow now: the limits
+// for all of them, and nodes for each in turn (taken, then given back).
+func (e *engine) allTasksFit(j *Job, need map[string]int, p *project) (string, bool) {
+	n := j.tasks()
+	if over := e.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
+		return strings.Join(over, "; "), false
+	}
+	var taken []placement
+	defer func() {
+		for _, pl := range taken {
+			e.nodes.giveBack(pl)
+		}
+	}()
+	for range n {
+		pl, ok := e.place(j, need, nil)
+		if !ok {
+			return fmt.Sprintf("idle GPUs for %d of its %d tasks only", len(taken), n), false
+		}
+		e.take(pl)
+		taken = append(taken, pl)
+	}
+	return "", true
+}
+
+// invalidateHeads forgets the cached head placements a lend may have made wrong: the lender's
+// own (its limits and its head changed), and those drawing on the same GPU types, on any type,
+// or on the same nodes (whose CPUs and memory the lend took).
+func (e *engine) invalidateHeads(lender *project, lent placement) {
+	for _, p := range e.projects {
+		if !p.headKnown {
+			continue
+		}
+		if p == lender || p.headAny || p.head.sharesNode(lent) {
+			p.headKnown = false
+			continue
+		}
+		for t := range p.head.gpus {
+			if lent.gpus[t] > 0 {
+				p.headKnown = false
+				break
+			}
+		}
+	}
+}
+
+// head returns where p's next lendable job would run, explaining and skipping the jobs that
+// cannot borrow now. Skipping is final within a plan: lending only ever shrinks what is left.
+func (e *engine) head(p *project) (placement, bool) {
+	if p.headKnown {
+		return p.head, true
+	}
+	for p.next < len(p.candidates) {
+		j := p.candidates[p.next]
+		need := e.needs[j]
+		pl, ok := e.place(j, need, p)
+		if ok && j.ArrayThrottle > 0 {
+			// A task lent past the array's throttle would wait in the borrow QOS (reason
+			// JobArrayTaskLimit) on GPUs promised to it. On a release that lends arrays whole,
+			// every task must fit under it.
+			want := 1
+			if e.snap.WholeArrays && p.nextTask == 0 {
+				want = j.tasks()
+			}
+			if started := e.arrayStarted[j.ArrayJobID]; started+want > j.ArrayThrottle {
+				ok = false
+				pl.problems = append(pl.problems, fmt.Sprintf("its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent", j.ArrayThrottle, j.ArrayThrottle, started))
+			}
+		}
+		if ok && e.snap.WholeArrays && j.ArrayJobID != 0 && e.arrayRecords[j.ArrayJobID] > 1 {
+			// Slurm would try the array's tasks that still wait in the guaranteed QOS first and
+			// skip the others of the array, the lent ones included (see Snapshot.WholeArrays).
+			ok = false
+			pl.problems = append(pl.problems, fmt.Sprintf("on this Slurm release a task lent does not start while another of its array waits, and array %d's pending tasks are in %d records (some were split off), which quotad does not lend together", j.ArrayJobID, e.arrayRecords[j.ArrayJobID]))
+		}
+		if ok && e.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
+			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
+			if short, all := e.allTasksFit(j, need, p); !all {
+				ok = false
+				pl.problems = append(pl.problems, fmt.Sprintf("%s; on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", short, j.tasks()))
+			}
+		}
+		if ok {
+			p.head, p.headKnown, p.headAny = pl, true, need[""] > 0
+			return pl, true
+		}
+		// The record's other tasks ask for the same and would not fit either.
+		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), strings.Join(pl.problems, "; "))
+		if j.tasks() == 1 {
+			e.say(j, "waits: %s", why)
+		} else {
+			e.arrayNote(j).waitWhy = why
+			e.sayArray(j)
+		}
+		p.next, p.nextTask = p.next+1, 0
+	}
+	return placement{}, false
+}

@@ -1,0 +1,52 @@
+# Process supervision shared by testbed.sh, quotad.sh and elasticd.sh (sourced, not run): the
+# one way the testbed finds, waits for and stops the processes it started. Each script defines
+# say() before sourcing this.
+
+# pid_in PIDFILE PATTERN prints the pid recorded in PIDFILE when that process is alive and its
+# command line matches the glob PATTERN (a recycled pid is never signalled).
+pid_in() {
+	local pidfile=$1 pattern=$2 pid cmdline
+	[ -s "$pidfile" ] || return 1
+	pid=$(tr -dc '0-9' <"$pidfile")
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	# shellcheck disable=SC2053 # PATTERN is a glob on purpose
+	[[ $cmdline == $pattern ]] || return 1
+	echo "$pid"
+}
+
+# terminate NAME PID sends SIGTERM, waits up to 10 s for PID to end, then sends SIGKILL.
+terminate() {
+	local name=$1 pid=$2 i
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 100); do
+		[ -d "/proc/$pid" ] || return 0
+		sleep 0.1
+	done
+	say "$name ($pid) ignored SIGTERM for 10s; sending SIGKILL"
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND... retries COMMAND until it succeeds or time runs out.
+wait_for() {
+	local what=$1 secs=$2 deadline
+	shift 2
+	deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		if [ $SECONDS -ge $deadline ]; then
+			say "gave up waiting for $what after ${secs}s"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# trusted PATH: PATH and its folder belong to this user and no one else may write them, so a
+# root script may source it though the testbed lives under /tmp, where anyone could have made
+# the folder first.
+trusted() {
+	local p
+	for p in "$1" "$(dirname "$1")"; do
+		[ -O "$p" ] && [ -z "$(find "$p" -maxdepth 0 -perm /022)" ] || return 1
+	done
+}
