@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
@@ -211,24 +214,42 @@ func readMetrics(ctx context.Context, client *http.Client, url string) Metrics {
 		m.Err = fmt.Errorf("%s answered %s", url, resp.Status)
 		return m
 	}
-	m.Samples = map[string]float64{}
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, found := strings.Cut(sc.Text(), " ")
-		if !found || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		fields := strings.Fields(value) // value, then an optional timestamp
-		if len(fields) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-			m.Samples[name] = v
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		m.Err = fmt.Errorf("%s is not a Prometheus text page: %w", url, err)
+		return m
+	}
+	m.Samples = unlabelledSamples(families)
+	return m
+}
+
+// unlabelledSamples keeps the samples without labels, by the name they have on the page: a
+// histogram or summary gives NAME_count and NAME_sum.
+func unlabelledSamples(families map[string]*dto.MetricFamily) map[string]float64 {
+	samples := map[string]float64{}
+	for name, family := range families {
+		for _, metric := range family.GetMetric() {
+			if len(metric.GetLabel()) > 0 {
+				continue
+			}
+			switch {
+			case metric.Gauge != nil:
+				samples[name] = metric.GetGauge().GetValue()
+			case metric.Counter != nil:
+				samples[name] = metric.GetCounter().GetValue()
+			case metric.Untyped != nil:
+				samples[name] = metric.GetUntyped().GetValue()
+			case metric.Histogram != nil:
+				samples[name+"_count"] = float64(metric.GetHistogram().GetSampleCount())
+				samples[name+"_sum"] = metric.GetHistogram().GetSampleSum()
+			case metric.Summary != nil:
+				samples[name+"_count"] = float64(metric.GetSummary().GetSampleCount())
+				samples[name+"_sum"] = metric.GetSummary().GetSampleSum()
+			}
 		}
 	}
-	m.Err = sc.Err()
-	return m
+	return samples
 }
 
 // readPasswordFile applies quotad's own check of the password file (slurmdbd.ReadPassword)

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
@@ -175,5 +178,41 @@ func TestGatherWithoutSlurmctldReadsOnlyTheLocalFacts(t *testing.T) {
 	}
 	if c := f.Credentials; c.Path != password || c.Err == nil || !strings.Contains(c.Err.Error(), "has mode 0640") {
 		t.Errorf("credentials: %+v", c)
+	}
+}
+
+// The pages doctor reads are written by client_golang: a histogram's count and sum are read by
+// the names they have on the page, labelled samples are left out, and a page that is not
+// Prometheus text is an error, not an empty page.
+func TestReadMetricsReadsWhatClientGolangWrites(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cycle := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "elasticd_cycle_seconds"})
+	lease := prometheus.NewGauge(prometheus.GaugeOpts{Name: "quotad_lease_held"})
+	moves := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quotad_moves_total"}, []string{"qos"})
+	reg.MustRegister(cycle, lease, moves)
+	cycle.Observe(0.5)
+	cycle.Observe(1.5)
+	lease.Set(1)
+	moves.WithLabelValues("borrow-a100").Add(3)
+	page := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer page.Close()
+
+	m := readMetrics(context.Background(), page.Client(), page.URL)
+	want := map[string]float64{"elasticd_cycle_seconds_count": 2, "elasticd_cycle_seconds_sum": 2, "quotad_lease_held": 1}
+	if m.Err != nil || len(m.Samples) != len(want) {
+		t.Fatalf("samples %v, err %v; want %v", m.Samples, m.Err, want)
+	}
+	for name, v := range want {
+		if m.Samples[name] != v {
+			t.Errorf("%s = %v, want %v", name, m.Samples[name], v)
+		}
+	}
+
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "<html>a login page</html>\n")
+	}))
+	defer garbage.Close()
+	if m := readMetrics(context.Background(), garbage.Client(), garbage.URL); m.Err == nil || !strings.Contains(m.Err.Error(), "not a Prometheus text page") {
+		t.Errorf("an HTML page read as %v, err %v", m.Samples, m.Err)
 	}
 }
