@@ -7,7 +7,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,29 +15,13 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
-// envInt is an integer from the environment the testbed scripts were started with.
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", name, v, err)
-	}
-	return n
-}
-
 // liveDoctor runs slurmbridge-doctor against the testbed, pointed at the daemons testbed/quotad.sh and
-// testbed/elasticd.sh start (same port defaults as those scripts).
+// testbed/elasticd.sh start, where the testbed's env file says they listen.
 func liveDoctor(t *testing.T, c *testbed.Cluster, extra ...string) result {
 	t.Helper()
-	quotadPort := envInt(t, "QUOTAD_METRICS_PORT", 19817)
-	elasticdPort := envInt(t, "ELASTICD_PORT", envInt(t, "TESTBED_CTLD_PORT", 16817)+2647)
 	args := append([]string{"slurmbridge-doctor", "--config", filepath.Join(c.Dir, "etc", "pools.yaml"),
-		"--quotad-url", "http://127.0.0.1:" + strconv.Itoa(quotadPort) + "/metrics",
-		"--elasticd-url", "http://127.0.0.1:" + strconv.Itoa(elasticdPort) + "/metrics",
+		"--quotad-url", c.QuotadURL() + "/metrics",
+		"--elasticd-url", c.ElasticdURL() + "/metrics",
 		"--db-password-file", c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"],
 		// The testbed runs quotad as root.
 		"--quotad-user", "root"}, extra...)

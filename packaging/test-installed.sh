@@ -90,8 +90,7 @@ SLURMBRIDGE_TEST_BINDIR=/usr/bin go test -count=1 -tags integration -timeout 10m
 	fail "quotad integration tests with /usr/bin/quotad and /usr/bin/quotactl"
 
 # --- the installed doctor reports clean, and so does its alias poolctl doctor ----------------
-doctor_flags=(--quotad-url "http://127.0.0.1:${QUOTAD_METRICS_PORT:-19817}/metrics"
-	--elasticd-url "http://127.0.0.1:${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))}/metrics"
+doctor_flags=(--quotad-url "$SLURMBRIDGE_QUOTAD_URL/metrics" --elasticd-url "$SLURMBRIDGE_ELASTICD_URL/metrics"
 	--db-password-file "$SLURMBRIDGE_DB_PASSWORD_FILE" --quotad-user root)
 doctor_out=$(/usr/bin/slurmbridge-doctor --config "$TESTBED_DIR/etc/pools.yaml" "${doctor_flags[@]}" 2>&1) ||
 	fail "slurmbridge-doctor exited $?"

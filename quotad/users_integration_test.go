@@ -46,7 +46,7 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 	importTestbedQuotas(t, c)
 	// Users reach the testbed's quotad at the env file's SLURMBRIDGE_QUOTAD_URL, as a site's
 	// users reach theirs; when the testbed runs none, the test starts one and names it.
-	api := c.Vars["SLURMBRIDGE_QUOTAD_URL"]
+	api := c.QuotadURL()
 	var where []string
 	if resp, err := http.Get(api + "/api/v1/status"); err == nil && resp.StatusCode == http.StatusOK {
 		resp.Body.Close()

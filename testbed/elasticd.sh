@@ -5,7 +5,9 @@
 #   testbed/elasticd.sh status   which of them run
 # Needs bin/elasticd (make build) and the testbed up; pid files in $TESTBED_DIR/run, logs in
 # $TESTBED_DIR/log, elasticd's state directory (the SPANK plugin's dir=) in $TESTBED_DIR/elastic.
-# Fast settings so a demo job moves in seconds: ELASTICD_INTERVAL, ELASTICD_PORT override.
+# Fast settings so a demo job moves in seconds: ELASTICD_INTERVAL overrides. elasticd listens
+# on the port testbed.sh up chose (the facts' elasticd port, moved with slurmctld's, or
+# ELASTICD_PORT given to it).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +15,6 @@ TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
 RUN=$TESTBED_DIR/run
 LOG=$TESTBED_DIR/log
 BIN=${ELASTICD_BIN:-${SLURMBRIDGE_BINDIR:-$REPO/bin}/elasticd}
-PORT=${ELASTICD_PORT:-$((${TESTBED_CTLD_PORT:-16817} + 2647))} # 19464 beside the default ports; testbed.sh writes the same into env
 INTERVAL=${ELASTICD_INTERVAL:-2s}
 
 say() { printf 'elasticd: %s\n' "$*"; }
@@ -39,20 +40,17 @@ start_one() {
 cmd_start() {
 	[ -x "$BIN" ] || die "$BIN missing: run make build"
 	[ -s "$TESTBED_DIR/etc/slurm.conf" ] || die "no testbed in $TESTBED_DIR: bring it up first"
-	# The nodes the testbed started, as testbed.sh up read them from the facts file.
-	[ -s "$TESTBED_DIR/etc/facts.sh" ] || die "no $TESTBED_DIR/etc/facts.sh: bring the testbed up again (testbed/testbed.sh up)"
-	trusted "$TESTBED_DIR/etc/facts.sh" || die "$TESTBED_DIR/etc/facts.sh or its folder is not this user's alone: not reading it"
-	local NODES
-	# shellcheck disable=SC1091
-	. "$TESTBED_DIR/etc/facts.sh"
+	# The nodes the testbed started and elasticd's port, as testbed.sh up chose them.
+	local NODES ELASTICD_PORT
+	kept_facts "$TESTBED_DIR"
 	mkdir -p "$RUN" "$LOG" "$TESTBED_DIR/elastic"
 	chmod 0755 "$TESTBED_DIR/elastic"
 	start_one elasticd run --state-dir "$TESTBED_DIR/elastic" --pools "$TESTBED_DIR/etc/pools.yaml" \
-		--listen "127.0.0.1:$PORT" --interval "$INTERVAL" --grace 10s --min-samples 3 --settle 5s \
+		--listen "127.0.0.1:$ELASTICD_PORT" --interval "$INTERVAL" --grace 10s --min-samples 3 --settle 5s \
 		--stale-after 30s --cooldown 2m --munge-socket "$TESTBED_DIR/run/munge/munge.socket"
 	local node_flags=()
 	for n in "${NODES[@]}"; do node_flags+=(--node "$n"); done
-	start_one elastic-agent agent "${node_flags[@]}" --elasticd "http://127.0.0.1:$PORT" --interval "$INTERVAL"
+	start_one elastic-agent agent "${node_flags[@]}" --elasticd "http://127.0.0.1:$ELASTICD_PORT" --interval "$INTERVAL"
 }
 
 stop_one() {

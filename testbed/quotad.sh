@@ -3,7 +3,8 @@
 #
 #   quotad.sh start    import slurm-conf/testbed/quotas.yaml, start quotad in the background
 #                      (pid file $TESTBED_DIR/run/quotad.pid, log $TESTBED_DIR/log/quotad.log,
-#                      metrics on 127.0.0.1:$QUOTAD_METRICS_PORT); harmless when it runs
+#                      metrics on 127.0.0.1, the port testbed.sh up chose: the facts' quotad
+#                      port, or QUOTAD_METRICS_PORT given to it); harmless when it runs
 #   quotad.sh stop     stop the quotad of the pid file (never by name)
 #   quotad.sh status   say whether it runs
 #   quotad.sh sync     while it is stopped: apply once what it would apply now (quotactl sync),
@@ -15,7 +16,6 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
-QUOTAD_METRICS_PORT=${QUOTAD_METRICS_PORT:-19817}
 QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-5s}
 PIDFILE=$TESTBED_DIR/run/quotad.pid
 LOGFILE=$TESTBED_DIR/log/quotad.log
@@ -47,6 +47,8 @@ cmd_start() {
 	fi
 	[ -x "$BIN/quotad" ] && [ -x "$BIN/quotactl" ] || die "$BIN/quotad or $BIN/quotactl missing: run make build"
 	load_env
+	local QUOTAD_METRICS_PORT
+	kept_facts "$TESTBED_DIR"
 	"$BIN/quotactl" import "$REPO_ROOT/slurm-conf/testbed/quotas.yaml" >/dev/null
 	mkdir -p "$(dirname "$LOGFILE")" "$(dirname "$PIDFILE")"
 	setsid "$BIN/quotad" --interval "$QUOTAD_INTERVAL" --listen "127.0.0.1:$QUOTAD_METRICS_PORT" \
@@ -83,7 +85,7 @@ cmd_stop() {
 cmd_status() {
 	local pid
 	if pid=$(running); then
-		say "running (pid $pid), metrics on 127.0.0.1:$QUOTAD_METRICS_PORT"
+		say "running (pid $pid), log $LOGFILE"
 	else
 		say "not running"
 		return 3

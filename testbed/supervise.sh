@@ -41,6 +41,18 @@ wait_for() {
 	done
 }
 
+# kept_facts TESTBED_DIR sources what testbed.sh up kept of the testbed's facts
+# ($TESTBED_DIR/etc/facts.sh): the nodes it started and its daemons' ports (QUOTAD_METRICS_PORT,
+# ELASTICD_PORT), so the daemons listen where the testbed's env file says they do.
+kept_facts() {
+	local f=$1/etc/facts.sh
+	[ -s "$f" ] && grep -q '^QUOTAD_METRICS_PORT=' "$f" ||
+		die "$f is missing or from an older tree: bring the testbed up again (testbed/testbed.sh up)"
+	trusted "$f" || die "$f or its folder is not this user's alone: not reading it"
+	# shellcheck disable=SC1090
+	. "$f"
+}
+
 # trusted PATH: PATH and its folder belong to this user and no one else may write them, so a
 # root script may source it though the testbed lives under /tmp, where anyone could have made
 # the folder first.

@@ -71,10 +71,11 @@ testbed_render() {
 # commands read that copy when there is one, so down stops the nodes up started, even when
 # the facts changed since or no Go toolchain is at hand.
 load_facts() {
-	if [ "$1" != up ] && [ -s "$ETC/facts.sh" ] && trusted "$ETC/facts.sh"; then
+	# A copy kept by an older tree has no daemon ports: the facts file is read instead.
+	if [ "$1" != up ] && [ -s "$ETC/facts.sh" ] && trusted "$ETC/facts.sh" && grep -q '^QUOTAD_METRICS_PORT=' "$ETC/facts.sh"; then
 		FACTS_SHELL=$(cat "$ETC/facts.sh")
 	else
-		[ ! -e "$ETC/facts.sh" ] || [ "$1" = up ] || say "not reading $ETC/facts.sh: it or $ETC is not this user's alone; reading $FACTS"
+		[ ! -e "$ETC/facts.sh" ] || [ "$1" = up ] || say "not reading $ETC/facts.sh: it or $ETC is not this user's alone, or it is from an older tree; reading $FACTS"
 		FACTS_SHELL=$(testbed_render shell -facts "$FACTS") || die "cannot read the testbed's facts ($FACTS)"
 	fi
 	eval "$FACTS_SHELL"
@@ -83,6 +84,10 @@ load_facts() {
 	TESTBED_DBD_PORT=${TESTBED_DBD_PORT:-$FACT_LOCAL_DBD_PORT}
 	TESTBED_SLURMD_PORT_BASE=${TESTBED_SLURMD_PORT_BASE:-$FACT_LOCAL_SLURMD_PORT_BASE}
 	TESTBED_RDZV_PORT_BASE=${TESTBED_RDZV_PORT_BASE:-$FACT_LOCAL_RDZV_PORT_BASE}
+	# quotad.sh and elasticd.sh read these from the kept facts.sh; elasticd's port moves with
+	# slurmctld's unless it is given.
+	QUOTAD_METRICS_PORT=${QUOTAD_METRICS_PORT:-$FACT_LOCAL_QUOTAD_PORT}
+	ELASTICD_PORT=${ELASTICD_PORT:-$((TESTBED_CTLD_PORT - FACT_LOCAL_CTLD_PORT + FACT_LOCAL_ELASTICD_PORT))}
 }
 
 require_root() {
@@ -249,7 +254,7 @@ write_configs() {
 		-db-password-file "$TESTBED_DIR/secrets/db-password" "${files[@]}" ||
 		die "cannot render the testbed's configuration from $FACTS"
 	[ "$before" = "$(cat "$ETC/slurm.conf" "$ETC/gres.conf" | md5sum)" ] || CONFIG_CHANGED=1
-	printf '%s\n' "$FACTS_SHELL" >"$ETC/facts.sh.new"
+	printf '%s\nQUOTAD_METRICS_PORT=%d ELASTICD_PORT=%d\n' "$FACTS_SHELL" "$QUOTAD_METRICS_PORT" "$ELASTICD_PORT" >"$ETC/facts.sh.new"
 	chmod 0644 "$ETC/facts.sh.new"
 	mv -f "$ETC/facts.sh.new" "$ETC/facts.sh"
 	chown slurm:slurm "$ETC/slurmdbd.conf"
@@ -265,10 +270,10 @@ export SLURMBRIDGE_DB_NAME=slurm_acct_db
 export SLURMBRIDGE_DB_USER=slurm
 export SLURMBRIDGE_DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db-password
 # What every user needs for quotactl list/explain through quotad's API: no secret.
-export SLURMBRIDGE_QUOTAD_URL=http://127.0.0.1:${QUOTAD_METRICS_PORT:-19817}
+export SLURMBRIDGE_QUOTAD_URL=http://127.0.0.1:$QUOTAD_METRICS_PORT
 export SLURMBRIDGE_MUNGE_SOCKET=$MUNGE_SOCKET
-# elasticd status reads the testbed's elasticd here (testbed/elasticd.sh's port).
-export SLURMBRIDGE_ELASTICD_URL=http://127.0.0.1:${ELASTICD_PORT:-$((TESTBED_CTLD_PORT + 2647))}
+# elasticd status reads the testbed's elasticd here.
+export SLURMBRIDGE_ELASTICD_URL=http://127.0.0.1:$ELASTICD_PORT
 export SLURMBRIDGE_EXAMPLES=$TESTBED_DIR/share/elasticd/examples
 export SLURMBRIDGE_PLUGIN_DIR=$([ "$TESTBED_FROM" = installed ] && echo "$SLURM_PLUGIN_DIR" || echo "$TESTBED_PLUGIN_DIR")
 EOF

@@ -61,7 +61,7 @@ func TestQuickReplayInvariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Cluster: c, RepoRoot: root, Log: testLog{t}, Timeout: 4 * time.Minute, ElasticdMetrics: ElasticdMetricsURL(),
+	r := &Runner{Cluster: c, RepoRoot: root, Log: testLog{t}, Timeout: 4 * time.Minute, ElasticdMetrics: c.ElasticdURL() + "/metrics",
 		Elastic: &ElasticSetup{Rule: p.Elastic, Trainer: filepath.Join(c.Examples(), "synthetic_trainer.py"), WorkDir: work, Pools: poolsByType}}
 	ctx := context.Background()
 	for _, d := range Daemons {

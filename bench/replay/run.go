@@ -499,20 +499,6 @@ func (r *Runner) workers(ctx context.Context, subs []Submitted, since time.Time)
 	}
 }
 
-// ElasticdMetricsURL is where the testbed's elasticd serves /metrics: testbed/elasticd.sh's
-// port rule (ELASTICD_PORT, else TESTBED_CTLD_PORT + 2647).
-func ElasticdMetricsURL() string {
-	port := os.Getenv("ELASTICD_PORT")
-	if port == "" {
-		ctld, err := strconv.Atoi(os.Getenv("TESTBED_CTLD_PORT"))
-		if err != nil {
-			ctld = 16817
-		}
-		port = strconv.Itoa(ctld + 2647)
-	}
-	return "http://127.0.0.1:" + port + "/metrics"
-}
-
 // elasticdActions reads elasticd_actions_total by action; elasticd may still be starting.
 func (r *Runner) elasticdActions(ctx context.Context) (map[string]float64, error) {
 	var last error

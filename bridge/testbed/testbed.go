@@ -106,6 +106,13 @@ func (c *Cluster) Examples() string {
 	return filepath.Join(c.Dir, "share", "elasticd", "examples")
 }
 
+// QuotadURL is where the testbed's quotad serves its API, cluster page and /metrics, as
+// testbed.sh up chose its port.
+func (c *Cluster) QuotadURL() string { return c.Vars["SLURMBRIDGE_QUOTAD_URL"] }
+
+// ElasticdURL is where the testbed's elasticd serves its status and /metrics.
+func (c *Cluster) ElasticdURL() string { return c.Vars["SLURMBRIDGE_ELASTICD_URL"] }
+
 // Env is the environment Slurm commands need to reach the testbed.
 func (c *Cluster) Env() []string { return slices.Clone(c.env) }
 

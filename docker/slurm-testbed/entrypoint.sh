@@ -25,22 +25,6 @@ MUNGE_KEY=$TESTBED_DIR/secrets/munge/munge.key
 DB_PASSWORD_FILE=$TESTBED_DIR/secrets/db/db-password
 DB_SOCKET=$RUN/mysqld/mysqld.sock
 FACTS=$TEMPLATES/facts.yaml
-# quotad runs as its own unprivileged user (uid fixed in the Dockerfile, so slurmdbd and
-# slurmctld resolve it too), a Slurm AdminLevel=Administrator as packaging/systemd/quotad.service
-# asks; metrics on loopback, checked by the health check from inside its container.
-QUOTAD_USER=slurmbridge
-QUOTAD_LISTEN=127.0.0.1:19817
-QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-2s}
-QUOTAD_PASSWORD_FILE=$TESTBED_DIR/secrets/quotad/db-password
-# elasticd as testbed/elasticd.sh runs it (fast settings, so a demo job moves in seconds), on the
-# compose network for the node agents; its state directory is the SPANK plugin's dir= in
-# plugstack.conf, a volume shared by the login node, the nodes and elasticd.
-ELASTIC_DIR=$TESTBED_DIR/elastic
-ELASTICD_HOST=elasticd
-ELASTICD_PORT=9464
-ELASTICD_INTERVAL=${ELASTICD_INTERVAL:-2s}
-# The node agent needs nothing of root (packaging/systemd/elasticd-agent.service): quotad's user.
-AGENT_USER=slurmbridge
 
 say() { printf '%s: %s\n' "${ROLE:-entrypoint}" "$*"; }
 die() { printf '%s: error: %s\n' "${ROLE:-entrypoint}" "$*" >&2; exit 1; }
@@ -49,6 +33,23 @@ die() { printf '%s: error: %s\n' "${ROLE:-entrypoint}" "$*" >&2; exit 1; }
 # (FACT_CONTAINER_*): the facts both testbeds share.
 facts=$(testbed-render shell -facts "$FACTS") || die "cannot read the testbed's facts ($FACTS)"
 eval "$facts"
+
+# quotad runs as its own unprivileged user (uid fixed in the Dockerfile, so slurmdbd and
+# slurmctld resolve it too), a Slurm AdminLevel=Administrator as packaging/systemd/quotad.service
+# asks; metrics on loopback, checked by the health check from inside its container.
+QUOTAD_USER=slurmbridge
+QUOTAD_LISTEN=127.0.0.1:$FACT_CONTAINER_QUOTAD_PORT
+QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-2s}
+QUOTAD_PASSWORD_FILE=$TESTBED_DIR/secrets/quotad/db-password
+# elasticd as testbed/elasticd.sh runs it (fast settings, so a demo job moves in seconds), on the
+# compose network for the node agents; its state directory is the SPANK plugin's dir= in
+# plugstack.conf, a volume shared by the login node, the nodes and elasticd.
+ELASTIC_DIR=$TESTBED_DIR/elastic
+ELASTICD_HOST=elasticd
+ELASTICD_PORT=$FACT_CONTAINER_ELASTICD_PORT
+ELASTICD_INTERVAL=${ELASTICD_INTERVAL:-2s}
+# The node agent needs nothing of root (packaging/systemd/elasticd-agent.service): quotad's user.
+AGENT_USER=slurmbridge
 
 wait_for() {
 	local what=$1 secs=$2 deadline

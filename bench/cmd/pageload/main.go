@@ -43,7 +43,7 @@ func run(n, rounds int) error {
 	if err != nil {
 		return err
 	}
-	base := c.Vars["SLURMBRIDGE_QUOTAD_URL"]
+	base := c.QuotadURL()
 	if base == "" {
 		return fmt.Errorf("the testbed's env file names no SLURMBRIDGE_QUOTAD_URL")
 	}

@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(w, "quotad: cycle %s during the replay (compressed time: the testbed's 5 s would stand for %s of trace time)\n",
 			o.quotadInterval, time.Duration(float64(5*time.Second)*plan.Params.TimeFactor))
 	}
-	r := &replay.Runner{Cluster: cluster, RepoRoot: root, Log: w, Timeout: o.limit, ElasticdMetrics: replay.ElasticdMetricsURL(),
+	r := &replay.Runner{Cluster: cluster, RepoRoot: root, Log: w, Timeout: o.limit, ElasticdMetrics: cluster.ElasticdURL() + "/metrics",
 		QuotadInterval: o.quotadInterval}
 	if strings.Contains(o.modes, string(replay.Elastic)) {
 		if r.Elastic, err = elasticSetup(ctx, cluster, o.out); err != nil {

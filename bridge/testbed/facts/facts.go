@@ -68,13 +68,15 @@ type Pool struct {
 }
 
 // LocalPorts are the local testbed's ports; slurmd of the i-th node (from 0) listens on
-// SlurmdBase+i.
+// SlurmdBase+i. Quotad is quotad's metrics and API port, Elasticd elasticd's.
 type LocalPorts struct {
 	DB         int `yaml:"db"`
 	Ctld       int `yaml:"ctld"`
 	Dbd        int `yaml:"dbd"`
 	SlurmdBase int `yaml:"slurmdBase"`
 	RdzvBase   int `yaml:"rdzvBase"`
+	Quotad     int `yaml:"quotad"`
+	Elasticd   int `yaml:"elasticd"`
 }
 
 // ContainerPorts are the container testbed's ports, the same in every container.
@@ -84,6 +86,8 @@ type ContainerPorts struct {
 	Dbd      int `yaml:"dbd"`
 	Slurmd   int `yaml:"slurmd"`
 	RdzvBase int `yaml:"rdzvBase"`
+	Quotad   int `yaml:"quotad"`
+	Elasticd int `yaml:"elasticd"`
 }
 
 // Hosts are the container testbed's service names of the database, slurmctld and slurmdbd.
@@ -163,6 +167,8 @@ func (f *Facts) validate() error {
 		{"local.ports.rdzvBase", f.Local.Ports.RdzvBase}, {"container.ports.db", f.Container.Ports.DB},
 		{"container.ports.ctld", f.Container.Ports.Ctld}, {"container.ports.dbd", f.Container.Ports.Dbd},
 		{"container.ports.slurmd", f.Container.Ports.Slurmd}, {"container.ports.rdzvBase", f.Container.Ports.RdzvBase},
+		{"local.ports.quotad", f.Local.Ports.Quotad}, {"local.ports.elasticd", f.Local.Ports.Elasticd},
+		{"container.ports.quotad", f.Container.Ports.Quotad}, {"container.ports.elasticd", f.Container.Ports.Elasticd},
 	} {
 		if p.port < 1 || p.port > 65535 {
 			errs = append(errs, fmt.Errorf("%s: %d is no port", p.what, p.port))

@@ -24,8 +24,10 @@ func (f *Facts) WriteShell(w io.Writer) error {
 		fmt.Sprintf("GPUS_PER_NODE=%d", f.GPUsPerNode),
 		fmt.Sprintf("FACT_LOCAL_DB_PORT=%d FACT_LOCAL_CTLD_PORT=%d FACT_LOCAL_DBD_PORT=%d FACT_LOCAL_SLURMD_PORT_BASE=%d FACT_LOCAL_RDZV_PORT_BASE=%d",
 			l.DB, l.Ctld, l.Dbd, l.SlurmdBase, l.RdzvBase),
+		fmt.Sprintf("FACT_LOCAL_QUOTAD_PORT=%d FACT_LOCAL_ELASTICD_PORT=%d", l.Quotad, l.Elasticd),
 		fmt.Sprintf("FACT_CONTAINER_DB_PORT=%d FACT_CONTAINER_CTLD_PORT=%d FACT_CONTAINER_DBD_PORT=%d FACT_CONTAINER_SLURMD_PORT=%d",
 			c.DB, c.Ctld, c.Dbd, c.Slurmd),
+		fmt.Sprintf("FACT_CONTAINER_QUOTAD_PORT=%d FACT_CONTAINER_ELASTICD_PORT=%d", c.Quotad, c.Elasticd),
 		"FACT_CONTAINER_DB_HOST=" + shellQuote(f.Container.Hosts.DB),
 		fmt.Sprintf("FACT_CONTAINER_FIRST_UID=%d", f.Container.FirstUID),
 	}
