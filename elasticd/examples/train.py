@@ -41,7 +41,9 @@ classic_servers_where_needed()
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--total-samples", type=int, default=2_000_000, help="stop after this many samples (all workers)")
+    # Long enough to watch elasticd measure, grow and settle on the testbed's CPUs: 2 million
+    # could end before the first grow on a busy machine. On GPUs, ask for more.
+    ap.add_argument("--total-samples", type=int, default=20_000_000, help="stop after this many samples (all workers)")
     ap.add_argument("--batch", type=int, default=256,
                     help="samples per process per step, unless elasticd gives ELASTIC_BATCH_PER_DEVICE")
     ap.add_argument("--width", type=int, default=256, help="hidden width of the MLP")
