@@ -10,6 +10,8 @@
 #                       built, install it and enable JobSubmitPlugins=pools
 #   testbed.sh down     stop exactly the processes the testbed started, by pid file
 #   testbed.sh status   say what is up
+#   testbed.sh stop NAME  stop one Slurm-side daemon (mariadb, munged, slurmdbd, slurmctld,
+#                       slurmd-NODE) and wait until it is gone; up brings it back (fault tests)
 #   testbed.sh clean    down, then remove $TESTBED_DIR
 #
 # TESTBED_FROM=installed runs it from an installed slurmbridge (the Debian packages, make install)
@@ -489,6 +491,28 @@ cmd_down() {
 	stop_pid munged
 }
 
+# cmd_stop NAME: unlike down it never sends SIGKILL, as a slurmctld killed while it saves its
+# state would lose the queue a fault test means to keep; it gives up after two minutes instead.
+cmd_stop() {
+	require_root
+	local name=$1 pid i
+	case $name in
+	mariadb | munged | slurmdbd | slurmctld) ;;
+	slurmd-*) [[ " ${NODES[*]} " == *" ${name#slurmd-} "* ]] || die "stop: the testbed has no node ${name#slurmd-}" ;;
+	*) die "stop: $name is none of the testbed's daemons (mariadb, munged, slurmdbd, slurmctld, slurmd-NODE)" ;;
+	esac
+	pid=$(pid_of "$name") || { say "$name is not running"; return 0; }
+	kill -TERM "$pid"
+	for i in $(seq 1 1200); do
+		if [ ! -d "/proc/$pid" ]; then
+			say "stopped $name ($pid)"
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "$name ($pid) still runs 120s after SIGTERM"
+}
+
 cmd_status() {
 	local name pid rc=0 node
 	for name in munged mariadb slurmdbd slurmctld $(for node in "${NODES[@]}"; do echo "slurmd-$node"; done); do
@@ -524,12 +548,16 @@ browser-package-list) echo "${BROWSER_PACKAGES[@]}" ;;
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
+stop)
+	[ $# -eq 2 ] || { echo "usage: $0 stop NAME" >&2; exit 2; }
+	cmd_stop "$2"
+	;;
 clean)
 	cmd_down
 	case $TESTBED_DIR in /tmp/* | /var/tmp/*) rm -rf "$TESTBED_DIR" ;; *) die "refusing to remove $TESTBED_DIR (not under /tmp or /var/tmp)" ;; esac
 	;;
 *)
-	echo "usage: $0 up|down|status|clean" >&2
+	echo "usage: $0 up|down|status|stop NAME|clean" >&2
 	exit 2
 	;;
 esac

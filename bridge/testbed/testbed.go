@@ -263,30 +263,14 @@ func (c *Cluster) PauseDaemon(t testing.TB, name string) {
 }
 
 // Stop stops one of the testbed's Slurm-side daemons (mariadb, slurmdbd, slurmctld, munged,
-// slurmd-NODE) by its pid file and waits until it is gone: fault tests use it to take a piece
-// of the cluster away. Up brings it back.
+// slurmd-NODE) and waits until it is gone (testbed.sh stop, which knows its processes): fault
+// tests use it to take a piece of the cluster away. Up brings it back.
 func (c *Cluster) Stop(ctx context.Context, name string) error {
-	data, err := os.ReadFile(filepath.Join(c.Dir, "run", name+".pid"))
-	if err != nil {
+	env := mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir})
+	if _, err := (slurm.ExecRunner{Env: env}).Run(ctx, "bash", filepath.Join(repoRoot(), "testbed", "testbed.sh"), "stop", name); err != nil {
 		return fmt.Errorf("stop %s: %w", name, err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return fmt.Errorf("stop %s: pid file: %w", name, err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return fmt.Errorf("stop %s (%d): %w", name, pid, err)
-	}
-	for {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("stop %s (%d): still running: %w", name, pid, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // Up starts whatever testbed daemon is down (testbed.sh up) and waits until every node is idle
