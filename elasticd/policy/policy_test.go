@@ -511,6 +511,17 @@ func TestStragglers(t *testing.T) {
 		return GPUSignal{Worker: worker, HasUtilization: true, UtilizationPct: 98, SMClockMHz: 1410, MaxSMClockMHz: 1410}
 	}
 	idle := GPUSignal{Worker: "1001", HasUtilization: true, UtilizationPct: 20, SMClockMHz: 1410, MaxSMClockMHz: 1410}
+	// An H200 under a dense job, as NVML read it: 100% busy at 690 of 700 W, its clock held
+	// back by the power limit alone.
+	powerCapped := func(worker string, mhz uint32) GPUSignal {
+		return GPUSignal{Worker: worker, HasUtilization: true, UtilizationPct: 100, SMClockMHz: mhz, MaxSMClockMHz: 1980,
+			ThermalOrPowerThrottled: true, ThrottleReasons: []string{"sw_power_cap"}}
+	}
+	hot := func(worker string) GPUSignal {
+		sig := powerCapped(worker, 1440)
+		sig.ThrottleReasons = []string{"sw_power_cap", "hw_thermal_slowdown"}
+		return sig
+	}
 
 	tests := []struct {
 		name        string
@@ -541,6 +552,16 @@ func TestStragglers(t *testing.T) {
 			[]GPUSignal{busy("1000"), busy("1001"), {Worker: "1002", GPU: 1, SMClockMHz: 1180, MaxSMClockMHz: 1410,
 				ThermalOrPowerThrottled: true, ThrottleReasons: []string{"sw_power_cap"}}, busy("1003")}, nil,
 			Grow, nil, "", map[string]string{"1002": "NVML: GPU 1 throttled to 1180 of 1410 MHz (sw_power_cap)"}},
+		{"every GPU at its power limit, as H200s run a dense job, is no sign of trouble", slow(), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{powerCapped("1000", 1440), powerCapped("1001", 1425), powerCapped("1002", 1440), powerCapped("1003", 1440)}, nil,
+			Grow, nil, "", nil},
+		{"one GPU at its power limit well below its like peers is flagged", slow(), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{powerCapped("1000", 1440), powerCapped("1001", 1440), powerCapped("1002", 1180), powerCapped("1003", 1440)}, nil,
+			Grow, nil, "", map[string]string{"1002": "NVML: GPU 0 throttled to 1180 of 1980 MHz (sw_power_cap)"}},
+		{"a thermal slowdown is flagged even where every GPU shares it", slow(), []GPUType{"a100", "a100", "a100", "a100"},
+			[]GPUSignal{hot("1000"), hot("1001"), hot("1002"), hot("1003")}, nil,
+			Grow, nil, "", map[string]string{"1000": "(sw_power_cap,hw_thermal_slowdown)", "1001": "(sw_power_cap,hw_thermal_slowdown)",
+				"1002": "(sw_power_cap,hw_thermal_slowdown)", "1003": "NVML: GPU 0 throttled to 1440 of 1980 MHz (sw_power_cap,hw_thermal_slowdown)"}},
 		{"a slower type is no straggler", slow(), []GPUType{"a100", "a100", "v100", "v100"}, nil, nil,
 			Grow, nil, "", nil},
 		{"no capacity to replace: hold", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"}, nil, map[GPUType]int{"a100": 0},

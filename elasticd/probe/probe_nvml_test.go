@@ -11,8 +11,12 @@ package probe
 
 import (
 	"encoding/json"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -109,4 +113,68 @@ func checkPlausible(t *testing.T, s Sample) {
 			t.Logf("GPU %d: throttle bit this package does not name: %s", s.Index, reason)
 		}
 	}
+}
+
+// TestRealNVMLSeesABusyGPU reads a GPU that another process keeps busy (a
+// training step, a matrix-product loop) and checks that the signals elasticd
+// acts on move with the work: utilisation high, SM clock up from idle, power
+// drawn, memory in use. Name the busy GPU's index:
+//
+//	SLURMBRIDGE_NVML_BUSY_GPU=0 go test -tags nvml -run TestRealNVMLSeesABusyGPU -v ./elasticd/probe/
+func TestRealNVMLSeesABusyGPU(t *testing.T) {
+	busy := os.Getenv("SLURMBRIDGE_NVML_BUSY_GPU")
+	if busy == "" {
+		t.Skip("SLURMBRIDGE_NVML_BUSY_GPU unset: no GPU is known to be busy")
+	}
+	index, err := strconv.Atoi(busy)
+	if err != nil {
+		t.Fatalf("SLURMBRIDGE_NVML_BUSY_GPU=%q: %v", busy, err)
+	}
+	r, err := Open(nvml.New())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer r.Close()
+
+	// NVML's utilisation is the share of the last sample period (1/6 s to
+	// 1 s) with a kernel running: take the best of a few reads a second apart
+	// so a gap between the loader's launches does not decide the test.
+	var best Sample
+	for i := 0; i < 5; i++ {
+		samples, err := r.Read([]int{index})
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		s := samples[0]
+		record, _ := json.Marshal(s)
+		t.Logf("busy GPU %d, read %d: %s", index, i, record)
+		if best.GPUUtilPct == nil || (s.GPUUtilPct != nil && *s.GPUUtilPct > *best.GPUUtilPct) {
+			best = s
+		}
+		time.Sleep(time.Second)
+	}
+	checkPlausible(t, best)
+	if best.GPUUtilPct == nil || *best.GPUUtilPct < 50 {
+		t.Errorf("GPU %d is busy but its utilisation reads %v%%", index, deref(best.GPUUtilPct))
+	}
+	if best.MemoryUsedBytes == nil || *best.MemoryUsedBytes < 256<<20 {
+		t.Errorf("GPU %d is busy but its memory in use reads %v bytes", index, deref(best.MemoryUsedBytes))
+	}
+	if best.SMClockMHz != nil && best.MaxSMClockMHz != nil && *best.SMClockMHz < *best.MaxSMClockMHz/2 {
+		t.Errorf("GPU %d is busy but its SM clock is %d of %d MHz", index, *best.SMClockMHz, *best.MaxSMClockMHz)
+	}
+	if slices.Contains(best.ThrottleReasons, "gpu_idle") {
+		t.Errorf("GPU %d is busy but NVML says its clocks are held back as idle: %v", index, best.ThrottleReasons)
+	}
+	t.Logf("busy GPU %d: utilisation %d%%, SM clock %d of %d MHz, power %d of %d mW, throttled by power or heat: %v",
+		index, deref(best.GPUUtilPct), deref(best.SMClockMHz), deref(best.MaxSMClockMHz),
+		deref(best.PowerMilliwatts), deref(best.PowerLimitMilliwatts), best.ThermalOrPowerThrottled())
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
