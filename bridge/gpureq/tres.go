@@ -31,27 +31,48 @@ type TRES map[string]uint64
 // ParseTRES reads a named TRES string. Empty entries (a leading or trailing comma) are skipped;
 // a repeated name is an error.
 func ParseTRES(s string) (TRES, error) {
-	const field = "TRES"
-	t := make(TRES, strings.Count(s, ",")+1)
+	return tresListForm[string]{field: "TRES", keyWord: "NAME", key: func(name string) (string, string) {
+		if !validTRESName(name) {
+			return "", fmt.Sprintf("name %q is not a TRES name", name)
+		}
+		return name, ""
+	}, value: parseSizeMB}.parse(s)
+}
+
+// tresListForm is one of the two TRES forms, named (ParseTRES) or by id (ParseTRESIDs).
+type tresListForm[K comparable] struct {
+	field, keyWord string // the form and its keys, in errors: "TRES ids", "ID"
+	dupPrefix      string // before a repeated key in its error: "id "
+	// key checks and converts a key: the problem with it, or "".
+	key   func(string) (K, string)
+	value func(string) (uint64, error)
+}
+
+// parse reads "KEY=VALUE,KEY=VALUE" as both forms write it: empty entries are skipped, a
+// repeated key is an error.
+func (f tresListForm[K]) parse(s string) (map[K]uint64, error) {
+	field := f.field
+	t := make(map[K]uint64, strings.Count(s, ",")+1)
 	for entry := range strings.SplitSeq(s, ",") {
 		if entry == "" {
 			continue
 		}
-		name, value, ok := strings.Cut(entry, "=")
+		keyText, valueText, ok := strings.Cut(entry, "=")
 		if !ok {
-			return nil, syntaxError(field, entry, "want NAME=VALUE")
+			return nil, syntaxError(field, entry, "want %s=VALUE", f.keyWord)
 		}
-		if !validTRESName(name) {
-			return nil, syntaxError(field, entry, "name %q is not a TRES name", name)
+		k, problem := f.key(keyText)
+		if problem != "" {
+			return nil, syntaxError(field, entry, "%s", problem)
 		}
-		n, err := parseSizeMB(value)
+		n, err := f.value(valueText)
 		if err != nil {
-			return nil, syntaxError(field, entry, "value %q: %v", value, err)
+			return nil, syntaxError(field, entry, "value %q: %v", valueText, err)
 		}
-		if _, dup := t[name]; dup {
-			return nil, syntaxError(field, entry, "%s given twice", name)
+		if _, dup := t[k]; dup {
+			return nil, syntaxError(field, entry, "%s%s given twice", f.dupPrefix, keyText)
 		}
-		t[name] = n
+		t[k] = n
 	}
 	return t, nil
 }
@@ -158,30 +179,13 @@ type TRESIDs map[uint32]uint64
 // ParseTRESIDs reads the id form. Empty entries are skipped: slurmdbd writes some columns with
 // a leading comma.
 func ParseTRESIDs(s string) (TRESIDs, error) {
-	const field = "TRES ids"
-	t := make(TRESIDs, strings.Count(s, ",")+1)
-	for entry := range strings.SplitSeq(s, ",") {
-		if entry == "" {
-			continue
-		}
-		idText, value, ok := strings.Cut(entry, "=")
-		if !ok {
-			return nil, syntaxError(field, entry, "want ID=VALUE")
-		}
+	return tresListForm[uint32]{field: "TRES ids", keyWord: "ID", dupPrefix: "id ", key: func(idText string) (uint32, string) {
 		id, err := parseDigits(idText)
 		if err != nil || id == 0 || id > uint64(^uint32(0)) {
-			return nil, syntaxError(field, entry, "id %q is not a TRES id", idText)
+			return 0, fmt.Sprintf("id %q is not a TRES id", idText)
 		}
-		n, err := parseDigits(value)
-		if err != nil {
-			return nil, syntaxError(field, entry, "value %q: %v", value, err)
-		}
-		if _, dup := t[uint32(id)]; dup {
-			return nil, syntaxError(field, entry, "id %d given twice", id)
-		}
-		t[uint32(id)] = n
-	}
-	return t, nil
+		return uint32(id), ""
+	}, value: parseDigits}.parse(s)
 }
 
 // String prints the id form with ids ascending, as slurmdbd does.
