@@ -41,6 +41,27 @@ wait_for() {
 	done
 }
 
+# start_munge KEY SOCKET PIDFILE LOGFILE SEEDFILE THREADS starts munged as user munge and waits
+# for its socket, making KEY first when there is none. The key is made under a lock beside it
+# and moved into place whole: the container testbed's nodes share one key on a volume and all
+# start at once.
+start_munge() {
+	local key=$1 socket=$2 pidfile=$3 logfile=$4 seedfile=$5 threads=$6
+	(
+		flock 9
+		if [ ! -s "$key" ]; then
+			mungekey --create --keyfile="$key.new"
+			chown munge:munge "$key.new"
+			chmod 0400 "$key.new"
+			mv "$key.new" "$key"
+			say "created the cluster's munge key"
+		fi
+	) 9>"$(dirname "$key")/.lock"
+	runuser -u munge -- /usr/sbin/munged --socket="$socket" --num-threads="$threads" \
+		--key-file="$key" --pid-file="$pidfile" --log-file="$logfile" --seed-file="$seedfile"
+	wait_for munged 10 test -S "$socket"
+}
+
 # kept_facts TESTBED_DIR sources what testbed.sh up kept of the testbed's facts
 # ($TESTBED_DIR/etc/facts.sh): the nodes it started and its daemons' ports (QUOTAD_METRICS_PORT,
 # ELASTICD_PORT), so the daemons listen where the testbed's env file says they do.

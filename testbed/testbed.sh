@@ -284,19 +284,9 @@ EOF
 
 start_munged() {
 	pid_of munged >/dev/null && return 0
-	if [ ! -s "$TESTBED_DIR/state/munge/munge.key" ]; then
-		mungekey --create --keyfile="$TESTBED_DIR/state/munge/munge.key"
-		chown munge:munge "$TESTBED_DIR/state/munge/munge.key"
-		chmod 0400 "$TESTBED_DIR/state/munge/munge.key"
-	fi
 	say "starting munged"
-	runuser -u munge -- /usr/sbin/munged \
-		--socket="$MUNGE_SOCKET" --num-threads=10 \
-		--key-file="$TESTBED_DIR/state/munge/munge.key" \
-		--pid-file="$RUN/munge/munged.pid" \
-		--log-file="$LOG/munged.log" \
-		--seed-file="$TESTBED_DIR/state/munge/munge.seed"
-	wait_for "munged" 10 test -S "$MUNGE_SOCKET"
+	start_munge "$TESTBED_DIR/state/munge/munge.key" "$MUNGE_SOCKET" "$RUN/munge/munged.pid" \
+		"$LOG/munged.log" "$TESTBED_DIR/state/munge/munge.seed" 10 || die "munged did not start"
 	ln -sf "$RUN/munge/munged.pid" "$RUN/munged.pid"
 }
 

@@ -28,6 +28,9 @@ FACTS=$TEMPLATES/facts.yaml
 
 say() { printf '%s: %s\n' "${ROLE:-entrypoint}" "$*"; }
 die() { printf '%s: error: %s\n' "${ROLE:-entrypoint}" "$*" >&2; exit 1; }
+# wait_for and start_munge, as the local testbed's scripts use them (testbed/supervise.sh).
+# shellcheck source=testbed/supervise.sh
+. /usr/local/share/slurmbridge/supervise.sh
 
 # CLUSTER, PROJECTS (account:user) and the container testbed's ports and hosts
 # (FACT_CONTAINER_*): the facts both testbeds share.
@@ -51,15 +54,6 @@ ELASTICD_INTERVAL=${ELASTICD_INTERVAL:-2s}
 # The node agent needs nothing of root (packaging/systemd/elasticd-agent.service): quotad's user.
 AGENT_USER=slurmbridge
 
-wait_for() {
-	local what=$1 secs=$2 deadline
-	shift 2
-	deadline=$((SECONDS + secs))
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $deadline ] || { say "gave up waiting for $what after ${secs}s"; return 1; }
-		sleep 0.5
-	done
-}
 
 # render [FLAG]... FILE...: slurm-conf/testbed's templates of FILEs, filled in from the facts for
 # the containers, into $ETC. JOB_SUBMIT_LINE and SLURM_PLUGIN_DIR are set by render_static
@@ -121,23 +115,8 @@ layout() {
 
 # The munge key is made once, by whichever container gets the lock first, on the shared volume.
 start_munged() {
-	(
-		flock 9
-		if [ ! -s "$MUNGE_KEY" ]; then
-			mungekey --create --keyfile="$MUNGE_KEY.new"
-			chown munge:munge "$MUNGE_KEY.new"
-			chmod 0400 "$MUNGE_KEY.new"
-			mv "$MUNGE_KEY.new" "$MUNGE_KEY"
-			say "created the cluster's munge key"
-		fi
-	) 9>"$(dirname "$MUNGE_KEY")/.lock"
-	runuser -u munge -- /usr/sbin/munged \
-		--socket="$RUN/munge/munge.socket" --num-threads=4 \
-		--key-file="$MUNGE_KEY" \
-		--pid-file="$RUN/munge/munged.pid" \
-		--log-file="$LOG/munged-$(hostname -s).log" \
-		--seed-file="$STATE/munge/munge.seed"
-	wait_for munged 10 test -S "$RUN/munge/munge.socket" || die "munged did not start"
+	start_munge "$MUNGE_KEY" "$RUN/munge/munge.socket" "$RUN/munge/munged.pid" \
+		"$LOG/munged-$(hostname -s).log" "$STATE/munge/munge.seed" 4 || die "munged did not start"
 }
 
 # supervise PID [COMPANION...]: stay in the foreground while the daemon runs, pass docker's

@@ -71,10 +71,12 @@ stage_context() {
 	# Swapped in with --checksum: unchanged files stay as they are and the layer cache holds.
 	rsync -a --delete --checksum "$CONTEXT/src.new/" "$CONTEXT/src/"
 	rm -rf "$CONTEXT/src.new"
-	# What the runtime stage takes besides the build output: the templates and the entry point.
+	# What the runtime stage takes besides the build output: the templates, the entry point and
+	# the process supervision it shares with the local testbed.
 	install -d "$CONTEXT/testbed"
 	rsync -a --delete --checksum "$REPO_ROOT/slurm-conf/testbed/" "$CONTEXT/testbed/slurm-conf/"
 	rsync -a --checksum "$HERE/entrypoint.sh" "$CONTEXT/testbed/entrypoint.sh"
+	rsync -a --checksum "$REPO_ROOT/testbed/supervise.sh" "$CONTEXT/testbed/supervise.sh"
 }
 
 # Each build step with the seconds since the start, to see where a slow CI build spends them.
