@@ -145,3 +145,42 @@ func TestEffectiveMax(t *testing.T) {
 		}
 	}
 }
+
+// The shipped torchrun example (elasticd/examples/train.py, NCCL on CUDA) as it reported from
+// an NVIDIA H200: every line is one elasticd reads, and the latest is the file's last.
+func TestReportsOfTheExampleOnAGPU(t *testing.T) {
+	data, err := os.ReadFile("testdata/h200-torchrun-4242.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) < 10 {
+		t.Fatalf("%d report lines, want the run's 10 or more", len(lines))
+	}
+	var last Report
+	for i, line := range lines {
+		rep, err := ParseReport([]byte(line))
+		if err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if rep.Worker != "4242" || rep.SamplesPerSec <= 0 || rep.ComputeSecondsPerStep <= 0 {
+			t.Errorf("line %d: %+v, want worker 4242 with samples/s and compute time", i+1, rep)
+		}
+		if !rep.Time.After(last.Time) {
+			t.Errorf("line %d: time %v not after %v", i+1, rep.Time, last.Time)
+		}
+		last = rep
+	}
+
+	dir := Dir(t.TempDir())
+	if err := os.MkdirAll(dir.ReportDir(4242), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir.ReportDir(4242), "4242.jsonl"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := dir.LatestReport(4242, "4242", uint32(os.Getuid()))
+	if err != nil || !ok || got != last {
+		t.Errorf("LatestReport = %+v, %v, %v; want %+v", got, ok, err, last)
+	}
+}
