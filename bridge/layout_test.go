@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -33,14 +34,22 @@ var execUsers = map[string]string{
 	"quotad/quotad_integration_test.go":                   "go build of quotad and quotactl, and the binaries under test",
 }
 
+// harnessDirs drive Slurm on purpose: the adapter itself, the testbed harness, and the
+// benchmarks, which set up the testbed through the harness as the integration tests do.
+var harnessDirs = []string{"bridge/slurm/", "bridge/testbed/", "bench/"}
+
 // TestSlurmCommandsRunOnlyThroughTheAdapter fails when a file outside the list above starts
-// processes, or when any file but the adapter names a Slurm command as the program to run.
+// processes (os/exec, os.StartProcess, syscall's exec and fork), when any file but the adapter
+// names a Slurm command as the program to run (a literal, a constant, or the first word of a
+// shell line), or when a component's own code hands a Slurm command's name to any call: a
+// component asks bridge/slurm's Client, which knows each release's flags and output.
 func TestSlurmCommandsRunOnlyThroughTheAdapter(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
+	files := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -56,60 +65,152 @@ func TestSlurmCommandsRunOnlyThroughTheAdapter(t *testing.T) {
 		if !strings.HasSuffix(rel, ".go") {
 			return nil
 		}
+		files++
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 		if err != nil {
 			return err
 		}
-		execName := ""
-		for _, imp := range f.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); p == "os/exec" {
-				execName = "exec"
-				if imp.Name != nil {
-					execName = imp.Name.Name
-				}
+		for _, problem := range processProblems(f, rel) {
+			t.Error(problem)
+		}
+		if startsProcesses(f) {
+			seen[rel] = true
+			if _, ok := execUsers[rel]; !ok {
+				t.Errorf("%s starts processes: Slurm's commands run through bridge/slurm's Runner; anything else it runs must be listed, with why, in execUsers", rel)
 			}
 		}
-		if execName == "" {
-			return nil
-		}
-		seen[rel] = true
-		if _, ok := execUsers[rel]; !ok {
-			t.Errorf("%s imports os/exec: Slurm's commands run through bridge/slurm's Runner; anything else it runs must be listed, with why, in execUsers", rel)
-		}
-		if strings.HasPrefix(rel, "bridge/slurm/") {
-			return nil
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != execName {
-				return true
-			}
-			arg := call.Args[0]
-			if sel.Sel.Name == "CommandContext" && len(call.Args) > 1 {
-				arg = call.Args[1]
-			}
-			if lit, ok := arg.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if name, _ := strconv.Unquote(lit.Value); slices.Contains(slurmCommands, filepath.Base(name)) {
-					t.Errorf("%s runs %s itself: Slurm's commands run through bridge/slurm's Runner", rel, name)
-				}
-			}
-			return true
-		})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if files < 100 {
+		t.Fatalf("read %d Go files under %s: the walk missed the tree", files, root)
+	}
 	for rel := range execUsers {
 		if !seen[rel] {
-			t.Errorf("execUsers lists %s, which does not import os/exec (moved or gone?)", rel)
+			t.Errorf("execUsers lists %s, which starts no process (moved or gone?)", rel)
 		}
 	}
+}
+
+// importName is the name file f uses for the package at path ("" when it does not import it).
+func importName(f *ast.File, path string) string {
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == path {
+			if imp.Name != nil {
+				return imp.Name.Name
+			}
+			return filepath.Base(path)
+		}
+	}
+	return ""
+}
+
+// processStarters are the calls that start a program, by package: the argument that names it
+// is the program (for exec.CommandContext the one after the context).
+var processStarters = map[string][]string{
+	"os/exec": {"Command", "CommandContext", "LookPath"},
+	"os":      {"StartProcess"},
+	"syscall": {"Exec", "ForkExec", "StartProcess"},
+}
+
+// starterCalls visits every call in f that starts a program.
+func starterCalls(f *ast.File, visit func(call *ast.CallExpr)) {
+	names := map[string][]string{}
+	for path, funcs := range processStarters {
+		if name := importName(f, path); name != "" && name != "_" {
+			names[name] = funcs
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+			if pkg, ok := sel.X.(*ast.Ident); ok && slices.Contains(names[pkg.Name], sel.Sel.Name) {
+				visit(call)
+			}
+		}
+		return true
+	})
+}
+
+func startsProcesses(f *ast.File) bool {
+	found := false
+	starterCalls(f, func(*ast.CallExpr) { found = true })
+	return found || importName(f, "os/exec") != ""
+}
+
+// processProblems lists where file rel runs a Slurm command outside the adapter.
+func processProblems(f *ast.File, rel string) []string {
+	if strings.HasPrefix(rel, "bridge/slurm/") {
+		return nil
+	}
+	consts := stringConsts(f)
+	slurmName := func(e ast.Expr) string {
+		// A shell line ("scontrol show job 7") runs its first word.
+		if fields := strings.Fields(bareString(e, consts)); len(fields) > 0 && slices.Contains(slurmCommands, filepath.Base(fields[0])) {
+			return fields[0]
+		}
+		return ""
+	}
+	var problems []string
+	starterCalls(f, func(call *ast.CallExpr) {
+		for _, arg := range call.Args {
+			if name := slurmName(arg); name != "" {
+				problems = append(problems, fmt.Sprintf("%s runs %s itself: Slurm's commands run through bridge/slurm's Runner", rel, name))
+			}
+		}
+	})
+	if strings.HasSuffix(rel, "_test.go") || slices.ContainsFunc(harnessDirs, func(d string) bool { return strings.HasPrefix(rel, d) }) {
+		return problems
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			for _, arg := range call.Args {
+				// Only the bare name: "scontrol show config failed" is a message, not a command.
+				if name := slurmName(arg); name != "" && bareString(arg, consts) == name {
+					problems = append(problems, fmt.Sprintf("%s hands %q to a call: a component asks bridge/slurm's Client, which runs Slurm's commands", rel, name))
+				}
+			}
+		}
+		return true
+	})
+	return problems
+}
+
+// bareString is e's value when it is a string literal or one of consts, else "".
+func bareString(e ast.Expr, consts map[string]string) string {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind == token.STRING {
+			s, _ := strconv.Unquote(e.Value)
+			return s
+		}
+	case *ast.Ident:
+		return consts[e.Name]
+	}
+	return ""
+}
+
+// stringConsts are file f's string constants by name.
+func stringConsts(f *ast.File) map[string]string {
+	out := map[string]string{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		spec, ok := n.(*ast.ValueSpec)
+		if !ok {
+			return true
+		}
+		for i, name := range spec.Names {
+			if i < len(spec.Values) {
+				if lit, ok := spec.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					out[name.Name], _ = strconv.Unquote(lit.Value)
+				}
+			}
+		}
+		return true
+	})
+	return out
 }
