@@ -18,10 +18,6 @@ import (
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
-// maxRefusals is how many submissions in a row Slurm may refuse before the job holds: a
-// request Slurm refuses once it refuses every cycle.
-const maxRefusals = 3
-
 // grow submits count workers of type t: in the project's guarantee while it has GPUs idle,
 // beyond that on borrowed GPUs in its elastic QOS (reclaimed before other borrowers).
 func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType, count int, log zerolog.Logger) []uint32 {
@@ -33,11 +29,11 @@ func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapsho
 		if err != nil {
 			d.metrics.actionErrors.WithLabelValues("grow").Inc()
 			j.refusals++
-			if j.refusals < maxRefusals {
+			j.refused = strings.TrimSpace(err.Error())
+			if !reconcile.HoldsOnRefusals(j.refusals) {
 				log.Warn().Err(err).Str("type", string(t)).Int("attempt", j.refusals).Msg("cannot submit a worker; trying again next cycle")
 				return ids
 			}
-			j.refused = strings.TrimSpace(err.Error())
 			log.Error().Err(err).Str("type", string(t)).Int("attempts", j.refusals).
 				Msg("Slurm refuses this job's workers: the job holds at its size until it is resubmitted or elasticd restarts")
 			return ids
@@ -271,13 +267,13 @@ func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, snap *snap
 func (d *Daemon) succeed(ctx context.Context, j *job, main slurm.Job, snap *snapshot, s reconcile.Succession, now time.Time, log zerolog.Logger) {
 	ids := d.grow(ctx, j, main, snap, s.Type, 1, log)
 	if len(ids) == 0 {
-		return // tried again next cycle, until Slurm has refused it maxRefusals times
+		return // tried again next cycle, until Slurm has refused it reconcile.MaxRefusals times
 	}
 	log.Info().Uint32("straggler", s.Straggler).Uint32("successor", ids[0]).Msg("straggler gone; its successor submitted")
 	d.mu.Lock()
 	delete(j.leaving, s.Straggler)
 	d.mu.Unlock()
-	d.setDecision(j, policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d has left; its successor %d joins", s.Straggler, ids[0])}, now, log)
+	d.setDecision(j, s.Joined(ids[0]), now, log)
 }
 
 // stopWorkers cancels the job's workers ids: the main job's run they belonged to is over,

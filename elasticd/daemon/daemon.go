@@ -90,8 +90,8 @@ type job struct {
 	pin       int    // size pinned by the job's owner or root (0: none)
 	pinnedBy  string // who pinned it
 	saved     []byte // the state file as last written
-	// refusals counts worker submissions failed in a row; at maxRefusals the job holds with
-	// refused, Slurm's answer, as its reason.
+	// refusals counts worker submissions failed in a row and refused is Slurm's last answer:
+	// facts for reconcile, which decides when the job holds on them (reconcile.MaxRefusals).
 	refusals int
 	refused  string
 }

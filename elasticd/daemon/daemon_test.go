@@ -20,6 +20,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
@@ -549,7 +550,7 @@ func TestAtMaxTheStragglerLeavesBeforeItsSuccessorJoins(t *testing.T) {
 	}
 }
 
-// A successor Slurm refuses is tried maxRefusals times, then the job holds: no loop.
+// A successor Slurm refuses is tried reconcile.MaxRefusals times, then the job holds: no loop.
 func TestRefusedSuccessorHoldsTheJob(t *testing.T) {
 	h := newHarness(t, 1, 2)
 	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
@@ -560,8 +561,8 @@ func TestRefusedSuccessorHoldsTheJob(t *testing.T) {
 	for range 10 {
 		h.cycle()
 	}
-	if h.slurm.attempts != maxRefusals || h.decision().Action != policy.Hold || !strings.Contains(h.decision().Reason, "Invalid account") {
-		t.Fatalf("%d attempts, decision %+v; want %d, then a hold with Slurm's answer", h.slurm.attempts, h.decision(), maxRefusals)
+	if h.slurm.attempts != reconcile.MaxRefusals || h.decision().Action != policy.Hold || !strings.Contains(h.decision().Reason, "Invalid account") {
+		t.Fatalf("%d attempts, decision %+v; want %d, then a hold with Slurm's answer", h.slurm.attempts, h.decision(), reconcile.MaxRefusals)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
 
 // The torchrun example as shipped: alice runs `sbatch elasticd/examples/torchrun.sbatch` from
@@ -163,7 +164,7 @@ func TestRefusedWorkersHoldTheJobAndSayWhy(t *testing.T) {
 	d.mu.Lock()
 	tries := d.jobs[main].refusals
 	d.mu.Unlock()
-	if st = jobStatus(d, main); tries != maxRefusals || st.Decision != "hold" {
+	if st = jobStatus(d, main); tries != reconcile.MaxRefusals || st.Decision != "hold" {
 		t.Fatalf("after more cycles: %d tries, status %+v", tries, st)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
 
 func mustTRES(t *testing.T, s string) gpureq.TRES {
@@ -128,8 +129,8 @@ func TestRefusedWorkersHoldTheJob(t *testing.T) {
 	for range 6 {
 		h.cycle()
 	}
-	if h.slurm.attempts != maxRefusals {
-		t.Fatalf("%d submissions tried, want %d", h.slurm.attempts, maxRefusals)
+	if h.slurm.attempts != reconcile.MaxRefusals {
+		t.Fatalf("%d submissions tried, want %d", h.slurm.attempts, reconcile.MaxRefusals)
 	}
 	dec := h.decision()
 	if dec.Action != policy.Hold || !strings.Contains(dec.Reason, "Slurm refused 3 worker submissions in a row") || !strings.Contains(dec.Reason, "Invalid generic resource") {

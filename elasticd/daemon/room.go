@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
-	"github.com/slurmbridge/slurmbridge/bridge/jobreason"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
@@ -199,7 +197,7 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 	shape := d.shapeOf(j, main, snap.extras[j.id])
 	out, limits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
 	growth, growthLimits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
-	own := d.workersOf(j, snap)
+	waiting := d.waitingJobs(snap, d.workersOf(j, snap))
 	for _, o := range types {
 		parts := d.partitionsOf(j, main, o.Type)
 		out[o.Type] = shape.fits(snap.nodes, parts, o.Type)
@@ -210,56 +208,39 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 		if n, why := d.associationRoom(main, snap, shape, o.Type, parts, qos); n != unlimited && n <= out[o.Type] {
 			out[o.Type], limits[o.Type] = n, why
 		}
-		if n, why := d.roomAfterWaiting(snap, parts, o.Type, shape.gpus, own); n != unlimited {
+		if n, why, yields := policy.GrowthRoom(waiting, parts, o.Type, freeGPUsIn(snap.nodes, parts, o.Type), shape.gpus); yields {
 			growth[o.Type], growthLimits[o.Type] = n, why
 		}
 	}
 	return out, limits, growth, growthLimits
 }
 
-// roomAfterWaiting is how many workers of gpus GPUs growth may add in the partitions once the
-// jobs waiting there have their GPUs (unlimited when none waits), with why. Growth beyond MIN
-// yields to any job Slurm would start, or quotad lend to, if GPUs were free: a worker's GPU adds
-// less work than the same GPU gives a job of its own (scaling is sublinear), and a worker on
-// GPUs a waiting job could take only delays that job (in the trace replay's busy window,
-// elastic workers on such GPUs made waiting jobs later and the whole run longer). The job's own
-// pending workers do not count: they are what growth is. A job pending in several of the job's
-// GPU types counts against each, since it is not known which it will take.
-func (d *Daemon) roomAfterWaiting(snap *snapshot, parts []string, t policy.GPUType, gpus int, own []slurm.Job) (int, string) {
-	waiting := 0
+// waitingJobs are the queue's pending jobs as policy.GrowthRoom weighs them; own are the
+// elastic job's workers.
+func (d *Daemon) waitingJobs(snap *snapshot, own []slurm.Job) []policy.WaitingJob {
+	var out []policy.WaitingJob
 	for _, j := range snap.jobs {
-		if !j.Pending() || !d.waitsForGPUs(j) || slices.ContainsFunc(own, func(w slurm.Job) bool { return w.ID == j.ID }) {
+		if !j.Pending() {
 			continue
 		}
-		if !slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(parts, p) }) {
-			continue
-		}
-		waiting += int(j.TRESReq.GPUs("")) * j.TaskCount()
+		out = append(out, policy.WaitingJob{
+			Reason: j.StateReason, Batch: j.Batch, Requeue: j.Requeue, LendingQOS: d.cfg.Pools.IsLendingQOS(j.QOS),
+			Own:        slices.ContainsFunc(own, func(w slurm.Job) bool { return w.ID == j.ID }),
+			Partitions: j.Partitions(), GPUsPerTask: int(j.TRESReq.GPUs("")), Tasks: j.TaskCount(),
+		})
 	}
-	if waiting == 0 {
-		return unlimited, ""
-	}
+	return out
+}
+
+// freeGPUsIn is the GPUs of type t free on the nodes that start jobs in the partitions.
+func freeGPUsIn(nodes []slurm.Node, parts []string, t policy.GPUType) int {
 	free := 0
-	for _, n := range snap.nodes {
+	for _, n := range nodes {
 		if startsJobs(n, parts) {
 			free += freeGPUs(n, t)
 		}
 	}
-	return max(free-waiting, 0) / gpus, fmt.Sprintf("jobs waiting in %s ask for %d GPUs, %d of %s free there: growth yields to them",
-		strings.Join(parts, ","), waiting, free, t)
-}
-
-// waitsForGPUs: the pending job would take GPUs that became free, by Slurm starting it or by
-// quotad lending it them. quotad lends only batch jobs Slurm can requeue, waiting on their
-// guarantee's GPU limit (QOSGrpGRES) outside any lending QOS.
-func (d *Daemon) waitsForGPUs(j slurm.Job) bool {
-	switch {
-	case jobreason.StartsWhenGPUsFree(j.StateReason):
-		return true
-	case j.StateReason == jobreason.GuaranteeFull:
-		return j.Batch && j.Requeue && !d.cfg.Pools.IsLendingQOS(j.QOS)
-	}
-	return false
+	return free
 }
 
 // partitionsOf are the partitions a worker of type t may run in: the declared pools of that

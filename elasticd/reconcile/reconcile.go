@@ -19,6 +19,18 @@ import (
 // Unlimited is a room no limit bounds.
 const Unlimited = -1
 
+// MaxRefusals is how many worker submissions in a row Slurm may refuse before the job holds:
+// a request Slurm refuses once it refuses every cycle, and submitting it again and again
+// only fills the log.
+const MaxRefusals = 3
+
+// HoldsOnRefusals says whether refusals, the worker submissions Slurm refused in a row, make
+// the job hold at its size (until it is resubmitted or elasticd restarts); below MaxRefusals
+// the submission is tried again next cycle.
+func HoldsOnRefusals(refusals int) bool {
+	return refusals >= MaxRefusals
+}
+
 // Room is how many more workers a limit admits (Unlimited: none applies) and, when one does,
 // which limit and why.
 type Room struct {
@@ -54,8 +66,8 @@ type State struct {
 	Replacing map[uint32]uint32
 	// Leaving are stragglers sent TERM before their successors are submitted.
 	Leaving map[uint32]Leave
-	// Refusals counts worker submissions Slurm refused in a row; Refused is its last answer
-	// once the job holds on it ("" until then).
+	// Refusals counts worker submissions Slurm refused in a row; Refused is its last answer.
+	// At MaxRefusals the job holds with that answer as its reason.
 	Refusals int
 	Refused  string
 }
@@ -148,6 +160,12 @@ type Succession struct {
 	Type      policy.GPUType
 }
 
+// Joined is the job's decision once Slurm has taken the straggler's successor (job id
+// successor): it holds while the successor joins the rendezvous the straggler left.
+func (s Succession) Joined(successor uint32) policy.Decision {
+	return policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d has left; its successor %d joins", s.Straggler, successor)}
+}
+
 // Reconcile decides the job's plan at now. The rules, first that applies:
 //   - workers pending: cancel those pending past the timeout, and hold;
 //   - workers submitted but not yet in the queue: hold;
@@ -170,7 +188,7 @@ func Reconcile(s State, snap Snapshot, now time.Time) Plan {
 		return succeedLeavers(s, snap)
 	case len(s.Stopping) > 0:
 		return hold(fmt.Sprintf("waiting for %d worker(s) to stop", len(s.Stopping)))
-	case s.Refused != "":
+	case HoldsOnRefusals(s.Refusals):
 		return hold(fmt.Sprintf("Slurm refused %d worker submissions in a row: %s", s.Refusals, s.Refused))
 	}
 	if p, below := growToTarget(s, snap); below {
@@ -239,7 +257,7 @@ func succeedLeavers(s State, snap Snapshot) Plan {
 	var p Plan
 	for _, old := range olds {
 		l := s.Leaving[old]
-		if len(snap.Active) >= l.Size || s.Refused != "" {
+		if len(snap.Active) >= l.Size || HoldsOnRefusals(s.Refusals) {
 			p.ForgetLeaving = append(p.ForgetLeaving, old)
 			continue
 		}

@@ -123,6 +123,15 @@ func TestReconcile(t *testing.T) {
 			want: reconcile.Plan{ForgetLeaving: []uint32{102}},
 		},
 		{
+			name:   "a straggler's successor Slurm refused fewer than MaxRefusals times is tried again",
+			active: []uint32{main, 101},
+			state: func(s *reconcile.State) {
+				s.Leaving[102] = reconcile.Leave{Type: a100, Size: 3}
+				s.Refusals, s.Refused = reconcile.MaxRefusals-1, "sbatch: error: invalid account"
+			},
+			want: reconcile.Plan{Succeed: &reconcile.Succession{Straggler: 102, Type: a100}},
+		},
+		{
 			name:   "a worker stopping holds",
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Stopping[101] = settled },
@@ -133,6 +142,25 @@ func TestReconcile(t *testing.T) {
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Refusals, s.Refused = 3, "sbatch: error: invalid account" },
 			action: policy.Hold, reason: "Slurm refused 3 worker submissions in a row: sbatch: error: invalid account",
+		},
+		{
+			name:   "refusals below MaxRefusals do not hold: the submission is tried again",
+			active: []uint32{main},
+			state: func(s *reconcile.State) {
+				s.Bounds.MinWorkers = 2
+				s.Refusals, s.Refused = reconcile.MaxRefusals-1, "sbatch: error: invalid account"
+			},
+			action: policy.Grow, reason: "below the declared min: 1 of 2 workers",
+			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 1}},
+		},
+		{
+			name:   "refusals past MaxRefusals hold the job, quoting the count",
+			active: []uint32{main},
+			state: func(s *reconcile.State) {
+				s.Bounds.MinWorkers = 2
+				s.Refusals, s.Refused = reconcile.MaxRefusals+1, "sbatch: error: Invalid generic resource (gres) specification"
+			},
+			action: policy.Hold, reason: "Slurm refused 4 worker submissions in a row: sbatch: error: Invalid generic resource (gres) specification",
 		},
 		{
 			name:   "below the min grows to it at once, without a measurement",
@@ -229,6 +257,42 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("plan %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A job holds on Slurm's refusals from the MaxRefusals-th in a row on, and only then.
+func TestHoldsOnRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		refusals int
+		holds    bool
+	}{
+		{refusals: 0, holds: false},
+		{refusals: 1, holds: false},
+		{refusals: 2, holds: false},
+		{refusals: 3, holds: true},
+		{refusals: 4, holds: true},
+	} {
+		if got := reconcile.HoldsOnRefusals(tc.refusals); got != tc.holds {
+			t.Errorf("HoldsOnRefusals(%d) = %v, want %v", tc.refusals, got, tc.holds)
+		}
+	}
+}
+
+// Once a straggler that left first has its successor submitted, the job holds and says which
+// worker joins in whose place.
+func TestSuccessionJoined(t *testing.T) {
+	for _, tc := range []struct {
+		s         reconcile.Succession
+		successor uint32
+		reason    string
+	}{
+		{s: reconcile.Succession{Straggler: 102, Type: a100}, successor: 205, reason: "straggler 102 has left; its successor 205 joins"},
+		{s: reconcile.Succession{Straggler: 7, Type: "v100"}, successor: 8, reason: "straggler 7 has left; its successor 8 joins"},
+	} {
+		got := tc.s.Joined(tc.successor)
+		if want := (policy.Decision{Action: policy.Hold, Reason: tc.reason}); !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v.Joined(%d) = %+v, want %+v", tc.s, tc.successor, got, want)
+		}
 	}
 }
 

@@ -109,109 +109,188 @@ type CycleResult struct {
 }
 
 // Cycle runs one cycle. Any read error means no action at all, and the error says why.
+// Its steps: the lease, the reads, the plan, then the dry run, or the lease checked again and
+// the plan applied; the cycle's record and metrics are left whatever step it ended at.
 func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
-	start, clock := d.now(), time.Now()
-	var (
-		cfg        *policy.Config
-		snapshotAt time.Time
-		snap       *snapshot.Snapshot
-	)
+	c := &cycleRun{start: d.now(), clock: time.Now()}
 	defer func() {
-		if d.View != nil {
-			c := view.Cycle{Start: start, Outcome: res.Outcome, Err: err, Plan: res.Plan, Config: cfg,
-				SnapshotAt: snapshotAt, LeaseHeld: d.wasActive != nil && *d.wasActive}
-			if snap != nil {
-				c.Nodes, c.Jobs = snap.SlurmNodes, snap.Jobs
-			}
-			d.pageFacts(ctx, &c)
-			d.View.Record(c)
-		}
-		if d.Metrics != nil {
-			d.Metrics.cycleSeconds.Observe(time.Since(start).Seconds())
-			d.Metrics.cycles.WithLabelValues(res.Outcome).Inc()
-			if err == nil && res.Outcome != "not_acting" {
-				d.Metrics.lastSuccess.Set(float64(d.now().Unix()))
-			}
-		}
+		d.recordCycle(ctx, c, res, err)
+		d.countCycle(c.start, res, err)
 	}()
 	res.Outcome = "error"
-	active := false
-	if !d.DryRun {
-		held, holder, err := d.Lease.Ensure(ctx)
-		if err != nil {
-			d.setActive(false, "")
-			return res, fmt.Errorf("lease: %w", err)
-		}
-		d.setActive(held, holder)
-		active = held
+	if c.active, err = d.ensureLease(ctx); err != nil {
+		return res, err
 	}
-	cfg, err = d.Config.Load(ctx)
-	if err != nil {
-		return res, fmt.Errorf("reading the quota table: %w", err)
+	if err = d.read(ctx, c); err != nil {
+		return res, err
 	}
-	snap, err = d.Snapshots.Take(ctx, cfg)
-	if err != nil {
-		return res, fmt.Errorf("snapshot: %w", err)
+	res.Plan = d.plan(c)
+	if c.active {
+		d.observeReclaims(ctx, c.cfg)
 	}
-	snapshotAt = snap.TakenAt
-	planStart := time.Now()
-	plan := policy.BuildPlan(cfg, snap.Snapshot, d.now())
-	res.Plan = plan
-	d.Log.Debug().Dur("accounting", snap.Took.Accounting).Dur("nodes", snap.Took.Nodes).Dur("queue", snap.Took.Queue).
-		Dur("plan", time.Since(planStart)).Dur("cycle", time.Since(clock)).Int("jobs", len(snap.Jobs)).Int("moves", len(plan.Moves)).Msg("cycle timings")
-	if d.Metrics != nil {
-		d.Metrics.observePlan(plan)
-	}
-	if active {
-		d.observeReclaims(ctx, cfg)
-	}
-	if d.DryRun {
+	switch {
+	case d.DryRun:
 		res.Outcome = "dry_run"
-		if d.Out != nil {
-			fmt.Fprintf(d.Out, "--- %s (dry run: nothing is changed)\n", start.Format(time.RFC3339))
-			WritePlan(d.Out, plan)
-		}
+		d.printDryRun(c.start, res.Plan)
 		return res, nil
-	}
-	if !plan.Acting {
+	case !res.Plan.Acting:
 		res.Outcome = "not_acting"
-		for _, n := range plan.Notes {
+		for _, n := range res.Plan.Notes {
 			d.Log.Warn().Str("note", n).Msg("plan does not act")
 		}
 		return res, nil
-	}
-	if !active {
+	case !c.active:
 		res.Outcome = "passive"
 		return res, nil
 	}
-	// Check the lease again just before acting: the snapshot took time, and a lost lease means
-	// another quotad may act on the same facts.
-	if held, holder, err := d.Lease.Ensure(ctx); err != nil || !held {
-		d.setActive(false, holder)
+	if held, err := d.leaseStillHeld(ctx); !held {
 		res.Outcome = "passive"
-		if err != nil {
-			return res, fmt.Errorf("lease lost before acting: %w", err)
-		}
-		return res, nil
+		return res, err
 	}
-	for _, n := range plan.Notes {
+	return d.apply(ctx, c.start, res)
+}
+
+// cycleRun is what one cycle has learnt so far, for the record it leaves.
+type cycleRun struct {
+	start time.Time // by d.now: when the cycle started, as the record and the plan see it
+	clock time.Time // by the wall clock: what the cycle's timings are measured from
+	// active: this quotad holds the lease (never in a dry run).
+	active bool
+	// cfg and snap are what the reads returned; snapshotAt is when a snapshot that could be
+	// read was taken.
+	cfg        *policy.Config
+	snap       *snapshot.Snapshot
+	snapshotAt time.Time
+}
+
+// recordCycle gives the read-only API the cycle's outcome, plan and facts.
+func (d *Daemon) recordCycle(ctx context.Context, c *cycleRun, res CycleResult, err error) {
+	if d.View == nil {
+		return
+	}
+	rec := view.Cycle{Start: c.start, Outcome: res.Outcome, Err: err, Plan: res.Plan, Config: c.cfg,
+		SnapshotAt: c.snapshotAt, LeaseHeld: d.wasActive != nil && *d.wasActive}
+	if c.snap != nil {
+		rec.Nodes, rec.Jobs = c.snap.SlurmNodes, c.snap.Jobs
+	}
+	d.pageFacts(ctx, &rec)
+	d.View.Record(rec)
+}
+
+// countCycle counts the cycle by outcome, with its duration; one that ended without an error,
+// and not on a plan that does not act, sets the last success.
+func (d *Daemon) countCycle(start time.Time, res CycleResult, err error) {
+	if d.Metrics == nil {
+		return
+	}
+	d.Metrics.cycleSeconds.Observe(time.Since(start).Seconds())
+	d.Metrics.cycles.WithLabelValues(res.Outcome).Inc()
+	if err == nil && res.Outcome != "not_acting" {
+		d.Metrics.lastSuccess.Set(float64(d.now().Unix()))
+	}
+}
+
+// ensureLease takes or keeps the lease and says whether this quotad is the active one. A dry
+// run needs no lease and is never active.
+func (d *Daemon) ensureLease(ctx context.Context) (bool, error) {
+	if d.DryRun {
+		return false, nil
+	}
+	held, holder, err := d.Lease.Ensure(ctx)
+	if err != nil {
+		d.setActive(false, "")
+		return false, fmt.Errorf("lease: %w", err)
+	}
+	d.setActive(held, holder)
+	return held, nil
+}
+
+// read loads the quota table and takes the snapshot.
+func (d *Daemon) read(ctx context.Context, c *cycleRun) error {
+	var err error
+	c.cfg, err = d.Config.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the quota table: %w", err)
+	}
+	c.snap, err = d.Snapshots.Take(ctx, c.cfg)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	c.snapshotAt = c.snap.TakenAt
+	return nil
+}
+
+// plan builds the cycle's plan from what was read, logging the cycle's timings so far and
+// counting what the plan holds.
+func (d *Daemon) plan(c *cycleRun) *policy.Plan {
+	planStart := time.Now()
+	plan := policy.BuildPlan(c.cfg, c.snap.Snapshot, d.now())
+	d.Log.Debug().Dur("accounting", c.snap.Took.Accounting).Dur("nodes", c.snap.Took.Nodes).Dur("queue", c.snap.Took.Queue).
+		Dur("plan", time.Since(planStart)).Dur("cycle", time.Since(c.clock)).Int("jobs", len(c.snap.Jobs)).Int("moves", len(plan.Moves)).Msg("cycle timings")
+	if d.Metrics != nil {
+		d.Metrics.observePlan(plan)
+	}
+	return plan
+}
+
+// printDryRun prints the plan a dry run would have applied.
+func (d *Daemon) printDryRun(start time.Time, plan *policy.Plan) {
+	if d.Out == nil {
+		return
+	}
+	fmt.Fprintf(d.Out, "--- %s (dry run: nothing is changed)\n", start.Format(time.RFC3339))
+	WritePlan(d.Out, plan)
+}
+
+// leaseStillHeld checks the lease again just before acting: the snapshot took time, and a
+// lost lease means another quotad may act on the same facts. A lease that cannot be checked
+// is lost, and the error says why.
+func (d *Daemon) leaseStillHeld(ctx context.Context) (bool, error) {
+	held, holder, err := d.Lease.Ensure(ctx)
+	if err == nil && held {
+		return true, nil
+	}
+	d.setActive(false, holder)
+	if err != nil {
+		return false, fmt.Errorf("lease lost before acting: %w", err)
+	}
+	return false, nil
+}
+
+// apply applies the cycle's plan (res.Plan) and says what was done. A lease lost mid-apply
+// (fenced) stops it: what was done stays done (each action is audited), nothing more is, and
+// the next cycle starts over from the lease.
+func (d *Daemon) apply(ctx context.Context, start time.Time, res CycleResult) (CycleResult, error) {
+	for _, n := range res.Plan.Notes {
 		d.Log.Info().Str("note", n).Msg("plan")
 	}
-	applied, err := d.Apply.Apply(ctx, plan)
+	applied, err := d.Apply.Apply(ctx, res.Plan)
 	res.Applied = applied
 	res.Outcome = "acted"
 	if errors.Is(err, ErrLeaseLost) {
-		// Another quotad may be acting from now on: what was done stays done (each action is
-		// audited), nothing more is, and the next cycle starts over from the lease.
 		res.Outcome = "fenced"
-		d.wasActive = nil // the next cycle's lease check says who is active now
-		if d.Metrics != nil {
-			d.Metrics.fenced.Inc()
-			d.Metrics.active.Set(0)
-		}
-		d.Log.Error().Err(err).Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("lends", applied.Lends).
-			Int("returns", applied.Returns).Msg("lease lost mid-apply: stopped applying")
+		d.fenced(err, applied)
 	}
+	d.countApplied(start, applied)
+	if err != nil {
+		return res, fmt.Errorf("applying the plan: %w", err)
+	}
+	return res, nil
+}
+
+// fenced notes a lease lost mid-apply: another quotad may be acting from now on.
+func (d *Daemon) fenced(err error, applied actuate.Result) {
+	d.wasActive = nil // the next cycle's lease check says who is active now
+	if d.Metrics != nil {
+		d.Metrics.fenced.Inc()
+		d.Metrics.active.Set(0)
+	}
+	d.Log.Error().Err(err).Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("lends", applied.Lends).
+		Int("returns", applied.Returns).Msg("lease lost mid-apply: stopped applying")
+}
+
+// countApplied counts the lends and returns per account and logs what the cycle changed.
+func (d *Daemon) countApplied(start time.Time, applied actuate.Result) {
 	if d.Metrics != nil {
 		for acct, n := range applied.LendsByAccount {
 			d.Metrics.lends.WithLabelValues(acct).Add(float64(n))
@@ -224,10 +303,6 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 		d.Log.Info().Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("users", applied.Users).Int("lends", applied.Lends).
 			Int("returns", applied.Returns).Dur("took", time.Since(start)).Msg("cycle applied")
 	}
-	if err != nil {
-		return res, fmt.Errorf("applying the plan: %w", err)
-	}
-	return res, nil
 }
 
 func (d *Daemon) setActive(active bool, holder string) {
