@@ -38,7 +38,7 @@ func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapsho
 				Msg("Slurm refuses this job's workers: the job holds at its size until it is resubmitted or elasticd restarts")
 			return ids
 		}
-		j.refusals = 0
+		j.refusals, j.refused = 0, ""
 		d.metrics.actions.WithLabelValues("grow").Inc()
 		log.Info().Uint32("worker", id).Str("type", string(t)).Str("qos", qos).Bool("borrowed", borrowed).Msg("worker submitted")
 		j.submitted[id] = d.now()
