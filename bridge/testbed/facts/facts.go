@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -198,6 +199,12 @@ func (f *Facts) validate() error {
 	}
 	if f.Quotas.GraceTime == "" || f.Quotas.PreemptExemptTime == "" || f.Quotas.MaxSnapshotAge == "" {
 		errs = append(errs, errors.New("quotas: graceTime, preemptExemptTime and maxSnapshotAge are needed"))
+	}
+	// quotad reads them as Go durations; the scripts get preemptExemptTime in seconds.
+	for what, d := range map[string]string{"graceTime": f.Quotas.GraceTime, "preemptExemptTime": f.Quotas.PreemptExemptTime, "maxSnapshotAge": f.Quotas.MaxSnapshotAge} {
+		if _, err := time.ParseDuration(d); d != "" && err != nil {
+			errs = append(errs, fmt.Errorf("quotas.%s: %w", what, err))
+		}
 	}
 	return errors.Join(errs...)
 }
