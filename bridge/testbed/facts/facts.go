@@ -126,8 +126,14 @@ func Load(path string) (*Facts, error) {
 // LoadRepo reads the facts file of the source tree this package was built from: the tests'
 // way to the testbed's facts wherever they run.
 func LoadRepo() (*Facts, error) {
+	return Load(filepath.Join(RepoDir(), filepath.Base(File)))
+}
+
+// RepoDir is the facts file's folder (slurm-conf/testbed) in the source tree this package was
+// built from, with the files beside it: quotas.yaml, pools.yaml.
+func RepoDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return Load(filepath.Join(filepath.Dir(file), "..", "..", "..", File))
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", filepath.Dir(File))
 }
 
 func (f *Facts) validate() error {
