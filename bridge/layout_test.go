@@ -22,7 +22,7 @@ var slurmCommands = []string{"sacct", "sacctmgr", "salloc", "sbatch", "scancel",
 var execUsers = map[string]string{
 	"bridge/slurm/runner.go":                              "the Slurm adapter's command runner",
 	"bridge/deps_test.go":                                 "go list, to read the import graph",
-	"bench/cmd/quotadcost/main.go":                        "the quotad binary it measures, and the testbed's daemon scripts it pauses",
+	"bench/cmd/quotadcost/main.go":                        "the quotad binary it measures",
 	"bench/replay/plot.go":                                "gnuplot, to draw the replay's figures",
 	"cgo-plugins/job_submit_pools/decision_cache_test.go": "the C compiler, to build the decision cache's tests under the sanitizers",
 	"doctor/plugin_elf_test.go":                           "the C compiler, to build a real shared object for the ELF reader",

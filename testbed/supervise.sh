@@ -1,6 +1,6 @@
 # Process supervision shared by testbed.sh, quotad.sh and elasticd.sh (sourced, not run): the
-# one way the testbed finds, waits for and stops the processes it started. Each script defines
-# say() before sourcing this.
+# one way the testbed finds, waits for and stops the processes it started; and the fake GPUs
+# both testbeds give their nodes. Each script defines say() before sourcing this.
 
 # pid_in PIDFILE PATTERN prints the pid recorded in PIDFILE when that process is alive and its
 # command line matches the glob PATTERN (a recycled pid is never signalled).
@@ -60,6 +60,18 @@ start_munge() {
 	runuser -u munge -- /usr/sbin/munged --socket="$socket" --num-threads="$threads" \
 		--key-file="$key" --pid-file="$pidfile" --log-file="$logfile" --seed-file="$seedfile"
 	wait_for munged 10 test -S "$socket"
+}
+
+# make_fake_gpus DIR NODE COUNT makes NODE's fake GPUs where gres.conf's File= names them
+# (DIR/gpus/NODE/nvidia0 .. nvidiaCOUNT-1): a character device (a twin of /dev/null) lets slurmd
+# derive CUDA_VISIBLE_DEVICES; where mknod is not allowed a plain file still gives a working
+# GRES count. Both testbeds make them so, from the facts' GPU_NODES and GPUS_PER_NODE.
+make_fake_gpus() {
+	local dir=$1/gpus/$2 count=$3 i
+	install -d -m 0755 "$dir"
+	for ((i = 0; i < count; i++)); do
+		[ -e "$dir/nvidia$i" ] || mknod -m 0666 "$dir/nvidia$i" c 1 3 2>/dev/null || : >"$dir/nvidia$i"
+	done
 }
 
 # kept_facts TESTBED_DIR sources what testbed.sh up kept of the testbed's facts

@@ -134,7 +134,7 @@ ensure_users() {
 }
 
 make_layout() {
-	local node i
+	local node
 	install -d -m 0755 "$TESTBED_DIR" "$ETC" "$RUN" "$LOG" "$TESTBED_DIR/state" "$TESTBED_DIR/gpus" "$TESTBED_PLUGIN_DIR"
 	install -d -m 0700 "$TESTBED_DIR/secrets"
 	install -d -m 0755 -o slurm -g slurm "$TESTBED_DIR/state/slurmctld" "$RUN/slurm"
@@ -146,14 +146,7 @@ make_layout() {
 		install -d -m 0755 "$TESTBED_DIR/state/slurmd/$node"
 	done
 	for node in "${GPU_NODES[@]}"; do
-		install -d -m 0755 "$TESTBED_DIR/gpus/$node"
-		for ((i = 0; i < GPUS_PER_NODE; i++)); do
-			# A character device (a twin of /dev/null) lets slurmd derive CUDA_VISIBLE_DEVICES;
-			# where mknod is not allowed a plain file still gives a working GRES count.
-			[ -e "$TESTBED_DIR/gpus/$node/nvidia$i" ] ||
-				mknod -m 0666 "$TESTBED_DIR/gpus/$node/nvidia$i" c 1 3 2>/dev/null ||
-				: >"$TESTBED_DIR/gpus/$node/nvidia$i"
-		done
+		make_fake_gpus "$TESTBED_DIR" "$node" "$GPUS_PER_NODE"
 	done
 	# Daemons that drop privileges write their logs as their own user.
 	touch "$LOG/slurmctld.log" "$LOG/slurmdbd.log" "$LOG/munged.log" "$LOG/mariadb.log"

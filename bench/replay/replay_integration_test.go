@@ -48,7 +48,6 @@ func TestQuickReplayInvariants(t *testing.T) {
 	for _, pr := range projects {
 		quota[pr.Account] = pr.GPUs
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
 	work, err := os.MkdirTemp("", "replay-elastic-")
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +60,14 @@ func TestQuickReplayInvariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Cluster: c, RepoRoot: root, Log: testLog{t}, Timeout: 4 * time.Minute, ElasticdMetrics: c.ElasticdURL() + "/metrics",
+	r := &Runner{Cluster: c, Log: testLog{t}, Timeout: 4 * time.Minute, ElasticdMetrics: c.ElasticdURL() + "/metrics",
 		Elastic: &ElasticSetup{Rule: p.Elastic, Trainer: filepath.Join(c.Examples(), "synthetic_trainer.py"), WorkDir: work, Pools: poolsByType}}
 	ctx := context.Background()
 	for _, d := range Daemons {
-		wasRunning := r.DaemonRunning(ctx, d)
+		restore := c.KeepDaemon(ctx, d)
 		t.Cleanup(func() {
-			if err := r.SetDaemon(context.Background(), d, wasRunning); err != nil {
-				t.Errorf("restoring %s: %v", d, err)
+			if err := restore(context.Background()); err != nil {
+				t.Errorf("restoring %v", err)
 			}
 		})
 	}

@@ -98,9 +98,8 @@ func TestbedProjects(quotasYAML string) ([]Project, error) {
 
 // Runner replays plans on the testbed.
 type Runner struct {
-	Cluster  *testbed.Cluster
-	RepoRoot string // for testbed/quotad.sh
-	Log      io.Writer
+	Cluster *testbed.Cluster
+	Log     io.Writer
 	// Timeout bounds one mode's run after its last submission.
 	Timeout time.Duration
 	// Elastic is what mode elastic needs (nil: that mode is refused).
@@ -207,7 +206,7 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 	}
 	if r.QuotadInterval > 0 || mode != Static {
 		// Restarted, so the cycle is the replay's whatever quotad ran with before.
-		if _, err := r.daemon(ctx, "quotad", "stop"); err != nil {
+		if _, err := r.Cluster.Daemon(ctx, "quotad", "stop"); err != nil {
 			return fmt.Errorf("quotad stop: %w", err)
 		}
 	}
@@ -215,11 +214,11 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 		// Opportunistic jobs are submitted straight into their project's borrow QOS: on a fresh
 		// testbed whose quotad has not finished a cycle yet (a run without mode static first)
 		// those QOS may not exist. Apply quotad's settings once before it starts.
-		if out, err := r.daemon(ctx, "quotad", "sync"); err != nil {
+		if out, err := r.Cluster.Daemon(ctx, "quotad", "sync"); err != nil {
 			return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
 		}
 	}
-	if _, err := r.daemon(ctx, "quotad", action, quotadEnv...); err != nil {
+	if _, err := r.Cluster.Daemon(ctx, "quotad", action, quotadEnv...); err != nil {
 		return fmt.Errorf("quotad %s: %w", action, err)
 	}
 	// elasticd only in mode elastic: in the others no job declares itself elastic, and a
@@ -228,7 +227,7 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 	if mode == Elastic {
 		action = "start"
 	}
-	if _, err := r.daemon(ctx, "elasticd", action); err != nil {
+	if _, err := r.Cluster.Daemon(ctx, "elasticd", action); err != nil {
 		return fmt.Errorf("elasticd %s: %w", action, err)
 	}
 	if mode != Static {
@@ -237,7 +236,7 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 	// A quotad stopped mid-cycle (as just now, or a fresh testbed's first cycle) may have left
 	// some of its QOS and account changes undone: a project without its capped guaranteed QOS
 	// would run uncapped and the static baseline would be wrong. Apply what is left, then check.
-	if out, err := r.daemon(ctx, "quotad", "sync"); err != nil {
+	if out, err := r.Cluster.Daemon(ctx, "quotad", "sync"); err != nil {
 		return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
 	}
 	return r.checkStaticQuotas(ctx, projects)
@@ -280,28 +279,6 @@ func (r *Runner) checkStaticQuotas(ctx context.Context, projects []Project) erro
 
 // Daemons are slurmbridge's daemons a replay starts and stops (testbed/NAME.sh).
 var Daemons = []string{"quotad", "elasticd"}
-
-// DaemonRunning says whether the testbed's daemon (quotad, elasticd) runs, to restore it after
-// a replay.
-func (r *Runner) DaemonRunning(ctx context.Context, name string) bool {
-	_, err := r.daemon(ctx, name, "status")
-	return err == nil
-}
-
-// SetDaemon starts or stops the testbed's daemon (quotad, elasticd).
-func (r *Runner) SetDaemon(ctx context.Context, name string, running bool) error {
-	action := "stop"
-	if running {
-		action = "start"
-	}
-	_, err := r.daemon(ctx, name, action)
-	return err
-}
-
-func (r *Runner) daemon(ctx context.Context, name, action string, env ...string) ([]byte, error) {
-	run := slurm.ExecRunner{Env: append(append(r.Cluster.Env(), "TESTBED_DIR="+r.Cluster.Dir), env...), Timeout: time.Minute}
-	return run.Run(ctx, "bash", filepath.Join(r.RepoRoot, "testbed", name+".sh"), action)
-}
 
 // sacct is the adapter for sacct: times as Unix seconds, and a minute for slurmdbd to answer.
 func (r *Runner) sacct() slurm.Client {

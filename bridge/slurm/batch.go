@@ -116,6 +116,15 @@ func (c Client) SubmitBatch(ctx context.Context, o SubmitOptions, script []byte)
 	return ParseSubmitted(out)
 }
 
+// AllocateNoShell runs salloc --no-shell with the options (Output and WorkDir are sbatch's and
+// are not given): it returns once slurmctld grants the allocation, and leaves no process on any
+// node; the allocation lasts until its time limit or until it is cancelled.
+func (c Client) AllocateNoShell(ctx context.Context, o SubmitOptions) error {
+	o.Output, o.WorkDir = "", ""
+	_, err := c.Runner.Run(ctx, "salloc", append([]string{"--no-shell"}, o.Argv()...)...)
+	return err
+}
+
 // ParseSubmitted reads the job id sbatch --parsable prints, "jobid" or "jobid;cluster", on its
 // last line.
 func ParseSubmitted(out []byte) (uint32, error) {

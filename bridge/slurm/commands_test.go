@@ -96,6 +96,23 @@ func TestClientCommandLines(t *testing.T) {
 		{"cancel nothing", "", func(c Client) error { return c.Cancel(context.Background()) }, nil},
 		{"cancel by name", "", func(c Client) error { return c.CancelNamed(context.Background(), "a", "b") }, []string{"scancel --name=a,b"}},
 		{"signal", "", func(c Client) error { return c.Signal(context.Background(), 9, "TERM") }, []string{"scancel --full --signal=TERM 9"}},
+		{"create partition", "", func(c Client) error {
+			return c.CreatePartition(context.Background(), PartitionSpec{Name: "bench", Nodes: "cpu-[1-2]", ForceOverSubscribe: 4, Hidden: true})
+		}, []string{"scontrol create PartitionName=bench Nodes=cpu-[1-2] OverSubscribe=FORCE:4 Hidden=YES State=UP MaxTime=INFINITE"}},
+		{"create plain partition", "", func(c Client) error {
+			return c.CreatePartition(context.Background(), PartitionSpec{Name: "bench", Nodes: "cpu-1"})
+		}, []string{"scontrol create PartitionName=bench Nodes=cpu-1 State=UP MaxTime=INFINITE"}},
+		{"delete partition", "", func(c Client) error { return c.DeletePartition(context.Background(), "bench") },
+			[]string{"scontrol delete PartitionName=bench"}},
+		{"allocate without a shell", "", func(c Client) error {
+			return c.AllocateNoShell(context.Background(), SubmitOptions{JobName: "b", Partition: "bench", Tasks: 1, MemMB: 1, TimeMinutes: 60, Output: "/dev/null"})
+		}, []string{"salloc --no-shell --job-name=b --partition=bench --ntasks=1 --mem=1M --time=60"}},
+		{"queue output", "", func(c Client) error { _, err := c.QueueOutput(context.Background(), QueueVariant{}); return err },
+			[]string{"squeue " + strings.Join(QueueArgs(), " ")}},
+		{"queue output per record", "", func(c Client) error {
+			_, err := c.QueueOutput(context.Background(), QueueVariant{PerRecord: true, LocalTime: true})
+			return err
+		}, []string{"squeue --all --noheader --Format=" + QueueFormat()}},
 		{"submit", "77\n", func(c Client) error {
 			_, err := c.SubmitBatch(context.Background(), SubmitOptions{Output: "/dev/null", Args: []string{"-p", "cpu", "job.sh"}}, nil)
 			return err

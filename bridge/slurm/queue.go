@@ -123,6 +123,30 @@ func (c Client) QueueJobs(ctx context.Context) ([]Job, error) {
 	return ParseQueue(out)
 }
 
+// QueueVariant leaves a part out of the fast read, to measure what that part costs.
+type QueueVariant struct {
+	// PerRecord drops --array: one line per array record instead of one per pending task.
+	PerRecord bool
+	// LocalTime leaves TZ unset: glibc then stat()s /etc/localtime for each time printed.
+	LocalTime bool
+}
+
+// QueueOutput runs the fast read's squeue, as varied, and returns what it printed, unparsed:
+// what squeue itself costs, for benchmarks.
+func (c Client) QueueOutput(ctx context.Context, v QueueVariant) ([]byte, error) {
+	args := QueueArgs()
+	if v.PerRecord {
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "--array" })
+	}
+	edit := QueueEnv
+	if v.LocalTime {
+		edit = func(env []string) []string {
+			return slices.DeleteFunc(QueueEnv(env), func(kv string) bool { return strings.HasPrefix(kv, "TZ=") })
+		}
+	}
+	return withEnv(c.Runner, edit).Run(ctx, "squeue", args...)
+}
+
 // QueueError names the line of squeue's output that could not be read.
 type QueueError struct {
 	Line int // 1-based

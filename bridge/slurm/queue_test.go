@@ -227,6 +227,20 @@ func TestQueueJobsRunsWithoutSqueueFilters(t *testing.T) {
 	}
 }
 
+// The benchmark's variant without TZ runs with the fast read's environment less TZ alone.
+func TestQueueOutputInLocalTime(t *testing.T) {
+	out := []byte("1|x\n")
+	r := &envRunner{replayRunner: replayRunner{t: t, outputs: map[string][]byte{"squeue " + strings.Join(QueueArgs(), " "): out}}}
+	got, err := Client{Runner: r}.QueueOutput(context.Background(), QueueVariant{LocalTime: true})
+	if err != nil || string(got) != string(out) {
+		t.Fatalf("output %q, %v", got, err)
+	}
+	want := []string{"PATH=/usr/bin", "SLURM_CONF=/etc/x", "SLURM_TIME_FORMAT=%s", "SLURM_BITSTR_LEN=0"}
+	if !slices.Equal(r.env, want) {
+		t.Errorf("env %q, want %q", r.env, want)
+	}
+}
+
 func TestUpdateFailures(t *testing.T) {
 	for _, rel := range releases {
 		stderr := string(fixture(t, "scontrol-update-"+rel.name+".err"))

@@ -189,3 +189,32 @@ func (c Client) UpdateJob(ctx context.Context, jobID uint32, u JobUpdate) error 
 }
 
 func formatID(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
+
+// PartitionSpec is a partition made at run time (scontrol create), up at once and without a
+// time limit: benchmarks make a partition of their own over existing nodes and remove it after.
+type PartitionSpec struct {
+	Name  string
+	Nodes string // a host list: cpu-[1-2]
+	// ForceOverSubscribe, when above 0, lets that many jobs share each core (OverSubscribe=FORCE:N).
+	ForceOverSubscribe int
+	Hidden             bool // left out of sinfo and squeue unless asked for
+}
+
+// CreatePartition makes the partition in slurmctld (not in slurm.conf: it is gone after a restart).
+func (c Client) CreatePartition(ctx context.Context, p PartitionSpec) error {
+	args := []string{"create", "PartitionName=" + p.Name, "Nodes=" + p.Nodes}
+	if p.ForceOverSubscribe > 0 {
+		args = append(args, "OverSubscribe=FORCE:"+strconv.Itoa(p.ForceOverSubscribe))
+	}
+	if p.Hidden {
+		args = append(args, "Hidden=YES")
+	}
+	_, err := c.Runner.Run(ctx, "scontrol", append(args, "State=UP", "MaxTime=INFINITE")...)
+	return err
+}
+
+// DeletePartition removes a partition; slurmctld refuses while jobs of it have not ended.
+func (c Client) DeletePartition(ctx context.Context, name string) error {
+	_, err := c.Runner.Run(ctx, "scontrol", "delete", "PartitionName="+name)
+	return err
+}

@@ -68,6 +68,17 @@ func TRESName(typ, name string) string {
 	return typ + "/" + name
 }
 
+// TRESID is the id of the TRES named as accounting prints it ("gres/gpu:a100") in a TRESNames
+// map, or false.
+func TRESID(names map[uint32]string, name string) (uint32, bool) {
+	for id, n := range names {
+		if n == name {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
 // GPUTypes returns the typed GPU TRES known to slurmdbd ("a100" for gres/gpu:a100).
 func GPUTypes(names map[uint32]string) map[string]bool {
 	types := map[string]bool{}
@@ -187,6 +198,15 @@ func (r *Reader) UsageRows(ctx context.Context, gpuID uint32, since, now time.Ti
 		return nil, fmt.Errorf("reading %s_job_table: %w", r.Cluster, err)
 	}
 	return rows, nil
+}
+
+// JobRowCount is how many rows the cluster's job table holds, deleted ones too.
+func (r *Reader) JobRowCount(ctx context.Context) (int, error) {
+	var n int
+	if err := r.DB.GetContext(ctx, &n, "SELECT COUNT(*) FROM "+r.table("job_table")); err != nil {
+		return 0, fmt.Errorf("reading %s_job_table: %w", r.Cluster, err)
+	}
+	return n, nil
 }
 
 // jobStateCompleted is job_state_t JOB_COMPLETE in the job table.

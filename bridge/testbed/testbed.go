@@ -238,25 +238,70 @@ func (c *Cluster) UpdateJobAs(ctx context.Context, username, jobID string, u slu
 	return buf.String(), err
 }
 
-// PauseDaemon stops one of slurmbridge's daemons that the testbed runs (testbed/NAME.sh, e.g.
-// quotad or elasticd) for the rest of the test, and starts it again when the test ends, if it
-// was running: a test that runs its own instance in-process must not race the testbed's.
+// Daemon runs testbed/NAME.sh ACTION for one of slurmbridge's daemons the testbed runs (quotad,
+// elasticd): start, stop, status or sync, with env's extra variables (QUOTAD_INTERVAL=2s); a
+// minute at most when ctx has no deadline.
+func (c *Cluster) Daemon(ctx context.Context, name, action string, env ...string) ([]byte, error) {
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	return c.script(ctx, time.Minute, vars, name+".sh", action)
+}
+
+// DaemonRunning says whether the testbed's daemon runs (its script's status says so).
+func (c *Cluster) DaemonRunning(ctx context.Context, name string) bool {
+	_, err := c.Daemon(ctx, name, "status")
+	return err == nil
+}
+
+// SetDaemon starts or stops the testbed's daemon.
+func (c *Cluster) SetDaemon(ctx context.Context, name string, running bool) error {
+	action := "stop"
+	if running {
+		action = "start"
+	}
+	if out, err := c.Daemon(ctx, name, action); err != nil {
+		return fmt.Errorf("%s %s: %w (%s)", name, action, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// KeepDaemon notes whether the testbed's daemon runs now and returns what puts it back so,
+// whatever was done to it in between: a replay starts and stops the daemons mode by mode.
+func (c *Cluster) KeepDaemon(ctx context.Context, name string) (restore func(context.Context) error) {
+	running := c.DaemonRunning(ctx, name)
+	return func(ctx context.Context) error { return c.SetDaemon(ctx, name, running) }
+}
+
+// Pause stops the testbed's daemon, if it runs, and returns what starts it again (nothing to do
+// when it was not running): a test or benchmark that runs its own instance, or needs a quiet
+// cluster, must not race the testbed's.
+func (c *Cluster) Pause(ctx context.Context, name string) (restore func(context.Context) error, err error) {
+	if !c.DaemonRunning(ctx, name) {
+		return func(context.Context) error { return nil }, nil
+	}
+	if err := c.SetDaemon(ctx, name, false); err != nil {
+		return nil, fmt.Errorf("pause %w", err)
+	}
+	return func(ctx context.Context) error { return c.SetDaemon(ctx, name, true) }, nil
+}
+
+// PauseDaemon is Pause for the rest of the test: the daemon starts again when the test ends,
+// if it was running.
 func (c *Cluster) PauseDaemon(t testing.TB, name string) {
 	t.Helper()
-	script := filepath.Join(repoRoot(), "testbed", name+".sh")
-	r := slurm.ExecRunner{Env: mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir})}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := r.Run(ctx, "bash", script, "status"); err != nil {
-		return // not running: nothing to pause or restore
-	}
-	if _, err := r.Run(ctx, "bash", script, "stop"); err != nil {
-		t.Fatalf("pause %s: %v", name, err)
+	restore, err := c.Pause(ctx, name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := r.Run(ctx, "bash", script, "start"); err != nil {
+		if err := restore(ctx); err != nil {
 			t.Errorf("restart %s after the test: %v", name, err)
 		}
 	})
@@ -266,8 +311,7 @@ func (c *Cluster) PauseDaemon(t testing.TB, name string) {
 // slurmd-NODE) and waits until it is gone (testbed.sh stop, which knows its processes): fault
 // tests use it to take a piece of the cluster away. Up brings it back.
 func (c *Cluster) Stop(ctx context.Context, name string) error {
-	env := mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir})
-	if _, err := (slurm.ExecRunner{Env: env}).Run(ctx, "bash", filepath.Join(repoRoot(), "testbed", "testbed.sh"), "stop", name); err != nil {
+	if _, err := c.script(ctx, 0, nil, "testbed.sh", "stop", name); err != nil {
 		return fmt.Errorf("stop %s: %w", name, err)
 	}
 	return nil
@@ -276,9 +320,17 @@ func (c *Cluster) Stop(ctx context.Context, name string) error {
 // Up starts whatever testbed daemon is down (testbed.sh up) and waits until every node is idle
 // or allocated again; slurmbridge's own daemons are left as they are.
 func (c *Cluster) Up(ctx context.Context) error {
-	env := mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir, "TESTBED_DAEMONS": ""})
-	_, err := slurm.ExecRunner{Env: env}.Run(ctx, "bash", filepath.Join(repoRoot(), "testbed", "testbed.sh"), "up")
+	_, err := c.script(ctx, 0, map[string]string{"TESTBED_DAEMONS": ""}, "testbed.sh", "up")
 	return err
+}
+
+// script runs testbed/FILE ARGS with bash, in the testbed's environment with TESTBED_DIR and
+// vars set; timeout bounds it when ctx has no deadline (zero: the runner's default).
+func (c *Cluster) script(ctx context.Context, timeout time.Duration, vars map[string]string, file string, args ...string) ([]byte, error) {
+	env := mergeEnv(c.env, map[string]string{"TESTBED_DIR": c.Dir})
+	env = mergeEnv(env, vars)
+	r := slurm.ExecRunner{Env: env, Timeout: timeout}
+	return r.Run(ctx, "bash", append([]string{filepath.Join(repoRoot(), "testbed", file)}, args...)...)
 }
 
 // repoRoot is the source tree this package was built from.

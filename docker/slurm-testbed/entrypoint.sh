@@ -6,6 +6,7 @@
 #   slurmbridge-entrypoint health ROLE                                exit 0 when the role is ready
 #   slurmbridge-entrypoint add-users                                  (image build) the projects' users, with fixed uids
 #   slurmbridge-entrypoint render-static                              (image build) render slurm.conf, gres.conf, plugstack.conf
+#   slurmbridge-entrypoint facts                                      the image's testbed facts as bash assignments, for eval
 #   slurmbridge-entrypoint CMD...                                     run anything else (e.g. bash)
 #
 # Configs come from slurm-conf/testbed/*.in, the templates of the local testbed, filled in by
@@ -28,12 +29,14 @@ FACTS=$TEMPLATES/facts.yaml
 
 say() { printf '%s: %s\n' "${ROLE:-entrypoint}" "$*"; }
 die() { printf '%s: error: %s\n' "${ROLE:-entrypoint}" "$*" >&2; exit 1; }
-# wait_for and start_munge, as the local testbed's scripts use them (testbed/supervise.sh).
+# wait_for, start_munge and make_fake_gpus, as the local testbed's scripts use them
+# (testbed/supervise.sh).
 # shellcheck source=testbed/supervise.sh
 . /usr/local/share/slurmbridge/supervise.sh
 
-# CLUSTER, PROJECTS (account:user) and the container testbed's ports and hosts
-# (FACT_CONTAINER_*): the facts both testbeds share.
+# CLUSTER, NODES, GPU_NODES, PROJECTS (account:user) and the container testbed's ports and
+# hosts (FACT_CONTAINER_*): the facts both testbeds share. `slurmbridge-entrypoint facts` prints
+# them, for the scripts on the host that check the running cluster (smoke.sh).
 facts=$(testbed-render shell -facts "$FACTS") || die "cannot read the testbed's facts ($FACTS)"
 eval "$facts"
 
@@ -192,19 +195,13 @@ role_slurmdbd() {
 	supervise $pid
 }
 
-# Node names from slurm.conf's NodeName lines, expanded (cpu-[1-2] -> cpu-1 cpu-2).
-node_names() {
-	sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$ETC/slurm.conf" | grep -vx DEFAULT |
-		while read -r expr; do scontrol show hostnames "$expr"; done
-}
-
 role_slurmctld() {
 	local node
 	start_munged
 	# Compose starts the node containers right after this one; slurmctld resolves every
 	# NodeAddr when it starts and retries an unknown name for 10 s each, so wait for their DNS
 	# names first (a missing node is still started without, and comes up once it resolves).
-	for node in $(node_names); do
+	for node in "${NODES[@]}"; do
 		wait_for "$node in DNS" 60 getent hosts "$node" || say "starting without $node"
 	done
 	install -d -m 0755 -o slurm -g slurm "$STATE/slurmctld" "$RUN/slurm"
@@ -213,27 +210,12 @@ role_slurmctld() {
 	supervise $!
 }
 
-# Fake GPUs at the File= paths gres.conf gives this node: character devices like /dev/null
-# (slurmd then sets CUDA_VISIBLE_DEVICES), or plain files where mknod is not allowed.
-make_gpus() {
-	local node=$1 line path dir base lo hi i
-	line=$(grep -E "^NodeName=$node[[:space:]]" "$ETC/gres.conf" || true)
-	[ -n "$line" ] || return 0
-	path=$(sed -E 's/.*File=([^ ]+).*/\1/' <<<"$line")
-	[[ $path =~ ^(.*)\[([0-9]+)-([0-9]+)\]$ ]] || die "cannot read File=$path in gres.conf"
-	base=${BASH_REMATCH[1]} lo=${BASH_REMATCH[2]} hi=${BASH_REMATCH[3]}
-	dir=$(dirname "$base")
-	install -d -m 0755 "$dir"
-	for ((i = lo; i <= hi; i++)); do
-		[ -e "$base$i" ] || mknod -m 0666 "$base$i" c 1 3 2>/dev/null || : >"$base$i"
-	done
-}
-
 role_slurmd() {
 	local node=${SLURMD_NODENAME:-$(hostname -s)}
 	start_munged
 	install -d -m 0755 "$STATE/slurmd/$node"
-	make_gpus "$node"
+	# Its fake GPUs, where gres.conf's File= names them, if the facts give it any.
+	[[ " ${GPU_NODES[*]} " != *" $node "* ]] || make_fake_gpus "$TESTBED_DIR" "$node" "$GPUS_PER_NODE"
 	# Registers at once instead of retrying while slurmctld still starts.
 	wait_for slurmctld 120 ctld_up || say "slurmctld does not answer yet; slurmd retries on its own"
 	/usr/sbin/slurmd -D -N "$node" &
@@ -307,6 +289,7 @@ case $ROLE in
 add-users) add_users ;;
 render-static) render_static ;;
 health) health "${2:-}" ;;
+facts) printf '%s\n' "$facts" ;;
 mariadb) layout && role_mariadb ;;
 slurmdbd) layout && role_slurmdbd ;;
 slurmctld) layout && role_slurmctld ;;

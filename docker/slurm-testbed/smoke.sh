@@ -12,8 +12,6 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:?run it through testbed-docker.sh test, which names the project of the release}
 COMPOSE_FILE=${COMPOSE_FILE:-$HERE/docker-compose.yml}
 JOB_TIMEOUT=${JOB_TIMEOUT:-90}
-NODES=7
-GPU_POOLS=(a100 a100-spot v100)
 CHECKED=()
 t0=$SECONDS
 
@@ -64,17 +62,29 @@ record() {
 TMPDIR_SMOKE=$(mktemp -d)
 trap 'rm -rf "$TMPDIR_SMOKE"' EXIT
 
+# The testbed's facts as the running image holds them (slurm-conf/testbed/facts.yaml, printed
+# by testbed-render through the entry point): CLUSTER, NODES, POOLS, GPU_POOLS, PROJECTS
+# (account:user), FACT_CONTAINER_* and FACT_QUOTA_PREEMPT_EXEMPT_SECONDS.
+facts=$(as root slurmbridge-entrypoint facts) || fail "cannot read the testbed's facts from the slurmctld container"
+eval "$facts"
+ACCOUNTS=()
+for entry in "${PROJECTS[@]}"; do ACCOUNTS+=("${entry%%:*}"); done
+
 # 1. The cluster: every node idle, the pools as partitions, the projects in accounting.
 idle=$(as root sinfo -h -N -o '%N %t' | sort -u | awk '$2 == "idle"' | wc -l)
-[ "$idle" -eq $NODES ] || fail "$idle of $NODES nodes idle"
-pass "all $NODES nodes idle (cpu-[1-2], a100-[1-2], v100-[1-2], a100-spot-1)"
+[ "$idle" -eq ${#NODES[@]} ] || fail "$idle of ${#NODES[@]} nodes idle"
+pass "all ${#NODES[@]} nodes idle (${NODES[*]})"
 parts=$(as root sinfo -h -o %R | sort | tr '\n' ' ')
-[ "$parts" = "a100 a100-spot cpu v100 " ] || fail "partitions are '$parts', want a100 a100-spot cpu v100"
+want=$(printf '%s\n' "${POOLS[@]}" | sort | tr '\n' ' ')
+[ "$parts" = "$want" ] || fail "partitions are '$parts', want ${want% }"
 pass "pools as partitions: $parts"
-assoc=$(as root sacctmgr -n -P show assoc where cluster=testbed format=account,user | grep '^proj-.*|.' | sort | tr '\n' ' ')
-[ "$assoc" = "proj-a|alice proj-b|bob proj-c|carol " ] || fail "associations are '$assoc'"
-pass "accounts proj-a/b/c with users alice/bob/carol"
-[ "$(as alice id -u)" = 2001 ] || fail "alice is not uid 2001 on the login container"
+assoc=$(as root sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$(IFS=,; echo "${ACCOUNTS[*]}")" format=account,user | grep '|.' | sort | tr '\n' ' ')
+want=$(printf '%s\n' "${PROJECTS[@]}" | tr : '|' | sort | tr '\n' ' ')
+[ "$assoc" = "$want" ] || fail "associations are '$assoc', want '${want% }'"
+pass "accounts with their users (account:user): ${PROJECTS[*]}"
+# The projects' users get uids from firstUID on, in the projects' order.
+first=${PROJECTS[0]#*:}
+[ "$(as "$first" id -u)" = "$FACT_CONTAINER_FIRST_UID" ] || fail "$first is not uid $FACT_CONTAINER_FIRST_UID on the login container"
 
 # 2. A CPU job as alice, no partition given: runs on a CPU node, accounted to proj-a.
 id=$(submit alice --job-name=smoke-cpu --output=/home/alice/smoke-cpu-%j.out --wrap 'hostname; id -un')
@@ -150,7 +160,7 @@ submit_n() {
 grep -qx quotad <<<"$(compose config --services)" || fail "no quotad service in $COMPOSE_FILE"
 qsync() {
 	compose exec -T quotad slurmbridge-entrypoint health quotad >/dev/null 2>&1 &&
-		[ "$(as root sacctmgr -n -P show assoc where cluster=testbed account=proj-a,proj-b format=defaultqos | grep -c '^guar-proj-')" -ge 4 ]
+		[ "$(as root sacctmgr -n -P show assoc where cluster="$CLUSTER" account=proj-a,proj-b format=defaultqos | grep -c '^guar-proj-')" -ge 4 ]
 }
 t=$SECONDS
 wait_until 90 "quotad serving metrics and proj-a/proj-b associations on their guar-proj-* QOS" qsync
@@ -175,19 +185,25 @@ for id in "${bob[@]}"; do
 done
 pass "quotad lending: bob's 8 a100 jobs running $((borrowed_at - t))s after submission, 4 in quota (${in_quota[*]}), 4 borrowed in QOS borrow-proj-b (${borrowers[*]})"
 
-# The borrow QOS's PreemptExemptTime (quotas.yaml: 20s) from the borrowers' start: until then
-# alice could not reclaim, so she submits after it.
+# The borrow QOS's PreemptExemptTime (the facts' quotas.preemptExemptTime, in quotas.yaml) from
+# the borrowers' start: until then alice could not reclaim, so she submits after it.
+EXEMPT=$FACT_QUOTA_PREEMPT_EXEMPT_SECONDS
+# slurm_clock SECONDS: a time as sacctmgr prints it, [D-]HH:MM:SS.
+slurm_clock() {
+	[ "$1" -lt 86400 ] || printf '%d-' $(($1 / 86400))
+	printf '%02d:%02d:%02d' $(($1 / 3600 % 24)) $(($1 / 60 % 60)) $(($1 % 60))
+}
 exempt=$(as root sacctmgr -n -P show qos borrow-proj-b format=preemptexempttime)
-[ "$exempt" = 00:00:20 ] || fail "QOS borrow-proj-b has PreemptExemptTime '$exempt', want 00:00:20 (quotas.yaml)"
+[ "$exempt" = "$(slurm_clock "$EXEMPT")" ] || fail "QOS borrow-proj-b has PreemptExemptTime '$exempt', want $(slurm_clock "$EXEMPT") (quotas.yaml)"
 [ -z "$(preempted "${borrowers[@]}")" ] || fail "borrowers reclaimed before alice submitted: $(preempted "${borrowers[@]}" | tr '\n' ' ')"
-sleep $((borrowed_at + 21 - SECONDS > 0 ? borrowed_at + 21 - SECONDS : 0))
+sleep $((borrowed_at + EXEMPT + 1 - SECONDS > 0 ? borrowed_at + EXEMPT + 1 - SECONDS : 0))
 t=$SECONDS
 read -r -a alice <<<"$(submit_n alice 4 | tr '\n' ' ')"
 [ ${#alice[@]} -eq 4 ] || fail "submitted ${#alice[@]} of alice's 4 jobs"
 ROUND_IDS+=("${alice[@]}")
 alice_running() { [ "$(count_in "$(queue "${alice[@]}")" "${alice[*]}" 'alice\|[^|]*\|RUNNING')" -eq 4 ]; }
 wait_until 30 "alice's 4 in-quota a100 jobs running" alice_running
-pass "quotad reclaim: alice's 4 a100 jobs (${alice[*]}) running $((SECONDS - t))s after submission (borrowers $((t - borrowed_at))s old, PreemptExemptTime 20s)"
+pass "quotad reclaim: alice's 4 a100 jobs (${alice[*]}) running $((SECONDS - t))s after submission (borrowers $((t - borrowed_at))s old, PreemptExemptTime ${EXEMPT}s)"
 
 t=$SECONDS
 four_preempted() { [ "$(preempted "${borrowers[@]}" | wc -l)" -eq 4 ]; }
@@ -218,13 +234,13 @@ caps=$(compose exec -T elasticd bash -c 'grep -E "^(CapBnd|NoNewPrivs):" /proc/$
 [ "$caps" = "CapBnd: 00000000000000cf NoNewPrivs: 1 " ] ||
 	fail "elasticd's privileges are '$caps', want CapBnd 00000000000000cf (chown, dac_override, dac_read_search, fowner, setgid, setuid) and NoNewPrivs 1"
 pass "elasticd up as root with capability bounding set 0xcf and no_new_privs ($((SECONDS - t))s)"
-for node in cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1; do
+for node in "${NODES[@]}"; do
 	auser=$(compose exec -T "$node" ps -o user:20=,args= -C elasticd | awk '$3 == "agent" {print $1}' | sort -u | tr -d '\r\n')
 	[ "$auser" = slurmbridge ] || fail "elasticd agent on $node runs as '${auser:-nobody}', want slurmbridge"
 	said=$(as root bash -c "grep -c 'no GPU signals from this node' \"\$TESTBED_DIR/log/elastic-agent-$node.log\"" || true)
 	[ "$said" = 1 ] || fail "elasticd agent on $node said 'no GPU signals' $said times, want once"
 done
-pass "elasticd agent on each of the $NODES nodes as user slurmbridge; each said once it has no NVML"
+pass "elasticd agent on each of the ${#NODES[@]} nodes as user slurmbridge; each said once it has no NVML"
 
 # An invalid declaration fails sbatch, as a user, before anything is submitted.
 before=$(as root squeue -h -u alice | wc -l)
@@ -273,7 +289,7 @@ both_see_two() {
 wait_until 60 "job $main's hosts file listing 2 workers and both trainers reporting world size 2" both_see_two
 hosts=$(as root cat "$jobdir/hosts" | tr '\n' ' ')
 pass "world size 2: hosts file '${hosts% }', main $main and worker $worker both report world_size 2 ($((SECONDS - grew_at))s after the worker started)"
-status=$(compose exec -T elasticd elasticd status --elasticd http://127.0.0.1:9464 | tr -d '\r')
+status=$(compose exec -T elasticd elasticd status --elasticd "http://127.0.0.1:$FACT_CONTAINER_ELASTICD_PORT" | tr -d '\r')
 grep -q "^job $main  user alice" <<<"$status" || fail "elasticd status does not list job $main: $status"
 printf '%s\n' "$status" | sed 's/^/smoke:       /'
 

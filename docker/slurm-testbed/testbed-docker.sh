@@ -3,8 +3,9 @@
 #
 #   testbed-docker.sh build   stage the build context (Go toolchain + vendored modules) and build
 #                             $IMAGE from $BASE_IMAGE (make docker-base builds that one)
-#   testbed-docker.sh up      build, `compose up -d`, wait until all 7 nodes are idle (what an
-#                             interrupted run left, containers and volumes, is removed first)
+#   testbed-docker.sh up      build, `compose up -d`, wait until all the facts' nodes are idle
+#                             (what an interrupted run left, containers and volumes, is removed
+#                             first)
 #   testbed-docker.sh test    the smoke scenario (smoke.sh) against the running containers
 #   testbed-docker.sh down    `compose down -v`: containers, network and volumes are removed
 #   testbed-docker.sh logs    every daemon's log from the log volume, then the cluster's state
@@ -26,10 +27,19 @@ export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-slurmbridge-testbed-${SLURM_
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-}
 IDLE_TIMEOUT=${IDLE_TIMEOUT:-180}
 CONTEXT=$HERE/.context
-NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)
+FACTS=$REPO_ROOT/slurm-conf/testbed/facts.yaml
 
 say() { printf 'testbed-docker: %s\n' "$*"; }
 die() { printf 'testbed-docker: error: %s\n' "$*" >&2; exit 1; }
+
+# load_facts sets NODES and the testbed's other facts (slurm-conf/testbed/facts.yaml) as
+# testbed/testbed.sh reads them: testbed-render from this tree, run with the host's Go.
+load_facts() {
+	local facts
+	facts=$(cd "$REPO_ROOT" && go run -buildvcs=false ./testbed/cmd/testbed-render shell -facts "$FACTS") ||
+		die "cannot read the testbed's facts ($FACTS)"
+	eval "$facts"
+}
 
 # Compose v2 (`docker compose`) where present, else v1 (`docker-compose`); both read the file.
 compose() {
@@ -135,6 +145,7 @@ remove_leftovers() {
 
 cmd_up() {
 	cmd_build
+	load_facts
 	local t0=$SECONDS deadline
 	remove_leftovers
 	say "starting the cluster (project $COMPOSE_PROJECT_NAME)"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -254,7 +255,7 @@ func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres m
 		return fail(err)
 	}
 	usage = map[string]float64{}
-	if gpuID, ok := tresID(tres, "gres/gpu"); ok {
+	if gpuID, ok := slurmdbd.TRESID(tres, "gres/gpu"); ok {
 		window := b.UsageWindow
 		if window <= 0 {
 			window = DefaultUsageWindow
@@ -264,15 +265,6 @@ func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres m
 		}
 	}
 	return tres, qos, accounts, users, usage, nil
-}
-
-func tresID(tres map[uint32]string, name string) (uint32, bool) {
-	for id, n := range tres {
-		if n == name {
-			return id, true
-		}
-	}
-	return 0, false
 }
 
 // ConvertJob maps a squeue job to the policy's terms; ok is false for jobs that hold and want

@@ -6,12 +6,14 @@
 // "cycle_s=... rss_mb=... lends=..." (medians). With --apply one acting cycle follows
 // (`quotad --once`: read, plan and the batched moves).
 //
-// Shapes: bob (quota 4 a100) runs 4 one-a100 jobs in his guarantee; the pending jobs are his
-// one-a100 jobs, over quota, so each cycle plans to lend the 4 a100 of partition a100 that stay
-// idle. --array N submits them as arrays of N tasks (sbatch --array, MaxArraySize permitting),
-// which fills slurmctld in seconds; 0 submits single jobs. The running jobs are alice's
-// one-CPU allocations without a shell (salloc --no-shell: no process on any node) in a hidden
-// partition that this tool creates over cpu-[1-2] with OverSubscribe=FORCE, and removes.
+// Shapes, from the testbed's facts and quota table: bob (quota 4 a100) runs 4 one-GPU jobs in
+// his guarantee; the pending jobs are his one-GPU jobs, over quota, in the first pool of his
+// GPU type (a100), so each cycle plans to lend that pool's GPUs that stay idle (4 of 8).
+// --array N submits them as arrays of N tasks (sbatch --array, MaxArraySize permitting), which
+// fills slurmctld in seconds; 0 submits single jobs. The running jobs are alice's one-CPU
+// allocations without a shell (salloc --no-shell: no process on any node) in a hidden partition
+// that this tool creates over the default (CPU) pool's nodes with OverSubscribe=FORCE, and
+// removes.
 //
 // It pauses the testbed's quotad (so the pending jobs stay pending) and puts everything back:
 // the seeded rows are deleted, the jobs cancelled, the partition removed. Run as root:
@@ -31,12 +33,12 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
-
 	"github.com/slurmbridge/slurmbridge/bench/internal/fanout"
+	"github.com/slurmbridge/slurmbridge/bench/replay"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed/facts"
 )
 
 // seedName marks the rows this tool inserts, so it can remove exactly those.
@@ -44,6 +46,12 @@ const seedName = "slurmbridge-bench-seed"
 
 // benchPartition holds the running allocations.
 const benchPartition = "qcbench"
+
+// The testbed users the jobs run as: bob's pend over his quota, alice's hold the allocations.
+const (
+	gpuUser = "bob"
+	cpuUser = "alice"
+)
 
 type options struct {
 	rows, pending, running, array, runs int
@@ -69,135 +77,256 @@ func main() {
 	}
 }
 
+// shape is what the benchmark takes from the testbed's facts and quota table.
+type shape struct {
+	users      []string // every project's user: the seeded rows are theirs
+	gpuProject replay.Project
+	gpuPool    string // the first pool of gpuProject's GPU type
+	cpuNodes   string // the default pool's nodes, as a host list
+	cpuCores   int    // and their cores
+}
+
+func readShape() (shape, error) {
+	f, err := facts.LoadRepo()
+	if err != nil {
+		return shape{}, err
+	}
+	var sh shape
+	for _, p := range f.Projects {
+		sh.users = append(sh.users, p.User)
+	}
+	projects, err := replay.TestbedProjects(filepath.Join(facts.RepoDir(), "quotas.yaml"))
+	if err != nil {
+		return shape{}, err
+	}
+	i := slices.IndexFunc(projects, func(p replay.Project) bool { return p.User == gpuUser })
+	if i < 0 {
+		return shape{}, fmt.Errorf("the testbed's quota table guarantees %s no GPUs", gpuUser)
+	}
+	sh.gpuProject = projects[i]
+	for _, p := range f.Pools {
+		if p.GPU == sh.gpuProject.GPUType && sh.gpuPool == "" {
+			sh.gpuPool = p.Name
+		}
+		if p.Default {
+			sh.cpuNodes, sh.cpuCores = p.HostList(), p.Nodes*f.Node.Sockets*f.Node.CoresPerSocket
+		}
+	}
+	if sh.gpuPool == "" || sh.cpuNodes == "" {
+		return shape{}, fmt.Errorf("the testbed's facts have no pool of %s GPUs or no default pool", sh.gpuProject.GPUType)
+	}
+	return sh, nil
+}
+
+// bench is one run on the testbed.
+type bench struct {
+	o     options
+	c     *testbed.Cluster
+	sh    shape
+	env   []string // quotad's: the testbed's environment and TESTBED_DIR
+	acct  *slurmdbd.Reader
+	jobs  string // the name of every job this run submits
+	admin slurm.Client
+}
+
 func run(o options) error {
 	ctx := context.Background()
-	c, err := testbed.Open(ctx)
+	b, err := open(ctx, o)
 	if err != nil {
 		return err
 	}
-	root, err := filepath.Abs(".")
-	if err != nil {
-		return err
-	}
-	env := append(c.Env(), "TESTBED_DIR="+c.Dir)
 	// Right after the testbed comes up its quotad may not have synced QOS and accounts yet:
 	// without them bob's jobs would not be over quota.
-	if err := waitSynced(ctx, c); err != nil {
+	if err := b.waitSynced(ctx); err != nil {
 		return err
 	}
-	// quotad would lend the pending jobs away; elasticd's squeue --json poll would load the
-	// machine and hold slurmctld's job lock while the cycle is measured.
-	for _, daemon := range []string{"quotad", "elasticd"} {
-		script := filepath.Join(root, "testbed", daemon+".sh")
-		if out, _ := command(env, "bash", script, "status").CombinedOutput(); !strings.Contains(string(out), "running (") {
-			continue
-		}
-		if out, err := command(env, "bash", script, "stop").CombinedOutput(); err != nil {
-			return fmt.Errorf("pausing the testbed's %s: %v: %s", daemon, err, out)
-		}
-		defer func() {
-			if out, err := command(env, "bash", script, "start").CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "quotadcost: restarting the testbed's %s: %v: %s\n", daemon, err, out)
-			}
-		}()
+	restore, err := b.pause(ctx)
+	defer restore()
+	if err != nil {
+		return err
 	}
-
-	db, err := c.OpenDB(ctx, c.Vars["SLURMBRIDGE_DB_NAME"])
+	db, err := b.c.OpenDB(ctx, b.c.Vars["SLURMBRIDGE_DB_NAME"])
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	seeded, err := seed(ctx, db, c.Vars["SLURMBRIDGE_CLUSTER"], o.rows)
+	if b.acct, err = slurmdbd.NewReader(db, b.c.Vars["SLURMBRIDGE_CLUSTER"]); err != nil {
+		return err
+	}
+	seeded, err := b.seed(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if _, err := db.Exec("DELETE FROM "+c.Vars["SLURMBRIDGE_CLUSTER"]+"_job_table WHERE job_name = ?", seedName); err != nil {
-			fmt.Fprintln(os.Stderr, "quotadcost: removing the seeded rows:", err)
-		}
-	}()
+	defer b.unseed()
+	defer b.clear()
+	if err := b.fill(ctx); err != nil {
+		return err
+	}
+	if err := b.describe(ctx, seeded); err != nil {
+		return err
+	}
+	m, err := b.measure()
+	if err != nil {
+		return err
+	}
+	m.report(o)
+	return nil
+}
 
-	name := fmt.Sprintf("quotadcost-%d", time.Now().UnixNano())
-	defer func() {
-		_ = c.Slurm().CancelNamed(context.Background(), name)
-		if o.running > 0 {
-			removePartition(c)
+func open(ctx context.Context, o options) (*bench, error) {
+	sh, err := readShape()
+	if err != nil {
+		return nil, err
+	}
+	c, err := testbed.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &bench{o: o, c: c, sh: sh, env: append(c.Env(), "TESTBED_DIR="+c.Dir), admin: c.Slurm(),
+		jobs: fmt.Sprintf("quotadcost-%d", time.Now().UnixNano())}, nil
+}
+
+// pausedDaemons are the testbed's daemons paused while the benchmark runs.
+var pausedDaemons = []string{"quotad", "elasticd"}
+
+// pause stops the testbed's quotad, which would lend the pending jobs away, and elasticd, whose
+// squeue --json poll would load the machine and hold slurmctld's job lock while the cycle is
+// measured. restore starts again those that ran, the last paused first.
+func (b *bench) pause(ctx context.Context) (restore func(), err error) {
+	var restores []func(context.Context) error
+	restore = func() {
+		for i, r := range slices.Backward(restores) {
+			if err := r(context.Background()); err != nil {
+				fmt.Fprintf(os.Stderr, "quotadcost: restarting the testbed's %s: %v\n", pausedDaemons[i], err)
+			}
 		}
-	}()
+	}
+	for _, daemon := range pausedDaemons {
+		r, err := b.c.Pause(ctx, daemon)
+		if err != nil {
+			return restore, fmt.Errorf("pausing the testbed's %s: %w", daemon, err)
+		}
+		restores = append(restores, r)
+	}
+	return restore, nil
+}
+
+// unseed deletes the seeded rows.
+func (b *bench) unseed() {
+	if _, err := b.acct.DB.Exec("DELETE FROM "+b.acct.Cluster+"_job_table WHERE job_name = ?", seedName); err != nil {
+		fmt.Fprintln(os.Stderr, "quotadcost: removing the seeded rows:", err)
+	}
+}
+
+// clear cancels the run's jobs and removes the partition of the allocations.
+func (b *bench) clear() {
+	_ = b.admin.CancelNamed(context.Background(), b.jobs)
+	if b.o.running > 0 {
+		b.removePartition()
+	}
+}
+
+// fill queues the pending GPU jobs and the running allocations, and waits until slurmctld
+// lists them all.
+func (b *bench) fill(ctx context.Context) error {
 	fillStart := time.Now()
-	if err := submitPending(ctx, c, name, o.pending, o.array); err != nil {
+	if err := b.submitPending(ctx); err != nil {
 		return err
 	}
 	pendingTook := time.Since(fillStart)
-	if o.running > 0 {
-		if err := submitRunning(ctx, c, name, o.running); err != nil {
+	if b.o.running > 0 {
+		if err := b.submitRunning(ctx); err != nil {
 			return err
 		}
 	}
 	fmt.Printf("filled in %s (pending jobs %s)\n", time.Since(fillStart).Round(100*time.Millisecond), pendingTook.Round(100*time.Millisecond))
-	if err := waitQueue(ctx, c, o); err != nil {
-		return err
-	}
+	return b.waitQueue(ctx)
+}
 
-	var total int
-	if err := db.Get(&total, "SELECT COUNT(*) FROM "+c.Vars["SLURMBRIDGE_CLUSTER"]+"_job_table"); err != nil {
+// describe prints what the cycles will read: the job table and the queue, and how long the
+// queue reads take alone.
+func (b *bench) describe(ctx context.Context, seeded int) error {
+	total, err := b.acct.JobRowCount(ctx)
+	if err != nil {
 		return err
 	}
 	shape := "single jobs"
-	if o.array > 0 {
-		shape = fmt.Sprintf("arrays of %d tasks", o.array)
+	if b.o.array > 0 {
+		shape = fmt.Sprintf("arrays of %d tasks", b.o.array)
 	}
-	fmt.Printf("job table: %d rows (%d seeded); %d GPU jobs pending over quota (%s); %d allocations running\n", total, seeded, o.pending, shape, o.running)
-	readQueue(ctx, c, o.json)
+	fmt.Printf("job table: %d rows (%d seeded); %d GPU jobs pending over quota (%s); %d allocations running\n", total, seeded, b.o.pending, shape, b.o.running)
+	b.readQueue(ctx)
+	return nil
+}
+
+// measures are the measured cycles' numbers, one per run.
+type measures struct {
+	walls, cycles, rss, lends, baseCycles, ratios []float64
+	pending, running                              int
+}
+
+// measure runs quotad --once --dry-run o.runs times (each after the baseline's, if any),
+// printing each run, then the acting cycle if asked.
+func (b *bench) measure() (measures, error) {
+	o := b.o
+	m := measures{pending: o.pending, running: o.running}
 	fmt.Println("run  process_s  cycle_s  max_rss_MB  lends  (in the cycle, s: accounting nodes queue plan)")
-	var walls, cycles, rss, lends, baseCycles, ratios []float64
 	for i := 1; i <= o.runs; i++ {
 		if o.baseline != "" {
-			_, bmb, bout, err := cycle(env, o.baseline, "--once", "--dry-run", "--log-level", "debug")
+			_, bmb, bt, _, err := b.dryRun(o.baseline, "the baseline quotad")
 			if err != nil {
-				return err
+				return m, err
 			}
-			bt, ok := phases(bout)
-			if !ok {
-				return fmt.Errorf("the baseline quotad printed no cycle timings:\n%s", tail([]byte(bout)))
-			}
-			baseCycles = append(baseCycles, bt.Cycle/1000)
+			m.baseCycles = append(m.baseCycles, bt.Cycle/1000)
 			fmt.Printf("%3d  baseline    %7.3f  %10.1f         %.3f %.3f %.3f %.3f\n", i, bt.Cycle/1000, bmb, bt.Accounting/1000, bt.Nodes/1000, bt.Queue/1000, bt.Plan/1000)
 		}
-		wall, mb, out, err := cycle(env, o.quotad, "--once", "--dry-run", "--log-level", "debug")
+		wall, mb, t, n, err := b.dryRun(o.quotad, "quotad")
 		if err != nil {
-			return err
+			return m, err
 		}
-		n := strings.Count(out, "\nlend job ")
-		if strings.HasPrefix(out, "lend job ") {
-			n++
-		}
-		t, ok := phases(out)
-		if !ok {
-			return fmt.Errorf("quotad printed no cycle timings:\n%s", tail([]byte(out)))
-		}
-		walls, cycles, rss, lends = append(walls, wall), append(cycles, t.Cycle/1000), append(rss, mb), append(lends, float64(n))
+		m.walls, m.cycles, m.rss, m.lends = append(m.walls, wall), append(m.cycles, t.Cycle/1000), append(m.rss, mb), append(m.lends, float64(n))
 		if o.baseline != "" {
-			ratios = append(ratios, t.Cycle/1000/baseCycles[len(baseCycles)-1])
+			m.ratios = append(m.ratios, t.Cycle/1000/m.baseCycles[len(m.baseCycles)-1])
 		}
 		fmt.Printf("%3d  %9.3f  %7.3f  %10.1f  %5d  %.3f %.3f %.3f %.3f\n", i, wall, t.Cycle/1000, mb, n, t.Accounting/1000, t.Nodes/1000, t.Queue/1000, t.Plan/1000)
 	}
 	if o.apply {
-		wall, mb, out, err := cycle(env, o.quotad, "--once", "--log-level", "info")
+		wall, mb, out, err := cycle(b.env, o.quotad, "--once", "--log-level", "info")
 		if err != nil {
-			return err
+			return m, err
 		}
 		fmt.Printf("acting cycle (read, plan, batched moves): %.3f s, %.1f MB, %d jobs moved\n", wall, mb, strings.Count(out, `"moved job"`))
 	}
+	return m, nil
+}
+
+// dryRun runs one quotad --once --dry-run and reads its cycle timings and planned lends.
+func (b *bench) dryRun(bin, what string) (wall, mb float64, t timings, lends int, err error) {
+	wall, mb, out, err := cycle(b.env, bin, "--once", "--dry-run", "--log-level", "debug")
+	if err != nil {
+		return 0, 0, timings{}, 0, err
+	}
+	t, ok := phases(out)
+	if !ok {
+		return 0, 0, timings{}, 0, fmt.Errorf("%s printed no cycle timings:\n%s", what, tail([]byte(out)))
+	}
+	lends = strings.Count(out, "\nlend job ")
+	if strings.HasPrefix(out, "lend job ") {
+		lends++
+	}
+	return wall, mb, t, lends, nil
+}
+
+// report prints the medians; the last line is the one to compare runs by.
+func (m measures) report(o options) {
 	// cycle_s is what a running quotad spends per cycle (read and plan); process_s adds a
 	// process's start: Go, two database connections, the schema check.
 	fmt.Printf("median: %.3f s per cycle (goal <= 1 s; %.3f s for the whole quotad --once process), %.1f MB peak RSS (goal <= 200 MB), %.0f lends planned\n",
-		median(cycles), median(walls), median(rss), median(lends))
+		median(m.cycles), median(m.walls), median(m.rss), median(m.lends))
 	if o.baseline != "" {
-		fmt.Printf("baseline: median %.3f s per cycle; median of per-round ratios (-quotad / -baseline) %.3f\n", median(baseCycles), median(ratios))
+		fmt.Printf("baseline: median %.3f s per cycle; median of per-round ratios (-quotad / -baseline) %.3f\n", median(m.baseCycles), median(m.ratios))
 	}
-	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d\n", median(cycles), median(rss), median(walls), median(lends), o.pending, o.running)
-	return nil
+	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d\n", median(m.cycles), median(m.rss), median(m.walls), median(m.lends), m.pending, m.running)
 }
 
 // cycle runs quotad once and returns its wall time, peak RSS and output.
@@ -227,9 +356,9 @@ func phases(out string) (timings, bool) {
 }
 
 // readQueue times the queue reads alone: the fast one quotad uses, for the record.
-func readQueue(ctx context.Context, c *testbed.Cluster, compareJSON bool) {
+func (b *bench) readQueue(ctx context.Context) {
 	start := time.Now()
-	jobs, err := c.Slurm().QueueJobs(ctx)
+	jobs, err := b.admin.QueueJobs(ctx)
 	if err != nil {
 		fmt.Println("fast queue read:", err)
 		return
@@ -242,46 +371,42 @@ func readQueue(ctx context.Context, c *testbed.Cluster, compareJSON bool) {
 	// The same command alone, without --array (one line per array record), and without TZ (then
 	// glibc stat()s /etc/localtime for each time printed): what squeue itself costs, what printing
 	// each pending task costs, and what the environment saves.
-	if r, ok := c.Runner().(slurm.EnvRunner); ok {
-		noTZ := func(env []string) []string {
-			return slices.DeleteFunc(slurm.QueueEnv(env), func(kv string) bool { return strings.HasPrefix(kv, "TZ=") })
-		}
-		for _, v := range []struct {
-			name string
-			edit func([]string) []string
-			args []string
-		}{
-			{"squeue alone", slurm.QueueEnv, slurm.QueueArgs()},
-			{"squeue alone, without --array", slurm.QueueEnv, slices.DeleteFunc(slurm.QueueArgs(), func(a string) bool { return a == "--array" })},
-			{"squeue alone, TZ unset", noTZ, slurm.QueueArgs()},
-		} {
-			start = time.Now()
-			out, err := r.RunEnv(ctx, v.edit, "squeue", v.args...)
-			fmt.Printf("%s: %.3f s, %d lines (err %v)\n", v.name, time.Since(start).Seconds(), strings.Count(string(out), "\n"), err)
-		}
+	for _, v := range []struct {
+		name string
+		v    slurm.QueueVariant
+	}{
+		{"squeue alone", slurm.QueueVariant{}},
+		{"squeue alone, without --array", slurm.QueueVariant{PerRecord: true}},
+		{"squeue alone, TZ unset", slurm.QueueVariant{LocalTime: true}},
+	} {
+		start = time.Now()
+		out, err := b.admin.QueueOutput(ctx, v.v)
+		fmt.Printf("%s: %.3f s, %d lines (err %v)\n", v.name, time.Since(start).Seconds(), strings.Count(string(out), "\n"), err)
 	}
-	if !compareJSON {
+	if !b.o.json {
 		return
 	}
 	start = time.Now()
-	jobs, err = c.Slurm().Jobs(ctx)
+	jobs, err = b.admin.Jobs(ctx)
 	fmt.Printf("squeue --json read (parsed): %.3f s for %d records (err %v)\n", time.Since(start).Seconds(), len(jobs), err)
 }
 
-// waitSynced waits until quotad has given proj-b's users their guaranteed QOS as default.
-func waitSynced(ctx context.Context, c *testbed.Cluster) error {
+// waitSynced waits until quotad has given the GPU user's project (proj-b) its guaranteed QOS
+// as default.
+func (b *bench) waitSynced(ctx context.Context) error {
+	p := b.sh.gpuProject
 	deadline := time.Now().Add(time.Minute)
 	for {
-		assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-b"}})
+		assocs, err := b.admin.ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{p.Account}})
 		synced := err == nil && len(assocs) > 0
 		for _, a := range assocs {
-			synced = synced && a.DefaultQOS == "guar-proj-b"
+			synced = synced && a.DefaultQOS == p.GuaranteedQOS
 		}
 		if synced {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("proj-b's associations have no default QOS guar-proj-b after a minute (is the testbed's quotad running?): %v %v", assocs, err)
+			return fmt.Errorf("%s's associations have no default QOS %s after a minute (is the testbed's quotad running?): %v %v", p.Account, p.GuaranteedQOS, assocs, err)
 		}
 		time.Sleep(time.Second)
 	}
@@ -289,10 +414,11 @@ func waitSynced(ctx context.Context, c *testbed.Cluster) error {
 
 // waitQueue waits until slurmctld lists every job: submissions return before the last
 // array is fully known to squeue, and the allocations until each is granted.
-func waitQueue(ctx context.Context, c *testbed.Cluster, o options) error {
+func (b *bench) waitQueue(ctx context.Context) error {
+	o := b.o
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		jobs, err := c.Slurm().QueueJobs(ctx)
+		jobs, err := b.admin.QueueJobs(ctx)
 		if err != nil {
 			return err
 		}
@@ -300,7 +426,7 @@ func waitQueue(ctx context.Context, c *testbed.Cluster, o options) error {
 		for i := range jobs {
 			j := &jobs[i]
 			switch {
-			case j.Account == "proj-b":
+			case j.Account == b.sh.gpuProject.Account:
 				bob += j.TaskCount()
 			case j.Running() && j.Partition == benchPartition:
 				running++
@@ -322,40 +448,42 @@ func command(env []string, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// seed inserts completed GPU jobs of the testbed's three projects, spread over the last week,
-// until the job table holds at least want rows. TRES ids come from tres_table, as slurmdbd
-// writes them.
-func seed(ctx context.Context, db *sqlx.DB, cluster string, want int) (int, error) {
-	table := cluster + "_job_table"
-	var have int
-	if err := db.GetContext(ctx, &have, "SELECT COUNT(*) FROM "+table); err != nil {
+// seed inserts completed GPU jobs of the testbed's projects, spread over the last week, until
+// the job table holds at least o.rows rows. TRES ids come from tres_table, as slurmdbd writes
+// them.
+func (b *bench) seed(ctx context.Context) (int, error) {
+	have, err := b.acct.JobRowCount(ctx)
+	if err != nil {
 		return 0, err
 	}
-	if have >= want {
+	if have >= b.o.rows {
 		return 0, nil
 	}
-	type assoc struct {
-		ID   uint32 `db:"id_assoc"`
-		User string `db:"user"`
-		Acct string `db:"acct"`
-	}
-	var assocs []assoc
-	if err := db.SelectContext(ctx, &assocs, "SELECT id_assoc, user, acct FROM "+cluster+"_assoc_table WHERE deleted = 0 AND user IN ('alice','bob','carol')"); err != nil {
+	rows, err := b.acct.AssocRows(ctx)
+	if err != nil {
 		return 0, err
 	}
+	assocs := slices.DeleteFunc(rows, func(a slurmdbd.AssocRow) bool { return a.User == "" || !slices.Contains(b.sh.users, a.User) })
 	if len(assocs) == 0 {
-		return 0, fmt.Errorf("no associations of alice, bob, carol in %s_assoc_table", cluster)
+		return 0, fmt.Errorf("no associations of %s in %s_assoc_table", strings.Join(b.sh.users, ", "), b.acct.Cluster)
 	}
-	var gpu, a100 uint32
-	if err := db.GetContext(ctx, &gpu, "SELECT id FROM tres_table WHERE type = 'gres' AND name = 'gpu'"); err != nil {
-		return 0, fmt.Errorf("tres gres/gpu: %w", err)
+	names, err := b.acct.TRESNames(ctx)
+	if err != nil {
+		return 0, err
 	}
-	if err := db.GetContext(ctx, &a100, "SELECT id FROM tres_table WHERE type = 'gres' AND name = 'gpu:a100'"); err != nil {
-		return 0, fmt.Errorf("tres gres/gpu:a100: %w", err)
+	gpuType := b.sh.gpuProject.GPUType
+	gpu, ok := slurmdbd.TRESID(names, "gres/gpu")
+	if !ok {
+		return 0, fmt.Errorf("no tres gres/gpu in tres_table")
 	}
+	typed, ok := slurmdbd.TRESID(names, "gres/gpu:"+gpuType)
+	if !ok {
+		return 0, fmt.Errorf("no tres gres/gpu:%s in tres_table", gpuType)
+	}
+	table := b.acct.Cluster + "_job_table"
 	now := time.Now().Unix()
 	const batch = 1000
-	n := want - have
+	n := b.o.rows - have
 	for done := 0; done < n; done += batch {
 		var sb strings.Builder
 		args := make([]any, 0, batch*12)
@@ -368,29 +496,29 @@ func seed(ctx context.Context, db *sqlx.DB, cluster string, want int) (int, erro
 			end := now - int64(i%(7*24*3600))
 			start := end - int64(60+i%3600)
 			gpus := 1 + i%4
-			tres := fmt.Sprintf("1=%d,2=%d,4=1,%d=%d,%d=%d", gpus, gpus*1000, gpu, gpus, a100, gpus)
+			tres := fmt.Sprintf("1=%d,2=%d,4=1,%d=%d,%d=%d", gpus, gpus*1000, gpu, gpus, typed, gpus)
 			sb.WriteString("(?,?,?,?,?,3,?,0,0,0,0,0,4294967294,0,1,1,?,?,?,?,?,?)")
-			args = append(args, 50_000_000+i, seedName, a.ID, a.Acct, "a100", gpus, start-30, start-30, start, end, tres, tres)
+			args = append(args, 50_000_000+i, seedName, a.ID, a.Account, b.sh.gpuPool, gpus, start-30, start-30, start, end, tres, tres)
 		}
-		if _, err := db.ExecContext(ctx, sb.String(), args...); err != nil {
+		if _, err := b.acct.DB.ExecContext(ctx, sb.String(), args...); err != nil {
 			return done, fmt.Errorf("seeding %s: %w", table, err)
 		}
 	}
 	return n, nil
 }
 
-// submitPending submits n one-a100 jobs as bob (quota 4), as arrays of array tasks or one by
-// one, 8 submissions at a time: with no quotad lending, all but the 4 in quota pend with
-// reason QOSGrpGRES.
-func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, array int) error {
+// submitPending submits o.pending one-GPU jobs as bob (quota 4) in his GPU type's pool, as
+// arrays of o.array tasks or one by one, 8 submissions at a time: with no quotad lending, all
+// but the 4 in quota pend with reason QOSGrpGRES.
+func (b *bench) submitPending(ctx context.Context) error {
 	var subs [][]string
-	for left := n; left > 0; {
+	for left := b.o.pending; left > 0; {
 		// Long enough that no task ends while a slow fill (thousands of sallocs on a busy
 		// machine take many minutes) is under way: bob's four running tasks are his quota, and a
-		// task that ended would leave the queue short of n.
-		args := []string{"--job-name=" + name, "-p", "a100", "--gres=gpu:a100:1", "-t", "240"}
-		if array > 0 {
-			k := min(array, left)
+		// task that ended would leave the queue short of o.pending.
+		args := []string{"--job-name=" + b.jobs, "-p", b.sh.gpuPool, "--gres=gpu:" + b.sh.gpuProject.GPUType + ":1", "-t", "240"}
+		if b.o.array > 0 {
+			k := min(b.o.array, left)
 			args = append(args, fmt.Sprintf("--array=0-%d", k-1))
 			left -= k
 		} else {
@@ -399,31 +527,35 @@ func submitPending(ctx context.Context, c *testbed.Cluster, name string, n, arra
 		subs = append(subs, append(args, "--wrap", "sleep 14400"))
 	}
 	return fanout.Run(len(subs), func(i int) error {
-		_, err := c.Submit(ctx, "bob", subs[i]...)
+		_, err := b.c.Submit(ctx, gpuUser, subs[i]...)
 		return err
 	})
 }
 
-// submitRunning creates a hidden partition over cpu-[1-2] where every core may be shared by
-// many jobs, and makes n one-CPU allocations in it as alice: salloc --no-shell returns once the
-// allocation is granted and leaves no process behind, so thousands fit on this machine.
-func submitRunning(ctx context.Context, c *testbed.Cluster, name string, n int) error {
-	share := (n + 15) / 16 * 2 // two nodes of 8 cores, with room to spare
-	if _, err := c.Run(ctx, "scontrol", "create", "PartitionName="+benchPartition, "Nodes=cpu-[1-2]",
-		fmt.Sprintf("OverSubscribe=FORCE:%d", share), "Hidden=YES", "State=UP", "MaxTime=INFINITE"); err != nil {
+// submitRunning creates a hidden partition over the default pool's nodes where every core may
+// be shared by many jobs, and makes o.running one-CPU allocations in it as alice: salloc
+// --no-shell returns once the allocation is granted and leaves no process behind, so thousands
+// fit on this machine.
+func (b *bench) submitRunning(ctx context.Context) error {
+	n := b.o.running
+	share := (n + b.sh.cpuCores - 1) / b.sh.cpuCores * 2 // with room to spare
+	if err := b.admin.CreatePartition(ctx, slurm.PartitionSpec{Name: benchPartition, Nodes: b.sh.cpuNodes, ForceOverSubscribe: share, Hidden: true}); err != nil {
 		return fmt.Errorf("creating partition %s: %w", benchPartition, err)
 	}
-	return fanout.Run(n, func(int) error {
-		_, err := c.RunAs(ctx, "alice", "salloc", "--no-shell", "--job-name="+name, "-p", benchPartition, "-n", "1", "--mem=1M", "-t", "60")
+	alice, err := b.c.SlurmAs(cpuUser, nil)
+	if err != nil {
 		return err
+	}
+	return fanout.Run(n, func(int) error {
+		return alice.AllocateNoShell(ctx, slurm.SubmitOptions{JobName: b.jobs, Partition: benchPartition, Tasks: 1, MemMB: 1, TimeMinutes: 60})
 	})
 }
 
-func removePartition(c *testbed.Cluster) {
+func (b *bench) removePartition() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for ctx.Err() == nil {
-		if _, err := c.Run(ctx, "scontrol", "delete", "PartitionName="+benchPartition); err == nil {
+		if err := b.admin.DeletePartition(ctx, benchPartition); err == nil {
 			return
 		}
 		time.Sleep(2 * time.Second) // its jobs are still ending

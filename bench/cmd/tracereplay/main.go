@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(w, "quotad: cycle %s during the replay (compressed time: the testbed's 5 s would stand for %s of trace time)\n",
 			o.quotadInterval, time.Duration(float64(5*time.Second)*plan.Params.TimeFactor))
 	}
-	r := &replay.Runner{Cluster: cluster, RepoRoot: root, Log: w, Timeout: o.limit, ElasticdMetrics: cluster.ElasticdURL() + "/metrics",
+	r := &replay.Runner{Cluster: cluster, Log: w, Timeout: o.limit, ElasticdMetrics: cluster.ElasticdURL() + "/metrics",
 		QuotadInterval: o.quotadInterval}
 	if strings.Contains(o.modes, string(replay.Elastic)) {
 		if r.Elastic, err = elasticSetup(ctx, cluster, o.out); err != nil {
@@ -232,18 +232,15 @@ func elasticSetup(ctx context.Context, cluster *testbed.Cluster, out string) (*r
 // restoreDaemons notes whether quotad and elasticd run now and returns what puts them back so,
 // the last noted first.
 func restoreDaemons(ctx context.Context, r *replay.Runner) func() {
-	var restores []func()
+	var restores []func(context.Context) error
 	for _, d := range replay.Daemons {
-		wasRunning := r.DaemonRunning(ctx, d)
-		restores = append(restores, func() {
-			if err := r.SetDaemon(context.Background(), d, wasRunning); err != nil {
-				fmt.Fprintf(os.Stderr, "tracereplay: restoring %s: %v\n", d, err)
-			}
-		})
+		restores = append(restores, r.Cluster.KeepDaemon(ctx, d))
 	}
 	return func() {
 		for _, restore := range slices.Backward(restores) {
-			restore()
+			if err := restore(context.Background()); err != nil {
+				fmt.Fprintf(os.Stderr, "tracereplay: restoring %v\n", err)
+			}
 		}
 	}
 }

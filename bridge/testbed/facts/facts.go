@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -125,8 +126,14 @@ func Load(path string) (*Facts, error) {
 // LoadRepo reads the facts file of the source tree this package was built from: the tests'
 // way to the testbed's facts wherever they run.
 func LoadRepo() (*Facts, error) {
+	return Load(filepath.Join(RepoDir(), filepath.Base(File)))
+}
+
+// RepoDir is the facts file's folder (slurm-conf/testbed) in the source tree this package was
+// built from, with the files beside it: quotas.yaml, pools.yaml.
+func RepoDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return Load(filepath.Join(filepath.Dir(file), "..", "..", "..", File))
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", filepath.Dir(File))
 }
 
 func (f *Facts) validate() error {
@@ -198,6 +205,12 @@ func (f *Facts) validate() error {
 	}
 	if f.Quotas.GraceTime == "" || f.Quotas.PreemptExemptTime == "" || f.Quotas.MaxSnapshotAge == "" {
 		errs = append(errs, errors.New("quotas: graceTime, preemptExemptTime and maxSnapshotAge are needed"))
+	}
+	// quotad reads them as Go durations; the scripts get preemptExemptTime in seconds.
+	for what, d := range map[string]string{"graceTime": f.Quotas.GraceTime, "preemptExemptTime": f.Quotas.PreemptExemptTime, "maxSnapshotAge": f.Quotas.MaxSnapshotAge} {
+		if _, err := time.ParseDuration(d); d != "" && err != nil {
+			errs = append(errs, fmt.Errorf("quotas.%s: %w", what, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -45,6 +45,7 @@ func TestLoadRefusesUnknownAndMissingFacts(t *testing.T) {
 		"a user twice":        strings.Replace(string(good), "user: bob", "user: alice", 1),
 		"an account twice":    strings.Replace(string(good), "account: proj-b", "account: proj-a", 1),
 		"no ctld port":        strings.Replace(string(good), "ctld: 16817", "ctld: 0", 1),
+		"a time without unit": strings.Replace(string(good), "preemptExemptTime: 20s", "preemptExemptTime: 20", 1),
 	} {
 		path := filepath.Join(t.TempDir(), "facts.yaml")
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -106,6 +107,8 @@ func TestWriteShellGivesTheScriptsTheirVariables(t *testing.T) {
 		"CLUSTER=testbed",
 		"NODES=(cpu-1 cpu-2 a100-1 a100-2 v100-1 v100-2 a100-spot-1)",
 		"GPU_NODES=(a100-1 a100-2 v100-1 v100-2 a100-spot-1)",
+		"POOLS=(cpu a100 v100 a100-spot)",
+		"GPU_POOLS=(a100 a100-spot v100)",
 		"PROJECTS=(proj-a:alice proj-b:bob proj-c:carol)",
 		"GPUS_PER_NODE=4",
 		"FACT_LOCAL_DB_PORT=13306 FACT_LOCAL_CTLD_PORT=16817 FACT_LOCAL_DBD_PORT=16819 FACT_LOCAL_SLURMD_PORT_BASE=17001 FACT_LOCAL_RDZV_PORT_BASE=29400",
@@ -114,6 +117,7 @@ func TestWriteShellGivesTheScriptsTheirVariables(t *testing.T) {
 		"FACT_CONTAINER_QUOTAD_PORT=19817 FACT_CONTAINER_ELASTICD_PORT=9464",
 		"FACT_CONTAINER_DB_HOST=mariadb",
 		"FACT_CONTAINER_FIRST_UID=2001",
+		"FACT_QUOTA_PREEMPT_EXEMPT_SECONDS=20",
 	} {
 		if !slices.Contains(strings.Split(out.String(), "\n"), line) {
 			t.Errorf("no line %q in:\n%s", line, out.String())

@@ -4,22 +4,33 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // WriteShell writes the facts the testbeds' shell scripts need as bash assignments, for eval:
-// CLUSTER, NODES, GPU_NODES, PROJECTS (account:user), GPUS_PER_NODE, the local and container
-// ports as FACT_LOCAL_*_PORT and FACT_CONTAINER_*_PORT, the containers' database host and their
-// users' first uid.
+// CLUSTER, NODES, GPU_NODES, POOLS, GPU_POOLS (sorted), PROJECTS (account:user), GPUS_PER_NODE,
+// the local and container ports as FACT_LOCAL_*_PORT and FACT_CONTAINER_*_PORT, the containers'
+// database host and their users' first uid, and the quotas' PreemptExemptTime in seconds as
+// FACT_QUOTA_PREEMPT_EXEMPT_SECONDS.
 func (f *Facts) WriteShell(w io.Writer) error {
-	var projects []string
+	var projects, pools []string
 	for _, p := range f.Projects {
 		projects = append(projects, p.Account+":"+p.User)
+	}
+	for _, p := range f.Pools {
+		pools = append(pools, p.Name)
+	}
+	exempt, err := time.ParseDuration(f.Quotas.PreemptExemptTime)
+	if err != nil {
+		return fmt.Errorf("quotas.preemptExemptTime: %w", err)
 	}
 	l, c := f.Local.Ports, f.Container.Ports
 	lines := []string{
 		"CLUSTER=" + shellQuote(f.Cluster),
 		"NODES=(" + shellWords(f.NodeNames()) + ")",
 		"GPU_NODES=(" + shellWords(f.GPUNodeNames()) + ")",
+		"POOLS=(" + shellWords(pools) + ")",
+		"GPU_POOLS=(" + shellWords(f.GPUPools()) + ")",
 		"PROJECTS=(" + shellWords(projects) + ")",
 		fmt.Sprintf("GPUS_PER_NODE=%d", f.GPUsPerNode),
 		fmt.Sprintf("FACT_LOCAL_DB_PORT=%d FACT_LOCAL_CTLD_PORT=%d FACT_LOCAL_DBD_PORT=%d FACT_LOCAL_SLURMD_PORT_BASE=%d FACT_LOCAL_RDZV_PORT_BASE=%d",
@@ -30,8 +41,9 @@ func (f *Facts) WriteShell(w io.Writer) error {
 		fmt.Sprintf("FACT_CONTAINER_QUOTAD_PORT=%d FACT_CONTAINER_ELASTICD_PORT=%d", c.Quotad, c.Elasticd),
 		"FACT_CONTAINER_DB_HOST=" + shellQuote(f.Container.Hosts.DB),
 		fmt.Sprintf("FACT_CONTAINER_FIRST_UID=%d", f.Container.FirstUID),
+		fmt.Sprintf("FACT_QUOTA_PREEMPT_EXEMPT_SECONDS=%d", int64(exempt/time.Second)),
 	}
-	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	_, err = io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err
 }
 
