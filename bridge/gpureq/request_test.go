@@ -257,3 +257,29 @@ func TestParseAcrossReleases(t *testing.T) {
 		})
 	}
 }
+
+// CeilDiv and MulSat size every request, GPU and CPU alike: huge user counts must saturate at
+// MaxUint64 (read as "unbounded") rather than wrap around to a small number that would fit.
+func TestCeilDivAndMulSat(t *testing.T) {
+	const maxU = math.MaxUint64
+	divs := []struct{ n, d, want uint64 }{
+		{0, 1, 0}, {0, maxU, 0}, {1, 1, 1}, {5, 2, 3}, {4, 2, 2},
+		{1, maxU, 1}, {maxU, maxU, 1}, {maxU, 1, maxU}, {maxU, 2, maxU/2 + 1},
+	}
+	for _, tt := range divs {
+		if got := CeilDiv(tt.n, tt.d); got != tt.want {
+			t.Errorf("CeilDiv(%d, %d) = %d, want %d", tt.n, tt.d, got, tt.want)
+		}
+	}
+	muls := []struct{ a, b, want uint64 }{
+		{0, maxU, 0}, {maxU, 0, 0}, {3, 4, 12}, {1, maxU, maxU},
+		{maxU / 2, 2, maxU - 1}, // the largest product that still fits
+		{maxU/2 + 1, 2, maxU},   // one past it saturates
+		{1 << 32, 1 << 32, maxU}, {maxU, maxU, maxU},
+	}
+	for _, tt := range muls {
+		if got := MulSat(tt.a, tt.b); got != tt.want {
+			t.Errorf("MulSat(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

@@ -163,13 +163,13 @@ func (s *jobShape) needsOn(poolNodes uint64) nodeNeeds {
 	if tasksPerNode == 0 {
 		tasksPerNode = 1
 		if s.tasks > 0 {
-			tasksPerNode = ceilDiv(s.tasks, spread)
+			tasksPerNode = gpureq.CeilDiv(s.tasks, spread)
 		}
 	}
-	cpus := max(s.pnMinCPUs, mulSat(s.cpusPerTask, tasksPerNode), ceilDiv(s.minCPUs, spread))
+	cpus := max(s.pnMinCPUs, gpureq.MulSat(s.cpusPerTask, tasksPerNode), gpureq.CeilDiv(s.minCPUs, spread))
 	mem := s.memMB
 	if s.memPerCPU {
-		mem = mulSat(mem, cpus)
+		mem = gpureq.MulSat(mem, cpus)
 	}
 	return nodeNeeds{
 		nodes:    s.minNodes,
@@ -177,18 +177,4 @@ func (s *jobShape) needsOn(poolNodes uint64) nodeNeeds {
 		cpus:     cpus,
 		memoryMB: mem,
 	}
-}
-
-func ceilDiv(n, d uint64) uint64 {
-	if n == 0 {
-		return 0
-	}
-	return (n-1)/d + 1
-}
-
-func mulSat(a, b uint64) uint64 {
-	if a != 0 && b > math.MaxUint64/a {
-		return math.MaxUint64
-	}
-	return a * b
 }
