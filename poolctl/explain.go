@@ -67,20 +67,8 @@ func explainCommand(env Env) *cli.Command {
 // keep their NO_VAL sentinels, GPU options become "gres:gpu:..." entries of the tres_per_*
 // field of their scope. flag returns an option's value, "" when not given.
 func requestFromFlags(flag func(name string) string) (pools.Request, error) {
-	r := pools.Request{
-		Op:             pools.Submit,
-		Partition:      flag("partition"),
-		Comment:        flag("comment"),
-		MinCPUs:        1,
-		CPUsPerTask:    pools.NoVal16,
-		PnMinCPUs:      pools.NoVal16,
-		PnMinMemory:    pools.NoVal64,
-		MinNodes:       pools.NoVal,
-		MaxNodes:       pools.NoVal,
-		NumTasks:       pools.NoVal,
-		NTasksPerNode:  pools.NoVal16,
-		SocketsPerNode: pools.NoVal16,
-	}
+	r := pools.UnsetRequest()
+	r.Partition, r.Comment = flag("partition"), flag("comment")
 	var err error
 	if r.Partition != "" && strings.ContainsAny(r.Partition, " \t") {
 		return r, fmt.Errorf("--partition %q: partition names have no spaces; list them with commas", r.Partition)

@@ -60,6 +60,26 @@ type Request struct {
 	Requeue uint16
 }
 
+// UnsetRequest is a submission that asks for nothing, as slurmctld fills job_desc for
+// `sbatch --wrap true` (bridge/testdata/job_desc-22.05.8.txt): every count at its NO_VAL
+// sentinel, min_cpus 1, neither --requeue nor --no-requeue. Batch is false: whoever knows that
+// a script came with it sets it. poolctl explain starts from it, and tests build jobs on it.
+func UnsetRequest() Request {
+	return Request{
+		Op:             Submit,
+		MinCPUs:        1,
+		CPUsPerTask:    NoVal16,
+		PnMinCPUs:      NoVal16,
+		PnMinMemory:    NoVal64,
+		MinNodes:       NoVal,
+		MaxNodes:       NoVal,
+		NumTasks:       NoVal,
+		NTasksPerNode:  NoVal16,
+		SocketsPerNode: NoVal16,
+		Requeue:        NoVal16,
+	}
+}
+
 // WorkloadClass is the job's workload class: the value of the first "class=NAME" word of its
 // comment (words are separated by spaces, commas or semicolons), or "" when there is none.
 func WorkloadClass(comment string) string {

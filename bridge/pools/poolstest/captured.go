@@ -43,16 +43,15 @@ func capturedRequest(t testing.TB, c slurmtest.JobDesc) pools.Request {
 		}
 		return n
 	}
-	r := pools.Request{
-		Partition: f["partition"], TRESPerJob: f["tres_per_job"], TRESPerNode: f["tres_per_node"],
-		TRESPerSocket: f["tres_per_socket"], TRESPerTask: f["tres_per_task"],
-		MinCPUs: uint32(num("min_cpus")), CPUsPerTask: uint16(num("cpus_per_task")), PnMinCPUs: uint16(num("pn_min_cpus")),
-		MinNodes: uint32(num("min_nodes")), MaxNodes: uint32(num("max_nodes")), NumTasks: uint32(num("num_tasks")),
-		NTasksPerNode:  uint16(num("ntasks_per_node")),
-		SocketsPerNode: pools.NoVal16, // not in the capture
-
-		Comment: f["comment"], Features: f["features"],
-	}
+	// Every field the capture has is read from it; sockets_per_node and the script (Batch) are
+	// not in it and keep UnsetRequest's values.
+	r := pools.UnsetRequest()
+	r.Partition, r.Comment, r.Features = f["partition"], f["comment"], f["features"]
+	r.TRESPerJob, r.TRESPerNode, r.TRESPerSocket, r.TRESPerTask = f["tres_per_job"], f["tres_per_node"], f["tres_per_socket"], f["tres_per_task"]
+	r.MinCPUs, r.CPUsPerTask, r.PnMinCPUs = uint32(num("min_cpus")), uint16(num("cpus_per_task")), uint16(num("pn_min_cpus"))
+	r.MinNodes, r.MaxNodes = uint32(num("min_nodes")), uint32(num("max_nodes"))
+	r.NumTasks, r.NTasksPerNode = uint32(num("num_tasks")), uint16(num("ntasks_per_node"))
+	r.Requeue = uint16(num("requeue"))
 	if c.Op == "modify" {
 		r.Op = pools.Modify
 	}
