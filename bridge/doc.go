@@ -1,6 +1,6 @@
 // Package bridge is slurmbridge's ground floor: the Slurm vocabulary (gpureq, jobreason), pool
 // selection (pools), the adapters that talk to Slurm (slurm, slurmdbd), command-line helpers
-// (cliargs) and the testbed harness (testbed). The components above it (the job_submit plugin,
-// quotad, elasticd, poolctl, doctor, bench) import it; it imports none of them, so any of them
-// can be read, tested and changed without the others.
+// (cliargs), small summaries (stats) and the testbed harness (testbed). The components above it
+// (the job_submit plugin, quotad, elasticd, poolctl, doctor, bench) import it; it imports none
+// of them, so any of them can be read, tested and changed without the others.
 package bridge

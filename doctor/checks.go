@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/pools/validation"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
-	"github.com/slurmbridge/slurmbridge/poolctl/validation"
 )
 
 // Status is a verdict's kind.

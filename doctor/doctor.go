@@ -16,8 +16,8 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/cliargs"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/pools/validation"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
-	"github.com/slurmbridge/slurmbridge/poolctl/validation"
 )
 
 // Env is what doctor talks to and prints on.

@@ -38,7 +38,7 @@ func TestLiveDoctorIsCleanOnTheTestbed(t *testing.T) {
 	if r.code != 0 || !strings.HasSuffix(r.out, "doctor: no problems\n") {
 		t.Fatalf("exit %d, err %q, out:\n%s", r.code, r.errOut, r.out)
 	}
-	mustContain(t, "doctor output", r.out,
+	testbed.MustContain(t, "doctor output", r.out,
 		"ok       plugin      "+filepath.Join(c.Dir, "plugins", PluginFile)+" built for Slurm ",
 		"ok       pools       ", "ok       preemption", "ok       accounting", "ok       quotad", "ok       elasticd", "ok       credentials")
 }
@@ -77,7 +77,7 @@ func TestLiveDoctorNamesPluginFromAnotherSlurm(t *testing.T) {
 	}
 	want := "PROBLEM  plugin      " + installed + " was built for Slurm " + SlurmVersionString(older) +
 		" but slurmctld runs " + SlurmVersionString(info.Version) + ": slurmctld refuses to load it"
-	mustContain(t, "doctor output", r.out, want, "fix: rebuild and reinstall it on this Slurm")
+	testbed.MustContain(t, "doctor output", r.out, want, "fix: rebuild and reinstall it on this Slurm")
 	if got := problemLines(r.out); len(got) != 2 {
 		t.Errorf("want the plugin problem alone, got:\n%s", strings.Join(got, "\n"))
 	}
@@ -129,13 +129,13 @@ func TestLiveDoctorNamesMissingQOSEnforcement(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", r.code, r.out)
 	}
-	mustContain(t, "doctor output", r.out,
+	testbed.MustContain(t, "doctor output", r.out,
 		"PROBLEM  accounting  AccountingStorageEnforce = associations,limits,safe lacks qos: guaranteed QOS limits (GrpTRES) would not hold jobs back",
 		"fix: in slurm.conf: AccountingStorageEnforce=associations,limits,qos,safe, then scontrol reconfigure",
 		"PROBLEM  preemption  JobRequeue = 0: jobs default to no requeue",
 		"fix: in slurm.conf: JobRequeue=1, then scontrol reconfigure",
 	)
-	mustContain(t, "stderr", r.errOut, "doctor: 2 problems")
+	testbed.MustContain(t, "stderr", r.errOut, "doctor: 2 problems")
 }
 
 func TestLiveDoctorNamesQuotadUserWithoutSlurmRights(t *testing.T) {
@@ -144,7 +144,7 @@ func TestLiveDoctorNamesQuotadUserWithoutSlurmRights(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", r.code, r.out)
 	}
-	mustContain(t, "doctor output", r.out,
+	testbed.MustContain(t, "doctor output", r.out,
 		"PROBLEM  quotad-user quotad runs as alice (AdminLevel None): slurmdbd refuses it QOS changes, which need Administrator",
 		"fix: sacctmgr -i modify user alice set adminlevel=Administrator")
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // buildPlugin compiles a stand-in Slurm plugin with the given data symbols.
@@ -102,15 +103,6 @@ type result struct {
 	out, errOut string
 }
 
-func mustContain(t *testing.T, what, text string, wants ...string) {
-	t.Helper()
-	for _, w := range wants {
-		if !strings.Contains(text, w) {
-			t.Errorf("%s lacks %q:\n%s", what, w, text)
-		}
-	}
-}
-
 // problemLines are the PROBLEM lines with their fix lines.
 func problemLines(out string) []string {
 	var lines []string
@@ -151,7 +143,7 @@ func TestDoctorEndToEnd(t *testing.T) {
 	if res.code != 0 || !strings.HasSuffix(res.out, "doctor: no problems\n") || len(problemLines(res.out)) != 0 || res.errOut != "" {
 		t.Fatalf("exit %d, err %q, out:\n%s", res.code, res.errOut, res.out)
 	}
-	mustContain(t, "doctor output", res.out,
+	testbed.MustContain(t, "doctor output", res.out,
 		"ok       slurmctld   Slurm 22.05.8, cluster testbed\n",
 		"ok       plugin      "+plugin+" built for Slurm 22.05.8, as slurmctld runs\n",
 		"ok       pools       "+testbedPools+": OK, 4 pools match the cluster\n",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // slurmctldOnly answers `scontrol show config` and the release, and fails every other command:
@@ -39,12 +40,12 @@ func TestPoolctlDoctorIsSlurmbridgeDoctor(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", r.code, r.out)
 	}
-	mustContain(t, "doctor output", r.out,
+	testbed.MustContain(t, "doctor output", r.out,
 		"ok       slurmctld   Slurm 22.05.8, cluster testbed",
 		"PROBLEM  pools       cannot check "+testbedPools+" against the cluster",
 		"skip     credentials --db-password-file is empty",
 	)
-	mustContain(t, "stderr", r.errOut, "poolctl: doctor: ")
+	testbed.MustContain(t, "stderr", r.errOut, "poolctl: doctor: ")
 
 	// A fetcher that is not the Slurm adapter cannot run doctor's commands.
 	r = run(Env{Fetcher: &fakeFetcher{t: t}}, "doctor")

@@ -67,68 +67,70 @@ func explainCommand(env Env) *cli.Command {
 // keep their NO_VAL sentinels, GPU options become "gres:gpu:..." entries of the tres_per_*
 // field of their scope. flag returns an option's value, "" when not given.
 func requestFromFlags(flag func(name string) string) (pools.Request, error) {
-	r := pools.Request{
-		Op:             pools.Submit,
-		Partition:      flag("partition"),
-		Comment:        flag("comment"),
-		MinCPUs:        1,
-		CPUsPerTask:    pools.NoVal16,
-		PnMinCPUs:      pools.NoVal16,
-		PnMinMemory:    pools.NoVal64,
-		MinNodes:       pools.NoVal,
-		MaxNodes:       pools.NoVal,
-		NumTasks:       pools.NoVal,
-		NTasksPerNode:  pools.NoVal16,
-		SocketsPerNode: pools.NoVal16,
-	}
-	var err error
+	r := pools.UnsetRequest()
+	r.Partition, r.Comment = flag("partition"), flag("comment")
 	if r.Partition != "" && strings.ContainsAny(r.Partition, " \t") {
 		return r, fmt.Errorf("--partition %q: partition names have no spaces; list them with commas", r.Partition)
 	}
+	// On an error, r is returned as far as it was filled.
+	for _, fill := range []func(*pools.Request, func(string) string) error{gpusFromFlags, countsFromFlags, memoryFromFlags} {
+		if err := fill(&r, flag); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
 
-	// GPUs. --gres may name other GRES too; the --gpus* options count GPUs only.
+// gpusFromFlags fills the tres_per_* fields. --gres may name other GRES too; the --gpus*
+// options count GPUs only.
+func gpusFromFlags(r *pools.Request, flag func(string) string) error {
 	gres, err := gresEntries("--gres", flag("gres"), "")
 	if err != nil {
-		return r, err
+		return err
 	}
 	perNode, err := gresEntries("--gpus-per-node", flag("gpus-per-node"), gpureq.GPUName+":")
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.TRESPerNode = joinNonEmpty(gres, perNode)
 	if r.TRESPerJob, err = gresEntries("--gpus", flag("gpus"), gpureq.GPUName+":"); err != nil {
-		return r, err
+		return err
 	}
 	if r.TRESPerTask, err = gresEntries("--gpus-per-task", flag("gpus-per-task"), gpureq.GPUName+":"); err != nil {
-		return r, err
+		return err
 	}
 	if r.TRESPerSocket, err = gresEntries("--gpus-per-socket", flag("gpus-per-socket"), gpureq.GPUName+":"); err != nil {
-		return r, err
+		return err
 	}
+	return nil
+}
 
-	// Counts.
+// countsFromFlags fills sockets, nodes, tasks and CPUs, deriving what sbatch derives: --ntasks
+// from -N and --ntasks-per-node, min_cpus from the tasks and --cpus-per-task. It needs the GPU
+// fields filled: --gpus-per-socket requires --sockets-per-node.
+func countsFromFlags(r *pools.Request, flag func(string) string) error {
 	sockets, err := count16("--sockets-per-node", flag("sockets-per-node"))
 	if err != nil {
-		return r, err
+		return err
 	}
 	if r.TRESPerSocket != "" && sockets == 0 {
-		return r, fmt.Errorf("--gpus-per-socket needs --sockets-per-node, as sbatch does")
+		return fmt.Errorf("--gpus-per-socket needs --sockets-per-node, as sbatch does")
 	}
 	minNodes, maxNodes, err := nodeRange(flag("nodes"))
 	if err != nil {
-		return r, err
+		return err
 	}
 	tasks, err := count32("--ntasks", flag("ntasks"))
 	if err != nil {
-		return r, err
+		return err
 	}
 	tasksPerNode, err := count16("--ntasks-per-node", flag("ntasks-per-node"))
 	if err != nil {
-		return r, err
+		return err
 	}
 	cpusPerTask, err := count16("--cpus-per-task", flag("cpus-per-task"))
 	if err != nil {
-		return r, err
+		return err
 	}
 	if sockets > 0 {
 		r.SocketsPerNode = uint16(sockets)
@@ -143,7 +145,7 @@ func requestFromFlags(flag func(name string) string) (pools.Request, error) {
 		}
 	}
 	if tasks >= uint64(pools.NoVal) {
-		return r, fmt.Errorf("--nodes × --ntasks-per-node is %d tasks, more than Slurm can count", tasks)
+		return fmt.Errorf("--nodes × --ntasks-per-node is %d tasks, more than Slurm can count", tasks)
 	}
 	if tasks > 0 {
 		r.NumTasks = uint32(tasks)
@@ -154,27 +156,32 @@ func requestFromFlags(flag func(name string) string) (pools.Request, error) {
 	// min_cpus is the job's CPU total: one per node at least, cpus-per-task for each task.
 	cpus := max(minNodes, 1, max(tasks, 1)*max(cpusPerTask, 1))
 	if cpus >= uint64(pools.NoVal) {
-		return r, fmt.Errorf("--ntasks × --cpus-per-task is %d CPUs, more than Slurm can count", cpus)
+		return fmt.Errorf("--ntasks × --cpus-per-task is %d CPUs, more than Slurm can count", cpus)
 	}
 	r.MinCPUs = uint32(cpus)
+	return nil
+}
 
-	// Memory.
+// memoryFromFlags fills pn_min_memory from --mem (per node) or --mem-per-cpu (flagged
+// MemPerCPU); without either it keeps NO_VAL.
+func memoryFromFlags(r *pools.Request, flag func(string) string) error {
 	mem, perCPU := flag("mem"), flag("mem-per-cpu")
 	switch {
 	case mem != "" && perCPU != "":
-		return r, fmt.Errorf("--mem and --mem-per-cpu exclude each other, as in sbatch")
+		return fmt.Errorf("--mem and --mem-per-cpu exclude each other, as in sbatch")
 	case mem != "":
+		var err error
 		if r.PnMinMemory, err = memoryMB("--mem", mem); err != nil {
-			return r, err
+			return err
 		}
 	case perCPU != "":
 		mb, err := memoryMB("--mem-per-cpu", perCPU)
 		if err != nil {
-			return r, err
+			return err
 		}
 		r.PnMinMemory = mb | pools.MemPerCPU
 	}
-	return r, nil
+	return nil
 }
 
 // gresEntries turns an option's comma-separated list into tres_per_* entries: "a100:2" for

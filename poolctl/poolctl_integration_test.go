@@ -45,11 +45,11 @@ func TestLiveValidateNamesWrongGPUCountAndMissingPartition(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1; out:\n%s\nerr: %s", r.code, r.out, r.errOut)
 	}
-	mustContain(t, "validate output", r.out,
+	testbed.MustContain(t, "validate output", r.out,
 		path+":"+lineOf(t, path, "# v100")+": pool v100: nodes v100-1, v100-2 have 4 GPUs but node.gpus is 8",
 		path+":"+lineOf(t, path, "partition: a100-typo")+": pool a100: partition a100-typo does not exist in the cluster",
 	)
-	mustContain(t, "stderr", r.errOut, path+": 2 problems")
+	testbed.MustContain(t, "stderr", r.errOut, path+": 2 problems")
 }
 
 func TestLiveStatusShowsPoolsAndAHeldJob(t *testing.T) {
@@ -93,7 +93,7 @@ func TestLiveStatusShowsPoolsAndAHeldJob(t *testing.T) {
 	}
 
 	table := runLive(t, c, "--config", testbedPools, "status")
-	mustContain(t, "status table", table.out, "a100-spot", "* includes pending jobs that list several pools")
+	testbed.MustContain(t, "status table", table.out, "a100-spot", "* includes pending jobs that list several pools")
 	if state, err := c.JobState(ctx, id); err != nil || strings.TrimSpace(state) != "PENDING" {
 		t.Fatalf("held job %s is %q (%v), the counts above assumed PENDING", id, state, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 const testbedPools = "../slurm-conf/testbed/pools.yaml"
@@ -62,15 +63,6 @@ func run(t *testing.T, f *fakeFetcher, args ...string) result {
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), append([]string{"poolctl"}, args...), Env{Fetcher: f, Out: &out, Err: &errOut})
 	return result{code, out.String(), errOut.String()}
-}
-
-func mustContain(t *testing.T, what, text string, wants ...string) {
-	t.Helper()
-	for _, w := range wants {
-		if !strings.Contains(text, w) {
-			t.Errorf("%s lacks %q:\n%s", what, w, text)
-		}
-	}
 }
 
 // writeBroken writes the testbed's pools.yaml with each old text replaced by its new one.
@@ -129,12 +121,12 @@ func TestValidateReportsEveryProblemWithItsLine(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1; out:\n%s", r.code, r.out)
 	}
-	mustContain(t, "validate output", r.out,
+	testbed.MustContain(t, "validate output", r.out,
 		path+":"+lineOf(t, path, "retries: 3")+`: unknown key "retries"`,
 		path+":"+lineOf(t, path, "partition: h100")+": pool a100: partition h100 does not exist in the cluster (it has a100, a100-spot, cpu, v100)",
 		path+":"+lineOf(t, path, "# v100")+": pool v100: nodes v100-1, v100-2 have 4 GPUs but node.gpus is 2",
 	)
-	mustContain(t, "stderr", r.errOut, path+": 3 problems")
+	testbed.MustContain(t, "stderr", r.errOut, path+": 3 problems")
 	if got := strings.Count(r.out, "\n"); got != 3 {
 		t.Errorf("%d lines printed, want one per problem:\n%s", got, r.out)
 	}
@@ -155,8 +147,8 @@ func TestValidateFailsWhenSlurmCannotBeRead(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1", r.code)
 	}
-	mustContain(t, "stdout", r.out, `policy "random" is not one of default-first, cheapest, fastest`)
-	mustContain(t, "stderr", r.errOut, "cannot check "+path+" against the cluster", "Unspecified error", "--no-cluster")
+	testbed.MustContain(t, "stdout", r.out, `policy "random" is not one of default-first, cheapest, fastest`)
+	testbed.MustContain(t, "stderr", r.errOut, "cannot check "+path+" against the cluster", "Unspecified error", "--no-cluster")
 }
 
 func TestValidateDefaultsToThePluginsConfig(t *testing.T) {
@@ -253,7 +245,7 @@ func TestStatusCountsMultiPoolPendingJobsInEachPool(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
-	mustContain(t, "status table", r.out, "POOL", "PARTITION", "FREE", "* includes pending jobs that list several pools")
+	testbed.MustContain(t, "status table", r.out, "POOL", "PARTITION", "FREE", "* includes pending jobs that list several pools")
 	for _, line := range strings.Split(r.out, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 12 && fields[0] == "v100" {
@@ -280,7 +272,7 @@ func TestExplainPrintsDecisionAndEveryCandidate(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
-	mustContain(t, "explain", r.out,
+	testbed.MustContain(t, "explain", r.out,
 		"1 a100 GPU per node; workload class bert",
 		"Decision:   keep partition a100",
 		"it has 1 nodes; the job needs 2",           // a100-spot
@@ -300,12 +292,12 @@ func TestExplainPrintsDecisionAndEveryCandidate(t *testing.T) {
 	// Speed is per workload class: for resnet an a100 is only 1.5 times a v100, so at 3.00 per
 	// GPU-hour it costs more per unit of work than a v100 at 1.50.
 	r = run(t, f, "--config", testbedPools, "explain", "--gpus=1", "--comment=class=resnet")
-	mustContain(t, "explain resnet", r.out, "Decision:   route to a100-spot,v100,a100", "workload class resnet")
+	testbed.MustContain(t, "explain resnet", r.out, "Decision:   route to a100-spot,v100,a100", "workload class resnet")
 	r = run(t, f, "--config", testbedPools, "explain", "--gpus=1", "--comment=class=bert")
-	mustContain(t, "explain bert", r.out, "Decision:   route to a100-spot,a100,v100")
+	testbed.MustContain(t, "explain bert", r.out, "Decision:   route to a100-spot,a100,v100")
 
 	r = run(t, f, "--config", testbedPools, "explain", "-p", "cpu", "--gpus-per-node=1")
-	mustContain(t, "explain -p cpu", r.out, "Decision:   reject", "Pools that can run it")
+	testbed.MustContain(t, "explain -p cpu", r.out, "Decision:   reject", "Pools that can run it")
 }
 
 func TestExplainRejectsBadInputClearly(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
+	"github.com/slurmbridge/slurmbridge/bridge/stats"
 )
 
 // JobRun is one completed job as profile learn reads it from slurmdbd's job table. Its Comment
@@ -90,21 +91,11 @@ func Learn(cfg *pools.Config, runs []JobRun, minJobs int) *Profile {
 			if prof.Median[pool] == nil {
 				prof.Median[pool], prof.Count[pool] = map[string]time.Duration{}, map[string]int{}
 			}
-			prof.Median[pool][class] = median(ds)
+			prof.Median[pool][class] = stats.Median(ds)
 			prof.Count[pool][class] = len(ds)
 		}
 	}
 	return prof
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Speeds turns medians into the pools config's speed table: for each class, a pool's speed is

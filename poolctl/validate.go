@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/slurmbridge/slurmbridge/poolctl/validation"
+	"github.com/slurmbridge/slurmbridge/bridge/pools/validation"
 )
 
 func validateCommand(env Env) *cli.Command {

@@ -58,16 +58,15 @@ func repoRoot(t *testing.T) string {
 	return filepath.Dir(wd)
 }
 
-// quotactl runs bin/quotactl as root with the testbed's environment.
+// quotactl runs the quotactl this test binary built (binDir) as root against the testbed. Its
+// context is not t.Context(), which ends before the clean-ups that restore the quota table with
+// it, and its deadline is a liveness bound well above the adapter's default 30 s: on CI's shared
+// cores a quotactl that reads slurmdbd can take longer.
 func quotactl(t *testing.T, c *testbed.Cluster, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "quotactl"), args...)
-	cmd.Env = c.Env()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("quotactl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(5*time.Minute))
+	defer cancel()
+	return c.MustRun(ctx, t, filepath.Join(binDir, "quotactl"), args...)
 }
 
 // importTestbedQuotas loads the testbed's quota table (slurm-conf/testbed/quotas.yaml).

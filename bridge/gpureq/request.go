@@ -124,9 +124,9 @@ func (r *Request) Sum(s Scope) uint64 {
 func (r *Request) GPUsPerNode(nodes, tasksPerNode, socketsPerNode uint64) uint64 {
 	nodes, tasksPerNode, socketsPerNode = atLeast1(nodes), atLeast1(tasksPerNode), atLeast1(socketsPerNode)
 	need := r.Sum(PerNode)
-	need = max(need, mulSat(r.Sum(PerSocket), socketsPerNode))
-	need = max(need, mulSat(r.Sum(PerTask), tasksPerNode))
-	need = max(need, ceilDiv(r.Sum(PerJob), nodes))
+	need = max(need, MulSat(r.Sum(PerSocket), socketsPerNode))
+	need = max(need, MulSat(r.Sum(PerTask), tasksPerNode))
+	need = max(need, CeilDiv(r.Sum(PerJob), nodes))
 	return need
 }
 
@@ -135,9 +135,9 @@ func (r *Request) GPUsPerNode(nodes, tasksPerNode, socketsPerNode uint64) uint64
 func (r *Request) TotalGPUs(nodes, tasks, socketsPerNode uint64) uint64 {
 	nodes, tasks, socketsPerNode = atLeast1(nodes), atLeast1(tasks), atLeast1(socketsPerNode)
 	total := r.Sum(PerJob)
-	total = max(total, mulSat(r.Sum(PerNode), nodes))
-	total = max(total, mulSat(r.Sum(PerTask), tasks))
-	total = max(total, mulSat(mulSat(r.Sum(PerSocket), socketsPerNode), nodes))
+	total = max(total, MulSat(r.Sum(PerNode), nodes))
+	total = max(total, MulSat(r.Sum(PerTask), tasks))
+	total = max(total, MulSat(MulSat(r.Sum(PerSocket), socketsPerNode), nodes))
 	return total
 }
 
@@ -171,16 +171,18 @@ func (r *Request) String() string {
 
 func atLeast1(n uint64) uint64 { return max(n, 1) }
 
-// ceilDiv rounds up; dividing by MaxUint64 ("unbounded") gives 1 for any positive n.
-func ceilDiv(n, d uint64) uint64 {
+// CeilDiv is n/d rounded up; dividing by MaxUint64 ("unbounded") gives 1 for any positive n.
+// d must not be 0. The pools package sizes a job's per-node share with it too.
+func CeilDiv(n, d uint64) uint64 {
 	if n == 0 {
 		return 0
 	}
 	return (n-1)/d + 1
 }
 
-// Counts come from users (gpu:16g is legal syntax): saturate rather than wrap around.
-func mulSat(a, b uint64) uint64 {
+// MulSat is a*b, saturated at MaxUint64 instead of wrapping around: counts come from users
+// (gpu:16g is legal syntax), and the pools package multiplies their CPU and memory figures too.
+func MulSat(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
 	if hi != 0 {
 		return math.MaxUint64

@@ -1,69 +1,13 @@
 package gpureq
 
 import (
-	"bufio"
 	"math"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
-
-// capturedJobDesc is one JOBDESC line of the fixture, with the command that produced it.
-type capturedJobDesc struct {
-	Command string
-	Fields  map[string]string // "nil" already turned into ""
-}
-
-// readCapturedJobDescs pairs the fixture's "# sbatch ..." comment lines with its JOBDESC lines,
-// in order.
-func readCapturedJobDescs(t *testing.T) []capturedJobDesc {
-	t.Helper()
-	f, err := os.Open("../testdata/job_desc-22.05.8.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var commands []string
-	var descs []capturedJobDesc
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if c, ok := strings.CutPrefix(line, "# "); ok {
-			for _, tool := range []string{"sbatch ", "srun ", "scontrol "} {
-				if strings.HasPrefix(c, tool) {
-					c, _, _ = strings.Cut(c, "   ") // drop "(job_modify)" notes
-					commands = append(commands, strings.TrimSpace(c))
-				}
-			}
-			continue
-		}
-		rest, ok := strings.CutPrefix(line, "JOBDESC ")
-		if !ok {
-			continue
-		}
-		_, rest, _ = strings.Cut(rest, " ") // submit | modify
-		fields := map[string]string{}
-		for kv := range strings.SplitSeq(rest, " | ") {
-			k, v, _ := strings.Cut(kv, "=")
-			if v == "nil" {
-				v = ""
-			}
-			fields[k] = v
-		}
-		descs = append(descs, capturedJobDesc{Fields: fields})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(commands) != len(descs) {
-		t.Fatalf("fixture has %d commands and %d JOBDESC lines", len(commands), len(descs))
-	}
-	for i := range descs {
-		descs[i].Command = commands[i]
-	}
-	return descs
-}
 
 // TestParseCapturedJobDescs reads every job_desc that slurmctld 22.05.8 really passed to a
 // job_submit plugin and checks the GPU request we read from it.
@@ -88,7 +32,7 @@ func TestParseCapturedJobDescs(t *testing.T) {
 		"scontrol update jobid=J partition=v100 gres=gpu:v100:1":   {{PerNode, "v100", 1}},
 		"scontrol update jobid=J numnodes=2":                       nil,
 	}
-	descs := readCapturedJobDescs(t)
+	descs := slurmtest.JobDescs(t)
 	if len(descs) != len(want) {
 		t.Errorf("fixture has %d job_descs, the test expects %d", len(descs), len(want))
 	}
@@ -255,5 +199,31 @@ func TestParseAcrossReleases(t *testing.T) {
 				t.Errorf("Parse(%+v) = %+v (%s), want GPU %v, %q and no other GRES", tt.fields, r, r.String(), tt.wantGPU, tt.wantStr)
 			}
 		})
+	}
+}
+
+// CeilDiv and MulSat size every request, GPU and CPU alike: huge user counts must saturate at
+// MaxUint64 (read as "unbounded") rather than wrap around to a small number that would fit.
+func TestCeilDivAndMulSat(t *testing.T) {
+	const maxU = math.MaxUint64
+	divs := []struct{ n, d, want uint64 }{
+		{0, 1, 0}, {0, maxU, 0}, {1, 1, 1}, {5, 2, 3}, {4, 2, 2},
+		{1, maxU, 1}, {maxU, maxU, 1}, {maxU, 1, maxU}, {maxU, 2, maxU/2 + 1},
+	}
+	for _, tt := range divs {
+		if got := CeilDiv(tt.n, tt.d); got != tt.want {
+			t.Errorf("CeilDiv(%d, %d) = %d, want %d", tt.n, tt.d, got, tt.want)
+		}
+	}
+	muls := []struct{ a, b, want uint64 }{
+		{0, maxU, 0}, {maxU, 0, 0}, {3, 4, 12}, {1, maxU, maxU},
+		{maxU / 2, 2, maxU - 1}, // the largest product that still fits
+		{maxU/2 + 1, 2, maxU},   // one past it saturates
+		{1 << 32, 1 << 32, maxU}, {maxU, maxU, maxU},
+	}
+	for _, tt := range muls {
+		if got := MulSat(tt.a, tt.b); got != tt.want {
+			t.Errorf("MulSat(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
 	}
 }

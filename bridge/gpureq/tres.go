@@ -151,7 +151,7 @@ func parseSizeMB(s string) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		return ceilDiv(n, 1024), nil
+		return CeilDiv(n, 1024), nil
 	case 'M', 'm':
 		shift = 0
 	case 'G', 'g':

@@ -71,12 +71,9 @@ func mustNew(t testing.TB, c Config) *Config {
 
 type jobOption func(*Request)
 
-// job is what sbatch --wrap sends with nothing else set (see the job_desc fixture).
+// job is what sbatch --wrap sends with nothing else set (UnsetRequest), with opts applied.
 func job(opts ...jobOption) Request {
-	r := Request{
-		MinCPUs: 1, CPUsPerTask: NoVal16, PnMinCPUs: NoVal16, PnMinMemory: NoVal64,
-		MinNodes: NoVal, MaxNodes: NoVal, NumTasks: NoVal, NTasksPerNode: NoVal16, SocketsPerNode: NoVal16,
-	}
+	r := UnsetRequest()
 	for _, o := range opts {
 		o(&r)
 	}

@@ -60,6 +60,26 @@ type Request struct {
 	Requeue uint16
 }
 
+// UnsetRequest is a submission that asks for nothing, as slurmctld fills job_desc for
+// `sbatch --wrap true` (bridge/testdata/job_desc-22.05.8.txt): every count at its NO_VAL
+// sentinel, min_cpus 1, neither --requeue nor --no-requeue. Batch is false: whoever knows that
+// a script came with it sets it. poolctl explain starts from it, and tests build jobs on it.
+func UnsetRequest() Request {
+	return Request{
+		Op:             Submit,
+		MinCPUs:        1,
+		CPUsPerTask:    NoVal16,
+		PnMinCPUs:      NoVal16,
+		PnMinMemory:    NoVal64,
+		MinNodes:       NoVal,
+		MaxNodes:       NoVal,
+		NumTasks:       NoVal,
+		NTasksPerNode:  NoVal16,
+		SocketsPerNode: NoVal16,
+		Requeue:        NoVal16,
+	}
+}
+
 // WorkloadClass is the job's workload class: the value of the first "class=NAME" word of its
 // comment (words are separated by spaces, commas or semicolons), or "" when there is none.
 func WorkloadClass(comment string) string {
@@ -163,13 +183,13 @@ func (s *jobShape) needsOn(poolNodes uint64) nodeNeeds {
 	if tasksPerNode == 0 {
 		tasksPerNode = 1
 		if s.tasks > 0 {
-			tasksPerNode = ceilDiv(s.tasks, spread)
+			tasksPerNode = gpureq.CeilDiv(s.tasks, spread)
 		}
 	}
-	cpus := max(s.pnMinCPUs, mulSat(s.cpusPerTask, tasksPerNode), ceilDiv(s.minCPUs, spread))
+	cpus := max(s.pnMinCPUs, gpureq.MulSat(s.cpusPerTask, tasksPerNode), gpureq.CeilDiv(s.minCPUs, spread))
 	mem := s.memMB
 	if s.memPerCPU {
-		mem = mulSat(mem, cpus)
+		mem = gpureq.MulSat(mem, cpus)
 	}
 	return nodeNeeds{
 		nodes:    s.minNodes,
@@ -177,18 +197,4 @@ func (s *jobShape) needsOn(poolNodes uint64) nodeNeeds {
 		cpus:     cpus,
 		memoryMB: mem,
 	}
-}
-
-func ceilDiv(n, d uint64) uint64 {
-	if n == 0 {
-		return 0
-	}
-	return (n-1)/d + 1
-}
-
-func mulSat(a, b uint64) uint64 {
-	if a != 0 && b > math.MaxUint64/a {
-		return math.MaxUint64
-	}
-	return a * b
 }

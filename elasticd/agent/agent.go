@@ -18,13 +18,12 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
-	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 )
 
 // Reader is the part of probe.Reader the agent uses.
 type Reader interface {
 	Available() bool
-	Read(indices []int) ([]probe.Sample, error)
+	Read(indices []int) ([]api.GPUSample, error)
 }
 
 // Queue is the part of Slurm the agent reads: one `squeue --json`, the jobs and their extra

@@ -9,7 +9,6 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
-	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 )
 
 type fakeReader struct {
@@ -19,11 +18,11 @@ type fakeReader struct {
 
 func (r *fakeReader) Available() bool { return r.available }
 
-func (r *fakeReader) Read(indices []int) ([]probe.Sample, error) {
+func (r *fakeReader) Read(indices []int) ([]api.GPUSample, error) {
 	r.asked = append(r.asked, indices)
-	var out []probe.Sample
+	var out []api.GPUSample
 	for _, i := range indices {
-		out = append(out, probe.Sample{Index: i})
+		out = append(out, api.GPUSample{Index: i})
 	}
 	return out, nil
 }

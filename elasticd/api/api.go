@@ -5,10 +5,9 @@
 package api
 
 import (
+	"slices"
 	"strconv"
 	"time"
-
-	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 )
 
 // The daemon's paths.
@@ -80,8 +79,68 @@ type SignalReport struct {
 
 // JobSignals are the samples of one job's GPUs on one node.
 type JobSignals struct {
-	JobID   uint32         `json:"job_id"`
-	Samples []probe.Sample `json:"samples"`
+	JobID   uint32      `json:"job_id"`
+	Samples []GPUSample `json:"samples"`
+}
+
+// GPUSample is one reading of one GPU, as elasticd/probe reads it from NVML and a node agent
+// posts it. It is defined here rather than in probe so that the daemon and every client of
+// these wire types build without go-nvml. Every metric is a pointer: nil means the GPU does not
+// support it (NOT_SUPPORTED, e.g. NVLink on a PCIe card or utilisation on a MIG-enabled GPU)
+// or that reading it failed (reported in the error of probe's Read).
+type GPUSample struct {
+	Index int       `json:"index"`
+	UUID  string    `json:"uuid,omitempty"`
+	Name  string    `json:"name,omitempty"`
+	Time  time.Time `json:"time"`
+
+	GPUUtilPct    *uint32 `json:"gpu_util_pct,omitempty"`
+	MemoryUtilPct *uint32 `json:"memory_util_pct,omitempty"`
+
+	SMClockMHz    *uint32 `json:"sm_clock_mhz,omitempty"`
+	MaxSMClockMHz *uint32 `json:"max_sm_clock_mhz,omitempty"`
+	// ThrottleReasons are the active clock throttle reasons by name (see
+	// probe.ThrottleReasonNames); empty when the clocks are not held back.
+	ThrottleReasons []string `json:"throttle_reasons,omitempty"`
+
+	PowerMilliwatts      *uint32 `json:"power_mw,omitempty"`
+	PowerLimitMilliwatts *uint32 `json:"power_limit_mw,omitempty"`
+
+	MemoryUsedBytes  *uint64 `json:"memory_used_bytes,omitempty"`
+	MemoryTotalBytes *uint64 `json:"memory_total_bytes,omitempty"`
+
+	TemperatureC *uint32 `json:"temperature_c,omitempty"`
+
+	// PCIe throughput as NVML samples it: KB/s over the last 20 ms.
+	PCIeTxKBps *uint32 `json:"pcie_tx_kbps,omitempty"`
+	PCIeRxKBps *uint32 `json:"pcie_rx_kbps,omitempty"`
+
+	// NVLink data counters summed over all links (KiB since driver load),
+	// and the rates since this Reader's previous read of the same GPU
+	// (absent on the first read).
+	NVLinkTxKiB   *uint64  `json:"nvlink_tx_kib,omitempty"`
+	NVLinkRxKiB   *uint64  `json:"nvlink_rx_kib,omitempty"`
+	NVLinkTxKiBps *float64 `json:"nvlink_tx_kibps,omitempty"`
+	NVLinkRxKiBps *float64 `json:"nvlink_rx_kibps,omitempty"`
+}
+
+// thermalOrPowerReasons are the reasons that mean the hardware is slowing
+// the GPU down against the job's will; idle, application clocks, sync boost
+// and display settings are not a sign of a sick GPU.
+var thermalOrPowerReasons = []string{
+	"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown",
+	"hw_thermal_slowdown", "hw_power_brake_slowdown",
+}
+
+// ThermalOrPowerThrottled reports whether any active throttle reason is a
+// thermal or power one.
+func (s GPUSample) ThermalOrPowerThrottled() bool {
+	for _, r := range s.ThrottleReasons {
+		if slices.Contains(thermalOrPowerReasons, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // PinPayload is what the MUNGE credential of a pin request must hold: elasticd's own, so that

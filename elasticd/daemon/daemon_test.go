@@ -19,7 +19,6 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
-	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
@@ -463,16 +462,16 @@ func TestBelowMaxTheSuccessorJoinsBeforeTheStragglerLeaves(t *testing.T) {
 func TestThrottledGPUFromTheAgentReplacesItsWorker(t *testing.T) {
 	h := newHarness(t, 2, 2)
 	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
-	sample := func(mhz uint32, reasons ...string) probe.Sample {
+	sample := func(mhz uint32, reasons ...string) api.GPUSample {
 		max := uint32(1410)
-		return probe.Sample{Index: 0, Time: h.now, SMClockMHz: &mhz, MaxSMClockMHz: &max, ThrottleReasons: reasons}
+		return api.GPUSample{Index: 0, Time: h.now, SMClockMHz: &mhz, MaxSMClockMHz: &max, ThrottleReasons: reasons}
 	}
 	for range 12 {
 		h.report(200, mainID, 150)
 		h.cycle()
 		h.d.AddSignals(api.SignalReport{Node: "a100-1", Jobs: []api.JobSignals{
-			{JobID: mainID, Samples: []probe.Sample{sample(1410)}},
-			{JobID: 150, Samples: []probe.Sample{sample(846, "hw_thermal_slowdown")}},
+			{JobID: mainID, Samples: []api.GPUSample{sample(1410)}},
+			{JobID: 150, Samples: []api.GPUSample{sample(846, "hw_thermal_slowdown")}},
 		}})
 		if len(h.slurm.submits) > 0 || len(h.slurm.terminate) > 0 {
 			break

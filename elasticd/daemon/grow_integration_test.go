@@ -432,11 +432,7 @@ func quotactl(ctx context.Context, t *testing.T, c *testbed.Cluster, args ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Run(ctx, bin, args...)
-	if err != nil {
-		t.Fatalf("quotactl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return c.MustRun(ctx, t, bin, args...)
 }
 
 // cycleUntilStopping runs elasticd's cycles, then each after every one, until elasticd counts

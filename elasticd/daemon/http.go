@@ -10,7 +10,6 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
-	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
@@ -119,7 +118,7 @@ func (d *Daemon) followsLocked(id uint32) bool {
 	return false
 }
 
-func toSignal(jobID uint32, s probe.Sample) policy.GPUSignal {
+func toSignal(jobID uint32, s api.GPUSample) policy.GPUSignal {
 	g := policy.GPUSignal{Time: s.Time, Worker: strconv.FormatUint(uint64(jobID), 10), GPU: s.Index,
 		ThermalOrPowerThrottled: s.ThermalOrPowerThrottled(), ThrottleReasons: s.ThrottleReasons}
 	if s.GPUUtilPct != nil {

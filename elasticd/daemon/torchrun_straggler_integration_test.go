@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/stats"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
 )
@@ -82,7 +83,7 @@ func torchrunStragglerIsReplaced(t *testing.T, elastic, order string) {
 	if len(before) == 0 || len(afterwards) == 0 {
 		t.Fatalf("measurements at %d workers: %v before the replacement, %v after", w.size, before, afterwards)
 	}
-	b, a := median(before), slices.Max(afterwards)
+	b, a := stats.Median(before), slices.Max(afterwards)
 	t.Logf("samples/s at %d workers: %.0f with the straggler (median of %.0f), %.0f after (best of %.0f): x%.2f", w.size, b, before, a, afterwards, a/b)
 	if !recovered(w.points, w.size, w.replacedAt, afterwards) {
 		t.Fatalf("samples/s did not recover: %.0f after the replacement, %.0f before", a, b)
@@ -93,7 +94,7 @@ func torchrunStragglerIsReplaced(t *testing.T, elastic, order string) {
 // before it (the straggler's quota makes single measurements before it jump).
 func recovered(points map[time.Time]api.Point, size int, replacedAt time.Time, after []float64) bool {
 	before := beforeReplacement(points, size, replacedAt)
-	return len(before) > 0 && len(after) > 0 && slices.Max(after) >= 2*median(before)
+	return len(before) > 0 && len(after) > 0 && slices.Max(after) >= 2*stats.Median(before)
 }
 
 // beforeReplacement lists the job's samples/s at size workers measured before t.
@@ -115,14 +116,6 @@ func samplesAt(points map[time.Time]api.Point, size int, match func(time.Time) b
 		}
 	}
 	return out
-}
-
-func median(v []float64) float64 {
-	v = slices.Sorted(slices.Values(v))
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // slowFirstWorker makes the first worker job that starts (not the main job) claim marker and

@@ -286,15 +286,3 @@ func sortedTypes(maps ...map[GPUType]int) []GPUType {
 	slices.Sort(types)
 	return types
 }
-
-func median(values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	v := slices.Clone(values)
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}

@@ -72,7 +72,7 @@ type GPUSignal struct {
 	SMClockMHz     uint32
 	MaxSMClockMHz  uint32
 	// ThermalOrPowerThrottled: NVML names a thermal or power reason for
-	// holding the clocks back (probe.Sample.ThermalOrPowerThrottled).
+	// holding the clocks back (api.GPUSample.ThermalOrPowerThrottled).
 	ThermalOrPowerThrottled bool
 	ThrottleReasons         []string
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/stats"
 )
 
 // signalFlags flags workers from fresh NVML signals: a GPU held below
@@ -55,8 +57,8 @@ func signalFlags(in Input, s Settings) []Flag {
 					peers = append(peers, u)
 				}
 			}
-			if len(peers) > 0 && median(peers) >= s.PeerUtilizationPct {
-				problems = append(problems, fmt.Sprintf("GPU utilisation %.0f%% while peers' median is %.0f%%", own, median(peers)))
+			if len(peers) > 0 && stats.Median(peers) >= s.PeerUtilizationPct {
+				problems = append(problems, fmt.Sprintf("GPU utilisation %.0f%% while peers' median is %.0f%%", own, stats.Median(peers)))
 			}
 		}
 		if len(problems) > 0 {
@@ -97,7 +99,7 @@ func medianClockByModel(byWorker map[string][]GPUSignal) map[uint32]float64 {
 	}
 	out := make(map[uint32]float64, len(clocks))
 	for max, mhz := range clocks {
-		out[max] = median(mhz)
+		out[max] = stats.Median(mhz)
 	}
 	return out
 }
@@ -158,7 +160,7 @@ func (p *planner) findStragglers() []straggler {
 			p.slowByCompute(found, t, ids, compute)
 		}
 		if len(mhz) >= 2 {
-			p.slowByClock(found, t, ids, clocks, median(mhz))
+			p.slowByClock(found, t, ids, clocks, stats.Median(mhz))
 		}
 	}
 	return found.slowestFirst()
@@ -179,7 +181,7 @@ func (p *planner) workersOfType(t GPUType) []string {
 // slowByThroughput finds the workers of type t (ids, with their samples/s) below
 // StragglerRatio × the type's median.
 func (p *planner) slowByThroughput(found stragglerSet, t GPUType, ids []string, rates []float64) {
-	m := median(rates)
+	m := stats.Median(rates)
 	if !(m > 0) {
 		return
 	}
@@ -194,7 +196,7 @@ func (p *planner) slowByThroughput(found stragglerSet, t GPUType, ids []string, 
 // slowByCompute finds the workers of type t (ids, with their compute seconds per step)
 // above the type's median / StragglerRatio.
 func (p *planner) slowByCompute(found stragglerSet, t GPUType, ids []string, compute []float64) {
-	m := median(compute)
+	m := stats.Median(compute)
 	for i, id := range ids {
 		if c := compute[i]; c*p.s.StragglerRatio > m {
 			found.add(id, t, m/c, "compute", fmt.Sprintf("%s of compute per step, %.1f × the median %s of %s workers (straggler above %.2f ×)",

@@ -13,13 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
 // Library is the part of nvml.Interface the Reader uses; nvml.New() and
@@ -65,46 +66,6 @@ func (e *GPUError) Error() string {
 	return fmt.Sprintf("GPU %d: %s: %s", e.Index, e.Metric, nvmlName(e.Return))
 }
 
-// Sample is one reading of one GPU. Every metric is a pointer: nil means the
-// GPU does not support it (NOT_SUPPORTED, e.g. NVLink on a PCIe card or
-// utilisation on a MIG-enabled GPU) or that reading it failed (reported in
-// Read's error).
-type Sample struct {
-	Index int       `json:"index"`
-	UUID  string    `json:"uuid,omitempty"`
-	Name  string    `json:"name,omitempty"`
-	Time  time.Time `json:"time"`
-
-	GPUUtilPct    *uint32 `json:"gpu_util_pct,omitempty"`
-	MemoryUtilPct *uint32 `json:"memory_util_pct,omitempty"`
-
-	SMClockMHz    *uint32 `json:"sm_clock_mhz,omitempty"`
-	MaxSMClockMHz *uint32 `json:"max_sm_clock_mhz,omitempty"`
-	// ThrottleReasons are the active clock throttle reasons by name (see
-	// ThrottleReasonNames); empty when the clocks are not held back.
-	ThrottleReasons []string `json:"throttle_reasons,omitempty"`
-
-	PowerMilliwatts      *uint32 `json:"power_mw,omitempty"`
-	PowerLimitMilliwatts *uint32 `json:"power_limit_mw,omitempty"`
-
-	MemoryUsedBytes  *uint64 `json:"memory_used_bytes,omitempty"`
-	MemoryTotalBytes *uint64 `json:"memory_total_bytes,omitempty"`
-
-	TemperatureC *uint32 `json:"temperature_c,omitempty"`
-
-	// PCIe throughput as NVML samples it: KB/s over the last 20 ms.
-	PCIeTxKBps *uint32 `json:"pcie_tx_kbps,omitempty"`
-	PCIeRxKBps *uint32 `json:"pcie_rx_kbps,omitempty"`
-
-	// NVLink data counters summed over all links (KiB since driver load),
-	// and the rates since this Reader's previous read of the same GPU
-	// (absent on the first read).
-	NVLinkTxKiB   *uint64  `json:"nvlink_tx_kib,omitempty"`
-	NVLinkRxKiB   *uint64  `json:"nvlink_rx_kib,omitempty"`
-	NVLinkTxKiBps *float64 `json:"nvlink_tx_kibps,omitempty"`
-	NVLinkRxKiBps *float64 `json:"nvlink_rx_kibps,omitempty"`
-}
-
 // throttleReasonNames decodes NVML's clock throttle reason bits. The order
 // is the bit order, so decoded names come out in a stable order.
 var throttleReasonNames = []struct {
@@ -122,14 +83,6 @@ var throttleReasonNames = []struct {
 	{nvml.ClocksThrottleReasonDisplayClockSetting, "display_clock_setting"},
 }
 
-// thermalOrPowerReasons are the reasons that mean the hardware is slowing
-// the GPU down against the job's will; idle, application clocks, sync boost
-// and display settings are not a sign of a sick GPU.
-var thermalOrPowerReasons = []string{
-	"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown",
-	"hw_thermal_slowdown", "hw_power_brake_slowdown",
-}
-
 // ThrottleReasonNames decodes an NVML throttle reason mask; bits NVML may add
 // later come out as "unknown_0x...".
 func ThrottleReasonNames(mask uint64) []string {
@@ -144,17 +97,6 @@ func ThrottleReasonNames(mask uint64) []string {
 		names = append(names, fmt.Sprintf("unknown_%#x", mask))
 	}
 	return names
-}
-
-// ThermalOrPowerThrottled reports whether any active throttle reason is a
-// thermal or power one.
-func (s Sample) ThermalOrPowerThrottled() bool {
-	for _, r := range s.ThrottleReasons {
-		if slices.Contains(thermalOrPowerReasons, r) {
-			return true
-		}
-	}
-	return false
 }
 
 // Reader reads the GPUs of one node. It is safe for concurrent use.
@@ -206,12 +148,12 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// Read returns one Sample per readable GPU among indices (NVML indices, as
+// Read returns one api.GPUSample per readable GPU among indices (NVML indices, as
 // in SLURM_JOB_GPUS), in the order given. Failures are joined into the error
 // as *GPUError values and do not stop the other GPUs from being read: an
-// index out of range yields no Sample, a failed metric leaves that field
+// index out of range yields no api.GPUSample, a failed metric leaves that field
 // nil. An unavailable Reader returns nothing.
-func (r *Reader) Read(indices []int) ([]Sample, error) {
+func (r *Reader) Read(indices []int) ([]api.GPUSample, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.available {
@@ -221,7 +163,7 @@ func (r *Reader) Read(indices []int) ([]Sample, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvmlDeviceGetCount: %s", nvmlName(ret))
 	}
-	var samples []Sample
+	var samples []api.GPUSample
 	var errs []error
 	for _, index := range indices {
 		if index < 0 || index >= count {
@@ -243,8 +185,8 @@ func (r *Reader) Read(indices []int) ([]Sample, error) {
 
 // readDevice reads every metric of one GPU, collecting failures rather than
 // stopping, so one broken counter does not hide the others.
-func (r *Reader) readDevice(index int, device nvml.Device) (Sample, []error) {
-	s := Sample{Index: index, Time: r.now()}
+func (r *Reader) readDevice(index int, device nvml.Device) (api.GPUSample, []error) {
+	s := api.GPUSample{Index: index, Time: r.now()}
 	var errs []error
 	// keep records a metric: NOT_SUPPORTED leaves it absent, other failures
 	// are reported.
@@ -303,7 +245,7 @@ const allLinks = math.MaxUint32
 // readNVLink reads the NVLink data counters through field values (the
 // per-link utilisation counters are deprecated and absent on Ampere and
 // later) and turns two successive readings into a rate.
-func (r *Reader) readNVLink(s *Sample, device nvml.Device) []error {
+func (r *Reader) readNVLink(s *api.GPUSample, device nvml.Device) []error {
 	fields := []nvml.FieldValue{
 		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: allLinks},
 		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: allLinks},

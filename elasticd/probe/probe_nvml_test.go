@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
 func TestRealNVML(t *testing.T) {
@@ -76,7 +78,7 @@ func TestRealNVML(t *testing.T) {
 }
 
 // checkPlausible holds every metric a datacenter GPU without MIG reports.
-func checkPlausible(t *testing.T, s Sample) {
+func checkPlausible(t *testing.T, s api.GPUSample) {
 	t.Helper()
 	if !strings.HasPrefix(s.UUID, "GPU-") || s.Name == "" {
 		t.Errorf("GPU %d: identity %q %q", s.Index, s.UUID, s.Name)
@@ -139,7 +141,7 @@ func TestRealNVMLSeesABusyGPU(t *testing.T) {
 	// NVML's utilisation is the share of the last sample period (1/6 s to
 	// 1 s) with a kernel running: take the best of a few reads a second apart
 	// so a gap between the loader's launches does not decide the test.
-	var best Sample
+	var best api.GPUSample
 	for i := 0; i < 5; i++ {
 		samples, err := r.Read([]int{index})
 		if err != nil {

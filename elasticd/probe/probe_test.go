@@ -10,6 +10,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
 // gpuState is what one mock GPU reports. nvlink nil means the GPU has no
@@ -182,7 +184,7 @@ func TestRead(t *testing.T) {
 	tests := []struct {
 		name      string
 		indices   []int
-		check     func(t *testing.T, s []Sample)
+		check     func(t *testing.T, s []api.GPUSample)
 		wantErrAt []int // GPU indices expected in *GPUError values
 		samples   int
 	}{
@@ -190,7 +192,7 @@ func TestRead(t *testing.T) {
 			name:    "healthy GPU reads every metric",
 			indices: []int{0},
 			samples: 1,
-			check: func(t *testing.T, s []Sample) {
+			check: func(t *testing.T, s []api.GPUSample) {
 				g := s[0]
 				if g.Index != 0 || g.Name != "Mock NVIDIA A100-SXM4-40GB" || g.UUID == "" || !g.Time.Equal(fixedTime) {
 					t.Errorf("identity = %d %q %q %v", g.Index, g.Name, g.UUID, g.Time)
@@ -220,7 +222,7 @@ func TestRead(t *testing.T) {
 			name:    "throttled GPU names its reasons",
 			indices: []int{1},
 			samples: 1,
-			check: func(t *testing.T, s []Sample) {
+			check: func(t *testing.T, s []api.GPUSample) {
 				g := s[0]
 				eq(t, "sm clock", g.SMClockMHz, 915)
 				if want := []string{"sw_power_cap", "hw_thermal_slowdown"}; !slices.Equal(g.ThrottleReasons, want) {
@@ -235,7 +237,7 @@ func TestRead(t *testing.T) {
 			name:    "NVLink not supported leaves the fields absent without error",
 			indices: []int{2, 3},
 			samples: 2,
-			check: func(t *testing.T, s []Sample) {
+			check: func(t *testing.T, s []api.GPUSample) {
 				for _, g := range s {
 					if g.NVLinkTxKiB != nil || g.NVLinkRxKiB != nil {
 						t.Errorf("GPU %d: NVLink = %v/%v, want absent", g.Index, g.NVLinkTxKiB, g.NVLinkRxKiB)
@@ -248,7 +250,7 @@ func TestRead(t *testing.T) {
 			name:    "utilisation not supported is absent, the rest is read",
 			indices: []int{4},
 			samples: 1,
-			check: func(t *testing.T, s []Sample) {
+			check: func(t *testing.T, s []api.GPUSample) {
 				if s[0].GPUUtilPct != nil || s[0].MemoryUtilPct != nil {
 					t.Errorf("utilisation present on a GPU that does not support it")
 				}
@@ -260,7 +262,7 @@ func TestRead(t *testing.T) {
 			indices:   []int{5},
 			wantErrAt: []int{5},
 			samples:   1,
-			check: func(t *testing.T, s []Sample) {
+			check: func(t *testing.T, s []api.GPUSample) {
 				if s[0].PowerMilliwatts != nil {
 					t.Errorf("power = %d, want absent", *s[0].PowerMilliwatts)
 				}
@@ -272,7 +274,7 @@ func TestRead(t *testing.T) {
 			indices:   []int{7, 8, -1, 0},
 			wantErrAt: []int{8, -1},
 			samples:   2,
-			check: func(t *testing.T, s []Sample) {
+			check: func(t *testing.T, s []api.GPUSample) {
 				if got := []int{s[0].Index, s[1].Index}; !slices.Equal(got, []int{7, 0}) {
 					t.Errorf("indices read = %v, want [7 0]", got)
 				}
@@ -399,23 +401,6 @@ func TestThrottleReasonNames(t *testing.T) {
 	for _, tc := range tests {
 		if got := ThrottleReasonNames(tc.mask); !slices.Equal(got, tc.want) {
 			t.Errorf("ThrottleReasonNames(%#x) = %v, want %v", tc.mask, got, tc.want)
-		}
-	}
-}
-
-func TestThermalOrPowerThrottled(t *testing.T) {
-	tests := []struct {
-		reasons []string
-		want    bool
-	}{
-		{nil, false},
-		{[]string{"gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting"}, false},
-		{[]string{"sw_power_cap"}, true},
-		{[]string{"gpu_idle", "hw_thermal_slowdown"}, true},
-	}
-	for _, tc := range tests {
-		if got := (Sample{ThrottleReasons: tc.reasons}).ThermalOrPowerThrottled(); got != tc.want {
-			t.Errorf("%v: ThermalOrPowerThrottled = %v, want %v", tc.reasons, got, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -187,7 +188,7 @@ func cmdSet(c *ucli.Context, e *env) error {
 	}
 	warnOvercommit(ctx, c.App.ErrWriter, e, saved)
 	for _, ch := range changes {
-		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))
+		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, cmp.Or(ch.Old, unset), cmp.Or(ch.New, unset))
 	}
 	return nil
 }
@@ -272,7 +273,7 @@ func cmdLendLimit(c *ucli.Context, e *env) error {
 		fmt.Fprintf(c.App.Writer, "lend limit %s: unchanged\n", gpuType)
 	}
 	for _, ch := range changes {
-		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))
+		fmt.Fprintf(c.App.Writer, "%s: %s -> %s\n", ch.Subject, cmp.Or(ch.Old, unset), cmp.Or(ch.New, unset))
 	}
 	return nil
 }
@@ -454,7 +455,7 @@ func cmdHistory(c *ucli.Context, e *env) error {
 	}
 	var lines [][]string
 	for _, r := range rows {
-		lines = append(lines, []string{r.At.Local().Format("2006-01-02T15:04:05"), r.Actor, r.Kind, r.Subject, orNone(r.Old), orNone(r.New)})
+		lines = append(lines, []string{r.At.Local().Format("2006-01-02T15:04:05"), r.Actor, r.Kind, r.Subject, cmp.Or(r.Old, unset), cmp.Or(r.New, unset)})
 	}
 	return writeTable(c.App.Writer, []string{"Time", "Who", "Kind", "Subject", "Old", "New"}, lines, c.Bool("parsable2"))
 }
@@ -515,7 +516,7 @@ func cmdImport(c *ucli.Context, e *env) error {
 	}
 	fmt.Fprintf(c.App.Writer, "imported %s: %d change(s)\n", c.Args().First(), len(changes))
 	for _, ch := range changes {
-		fmt.Fprintf(c.App.Writer, "  %s: %s -> %s\n", ch.Subject, orNone(ch.Old), orNone(ch.New))
+		fmt.Fprintf(c.App.Writer, "  %s: %s -> %s\n", ch.Subject, cmp.Or(ch.Old, unset), cmp.Or(ch.New, unset))
 	}
 	return nil
 }
@@ -533,9 +534,6 @@ func cmdExport(c *ucli.Context, e *env) error {
 	return err
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
+// unset is how quotactl shows a value that is not set: "lend limit a100: (none) -> 6". The
+// plan's lines spell it "none" (policy.unsetText); each keeps the text its readers know.
+const unset = "(none)"

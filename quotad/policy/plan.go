@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -100,7 +101,7 @@ func (c QOSChange) String() string {
 		fmt.Fprintf(&b, " preempt [%s]->[%s]", strings.Join(c.Preempt.From, ","), strings.Join(c.Preempt.To, ","))
 	}
 	if c.PreemptMode != nil {
-		fmt.Fprintf(&b, " preemptmode %s->%s", orNone(c.PreemptMode.From), c.PreemptMode.To)
+		fmt.Fprintf(&b, " preemptmode %s->%s", cmp.Or(c.PreemptMode.From, unsetText), c.PreemptMode.To)
 	}
 	if c.GraceTime != nil {
 		fmt.Fprintf(&b, " gracetime %s->%s", c.GraceTime.From, c.GraceTime.To)
@@ -128,7 +129,7 @@ func (c AccountChange) String() string {
 		fmt.Fprintf(&b, " qos [%s]->[%s]", strings.Join(c.QOS.From, ","), strings.Join(c.QOS.To, ","))
 	}
 	if c.DefaultQOS != nil {
-		fmt.Fprintf(&b, " defaultqos %s->%s", orNone(c.DefaultQOS.From), c.DefaultQOS.To)
+		fmt.Fprintf(&b, " defaultqos %s->%s", cmp.Or(c.DefaultQOS.From, unsetText), c.DefaultQOS.To)
 	}
 	return b.String()
 }
@@ -225,18 +226,15 @@ type JobExplanation struct {
 	Text    string
 }
 
+// unsetText is how a plan line spells a value that is not set: "grptres gres/gpu none->4",
+// "preemptmode none->requeue". quotactl shows "(none)" in its own tables instead.
+const unsetText = "none"
+
 func limitString(v int64) string {
 	if v == ClearLimit {
-		return "none"
+		return unsetText
 	}
 	return strconv.FormatInt(v, 10)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 // gpuList spells GPU counts like "2 a100 + 1 any".

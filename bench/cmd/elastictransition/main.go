@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/stats"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
@@ -168,12 +169,12 @@ func report(samples []sample, launchers []transition.Launcher) {
 	for r := range shrinkBy[launchers[0]] {
 		a, b := shrinkBy[launchers[0]][r], shrinkBy[launchers[1]][r]
 		if len(a) > 0 && len(b) > 0 {
-			ratios = append(ratios, median(b)/median(a))
+			ratios = append(ratios, stats.Median(b)/stats.Median(a))
 		}
 	}
 	if len(ratios) > 0 {
 		fmt.Printf("\nshrink idle, %s / %s: median of per-round ratios %.2f (%d rounds)\n",
-			launchers[1], launchers[0], median(ratios), len(ratios))
+			launchers[1], launchers[0], stats.Median(ratios), len(ratios))
 	}
 	fmt.Println("goal: ≤ 10 s; the paper: ~3-7 s in place, ~72-81 s by checkpoint-restart")
 }
@@ -182,15 +183,5 @@ func med(xs []float64) string {
 	if len(xs) == 0 {
 		return "none measured"
 	}
-	return fmt.Sprintf("%.1f s (n=%d, %.1f-%.1f)", median(xs), len(xs), slices.Min(xs), slices.Max(xs))
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
+	return fmt.Sprintf("%.1f s (n=%d, %.1f-%.1f)", stats.Median(xs), len(xs), slices.Min(xs), slices.Max(xs))
 }

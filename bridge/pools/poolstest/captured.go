@@ -4,26 +4,14 @@
 package poolstest
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
-
-// jobDescCapture is bridge/testdata/job_desc-22.05.8.txt, found from this file so that a test of
-// any package reads it.
-func jobDescCapture() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "job_desc-22.05.8.txt")
-}
 
 // JobDesc is one submission of the capture: the command as typed and the request the cgo
 // layer builds from the job_desc slurmctld passed.
@@ -32,53 +20,22 @@ type JobDesc struct {
 	Request pools.Request
 }
 
-// JobDescs reads bridge/testdata/job_desc-22.05.8.txt: what slurmctld 22.05.8 passed to a
-// logging job_submit.lua for each command written above its JOBDESC line.
+// JobDescs reads bridge/testdata/job_desc-22.05.8.txt (slurmtest.JobDescs): what slurmctld
+// 22.05.8 passed to a logging job_submit.lua for each command written above its JOBDESC line.
 func JobDescs(t testing.TB) []JobDesc {
 	t.Helper()
-	f, err := os.Open(jobDescCapture())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var commands, lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		switch line := sc.Text(); {
-		case strings.HasPrefix(line, "# sbatch ") || strings.HasPrefix(line, "# srun ") || strings.HasPrefix(line, "# scontrol "):
-			command, _, _ := strings.Cut(strings.TrimPrefix(line, "# "), "   ")
-			commands = append(commands, strings.TrimSpace(command))
-		case strings.HasPrefix(line, "JOBDESC "):
-			lines = append(lines, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(commands) != len(lines) || len(lines) == 0 {
-		t.Fatalf("job_desc capture: %d commands and %d JOBDESC lines", len(commands), len(lines))
-	}
-	descs := make([]JobDesc, len(lines))
-	for i := range lines {
-		descs[i] = JobDesc{Command: commands[i], Request: capturedRequest(t, lines[i])}
+	captured := slurmtest.JobDescs(t)
+	descs := make([]JobDesc, len(captured))
+	for i, c := range captured {
+		descs[i] = JobDesc{Command: c.Command, Request: capturedRequest(t, c)}
 	}
 	return descs
 }
 
-// capturedRequest turns one JOBDESC line into the Request the cgo layer builds.
-func capturedRequest(t testing.TB, line string) pools.Request {
+// capturedRequest turns one captured job_desc into the Request the cgo layer builds.
+func capturedRequest(t testing.TB, c slurmtest.JobDesc) pools.Request {
 	t.Helper()
-	rest, _ := strings.CutPrefix(line, "JOBDESC ")
-	op, rest, _ := strings.Cut(rest, " ")
-	f := map[string]string{}
-	for kv := range strings.SplitSeq(rest, " | ") {
-		k, v, _ := strings.Cut(kv, "=")
-		if v == "nil" {
-			v = ""
-		}
-		f[k] = v
-	}
+	f := c.Fields
 	num := func(key string) uint64 {
 		n, err := strconv.ParseUint(f[key], 10, 64)
 		if err != nil {
@@ -86,17 +43,16 @@ func capturedRequest(t testing.TB, line string) pools.Request {
 		}
 		return n
 	}
-	r := pools.Request{
-		Partition: f["partition"], TRESPerJob: f["tres_per_job"], TRESPerNode: f["tres_per_node"],
-		TRESPerSocket: f["tres_per_socket"], TRESPerTask: f["tres_per_task"],
-		MinCPUs: uint32(num("min_cpus")), CPUsPerTask: uint16(num("cpus_per_task")), PnMinCPUs: uint16(num("pn_min_cpus")),
-		MinNodes: uint32(num("min_nodes")), MaxNodes: uint32(num("max_nodes")), NumTasks: uint32(num("num_tasks")),
-		NTasksPerNode:  uint16(num("ntasks_per_node")),
-		SocketsPerNode: pools.NoVal16, // not in the capture
-
-		Comment: f["comment"], Features: f["features"],
-	}
-	if op == "modify" {
+	// Every field the capture has is read from it; sockets_per_node and the script (Batch) are
+	// not in it and keep UnsetRequest's values.
+	r := pools.UnsetRequest()
+	r.Partition, r.Comment, r.Features = f["partition"], f["comment"], f["features"]
+	r.TRESPerJob, r.TRESPerNode, r.TRESPerSocket, r.TRESPerTask = f["tres_per_job"], f["tres_per_node"], f["tres_per_socket"], f["tres_per_task"]
+	r.MinCPUs, r.CPUsPerTask, r.PnMinCPUs = uint32(num("min_cpus")), uint16(num("cpus_per_task")), uint16(num("pn_min_cpus"))
+	r.MinNodes, r.MaxNodes = uint32(num("min_nodes")), uint32(num("max_nodes"))
+	r.NumTasks, r.NTasksPerNode = uint32(num("num_tasks")), uint16(num("ntasks_per_node"))
+	r.Requeue = uint16(num("requeue"))
+	if c.Op == "modify" {
 		r.Op = pools.Modify
 	}
 	// Lua printed pn_min_memory as a double, losing the low bits of the sentinels: rebuild it

@@ -1,6 +1,7 @@
-// Package slurmtest gives tests of every package the Slurm adapter's captures: what squeue,
-// sinfo, scontrol and sacctmgr printed on each release's testbed (bridge/slurm/testdata), so
-// that no test reaches into another package's directory. Only tests import it.
+// Package slurmtest gives tests of every package what Slurm was captured saying: what squeue,
+// sinfo, scontrol and sacctmgr printed on each release's testbed (bridge/slurm/testdata), and
+// the job_descs slurmctld passed to job_submit (bridge/testdata), so that no test reaches into
+// another package's directory. Only tests import it.
 package slurmtest
 
 import (

@@ -31,13 +31,12 @@ const threePools = twoPools + `
     node: {gpus: 4, cpus: 8, memory_mb: 32000}
 `
 
-// unset is an sbatch job_desc with nothing requested, as slurmctld passes it (NO_VAL everywhere).
+// unset is an sbatch job_desc with nothing requested, as slurmctld passes it (NO_VAL
+// everywhere), with its script: a batch job.
 func unset() pools.Request {
-	return pools.Request{
-		MinCPUs: 1, CPUsPerTask: pools.NoVal16, PnMinCPUs: pools.NoVal16, PnMinMemory: pools.NoVal64,
-		MinNodes: pools.NoVal, MaxNodes: pools.NoVal, NumTasks: pools.NoVal, NTasksPerNode: pools.NoVal16,
-		SocketsPerNode: pools.NoVal16, Batch: true, Requeue: pools.NoVal16,
-	}
+	r := pools.UnsetRequest()
+	r.Batch = true
+	return r
 }
 
 func gpuJob(tresPerNode string) *pools.Request {

@@ -1,6 +1,7 @@
-// Package validation judges a pools file as `poolctl validate` reports it: on its own, then
-// against the cluster's nodes. It reads nothing: callers bring the file's bytes and the nodes,
-// so poolctl validate and doctor say the same thing about the same file.
+// Package validation judges a pools file as `poolctl validate` and doctor report it: on its
+// own, then against the cluster's nodes. It reads nothing: callers bring the file's bytes and
+// the nodes, so poolctl validate and doctor say the same thing about the same file. It lives
+// under bridge so that doctor need not import poolctl for it.
 package validation
 
 import (

@@ -10,7 +10,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
 
-const testbedPools = "../../slurm-conf/testbed/pools.yaml"
+const testbedPools = "../../../slurm-conf/testbed/pools.yaml"
 
 func TestCheck(t *testing.T) {
 	good, err := os.ReadFile(testbedPools)
