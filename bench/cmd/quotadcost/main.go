@@ -37,6 +37,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bench/replay"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
+	"github.com/slurmbridge/slurmbridge/bridge/stats"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed/facts"
 )
@@ -322,11 +323,11 @@ func (m measures) report(o options) {
 	// cycle_s is what a running quotad spends per cycle (read and plan); process_s adds a
 	// process's start: Go, two database connections, the schema check.
 	fmt.Printf("median: %.3f s per cycle (goal <= 1 s; %.3f s for the whole quotad --once process), %.1f MB peak RSS (goal <= 200 MB), %.0f lends planned\n",
-		median(m.cycles), median(m.walls), median(m.rss), median(m.lends))
+		stats.Median(m.cycles), stats.Median(m.walls), stats.Median(m.rss), stats.Median(m.lends))
 	if o.baseline != "" {
-		fmt.Printf("baseline: median %.3f s per cycle; median of per-round ratios (-quotad / -baseline) %.3f\n", median(m.baseCycles), median(m.ratios))
+		fmt.Printf("baseline: median %.3f s per cycle; median of per-round ratios (-quotad / -baseline) %.3f\n", stats.Median(m.baseCycles), stats.Median(m.ratios))
 	}
-	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d\n", median(m.cycles), median(m.rss), median(m.walls), median(m.lends), m.pending, m.running)
+	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d\n", stats.Median(m.cycles), stats.Median(m.rss), stats.Median(m.walls), stats.Median(m.lends), m.pending, m.running)
 }
 
 // cycle runs quotad once and returns its wall time, peak RSS and output.
@@ -561,15 +562,6 @@ func (b *bench) removePartition() {
 		time.Sleep(2 * time.Second) // its jobs are still ending
 	}
 	fmt.Fprintf(os.Stderr, "quotadcost: partition %s could not be removed; scontrol delete PartitionName=%s\n", benchPartition, benchPartition)
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func tail(b []byte) string {
