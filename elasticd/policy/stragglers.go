@@ -69,8 +69,8 @@ func signalFlags(in Input, s Settings) []Flag {
 }
 
 // powerCapOnly is a GPU whose clocks only its power limit holds back (NVML's sw_power_cap).
-// A healthy datacenter GPU under a dense job runs there: an H200 multiplying bf16 matrices
-// drew 690 of its 700 W at an SM clock of 1440 of 1980 MHz. So such a GPU is flagged only
+// A healthy datacenter GPU under a dense job runs there: multiplying bf16 matrices, an H200
+// drew 690 of its 700 W at an SM clock of 1440 of 1980 MHz, an H100 80GB 695 W at 1320-1335. So such a GPU is flagged only
 // where its clock is below ThrottleClockRatio of its like GPUs' median (a node with a lower
 // power limit, a GPU that draws more for the same work), never for the cap alone.
 func powerCapOnly(reasons []string) bool {
