@@ -228,7 +228,7 @@ func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
 func (p *planner) pickToRemove(t GPUType, n int, smaller window) []string {
 	var ids []string
 	for id, wt := range p.cur.workerType {
-		if wt == t {
+		if wt == t && id != p.in.Main { // the main job hosts the rendezvous: never removed
 			ids = append(ids, id)
 		}
 	}
@@ -486,7 +486,9 @@ func (p *planner) growToMin() Decision {
 // shrinkToMax removes the slowest workers of the latest report.
 func (p *planner) shrinkToMax(latest Measurement) Decision {
 	n := p.total - p.bounds.MaxWorkers
-	workers := slices.Clone(latest.Workers)
+	// The main job hosts the rendezvous and is never removed, however slow (a max of 1 or
+	// more always leaves room for it).
+	workers := slices.DeleteFunc(slices.Clone(latest.Workers), func(w WorkerRate) bool { return w.Worker == p.in.Main })
 	slices.SortStableFunc(workers, func(a, b WorkerRate) int {
 		if c := cmp.Compare(a.SamplesPerSec, b.SamplesPerSec); c != 0 {
 			return c

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,6 +93,22 @@ func TestPinnedSize(t *testing.T) {
 		d := Decide(s.input(pinned(2), Settings{}))
 		if d.Action != Shrink || d.Count != 1 || !strings.Contains(d.Reason, "pinned at 2") {
 			t.Fatalf("got %s %d (%s), want shrink by 1", d.Action, d.Count, d.Reason)
+		}
+	})
+	t.Run("shrinks to the pin by a worker, never by the main job though it is the slowest", func(t *testing.T) {
+		mainSlowest := func(_ map[GPUType]int, w WorkerRate) float64 {
+			if w.Worker == "1000" {
+				return 60
+			}
+			return 100
+		}
+		s := newSim(mainSlowest, "a100", "a100", "a100")
+		s.settle(Settings{})
+		in := s.input(pinned(1), Settings{})
+		in.Main = "1000"
+		d := Decide(in)
+		if d.Action != Shrink || d.Count != 2 || slices.Contains(d.Workers, "1000") || len(d.Workers) != 2 {
+			t.Fatalf("got %s %d %v (%s), want a shrink by the two workers beside the main job 1000", d.Action, d.Count, d.Workers, d.Reason)
 		}
 	})
 	t.Run("holds at the pin though a step would pay", func(t *testing.T) {
