@@ -124,24 +124,32 @@ type GPUSample struct {
 	NVLinkRxKiBps *float64 `json:"nvlink_rx_kibps,omitempty"`
 }
 
-// thermalOrPowerReasons are the reasons that mean the hardware is slowing
-// the GPU down against the job's will; idle, application clocks, sync boost
-// and display settings are not a sign of a sick GPU.
-var thermalOrPowerReasons = []string{
-	"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown",
-	"hw_thermal_slowdown", "hw_power_brake_slowdown",
-}
+// powerCapReason is NVML's reason for clocks held at the GPU's power limit. A healthy
+// datacenter GPU under a dense job runs there (an H200 and an H100 multiplying bf16 matrices
+// drew 690-697 of their 700 W at 1440 and 1320-1335 of 1980 MHz), so it alone is no sign of
+// a sick GPU, only of one that may be slower than its like GPUs.
+const powerCapReason = "sw_power_cap"
+
+// slowdownReasons are the thermal and hardware reasons: the GPU is slowed against the job's
+// will. Idle, application clocks, sync boost and display settings are no sign of a sick GPU.
+var slowdownReasons = []string{"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 
 // ThermalOrPowerThrottled reports whether any active throttle reason is a
 // thermal or power one.
 func (s GPUSample) ThermalOrPowerThrottled() bool {
-	for _, r := range s.ThrottleReasons {
-		if slices.Contains(thermalOrPowerReasons, r) {
-			return true
-		}
-	}
-	return false
+	return s.powerCapped() || slices.ContainsFunc(s.ThrottleReasons, isSlowdown)
 }
+
+// PowerCapOnly reports whether the power limit, and no thermal or hardware reason, holds the
+// clocks back.
+func (s GPUSample) PowerCapOnly() bool {
+	return s.powerCapped() && !slices.ContainsFunc(s.ThrottleReasons, isSlowdown)
+}
+
+// powerCapped reports whether the power limit holds the clocks back, among other reasons or not.
+func (s GPUSample) powerCapped() bool { return slices.Contains(s.ThrottleReasons, powerCapReason) }
+
+func isSlowdown(reason string) bool { return slices.Contains(slowdownReasons, reason) }
 
 // PinPayload is what the MUNGE credential of a pin request must hold: elasticd's own, so that
 // a credential made for quotad's API is never taken here.

@@ -4,17 +4,24 @@ import "testing"
 
 func TestThermalOrPowerThrottled(t *testing.T) {
 	tests := []struct {
-		reasons []string
-		want    bool
+		reasons      []string
+		want         bool
+		powerCapOnly bool
 	}{
-		{nil, false},
-		{[]string{"gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting"}, false},
-		{[]string{"sw_power_cap"}, true},
-		{[]string{"gpu_idle", "hw_thermal_slowdown"}, true},
+		{nil, false, false},
+		{[]string{"gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting"}, false, false},
+		{[]string{"sw_power_cap"}, true, true},
+		{[]string{"gpu_idle", "hw_thermal_slowdown"}, true, false},
+		{[]string{"sw_power_cap", "hw_thermal_slowdown"}, true, false},
+		{[]string{"hw_power_brake_slowdown"}, true, false},
 	}
 	for _, tc := range tests {
-		if got := (GPUSample{ThrottleReasons: tc.reasons}).ThermalOrPowerThrottled(); got != tc.want {
+		g := GPUSample{ThrottleReasons: tc.reasons}
+		if got := g.ThermalOrPowerThrottled(); got != tc.want {
 			t.Errorf("%v: ThermalOrPowerThrottled = %v, want %v", tc.reasons, got, tc.want)
+		}
+		if got := g.PowerCapOnly(); got != tc.powerCapOnly {
+			t.Errorf("%v: PowerCapOnly = %v, want %v", tc.reasons, got, tc.powerCapOnly)
 		}
 	}
 }

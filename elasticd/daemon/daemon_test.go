@@ -483,6 +483,33 @@ func TestThrottledGPUFromTheAgentReplacesItsWorker(t *testing.T) {
 	}
 }
 
+// The agent's samples of two GPUs that a dense job runs at their power limit, as H200s do
+// (1440 of 1980 MHz, sw_power_cap alone): no worker is flagged for it; one that also names a
+// thermal slowdown is.
+func TestPowerCappedGPUsFromTheAgentAreNotFlagged(t *testing.T) {
+	h := newHarness(t, 2, 2)
+	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
+	sample := func(reasons ...string) api.GPUSample {
+		mhz, max := uint32(1440), uint32(1980)
+		return api.GPUSample{Index: 0, Time: h.now, SMClockMHz: &mhz, MaxSMClockMHz: &max, ThrottleReasons: reasons}
+	}
+	for range 6 {
+		h.report(200, mainID, 150)
+		h.d.AddSignals(api.SignalReport{Node: "a100-1", Jobs: []api.JobSignals{
+			{JobID: mainID, Samples: []api.GPUSample{sample("sw_power_cap")}},
+			{JobID: 150, Samples: []api.GPUSample{sample("sw_power_cap", "hw_thermal_slowdown")}},
+		}})
+		h.cycle()
+	}
+	flags := map[string]string{}
+	for _, f := range h.decision().Flags {
+		flags[f.Worker] += f.Reason
+	}
+	if _, ok := flags["100"]; ok || !strings.Contains(flags["150"], "hw_thermal_slowdown") {
+		t.Fatalf("flags %v; want 150's thermal slowdown alone, not the main job's power cap", flags)
+	}
+}
+
 // At the job's max (2:2, the main job and worker 150) torchrun's rendezvous admits no successor
 // beside the straggler: 150 gets TERM first, and its successor is submitted only once 150 has
 // left the queue; a restart of elasticd in between forgets nothing, and nothing is submitted

@@ -120,7 +120,7 @@ func (d *Daemon) followsLocked(id uint32) bool {
 
 func toSignal(jobID uint32, s api.GPUSample) policy.GPUSignal {
 	g := policy.GPUSignal{Time: s.Time, Worker: strconv.FormatUint(uint64(jobID), 10), GPU: s.Index,
-		ThermalOrPowerThrottled: s.ThermalOrPowerThrottled(), ThrottleReasons: s.ThrottleReasons}
+		ThermalOrPowerThrottled: s.ThermalOrPowerThrottled(), PowerCapOnly: s.PowerCapOnly(), ThrottleReasons: s.ThrottleReasons}
 	if s.GPUUtilPct != nil {
 		g.HasUtilization, g.UtilizationPct = true, float64(*s.GPUUtilPct)
 	}

@@ -74,7 +74,10 @@ type GPUSignal struct {
 	// ThermalOrPowerThrottled: NVML names a thermal or power reason for
 	// holding the clocks back (api.GPUSample.ThermalOrPowerThrottled).
 	ThermalOrPowerThrottled bool
-	ThrottleReasons         []string
+	// PowerCapOnly: the power limit alone holds the clocks back, as it does any datacenter
+	// GPU under a dense job (api.GPUSample.PowerCapOnly).
+	PowerCapOnly    bool
+	ThrottleReasons []string
 }
 
 // TypeOption is a GPU type the job's workers may use.

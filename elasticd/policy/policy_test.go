@@ -515,11 +515,11 @@ func TestStragglers(t *testing.T) {
 	// back by the power limit alone.
 	powerCapped := func(worker string, mhz uint32) GPUSignal {
 		return GPUSignal{Worker: worker, HasUtilization: true, UtilizationPct: 100, SMClockMHz: mhz, MaxSMClockMHz: 1980,
-			ThermalOrPowerThrottled: true, ThrottleReasons: []string{"sw_power_cap"}}
+			ThermalOrPowerThrottled: true, PowerCapOnly: true, ThrottleReasons: []string{"sw_power_cap"}}
 	}
 	hot := func(worker string) GPUSignal {
 		sig := powerCapped(worker, 1440)
-		sig.ThrottleReasons = []string{"sw_power_cap", "hw_thermal_slowdown"}
+		sig.PowerCapOnly, sig.ThrottleReasons = false, []string{"sw_power_cap", "hw_thermal_slowdown"}
 		return sig
 	}
 
@@ -550,7 +550,7 @@ func TestStragglers(t *testing.T) {
 			map[string]string{"1002": "NVML: GPU 1 throttled"}},
 		{"a throttled GPU still near its peers' clocks is only flagged", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{busy("1000"), busy("1001"), {Worker: "1002", GPU: 1, SMClockMHz: 1180, MaxSMClockMHz: 1410,
-				ThermalOrPowerThrottled: true, ThrottleReasons: []string{"sw_power_cap"}}, busy("1003")}, nil,
+				ThermalOrPowerThrottled: true, PowerCapOnly: true, ThrottleReasons: []string{"sw_power_cap"}}, busy("1003")}, nil,
 			Grow, nil, "", map[string]string{"1002": "NVML: GPU 1 throttled to 1180 of 1410 MHz (sw_power_cap)"}},
 		{"every GPU at its power limit, as H200s run a dense job, is no sign of trouble", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{powerCapped("1000", 1440), powerCapped("1001", 1425), powerCapped("1002", 1440), powerCapped("1003", 1440)}, nil,

@@ -45,7 +45,7 @@ func signalFlags(in Input, s Settings) []Flag {
 		for _, sig := range sigs {
 			if sig.ThermalOrPowerThrottled && sig.MaxSMClockMHz > 0 &&
 				float64(sig.SMClockMHz) < s.ThrottleClockRatio*float64(sig.MaxSMClockMHz) &&
-				!(powerCapOnly(sig.ThrottleReasons) && float64(sig.SMClockMHz) >= s.ThrottleClockRatio*likeClock[sig.MaxSMClockMHz]) {
+				!(sig.PowerCapOnly && float64(sig.SMClockMHz) >= s.ThrottleClockRatio*likeClock[sig.MaxSMClockMHz]) {
 				problems = append(problems, fmt.Sprintf("GPU %d throttled to %d of %d MHz (%s)",
 					sig.GPU, sig.SMClockMHz, sig.MaxSMClockMHz, strings.Join(sig.ThrottleReasons, ",")))
 			}
@@ -68,26 +68,11 @@ func signalFlags(in Input, s Settings) []Flag {
 	return flags
 }
 
-// powerCapOnly is a GPU whose clocks only its power limit holds back (NVML's sw_power_cap).
-// A healthy datacenter GPU under a dense job runs there: multiplying bf16 matrices, an H200
-// drew 690 of its 700 W at an SM clock of 1440 of 1980 MHz, an H100 80GB 695 W at 1320-1335. So such a GPU is flagged only
-// where its clock is below ThrottleClockRatio of its like GPUs' median (a node with a lower
-// power limit, a GPU that draws more for the same work), never for the cap alone.
-func powerCapOnly(reasons []string) bool {
-	capped := false
-	for _, r := range reasons {
-		switch r {
-		case "sw_power_cap":
-			capped = true
-		case "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown":
-			return false
-		}
-	}
-	return capped
-}
-
 // medianClockByModel is the median SM clock of the fresh signals (byWorker) of each GPU
-// model, a model known by its max SM clock: GPUs alike enough to compare clocks.
+// model, a model known by its max SM clock: GPUs alike enough to compare clocks. A GPU that
+// its power limit alone holds back is flagged only below ThrottleClockRatio of this (a node
+// with a lower power limit, a GPU that draws more for the same work), never for the cap:
+// a healthy datacenter GPU under a dense job runs at its power limit.
 func medianClockByModel(byWorker map[string][]GPUSignal) map[uint32]float64 {
 	clocks := map[uint32][]float64{}
 	for _, sigs := range byWorker {
