@@ -52,15 +52,17 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)
 		}
-		if st := jobStatus(d, main); st != nil && st.Decision+st.Reason != lastDecision {
-			lastDecision = st.Decision + st.Reason
-			t.Logf("%5.1fs size %d: %s %s", time.Since(start).Seconds(), st.Size["a100"], st.Decision, st.Reason)
-			if st.Decision == "shrink" && shrunkAt.IsZero() {
-				shrunkAt = time.Now()
+		if st := jobStatus(d, main); st != nil {
+			if st.Decision+st.Reason != lastDecision {
+				lastDecision = st.Decision + st.Reason
+				t.Logf("%5.1fs size %d: %s %s", time.Since(start).Seconds(), st.Size["a100"], st.Decision, st.Reason)
+				if st.Decision == "shrink" && shrunkAt.IsZero() {
+					shrunkAt = time.Now()
+				}
 			}
-		}
-		if st := jobStatus(d, main); st != nil && st.Size["a100"] >= maxWorkers && atMaxSince.IsZero() {
-			atMaxSince = time.Now()
+			if st.Size["a100"] >= maxWorkers && atMaxSince.IsZero() {
+				atMaxSince = time.Now()
+			}
 		}
 		if !pinned && shrunkAt.IsZero() && !atMaxSince.IsZero() && time.Since(atMaxSince) > atMaxBeforePin {
 			t.Logf("%5.1fs: the step to %d workers still pays on this machine's shared cores; pinning the job at %d, which shrinks it the same way",
