@@ -228,7 +228,9 @@ func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
 func (p *planner) pickToRemove(t GPUType, n int, smaller window) []string {
 	var ids []string
 	for id, wt := range p.cur.workerType {
-		if wt == t && id != p.in.Main { // the main job hosts the rendezvous: never removed
+		// The main job hosts the rendezvous: never removed. n still fits, since every size the
+		// job was measured at, the smaller one too, holds the main job.
+		if wt == t && id != p.in.Main {
 			ids = append(ids, id)
 		}
 	}
@@ -486,8 +488,9 @@ func (p *planner) growToMin() Decision {
 // shrinkToMax removes the slowest workers of the latest report.
 func (p *planner) shrinkToMax(latest Measurement) Decision {
 	n := p.total - p.bounds.MaxWorkers
-	// The main job hosts the rendezvous and is never removed, however slow (a max of 1 or
-	// more always leaves room for it).
+	// The main job hosts the rendezvous and is never removed, however slow. n still fits: the
+	// latest report is complete (Decide holds otherwise) and a max of 1 or more leaves room
+	// for the main job.
 	workers := slices.DeleteFunc(slices.Clone(latest.Workers), func(w WorkerRate) bool { return w.Worker == p.in.Main })
 	slices.SortStableFunc(workers, func(a, b WorkerRate) int {
 		if c := cmp.Compare(a.SamplesPerSec, b.SamplesPerSec); c != 0 {
