@@ -275,19 +275,15 @@ func (c *Cluster) KeepDaemon(ctx context.Context, name string) (restore func(con
 	return func(ctx context.Context) error { return c.SetDaemon(ctx, name, running) }
 }
 
-// Pause stops the testbed's daemon and returns what starts it again (nothing to do when it was
-// not running): a test or benchmark that runs its own instance, or needs a quiet cluster, must
+// Pause stops the testbed's daemon and returns what puts it back as it was (KeepDaemon): a test or benchmark that runs its own instance, or needs a quiet cluster, must
 // not race the testbed's. It stops even a daemon whose status says it is only partly up
 // (elasticd without its node agent): stopping what does not run is harmless.
 func (c *Cluster) Pause(ctx context.Context, name string) (restore func(context.Context) error, err error) {
-	running := c.DaemonRunning(ctx, name)
+	restore = c.KeepDaemon(ctx, name)
 	if err := c.SetDaemon(ctx, name, false); err != nil {
 		return nil, fmt.Errorf("pause %w", err)
 	}
-	if !running {
-		return func(context.Context) error { return nil }, nil
-	}
-	return func(ctx context.Context) error { return c.SetDaemon(ctx, name, true) }, nil
+	return restore, nil
 }
 
 // PauseDaemon is Pause for the rest of the test: the daemon starts again when the test ends,
