@@ -275,9 +275,10 @@ func (c *Cluster) KeepDaemon(ctx context.Context, name string) (restore func(con
 	return func(ctx context.Context) error { return c.SetDaemon(ctx, name, running) }
 }
 
-// Pause stops the testbed's daemon and returns what puts it back as it was (KeepDaemon): a test or benchmark that runs its own instance, or needs a quiet cluster, must
-// not race the testbed's. It stops even a daemon whose status says it is only partly up
-// (elasticd without its node agent): stopping what does not run is harmless.
+// Pause stops the testbed's daemon and returns what puts it back as it was (KeepDaemon): a
+// test or benchmark that runs its own instance, or needs a quiet cluster, must not race the
+// testbed's. It stops even a daemon whose status says it is only partly up (elasticd without
+// its node agent): stopping what does not run is harmless.
 func (c *Cluster) Pause(ctx context.Context, name string) (restore func(context.Context) error, err error) {
 	restore = c.KeepDaemon(ctx, name)
 	if err := c.SetDaemon(ctx, name, false); err != nil {
