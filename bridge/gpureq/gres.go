@@ -158,8 +158,8 @@ func checkOtherTRES(field, entry, kind, rest string) error {
 		if i := strings.IndexAny(name, ":="); i >= 0 {
 			name, rest = name[:i], name[i:]
 		}
-		if !ValidName(name) {
-			return syntaxError(field, entry, "TRES name %q is not a word of letters, digits, '_', '-' or '.'", name)
+		if !validOtherTRESName(kind, name) {
+			return syntaxError(field, entry, "TRES name %q is not a word of letters, digits, '_', '-' or '.'%s", name, remoteNote(kind))
 		}
 	}
 	if rest == "" {
@@ -173,6 +173,25 @@ func checkOtherTRES(field, entry, kind, rest string) error {
 		return syntaxError(field, entry, "count %q: %v", value, err)
 	}
 	return nil
+}
+
+// validOtherTRESName checks the name of a license, fs or bb TRES. A license may be remote:
+// slurmdbd's licenses are named NAME@SERVER (sacctmgr add resource; src/slurmctld/licenses.c
+// prints them so), and any user allowed the license asks for it so (-L matlab@flex:1).
+func validOtherTRESName(kind, name string) bool {
+	if strings.EqualFold(kind, "license") {
+		if local, server, remote := strings.Cut(name, "@"); remote {
+			return ValidName(local) && ValidName(server)
+		}
+	}
+	return ValidName(name)
+}
+
+func remoteNote(kind string) string {
+	if strings.EqualFold(kind, "license") {
+		return " (or NAME@SERVER)"
+	}
+	return ""
 }
 
 // parseGresBody reads NAME[:TYPE][:COUNT] or NAME[:TYPE]=COUNT (rest, after any "gres:" or

@@ -124,13 +124,14 @@ func isSizeTRES(name string) bool {
 }
 
 // validTRESName accepts "cpu", "gres/gpu", "gres/gpu:a100", "fs/disk", "bb/datawarp",
-// "license/matlab".
+// "license/matlab", and a remote license "license/matlab@flex": any user allowed such a
+// license puts it in their job's tres_req_str (-L matlab@flex:1), which squeue prints.
 func validTRESName(s string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' && c != '.' && c != '/' && c != ':' {
+		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' && c != '.' && c != '/' && c != ':' && c != '@' {
 			return false
 		}
 	}

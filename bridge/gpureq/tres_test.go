@@ -27,6 +27,8 @@ func TestParseTRES(t *testing.T) {
 		{in: "mem=0", want: TRES{"mem": 0}},
 		{in: "cpu=4,", want: TRES{"cpu": 4}},
 		{in: "license/matlab=2,bb/datawarp=1G", want: TRES{"license/matlab": 2, "bb/datawarp": 1024}},
+		// A remote license (sacctmgr add resource): any user allowed it may put it in a job.
+		{in: "cpu=1,license/matlab@flex=1,gres/gpu=1", want: TRES{"cpu": 1, "license/matlab@flex": 1, "gres/gpu": 1}},
 		{in: "energy=18446744073709551614", want: TRES{"energy": 18446744073709551614}},
 
 		{in: "cpu", wantErr: `TRES: bad token "cpu": want NAME=VALUE`},
