@@ -52,6 +52,13 @@ type Job struct {
 	// zero when unknown.
 	Start    time.Time
 	Priority uint32
+	// Unreadable says what of the job's line QueueJobs could not read ("" when all of it was):
+	// its TRES (tres-alloc), whose names come from the user's request (licenses, burst
+	// buffers), and which a release may spell in a way we do not know. The job is still
+	// listed, with TRESReq and TRESAlloc nil, so that a reader can count it at its worst
+	// instead of failing the whole queue for one job. ParseJobs never sets it: a field it
+	// cannot read fails the read.
+	Unreadable string
 }
 
 // jobBaseStates are the base states of a job (JOB_STATE_BASE); every other name is a flag.

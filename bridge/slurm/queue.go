@@ -114,7 +114,9 @@ func (r ExecRunner) RunEnv(ctx context.Context, edit func([]string) []string, na
 // QueueJobs lists every job slurmctld holds that is pending, running, suspended or completing,
 // from squeue's formatted text output: the fast path for daemons that read the whole queue
 // each cycle. A pending array record comes as one Job with all its pending tasks (ArrayTasks).
-// Any line that does not parse fails the whole read: never a partial queue.
+// Any line that does not parse fails the whole read: never a partial queue. A line whose TRES
+// alone cannot be read is a job with Unreadable set, never a failed read: one user's job must
+// not blind every reader of the queue.
 func (c Client) QueueJobs(ctx context.Context) ([]Job, error) {
 	out, err := withEnv(c.Runner, QueueEnv).Run(ctx, "squeue", QueueArgs()...)
 	if err != nil {
@@ -340,12 +342,10 @@ func parseQueueLine(line string) (Job, uint32, error) {
 	j.NodeCount = uint32(nodes)
 	j.Nodes = orEmpty(field(14))
 	j.TRESPerNode, j.TRESPerJob, j.TRESPerTask, j.TRESPerSocket = orEmpty(field(15)), orEmpty(field(16)), orEmpty(field(17)), orEmpty(field(18))
-	tres, err := gpureq.ParseTRES(orEmpty(field(19)))
-	if err != nil {
-		return Job{}, 0, fmt.Errorf("tres-alloc: %w", err)
-	}
 	// squeue prints the request until something is allocated.
-	if j.Pending() {
+	if tres, err := gpureq.ParseTRES(orEmpty(field(19))); err != nil {
+		j.Unreadable = fmt.Sprintf("tres-alloc: %v", err) // the job is kept (see Job.Unreadable)
+	} else if j.Pending() {
 		j.TRESReq = tres
 	} else {
 		j.TRESAlloc = tres

@@ -144,7 +144,6 @@ func TestParseQueueLines(t *testing.T) {
 		{"batch flag", with(8, ""), `BatchFlag ""`, 1},
 		{"priority", with(10, "-1"), `PriorityLong "-1"`, 1},
 		{"time format", with(11, "Mar 1 12:00"), "SLURM_TIME_FORMAT", 1},
-		{"bad TRES", with(19, "gres/gpu"), "tres-alloc", 1},
 		{"no user", with(3, ""), `UserName ""`, 1},
 		{"no reason", with(20, ""), "no Reason", 1},
 		{"array id without a task", with(1, "4"), "ArrayJobId 4 without an ArrayTaskId", 1},
@@ -195,6 +194,17 @@ func TestParseQueueLines(t *testing.T) {
 	if err != nil || jobs[0].StateReason != "QOSGrpGRES"+queueSep+"more" {
 		t.Errorf("reason = %q, %v", jobs[0].StateReason, err)
 	}
+	// A TRES string we cannot read is the job's problem, not the queue's: one user's job must
+	// not blind quotad to every other job.
+	jobs, err = ParseQueue([]byte(queueLine(goodLine("4", "4", "N/A")...) + "\n" + with(19, "gres/gpu,license/x y=1") + "\n" + queueLine(goodLine("6", "6", "N/A")...)))
+	if err != nil || len(jobs) != 3 || jobs[0].Unreadable != "" || jobs[2].Unreadable != "" {
+		t.Fatalf("a bad TRES: %+v, %v; want 3 jobs", jobs, err)
+	}
+	if bad := jobs[1]; bad.ID != 5 || bad.Account != "proj-b" || bad.QOS != "guar-proj-b" || !bad.Pending() || bad.TRESReq != nil ||
+		!strings.Contains(bad.Unreadable, `tres-alloc: TRES: bad token "gres/gpu": want NAME=VALUE`) {
+		t.Errorf("job with a bad TRES = %+v", bad)
+	}
+	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
 	j := jobs[0]
 	if j.ID != 5 || j.User != "bob" || !j.Pending() || !j.Batch || !j.Requeue || j.Priority != 100 || j.Submit.Unix() != 1795473003 ||
 		!j.Start.IsZero() || j.TRESReq.GPUs("a100") != 1 || j.TRESAlloc != nil || j.TaskCount() != 1 {
