@@ -229,6 +229,7 @@ func (d *Daemon) plan(c *cycleRun) *policy.Plan {
 		Dur("plan", time.Since(planStart)).Dur("cycle", time.Since(c.clock)).Int("jobs", len(c.snap.Jobs)).Int("moves", len(plan.Moves)).Msg("cycle timings")
 	if d.Metrics != nil {
 		d.Metrics.observePlan(plan)
+		d.Metrics.observeUnreadable(plan, d.Log)
 	}
 	return plan
 }

@@ -249,3 +249,33 @@ func TestMoveActionReadsAnAuditedMoveBack(t *testing.T) {
 		}
 	}
 }
+
+// A job quotad cannot read raises the unreadable-jobs gauge and is logged once, with its id and
+// the text that failed, however many cycles it stays; the cycle still lends.
+func TestUnreadableJobIsCountedLoggedOnceAndStopsNothing(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	snap := overQuota(now)
+	snap.Unreadable = []policy.UnreadableJob{{ID: 77, Account: "other", User: "mallory", QOS: "normal", State: policy.StatePending,
+		Problem: `GPU request tres_per_node "gres/gpu:a100:x"`}}
+	app, lease := &countingApplier{}, &fakeLease{held: true}
+	d, logs := newTestDaemon(t, fakeSnaps{snap: snap}, lease, app)
+	for cycle := range 2 {
+		res, err := d.Cycle(context.Background())
+		if err != nil || res.Outcome != "acted" || len(res.Plan.Moves) != 1 || res.Plan.Moves[0].JobID != 5 {
+			t.Fatalf("cycle %d: outcome %s err %v moves %v, want job 5 lent", cycle, res.Outcome, err, res.Plan.Moves)
+		}
+		if v := testutil.ToFloat64(d.Metrics.unreadable); v != 1 {
+			t.Errorf("cycle %d: unreadable_jobs = %v, want 1", cycle, v)
+		}
+	}
+	if n := strings.Count(logs.String(), `"job":77`); n != 1 || !strings.Contains(logs.String(), `gres/gpu:a100:x`) {
+		t.Errorf("job 77 logged %d times (want once, with its text):\n%s", n, logs.String())
+	}
+	d.Snapshots = fakeSnaps{snap: overQuota(now)}
+	if _, err := d.Cycle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(d.Metrics.unreadable); v != 0 {
+		t.Errorf("unreadable_jobs = %v after the job left, want 0", v)
+	}
+}

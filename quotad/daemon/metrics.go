@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
@@ -19,6 +20,10 @@ type Metrics struct {
 	lastSuccess                           prometheus.Gauge
 	active                                prometheus.Gauge
 	fenced                                prometheus.Counter
+	// unreadable alerts on queued jobs quotad could not read (counted at their worst);
+	// unreadableLogged are those already logged, so each is logged once.
+	unreadable       prometheus.Gauge
+	unreadableLogged map[uint32]bool
 }
 
 // NewMetrics registers quotad's series on a registry of their own, with Go and process
@@ -58,8 +63,11 @@ func NewMetrics() *Metrics {
 			Help: "1 when this quotad holds the single-active-instance lease."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quotad", Name: "applies_fenced_total",
 			Help: "Applies stopped midway because the lease was lost (its connection cut or the lock gone)."}),
+		unreadable: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quotad", Name: "unreadable_jobs",
+			Help: "Queued jobs at the last snapshot whose GPU request or TRES quotad could not read: each is counted at its worst, and its project is not lent to. Alert when above 0."}),
+		unreadableLogged: map[uint32]bool{},
 	}
-	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active, m.fenced,
+	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active, m.fenced, m.unreadable,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -84,4 +92,19 @@ func (m *Metrics) observePlan(plan *policy.Plan) {
 		m.typeIdle.WithLabelValues(t.Type).Set(float64(t.Idle))
 		m.typeLent.WithLabelValues(t.Type).Set(float64(t.Lent))
 	}
+}
+
+// observeUnreadable sets the unreadable-jobs gauge and logs each such job once, with its id and
+// the text that failed, while it stays in the queue.
+func (m *Metrics) observeUnreadable(plan *policy.Plan, log zerolog.Logger) {
+	m.unreadable.Set(float64(len(plan.Unreadable)))
+	now := make(map[uint32]bool, len(plan.Unreadable))
+	for _, u := range plan.Unreadable {
+		now[u.ID] = true
+		if !m.unreadableLogged[u.ID] {
+			log.Warn().Uint32("job", u.ID).Str("account", u.Account).Str("qos", u.QOS).Str("state", string(u.State)).
+				Str("problem", u.Problem).Msg("job cannot be read: counted at its worst, its project is not lent to")
+		}
+	}
+	m.unreadableLogged = now
 }

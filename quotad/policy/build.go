@@ -26,11 +26,9 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 		plan.Notes = append(plan.Notes, note)
 		return plan
 	}
-	if len(snap.Unreadable) > 0 {
-		plan.Notes = append(plan.Notes, unreadableNotes(snap.Unreadable)...)
-		return plan
-	}
 	plan.Acting = true
+	plan.Unreadable = slices.Clone(snap.Unreadable)
+	plan.Notes = append(plan.Notes, unreadableNotes(snap.Unreadable)...)
 	types := gpuTypes(cfg, snap)
 	// Lends rest on the QOS and accounts matching the table; the reclaim order (who may be
 	// preempted, and in which order) follows usage every cycle and holds nothing back.
@@ -43,6 +41,7 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	}
 	e.classify()
 	e.reserveInQuota()
+	e.unreadables()
 	e.settleBorrowers()
 	e.lend()
 	order := e.reclaimOrder()
@@ -75,16 +74,6 @@ func freshness(taken, now time.Time, maxAge time.Duration) (string, bool) {
 	return "", true
 }
 
-// unreadableNotes names each job the snapshot could not read: a plan that ignored them could
-// lend GPUs they are about to take, so nothing is done until they are readable or gone.
-func unreadableNotes(jobs []UnreadableJob) []string {
-	out := make([]string, 0, len(jobs))
-	for _, j := range jobs {
-		out = append(out, fmt.Sprintf("job %d cannot be read (%s): nothing is done while a job in the queue is not accounted for", j.ID, j.Problem))
-	}
-	return out
-}
-
 type engine struct {
 	cfg       *Config
 	snap      *Snapshot
@@ -92,6 +81,10 @@ type engine struct {
 	types     []string
 	reasons   map[string]bool
 	holdMoves string // non-empty: plan no moves, and this says why
+	// unaccounted are the projects with an unreadable job (the first one's id): their counts
+	// are lower bounds. noLends, when set, says why nothing is lent (unreadable.go).
+	unaccounted map[*project]uint32
+	noLends     string
 
 	projects  []*project // sorted by account
 	byAccount map[string]*project
@@ -140,6 +133,7 @@ func newEngine(cfg *Config, snap *Snapshot, types []string, now time.Time) *engi
 		arrayRecords: map[uint32]int{},
 		needs:        map[*Job]map[string]int{},
 		arrays:       map[*Job]*arrayLends{},
+		unaccounted:  map[*project]uint32{},
 	}
 	for _, r := range cfg.Settings.Reasons() {
 		e.reasons[r] = true

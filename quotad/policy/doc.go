@@ -10,7 +10,7 @@
 // has its own QOS, so the nearest project wins. Idle GPUs are counted per node, once however
 // many partitions list the node, and only where a job of the request's shape (GPUs, CPUs and
 // memory per node) can start now; held, dependent and future jobs reserve nothing, and a
-// snapshot with a job it could not read yields no action. Reclaim is Slurm's own QOS preemption (requeue): a plan never
+// job it could not read counts at its worst (unreadable.go). Reclaim is Slurm's own QOS preemption (requeue): a plan never
 // cancels, kills or requeues a job. Slurm can requeue only batch jobs with Requeue=1 and kills
 // any other job it preempts, so a plan never lends any other job (Job.Requeueable), returns such
 // a job found pending in a borrow QOS, and says so of one found running there.

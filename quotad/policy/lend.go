@@ -23,12 +23,16 @@ func (e *engine) lend() {
 			switch {
 			case j.notStartable() != "":
 				e.say(j, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
+			case e.unaccountedText(p) != "":
+				e.say(j, "waits: it is not lent: %s", e.unaccountedText(p))
 			case p.fits(need):
 				e.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
 			case !j.Requeueable():
 				e.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
 			case e.holdMoves != "":
 				e.say(j, "waits: %s; %s", p.quotaUsage(need), e.holdMoves)
+			case e.noLends != "":
+				e.say(j, "waits: nothing is lent this cycle: %s", e.noLends)
 			default:
 				kept = append(kept, j)
 			}

@@ -27,6 +27,8 @@ type Plan struct {
 	Projects []ProjectStatus
 	Types    []TypeStatus
 	Jobs     []JobExplanation // sorted by job id
+	// Unreadable are the snapshot's jobs quotad could not read, each counted at its worst.
+	Unreadable []UnreadableJob
 }
 
 // HasActions says whether applying the plan would change anything.

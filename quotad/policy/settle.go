@@ -61,7 +61,7 @@ func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 	switch {
 	case !j.Requeueable():
 		return "return", e.returnJob(j, i, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
-	case p.fits(need):
+	case p.fits(need) && e.unaccountedText(p) == "":
 		text := e.returnJob(j, i, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
 		p.use(need) // promised: the next returned job must not count the same room
 		return "return", text
@@ -76,10 +76,14 @@ func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 	}
 	addAll(e.lent, gpus)
 	p.borrow(gpus)
-	if ok {
-		return "promised", fmt.Sprintf("was lent and waits in %s to start: %s is over its guarantee (%s); %s idle in partition %s are promised to it", j.QOS, p.cfg.Account, p.quotaText(need), gpuList(gpus), pl.partition)
+	over := fmt.Sprintf("%s is over its guarantee (%s)", p.cfg.Account, p.quotaText(need))
+	if why := e.unaccountedText(p); why != "" {
+		over = "it is not returned: " + why
 	}
-	return "waits", fmt.Sprintf("was lent and waits in %s for GPUs: %s is over its guarantee (%s); no idle GPUs it can use now", j.QOS, p.cfg.Account, p.quotaText(need))
+	if ok {
+		return "promised", fmt.Sprintf("was lent and waits in %s to start: %s; %s idle in partition %s are promised to it", j.QOS, over, gpuList(gpus), pl.partition)
+	}
+	return "waits", fmt.Sprintf("was lent and waits in %s for GPUs: %s; no idle GPUs it can use now", j.QOS, over)
 }
 
 // settleWorker decides a pending elastic worker Slurm can requeue. Workers are elasticd's: it
@@ -94,7 +98,7 @@ func (e *engine) settleWorker(j *Job, i int, p *project, need map[string]int) (o
 	if why := j.notStartable(); why != "" {
 		return "worker", fmt.Sprintf("is an %s and waits in %s (reason %s): %s, so no GPUs are promised to it; elasticd ends a worker Slurm requeued (the job shrinks) and one that waits too long", who, j.QOS, j.Reason, why)
 	}
-	if p.fits(need) {
+	if p.fits(need) && e.unaccountedText(p) == "" {
 		text := e.returnJob(j, i, p, need, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, p.quotaText(need)))
 		p.use(need)
 		return "return", text

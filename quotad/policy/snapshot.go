@@ -31,8 +31,8 @@ type Snapshot struct {
 	TakenAt time.Time
 	Jobs    []Job
 	// Unreadable are jobs in the queue the adapter could not read (e.g. a GPU request it
-	// cannot parse). A plan on a snapshot with any of them does not act: every job in the
-	// queue is accounted for, or nothing is done.
+	// cannot parse). Each counts at its worst (see unreadable.go) and the plan acts on the
+	// rest: one user's job must not stop lending for everyone.
 	Unreadable []UnreadableJob
 	// Nodes are the nodes with GPUs, each once however many partitions list it: partitions
 	// share their nodes' idle GPUs, CPUs and memory.
@@ -50,10 +50,14 @@ type Snapshot struct {
 	WholeArrays bool
 }
 
-// UnreadableJob is a job in the queue that the adapter could not turn into a Job.
+// UnreadableJob is a job in the queue that the adapter could not turn into a Job: what of it
+// could be read, which is enough to find its project and whether it holds GPUs.
 type UnreadableJob struct {
-	ID      uint32
-	Problem string // what could not be read, quoting the string, e.g. tres_per_node "gres/gpu:x"
+	ID            uint32
+	Account, User string
+	QOS           string
+	State         JobState
+	Problem       string // what could not be read, quoting the string, e.g. tres_per_node "gres/gpu:x"
 }
 
 // Job is one job from squeue, with its GPU request already parsed.

@@ -171,19 +171,6 @@ func TestSyncKeepsSubAccountsInTheirProjectsQOS(t *testing.T) {
 	}
 }
 
-func TestUnreadableJobStopsTheCycle(t *testing.T) {
-	cfg := twoProjects().Obj()
-	snap := policytest.MakeSnapshot().Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj()).
-		Synced(t, cfg).Unreadable(77, `GPU request tres_per_node "gres/gpu:a100:x": bad count`).Obj()
-	plan := policy.BuildPlan(cfg, snap, policytest.T0)
-	if plan.Acting || plan.HasActions() {
-		t.Fatalf("plan acts with an unreadable job: %v", policytest.MoveLines(plan))
-	}
-	if len(plan.Notes) != 1 || !strings.Contains(plan.Notes[0], `job 77 cannot be read (GPU request tres_per_node "gres/gpu:a100:x": bad count)`) {
-		t.Errorf("notes = %q, want one naming job 77 and its string", plan.Notes)
-	}
-}
-
 func TestJobsThatCannotStartReserveNothing(t *testing.T) {
 	runPlanCases(t, []planCase{
 		{

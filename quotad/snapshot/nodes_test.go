@@ -2,7 +2,9 @@ package snapshot
 
 import (
 	"context"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -153,29 +155,70 @@ func TestConvertJobReadsShape(t *testing.T) {
 	}
 }
 
-// badJobFetcher adds to the captured queue a pending job whose GPU request does not parse.
-type badJobFetcher struct{ fixtureFetcher }
-
-func (f badJobFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
-	jobs, err := f.fixtureFetcher.QueueJobs(ctx)
-	return append(jobs, slurm.Job{ID: 999, Account: "proj-b", State: "PENDING", TRESPerNode: "gres/gpu:a100:two"}), err
+// doctoredFetcher replays the captured queue (squeue-borrowing.txt) with lines doctored the
+// way a user's job could make them: edit gets the lines' fields and may change them.
+type doctoredFetcher struct {
+	fixtureFetcher
+	edit func(fields [][]string) [][]string
 }
 
+func (f doctoredFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
+	data, err := os.ReadFile("testdata/squeue-borrowing.txt")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var lines [][]string
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		lines = append(lines, strings.Split(l, "\x1f"))
+	}
+	var out strings.Builder
+	for _, l := range f.edit(lines) {
+		out.WriteString(strings.Join(l, "\x1f") + "\n")
+	}
+	return slurm.ParseQueue([]byte(out.String()))
+}
+
+// The captured queue with three jobs doctored: bob's pending job 19 asks for gres in a spelling
+// quotad cannot read, running job 13 too (its allocation still counts it), and a copy of 19 as
+// job 20 has a tres-alloc quotad cannot read. The snapshot keeps both unreadable jobs with their
+// account, QOS and state, and the plan acts on the rest.
 func TestTakeKeepsUnreadableJobs(t *testing.T) {
-	b := &Builder{Live: badJobFetcher{fixtureFetcher{t: t}}, Accounting: fakeAccounting{}}
+	edit := func(lines [][]string) [][]string {
+		const tresPerNode, tresAlloc = 15, 19
+		lines[0][tresPerNode] = "gres:gpu:a100:1(S:0)" // job 13, running
+		lines[6][tresPerNode] = "gres/gpu:a100:two"    // job 19, pending
+		copy20 := slices.Clone(lines[6])
+		copy20[0], copy20[1], copy20[tresPerNode] = "20", "20", "gres:gpu:a100:1"
+		copy20[tresAlloc] = "cpu=1,gres/gpu:a100=1,license/x y=1"
+		return append(lines, copy20)
+	}
+	b := &Builder{Live: doctoredFetcher{fixtureFetcher{t: t}, edit}, Accounting: fakeAccounting{}}
 	snap, err := b.Take(context.Background(), testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Unreadable) != 1 || snap.Unreadable[0].ID != 999 || !strings.Contains(snap.Unreadable[0].Problem, `tres_per_node "gres/gpu:a100:two"`) {
-		t.Fatalf("Unreadable = %+v, want job 999 naming its tres_per_node string", snap.Unreadable)
+	if len(snap.Unreadable) != 2 {
+		t.Fatalf("Unreadable = %+v, want jobs 19 and 20", snap.Unreadable)
 	}
-	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
-	if err != nil {
-		t.Fatal(err)
+	u19, u20 := snap.Unreadable[0], snap.Unreadable[1]
+	if u19.ID != 19 || u19.Account != "proj-b" || u19.User != "bob" || u19.QOS != "guar-proj-b" || u19.State != policy.StatePending ||
+		!strings.Contains(u19.Problem, `tres_per_node "gres/gpu:a100:two"`) {
+		t.Errorf("job 19 = %+v, want proj-b's pending job naming its tres_per_node string", u19)
 	}
-	plan := policy.BuildPlan(cfg, snap.Snapshot, snap.TakenAt)
-	if plan.Acting || len(plan.Notes) != 1 || !strings.Contains(plan.Notes[0], "job 999") || !strings.Contains(plan.Notes[0], "gres/gpu:a100:two") {
-		t.Errorf("plan acting %v notes %q, want no action and a note naming job 999 and its string", plan.Acting, plan.Notes)
+	if u20.ID != 20 || u20.QOS != "guar-proj-b" || !strings.Contains(u20.Problem, `tres-alloc: TRES: bad token "license/x y=1"`) {
+		t.Errorf("job 20 = %+v, want its tres-alloc named", u20)
+	}
+	var j13 *policy.Job
+	for i := range snap.Jobs {
+		if snap.Jobs[i].ID == 13 {
+			j13 = &snap.Jobs[i]
+		}
+	}
+	if j13 == nil || !reflect.DeepEqual(j13.AllocatedGPUs, map[string]int{"a100": 1}) {
+		t.Fatalf("running job 13 = %+v, want it read by its allocation (1 a100)", j13)
+	}
+	plan := policy.BuildPlan(testConfig(t), snap.Snapshot, snap.TakenAt)
+	if !plan.Acting || len(plan.Unreadable) != 2 || !strings.Contains(strings.Join(plan.Notes, "\n"), "job 19 (account proj-b, QOS guar-proj-b, pending) cannot be read") {
+		t.Errorf("plan acting %v unreadable %d notes %q, want it acting and naming job 19", plan.Acting, len(plan.Unreadable), plan.Notes)
 	}
 }

@@ -1,11 +1,15 @@
 // Package snapshot builds quotad's view of the cluster, a policy.Snapshot, from its two
 // sources: slurmdbd's database (QOS, accounts, usage) and slurmctld's live state (squeue's
-// fast formatted read, and sinfo or scontrol show nodes --json). Any source that cannot be read fails the whole snapshot: a plan built on
-// half the facts could lend GPUs that are not idle or return jobs that are not borrowers.
+// fast formatted read, and sinfo or scontrol show nodes --json). Any source that cannot be read
+// fails the whole snapshot: a plan built on half the facts could lend GPUs that are not idle or
+// return jobs that are not borrowers. One job of the queue that cannot be read does not: its
+// user controls its GPU request (sbatch, scontrol update), so it is kept as an unreadable job,
+// with what could be read of it, and the policy counts it at its worst.
 package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -161,8 +165,9 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	for i := range jobs {
 		j, ok, err := ConvertJob(&jobs[i])
 		if err != nil {
-			// Kept, not dropped: the policy does not act while a job is unaccounted for.
-			snap.Unreadable = append(snap.Unreadable, policy.UnreadableJob{ID: jobs[i].ID, Problem: err.Error()})
+			// Kept, not dropped: the policy counts it at its worst.
+			snap.Unreadable = append(snap.Unreadable, policy.UnreadableJob{ID: j.ID, Account: j.Account, User: j.User,
+				QOS: j.QOS, State: j.State, Problem: err.Error()})
 			continue
 		}
 		if ok {
@@ -268,7 +273,10 @@ func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres m
 }
 
 // ConvertJob maps a squeue job to the policy's terms; ok is false for jobs that hold and want
-// nothing (finished ones, which squeue --json keeps for MinJobAge).
+// nothing (finished ones, which squeue --json keeps for MinJobAge). A job whose GPUs cannot be
+// read is an error; the job returned with it still has what could be read (id, account, user,
+// QOS, state), for the policy's worst case. A job holding GPUs is read by its allocation, which
+// slurmctld wrote, whatever the spelling of its request.
 func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 	var state policy.JobState
 	// StateName reads the same on every release: 22.05's single name.
@@ -295,10 +303,19 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 	if state != policy.StatePending {
 		pj.StartTime = j.Start
 	}
+	if j.Unreadable != "" {
+		return pj, true, errors.New(j.Unreadable)
+	}
 	pj.CPUs, pj.MemoryMB = int(j.TRESReq["cpu"]), int64(j.TRESReq["mem"])
 	req, err := j.GPURequest()
+	if err != nil && state != policy.StatePending && len(j.TRESAlloc) > 0 {
+		// What it holds is what counts for a started job, and its allocation says so.
+		pj.AllocatedGPUs = gpusOf(j.TRESAlloc)
+		pj.GPUsPerJob = maps.Clone(pj.AllocatedGPUs)
+		return pj, true, nil
+	}
 	if err != nil {
-		return policy.Job{}, false, fmt.Errorf("GPU request %s: %w", gpuFields(j), err)
+		return pj, true, fmt.Errorf("GPU request %s: %w", gpuFields(j), err)
 	}
 	perTaskOrSocket := false
 	for _, c := range req.GPUs {

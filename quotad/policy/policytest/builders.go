@@ -149,9 +149,9 @@ func (b *SnapshotWrapper) Account(name, parent string) *SnapshotWrapper {
 	return b
 }
 
-// Unreadable adds a job the adapter could not read.
-func (b *SnapshotWrapper) Unreadable(id uint32, problem string) *SnapshotWrapper {
-	b.s.Unreadable = append(b.s.Unreadable, policy.UnreadableJob{ID: id, Problem: problem})
+// Unreadable adds a job of account the adapter could not read, in qos and state.
+func (b *SnapshotWrapper) Unreadable(id uint32, account, qos string, state policy.JobState, problem string) *SnapshotWrapper {
+	b.s.Unreadable = append(b.s.Unreadable, policy.UnreadableJob{ID: id, Account: account, User: "u-" + account, QOS: qos, State: state, Problem: problem})
 	return b
 }
 func (b *SnapshotWrapper) Jobs(js ...policy.Job) *SnapshotWrapper {
