@@ -315,6 +315,10 @@ func FuzzParseQueue(f *testing.F) {
 		// Every line is one job or one more task of the record before it.
 		tasks, seen := 0, map[uint32]bool{}
 		for _, j := range jobs {
+			// A job whose TRES could not be read is kept, without any TRES.
+			if j.Unreadable != "" && (j.TRESReq != nil || j.TRESAlloc != nil) {
+				t.Fatalf("job %d unreadable (%s) with TRES %v %v", j.ID, j.Unreadable, j.TRESReq, j.TRESAlloc)
+			}
 			if j.ID == 0 || seen[j.ID] || (j.ArrayJobID == 0) != (len(j.ArrayTasks) == 0) {
 				t.Fatalf("bad job %+v", j)
 			}

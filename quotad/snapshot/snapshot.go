@@ -306,11 +306,13 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 	if j.Unreadable != "" {
 		return pj, true, errors.New(j.Unreadable)
 	}
-	pj.CPUs, pj.MemoryMB = int(j.TRESReq["cpu"]), int64(j.TRESReq["mem"])
+	pj.CPUs, pj.MemoryMB = int(min(j.TRESReq["cpu"], maxCount)), int64(min(j.TRESReq["mem"], maxCount))
 	req, err := j.GPURequest()
 	if err != nil && state != policy.StatePending && len(j.TRESAlloc) > 0 {
 		// What it holds is what counts for a started job, and its allocation says so.
-		pj.AllocatedGPUs = gpusOf(j.TRESAlloc)
+		if pj.AllocatedGPUs, err = gpusOf("tres-alloc", j.TRESAlloc); err != nil {
+			return pj, true, err
+		}
 		pj.GPUsPerJob = maps.Clone(pj.AllocatedGPUs)
 		return pj, true, nil
 	}
@@ -321,6 +323,9 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 	for _, c := range req.GPUs {
 		if c.N == 0 {
 			continue
+		}
+		if c.N > maxCount {
+			return pj, true, fmt.Errorf("GPU request %s: %d GPUs is not a count quotad can hold", gpuFields(j), c.N)
 		}
 		switch c.Scope {
 		case gpureq.PerNode:
@@ -335,13 +340,22 @@ func ConvertJob(j *slurm.Job) (policy.Job, bool, error) {
 		// Per-task and per-socket counts depend on the layout; slurmctld's tres_req_str has
 		// already multiplied them out for the whole job.
 		pj.GPUsPerNode = nil
-		pj.GPUsPerJob = gpusOf(j.TRESReq)
+		if pj.GPUsPerJob, err = gpusOf("tres_req_str", j.TRESReq); err != nil {
+			return pj, true, err
+		}
 	}
 	if state != policy.StatePending && len(j.TRESAlloc) > 0 {
-		pj.AllocatedGPUs = gpusOf(j.TRESAlloc)
+		if pj.AllocatedGPUs, err = gpusOf("tres-alloc", j.TRESAlloc); err != nil {
+			return pj, true, err
+		}
 	}
 	return pj, true, nil
 }
+
+// maxCount bounds every count read from a job: a TRES value is a uint64, and one beyond an int
+// would turn negative (fuzzing found "gres/gpu:a100=9223372036854775808" held as -2^63 GPUs).
+// No cluster holds a million GPUs; a job that says so is unreadable, counted at its worst.
+const maxCount = 1 << 20
 
 func addCount(m map[string]int, t string, n int) map[string]int {
 	if m == nil {
@@ -351,21 +365,26 @@ func addCount(m map[string]int, t string, n int) map[string]int {
 	return m
 }
 
-// gpusOf reads GPUs by type from a TRES; the untyped count is kept as "" only for GPUs no
-// typed entry accounts for.
-func gpusOf(t gpureq.TRES) map[string]int {
+// gpusOf reads GPUs by type from a TRES (field names it in errors); the untyped count is kept
+// as "" only for GPUs no typed entry accounts for.
+func gpusOf(field string, t gpureq.TRES) (map[string]int, error) {
 	out := map[string]int{}
 	typed := 0
 	for name, v := range t {
 		if ty, ok := strings.CutPrefix(name, "gres/gpu:"); ok && v > 0 {
+			if v > maxCount {
+				return nil, fmt.Errorf("%s %s=%d is not a count quotad can hold", field, name, v)
+			}
 			out[ty] += int(v)
 			typed += int(v)
 		}
 	}
-	if rest := int(t.GPUs("")) - typed; rest > 0 {
+	if all := t.GPUs(""); all > maxCount {
+		return nil, fmt.Errorf("%s gres/gpu=%d is not a count quotad can hold", field, all)
+	} else if rest := int(all) - typed; rest > 0 {
 		out[""] = rest
 	}
-	return out
+	return out, nil
 }
 
 // gpuFields quotes the job's tres_per_* strings that are set, for a message naming them.
