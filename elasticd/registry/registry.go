@@ -149,17 +149,26 @@ func (d Dir) ReadDeclarationOwnedBy(jobID, owner uint32) (*Declaration, error) {
 	if err != nil {
 		return nil, err
 	}
+	decl, err := ParseDeclaration(data, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return decl, nil
+}
+
+// ParseDeclaration reads and validates the text of job jobID's declaration.json.
+func ParseDeclaration(data []byte, jobID uint32) (*Declaration, error) {
 	var decl Declaration
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&decl); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if decl.JobID != jobID {
-		return nil, fmt.Errorf("%s: declares job %d", path, decl.JobID)
+		return nil, fmt.Errorf("declares job %d", decl.JobID)
 	}
 	if err := decl.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	return &decl, nil
 }
@@ -230,6 +239,14 @@ const tailBytes = 16 << 10
 // maxLine bounds one report line.
 const maxLine = 1024
 
+// MaxSamplesPerSec bounds a reported rate: a user's report must not carry a huge rate (1e308,
+// whose sums overflow to +Inf) into the policy's comparisons with other jobs. No training job
+// comes near a billion samples a second.
+const MaxSamplesPerSec = 1e9
+
+// maxComputeSeconds bounds a step's reported compute time: a day.
+const maxComputeSeconds = 86400
+
 // LatestReport returns the last well-formed line of worker's report file (DIR/jobs/JOB/
 // reports/WORKER.jsonl) whose worker field matches the file name. It reads only the file's
 // tail. ok is false when there is no such line yet.
@@ -291,8 +308,8 @@ func ParseReport(line []byte) (Report, error) {
 	if err := json.Unmarshal(line, &w); err != nil {
 		return Report{}, err
 	}
-	if w.SamplesPerSec == nil || math.IsNaN(*w.SamplesPerSec) || math.IsInf(*w.SamplesPerSec, 0) || *w.SamplesPerSec < 0 {
-		return Report{}, errors.New("samples_per_sec missing or not a non-negative number")
+	if w.SamplesPerSec == nil || !(*w.SamplesPerSec >= 0 && *w.SamplesPerSec <= MaxSamplesPerSec) {
+		return Report{}, fmt.Errorf("samples_per_sec missing or not a number from 0 to %g", float64(MaxSamplesPerSec))
 	}
 	t, err := parseTime(w.Time)
 	if err != nil {
@@ -300,8 +317,8 @@ func ParseReport(line []byte) (Report, error) {
 	}
 	rep := Report{Time: t, Worker: w.Worker, SamplesPerSec: *w.SamplesPerSec}
 	if c := w.ComputeS; c != nil {
-		if math.IsNaN(*c) || math.IsInf(*c, 0) || *c < 0 {
-			return Report{}, errors.New("compute_s not a non-negative number")
+		if !(*c >= 0 && *c <= maxComputeSeconds) {
+			return Report{}, fmt.Errorf("compute_s not a number from 0 to %g", float64(maxComputeSeconds))
 		}
 		rep.ComputeSecondsPerStep = *c
 	}
