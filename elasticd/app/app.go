@@ -70,7 +70,7 @@ var mungeSocketFlag = &cli.StringFlag{Name: "munge-socket", Usage: "munged's soc
 // (AdminLevel, read with sacctmgr) see every job, as root does.
 func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
 	client := slurm.NewClient(runner)
-	return view.MungeAuth{
+	return daemon.PersonAuth(view.MungeAuth{
 		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
 			return client.MungeDecode(ctx, socket, cred)
 		},
@@ -85,10 +85,7 @@ func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
 			level, err := client.UserAdminLevel(ctx, name)
 			return strings.EqualFold(level, "Operator") || strings.EqualFold(level, "Administrator"), err
 		},
-		Payload: api.RequestPayload,
-		Private: "an elastic job's status is shown to its owner, root and Slurm operators only, and a pin is its owner's",
-		Client:  "elasticd status, pin and unpin",
-	}
+	})
 }
 
 // agentUIDs are the uids, besides root, whose credentials may carry node agents' reports:

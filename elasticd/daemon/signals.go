@@ -13,6 +13,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // A node agent's report steers elasticd: a worker whose GPU it reports throttled is replaced,
@@ -56,6 +57,15 @@ type AgentAuth struct {
 	CheckOrigin bool
 	// LookupHost resolves a NodeAddr or NodeHostname that is a name; nil: the system resolver.
 	LookupHost func(ctx context.Context, host string) ([]string, error)
+}
+
+// PersonAuth is a for people's requests (status, pin, unpin): elasticd's payload, and the
+// 401's words name what is private and which command sends a credential.
+func PersonAuth(a view.MungeAuth) view.MungeAuth {
+	a.Payload = api.RequestPayload
+	a.Private = "an elastic job's status is shown to its owner, root and Slurm operators only, and a pin is its owner's"
+	a.Client = "elasticd status, pin and unpin"
+	return a
 }
 
 // signalOutcome is what became of a report.
