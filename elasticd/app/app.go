@@ -96,7 +96,7 @@ func agentUIDs(ctx context.Context, client slurm.Client, names []string) ([]uint
 		if err != nil {
 			return nil, fmt.Errorf("reading SlurmUser (or give --agent-user): %w", err)
 		}
-		uid, err := SlurmUserID(conf.Get("SlurmUser"))
+		uid, err := daemon.SlurmUserID(conf.Get("SlurmUser"))
 		if err != nil {
 			return nil, err
 		}
@@ -121,28 +121,6 @@ func agentUIDs(ctx context.Context, client slurm.Client, names []string) ([]uint
 	return uids, nil
 }
 
-// SlurmUserID reads the uid of scontrol show config's SlurmUser, "slurm(64030)"; a name alone
-// is looked up.
-func SlurmUserID(v string) (uint32, error) {
-	name, rest, ok := strings.Cut(strings.TrimSpace(v), "(")
-	if ok {
-		if n, err := strconv.ParseUint(strings.TrimSuffix(rest, ")"), 10, 32); err == nil && strings.HasSuffix(rest, ")") {
-			return uint32(n), nil
-		}
-	}
-	if name == "" {
-		return 0, fmt.Errorf("scontrol show config names no SlurmUser (%q): give --agent-user", v)
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return 0, fmt.Errorf("SlurmUser %s: %w", name, err)
-	}
-	n, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return 0, fmt.Errorf("SlurmUser %s: uid %q: %w", name, u.Uid, err)
-	}
-	return uint32(n), nil
-}
 
 var stateDirFlag = &cli.StringFlag{Name: "state-dir", Value: "/var/spool/slurmbridge/elastic", EnvVars: []string{"ELASTICD_STATE_DIR"},
 	Usage: "the SPANK plugin's dir= (declarations, reports, hosts files)"}

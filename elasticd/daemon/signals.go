@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,4 +238,27 @@ func hasAddress(ctx context.Context, lookup func(context.Context, string) ([]str
 		}
 	}
 	return false
+}
+
+// SlurmUserID reads the uid of scontrol show config's SlurmUser, "slurm(64030)"; a name alone
+// is looked up.
+func SlurmUserID(v string) (uint32, error) {
+	name, rest, ok := strings.Cut(strings.TrimSpace(v), "(")
+	if ok {
+		if n, err := strconv.ParseUint(strings.TrimSuffix(rest, ")"), 10, 32); err == nil && strings.HasSuffix(rest, ")") {
+			return uint32(n), nil
+		}
+	}
+	if name == "" {
+		return 0, fmt.Errorf("scontrol show config names no SlurmUser (%q): give --agent-user", v)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, fmt.Errorf("SlurmUser %s: %w", name, err)
+	}
+	n, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("SlurmUser %s: uid %q: %w", name, u.Uid, err)
+	}
+	return uint32(n), nil
 }

@@ -246,3 +246,17 @@ func TestStatusShowsCallersTheirOwnJobs(t *testing.T) {
 		t.Fatalf("root: %d %+v", code, jobs)
 	}
 }
+
+func TestSlurmUserIDReadsScontrolsSlurmUser(t *testing.T) {
+	if uid, err := SlurmUserID("slurm(64030)"); err != nil || uid != 64030 {
+		t.Fatalf("slurm(64030): %d, %v", uid, err)
+	}
+	if uid, err := SlurmUserID("root"); err != nil || uid != 0 {
+		t.Fatalf("root: %d, %v", uid, err)
+	}
+	for _, bad := range []string{"", "(x)", "no-such-user-here(x)"} {
+		if _, err := SlurmUserID(bad); err == nil {
+			t.Errorf("%q read as a uid", bad)
+		}
+	}
+}
