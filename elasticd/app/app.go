@@ -121,7 +121,6 @@ func agentUIDs(ctx context.Context, client slurm.Client, names []string) ([]uint
 	return uids, nil
 }
 
-
 var stateDirFlag = &cli.StringFlag{Name: "state-dir", Value: "/var/spool/slurmbridge/elastic", EnvVars: []string{"ELASTICD_STATE_DIR"},
 	Usage: "the SPANK plugin's dir= (declarations, reports, hosts files)"}
 

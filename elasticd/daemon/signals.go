@@ -65,7 +65,7 @@ type AgentAuth struct {
 func PersonAuth(a view.MungeAuth) view.MungeAuth {
 	a.Payload = api.RequestPayload
 	a.Private = "an elastic job's status is shown to its owner, root and Slurm operators only, and a pin is its owner's"
-	a.Client = "elasticd status, pin and unpin"
+	a.Client = "elasticd status, pin and unpin send one"
 	return a
 }
 

@@ -62,8 +62,8 @@ type MungeAuth struct {
 	// Payload is what a credential for a request must hold; nil: quotad's CredentialPayload.
 	// Each daemon has its own, so a credential made for one is never taken by another.
 	Payload func(method, path string) string
-	// Private says what a credential is needed for and Client which command sends one, in the
-	// 401's words; "": quotad's job explanations and quotactl.
+	// Private says what a credential is needed for and Client which commands send one, in the
+	// 401's words; "": quotad's job explanations and "quotactl does".
 	Private, Client string
 	// Bounds limits the decodes and operator lookups at once and caches the lookups; nil:
 	// the process's own (DefaultAuthBounds), shared by every MungeAuth without Bounds.
@@ -194,7 +194,7 @@ func (a MungeAuth) client() string {
 	if a.Client != "" {
 		return a.Client
 	}
-	return "quotactl"
+	return "quotactl does"
 }
 
 // Identity decodes the request's credential, which must hold exactly payload, and returns who
@@ -203,7 +203,7 @@ func (a MungeAuth) Identity(r *http.Request, payload string) (slurm.MungeIdentit
 	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	cred = strings.TrimSpace(cred)
 	if !ok || scheme != AuthScheme || cred == "" {
-		return slurm.MungeIdentity{}, fmt.Errorf("%w: %s; send \"Authorization: %s <credential>\" with a credential from `munge --string '%s'` (%s does)",
+		return slurm.MungeIdentity{}, fmt.Errorf("%w: %s; send \"Authorization: %s <credential>\" with a credential from `munge --string '%s'` (%s)",
 			ErrUnauthenticated, a.private(), AuthScheme, payload, a.client())
 	}
 	if len(cred) > maxCredentialLen {
