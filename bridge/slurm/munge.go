@@ -17,6 +17,10 @@ import (
 type MungeIdentity struct {
 	UID     uint32
 	Payload string
+	// EncodeHost is the address of the host whose munged encoded the credential (unmunge's
+	// ENCODE_HOST, numeric): munged's own idea of its address (its host name resolved, or its
+	// --origin), not the connection's source.
+	EncodeHost string
 }
 
 // MungeEncode returns a credential for payload from the local munged (socket "" is munged's
@@ -44,7 +48,7 @@ func (f Client) MungeDecode(ctx context.Context, socket, cred string) (MungeIden
 		return MungeIdentity{}, errors.New("unmunge: the runner cannot feed standard input")
 	}
 	args := mungeSocket(socket)
-	args = append(args, "--numeric", "--keys", "UID")
+	args = append(args, "--numeric", "--keys", "UID,ENCODE_HOST")
 	out, err := in.RunInput(ctx, []byte(cred+"\n"), "unmunge", args...)
 	if err != nil {
 		return MungeIdentity{}, fmt.Errorf("unmunge: %w", err)
@@ -59,23 +63,34 @@ func mungeSocket(socket string) []string {
 	return []string{"--socket", socket}
 }
 
-// ParseUnmunge reads `unmunge --numeric --keys UID` output: the metadata line, a blank line,
-// then the payload as it was encoded.
+// ParseUnmunge reads `unmunge --numeric --keys UID,ENCODE_HOST` output: the metadata lines
+// (ENCODE_HOST is optional here, so output of --keys UID reads too), a blank line, then the
+// payload as it was encoded.
 func ParseUnmunge(out string) (MungeIdentity, error) {
 	meta, payload, ok := strings.Cut(out, "\n\n")
 	if !ok {
 		return MungeIdentity{}, fmt.Errorf("unmunge output has no payload: %q", out)
 	}
+	id := MungeIdentity{Payload: payload}
+	var hasUID bool
 	for line := range strings.SplitSeq(meta, "\n") {
 		key, value, ok := strings.Cut(line, ":")
-		if !ok || strings.TrimSpace(key) != "UID" {
+		if !ok {
 			continue
 		}
-		uid, err := strconv.ParseUint(strings.TrimSpace(value), 10, 32)
-		if err != nil {
-			return MungeIdentity{}, fmt.Errorf("unmunge UID %q: %w", value, err)
+		switch strings.TrimSpace(key) {
+		case "UID":
+			uid, err := strconv.ParseUint(strings.TrimSpace(value), 10, 32)
+			if err != nil {
+				return MungeIdentity{}, fmt.Errorf("unmunge UID %q: %w", value, err)
+			}
+			id.UID, hasUID = uint32(uid), true
+		case "ENCODE_HOST":
+			id.EncodeHost = strings.TrimSpace(value)
 		}
-		return MungeIdentity{UID: uint32(uid), Payload: payload}, nil
 	}
-	return MungeIdentity{}, fmt.Errorf("unmunge output has no UID: %q", out)
+	if !hasUID {
+		return MungeIdentity{}, fmt.Errorf("unmunge output has no UID: %q", out)
+	}
+	return id, nil
 }

@@ -19,6 +19,7 @@ func TestParseUnmunge(t *testing.T) {
 		{"no blank line", "UID: 5\n", 0, "", "no payload"},
 		{"no uid", "GID: 5\n\nx", 0, "", "no UID"},
 		{"bad uid", "UID: alice (1001)\n\nx", 0, "", "unmunge UID"},
+		{"encode host", "ENCODE_HOST:     10.1.2.3\nUID:             0\n\nsignals", 0, "signals", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, err := ParseUnmunge(tc.out)
@@ -28,7 +29,11 @@ func TestParseUnmunge(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || id.UID != tc.uid || id.Payload != tc.payload {
+			wantHost := ""
+			if strings.Contains(tc.out, "ENCODE_HOST") {
+				wantHost = "10.1.2.3"
+			}
+			if err != nil || id.UID != tc.uid || id.Payload != tc.payload || id.EncodeHost != wantHost {
 				t.Fatalf("ParseUnmunge = %+v, %v", id, err)
 			}
 		})
@@ -60,12 +65,12 @@ func TestMungeArgvKeepsTheCredentialOffTheCommandLine(t *testing.T) {
 	if got := strings.Join(r.argv, " "); got != "munge --socket /run/m.sock --string quotad-api GET /x" {
 		t.Errorf("munge argv = %q", got)
 	}
-	r.out = "UID: 1002\n\nquotad-api GET /x"
+	r.out = "ENCODE_HOST:     192.0.2.7\nUID: 1002\n\nquotad-api GET /x"
 	id, err := Client{Runner: r}.MungeDecode(context.Background(), "", cred)
-	if err != nil || id.UID != 1002 || id.Payload != "quotad-api GET /x" {
+	if err != nil || id.UID != 1002 || id.Payload != "quotad-api GET /x" || id.EncodeHost != "192.0.2.7" {
 		t.Fatalf("MungeDecode = %+v, %v", id, err)
 	}
-	if got := strings.Join(r.argv, " "); got != "unmunge --numeric --keys UID" || r.stdin != cred+"\n" {
+	if got := strings.Join(r.argv, " "); got != "unmunge --numeric --keys UID,ENCODE_HOST" || r.stdin != cred+"\n" {
 		t.Errorf("unmunge argv %q stdin %q: want the default socket and the credential on stdin", got, r.stdin)
 	}
 	r.out = "nothing"

@@ -32,6 +32,9 @@ type Node struct {
 	// Reservation is the active reservation the node is in ("" none; 22.05's sinfo does not
 	// say, its RESERVED state flag does).
 	Reservation string
+	// Address and Hostname are the node's NodeAddr and NodeHostname: where slurmctld reaches
+	// its slurmd, and the host it runs on (a name or an address, unresolved).
+	Address, Hostname string
 }
 
 // downStates are base states in which a node runs nothing new.
@@ -93,6 +96,8 @@ type wireNode struct {
 	TRES        string     `json:"tres"`
 	TRESUsed    string     `json:"tres_used"`   // null or "" when nothing is allocated
 	Reservation string     `json:"reservation"` // 23.02 on
+	Address     string     `json:"address"`
+	Hostname    string     `json:"hostname"`
 }
 
 // ParseNodes reads the nodes of Slurm 22.05's `sinfo --json` or of `scontrol show nodes
@@ -136,7 +141,8 @@ func (w *wireNode) node() (Node, error) {
 	for _, f := range w.StateFlags {
 		flags = append(flags, strings.ToUpper(f))
 	}
-	n := Node{Name: w.Name, Partitions: w.Partitions, State: strings.ToLower(base), StateFlags: flags, Reservation: w.Reservation}
+	n := Node{Name: w.Name, Partitions: w.Partitions, State: strings.ToLower(base), StateFlags: flags, Reservation: w.Reservation,
+		Address: w.Address, Hostname: w.Hostname}
 	var err error
 	if n.CPUs, err = w.CPUs.int(); err != nil {
 		return Node{}, fmt.Errorf("cpus: %w", err)

@@ -21,6 +21,9 @@ func TestParseNodesReadsEveryField(t *testing.T) {
 		spot.CPUs != 8 || spot.AllocCPUs != 1 || spot.MemoryMB != 32000 || spot.AllocMemoryMB != 1000 {
 		t.Fatalf("a100-spot-1 read as %+v", spot)
 	}
+	if spot.Address != "127.0.0.1" || spot.Hostname != "vm" {
+		t.Fatalf("a100-spot-1 NodeAddr %q NodeHostname %q, want 127.0.0.1 and vm", spot.Address, spot.Hostname)
+	}
 	if spot.GPUs() != 4 || spot.AllocGPUs() != 3 || spot.Gres[0].Type != "a100" {
 		t.Fatalf("a100-spot-1 GPUs %d allocated %d (gres %v)", spot.GPUs(), spot.AllocGPUs(), spot.Gres)
 	}

@@ -196,6 +196,10 @@ func TestEveryReleaseDecodesTheSameNodes(t *testing.T) {
 						!slices.Equal(n.Partitions, []string{"cpu", "a100"}) || n.TRES["cpu"] != 8 || n.Gres[0].Type != "a100" {
 						t.Errorf("node %s: %+v flags %v partitions %v tres %v, want %+v", n.Name, have, n.StateFlags, n.Partitions, n.TRES, want[n.Name])
 					}
+					// elasticd checks a node agent's credential came from the node's host.
+					if n.Address != "127.0.0.1" || n.Hostname != "localhost" {
+						t.Errorf("node %s: NodeAddr %q NodeHostname %q, want 127.0.0.1 and localhost", n.Name, n.Address, n.Hostname)
+					}
 				}
 			})
 		}

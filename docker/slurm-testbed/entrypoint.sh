@@ -225,7 +225,7 @@ role_slurmd() {
 	touch "$LOG/elastic-agent-$node.log" && chown "$AGENT_USER:$AGENT_USER" "$LOG/elastic-agent-$node.log"
 	runuser -u "$AGENT_USER" -- elasticd agent --node "$node" \
 		--elasticd "http://$ELASTICD_HOST:$ELASTICD_PORT" --interval "$ELASTICD_INTERVAL" \
-		</dev/null >>"$LOG/elastic-agent-$node.log" 2>&1 &
+		--munge-socket "$RUN/munge/munge.socket" </dev/null >>"$LOG/elastic-agent-$node.log" 2>&1 &
 	supervise $slurmd $!
 }
 
@@ -251,7 +251,8 @@ role_quotad() {
 	supervise $!
 }
 
-elasticd_up() { elasticd status --elasticd "http://127.0.0.1:$ELASTICD_PORT" --json >/dev/null; }
+# status needs a MUNGE credential: root's, from this container's munged.
+elasticd_up() { elasticd status --elasticd "http://127.0.0.1:$ELASTICD_PORT" --munge-socket "$RUN/munge/munge.socket" --json >/dev/null; }
 
 # elasticd as testbed/elasticd.sh starts it. Root, as packaging/systemd/elasticd.service says
 # why (sbatch as each job's owner, their batch scripts, root-owned declarations); compose
@@ -263,7 +264,8 @@ role_elasticd() {
 	say "starting elasticd (state $ELASTIC_DIR, interval $ELASTICD_INTERVAL, listening on :$ELASTICD_PORT)"
 	elasticd run --state-dir "$ELASTIC_DIR" --pools "$ETC/pools.yaml" \
 		--listen "0.0.0.0:$ELASTICD_PORT" --interval "$ELASTICD_INTERVAL" --grace 10s --min-samples 3 \
-		--settle 5s --stale-after 30s --cooldown 2m </dev/null >>"$LOG/elasticd.log" 2>&1 &
+		--settle 5s --stale-after 30s --cooldown 2m --munge-socket "$RUN/munge/munge.socket" --agent-user "$AGENT_USER" \
+		</dev/null >>"$LOG/elasticd.log" 2>&1 &
 	supervise $!
 }
 

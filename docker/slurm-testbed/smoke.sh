@@ -289,7 +289,8 @@ both_see_two() {
 wait_until 60 "job $main's hosts file listing 2 workers and both trainers reporting world size 2" both_see_two
 hosts=$(as root cat "$jobdir/hosts" | tr '\n' ' ')
 pass "world size 2: hosts file '${hosts% }', main $main and worker $worker both report world_size 2 ($((SECONDS - grew_at))s after the worker started)"
-status=$(compose exec -T elasticd elasticd status --elasticd "http://127.0.0.1:$FACT_CONTAINER_ELASTICD_PORT" | tr -d '\r')
+status=$(compose exec -T elasticd elasticd status --elasticd "http://127.0.0.1:$FACT_CONTAINER_ELASTICD_PORT" \
+	--munge-socket /srv/slurmbridge/run/munge/munge.socket | tr -d '\r')
 grep -q "^job $main  user alice" <<<"$status" || fail "elasticd status does not list job $main: $status"
 printf '%s\n' "$status" | sed 's/^/smoke:       /'
 

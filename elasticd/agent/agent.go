@@ -1,7 +1,9 @@
 // Package agent is elasticd's node agent: every interval it finds the GPUs Slurm allocated to
-// the running jobs on its nodes (squeue --json's gres_detail, indices as slurmd assigned them),
-// reads them through NVML (elasticd/probe) and posts the samples to elasticd. Where NVML is
-// missing it says so once and posts nothing: elasticd then works from throughput alone.
+// the running jobs on its nodes (squeue --json's gres_detail, indices as slurmd assigned them;
+// only its own nodes' running jobs are asked for), reads them through NVML (elasticd/probe) and
+// posts the samples to elasticd with a MUNGE credential over the report's body, which elasticd
+// checks before it takes a sample. Where NVML is missing it says so once and posts nothing:
+// elasticd then works from throughput alone.
 package agent
 
 import (
@@ -9,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,10 +29,10 @@ type Reader interface {
 	Read(indices []int) ([]api.GPUSample, error)
 }
 
-// Queue is the part of Slurm the agent reads: one `squeue --json`, the jobs and their extra
-// fields (slurm.Client has it).
+// Queue is the part of Slurm the agent reads: the jobs running on its nodes and their extra
+// fields, one `squeue --json --nodelist --states=RUNNING` (slurm.Client has it).
 type Queue interface {
-	Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error)
+	RunningOn(ctx context.Context, nodes []string) ([]slurm.Job, map[uint32]slurm.JobExtra, error)
 }
 
 // Agent reads and reports one host's GPUs.
@@ -48,7 +51,7 @@ func (a *Agent) Cycle(ctx context.Context) error {
 	if !a.Reader.Available() {
 		return nil
 	}
-	jobs, extras, err := a.Slurm.Queue(ctx)
+	jobs, extras, err := a.Slurm.RunningOn(ctx, a.Nodes)
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}
@@ -89,8 +92,12 @@ func (a *Agent) localGPUs(j slurm.Job, extra slurm.JobExtra) []int {
 	return idx
 }
 
-// PostHTTP posts reports to elasticd's api.SignalsPath.
-func PostHTTP(client *http.Client, baseURL string) func(ctx context.Context, r api.SignalReport) error {
+// Encode makes a MUNGE credential for payload (slurm.Client's MungeEncode with the socket).
+type Encode func(ctx context.Context, payload string) (string, error)
+
+// PostHTTP posts reports to elasticd's api.SignalsPath, each with a credential from encode
+// for exactly its body (api.SignalsPayload).
+func PostHTTP(client *http.Client, baseURL string, encode Encode) func(ctx context.Context, r api.SignalReport) error {
 	return func(ctx context.Context, r api.SignalReport) error {
 		body, err := json.Marshal(r)
 		if err != nil {
@@ -98,18 +105,24 @@ func PostHTTP(client *http.Client, baseURL string) func(ctx context.Context, r a
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
+		cred, err := encode(ctx, api.SignalsPayload(body))
+		if err != nil {
+			return fmt.Errorf("making the report's MUNGE credential: %w", err)
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+api.SignalsPath, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "MUNGE "+cred)
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("elasticd answered %s", resp.Status)
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+			return fmt.Errorf("elasticd answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 		}
 		return nil
 	}

@@ -5,6 +5,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strconv"
 	"time"
@@ -12,9 +14,11 @@ import (
 
 // The daemon's paths.
 const (
-	// StatusPath answers GET with every followed job, a []JobStatus.
+	// StatusPath answers GET with the followed jobs the caller may read (their own; every job
+	// for root and Slurm operators), a []JobStatus; it needs a MUNGE credential.
 	StatusPath = "/v1/status"
-	// SignalsPath takes an agent's SignalReport by POST.
+	// SignalsPath takes an agent's SignalReport by POST, with a MUNGE credential of root or
+	// the agent's user holding SignalsPayload of the body.
 	SignalsPath = "/v1/signals"
 )
 
@@ -151,10 +155,18 @@ func (s GPUSample) powerCapped() bool { return slices.Contains(s.ThrottleReasons
 
 func isSlowdown(reason string) bool { return slices.Contains(slowdownReasons, reason) }
 
-// PinPayload is what the MUNGE credential of a pin request must hold: elasticd's own, so that
-// a credential made for quotad's API is never taken here.
-func PinPayload(method, path string) string {
+// RequestPayload is what the MUNGE credential of a person's request (status, pin, unpin) must
+// hold: elasticd's own, so that a credential made for quotad's API is never taken here.
+func RequestPayload(method, path string) string {
 	return "slurmbridge-elasticd-api " + method + " " + path
+}
+
+// SignalsPayload is what the MUNGE credential of a node agent's report must hold: the request
+// and a hash of its body, so that a credential read off the wire cannot carry another report
+// (munged decodes a credential once, so it cannot carry the same one twice either).
+func SignalsPayload(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "slurmbridge-elasticd-signals POST " + SignalsPath + " sha256=" + hex.EncodeToString(sum[:])
 }
 
 // PinPath is the path of a job's pin: PUT PinPath(id, n) pins, DELETE PinPath(id, 0) unpins.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -29,6 +28,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/agent"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
@@ -65,11 +65,12 @@ func elasticdURLFlag() cli.Flag {
 
 var mungeSocketFlag = &cli.StringFlag{Name: "munge-socket", Usage: "munged's socket (empty: MUNGE's default)", EnvVars: []string{"SLURMBRIDGE_MUNGE_SOCKET"}}
 
-// mungeAuth says who sends a pin: the user its MUNGE credential names (quotad's API does the
-// same), with elasticd's own payload.
+// mungeAuth says who asks for a status or a pin: the user its MUNGE credential names (quotad's
+// API does the same), with elasticd's own payload; Slurm's operators and administrators
+// (AdminLevel, read with sacctmgr) see every job, as root does.
 func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
 	client := slurm.NewClient(runner)
-	return view.MungeAuth{
+	return daemon.PersonAuth(view.MungeAuth{
 		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
 			return client.MungeDecode(ctx, socket, cred)
 		},
@@ -80,8 +81,44 @@ func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
 			}
 			return u.Username, nil
 		},
-		Payload: api.PinPayload,
+		IsOperator: func(ctx context.Context, name string) (bool, error) {
+			level, err := client.UserAdminLevel(ctx, name)
+			return strings.EqualFold(level, "Operator") || strings.EqualFold(level, "Administrator"), err
+		},
+	})
+}
+
+// agentUIDs are the uids, besides root, whose credentials may carry node agents' reports:
+// --agent-user's (names or uids), or SlurmUser's as slurmctld's config names it.
+func agentUIDs(ctx context.Context, client slurm.Client, names []string) ([]uint32, error) {
+	if len(names) == 0 {
+		conf, err := client.ShowConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading SlurmUser (or give --agent-user): %w", err)
+		}
+		uid, err := daemon.SlurmUserID(conf.Get("SlurmUser"))
+		if err != nil {
+			return nil, err
+		}
+		return []uint32{uid}, nil
 	}
+	var uids []uint32
+	for _, name := range names {
+		if n, err := strconv.ParseUint(name, 10, 32); err == nil {
+			uids = append(uids, uint32(n))
+			continue
+		}
+		u, err := user.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("--agent-user %s: %w", name, err)
+		}
+		n, err := strconv.ParseUint(u.Uid, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("--agent-user %s: uid %q: %w", name, u.Uid, err)
+		}
+		uids = append(uids, uint32(n))
+	}
+	return uids, nil
 }
 
 var stateDirFlag = &cli.StringFlag{Name: "state-dir", Value: "/var/spool/slurmbridge/elastic", EnvVars: []string{"ELASTICD_STATE_DIR"},
@@ -107,6 +144,10 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "objective", Value: "throughput",
 				Usage: "throughput: s on samples/s per worker; throughput-per-dollar: s on samples/s per pool price (every pool needs a price)"},
 			mungeSocketFlag,
+			&cli.StringSliceFlag{Name: "agent-user", EnvVars: []string{"ELASTICD_AGENT_USER"},
+				Usage: "user (name or uid) the node agents run as, whose MUNGE credentials may carry GPU signal reports besides root's (repeat for several); unset: SlurmUser from scontrol show config"},
+			&cli.BoolFlag{Name: "agent-origin-check", Value: true,
+				Usage: "a report's credential must be encoded on the host of the nodes it names (unmunge's ENCODE_HOST against NodeAddr/NodeHostname); turn off only where munged's address is not the node's"},
 			&cli.Float64Flag{Name: "value-per-million-samples",
 				Usage: "default worth of a million samples in the pools' price unit: a step must bring samples worth more than its GPUs cost (0: no such test); a job's --elastic-value overrides it"},
 		},
@@ -136,11 +177,21 @@ func runCommand() *cli.Command {
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			runner := slurm.ExecRunner{}
-			d := daemon.New(cfg, daemon.CommandSlurm{Client: slurm.NewClient(runner), Env: baseEnv()}, log, daemon.NewMetrics(reg))
+			client := slurm.NewClient(runner)
+			d := daemon.New(cfg, daemon.CommandSlurm{Client: client, Env: baseEnv()}, log, daemon.NewMetrics(reg))
+			uids, err := agentUIDs(c.Context, client, c.StringSlice("agent-user"))
+			if err != nil {
+				return err
+			}
+			auth := mungeAuth(runner, c.String("munge-socket"))
+			log.Info().Uints32("agent_uids", uids).Bool("origin_check", c.Bool("agent-origin-check")).Msg("GPU signal reports taken from root and these uids")
 
+			// /metrics stays open (Prometheus scrapes it): job ids, worker counts and samples/s,
+			// no user, host or rendezvous endpoint.
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-			mux.Handle("/v1/", d.Handler(mungeAuth(runner, c.String("munge-socket"))))
+			mux.Handle("/v1/", d.Handler(daemon.Access{Callers: auth,
+				Agents: &daemon.AgentAuth{Identity: auth.Identity, UIDs: uids, CheckOrigin: c.Bool("agent-origin-check")}}))
 			return serveAndLoop(c.Context, log, c.String("listen"), mux, c.Duration("interval"), d.Cycle)
 		},
 	}
@@ -179,19 +230,13 @@ func serveAndLoop(parent context.Context, log zerolog.Logger, listen string, mux
 	cycle func(context.Context) error) error {
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var srv *http.Server
 	if listen != "" {
-		ln, err := net.Listen("tcp", listen)
+		// serve's timeouts and connection cap: the port is reachable from every node.
+		addr, err := serve.Start(ctx, listen, mux, serve.DefaultLimits(), func(err error) { log.Error().Err(err).Msg("HTTP server stopped") })
 		if err != nil {
 			return err
 		}
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error().Err(err).Msg("HTTP server stopped")
-			}
-		}()
-		log.Info().Str("listen", ln.Addr().String()).Msg("serving /metrics and /v1/")
+		log.Info().Str("listen", addr.String()).Msg("serving /metrics and /v1/")
 	}
 	s, err := gocron.NewScheduler()
 	if err != nil {
@@ -210,13 +255,7 @@ func serveAndLoop(parent context.Context, log zerolog.Logger, listen string, mux
 	s.Start()
 	<-ctx.Done()
 	log.Info().Msg("stopping")
-	err = s.Shutdown()
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}
-	return err
+	return s.Shutdown() // the HTTP server stops with ctx
 }
 
 func agentCommand() *cli.Command {
@@ -228,6 +267,7 @@ func agentCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "node", Value: cli.NewStringSlice(host), Usage: "Slurm node names this host runs (repeat for multiple slurmd)"},
 			&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464"},
 			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second},
+			mungeSocketFlag,
 		},
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
@@ -242,8 +282,12 @@ func agentCommand() *cli.Command {
 				return err
 			}
 			defer reader.Close()
+			munge := slurm.NewClient(slurm.ExecRunner{Timeout: 10 * time.Second})
+			encode := func(ctx context.Context, payload string) (string, error) {
+				return munge.MungeEncode(ctx, c.String("munge-socket"), payload)
+			}
 			a := &agent.Agent{Nodes: c.StringSlice("node"), Slurm: slurm.NewClient(slurm.ExecRunner{}),
-				Reader: reader, Post: agent.PostHTTP(&http.Client{}, c.String("elasticd")), Log: log}
+				Reader: reader, Post: agent.PostHTTP(&http.Client{Timeout: 15 * time.Second}, c.String("elasticd"), encode), Log: log}
 			return serveAndLoop(c.Context, log, "", nil, c.Duration("interval"), a.Cycle)
 		},
 	}
@@ -254,13 +298,14 @@ func statusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "per elastic job: size, throughput history, last decision and why",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464", EnvVars: []string{"SLURMBRIDGE_ELASTICD_URL"}},
+			elasticdURLFlag(),
 			&cli.BoolFlag{Name: "json"},
+			mungeSocketFlag,
 		},
 		Action: func(c *cli.Context) error {
-			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+			ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.String("elasticd"), "/")+api.StatusPath, nil)
+			req, err := credentialRequest(ctx, c, http.MethodGet, api.StatusPath)
 			if err != nil {
 				return err
 			}
@@ -346,20 +391,29 @@ func unpinCommand() *cli.Command {
 	}
 }
 
-// sendPin makes the request with a MUNGE credential for exactly it: elasticd learns from the
-// credential who asks.
-func sendPin(c *cli.Context, method, path string) error {
-	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
-	defer cancel()
-	cred, err := slurm.NewClient(slurm.ExecRunner{Timeout: 10 * time.Second}).MungeEncode(ctx, c.String("munge-socket"), api.PinPayload(method, path))
+// credentialRequest is a request to elasticd with a MUNGE credential for exactly it: elasticd
+// learns from the credential who asks.
+func credentialRequest(ctx context.Context, c *cli.Context, method, path string) (*http.Request, error) {
+	cred, err := slurm.NewClient(slurm.ExecRunner{Timeout: 10 * time.Second}).MungeEncode(ctx, c.String("munge-socket"), api.RequestPayload(method, path))
 	if err != nil {
-		return fmt.Errorf("making a MUNGE credential: %w", err)
+		return nil, fmt.Errorf("making a MUNGE credential: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.String("elasticd"), "/")+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", view.AuthScheme+" "+cred)
+	return req, nil
+}
+
+// sendPin makes a pin or unpin request.
+func sendPin(c *cli.Context, method, path string) error {
+	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
+	defer cancel()
+	req, err := credentialRequest(ctx, c, method, path)
+	if err != nil {
+		return err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("reaching elasticd: %w", err)

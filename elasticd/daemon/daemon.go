@@ -62,6 +62,10 @@ type Daemon struct {
 	mu      sync.Mutex // guards jobs, signals and lastCycle (the HTTP handlers read them)
 	jobs    map[uint32]*job
 	signals map[uint32]map[int]policy.GPUSignal // by worker job id, then GPU index
+	// placed is where each running one-node job ran and nodeAddrs each node's NodeAddr and
+	// NodeHostname, as the last cycle read them: what an agent's report is checked against.
+	placed    map[uint32]string
+	nodeAddrs map[string][]string
 	// lastCycle is when a cycle last read the queue.
 	lastCycle time.Time
 	// cluster is slurmctld's ClusterName, read once: whose associations limit workers.
@@ -148,6 +152,7 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 		d.metrics.cycleErrors.Inc()
 		return fmt.Errorf("reading the nodes: %w", err)
 	}
+	d.notePlacement(list, nodes)
 	snap := snapshot{jobs: map[uint32]slurm.Job{}, extras: extras, nodes: nodes, qos: d.readQOS(ctx)}
 	if len(ids) > 0 {
 		if snap.assocs, snap.assocErr = d.readAssociations(ctx); snap.assocErr != nil {

@@ -57,7 +57,7 @@ func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, map[uint32]slurm.JobExt
 }
 
 func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
-	return []slurm.Node{{Name: "a100-1", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, MemoryMB: 32000,
+	return []slurm.Node{{Name: "a100-1", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, MemoryMB: 32000, Address: "10.0.0.1", Hostname: "gpu-host-1",
 		Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}}}, nil
 }
 

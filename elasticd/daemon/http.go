@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
@@ -15,6 +17,13 @@ import (
 
 // StatusHistory is how many measurements a status shows per job.
 const StatusHistory = 20
+
+// StatusFor is the status of the jobs caller may read: their own, or every job for root and
+// Slurm's operators (view.Caller.MayRead, as quotad's API). A job's rendezvous endpoint and
+// throughput are its owner's business.
+func (d *Daemon) StatusFor(caller view.Caller) []api.JobStatus {
+	return slices.DeleteFunc(d.Status(), func(s api.JobStatus) bool { return !caller.MayRead(s.User) })
+}
 
 // Status describes every followed job, by job id.
 func (d *Daemon) Status() []api.JobStatus {
@@ -76,48 +85,6 @@ func total(m policy.Measurement) float64 {
 // maxSignalReport bounds a posted report.
 const maxSignalReport = 1 << 20
 
-// AddSignals stores an agent's report; only the latest sample per GPU is kept, and only for
-// jobs elasticd follows (main jobs and their workers).
-func (d *Daemon) AddSignals(r api.SignalReport) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, js := range r.Jobs {
-		if !d.followsLocked(js.JobID) {
-			continue
-		}
-		byGPU := d.signals[js.JobID]
-		if byGPU == nil {
-			byGPU = map[int]policy.GPUSignal{}
-			d.signals[js.JobID] = byGPU
-		}
-		for _, s := range js.Samples {
-			byGPU[s.Index] = toSignal(js.JobID, s)
-		}
-	}
-	for id := range d.signals {
-		if !d.followsLocked(id) {
-			delete(d.signals, id)
-		}
-	}
-}
-
-// followsLocked: id is a followed main job or one of its known workers.
-func (d *Daemon) followsLocked(id uint32) bool {
-	if _, ok := d.jobs[id]; ok {
-		return true
-	}
-	for _, j := range d.jobs {
-		for _, m := range j.history[max(len(j.history)-1, 0):] {
-			for _, w := range m.Workers {
-				if w.Worker == strconv.FormatUint(uint64(id), 10) {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
 func toSignal(jobID uint32, s api.GPUSample) policy.GPUSignal {
 	g := policy.GPUSignal{Time: s.Time, Worker: strconv.FormatUint(uint64(jobID), 10), GPU: s.Index,
 		ThermalOrPowerThrottled: s.ThermalOrPowerThrottled(), PowerCapOnly: s.PowerCapOnly(), ThrottleReasons: s.ThrottleReasons}
@@ -166,27 +133,38 @@ func (d *Daemon) Pin(id uint32, n int, caller view.Caller) error {
 	return nil
 }
 
-// Handler serves GET /v1/status, POST /v1/signals, and PUT/DELETE of a job's pin, which need a
-// MUNGE credential (auth; nil: pins are refused).
-func (d *Daemon) Handler(auth view.Authenticator) http.Handler {
+// Access is how the API learns who asks.
+type Access struct {
+	// Callers authenticates people: status and pins (nil: both refused).
+	Callers view.Authenticator
+	// Agents authenticates node agents' reports (nil: reports refused).
+	Agents *AgentAuth
+}
+
+// Handler serves GET /v1/status, POST /v1/signals, and PUT/DELETE of a job's pin; each needs a
+// MUNGE credential.
+func (d *Daemon) Handler(access Access) http.Handler {
 	mux := http.NewServeMux()
+	caller := func(w http.ResponseWriter, r *http.Request, what string) (view.Caller, bool) {
+		if access.Callers == nil {
+			http.Error(w, "this elasticd "+what+" (no MUNGE authentication configured)", http.StatusServiceUnavailable)
+			return view.Caller{}, false
+		}
+		c, err := access.Callers.Caller(r)
+		if err != nil {
+			http.Error(w, err.Error(), view.AuthErrorStatus(w, err))
+			return view.Caller{}, false
+		}
+		return c, true
+	}
 	pin := func(w http.ResponseWriter, r *http.Request, n int) {
 		id, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
 		if err != nil || id == 0 {
 			http.Error(w, "job id "+strconv.Quote(r.PathValue("id"))+" is not a job id", http.StatusBadRequest)
 			return
 		}
-		if auth == nil {
-			http.Error(w, "this elasticd takes no pins (no MUNGE authentication configured)", http.StatusServiceUnavailable)
-			return
-		}
-		caller, err := auth.Caller(r)
-		if err != nil {
-			code := http.StatusInternalServerError
-			if errors.Is(err, view.ErrUnauthenticated) {
-				code = http.StatusUnauthorized
-			}
-			http.Error(w, err.Error(), code)
+		caller, ok := caller(w, r, "takes no pins")
+		if !ok {
 			return
 		}
 		switch err := d.Pin(uint32(id), n, caller); {
@@ -209,19 +187,80 @@ func (d *Daemon) Handler(auth view.Authenticator) http.Handler {
 		pin(w, r, n)
 	})
 	mux.HandleFunc("DELETE /v1/jobs/{id}/pin", func(w http.ResponseWriter, r *http.Request) { pin(w, r, 0) })
-	mux.HandleFunc(http.MethodGet+" "+api.StatusPath, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(d.Status())
-	})
-	mux.HandleFunc(http.MethodPost+" "+api.SignalsPath, func(w http.ResponseWriter, r *http.Request) {
-		var rep api.SignalReport
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSignalReport))
-		if err := dec.Decode(&rep); err != nil {
-			http.Error(w, "bad signal report: "+err.Error(), http.StatusBadRequest)
+	mux.HandleFunc(http.MethodGet+" "+api.StatusPath, func(w http.ResponseWriter, r *http.Request) {
+		caller, ok := caller(w, r, "shows no status")
+		if !ok {
 			return
 		}
-		d.AddSignals(rep)
-		w.WriteHeader(http.StatusNoContent)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(d.StatusFor(caller))
+	})
+	mux.HandleFunc(http.MethodPost+" "+api.SignalsPath, func(w http.ResponseWriter, r *http.Request) {
+		d.serveSignals(w, r, access.Agents)
 	})
 	return mux
+}
+
+// serveSignals takes a node agent's report: the credential first, then the body it hashes,
+// then the nodes it speaks for; a report refused at any step changes nothing.
+func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *AgentAuth) {
+	if agents == nil || agents.Identity == nil {
+		http.Error(w, "this elasticd takes no signal reports (no MUNGE authentication configured)", http.StatusServiceUnavailable)
+		return
+	}
+	if r.Header.Get("Authorization") == "" {
+		// Said before the body is read: nothing without a credential costs more than this.
+		w.Header().Set("WWW-Authenticate", view.AuthScheme)
+		http.Error(w, fmt.Sprintf("signal reports come from elasticd's node agents: send \"Authorization: %s <credential>\" with a credential of root or the agents' user from `munge --string 'slurmbridge-elasticd-signals POST %s sha256=<hex SHA-256 of the body>'` (elasticd agent does)",
+			view.AuthScheme, api.SignalsPath), http.StatusUnauthorized)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSignalReport))
+	if err != nil {
+		http.Error(w, "signal report unreadable or over "+strconv.Itoa(maxSignalReport)+" bytes: "+err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	}
+	id, err := agents.Identity(r, api.SignalsPayload(body))
+	if err != nil {
+		http.Error(w, err.Error(), view.AuthErrorStatus(w, err))
+		return
+	}
+	if id.UID != 0 && !slices.Contains(agents.UIDs, id.UID) {
+		http.Error(w, fmt.Sprintf("uid %d may not report GPU signals: only root and the node agents' user (uid %s) may", id.UID, uidList(agents.UIDs)), http.StatusForbidden)
+		return
+	}
+	var rep api.SignalReport
+	if err := json.Unmarshal(body, &rep); err != nil {
+		http.Error(w, "bad signal report: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	nodes := reportNodes(rep)
+	if len(nodes) == 0 {
+		http.Error(w, "the signal report names no node", http.StatusBadRequest)
+		return
+	}
+	if agents.CheckOrigin {
+		if err := d.checkOrigin(r.Context(), agents, nodes, id.EncodeHost); err != nil {
+			http.Error(w, "signal report refused: "+err.Error(), http.StatusForbidden)
+			return
+		}
+	}
+	out := d.AddSignals(rep)
+	if len(out.refused) > 0 || out.dropped > 0 {
+		d.log.Warn().Str("node", rep.Node).Strs("refused", out.refused).Int("samples_dropped", out.dropped).Int("samples_kept", out.kept).
+			Msg("parts of a signal report not taken (jobs elsewhere, GPU index out of range, sample time stale or ahead)")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func uidList(uids []uint32) string {
+	if len(uids) == 0 {
+		return "none configured"
+	}
+	var s []string
+	for _, u := range uids {
+		s = append(s, strconv.FormatUint(uint64(u), 10))
+	}
+	return strings.Join(s, ", ")
 }

@@ -264,7 +264,7 @@ func TestOwnerPinsASize(t *testing.T) {
 		}
 	}
 	client := r.c.Slurm()
-	srv := httptest.NewServer(r.d.Handler(view.MungeAuth{
+	srv := httptest.NewServer(r.d.Handler(Access{Callers: view.MungeAuth{
 		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
 			return client.MungeDecode(ctx, socket, cred)
 		},
@@ -272,8 +272,8 @@ func TestOwnerPinsASize(t *testing.T) {
 			out, err := exec.Command("id", "-nu", fmt.Sprint(uid)).Output()
 			return strings.TrimSpace(string(out)), err
 		},
-		Payload: api.PinPayload,
-	}))
+		Payload: api.RequestPayload,
+	}}))
 	defer srv.Close()
 	elasticd := func(user string, args ...string) (string, error) {
 		out, stderr, err := r.c.RunAsWithStderr(ctx, user, filepath.Join(bin, "elasticd"), append([]string{args[0], "--elasticd", srv.URL}, args[1:]...)...)

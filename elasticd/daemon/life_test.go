@@ -181,7 +181,7 @@ func TestOnlyTheOwnerOrRootPins(t *testing.T) {
 		{view.Caller{User: "alice"}, http.MethodDelete, api.PinPath(mainID, 0), http.StatusNoContent, 0},
 	} {
 		rec := httptest.NewRecorder()
-		h.d.Handler(fakeAuth{tc.caller}).ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+		h.d.Handler(Access{Callers: fakeAuth{tc.caller}}).ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
 		if rec.Code != tc.code || h.d.jobs[mainID].pin != tc.pin {
 			t.Errorf("%s %s as %q: %d %s, pin %d; want %d, pin %d", tc.method, tc.path, tc.caller.User, rec.Code,
 				strings.TrimSpace(rec.Body.String()), h.d.jobs[mainID].pin, tc.code, tc.pin)

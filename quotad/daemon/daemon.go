@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
@@ -415,28 +416,17 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 // ServeMetrics serves /metrics on addr until ctx ends, and, when api is not nil, everything
 // else through it: the read-only API under /api/ and the cluster page.
 func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger, api http.Handler) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listener: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	if api != nil {
 		mux.Handle("/", api)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Msg("metrics server")
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr(), nil
+	// serve's timeouts and connection cap: the API listens where anyone may reach it.
+	bound, err := serve.Start(ctx, addr, mux, serve.DefaultLimits(), func(err error) { log.Error().Err(err).Msg("metrics server") })
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	return bound, nil
 }
 
 // pageFacts adds what only the cluster page shows to a cycle's record: pools.yaml, read each

@@ -126,15 +126,25 @@ func authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator) (C
 	}
 	c, err := auth.Caller(r)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrUnauthenticated) {
-			code = http.StatusUnauthorized
-			w.Header().Set("WWW-Authenticate", AuthScheme)
-		}
-		writeError(w, code, err.Error(), nil)
+		writeError(w, AuthErrorStatus(w, err), err.Error(), nil)
 		return Caller{}, false
 	}
 	return c, true
+}
+
+// AuthErrorStatus is the HTTP status of an Authenticator's error, with the header it needs
+// set on w: 401 with WWW-Authenticate for no valid credential, 503 with Retry-After when every
+// credential check slot is taken, 500 for anything else (slurmdbd unreachable).
+func AuthErrorStatus(w http.ResponseWriter, err error) int {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", AuthScheme)
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
 
 // errorBody is the body of every 4xx and 5xx: what went wrong, and the status when the

@@ -114,6 +114,8 @@ func testAuth(operators ...string) MungeAuth {
 			}
 			return false, nil
 		},
+		// Its own: the process's cache would carry one test's operators into the next.
+		Bounds: NewAuthBounds(4, 4, time.Second, 5*time.Second),
 	}
 }
 
