@@ -198,6 +198,16 @@ int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 	return rc;
 }
 
+/* The job id an update names by number; 25.11 moved it into job_desc's step_id. */
+static uint32_t desc_job_id(const job_desc_msg_t *desc)
+{
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	return desc->step_id.job_id;
+#else
+	return desc->job_id;
+#endif
+}
+
 /* Set once a job record could not be read: the reason is logged at error level once, not
  * for each update. */
 static atomic_int job_unreadable_logged;
@@ -214,7 +224,7 @@ static int modify(job_desc_msg_t *job_desc, const void *job_ptr, uint32_t submit
 	int rc;
 
 	request_from(job_desc, submit_uid, &req);
-	unreadable = pools_job_read(job_layout, job_ptr, job_desc->job_id, &job);
+	unreadable = pools_job_read(job_layout, job_ptr, desc_job_id(job_desc), &job);
 	if (unreadable && !atomic_exchange(&job_unreadable_logged, 1))
 		slurm_error("job_submit/pools: cannot read the record of a job being updated (%s); updates are checked on their changed fields alone",
 			    unreadable);

@@ -2,6 +2,7 @@ package jobsubmit
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
@@ -81,7 +82,8 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 			// differently): the update is no worse, and judged on its changed fields alone.
 			return p.outcome(l.cfg.Route(&upd.Request), "update", uid)
 		}
-		d.Message = fmt.Sprintf("slurmbridge: update of job %d refused: %s", job.ID, strings.TrimPrefix(d.Message, "slurmbridge: "))
+		msg := submitHint.ReplaceAllString(strings.TrimPrefix(d.Message, "slurmbridge: "), fmt.Sprintf("(scontrol update jobid=%d partition=$1)", job.ID))
+		d.Message = fmt.Sprintf("slurmbridge: update of job %d refused: %s", job.ID, msg)
 		return p.outcome(d, "update", uid)
 	case pools.SetPartition:
 		if upd.Set&FieldPartition != 0 {
@@ -93,6 +95,10 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	}
 	return Outcome{}
 }
+
+// submitHint is the advice bridge/pools gives a refused submission; an update gets the
+// scontrol line instead.
+var submitHint = regexp.MustCompile(`\(submit with -p (\S+), or without -p to let slurmbridge choose\)`)
 
 func isPrivileged(uid uint32, conf SlurmConf, admins map[uint32]bool) bool {
 	return uid == 0 || (conf.Known && uid == conf.SlurmUserID) || admins[uid]

@@ -37,7 +37,7 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 	}{
 		{name: "GPU job moved to the CPU pool", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu", FieldPartition },
-			uid:    alice, want: RejectGRES, wantMessage: "update of job 77 refused: pool cpu cannot run this job: it has no GPUs"},
+			uid:    alice, want: RejectGRES, wantMessage: "update of job 77 refused: pool cpu cannot run this job: it has no GPUs; the job needs 1 on a node. Pools that can run it: a100 (scontrol update jobid=77 partition=a100)."},
 		{name: "22.05 spelling of the job's GPU request", job: pendingJob("a100", "gres:gpu:a100:1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu", FieldPartition },
 			uid:    alice, want: RejectGRES, wantMessage: "no GPUs"},
