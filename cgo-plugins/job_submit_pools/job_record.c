@@ -10,15 +10,17 @@
 
 #define NO_VAL_32 0xfffffffeu
 
-const struct pools_job_layout *pools_job_layout_for(int major, int minor)
+const struct pools_job_layout *pools_job_layout_for(int major, int minor, int micro)
 {
 #if defined(__x86_64__)
 	for (size_t i = 0; i < sizeof(pools_job_layouts) / sizeof(pools_job_layouts[0]); i++)
-		if (pools_job_layouts[i].major == major && pools_job_layouts[i].minor == minor)
+		if (pools_job_layouts[i].major == major && pools_job_layouts[i].minor == minor &&
+		    pools_job_layouts[i].micro == micro)
 			return &pools_job_layouts[i];
 #else
 	(void) major;
 	(void) minor;
+	(void) micro;
 #endif
 	return NULL;
 }
@@ -62,9 +64,28 @@ static const void *read_ptr(const void *base, struct pools_field f, int *ok)
 	return v;
 }
 
-const char *pools_job_read(const struct pools_job_layout *layout, const void *job_ptr, uint32_t desc_job_id,
-			   struct pools_job *job)
+/* The job id an update names: job_desc's number, else the leading number of its string ("12",
+ * "12_3" for a task of array 12, "12+1" for a component of heterogeneous job 12); 0 for none. */
+static uint32_t named_job_id(uint32_t desc_job_id, const char *desc_job_id_str)
 {
+	uint64_t id = 0;
+
+	if (desc_job_id != 0 && desc_job_id != NO_VAL_32)
+		return desc_job_id;
+	if (!desc_job_id_str)
+		return 0;
+	for (const char *c = desc_job_id_str; *c >= '0' && *c <= '9'; c++) {
+		id = id * 10 + (uint64_t) (*c - '0');
+		if (id > UINT32_MAX)
+			return 0;
+	}
+	return (uint32_t) id;
+}
+
+const char *pools_job_read(const struct pools_job_layout *layout, const void *job_ptr, uint32_t desc_job_id,
+			   const char *desc_job_id_str, struct pools_job *job)
+{
+	uint32_t named;
 	const struct pools_field *jf, *df;
 	const void *details, *mc, *qos;
 	uint32_t job_id, array_job_id, het_job_id;
@@ -84,8 +105,12 @@ const char *pools_job_read(const struct pools_job_layout *layout, const void *jo
 	het_job_id = read_uint(job_ptr, jf[POOLS_JOB_HET_JOB_ID], &ok);
 	if (!ok)
 		return "job_record_layout.h gives a job id field an impossible size";
-	if (desc_job_id != 0 && desc_job_id != NO_VAL_32 && desc_job_id != job_id &&
-	    desc_job_id != array_job_id && desc_job_id != het_job_id)
+	/* Before any pointer in the record is followed: a field read at the wrong offset could hold
+	 * a number, not an address. */
+	named = named_job_id(desc_job_id, desc_job_id_str);
+	if (!named)
+		return "the update names no job id to check the job record against";
+	if (named != job_id && named != array_job_id && named != het_job_id)
 		return "the job record's id is not the updated job's: its layout differs from job_record_layout.h";
 	details = read_ptr(job_ptr, jf[POOLS_JOB_DETAILS], &ok);
 	if (!ok)

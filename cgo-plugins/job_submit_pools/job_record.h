@@ -25,15 +25,17 @@ struct pools_job {
 	uint32_t job_id;
 };
 
-/* The layout of release major.minor, NULL when the table has none (or on another architecture
- * than the one it was computed for). */
-const struct pools_job_layout *pools_job_layout_for(int major, int minor);
+/* The layout of release major.minor.micro, NULL when the table has none (or on another
+ * architecture than the one it was computed for): Slurm changes job_record_t between micro
+ * releases, so no other release's table is tried. */
+const struct pools_job_layout *pools_job_layout_for(int major, int minor, int micro);
 
-/* Reads job_ptr (a job_record_t *) into *job. desc_job_id is job_desc->job_id (0 or NO_VAL
- * when the update names the job by a string): the record must be that job, a task of that
- * array or a component of that heterogeneous job. Returns NULL on success, or a constant
- * string saying why the record was not read (*job is then zeroed). */
+/* Reads job_ptr (a job_record_t *) into *job. desc_job_id and desc_job_id_str are job_desc's
+ * (scontrol names the job by string, with job_id NO_VAL): the record must be the job they name,
+ * a task of that array or a component of that heterogeneous job, or nothing is read. Returns
+ * NULL on success, or a constant string saying why the record was not read (*job is then
+ * zeroed). */
 const char *pools_job_read(const struct pools_job_layout *layout, const void *job_ptr, uint32_t desc_job_id,
-			   struct pools_job *job);
+			   const char *desc_job_id_str, struct pools_job *job);
 
 #endif

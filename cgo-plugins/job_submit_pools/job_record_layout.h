@@ -47,7 +47,7 @@ enum pools_details_field {
 };
 
 struct pools_job_layout {
-	int major, minor;          /* the release: SLURM_VERSION_NUMBER's first two parts */
+	int major, minor, micro;   /* the release: SLURM_VERSION_NUMBER's parts */
 	uint32_t job_magic, details_magic;
 	struct pools_field job[POOLS_JOB_FIELDS];
 	struct pools_field details[POOLS_DETAILS_FIELDS];
@@ -55,19 +55,24 @@ struct pools_job_layout {
 };
 
 static const struct pools_job_layout pools_job_layouts[] = {
-	/* slurm-22-05-8-1, src/slurmctld/slurmctld.h */
-	{ 22, 5, 0xf0b7392c, 0xdea84e7,
+	/* 22.05.8: slurm-22-05-8-1, src/slurmctld/slurmctld.h */
+	{ 22, 5, 8, 0xf0b7392c, 0xdea84e7,
 	  { { 0, 4 }, { 360, 4 }, { 48, 4 }, { 328, 4 }, { 88, 2 }, { 584, 8 }, { 8, 8 }, { 688, 8 }, { 144, 8 }, { 912, 8 }, { 920, 8 }, { 928, 8 }, { 936, 8 }, { 208, 8 }, },
 	  { { 0, 4 }, { 384, 2 }, { 260, 4 }, { 88, 2 }, { 296, 4 }, { 304, 8 }, { 276, 4 }, { 232, 4 }, { 288, 4 }, { 284, 2 }, { 240, 8 }, },
 	  { 4, 2 }, },
-	/* slurm-24-11-5-1, src/common/job_record.h */
-	{ 24, 11, 0xf0b7392c, 0xdea84e7,
+	/* 24.11.5: slurm-24-11-5-1, src/common/job_record.h */
+	{ 24, 11, 5, 0xf0b7392c, 0xdea84e7,
 	  { { 0, 4 }, { 392, 4 }, { 48, 4 }, { 360, 4 }, { 88, 2 }, { 656, 8 }, { 8, 8 }, { 776, 8 }, { 144, 8 }, { 1024, 8 }, { 1032, 8 }, { 1040, 8 }, { 1048, 8 }, { 216, 8 }, },
 	  { { 0, 4 }, { 408, 2 }, { 268, 4 }, { 96, 2 }, { 304, 4 }, { 312, 8 }, { 284, 4 }, { 240, 4 }, { 296, 4 }, { 292, 2 }, { 248, 8 }, },
 	  { 4, 2 }, },
-	/* slurm-26-05-3-1, src/common/job_record.h */
-	{ 26, 5, 0xf0b7392c, 0xdea84e7,
+	/* 26.05.3: slurm-26-05-3-1, src/common/job_record.h */
+	{ 26, 5, 3, 0xf0b7392c, 0xdea84e7,
 	  { { 24, 4 }, { 448, 4 }, { 80, 4 }, { 408, 4 }, { 120, 2 }, { 752, 8 }, { 32, 8 }, { 880, 8 }, { 176, 8 }, { 1152, 8 }, { 1160, 8 }, { 1168, 8 }, { 1176, 8 }, { 256, 8 }, },
+	  { { 0, 4 }, { 424, 2 }, { 272, 4 }, { 96, 2 }, { 308, 4 }, { 320, 8 }, { 288, 4 }, { 240, 4 }, { 300, 4 }, { 296, 2 }, { 248, 8 }, },
+	  { 4, 2 }, },
+	/* 26.05.5: slurm-26-05-3-1, src/common/job_record.h, edited by fixup in gen-layout.sh */
+	{ 26, 5, 5, 0xf0b7392c, 0xdea84e7,
+	  { { 24, 4 }, { 456, 4 }, { 88, 4 }, { 416, 4 }, { 128, 2 }, { 760, 8 }, { 32, 8 }, { 888, 8 }, { 184, 8 }, { 1160, 8 }, { 1168, 8 }, { 1176, 8 }, { 1184, 8 }, { 264, 8 }, },
 	  { { 0, 4 }, { 424, 2 }, { 272, 4 }, { 96, 2 }, { 308, 4 }, { 320, 8 }, { 288, 4 }, { 240, 4 }, { 300, 4 }, { 296, 2 }, { 248, 8 }, },
 	  { 4, 2 }, },
 };

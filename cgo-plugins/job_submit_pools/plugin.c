@@ -72,7 +72,8 @@ int init(void)
 	if (!ctld_conf)
 		slurm_error("job_submit/pools: slurm_conf not found in slurmctld: JobRequeue counts as 0 for jobs asking for the borrow QOS");
 	job_layout = pools_job_layout_for(SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
-					  SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER));
+					  SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+					  SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
 	pools_cache_init();
 	return pools_go_init(getenv("SLURMBRIDGE_POOLS_CONFIG"), getenv("SLURM_CONF"));
 }
@@ -224,7 +225,7 @@ static int modify(job_desc_msg_t *job_desc, const void *job_ptr, uint32_t submit
 	int rc;
 
 	request_from(job_desc, submit_uid, &req);
-	unreadable = pools_job_read(job_layout, job_ptr, desc_job_id(job_desc), &job);
+	unreadable = pools_job_read(job_layout, job_ptr, desc_job_id(job_desc), job_desc->job_id_str, &job);
 	if (unreadable && !atomic_exchange(&job_unreadable_logged, 1))
 		slurm_error("job_submit/pools: cannot read the record of a job being updated (%s); updates are checked on their changed fields alone",
 			    unreadable);

@@ -12,8 +12,24 @@
 set -euo pipefail
 
 repo=${1:-/work/.mirror/SchedMD+slurm/repo}
-# Tag of each release; a new release needs a line here and a run of this script.
-tags=(slurm-22-05-8-1 slurm-24-11-5-1 slurm-26-05-3-1)
+# Each release the plugin is built for, as VERSION=TAG: the tag whose source it is laid out
+# from. Slurm changes job_record_t within a major release (plugins must be rebuilt for each
+# micro release), so an entry is for that micro release only. A new release needs a line here
+# and a run of this script, checked against the running slurmctld with probe-layout.py.
+releases=(22.05.8=slurm-22-05-8-1 24.11.5=slurm-24-11-5-1 26.05.3=slurm-26-05-3-1 26.05.5=slurm-26-05-3-1)
+
+# fixup VERSION DIR edits a tag's headers into those of a later micro release whose source is
+# not at hand. 26.05.5 (Debian sid) added job_record.alloc_partition after alloc_node, as
+# master has it: probe-layout.py on Debian's slurmctld 26.05.5 found every job_record field
+# after alloc_node 8 bytes further than in 26.05.3, and job_details unchanged.
+fixup() {
+	case $1 in
+	26.05.5)
+		sed -i 's|^\tchar    \*alloc_node;.*|&\n\tchar *alloc_partition;|' "$2/src/common/job_record.h"
+		grep -q 'char \*alloc_partition;' "$2/src/common/job_record.h"
+		;;
+	esac
+}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -53,7 +69,7 @@ echo "};"
 cat <<'HDR'
 
 struct pools_job_layout {
-	int major, minor;          /* the release: SLURM_VERSION_NUMBER's first two parts */
+	int major, minor, micro;   /* the release: SLURM_VERSION_NUMBER's parts */
 	uint32_t job_magic, details_magic;
 	struct pools_field job[POOLS_JOB_FIELDS];
 	struct pools_field details[POOLS_DETAILS_FIELDS];
@@ -63,15 +79,17 @@ struct pools_job_layout {
 static const struct pools_job_layout pools_job_layouts[] = {
 HDR
 
-for tag in "${tags[@]}"; do
-	dir=$work/$tag
+for release in "${releases[@]}"; do
+	version=${release%%=*} tag=${release#*=}
+	dir=$work/$version
 	mkdir -p "$dir"
 	git -C "$repo" archive "$tag" src slurm | tar x -C "$dir"
+	fixup "$version" "$dir"
 	: >"$dir/config.h"
-	IFS=- read -r _ major minor _ _ <<<"$tag"
-	major=$((10#$major)) minor=$((10#$minor))
-	printf '#define SLURM_VERSION_NUMBER 0x%02x%02x00\n#define SLURM_VERSION_MAJOR(a) (((a) >> 16) & 0xff)\n#define SLURM_VERSION_MINOR(a) (((a) >> 8) & 0xff)\n#define SLURM_VERSION_MICRO(a) ((a) & 0xff)\n#define SLURM_VERSION_NUM(a,b,c) (((SLURM_VERSION_MAJOR(a)) << 16) + ((SLURM_VERSION_MINOR(b)) << 8) + (c))\n' \
-		"$major" "$minor" >"$dir/slurm/slurm_version.h"
+	IFS=. read -r major minor micro <<<"$version"
+	major=$((10#$major)) minor=$((10#$minor)) micro=$((10#$micro))
+	printf '#define SLURM_VERSION_NUMBER 0x%02x%02x%02x\n#define SLURM_VERSION_MAJOR(a) (((a) >> 16) & 0xff)\n#define SLURM_VERSION_MINOR(a) (((a) >> 8) & 0xff)\n#define SLURM_VERSION_MICRO(a) ((a) & 0xff)\n#define SLURM_VERSION_NUM(a,b,c) (((SLURM_VERSION_MAJOR(a)) << 16) + ((SLURM_VERSION_MINOR(b)) << 8) + (c))\n' \
+		"$major" "$minor" "$micro" >"$dir/slurm/slurm_version.h"
 	header=src/common/job_record.h
 	[ -f "$dir/$header" ] || header=src/slurmctld/slurmctld.h
 	# A member under #if would make the offsets depend on how the release was configured.
@@ -87,7 +105,7 @@ for tag in "${tags[@]}"; do
 		echo '#define F(t, f) printf("{ %zu, %zu }, ", offsetof(t, f), sizeof(((t *) 0)->f))'
 		echo 'typedef __typeof__(*((job_record_t *) 0)->details) details_t;'
 		echo 'int main(void) {'
-		echo "	printf(\"\\t{ $major, $minor, 0x%x, 0x%x,\\n\\t  { \", JOB_MAGIC, DETAILS_MAGIC);"
+		echo "	printf(\"\\t{ $major, $minor, $micro, 0x%x, 0x%x,\\n\\t  { \", JOB_MAGIC, DETAILS_MAGIC);"
 		for f in "${job_fields[@]}"; do echo "	F(job_record_t, $f);"; done
 		echo '	printf("},\n\t  { ");'
 		for f in "${details_fields[@]}"; do echo "	F(details_t, $f);"; done
@@ -98,7 +116,11 @@ for tag in "${tags[@]}"; do
 		echo '}'
 	} >"$dir/layout.c"
 	gcc -w -I"$dir" -o "$dir/layout" "$dir/layout.c"
-	echo "	/* $tag, $header */"
+	if [ "$tag" = "$(printf 'slurm-%02d-%02d-%d-1' "$major" "$minor" "$micro")" ]; then
+		echo "	/* $version: $tag, $header */"
+	else
+		echo "	/* $version: $tag, $header, edited by fixup in gen-layout.sh */"
+	fi
 	"$dir/layout"
 done
 

@@ -119,13 +119,13 @@ static void test_release(const struct pools_job_layout *l)
 	struct pools_job job;
 	const char *why;
 
-	fprintf(stderr, "release %d.%02d\n", l->major, l->minor);
+	fprintf(stderr, "release %d.%02d.%d\n", l->major, l->minor, l->micro);
 	/* The table is static in its header: the reader's copy is compared by content. */
-	const struct pools_job_layout *found = pools_job_layout_for(l->major, l->minor);
-	CHECK(found && !memcmp(found, l, sizeof(*l)), "layout of %d.%d not found", l->major, l->minor);
+	const struct pools_job_layout *found = pools_job_layout_for(l->major, l->minor, l->micro);
+	CHECK(found && !memcmp(found, l, sizeof(*l)), "layout of %d.%d.%d not found", l->major, l->minor, l->micro);
 
 	fake_job(&f, l);
-	why = pools_job_read(l, f.job, 4242, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, &job);
 	CHECK(why == NULL, "read refused: %s", why);
 	CHECK(job.job_id == 4242, "job_id %u", job.job_id);
 	CHECK(streq(job.req.s[POOLS_PARTITION], "a100,a100-spot"), "partition %s", job.req.s[POOLS_PARTITION]);
@@ -148,41 +148,52 @@ static void test_release(const struct pools_job_layout *l)
 	CHECK(job.req.n[POOLS_NTASKS_PER_NODE] == 0xfffe, "ntasks_per_node");
 	CHECK(job.req.n[POOLS_SOCKETS_PER_NODE] == 2, "sockets_per_node");
 
-	/* The update names the job by a string (scontrol): no id to compare. */
-	CHECK(pools_job_read(l, f.job, NO_VAL_32, &job) == NULL, "read by string id refused");
-	CHECK(pools_job_read(l, f.job, 0, &job) == NULL, "read without an id refused");
+	/* scontrol names the job by string, job_id NO_VAL: the string's leading number is checked. */
+	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4242", &job) == NULL, "read by string id refused");
+	CHECK(job.job_id == 4242, "read by string id: job_id %u", job.job_id);
+	CHECK(pools_job_read(l, f.job, 0, "4240_3", &job) == NULL, "task 3 of array 4240 by string refused");
+	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4242+0", &job) == NULL, "het component by string refused");
+	why = pools_job_read(l, f.job, NO_VAL_32, "4243", &job);
+	CHECK(why && strstr(why, "id"), "another job's string id read: %s", why);
+	why = pools_job_read(l, f.job, NO_VAL_32, "99999999999", &job);
+	CHECK(why && strstr(why, "no job id"), "overflowing string id read: %s", why);
+	/* Nothing to check the record against: nothing is read. */
+	why = pools_job_read(l, f.job, NO_VAL_32, NULL, &job);
+	CHECK(why && strstr(why, "no job id"), "read without an id: %s", why);
+	why = pools_job_read(l, f.job, 0, "", &job);
+	CHECK(why && strstr(why, "no job id"), "read with an empty id: %s", why);
 	/* An update of the whole array reaches each task with the array's id. */
-	CHECK(pools_job_read(l, f.job, 4240, &job) == NULL, "task of array 4240 refused");
+	CHECK(pools_job_read(l, f.job, 4240, NULL, &job) == NULL, "task of array 4240 refused");
 
 	/* Another job's id: the table does not describe this record. */
-	why = pools_job_read(l, f.job, 4243, &job);
+	why = pools_job_read(l, f.job, 4243, NULL, &job);
 	CHECK(why && strstr(why, "id"), "mismatched id read: %s", why);
 	CHECK(job.req.s[POOLS_PARTITION] == NULL && job.job_id == 0, "refused read left fields behind");
 
 	/* Without mc_ptr, sockets per node are unset. */
 	put_ptr(f.details, l->details[POOLS_DETAILS_MC_PTR], NULL);
 	put_ptr(f.job, l->job[POOLS_JOB_QOS_PTR], NULL);
-	CHECK(pools_job_read(l, f.job, 4242, &job) == NULL, "read without mc_ptr refused");
+	CHECK(pools_job_read(l, f.job, 4242, NULL, &job) == NULL, "read without mc_ptr refused");
 	CHECK(job.req.n[POOLS_SOCKETS_PER_NODE] == 0xfffe, "sockets_per_node without mc_ptr: %llu",
 	      (unsigned long long) job.req.n[POOLS_SOCKETS_PER_NODE]);
 	CHECK(job.req.s[POOLS_QOS] == NULL, "qos without qos_ptr: %s", job.req.s[POOLS_QOS]);
 
 	/* A details record with another magic: nothing is read. */
 	put(f.details, l->details[POOLS_DETAILS_MAGIC], l->details_magic + 1);
-	why = pools_job_read(l, f.job, 4242, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, &job);
 	CHECK(why && strstr(why, "DETAILS_MAGIC"), "bad details magic read: %s", why);
 	CHECK(job.req.s[POOLS_PARTITION] == NULL, "refused read left the partition");
 	put(f.details, l->details[POOLS_DETAILS_MAGIC], l->details_magic);
 
 	/* No details: refused before any pointer is followed. */
 	put_ptr(f.job, l->job[POOLS_JOB_DETAILS], NULL);
-	why = pools_job_read(l, f.job, 4242, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, &job);
 	CHECK(why && strstr(why, "no details"), "record without details read: %s", why);
 	put_ptr(f.job, l->job[POOLS_JOB_DETAILS], f.details);
 
 	/* A job record with another magic (another release's layout, or not a job at all). */
 	put(f.job, l->job[POOLS_JOB_MAGIC], 0x12345678);
-	why = pools_job_read(l, f.job, 4242, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, &job);
 	CHECK(why && strstr(why, "JOB_MAGIC"), "bad job magic read: %s", why);
 	free_fake(&f);
 }
@@ -206,7 +217,7 @@ int main(void)
 			if (i == k)
 				continue;
 			fake_job(&f, &pools_job_layouts[i]);
-			why = pools_job_read(&pools_job_layouts[k], f.job, 4242, &job);
+			why = pools_job_read(&pools_job_layouts[k], f.job, 4242, NULL, &job);
 			if (!why)
 				/* Where the fields of both releases happen to lie alike, the read is right. */
 				CHECK(streq(job.req.s[POOLS_PARTITION], "a100,a100-spot") && job.job_id == 4242,
@@ -217,10 +228,12 @@ int main(void)
 	}
 
 	/* A release without a table, and no record at all. */
-	CHECK(pools_job_layout_for(21, 8) == NULL, "21.08 has a table");
-	why = pools_job_read(NULL, "x", 1, &job);
+	CHECK(pools_job_layout_for(21, 8, 8) == NULL, "21.08 has a table");
+	/* Another micro release of a known one: Slurm changes job_record_t between them. */
+	CHECK(pools_job_layout_for(26, 5, 4) == NULL, "26.05.4 has a table");
+	why = pools_job_read(NULL, "x", 1, NULL, &job);
 	CHECK(why && strstr(why, "not in job_record_layout.h"), "read without a table: %s", why);
-	why = pools_job_read(&pools_job_layouts[0], NULL, 1, &job);
+	why = pools_job_read(&pools_job_layouts[0], NULL, 1, NULL, &job);
 	CHECK(why && strstr(why, "no job record"), "read of NULL: %s", why);
 
 	if (failures) {
