@@ -62,6 +62,13 @@ func newAttack(t *testing.T) *attack {
 		t.Fatal(err)
 	}
 	a := &attack{t: t, c: c, ctx: ctx, release: release, logStart: c.CtldLogSize(t)}
+	// quotad would return a lent job that waits (and may lend one): it is stopped for the test,
+	// after one sync of what it keeps in Slurm (the borrow QOS and the accounts' access to
+	// them), which a testbed just brought up may not have yet.
+	c.PauseDaemon(t, "quotad")
+	if out, err := c.Daemon(ctx, "quotad", "sync"); err != nil {
+		t.Fatalf("quotad sync: %v\n%s", err, out)
+	}
 	a.bystander, err = c.Submit(ctx, "bob", "--hold", "--job-name=attack-bystander", "--gres=gpu:a100:1", "--wrap", "true")
 	if err != nil {
 		t.Fatal(err)
@@ -172,10 +179,9 @@ func TestAttackGPUTypeNoListedPoolHas(t *testing.T) {
 
 // A job in a lending QOS must stay one Slurm can requeue: with Requeue=0 a reclaim of its
 // GPUs would kill it. Pending or running, alice may not turn requeue off, nor move the lent job
-// to another account; quotad, which would return the job, is paused so the QOS stays.
+// to another account.
 func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 	a := newAttack(t)
-	a.c.PauseDaemon(t, "quotad")
 	pending := a.submit("--hold", "--requeue", "--qos=borrow-proj-a", "--job-name=attack-lent", "--gres=gpu:a100:1", "--wrap", "true")
 	running := a.submit("--requeue", "--qos=borrow-proj-a", "--job-name=attack-lent-run", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if _, err := a.c.WaitState(a.ctx, running, "RUNNING"); err != nil {
@@ -202,7 +208,6 @@ func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 // What alice may do still works, and root (the testbed's quotad runs as root) keeps its rights.
 func TestAttackLegitimateUpdatesAndAdminMovesStillWork(t *testing.T) {
 	a := newAttack(t)
-	a.c.PauseDaemon(t, "quotad")
 	id := a.submit("--hold", "--requeue", "--job-name=attack-legit", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "true")
 	for _, u := range []struct {
 		user string
