@@ -169,6 +169,37 @@ func TestAttackPartitionOnlyMoveOfAGPUJobToTheCPUPool(t *testing.T) {
 	}
 }
 
+// A job array is updated whole (jobid=N) or task by task (jobid=N_2, a task slurmctld already
+// split off into a record of its own): either is judged with the job's GPU request. Raising
+// its throttle is not the plugin's to refuse.
+func TestAttackPartitionMoveOfAGPUJobArray(t *testing.T) {
+	a := newAttack(t)
+	id := a.submit("--hold", "--array=0-3", "--job-name=attack-array", "--gres=gpu:a100:1", "--wrap", "true")
+	// Splitting a task off: a change of that task alone (here its time limit).
+	if stderr, err := a.update("alice", id+"_2", "timelimit=7"); err != nil {
+		t.Fatalf("time limit of task %s_2: %v %s", id, err, stderr)
+	}
+	for _, target := range []string{id, id + "_2"} {
+		a.refused(target, []string{"partition=cpu"}, "pool cpu cannot run this job: it has no GPUs", "Invalid generic resource")
+	}
+	if stderr, err := a.update("alice", id, "arraytaskthrottle=1"); err != nil {
+		t.Fatalf("arraytaskthrottle=1: %v %s", err, stderr)
+	}
+	out, err := a.c.Run(a.ctx, "squeue", "-h", "-r", "-j", id, "-o", "%i %P %T")
+	if err != nil {
+		t.Fatalf("squeue: %v\n%s", err, out)
+	}
+	tasks := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(tasks) != 4 {
+		t.Fatalf("array %s has %d tasks, want 4:\n%s", id, len(tasks), out)
+	}
+	for _, task := range tasks {
+		if f := strings.Fields(task); len(f) != 3 || f[1] != "a100-spot,a100" || f[2] != "PENDING" {
+			t.Errorf("task after the refused moves: %q, want PENDING in a100-spot,a100", task)
+		}
+	}
+}
+
 // A GPU type that no pool the job is listed in has: the job would never start.
 func TestAttackGPUTypeNoListedPoolHas(t *testing.T) {
 	a := newAttack(t)
