@@ -65,7 +65,8 @@ static const void *read_ptr(const void *base, struct pools_field f, int *ok)
 }
 
 /* The job id an update names: job_desc's number, else the leading number of its string ("12",
- * "12_3" for a task of array 12, "12+1" for a component of heterogeneous job 12); 0 for none. */
+ * "12_3" for a task of array 12, "12+1" for a component of heterogeneous job 12); 0 for none
+ * (from 25.11 a job may be named by its SLUID, "s..."). */
 static uint32_t named_job_id(uint32_t desc_job_id, const char *desc_job_id_str)
 {
 	uint64_t id = 0;
@@ -83,9 +84,9 @@ static uint32_t named_job_id(uint32_t desc_job_id, const char *desc_job_id_str)
 }
 
 const char *pools_job_read(const struct pools_job_layout *layout, const void *job_ptr, uint32_t desc_job_id,
-			   const char *desc_job_id_str, struct pools_job *job)
+			   const char *desc_job_id_str, uint32_t desc_user_id, struct pools_job *job)
 {
-	uint32_t named;
+	uint32_t named, user_id;
 	const struct pools_field *jf, *df;
 	const void *details, *mc, *qos;
 	uint32_t job_id, array_job_id, het_job_id;
@@ -103,15 +104,18 @@ const char *pools_job_read(const struct pools_job_layout *layout, const void *jo
 	job_id = read_uint(job_ptr, jf[POOLS_JOB_JOB_ID], &ok);
 	array_job_id = read_uint(job_ptr, jf[POOLS_JOB_ARRAY_JOB_ID], &ok);
 	het_job_id = read_uint(job_ptr, jf[POOLS_JOB_HET_JOB_ID], &ok);
+	user_id = read_uint(job_ptr, jf[POOLS_JOB_USER_ID], &ok);
 	if (!ok)
 		return "job_record_layout.h gives a job id field an impossible size";
 	/* Before any pointer in the record is followed: a field read at the wrong offset could hold
 	 * a number, not an address. */
 	named = named_job_id(desc_job_id, desc_job_id_str);
-	if (!named)
-		return "the update names no job id to check the job record against";
-	if (named != job_id && named != array_job_id && named != het_job_id)
+	if (named && named != job_id && named != array_job_id && named != het_job_id)
 		return "the job record's id is not the updated job's: its layout differs from job_record_layout.h";
+	/* Named otherwise (a SLUID), the job is known by its owner: slurmctld sets job_desc's user_id
+	 * to the job's before it calls job_modify, unless the update names a user itself. */
+	if (!named && (desc_user_id == NO_VAL_32 || desc_user_id != user_id))
+		return "the update names no job id, and the job record's user is not job_desc's";
 	details = read_ptr(job_ptr, jf[POOLS_JOB_DETAILS], &ok);
 	if (!ok)
 		return "job_record_layout.h gives job_record.details an impossible size";

@@ -30,12 +30,13 @@ struct pools_job {
  * releases, so no other release's table is tried. */
 const struct pools_job_layout *pools_job_layout_for(int major, int minor, int micro);
 
-/* Reads job_ptr (a job_record_t *) into *job. desc_job_id and desc_job_id_str are job_desc's
- * (scontrol names the job by string, with job_id NO_VAL): the record must be the job they name,
- * a task of that array or a component of that heterogeneous job, or nothing is read. Returns
- * NULL on success, or a constant string saying why the record was not read (*job is then
- * zeroed). */
+/* Reads job_ptr (a job_record_t *) into *job. desc_job_id, desc_job_id_str and desc_user_id
+ * are job_desc's (scontrol names the job by string, with job_id NO_VAL): the record must be the
+ * job they name, a task of that array or a component of that heterogeneous job; where they name
+ * no number (a SLUID), the record's user must be desc_user_id. Otherwise nothing is read.
+ * Returns NULL on success, or a constant string saying why the record was not read (*job is
+ * then zeroed). */
 const char *pools_job_read(const struct pools_job_layout *layout, const void *job_ptr, uint32_t desc_job_id,
-			   const char *desc_job_id_str, struct pools_job *job);
+			   const char *desc_job_id_str, uint32_t desc_user_id, struct pools_job *job);
 
 #endif

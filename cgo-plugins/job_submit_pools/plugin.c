@@ -225,7 +225,8 @@ static int modify(job_desc_msg_t *job_desc, const void *job_ptr, uint32_t submit
 	int rc;
 
 	request_from(job_desc, submit_uid, &req);
-	unreadable = pools_job_read(job_layout, job_ptr, desc_job_id(job_desc), job_desc->job_id_str, &job);
+	unreadable = pools_job_read(job_layout, job_ptr, desc_job_id(job_desc), job_desc->job_id_str,
+				    job_desc->user_id, &job);
 	if (unreadable && !atomic_exchange(&job_unreadable_logged, 1))
 		slurm_error("job_submit/pools: cannot read the record of a job being updated (%s); updates are checked on their changed fields alone",
 			    unreadable);

@@ -131,8 +131,14 @@ func (a *attack) update(user, id string, args ...string) (string, error) {
 // or slurmErr (every release: the errno the plugin returns), and that the job is unchanged.
 func (a *attack) refused(id string, args []string, reason, slurmErr string) {
 	a.t.Helper()
+	a.refusedAs(id, id, args, reason, slurmErr)
+}
+
+// refusedAs is refused for an update that names job id as target (its SLUID, say).
+func (a *attack) refusedAs(id, target string, args []string, reason, slurmErr string) {
+	a.t.Helper()
 	before := showJob(a.t, a.c, a.ctx, id)
-	stderr, err := a.update("alice", id, args...)
+	stderr, err := a.update("alice", target, args...)
 	if err == nil {
 		a.t.Fatalf("alice's scontrol update %s of job %s was accepted; job now %v", strings.Join(args, " "), id, showJob(a.t, a.c, a.ctx, id))
 	}
@@ -159,6 +165,23 @@ func TestAttackPartitionOnlyMoveOfAGPUJobToTheCPUPool(t *testing.T) {
 	a.refused(id, []string{"partition=cpu"}, "pool cpu cannot run this job: it has no GPUs", "Invalid generic resource")
 	if job := showJob(t, a.c, a.ctx, id); job["JobState"] != "PENDING" || job["Partition"] != "a100-spot,a100" {
 		t.Fatalf("job after the refused move: %v, want PENDING in a100-spot,a100", job)
+	}
+	// From 25.11 a job may be named by its SLUID instead of its number.
+	if a.release.AtLeast(25, 11) {
+		out, err := a.c.Run(a.ctx, "scontrol", "show", "job", "-o", id)
+		if err != nil {
+			t.Fatalf("scontrol show job %s: %v\n%s", id, err, out)
+		}
+		sluid := ""
+		for _, word := range strings.Fields(string(out)) {
+			if v, ok := strings.CutPrefix(word, "SLUID="); ok {
+				sluid = v
+			}
+		}
+		if !strings.HasPrefix(sluid, "s") {
+			t.Fatalf("Slurm %s: no SLUID for job %s in %s", a.release, id, out)
+		}
+		a.refusedAs(id, sluid, []string{"partition=cpu"}, "pool cpu cannot run this job: it has no GPUs", "Invalid generic resource")
 	}
 	// A list that still holds a pool that fits is narrowed to it, as on submission.
 	if stderr, err := a.update("alice", id, "partition=cpu,a100"); err != nil {

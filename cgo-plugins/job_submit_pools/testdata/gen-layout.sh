@@ -19,14 +19,18 @@ repo=${1:-/work/.mirror/SchedMD+slurm/repo}
 releases=(22.05.8=slurm-22-05-8-1 24.11.5=slurm-24-11-5-1 26.05.3=slurm-26-05-3-1 26.05.5=slurm-26-05-3-1)
 
 # fixup VERSION DIR edits a tag's headers into those of a later micro release whose source is
-# not at hand. 26.05.5 (Debian sid) added job_record.alloc_partition after alloc_node, as
-# master has it: probe-layout.py on Debian's slurmctld 26.05.5 found every job_record field
-# after alloc_node 8 bytes further than in 26.05.3, and job_details unchanged.
+# not at hand. Debian sid's 26.05.5 is newer than the Slurm source here; probe-layout.py on its
+# slurmctld found job_record's fields up to batch_flag where 26.05.3 has them (account,
+# array_job_id, array_task_id, batch_flag) and those from comment on 8 bytes further (comment,
+# details, job_id, partition, tres_per_node; and the QOS, read right by the attack tests), with
+# job_details unchanged. Which field 26.05.5 added between batch_flag and comment the probe
+# cannot tell; a pointer after batch_host stands for it: the fields read here lie the same
+# wherever in that stretch it is.
 fixup() {
 	case $1 in
 	26.05.5)
-		sed -i 's|^\tchar    \*alloc_node;.*|&\n\tchar *alloc_partition;|' "$2/src/common/job_record.h"
-		grep -q 'char \*alloc_partition;' "$2/src/common/job_record.h"
+		sed -i 's|^\tchar \*batch_host;.*|&\n\tchar *added_in_26_05_5;|' "$2/src/common/job_record.h"
+		grep -q 'added_in_26_05_5;' "$2/src/common/job_record.h"
 		;;
 	esac
 }
@@ -34,7 +38,7 @@ fixup() {
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-job_fields=(magic job_id array_job_id het_job_id batch_flag partition account qos_ptr comment
+job_fields=(magic job_id array_job_id het_job_id user_id batch_flag partition account qos_ptr comment
 	tres_per_job tres_per_node tres_per_socket tres_per_task details)
 details_fields=(magic requeue min_cpus cpus_per_task pn_min_cpus pn_min_memory min_nodes max_nodes
 	num_tasks ntasks_per_node mc_ptr)

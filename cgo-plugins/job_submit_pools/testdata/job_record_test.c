@@ -76,6 +76,7 @@ static void fake_job(struct fake *f, const struct pools_job_layout *l)
 	put(f->job, l->job[POOLS_JOB_JOB_ID], 4242);
 	put(f->job, l->job[POOLS_JOB_ARRAY_JOB_ID], 4240);
 	put(f->job, l->job[POOLS_JOB_HET_JOB_ID], 0);
+	put(f->job, l->job[POOLS_JOB_USER_ID], 1001);
 	put(f->job, l->job[POOLS_JOB_BATCH_FLAG], 2);
 	put_ptr(f->job, l->job[POOLS_JOB_PARTITION], "a100,a100-spot");
 	put_ptr(f->job, l->job[POOLS_JOB_ACCOUNT], "proj-a");
@@ -125,7 +126,7 @@ static void test_release(const struct pools_job_layout *l)
 	CHECK(found && !memcmp(found, l, sizeof(*l)), "layout of %d.%d.%d not found", l->major, l->minor, l->micro);
 
 	fake_job(&f, l);
-	why = pools_job_read(l, f.job, 4242, NULL, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, NO_VAL_32, &job);
 	CHECK(why == NULL, "read refused: %s", why);
 	CHECK(job.job_id == 4242, "job_id %u", job.job_id);
 	CHECK(streq(job.req.s[POOLS_PARTITION], "a100,a100-spot"), "partition %s", job.req.s[POOLS_PARTITION]);
@@ -149,51 +150,55 @@ static void test_release(const struct pools_job_layout *l)
 	CHECK(job.req.n[POOLS_SOCKETS_PER_NODE] == 2, "sockets_per_node");
 
 	/* scontrol names the job by string, job_id NO_VAL: the string's leading number is checked. */
-	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4242", &job) == NULL, "read by string id refused");
+	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4242", NO_VAL_32, &job) == NULL, "read by string id refused");
 	CHECK(job.job_id == 4242, "read by string id: job_id %u", job.job_id);
-	CHECK(pools_job_read(l, f.job, 0, "4240_3", &job) == NULL, "task 3 of array 4240 by string refused");
-	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4242+0", &job) == NULL, "het component by string refused");
-	why = pools_job_read(l, f.job, NO_VAL_32, "4243", &job);
+	CHECK(pools_job_read(l, f.job, 0, "4240_3", NO_VAL_32, &job) == NULL, "task 3 of array 4240 by string refused");
+	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4242+0", NO_VAL_32, &job) == NULL, "het component by string refused");
+	why = pools_job_read(l, f.job, NO_VAL_32, "4243", NO_VAL_32, &job);
 	CHECK(why && strstr(why, "id"), "another job's string id read: %s", why);
-	why = pools_job_read(l, f.job, NO_VAL_32, "99999999999", &job);
+	why = pools_job_read(l, f.job, NO_VAL_32, "99999999999", NO_VAL_32, &job);
 	CHECK(why && strstr(why, "no job id"), "overflowing string id read: %s", why);
+	/* Named by SLUID (25.11 on): the record's user must be job_desc's, which slurmctld set. */
+	CHECK(pools_job_read(l, f.job, NO_VAL_32, "s0ABC123", 1001, &job) == NULL, "read by SLUID refused");
+	why = pools_job_read(l, f.job, NO_VAL_32, "s0ABC123", 1002, &job);
+	CHECK(why && strstr(why, "user"), "another user's record read by SLUID: %s", why);
 	/* Nothing to check the record against: nothing is read. */
-	why = pools_job_read(l, f.job, NO_VAL_32, NULL, &job);
+	why = pools_job_read(l, f.job, NO_VAL_32, NULL, NO_VAL_32, &job);
 	CHECK(why && strstr(why, "no job id"), "read without an id: %s", why);
-	why = pools_job_read(l, f.job, 0, "", &job);
+	why = pools_job_read(l, f.job, 0, "", NO_VAL_32, &job);
 	CHECK(why && strstr(why, "no job id"), "read with an empty id: %s", why);
 	/* An update of the whole array reaches each task with the array's id. */
-	CHECK(pools_job_read(l, f.job, 4240, NULL, &job) == NULL, "task of array 4240 refused");
+	CHECK(pools_job_read(l, f.job, 4240, NULL, NO_VAL_32, &job) == NULL, "task of array 4240 refused");
 
 	/* Another job's id: the table does not describe this record. */
-	why = pools_job_read(l, f.job, 4243, NULL, &job);
+	why = pools_job_read(l, f.job, 4243, NULL, NO_VAL_32, &job);
 	CHECK(why && strstr(why, "id"), "mismatched id read: %s", why);
 	CHECK(job.req.s[POOLS_PARTITION] == NULL && job.job_id == 0, "refused read left fields behind");
 
 	/* Without mc_ptr, sockets per node are unset. */
 	put_ptr(f.details, l->details[POOLS_DETAILS_MC_PTR], NULL);
 	put_ptr(f.job, l->job[POOLS_JOB_QOS_PTR], NULL);
-	CHECK(pools_job_read(l, f.job, 4242, NULL, &job) == NULL, "read without mc_ptr refused");
+	CHECK(pools_job_read(l, f.job, 4242, NULL, NO_VAL_32, &job) == NULL, "read without mc_ptr refused");
 	CHECK(job.req.n[POOLS_SOCKETS_PER_NODE] == 0xfffe, "sockets_per_node without mc_ptr: %llu",
 	      (unsigned long long) job.req.n[POOLS_SOCKETS_PER_NODE]);
 	CHECK(job.req.s[POOLS_QOS] == NULL, "qos without qos_ptr: %s", job.req.s[POOLS_QOS]);
 
 	/* A details record with another magic: nothing is read. */
 	put(f.details, l->details[POOLS_DETAILS_MAGIC], l->details_magic + 1);
-	why = pools_job_read(l, f.job, 4242, NULL, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, NO_VAL_32, &job);
 	CHECK(why && strstr(why, "DETAILS_MAGIC"), "bad details magic read: %s", why);
 	CHECK(job.req.s[POOLS_PARTITION] == NULL, "refused read left the partition");
 	put(f.details, l->details[POOLS_DETAILS_MAGIC], l->details_magic);
 
 	/* No details: refused before any pointer is followed. */
 	put_ptr(f.job, l->job[POOLS_JOB_DETAILS], NULL);
-	why = pools_job_read(l, f.job, 4242, NULL, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, NO_VAL_32, &job);
 	CHECK(why && strstr(why, "no details"), "record without details read: %s", why);
 	put_ptr(f.job, l->job[POOLS_JOB_DETAILS], f.details);
 
 	/* A job record with another magic (another release's layout, or not a job at all). */
 	put(f.job, l->job[POOLS_JOB_MAGIC], 0x12345678);
-	why = pools_job_read(l, f.job, 4242, NULL, &job);
+	why = pools_job_read(l, f.job, 4242, NULL, NO_VAL_32, &job);
 	CHECK(why && strstr(why, "JOB_MAGIC"), "bad job magic read: %s", why);
 	free_fake(&f);
 }
@@ -217,7 +222,7 @@ int main(void)
 			if (i == k)
 				continue;
 			fake_job(&f, &pools_job_layouts[i]);
-			why = pools_job_read(&pools_job_layouts[k], f.job, 4242, NULL, &job);
+			why = pools_job_read(&pools_job_layouts[k], f.job, 4242, NULL, NO_VAL_32, &job);
 			if (!why)
 				/* Where the fields of both releases happen to lie alike, the read is right. */
 				CHECK(streq(job.req.s[POOLS_PARTITION], "a100,a100-spot") && job.job_id == 4242,
@@ -231,9 +236,9 @@ int main(void)
 	CHECK(pools_job_layout_for(21, 8, 8) == NULL, "21.08 has a table");
 	/* Another micro release of a known one: Slurm changes job_record_t between them. */
 	CHECK(pools_job_layout_for(26, 5, 4) == NULL, "26.05.4 has a table");
-	why = pools_job_read(NULL, "x", 1, NULL, &job);
+	why = pools_job_read(NULL, "x", 1, NULL, NO_VAL_32, &job);
 	CHECK(why && strstr(why, "not in job_record_layout.h"), "read without a table: %s", why);
-	why = pools_job_read(&pools_job_layouts[0], NULL, 1, NULL, &job);
+	why = pools_job_read(&pools_job_layouts[0], NULL, 1, NULL, NO_VAL_32, &job);
 	CHECK(why && strstr(why, "no job record"), "read of NULL: %s", why);
 
 	if (failures) {

@@ -5,7 +5,9 @@ release). Run as root beside the slurmctld, after submitting a held job with dis
 values, e.g. as a user:
 
     sbatch --hold -p a100 --gres=gpu:a100:3 -c 3 -n 1 --mem=12345 --comment=class=probe --requeue --wrap true
-    probe-layout.py $(pgrep -x slurmctld) JOBID a100 proj-a class=probe
+    probe-layout.py $(pgrep -x slurmctld) JOBID a100 proj-a class=probe guar-proj-a '#ARRAYJOBID'
+
+(an argument #N looks for the number N as well).
 
 It reads /proc/PID/mem (no ptrace stop): finds the job record by JOB_MAGIC and the job id,
 follows each pointer-sized word to the strings and to the details record (DETAILS_MAGIC), and
@@ -28,7 +30,9 @@ def regions(pid):
 
 
 def main():
-    pid, job_id, strings = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    pid, job_id = int(sys.argv[1]), int(sys.argv[2])
+    numbers = [int(a[1:]) for a in sys.argv[3:] if a.startswith("#")]
+    strings = [a for a in sys.argv[3:] if not a.startswith("#")]
     mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
     spans = []
     for lo, hi in regions(pid):
@@ -61,6 +65,9 @@ def main():
             if not ids:
                 continue
             print(f"job record: JOB_MAGIC at {base:#x}; job id {job_id} at +{ids}")
+            for n in numbers:
+                print(f"  uint32 {n} at +{[o for o in range(0, len(rec) - 4, 4) if struct.unpack_from('<I', rec, o)[0] == n]}")
+                print(f"  uint16 {n} at +{[o for o in range(0, len(rec) - 2, 2) if struct.unpack_from('<H', rec, o)[0] == n]}")
             for o in range(0, len(rec) - 8, 8):
                 p = struct.unpack_from("<Q", rec, o)[0]
                 if p < 4096:
@@ -68,6 +75,13 @@ def main():
                 s = cstr(p)
                 if s in strings or (s and "gpu" in s):
                     print(f"  +{o}: char * -> {s!r}")
+                # A record that points to one of the strings: the QOS, through its name.
+                inner = read(p, 256)
+                if inner:
+                    for k in range(0, 256, 8):
+                        q = struct.unpack_from("<Q", inner, k)[0]
+                        if q >= 4096 and cstr(q) in strings and cstr(q).startswith(("guar-", "borrow-")):
+                            print(f"  +{o}: struct * -> +{k}: char * -> {cstr(q)!r}")
                 d = read(p, 4)
                 if d and struct.unpack("<I", d)[0] == DETAILS_MAGIC:
                     print(f"  +{o}: details -> {p:#x}")
