@@ -168,7 +168,7 @@ func TestAttackPartitionOnlyMoveOfAGPUJobToTheCPUPool(t *testing.T) {
 	}
 	// From 25.11 a job may be named by its SLUID instead of its number.
 	if a.release.AtLeast(25, 11) {
-		out, err := a.c.Run(a.ctx, "scontrol", "show", "job", "-o", id)
+		out, err := a.c.Run(a.ctx, "scontrol", "-d", "show", "job", "-o", id) // -d: with the SLUID
 		if err != nil {
 			t.Fatalf("scontrol show job %s: %v\n%s", id, err, out)
 		}
