@@ -53,7 +53,9 @@
 //     automatically.
 //   - No pool fits: the job is rejected with each pool's reason.
 //   - job_modify (Op Modify): only the fields being changed are known, so a named partition
-//     is checked as above and an update that names none is left alone.
+//     is checked as above and an update that names none is left alone. The job_submit plugin
+//     routes the job as the update would leave it instead (its own request with the update's
+//     fields over it, Op Submit) whenever it can read the job's record.
 //   - A request that cannot be read (malformed GPU string) is not routed (Action Keep, with
 //     Err set for the log): Slurm validates its own syntax, so routing never rejects a job
 //     that Slurm would accept.
@@ -67,9 +69,10 @@
 // The borrow QOS is preemptable, so the plugin refuses a submission that names it (anywhere in
 // a comma-separated --qos list) when Slurm could not requeue the job: salloc and srun
 // allocations, --no-requeue, and no --requeue under JobRequeue=0. It reads JobRequeue from
-// slurmctld's memory. On job_modify it cannot see those fields, so it refuses an update into the
-// borrow QOS unless it comes from root, SlurmUser or borrow_qos_admins (quotad, which lends only
-// jobs Slurm can requeue). The elastic QOS (elastic_qos), where elasticd runs the workers it
+// slurmctld's memory. On job_modify it refuses an update into the borrow QOS unless it comes
+// from root, SlurmUser or borrow_qos_admins (quotad, which lends only jobs Slurm can requeue),
+// and, where it can read the job's record, a user's Requeue=0 or account change of a job
+// already in a borrow or elastic QOS. The elastic QOS (elastic_qos), where elasticd runs the workers it
 // grows a job by on borrowed GPUs, is preemptable too and guarded the same way. borrow_qos and
 // elastic_qos must match quotad's settings.borrowQOS and settings.elasticQOS; slurmbridge-doctor
 // checks them against the QOS that the others preempt.

@@ -16,6 +16,7 @@
 
 #include "decision_cache.h"
 #include "glue.h"
+#include "job_record.h"
 #include "_cgo_export.h"
 
 /* Data symbols slurmctld's plugin loader resolves. They live in a .c file because cgo does not
@@ -44,6 +45,10 @@ extern int slurm_get_log_level(void);
  * and says so in the log. Only read, and only fields the headers of this very release lay out. */
 static const slurm_conf_t *ctld_conf;
 
+/* Where this release keeps the fields of a job record that job_modify reads; NULL when
+ * job_record_layout.h has none for it. */
+static const struct pools_job_layout *job_layout;
+
 int pools_job_requeue(void)
 {
 	return ctld_conf ? (ctld_conf->job_requeue != 0) : -1;
@@ -66,6 +71,9 @@ int init(void)
 	ctld_conf = dlsym(RTLD_DEFAULT, "slurm_conf");
 	if (!ctld_conf)
 		slurm_error("job_submit/pools: slurm_conf not found in slurmctld: JobRequeue counts as 0 for jobs asking for the borrow QOS");
+	job_layout = pools_job_layout_for(SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
+					  SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+					  SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
 	pools_cache_init();
 	return pools_go_init(getenv("SLURMBRIDGE_POOLS_CONFIG"), getenv("SLURM_CONF"));
 }
@@ -191,34 +199,56 @@ int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 	return rc;
 }
 
-static int modify(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
+/* The job id an update names by number; 25.11 moved it into job_desc's step_id. */
+static uint32_t desc_job_id(const job_desc_msg_t *desc)
+{
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	return desc->step_id.job_id;
+#else
+	return desc->job_id;
+#endif
+}
+
+/* Set once a job record could not be read: the reason is logged at error level once, not
+ * for each update. */
+static atomic_int job_unreadable_logged;
+
+/* An update is judged with the job it changes when its record can be read (job_record.h); when
+ * it cannot, with the changed fields alone, as the plugin did before it read job records. The
+ * decision cache is for submissions only: an update's answer depends on the job. */
+static int modify(job_desc_msg_t *job_desc, const void *job_ptr, uint32_t submit_uid, char **err_msg)
 {
 	struct pools_request req;
+	struct pools_job job;
 	struct pools_outcome out = { 0 };
+	const char *unreadable;
 	int rc;
 
 	request_from(job_desc, submit_uid, &req);
-	pools_go_modify(&req, &out);
+	unreadable = pools_job_read(job_layout, job_ptr, desc_job_id(job_desc), job_desc->job_id_str,
+				    job_desc->user_id, &job);
+	if (unreadable && !atomic_exchange(&job_unreadable_logged, 1))
+		slurm_error("job_submit/pools: cannot read the record of a job being updated (%s); updates are checked on their changed fields alone",
+			    unreadable);
+	pools_go_modify(&req, job_desc->account, unreadable ? NULL : &job, &out);
 	rc = apply_outcome(job_desc, err_msg, &out);
 	free(out.partition);
 	free(out.message);
 	return rc;
 }
 
-/* job_record_t is slurmctld-internal (not in slurm.h): job_ptr is never looked inside.
- * 23.02 added err_msg to job_modify (src/interfaces/job_submit.c); 22.05 has none, and a
- * rejection's reason goes only to the log and the errno. */
+/* job_ptr is a job_record_t *, slurmctld-internal: only job_record.c looks inside, through
+ * job_record_layout.h. 23.02 added err_msg to job_modify (src/interfaces/job_submit.c); 22.05
+ * has none, and a rejection's reason goes only to the log and the errno. */
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid, char **err_msg)
 {
-	(void) job_ptr;
-	return modify(job_desc, submit_uid, err_msg);
+	return modify(job_desc, job_ptr, submit_uid, err_msg);
 }
 #else
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
 {
-	(void) job_ptr;
-	return modify(job_desc, submit_uid, NULL);
+	return modify(job_desc, job_ptr, submit_uid, NULL);
 }
 #endif
 

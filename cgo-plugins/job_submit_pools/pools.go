@@ -12,6 +12,7 @@ package main
 #include <stdlib.h>
 #include <slurm/slurm_errno.h>
 #include "glue.h"
+#include "job_record.h"
 */
 import "C"
 
@@ -115,26 +116,41 @@ func pools_go_submit(req *C.struct_pools_request, out *C.struct_pools_outcome) {
 	setOutcome(out, p.Submit(&r, uid(req)))
 }
 
-// pools_go_modify decides an update of a pending job; plugin.c drops the message on 22.05,
-// whose job_modify has no err_msg.
-//
-// What it cannot check: job_desc on modify holds only the fields being changed, so
-// `scontrol update jobid=N partition=cpu` of a pending GPU job arrives without its GPU request.
-// That request lives in job_ptr (job_record_t: tres_per_node, tres_per_job, tres_per_socket,
-// tres_per_task, gres_list_req), whose layout is declared only in slurmctld's own headers
-// (src/slurmctld/slurmctld.h in 22.05, src/common/job_record.h from 23.x), not in
-// libslurm-dev, and changes between releases; and no Slurm API may be called from here while
-// slurmctld holds the job lock. So this plugin lets such an update through unchecked.
+// pools_go_modify decides an update of a job, pending or running. job_desc (req, account)
+// holds only the fields being changed; job is what plugin.c read of the job itself
+// (job_record.c), or NULL when its record could not be read: the update is then judged on its
+// changed fields alone. plugin.c drops the message on 22.05, whose job_modify has no err_msg.
 //
 //export pools_go_modify
-func pools_go_modify(req *C.struct_pools_request, out *C.struct_pools_outcome) {
+func pools_go_modify(req *C.struct_pools_request, account *C.char, job *C.struct_pools_job, out *C.struct_pools_outcome) {
 	defer guardOutcome(out)
 	p := plugin.Load()
 	if p == nil {
 		return
 	}
-	r := requestFrom(req, pools.Modify)
-	setOutcome(out, p.Modify(&r, uid(req)))
+	upd := jobsubmit.Update{Request: requestFrom(req, pools.Modify), Account: goString(account)}
+	// A string job_desc carries, even empty, is a change; NULL leaves the job's.
+	for _, f := range []struct {
+		i   C.int
+		set jobsubmit.Fields
+	}{
+		{C.POOLS_PARTITION, jobsubmit.FieldPartition},
+		{C.POOLS_TRES_PER_JOB, jobsubmit.FieldTRESPerJob},
+		{C.POOLS_TRES_PER_NODE, jobsubmit.FieldTRESPerNode},
+		{C.POOLS_TRES_PER_SOCKET, jobsubmit.FieldTRESPerSocket},
+		{C.POOLS_TRES_PER_TASK, jobsubmit.FieldTRESPerTask},
+		{C.POOLS_COMMENT, jobsubmit.FieldComment},
+		{C.POOLS_QOS, jobsubmit.FieldQOS},
+	} {
+		if req.s[f.i] != nil {
+			upd.Set |= f.set
+		}
+	}
+	var j *jobsubmit.Job
+	if job != nil {
+		j = &jobsubmit.Job{ID: uint32(job.job_id), Request: requestFrom(&job.req, pools.Submit), Account: goString(job.account)}
+	}
+	setOutcome(out, p.Modify(&upd, j, uid(req)))
 }
 
 // guardOutcome turns a Go panic into a logged error and an unchanged job, never remembered: a
@@ -186,6 +202,8 @@ func errno(r jobsubmit.Rejection) C.int {
 		return C.ESLURM_INVALID_PARTITION_NAME
 	case jobsubmit.RejectQOS:
 		return C.ESLURM_INVALID_QOS
+	case jobsubmit.RejectAccount:
+		return C.ESLURM_INVALID_ACCOUNT
 	}
 	return slurmSuccess
 }

@@ -63,9 +63,10 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 }
 
 // modifyBorrowRefusal is the message refusing a user's update of a job into a borrow QOS, or "".
-// job_modify gets only the fields being changed, not whether the job is a batch job or may be
-// requeued, so only quotad (root, SlurmUser or a borrow_qos_admins user) may move jobs there: it
-// lends only jobs Slurm can requeue.
+// Only quotad (root, SlurmUser or a borrow_qos_admins user) may move jobs there: it lends only
+// jobs Slurm can requeue, and it alone keeps the account's borrowing within what it lends (the
+// job's record, when it can be read at all, says whether the job could be requeued, not whether
+// it should borrow). lentJobRefusal (modify.go) keeps a job already there requeueable.
 func modifyBorrowRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
 	qos := borrowQOSAsked(cfg, req.QOS)
 	if qos == "" || uid == 0 || (conf.Known && uid == conf.SlurmUserID) || admins[uid] {

@@ -144,11 +144,11 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 	if !f.log.contains("borrow_qos_admins: user nobody-here: unknown user") || !f.log.contains("borrow QOS borrow-{account}") {
 		t.Fatalf("log %q", f.log.lines)
 	}
-	mod := pools.Request{Op: pools.Modify, QOS: "borrow-proj-b", Requeue: pools.NoVal16}
-	if out := f.p.Modify(&mod, 998); out.Reject != NotRejected {
+	mod := Update{Request: pools.Request{Op: pools.Modify, QOS: "borrow-proj-b", Requeue: pools.NoVal16}, Set: FieldQOS}
+	if out := f.p.Modify(&mod, nil, 998); out.Reject != NotRejected {
 		t.Fatalf("quotad's update refused: %+v", out)
 	}
-	if out := f.p.Modify(&mod, 1001); out.Reject != RejectQOS {
+	if out := f.p.Modify(&mod, nil, 1001); out.Reject != RejectQOS {
 		t.Fatalf("a user's update into borrow: %+v, want refused", out)
 	}
 	ok := gpuJob("gres/gpu:a100:1")

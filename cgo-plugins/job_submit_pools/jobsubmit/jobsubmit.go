@@ -50,6 +50,8 @@ const (
 	RejectPartition
 	// RejectQOS: the job asks for a borrow QOS that would kill it on reclaim.
 	RejectQOS
+	// RejectAccount: an update moves a job lent GPUs to another account.
+	RejectAccount
 )
 
 // Outcome is what the cgo layer applies to one job_desc.
@@ -190,21 +192,6 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 		return Outcome{}
 	}
 	return p.outcome(cfg.Route(req), "submit", uid)
-}
-
-// Modify checks an update of a pending job. Its UserMessage reaches the user from Slurm 23.02
-// on (job_modify's err_msg); 22.05 has none, so the cgo layer drops it there and a refusal's
-// reason is only in slurmctld's log.
-func (p *Plugin) Modify(req *pools.Request, uid uint32) Outcome {
-	l := p.cfg.Load()
-	if l == nil {
-		return Outcome{}
-	}
-	if msg := modifyBorrowRefusal(l.cfg, req, uid, p.slurmConf(), l.admins); msg != "" {
-		p.log(LevelInfo, fmt.Sprintf("update by uid %d refused: %s", uid, msg))
-		return Outcome{Reject: RejectQOS, UserMessage: msg, Logged: true}
-	}
-	return p.outcome(l.cfg.Route(req), "update", uid)
 }
 
 func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {

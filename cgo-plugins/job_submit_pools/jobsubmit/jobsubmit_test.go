@@ -210,7 +210,7 @@ func TestModifyRefusalCarriesAMessageAndIsLogged(t *testing.T) {
 	req := gpuJob("gres/gpu:a100=1")
 	req.Op = pools.Modify
 	req.Partition = "cpu"
-	out := f.p.Modify(req, 0)
+	out := f.p.Modify(&Update{Request: *req, Set: FieldPartition | FieldTRESPerNode}, nil, 0)
 	// The cgo layer hands the message to job_modify's err_msg from 23.02 on and drops it on 22.05.
 	if out.Reject != RejectGRES || !strings.Contains(out.UserMessage, "a100") {
 		t.Fatalf("outcome = %+v, want a GRES rejection naming a100", out)

@@ -223,10 +223,10 @@ func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
 	}
 }
 
-// On job_modify a plugin gets only the fields being changed, and the job's own record is
-// slurmctld's private type: moving a pending a100 job to the CPU pool without restating its
-// GPUs cannot be judged by the plugin. Slurm itself must then never run the job there; this
-// pins what each release does: it refuses the update, or it keeps the job pending.
+// Moving a pending a100 job to the CPU pool without restating its GPUs: the plugin refuses it
+// when it can read the job's record (TestAttackPartitionOnlyMoveOfAGPUJobToTheCPUPool). Where it
+// cannot (a release without a job_record layout), Slurm itself must never run the job there;
+// this pins that either way: the update is refused, or the job stays pending.
 func TestPartitionOnlyUpdateOfAGPUJobNeverRunsItOnCPUs(t *testing.T) {
 	c, ctx := setup(t)
 	id, err := c.Submit(ctx, "alice", "--hold", "--job-name=pools-modify-part", "--gres=gpu:a100:1", "--wrap", "true")
