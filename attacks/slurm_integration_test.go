@@ -1,0 +1,114 @@
+//go:build integration
+
+package attacks
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Jobs Slurm could not requeue never enter a lending QOS, where a reclaim would kill them:
+// alice's --no-requeue batch job naming a borrow or elastic QOS (alone or in a list), her
+// salloc into one, and her own pending job moved into one by scontrol update, are all refused
+// by the job_submit plugin. bob cannot submit into alice's project.
+func TestAttackLendingQOSAndForeignAccount(t *testing.T) {
+	a := begin(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	held, running := a.victims(ctx, t)
+	own := a.submit(ctx, t, "alice", "-p", "a100", "--gres=gpu:a100:1", "--hold", "-t", "10", "--job-name=attack-own", "--wrap", "true")
+	w := a.c.CaptureWorld(ctx, t, []string{held, running, own}, nil)
+	before := a.jobsOf(ctx, t, "alice", "bob")
+
+	requeue := []string{"requeue"}
+	for _, qos := range []string{"borrow-proj-a", "elastic-proj-a", "normal,borrow-proj-a"} {
+		args := []string{"--parsable", "-p", "a100", "--gres=gpu:a100:1", "--no-requeue", "--qos=" + qos, "-t", "5", "--job-name=attack-qos", "-o", "/dev/null", "--wrap", "true"}
+		a.refused(ctx, t, "alice", requeue, "sbatch", args...)
+	}
+	a.refused(ctx, t, "alice", requeue, "salloc", "--no-shell", "-p", "a100", "--gres=gpu:a100:1", "--qos=borrow-proj-a", "-t", "5", "--job-name=attack-salloc")
+	a.refused(ctx, t, "alice", []string{"borrow", "lend", "requeue", "not permitted", "denied"}, "scontrol", "update", "jobid="+own, "qos=borrow-proj-a")
+	a.refused(ctx, t, "alice", []string{"borrow", "lend", "requeue", "not permitted", "denied"}, "scontrol", "update", "jobid="+own, "qos=elastic-proj-a")
+	a.refused(ctx, t, "bob", []string{"invalid account"}, "sbatch", "--parsable", "-A", "proj-a", "-p", "cpu", "-t", "5", "--job-name=attack-account", "-o", "/dev/null", "--wrap", "true")
+	a.refused(ctx, t, "bob", []string{"invalid account"}, "salloc", "--no-shell", "-A", "proj-a", "-p", "cpu", "-t", "5", "--job-name=attack-account")
+
+	if after := a.jobsOf(ctx, t, "alice", "bob"); after != before {
+		t.Errorf("a refused request left a job behind:\n%s\nwas\n%s", after, before)
+	}
+	w.AssertUnchanged(ctx, t, a.c)
+}
+
+// jobsOf lists the users' jobs (id, name, state) as squeue shows them, for "nothing new".
+func (a *attack) jobsOf(ctx context.Context, t *testing.T, users ...string) string {
+	t.Helper()
+	out, err := a.c.Run(ctx, "squeue", "-h", "-u", strings.Join(users, ","), "-o", "%i %j %T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// alice, from her shell and from inside a job of hers, cannot change, hold, release, requeue,
+// cancel or signal bob's jobs: Slurm refuses each, and bob's jobs are as they were.
+func TestAttackUpdateAndCancelAnotherUsersJob(t *testing.T) {
+	a := begin(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	held, running := a.victims(ctx, t)
+	w := a.c.CaptureWorld(ctx, t, []string{held, running}, nil)
+
+	denied := []string{"denied", "not permitted", "Invalid user"}
+	for _, id := range []string{held, running} {
+		for _, change := range [][]string{
+			{"partition=a100"}, {"qos=borrow-proj-b"}, {"requeue=0"}, {"timelimit=1"}, {"priority=1"}, {"nice=10000"},
+			{"account=proj-a"}, {"gres=gpu:a100:4"}, {"numnodes=2"}, {"userid=alice"},
+		} {
+			a.refused(ctx, t, "alice", denied, "scontrol", append([]string{"update", "jobid=" + id}, change...)...)
+		}
+		a.refused(ctx, t, "alice", denied, "scontrol", "hold", id)
+		a.refused(ctx, t, "alice", denied, "scontrol", "requeue", id)
+		a.refused(ctx, t, "alice", denied, "scancel", id)
+		a.refused(ctx, t, "alice", denied, "scancel", "--signal=KILL", id)
+	}
+	a.refused(ctx, t, "alice", denied, "scontrol", "release", held)
+	a.refused(ctx, t, "alice", denied, "scontrol", "suspend", running)
+
+	// The same from inside alice's job: a job's credentials give it no more than its owner.
+	dir := sharedDir(t)
+	out := filepath.Join(dir, "attack.out")
+	script := filepath.Join(dir, "attack.sh")
+	body := "#!/bin/bash\n" +
+		"try() { \"$@\" 2>&1; echo \"rc=$? $*\"; }\n" +
+		"try scontrol update jobid=" + held + " partition=a100\n" +
+		"try scontrol update jobid=" + held + " qos=borrow-proj-b\n" +
+		"try scontrol release " + held + "\n" +
+		"try scontrol update jobid=" + running + " timelimit=1\n" +
+		"try scontrol requeue " + running + "\n" +
+		"try scancel " + running + "\n" +
+		"try scancel --signal=KILL " + held + "\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	job := a.submit(ctx, t, "alice", "-p", "cpu", "-t", "5", "--job-name=attack-from-job", "-o", out, script)
+	if _, err := a.c.WaitState(ctx, job, "COMPLETED"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "rc="); ok {
+			tries++
+			if strings.HasPrefix(rest, "0 ") {
+				t.Errorf("from alice's job, %q succeeded:\n%s", rest[2:], data)
+			}
+		}
+	}
+	if tries != 7 || !containsAny(string(data), denied) {
+		t.Errorf("alice's job ran %d of 7 attempts, or none was refused as denied:\n%s", tries, data)
+	}
+	w.AssertUnchanged(ctx, t, a.c)
+}
