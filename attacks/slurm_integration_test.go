@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
 // Jobs Slurm could not requeue never enter a lending QOS, where a reclaim would kill them:
@@ -110,5 +112,44 @@ func TestAttackUpdateAndCancelAnotherUsersJob(t *testing.T) {
 	if tries != 7 || !containsAny(string(data), denied) {
 		t.Errorf("alice's job ran %d of 7 attempts, or none was refused as denied:\n%s", tries, data)
 	}
+	w.AssertUnchanged(ctx, t, a.c)
+}
+
+// lentJob submits alice's one-GPU a100 jobs, with --requeue, one more than her guarantee, and
+// waits until quotad has lent one of them (its QOS is her borrow QOS) and it runs; it returns
+// that job.
+func (a *attack) lentJob(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	for range 5 {
+		a.submit(ctx, t, "alice", "-p", "a100", "--gres=gpu:a100:1", "--requeue", "-t", "10", "--job-name=attack-lent", "--wrap", "sleep 600")
+	}
+	for {
+		rows, err := a.c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{"attack-lent"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.QOS == "borrow-proj-a" && r.State == "RUNNING" {
+				return r.ID
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("quotad lent none of alice's jobs: %+v", rows)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// A job quotad lent GPUs to must stay one Slurm can requeue: were its owner to turn requeue
+// off, the reclaim of those GPUs would kill it. alice's update is refused and the job keeps
+// its flag.
+func TestAttackRequeueOffOnALentJob(t *testing.T) {
+	a := begin(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	held, running := a.victims(ctx, t)
+	lent := a.lentJob(ctx, t)
+	w := a.c.CaptureWorld(ctx, t, []string{held, running, lent}, nil)
+	a.refused(ctx, t, "alice", []string{"requeue", "borrow"}, "scontrol", "update", "jobid="+lent, "requeue=0")
 	w.AssertUnchanged(ctx, t, a.c)
 }
