@@ -92,7 +92,7 @@ func TestAttackQuotadJobExplanations(t *testing.T) {
 
 // rawRequest writes request, as it stands, to quotad's socket and returns the status line and
 // whether the body held marker: paths a client library would clean reach the server as given.
-func rawRequest(t *testing.T, addr, request, marker string) (status string, leaked bool) {
+func rawRequest(t *testing.T, addr, request, marker string) (status, location string, leaked bool) {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -111,7 +111,7 @@ func rawRequest(t *testing.T, addr, request, marker string) (status string, leak
 	defer resp.Body.Close()
 	var body strings.Builder
 	_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
-	return resp.Status, strings.Contains(body.String(), marker)
+	return resp.Status, resp.Header.Get("Location"), strings.Contains(body.String(), marker)
 }
 
 // Hostile paths and headers get a clear 4xx and never a file or a job: paths that climb out
@@ -129,36 +129,46 @@ func TestAttackQuotadHostileRequests(t *testing.T) {
 		path  string
 		codes []int
 	}{
-		// ServeMux answers a path with .. by a redirect to its clean form, itself refused.
-		{"/api/v1/jobs/../../../../etc/passwd", []int{301, 400, 404}},
-		{"/api/v1/jobs/..%2f..%2f..%2fetc%2fpasswd", []int{301, 400, 404}},
-		{"/api/v1/jobs/%2e%2e/%2e%2e/etc/passwd", []int{301, 400, 404}},
+		// ServeMux answers a path with .. by a redirect to its clean form, which is refused in
+		// turn (followed below).
+		{"/api/v1/jobs/../../../../etc/passwd", []int{301, 307, 308, 400, 404}},
+		{"/api/v1/jobs/..%2f..%2f..%2fetc%2fpasswd", []int{301, 307, 308, 400, 404}},
+		{"/api/v1/jobs/%2e%2e/%2e%2e/etc/passwd", []int{301, 307, 308, 400, 404}},
 		{"/api/v1/jobs/99999999999999999999999999", []int{400}},
 		{"/api/v1/jobs/4294967296", []int{400}},
 		{"/api/v1/jobs/-1", []int{400}},
 		{"/api/v1/jobs/1%00", []int{400}},
 		{"/api/v1/jobs/0x10", []int{400}},
-		{"/api/v1/projects/..%2f..%2fetc%2fpasswd", []int{301, 400, 404}},
+		{"/api/v1/projects/..%2f..%2fetc%2fpasswd", []int{301, 307, 308, 400, 404}},
 		{"/api/v1/" + strings.Repeat("a/", 2000), []int{404}},
 	} {
-		status, leaked := rawRequest(t, u.Host, "GET "+tc.path+" HTTP/1.1\r\nHost: "+u.Host+"\r\nConnection: close\r\n\r\n", "root:x:0:0")
-		code := 0
-		fmt.Sscanf(status, "%d", &code)
+		get := func(path string) (int, string, string, bool) {
+			status, location, leaked := rawRequest(t, u.Host, "GET "+path+" HTTP/1.1\r\nHost: "+u.Host+"\r\nConnection: close\r\n\r\n", "root:x:0:0")
+			code := 0
+			fmt.Sscanf(status, "%d", &code)
+			return code, status, location, leaked
+		}
+		code, status, location, leaked := get(tc.path)
 		if leaked || !containsCode(tc.codes, code) {
 			t.Errorf("GET %.60s: %s (leaked /etc/passwd: %t), want one of %v", tc.path, status, leaked, tc.codes)
 		}
+		if code/100 == 3 {
+			if next, nstatus, _, nleaked := get(location); nleaked || (next != 400 && next != 404) {
+				t.Errorf("GET %.60s redirects to %s, which answers %s (leaked /etc/passwd: %t), want 400 or 404", tc.path, location, nstatus, nleaked)
+			}
+		}
 	}
 	// A 10 kB header is served as any request; an Authorization of 10 kB is no credential.
-	status, _ := rawRequest(t, u.Host, "GET /api/v1/status HTTP/1.1\r\nHost: "+u.Host+"\r\nX-Pad: "+strings.Repeat("x", 10<<10)+"\r\nConnection: close\r\n\r\n", "")
+	status, _, _ := rawRequest(t, u.Host, "GET /api/v1/status HTTP/1.1\r\nHost: "+u.Host+"\r\nX-Pad: "+strings.Repeat("x", 10<<10)+"\r\nConnection: close\r\n\r\n", "")
 	if !strings.HasPrefix(status, "200") {
 		t.Errorf("status with a 10 kB header: %s", status)
 	}
-	status, _ = rawRequest(t, u.Host, "GET /api/v1/jobs HTTP/1.1\r\nHost: "+u.Host+"\r\nAuthorization: MUNGE "+strings.Repeat("A", 10<<10)+"\r\nConnection: close\r\n\r\n", "")
+	status, _, _ = rawRequest(t, u.Host, "GET /api/v1/jobs HTTP/1.1\r\nHost: "+u.Host+"\r\nAuthorization: MUNGE "+strings.Repeat("A", 10<<10)+"\r\nConnection: close\r\n\r\n", "")
 	if !strings.HasPrefix(status, "401") {
 		t.Errorf("jobs with a 10 kB credential: %s, want 401", status)
 	}
 	// Past Go's 1 MB header limit the server refuses the request before any handler sees it.
-	status, _ = rawRequest(t, u.Host, "GET /api/v1/status HTTP/1.1\r\nHost: "+u.Host+"\r\nX-Pad: "+strings.Repeat("x", 2<<20)+"\r\nConnection: close\r\n\r\n", "")
+	status, _, _ = rawRequest(t, u.Host, "GET /api/v1/status HTTP/1.1\r\nHost: "+u.Host+"\r\nX-Pad: "+strings.Repeat("x", 2<<20)+"\r\nConnection: close\r\n\r\n", "")
 	if !strings.HasPrefix(status, "431") {
 		t.Errorf("status with a 2 MB header: %s, want 431", status)
 	}
@@ -254,7 +264,7 @@ func TestAttackQuotactlSetAsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	chownTo(t, guess, "alice")
-	a.refused(ctx, t, "alice", []string{"access denied"}, quotactl, "set", "proj-a", "--gpus", "a100=8", "--db-password-file", guess)
+	a.refused(ctx, t, "alice", []string{"access denied"}, quotactl, "--db-password-file", guess, "set", "proj-a", "--gpus", "a100=8")
 	if after := a.c.MustRun(ctx, t, quotactl, "export"); after != before {
 		t.Errorf("the quota table changed:\n%s\nwas\n%s", after, before)
 	}

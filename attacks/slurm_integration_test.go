@@ -64,7 +64,7 @@ func TestAttackUpdateAndCancelAnotherUsersJob(t *testing.T) {
 	for _, id := range []string{held, running} {
 		for _, change := range [][]string{
 			{"partition=a100"}, {"qos=borrow-proj-b"}, {"requeue=0"}, {"timelimit=1"}, {"priority=1"}, {"nice=10000"},
-			{"account=proj-a"}, {"gres=gpu:a100:4"}, {"numnodes=2"}, {"userid=alice"},
+			{"account=proj-a"}, {"gres=gpu:a100:4"}, {"numnodes=2"},
 		} {
 			a.refused(ctx, t, "alice", denied, "scontrol", append([]string{"update", "jobid=" + id}, change...)...)
 		}
