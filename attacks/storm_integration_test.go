@@ -210,7 +210,9 @@ var updates = []update{
 	{kind: "partition", args: func(r *rand.Rand, u, id string) []string {
 		return []string{"update", "jobid=" + id, "partition=" + []string{"cpu", "a100", "v100", "a100,a100-spot", "a100-spot"}[r.IntN(5)]}
 	}},
-	{kind: "qos-normal", args: func(r *rand.Rand, u, id string) []string { return []string{"update", "jobid=" + id, "qos=normal"} }},
+	{kind: "qos-guaranteed", args: func(r *rand.Rand, u, id string) []string {
+		return []string{"update", "jobid=" + id, "qos=guar-" + account[u]}
+	}},
 	{kind: "gres", args: func(r *rand.Rand, u, id string) []string {
 		return []string{"update", "jobid=" + id, "gres=" + []string{"gpu:" + gpuType[u] + ":2", "gpu:1", "gpu:a100:1", "gpu:v100:1"}[r.IntN(4)]}
 	}},
@@ -396,7 +398,7 @@ func TestAttackSubmitAndUpdateStorm(t *testing.T) {
 	_, _ = a.c.Run(cctx, "scancel", "-n", stormName)
 	cancel()
 	missing := a.missingFromAccounting(ctx, t, s.accepted)
-	t.Logf("%d accepted jobs, %d missing from sacct", len(s.accepted), len(missing))
+	t.Logf("%d accepted jobs, %d missing from sacct, %d preempted (requeued) by a reclaim", len(s.accepted), len(missing), len(a.c.Preempted(t, s.accepted...)))
 	if len(missing) > 0 {
 		t.Errorf("accepted jobs unknown to sacct: %v", missing)
 	}
