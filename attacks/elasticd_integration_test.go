@@ -118,3 +118,38 @@ func mustID(t *testing.T, id string) uint32 {
 	}
 	return uint32(n)
 }
+
+// alice names a job of hers like a worker of bob's elastic job (and sets ELASTIC_ROLE=worker):
+// neither elasticd, which follows bob's job, nor the SPANK epilog, which cancels bob's
+// workers when his job ends, touches it: both match workers by owner as well as by name.
+func TestAttackImpostorWorkerOfAnotherUsersElasticJob(t *testing.T) {
+	a := begin(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	held, running := a.victims(ctx, t)
+	job := a.bobsElasticJob(ctx, t)
+	for {
+		// bob's unpin of his unpinned job answers 204 once elasticd follows it, 404 before.
+		got := a.pin(ctx, t, job, 0, a.pinAuth(ctx, t, "bob", job, 0))
+		if got.Code == http.StatusNoContent {
+			break
+		}
+		if got.Code != http.StatusNotFound || ctx.Err() != nil {
+			t.Fatalf("bob's unpin of his elastic job: %s", got)
+		}
+		time.Sleep(time.Second)
+	}
+	impostor := a.submit(ctx, t, "alice", "-p", "cpu", "--job-name=elastic-worker-"+job, "--export=ALL,ELASTIC_ROLE=worker", "-t", "10", "--wrap", "sleep 600")
+	if _, err := a.c.WaitState(ctx, impostor, "RUNNING"); err != nil {
+		t.Fatal(err)
+	}
+	w := a.c.CaptureWorld(ctx, t, []string{held, running, impostor}, nil)
+	// Some of elasticd's cycles (2 s on the testbed) with the impostor in the queue, then bob's
+	// job ends and its epilog cancels its workers.
+	time.Sleep(6 * time.Second)
+	a.c.Cancel(job)
+	if state, err := a.c.WaitState(ctx, job, "CANCELLED"); err != nil {
+		t.Fatalf("bob's elastic job: %s: %v", state, err)
+	}
+	time.Sleep(6 * time.Second)
+	w.AssertUnchanged(ctx, t, a.c)
+}
