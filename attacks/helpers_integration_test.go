@@ -32,8 +32,18 @@ func begin(t *testing.T) *attack {
 	c := testbed.Require(t)
 	a := &attack{c: c}
 	t.Cleanup(func() { a.cancelAll() })
-	ctx := ctxFor(t, time.Minute)
+	ctx := ctxFor(t, 2*time.Minute)
 	w := c.CaptureWorld(ctx, t, nil, nil)
+	// A node still completing an earlier test's job, or not answering, would hide what an
+	// attack does to it.
+	for len(w.UnwellNodes()) > 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nodes not well before the attack: %v", w.UnwellNodes())
+		case <-time.After(time.Second):
+		}
+		w = c.CaptureWorld(ctx, t, nil, nil)
+	}
 	for _, d := range []string{"quotad", "elasticd", "elastic-agent"} {
 		if !w.Running(d) {
 			t.Fatalf("the testbed's %s does not run (make build, then testbed/%s.sh start)", d, strings.TrimSuffix(d, "-agent"))

@@ -207,6 +207,19 @@ func parseVmRSS(status string) int64 {
 	return 0
 }
 
+// UnwellNodes lists the nodes that took no new job when the world was captured (drained,
+// down, failing, not responding), each as "NAME STATE (REASON)": a world captured so proves
+// little about what an attack did to them.
+func (w World) UnwellNodes() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(w.Nodes)) {
+		if n := w.Nodes[name]; nodeUnwell(n.State) {
+			out = append(out, fmt.Sprintf("%s %s (%s)", name, n.State, n.Reason))
+		}
+	}
+	return out
+}
+
 // Running says whether the daemon ran when the world was captured.
 func (w World) Running(name string) bool { return w.Daemons[name].PID != 0 }
 

@@ -152,3 +152,11 @@ func TestFileSumTellsAbsentFromEmpty(t *testing.T) {
 		t.Fatalf("absent file: %q, %v", b, err)
 	}
 }
+
+func TestWorldUnwellNodes(t *testing.T) {
+	w := World{Nodes: map[string]NodeFacts{"cpu-1": {State: "completing*"}, "cpu-2": {State: "idle"}, "a100-1": {State: "drained", Reason: "x"}, "a100-2": {State: "mixed"}}}
+	got := w.UnwellNodes()
+	if len(got) != 2 || got[0] != "a100-1 drained (x)" || got[1] != "cpu-1 completing* ()" {
+		t.Fatalf("UnwellNodes = %q", got)
+	}
+}
