@@ -138,7 +138,9 @@ func TestAttackImpostorWorkerOfAnotherUsersElasticJob(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	impostor := a.submit(ctx, t, "alice", "-p", "cpu", "--job-name=elastic-worker-"+job, "--export=ALL,ELASTIC_ROLE=worker", "-t", "10", "--wrap", "sleep 600")
+	// ELASTIC_ROLE=worker is exported in the script, not with sbatch --export=ALL,VAR=...,
+	// which has slurmd load the user's login environment (TestAttackExportedVariableKeepsNodeUp).
+	impostor := a.submit(ctx, t, "alice", "-p", "cpu", "--job-name=elastic-worker-"+job, "-t", "10", "--wrap", "export ELASTIC_ROLE=worker; sleep 600")
 	if _, err := a.c.WaitState(ctx, impostor, "RUNNING"); err != nil {
 		t.Fatal(err)
 	}

@@ -157,3 +157,40 @@ func TestAttackRequeueOffOnALentJob(t *testing.T) {
 	a.refused(ctx, t, "alice", []string{"requeue", "borrow"}, "scontrol", "update", "jobid="+lent, "requeue=0")
 	w.AssertUnchanged(ctx, t, a.c)
 }
+
+// Any user may pass a variable to a job with sbatch --export=ALL,NAME=VALUE. Slurm then sets
+// SLURM_GET_USER_ENV=1, and slurmd loads the user's login environment in a child cloned into
+// new PID and mount namespaces; where slurmd may not make namespaces (an unprivileged
+// container, as the release containers run it) Slurm 24.11's slurmd dies on "fatal: clone:
+// Operation not permitted" and the node goes down. alice's job must run and every node stay up.
+// When a node does go down, the test brings it back for the tests after it.
+func TestAttackExportedVariableKeepsNodeUp(t *testing.T) {
+	a := begin(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	held, running := a.victims(ctx, t)
+	w := a.c.CaptureWorld(ctx, t, []string{held, running}, nil)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if now := a.c.CaptureWorld(cctx, t, nil, nil); len(now.UnwellNodes()) > 0 {
+			t.Logf("bringing back %v", now.UnwellNodes())
+			if err := a.c.Up(cctx); err != nil {
+				t.Errorf("testbed up after the attack: %v", err)
+			}
+		}
+	})
+	job := a.submit(ctx, t, "alice", "-p", "cpu", "-t", "5", "--job-name=attack-export", "--export=ALL,ATTACK=1", "--wrap", "test \"$ATTACK\" = 1")
+	if state, err := a.c.WaitState(ctx, job, "COMPLETED"); err != nil {
+		t.Errorf("alice's job with --export=ALL,ATTACK=1: %s: %v", state, err)
+	}
+	// slurmctld notices a dead slurmd only after SlurmdTimeout (60 s): ask the node itself.
+	nodes, err := a.c.Nodes(ctx, job)
+	if err != nil || nodes == "" {
+		t.Fatalf("job %s ran on no node: %v", job, err)
+	}
+	check := a.submit(ctx, t, "alice", "-p", "cpu", "-w", nodes, "-t", "5", "--job-name=attack-export-after", "--wrap", "true")
+	if state, err := a.c.WaitState(ctxFor(t, 30*time.Second), check, "COMPLETED"); err != nil {
+		t.Errorf("a job on %s after the attack: %s: %v (slurmd-%s.log says why)", nodes, state, err, nodes)
+	}
+	w.AssertUnchanged(ctx, t, a.c)
+}
