@@ -180,8 +180,9 @@ func TestAttackExportedVariableKeepsNodeUp(t *testing.T) {
 		}
 	})
 	job := a.submit(ctx, t, "alice", "-p", "cpu", "-t", "5", "--job-name=attack-export", "--export=ALL,ATTACK=1", "--wrap", "test \"$ATTACK\" = 1")
-	if state, err := a.c.WaitState(ctx, job, "COMPLETED"); err != nil {
-		t.Errorf("alice's job with --export=ALL,ATTACK=1: %s: %v", state, err)
+	// On an idle CPU node a job of `test` ends in seconds; slurmctld retries one whose node died.
+	if state, err := a.c.WaitState(ctxFor(t, 45*time.Second), job, "COMPLETED"); err != nil {
+		t.Fatalf("alice's job with --export=ALL,ATTACK=1 did not complete: %s: %v (did a slurmd die? see its slurmd-NODE.log)", state, err)
 	}
 	// slurmctld notices a dead slurmd only after SlurmdTimeout (60 s): ask the node itself.
 	nodes, err := a.c.Nodes(ctx, job)
