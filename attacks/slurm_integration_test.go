@@ -161,7 +161,7 @@ func TestAttackRequeueOffOnALentJob(t *testing.T) {
 // Any user may pass a variable to a job with sbatch --export=ALL,NAME=VALUE. Slurm then sets
 // SLURM_GET_USER_ENV=1, and slurmd loads the user's login environment in a child cloned into
 // new PID and mount namespaces; where slurmd may not make namespaces (an unprivileged
-// container, as the release containers run it) Slurm 24.11's slurmd dies on "fatal: clone:
+// container, as the release containers run it) the slurmd of 24.11 and 26.05 dies on "fatal: clone:
 // Operation not permitted" and the node goes down. alice's job must run and every node stay up.
 // When a node does go down, the test brings it back for the tests after it.
 func TestAttackExportedVariableKeepsNodeUp(t *testing.T) {
