@@ -88,8 +88,12 @@ trap 'exit 143' TERM
 say "running '$*' in $NAME"
 # --init reaps what the testbed's daemons leave; no port is published. The host name resolves
 # to loopback, as on a Debian host, so the testbed's daemons listen on loopback alone.
+# CAP_SYS_ADMIN: from 24.11 slurmd clones a job that asks for the user's login environment
+# (sbatch --export=ALL,VAR=...) into new mount and PID namespaces, as root on a real node may;
+# without it slurmd dies ("clone: Operation not permitted") and the node goes down.
 host=slurm-${RELEASE//./-}
 tree | docker run --rm -i --init --name "$NAME" --hostname "$host" --add-host "$host:127.0.0.1" \
+	--cap-add SYS_ADMIN \
 	--tmpfs /tmp:exec,mode=1777 \
 	-v "$GOROOT_DIR:/usr/local/go:ro" \
 	-v "$MODCACHE:/root/go/pkg/mod" \
