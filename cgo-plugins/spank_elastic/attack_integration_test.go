@@ -6,21 +6,24 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // The attacks on the elastic SPANK plugin through a job's environment. Slurm hands a SPANK
 // option to slurmstepd as the job environment's _SLURM_SPANK_OPTION_<plugin>_<option>
 // (src/common/plugstack.c, spank.c from 23.02 on: _opt_env_name), and the user sets the job's
-// environment: sbatch --export=ALL,NAME=VALUE puts any value there, past sbatch's own checks of
-// the options. With `required` in plugstack.conf, a callback's error in slurmstepd fails the
+// environment: a variable exported before sbatch or srun reaches slurmstepd with any value,
+// past sbatch's own checks of the options. With `required` in plugstack.conf, a callback's error in slurmstepd fails the
 // launch: 22.05 drained the node ("batch job complete failure"), 26.05 left the job RUNNING.
 // Each attack must end with the job COMPLETED, every node as it was, and the node's log saying
 // what was wrong.
@@ -171,8 +174,38 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// exportArg is sbatch/srun's --export=ALL,NAME=VALUE,... (a value holds no comma there).
-func exportArg(env []string) string { return "--export=ALL," + strings.Join(env, ",") }
+// runWithEnv runs a Slurm command as username, in its home directory, with the testbed's
+// environment and env on top, as the user's shell would after `export NAME=VALUE`. (Not
+// sbatch's --export=ALL,NAME=VALUE: that makes slurmd load the user's login environment, which
+// 24.11's slurmd does in new namespaces, and a container without CAP_SYS_ADMIN kills it.)
+func runWithEnv(ctx context.Context, c *testbed.Cluster, username string, env []string, name string, args ...string) (stdout []byte, stderr string, err error) {
+	u, err := user.Lookup(username)
+	if err != nil {
+		return nil, "", err
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	full := append(c.Env(), "HOME="+u.HomeDir, "USER="+username, "LOGNAME="+username)
+	full = append(full, env...)
+	var buf strings.Builder
+	r := slurm.ExecRunner{Env: full, Dir: u.HomeDir, Stderr: &buf,
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	stdout, err = r.Run(ctx, name, args...)
+	return stdout, buf.String(), err
+}
+
+// submitWithEnv is sbatch --parsable ARGS as username with env exported; it returns the job id.
+func submitWithEnv(ctx context.Context, c *testbed.Cluster, username string, env []string, args ...string) (string, error) {
+	out, stderr, err := runWithEnv(ctx, c, username, env, "sbatch", append([]string{"--parsable", "--output=/dev/null"}, args...)...)
+	if err != nil {
+		return "", fmt.Errorf("sbatch: %w: %s", err, stderr)
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	if _, err := strconv.ParseUint(id, 10, 32); err != nil {
+		return "", fmt.Errorf("sbatch printed %q, not a job id", out)
+	}
+	return id, nil
+}
 
 // hostileEnvs are the job environments of the attacks, each with what the node's log must say.
 var hostileEnvs = []struct {
@@ -209,9 +242,9 @@ func TestAttackSpankOptionsInBatchJobEnvironment(t *testing.T) {
 	offset := c.CtldLogSize(t)
 	ids := make([]string, len(hostileEnvs))
 	for i, h := range hostileEnvs {
-		id, msg, err := c.SubmitWithMessage(ctx, "alice", "-p", "cpu", "-t", "2", exportArg(h.env), "--wrap", "sleep 1")
+		id, err := submitWithEnv(ctx, c, "alice", h.env, "-p", "cpu", "-t", "2", "--wrap", "sleep 1")
 		if err != nil {
-			t.Fatalf("%s: sbatch refused the job: %v: %s", h.name, err, msg)
+			t.Fatalf("%s: %v", h.name, err)
 		}
 		ids[i] = id
 		defer c.Cancel(id)
@@ -244,7 +277,7 @@ func TestAttackUserContractVariablesLeaveAPlainJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"ELASTIC_ROLE=main", "ELASTIC_REPORT_DIR=/etc", "ELASTIC_MAX_BATCH=999", optionEnv("elastic") + "=1:nine"}
-	id, err := c.Submit(ctx, "alice", "-p", "cpu", "-t", "2", "--output="+out, exportArg(env), "--wrap", "env")
+	id, err := submitWithEnv(ctx, c, "alice", env, "-p", "cpu", "-t", "2", "--output="+out, "--wrap", "env")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,15 +309,15 @@ func TestAttackSpankOptionsInSrunSteps(t *testing.T) {
 	defer cancel()
 	before := nodes(ctx, t, c)
 	logs := markSlurmdLogs(t, c)
-	env := exportArg([]string{optionEnv("elastic-pools") + "=a100", optionEnv("elastic-value") + "=x"})
+	env := []string{optionEnv("elastic-pools") + "=a100", optionEnv("elastic-value") + "=x"}
 	for _, run := range []struct {
 		name string
 		argv []string
 	}{
-		{"srun", []string{"srun", "-p", "cpu", "-t", "2", "-N1", "-n1", env, "printenv", "SLURM_JOB_ID"}},
-		{"salloc and srun", []string{"salloc", "-p", "cpu", "-t", "2", "-N1", "-n1", "srun", env, "printenv", "SLURM_JOB_ID"}},
+		{"srun", []string{"srun", "-p", "cpu", "-t", "2", "-N1", "-n1", "printenv", "SLURM_JOB_ID"}},
+		{"salloc and srun", []string{"salloc", "-p", "cpu", "-t", "2", "-N1", "-n1", "srun", "printenv", "SLURM_JOB_ID"}},
 	} {
-		out, stderr, err := c.RunAsWithStderr(ctx, "alice", run.argv[0], run.argv[1:]...)
+		out, stderr, err := runWithEnv(ctx, c, "alice", env, run.argv[0], run.argv[1:]...)
 		if err != nil {
 			t.Errorf("%s as alice: %v\n%s%s", run.name, err, out, stderr)
 			continue
