@@ -242,7 +242,7 @@ func TestAttackSpankOptionsInBatchJobEnvironment(t *testing.T) {
 	offset := c.CtldLogSize(t)
 	ids := make([]string, len(hostileEnvs))
 	for i, h := range hostileEnvs {
-		id, err := submitWithEnv(ctx, c, "alice", h.env, "-p", "cpu", "-t", "2", "--wrap", "sleep 1")
+		id, err := submitWithEnv(ctx, c, "alice", h.env, "-t", "2", "--wrap", "sleep 1")
 		if err != nil {
 			t.Fatalf("%s: %v", h.name, err)
 		}
@@ -277,7 +277,7 @@ func TestAttackUserContractVariablesLeaveAPlainJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"ELASTIC_ROLE=main", "ELASTIC_REPORT_DIR=/etc", "ELASTIC_MAX_BATCH=999", optionEnv("elastic") + "=1:nine"}
-	id, err := submitWithEnv(ctx, c, "alice", env, "-p", "cpu", "-t", "2", "--output="+out, "--wrap", "env")
+	id, err := submitWithEnv(ctx, c, "alice", env, "-t", "2", "--output="+out, "--wrap", "env")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,8 +314,8 @@ func TestAttackSpankOptionsInSrunSteps(t *testing.T) {
 		name string
 		argv []string
 	}{
-		{"srun", []string{"srun", "-p", "cpu", "-t", "2", "-N1", "-n1", "printenv", "SLURM_JOB_ID"}},
-		{"salloc and srun", []string{"salloc", "-p", "cpu", "-t", "2", "-N1", "-n1", "srun", "printenv", "SLURM_JOB_ID"}},
+		{"srun", []string{"srun", "-t", "2", "-N1", "-n1", "printenv", "SLURM_JOB_ID"}},
+		{"salloc and srun", []string{"salloc", "-t", "2", "-N1", "-n1", "srun", "printenv", "SLURM_JOB_ID"}},
 	} {
 		out, stderr, err := runWithEnv(ctx, c, "alice", env, run.argv[0], run.argv[1:]...)
 		if err != nil {
