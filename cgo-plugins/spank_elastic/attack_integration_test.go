@@ -73,23 +73,30 @@ func nodes(ctx context.Context, t *testing.T, c *testbed.Cluster) map[string]nod
 	return rows
 }
 
-// assertNodesAsBefore fails when a node got a reason it did not have (sinfo -R), is drained
-// or down, or, idle before, is not idle again once the jobs' ends are through.
+// held reports whether sinfo's state keeps the scheduler off the node.
+func held(state string) bool {
+	return strings.Contains(state, "drain") || strings.Contains(state, "down") || strings.Contains(state, "fail")
+}
+
+// assertNodesAsBefore fails when a node got a reason it did not have (sinfo -R), is newly
+// drained or down, or, idle before, is not idle again once the jobs' ends are through.
 func assertNodesAsBefore(ctx context.Context, t *testing.T, c *testbed.Cluster, before map[string]nodeRow) {
 	t.Helper()
 	deadline := time.Now().Add(testbed.Patience(30 * time.Second))
 	for {
 		after := nodes(ctx, t, c)
 		var problems []string
+		// A reason or a drain is there for good; a node still completing may yet settle.
+		lasting := false
 		for name, b := range before {
 			a, ok := after[name]
 			switch {
 			case !ok:
-				problems = append(problems, name+" is gone")
+				problems, lasting = append(problems, name+" is gone"), true
 			case a.reason != b.reason:
-				problems = append(problems, fmt.Sprintf("%s has reason %q (before: %q)", name, a.reason, b.reason))
-			case strings.Contains(a.state, "drain") || strings.Contains(a.state, "down") || strings.Contains(a.state, "fail"):
-				problems = append(problems, fmt.Sprintf("%s is %s", name, a.state))
+				problems, lasting = append(problems, fmt.Sprintf("%s has reason %q (before: %q)", name, a.reason, b.reason)), true
+			case held(a.state) && !held(b.state):
+				problems, lasting = append(problems, fmt.Sprintf("%s is %s, was %s", name, a.state, b.state)), true
 			case b.state == "idle" && a.state != "idle":
 				problems = append(problems, fmt.Sprintf("%s is %s, was idle", name, a.state))
 			}
@@ -97,11 +104,7 @@ func assertNodesAsBefore(ctx context.Context, t *testing.T, c *testbed.Cluster, 
 		if len(problems) == 0 {
 			return
 		}
-		// A reason or a drain is there for good: only a node still completing may settle.
-		settling := !slices.ContainsFunc(problems, func(p string) bool {
-			return strings.Contains(p, "reason") || strings.Contains(p, "drain") || strings.Contains(p, "down") || strings.Contains(p, "fail")
-		})
-		if !settling || time.Now().After(deadline) {
+		if lasting || time.Now().After(deadline) {
 			t.Fatalf("nodes changed by the attack:\n%s", strings.Join(problems, "\n"))
 		}
 		time.Sleep(500 * time.Millisecond)
