@@ -5,6 +5,8 @@ package spankelastic
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -33,8 +35,54 @@ func optionEnv(name string) string {
 	return "_SLURM_SPANK_OPTION_elastic_" + strings.ReplaceAll(name, "-", "_")
 }
 
-// requirePlugin fails unless the testbed loads the plugin as a required one: the attacks
-// mean nothing without it.
+// ready is the testbed once it can run the attacks: it loads the plugin as a required one
+// (the attacks mean nothing without it), and quotad has finished a cycle. A fresh testbed's
+// quotad spends its first cycle creating the QOS the pools plugin gives jobs: a job submitted
+// meanwhile gets QOS normal, which alice may not use, and once requeued it stays pending
+// (InvalidQOS).
+func ready(t *testing.T) *testbed.Cluster {
+	t.Helper()
+	c := testbed.Require(t)
+	requirePlugin(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(90*time.Second))
+	defer cancel()
+	for {
+		if quotadCycled(ctx, c) {
+			return c
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("quotad (%s) has not finished a cycle", c.QuotadURL())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// quotadCycled reports whether quotad's metrics show a successful cycle.
+func quotadCycled(ctx context.Context, c *testbed.Cluster) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.QuotadURL(), "/")+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "quotad_last_successful_cycle_timestamp_seconds "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && f > 0
+		}
+	}
+	return false
+}
+
+// requirePlugin fails unless the testbed loads the plugin as a required one.
 func requirePlugin(t *testing.T, c *testbed.Cluster) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(c.Dir, "etc", "plugstack.conf"))
@@ -236,8 +284,7 @@ var hostileEnvs = []struct {
 // and the node's log says what was wrong. Before the plugin's remote callbacks stopped
 // returning errors, the first one drained its node on 22.05.
 func TestAttackSpankOptionsInBatchJobEnvironment(t *testing.T) {
-	c := testbed.Require(t)
-	requirePlugin(t, c)
+	c := ready(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(3*time.Minute))
 	defer cancel()
 	before := nodes(ctx, t, c)
@@ -270,8 +317,7 @@ func TestAttackSpankOptionsInBatchJobEnvironment(t *testing.T) {
 // A user's own ELASTIC_* contract variables do not survive into a job the plugin did not
 // record: its script must not take itself for an elastic main job.
 func TestAttackUserContractVariablesLeaveAPlainJob(t *testing.T) {
-	c := testbed.Require(t)
-	requirePlugin(t, c)
+	c := ready(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(2*time.Minute))
 	defer cancel()
 	before := nodes(ctx, t, c)
@@ -313,8 +359,7 @@ func TestAttackUserContractVariablesLeaveAPlainJob(t *testing.T) {
 // A step srun launches (not a batch step) with the option variables in its environment, and an
 // srun inside salloc's allocation: each completes, and no node changes.
 func TestAttackSpankOptionsInSrunSteps(t *testing.T) {
-	c := testbed.Require(t)
-	requirePlugin(t, c)
+	c := ready(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(3*time.Minute))
 	defer cancel()
 	before := nodes(ctx, t, c)
@@ -345,8 +390,7 @@ func TestAttackSpankOptionsInSrunSteps(t *testing.T) {
 // the user left links to root's files and directories: the job runs again and is recorded
 // again, and root follows none of the links (their targets keep owner and mode).
 func TestAttackRequeuedJobsReportLinksAreNotFollowed(t *testing.T) {
-	c := testbed.Require(t)
-	requirePlugin(t, c)
+	c := ready(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(4*time.Minute))
 	defer cancel()
 	before := nodes(ctx, t, c)
