@@ -25,6 +25,7 @@ var execUsers = map[string]string{
 	"bench/cmd/quotadcost/main.go":                        "the quotad binary it measures",
 	"bench/replay/plot.go":                                "gnuplot, to draw the replay's figures",
 	"cgo-plugins/job_submit_pools/decision_cache_test.go": "the C compiler, to build the decision cache's tests under the sanitizers",
+	"cgo-plugins/spank_elastic/fuzz_test.go":              "clang or gcc, to build the SPANK plugin's fuzz harness under the sanitizers, and the harness",
 	"doctor/plugin_elf_test.go":                           "the C compiler, to build a real shared object for the ELF reader",
 	"elasticd/daemon/life_integration_test.go":            "go build of elasticd, and id(1) for the testbed's user names",
 	"elasticd/python/python_test.go":                      "python3, for the probe library's own tests",
