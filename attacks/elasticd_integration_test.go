@@ -49,7 +49,7 @@ func (a *attack) pinAuth(ctx context.Context, t *testing.T, user, id string, n i
 	if n == 0 {
 		method = http.MethodDelete
 	}
-	return view.AuthScheme + " " + a.credential(ctx, t, user, api.PinPayload(method, api.PinPath(uint32(num), n)))
+	return view.AuthScheme + " " + a.credential(ctx, t, user, api.RequestPayload(method, api.PinPath(uint32(num), n)))
 }
 
 // alice cannot pin or unpin bob's elastic job, with her own credential, one made for quotad,

@@ -67,7 +67,7 @@ func TestAttackQuotadJobExplanations(t *testing.T) {
 	expect(t, "a credential for another job", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodGet, "/api/v1/jobs/1"))), http.StatusUnauthorized, "was made for")
 	expect(t, "a credential for the job list", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodGet, "/api/v1/jobs"))), http.StatusUnauthorized, "was made for")
 	expect(t, "a credential for another method", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodPut, path))), http.StatusUnauthorized, "was made for")
-	expect(t, "a credential made for elasticd", call(ctx, t, http.MethodGet, jobURL, cred("alice", api.PinPayload(http.MethodGet, path))), http.StatusUnauthorized, "was made for")
+	expect(t, "a credential made for elasticd", call(ctx, t, http.MethodGet, jobURL, cred("alice", api.RequestPayload(http.MethodGet, path))), http.StatusUnauthorized, "was made for")
 	expect(t, "a credential naming root in its payload", call(ctx, t, http.MethodGet, jobURL, cred("alice", mine+" uid=0")), http.StatusUnauthorized, "was made for")
 
 	// bob's own credential works once; the same credential a second time (a replay by whoever
