@@ -223,3 +223,26 @@ func chownTo(t *testing.T, path, username string) {
 		t.Fatal(err)
 	}
 }
+
+// userCopy is a copy of the binary at path that the test users can run: the checkout may sit
+// in a directory they cannot enter (a 0700 home, /root).
+func userCopy(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "attack-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

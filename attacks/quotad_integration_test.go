@@ -253,7 +253,7 @@ func TestAttackQuotadManyConnections(t *testing.T) {
 func TestAttackQuotactlSetAsUser(t *testing.T) {
 	a := begin(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	quotactl := filepath.Join(repoRoot(), "bin", "quotactl")
+	quotactl := userCopy(t, filepath.Join(repoRoot(), "bin", "quotactl"))
 	before := a.c.MustRun(ctx, t, quotactl, "export")
 	w := a.c.CaptureWorld(ctx, t, nil, []string{a.c.Vars["SLURMBRIDGE_DB_PASSWORD_FILE"]})
 

@@ -62,9 +62,11 @@ func TestAttackUpdateAndCancelAnotherUsersJob(t *testing.T) {
 	held, running := a.victims(ctx, t)
 	w := a.c.CaptureWorld(ctx, t, []string{held, running}, nil)
 
-	// A QOS change meets the job_submit plugin first on 22.05, which refuses a lending QOS to
-	// anyone but quotad with Slurm's plain "Invalid qos specification".
-	denied := []string{"denied", "not permitted", "Invalid user", "Invalid qos specification"}
+	// 22.05 calls the job_submit plugin before it checks who owns the job (job_mgr.c
+	// _update_job), and its job_modify has no message: a QOS or GPU change meets the plugin's
+	// refusal first, as Slurm's plain "Invalid qos specification" or "Invalid generic resource
+	// (gres) specification".
+	denied := []string{"denied", "not permitted", "Invalid user", "Invalid qos specification", "Invalid generic resource"}
 	for _, id := range []string{held, running} {
 		for _, change := range [][]string{
 			{"partition=a100"}, {"qos=borrow-proj-b"}, {"requeue=0"}, {"timelimit=1"}, {"priority=1"}, {"nice=10000"},
@@ -154,7 +156,16 @@ func TestAttackRequeueOffOnALentJob(t *testing.T) {
 	held, running := a.victims(ctx, t)
 	lent := a.lentJob(ctx, t)
 	w := a.c.CaptureWorld(ctx, t, []string{held, running, lent}, nil)
-	a.refused(ctx, t, "alice", []string{"requeue", "borrow"}, "scontrol", "update", "jobid="+lent, "requeue=0")
+	why := []string{"requeue", "borrow"}
+	release, err := a.c.Release(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !release.ModifyRefusalReachesUser() {
+		// 22.05's job_modify has no message: the user sees the errno of the lending QOS refusal.
+		why = []string{"Invalid qos specification"}
+	}
+	a.refused(ctx, t, "alice", why, "scontrol", "update", "jobid="+lent, "requeue=0")
 	w.AssertUnchanged(ctx, t, a.c)
 }
 

@@ -304,7 +304,7 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		t.Errorf("job %s is in %s after a refused update, want guar-proj-b", held, r.qos)
 	}
 	// job_modify has an err_msg from 23.02 on; 22.05 logs the reason only.
-	if release.AtLeast(23, 2) && !strings.Contains(stderr, "only quotad moves jobs into QOS borrow-proj-b") {
+	if release.ModifyRefusalReachesUser() && !strings.Contains(stderr, "only quotad moves jobs into QOS borrow-proj-b") {
 		t.Errorf("Slurm %s: refusal says %q, want the plugin's reason", release, stderr)
 	}
 	assertNoneKilled(t, c, logStart)

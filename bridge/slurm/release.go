@@ -22,6 +22,10 @@ func (r Release) AtLeast(year, month int) bool {
 // --json` (23.02 on); before, `sinfo --json` listed each node.
 func (r Release) NodesInScontrol() bool { return r.AtLeast(23, 2) }
 
+// ModifyRefusalReachesUser: from 23.02 job_modify has an err_msg, so a job_submit plugin's reason
+// for refusing an update reaches scontrol's user; 22.05 shows only the errno's text.
+func (r Release) ModifyRefusalReachesUser() bool { return r.AtLeast(23, 2) }
+
 // ReconfigureRestarts reports whether `scontrol reconfigure` replaces slurmctld by a new
 // process (fork and exec, 23.11 on), which loads every plugin afresh: a job_submit plugin keeps
 // nothing in memory across it.

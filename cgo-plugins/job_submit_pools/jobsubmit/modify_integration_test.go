@@ -146,7 +146,7 @@ func (a *attack) refusedAs(id, target string, args []string, reason, slurmErr st
 	if !strings.Contains(stderr, slurmErr) {
 		a.t.Errorf("refusal says %q, want Slurm's %q", stderr, slurmErr)
 	}
-	if a.release.AtLeast(23, 2) && !strings.Contains(stderr, reason) {
+	if a.release.ModifyRefusalReachesUser() && !strings.Contains(stderr, reason) {
 		a.t.Errorf("Slurm %s: refusal says %q, want the plugin's reason %q", a.release, stderr, reason)
 	}
 	if log := a.c.CtldLogSince(a.t, a.logStart); !strings.Contains(log, reason) {

@@ -211,7 +211,7 @@ func TestPluginChecksUpdatesOfPendingJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if release.AtLeast(23, 2) && !strings.Contains(stderr, "pool cpu cannot run this job") {
+	if release.ModifyRefusalReachesUser() && !strings.Contains(stderr, "pool cpu cannot run this job") {
 		t.Errorf("Slurm %s: refusal says %q, want the plugin's reason", release, stderr)
 	}
 
