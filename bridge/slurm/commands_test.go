@@ -320,3 +320,17 @@ func TestParseAssociationLimitsOfEachRelease(t *testing.T) {
 		t.Error("a short line is no error")
 	}
 }
+
+// Operators and administrators see every job; any other level, or none, does not.
+func TestUserIsOperator(t *testing.T) {
+	for out, want := range map[string]bool{"Administrator\n": true, "Operator\n": true, "operator\n": true, "None\n": false, "": false} {
+		got, err := NewClient(&scriptRunner{out: out}).UserIsOperator(context.Background(), "alice")
+		if err != nil || got != want {
+			t.Errorf("AdminLevel %q: operator %v, %v; want %v", out, got, err, want)
+		}
+	}
+	fail := &CommandError{Command: "sacctmgr", ExitCode: 1, Stderr: "Problem talking to the database"}
+	if ok, err := NewClient(&scriptRunner{err: fail}).UserIsOperator(context.Background(), "alice"); ok || err == nil {
+		t.Errorf("a failed read: operator %v, %v; want false and the error", ok, err)
+	}
+}

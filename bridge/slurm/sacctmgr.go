@@ -137,6 +137,13 @@ func (c Client) UserAdminLevel(ctx context.Context, user string) (string, error)
 	return strings.TrimSpace(string(out)), nil
 }
 
+// UserIsOperator says whether a user has AdminLevel Operator or Administrator in slurmdbd: the
+// users Slurm shows every job to when PrivateData=jobs is set.
+func (c Client) UserIsOperator(ctx context.Context, user string) (bool, error) {
+	level, err := c.UserAdminLevel(ctx, user)
+	return strings.EqualFold(level, "Operator") || strings.EqualFold(level, "Administrator"), err
+}
+
 // QOSLimits is a QOS's name, its GrpTRES ("gres/gpu=4", "" when none) and the QOS it may
 // preempt ("borrow-proj-a,borrow-proj-c", "" when none), as sacctmgr prints them.
 type QOSLimits struct {

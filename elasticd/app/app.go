@@ -74,17 +74,8 @@ func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
 		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
 			return client.MungeDecode(ctx, socket, cred)
 		},
-		LookupUser: func(uid uint32) (string, error) {
-			u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-			if err != nil {
-				return "", err
-			}
-			return u.Username, nil
-		},
-		IsOperator: func(ctx context.Context, name string) (bool, error) {
-			level, err := client.UserAdminLevel(ctx, name)
-			return strings.EqualFold(level, "Operator") || strings.EqualFold(level, "Administrator"), err
-		},
+		LookupUser: view.UserName,
+		IsOperator: client.UserIsOperator,
 	})
 }
 

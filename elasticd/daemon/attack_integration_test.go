@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -44,17 +43,8 @@ func attackAPI(ctx context.Context, t *testing.T, r *elasticRun) (*httptest.Serv
 		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
 			return client.MungeDecode(ctx, socket, cred)
 		},
-		LookupUser: func(uid uint32) (string, error) {
-			u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-			if err != nil {
-				return "", err
-			}
-			return u.Username, nil
-		},
-		IsOperator: func(ctx context.Context, name string) (bool, error) {
-			level, err := client.UserAdminLevel(ctx, name)
-			return level == "Operator" || level == "Administrator", err
-		},
+		LookupUser: view.UserName,
+		IsOperator: client.UserIsOperator,
 	})
 	srv := httptest.NewServer(r.d.Handler(Access{Callers: auth,
 		Agents: &AgentAuth{Identity: auth.Identity, UIDs: []uint32{slurmUID}, CheckOrigin: true}}))

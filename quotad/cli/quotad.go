@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"os/user"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -112,13 +110,7 @@ func mungeAuth(e *env, socket string) view.MungeAuth {
 		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
 			return e.slurm.MungeDecode(ctx, socket, cred)
 		},
-		LookupUser: func(uid uint32) (string, error) {
-			u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-			if err != nil {
-				return "", err
-			}
-			return u.Username, nil
-		},
+		LookupUser: view.UserName,
 		IsOperator: func(ctx context.Context, name string) (bool, error) {
 			level, err := e.reader.AdminLevel(ctx, name)
 			return level >= slurmdbd.AdminOperator, err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os/user"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +53,16 @@ var ErrBusy = errors.New("busy, retry")
 // Authenticator says who sent a request.
 type Authenticator interface {
 	Caller(r *http.Request) (Caller, error)
+}
+
+// UserName is the name of the user uid, from this host's user database: MungeAuth.LookupUser
+// for the daemons.
+func UserName(uid uint32) (string, error) {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil {
+		return "", err
+	}
+	return u.Username, nil
 }
 
 // MungeAuth authenticates requests by their MUNGE credential.

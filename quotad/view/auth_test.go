@@ -143,3 +143,12 @@ func TestOversizedCredentialIsRefusedWithoutADecode(t *testing.T) {
 		t.Fatalf("oversized credential: %v", err)
 	}
 }
+
+func TestUserNameReadsTheUserDatabase(t *testing.T) {
+	if name, err := UserName(0); err != nil || name != "root" {
+		t.Errorf("uid 0: %q, %v; want root", name, err)
+	}
+	if _, err := UserName(4294967000); err == nil {
+		t.Error("a uid no user has: no error")
+	}
+}
