@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -72,7 +74,7 @@ func ReadPassword(path string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("database password file %s is not a regular file", path)
 	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+	if perm := st.Mode().Perm(); perm&0o077 != 0 && !systemdCredential(path, st) {
 		return "", fmt.Errorf("database password file %s has mode %04o: it must be readable by its owner only (chmod 600 %s)", path, perm, path)
 	}
 	buf := make([]byte, 4096)
@@ -85,6 +87,20 @@ func ReadPassword(path string) (string, error) {
 		return "", fmt.Errorf("database password file %s is empty", path)
 	}
 	return pw, nil
+}
+
+// systemdCredential reports whether path is systemd's private copy of a credential for this
+// service (LoadCredential=, in $CREDENTIALS_DIRECTORY), which systemd 252 writes 0400 owned by
+// the service's user but later releases (262 in Debian sid) 0440 owned by root:root with an ACL
+// for the service: group read is then root's group or the service's own, and the directory is
+// closed to everyone else. Others' bits and group write are refused all the same.
+func systemdCredential(path string, st os.FileInfo) bool {
+	dir := os.Getenv("CREDENTIALS_DIRECTORY")
+	if dir == "" || filepath.Dir(filepath.Clean(path)) != filepath.Clean(dir) || st.Mode().Perm()&0o037 != 0 {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && (sys.Gid == 0 || int(sys.Gid) == os.Getgid())
 }
 
 // Open connects to database name (it must exist) and checks the connection.

@@ -41,7 +41,19 @@ type Facts struct {
 		CommParams string         `yaml:"commParams"`
 		FirstUID   int            `yaml:"firstUID"`
 	} `yaml:"container"`
+	// Site is the site cluster's hosts (site/, make site-up): each a container with systemd,
+	// Slurm's default ports, slurmbridge from its packages; a node's host is named after it.
+	Site   SiteHosts     `yaml:"site"`
 	Quotas QuotaSettings `yaml:"quotas"`
+}
+
+// SiteHosts are the site cluster's hosts other than the nodes: slurmctld's primary and backup
+// (quotad runs on both), the database host (MariaDB and slurmdbd) and the login host where
+// users submit and elasticd runs.
+type SiteHosts struct {
+	Controllers []string `yaml:"controllers"`
+	DB          string   `yaml:"db"`
+	Login       string   `yaml:"login"`
 }
 
 // Project is a Slurm account with its one user and its guaranteed GPUs by type.
@@ -199,6 +211,9 @@ func (f *Facts) validate() error {
 			errs = append(errs, fmt.Errorf("pool %q twice", p.Name))
 		}
 		seen[p.Name] = true
+	}
+	if len(f.Site.Controllers) != 2 || f.Site.DB == "" || f.Site.Login == "" {
+		errs = append(errs, errors.New("site: two controllers (primary and backup), a db host and a login host are needed"))
 	}
 	if f.Container.FirstUID < 1000 {
 		errs = append(errs, errors.New("container: firstUID must be 1000 or more (a user's, not a system account's)"))

@@ -20,7 +20,10 @@ type Site struct {
 	// Container: the container testbed (one container per daemon and node, the facts'
 	// container ports and hosts); otherwise the local testbed on Host's loopback.
 	Container bool
-	Dir       string // TESTBED_DIR
+	// SiteCluster: the site cluster (site/): the facts' site hosts, two slurmctld, Slurm's
+	// default ports and paths; templates from slurm-conf/site where it has its own.
+	SiteCluster bool
+	Dir         string // TESTBED_DIR
 	// Host is the local testbed's host name (hostname -s); CommParams its
 	// CommunicationParameters (testbed.sh knows whether the host name resolves to loopback).
 	Host, CommParams string
@@ -46,7 +49,7 @@ func (f *Facts) Render(templateDir, file string, site Site) ([]byte, error) {
 		if site.Dir == "" {
 			return nil, fmt.Errorf("%s: no testbed directory", file)
 		}
-		if !site.Container && site.Host == "" {
+		if !site.Container && !site.SiteCluster && site.Host == "" {
 			return nil, fmt.Errorf("%s: no host name", file)
 		}
 	}
@@ -74,8 +77,10 @@ func (f *Facts) Render(templateDir, file string, site Site) ([]byte, error) {
 // data is what the templates see.
 type data struct {
 	*Facts
-	Dir                                     string
-	CtldHost, CtldAddr, DbdHost, DbdAddr    string
+	Dir                                  string
+	CtldHost, CtldAddr, DbdHost, DbdAddr string
+	// BackupCtldHost is the site cluster's second slurmctld ("" elsewhere).
+	BackupCtldHost                          string
 	DBHost                                  string
 	CtldPort, DbdPort, DBPort, RdzvPortBase int
 	CommParams, JobSubmitLine, PluginDirs   string
@@ -99,7 +104,17 @@ func (f *Facts) data(site Site) data {
 	d := data{Facts: f, Dir: site.Dir, JobSubmitLine: site.JobSubmitLine,
 		PluginDirs: site.PluginDir + ":" + site.SlurmPluginDir, SpankElasticSO: site.SpankElasticSO,
 		DBPassword: site.DBPassword, GPUFiles: fmt.Sprintf("nvidia[0-%d]", f.GPUsPerNode-1)}
-	if site.Container {
+	if site.SiteCluster {
+		c, h := f.Container, f.Site
+		d.CtldHost, d.CtldAddr, d.BackupCtldHost = h.Controllers[0], h.Controllers[0], h.Controllers[1]
+		d.DbdHost, d.DbdAddr, d.DBHost = h.DB, h.DB, h.DB
+		d.CtldPort, d.DbdPort, d.DBPort, d.RdzvPortBase = c.Ports.Ctld, c.Ports.Dbd, c.Ports.DB, c.Ports.RdzvBase
+		d.CommParams = c.CommParams
+		for _, p := range f.Pools {
+			d.NodeLines = append(d.NodeLines, nodeLine{Pool: p, Hosts: p.HostList(), Hostname: p.HostList(),
+				Addr: p.HostList(), Port: strconv.Itoa(c.Ports.Slurmd)})
+		}
+	} else if site.Container {
 		c := f.Container
 		d.CtldHost, d.CtldAddr, d.DbdHost, d.DbdAddr, d.DBHost = c.Hosts.Ctld, c.Hosts.Ctld, c.Hosts.Dbd, c.Hosts.Dbd, c.Hosts.DB
 		d.CtldPort, d.DbdPort, d.DBPort, d.RdzvPortBase = c.Ports.Ctld, c.Ports.Dbd, c.Ports.DB, c.Ports.RdzvBase

@@ -41,6 +41,8 @@ func (f *Facts) WriteShell(w io.Writer) error {
 		fmt.Sprintf("FACT_CONTAINER_QUOTAD_PORT=%d FACT_CONTAINER_ELASTICD_PORT=%d", c.Quotad, c.Elasticd),
 		"FACT_CONTAINER_DB_HOST=" + shellQuote(f.Container.Hosts.DB),
 		fmt.Sprintf("FACT_CONTAINER_FIRST_UID=%d", f.Container.FirstUID),
+		"SITE_CONTROLLERS=(" + shellWords(f.Site.Controllers) + ")",
+		"SITE_DB=" + shellQuote(f.Site.DB) + " SITE_LOGIN=" + shellQuote(f.Site.Login),
 		fmt.Sprintf("FACT_QUOTA_PREEMPT_EXEMPT_SECONDS=%d", int64(exempt/time.Second)),
 	}
 	_, err = io.WriteString(w, strings.Join(lines, "\n")+"\n")

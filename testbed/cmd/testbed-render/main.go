@@ -63,6 +63,8 @@ func run(args []string) error {
 		var passwordFile string
 		out := fs.String("out", "", "the directory to write the files to")
 		fs.BoolVar(&site.Container, "container", false, "the container testbed (else the local one)")
+		fs.BoolVar(&site.SiteCluster, "site", false, "the site cluster (site/)")
+		templates := fs.String("templates", "", "the templates' directory (default: the facts file's)")
 		fs.StringVar(&site.Dir, "dir", "", "TESTBED_DIR")
 		fs.StringVar(&site.Host, "host", "", "local: this host's short name")
 		fs.StringVar(&site.CommParams, "comm-params", "", "local: slurm.conf's CommunicationParameters")
@@ -93,8 +95,12 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+		dir := *templates
+		if dir == "" {
+			dir = filepath.Dir(*factsFile)
+		}
 		for _, name := range fs.Args() {
-			text, err := f.Render(filepath.Dir(*factsFile), name, site)
+			text, err := f.Render(dir, name, site)
 			if err != nil {
 				return err
 			}
