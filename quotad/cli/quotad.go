@@ -25,6 +25,7 @@ func QuotadApp() *ucli.App {
 		Usage: "guaranteed GPU quotas with borrowing on Slurm: keeps QOS in line with the quota table, lends idle GPUs, returns borrowers",
 		Flags: append(dbFlags(),
 			&ucli.DurationFlag{Name: "interval", Usage: "time between cycles", Value: daemon.DefaultInterval, EnvVars: []string{"QUOTAD_INTERVAL"}},
+			&ucli.DurationFlag{Name: "lease-timeout", Usage: "MariaDB frees the active quotad's lease after it has been silent this long: how soon a standby takes over from a quotad cut off from the database (default: 3 intervals, at least 15s)", EnvVars: []string{"QUOTAD_LEASE_TIMEOUT"}},
 			&ucli.BoolFlag{Name: "dry-run", Usage: "print each cycle's plan and change nothing"},
 			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
@@ -54,7 +55,14 @@ func runQuotad(c *ucli.Context) error {
 	defer e.Close()
 	host, _ := os.Hostname()
 	m := daemon.NewMetrics()
-	lease := &daemon.DBLease{DB: e.quotaDB}
+	leaseTimeout := c.Duration("lease-timeout")
+	if leaseTimeout == 0 {
+		leaseTimeout = daemon.LeaseIdleTimeoutFor(interval(c))
+	}
+	if leaseTimeout <= interval(c) {
+		return fmt.Errorf("--lease-timeout %s must be longer than --interval %s: the active quotad would lose its lease between cycles", leaseTimeout, interval(c))
+	}
+	lease := &daemon.DBLease{DB: e.quotaDB, IdleTimeout: leaseTimeout}
 	d := &daemon.Daemon{
 		Config:    e.store,
 		Snapshots: e.builder,
