@@ -223,3 +223,18 @@ testbed-docker-state:
 
 testbed-docker-shell:
 	@$(DOCKER_TESTBED) shell alice
+
+# The site cluster (site/site.sh): slurmbridge from its packages on hosts with systemd as PID 1,
+# two controllers, a database host, a login host and a host per node; the fault suite against it.
+SITE_RELEASE = $(if $(SLURM_RELEASE),$(SLURM_RELEASE),$(shell bash testbed/release.sh host))
+.PHONY: site-up site-down site-status site-logs site-test
+site-up:
+	@bash site/site.sh up $(SITE_RELEASE)
+site-down:
+	@bash site/site.sh down $(SITE_RELEASE)
+site-status:
+	@bash site/site.sh status $(SITE_RELEASE)
+site-logs:
+	@bash site/site.sh logs $(SITE_RELEASE)
+site-test:
+	SLURM_RELEASE=$(SITE_RELEASE) $(GO) test -count=1 -tags site -timeout 40m -v ./site/sitetest/

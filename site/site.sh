@@ -88,9 +88,13 @@ build_debs() {
 	fi
 	rm -rf "$DIST"
 	install -d "$DIST"
-	local t0=$SECONDS
+	local t0=$SECONDS version
+	# The tree goes into the build container without .git: its version is named here.
+	version=0.1.0~git$(git -C "$REPO_ROOT" log -1 --format=%cd --date=format:%Y%m%d%H%M).$(git -C "$REPO_ROOT" rev-parse --short HEAD)
+	git -C "$REPO_ROOT" diff --quiet HEAD 2>/dev/null || version+=.dirty
 	CONTAINER_OUT=$DIST bash "$REPO_ROOT/testbed/container.sh" "$RELEASE" \
-		bash -c 'make -s deb >/dev/null && cp dist/slurmbridge-*.deb /out/' || die "make deb for Slurm $RELEASE failed"
+		env SLURMBRIDGE_VERSION="$version" bash -c 'make -s deb >/dev/null && cp dist/slurmbridge-*.deb /out/' ||
+		die "make deb for Slurm $RELEASE failed"
 	say "packages for Slurm $RELEASE in $((SECONDS - t0))s: $(cd "$DIST" && ls | tr '\n' ' ')"
 }
 
