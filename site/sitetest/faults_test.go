@@ -32,6 +32,14 @@ func startLoad(t *testing.T, s *Site) *load {
 	t.Helper()
 	l := &load{}
 	login := s.Facts.Site.Login
+	// From an empty queue: an earlier run's jobs would hold the GPUs this load counts on.
+	for _, p := range s.Facts.Projects {
+		s.Must(t, login, "scancel", "--user="+p.User)
+	}
+	WaitFor(t, "an empty queue", time.Minute, func() bool {
+		q, ok := s.Queue()
+		return ok && len(q) == 0
+	})
 	for i := 0; i < 6; i++ {
 		l.bob = append(l.bob, s.Submit(t, "bob", "-p", "a100", "--gres=gpu:a100:1", "--requeue", "-J", "bob-load", "--wrap", "sleep 7200"))
 	}
@@ -52,9 +60,10 @@ func startLoad(t *testing.T, s *Site) *load {
 		}
 		return guar == 4 && borrowed == 2
 	})
-	// The shipped example, from the package's examples, run from a directory laid out as the
-	// script expects (elasticd/examples beside the submit directory).
-	if out, err := s.As("alice", login, "bash", "-c", "rm -rf ~/elastic && mkdir -p ~/elastic/elasticd && cp -r /usr/share/doc/slurmbridge-node/examples ~/elastic/elasticd/examples"); err != nil {
+	// The shipped example as the package installs it, reached from a directory laid out as the
+	// script expects (elasticd/examples under the submit directory); the helper module it
+	// imports is found beside the examples' real place (the package's python/).
+	if out, err := s.As("alice", login, "bash", "-c", "rm -rf ~/elastic && mkdir -p ~/elastic/elasticd && ln -s /usr/share/doc/slurmbridge-node/examples ~/elastic/elasticd/examples"); err != nil {
 		t.Fatalf("copying the examples: %v: %s", err, out)
 	}
 	out, err := s.As("alice", login, "bash", "-c", "cd ~/elastic && sbatch --parsable -p a100 --gres=gpu:a100:1 --output=$HOME/elastic-%j.out elasticd/examples/synthetic.sbatch")
