@@ -33,11 +33,13 @@ var execUsers = map[string]string{
 	"quotad/page_integration_test.go":                     "chromium, to render the cluster page",
 	"quotad/quotactl_integration_test.go":                 "the quotactl binary under test",
 	"quotad/quotad_integration_test.go":                   "go build of quotad and quotactl, and the binaries under test",
+	"site/sitetest/site.go":                               "docker, to run commands on the site cluster's hosts and to kill and start them",
 }
 
-// harnessDirs drive Slurm on purpose: the adapter itself, the testbed harness, and the
-// benchmarks, which set up the testbed through the harness as the integration tests do.
-var harnessDirs = []string{"bridge/slurm/", "bridge/testbed/", "bench/"}
+// harnessDirs drive Slurm on purpose: the adapter itself, the testbed harness, the
+// benchmarks, which set up the testbed through the harness as the integration tests do, and the
+// site cluster's fault suite, which acts as a site's admin and users on each host.
+var harnessDirs = []string{"bridge/slurm/", "bridge/testbed/", "bench/", "site/sitetest/"}
 
 // TestSlurmCommandsRunOnlyThroughTheAdapter fails when a file outside the list above starts
 // processes (os/exec, os.StartProcess, syscall's exec and fork), when any file but the adapter
