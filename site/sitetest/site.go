@@ -157,13 +157,14 @@ func (s *Site) Ended(t *testing.T, ids []string) map[string][]string {
 	return states
 }
 
-// Controllers answers which slurmctld is in control now, by scontrol ping from the login host.
+// ctldUp finds an answering slurmctld in scontrol ping's "Slurmctld(primary) at ctl1 is UP" /
+// "Slurmctld(backup) at ctl2 is UP"; the first UP one is the one commands reach.
+var ctldUp = regexp.MustCompile(`at (\S+) is UP`)
+
+// InControl answers which slurmctld is in control now, by scontrol ping from the login host.
 func (s *Site) InControl() string {
 	out, _ := s.Exec(s.Facts.Site.Login, "scontrol", "ping")
-	// "Slurmctld(primary) at ctl1 is UP" / "Slurmctld(backup) at ctl2 is UP"; 24.11 on add a
-	// "*" or list several lines; the first UP one is the one commands reach.
-	re := regexp.MustCompile(`at (\S+) is UP`)
-	if m := re.FindStringSubmatch(out); m != nil {
+	if m := ctldUp.FindStringSubmatch(out); m != nil {
 		return m[1]
 	}
 	return ""

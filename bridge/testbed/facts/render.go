@@ -104,19 +104,15 @@ func (f *Facts) data(site Site) data {
 	d := data{Facts: f, Dir: site.Dir, JobSubmitLine: site.JobSubmitLine,
 		PluginDirs: site.PluginDir + ":" + site.SlurmPluginDir, SpankElasticSO: site.SpankElasticSO,
 		DBPassword: site.DBPassword, GPUFiles: fmt.Sprintf("nvidia[0-%d]", f.GPUsPerNode-1)}
-	if site.SiteCluster {
-		c, h := f.Container, f.Site
-		d.CtldHost, d.CtldAddr, d.BackupCtldHost = h.Controllers[0], h.Controllers[0], h.Controllers[1]
-		d.DbdHost, d.DbdAddr, d.DBHost = h.DB, h.DB, h.DB
-		d.CtldPort, d.DbdPort, d.DBPort, d.RdzvPortBase = c.Ports.Ctld, c.Ports.Dbd, c.Ports.DB, c.Ports.RdzvBase
-		d.CommParams = c.CommParams
-		for _, p := range f.Pools {
-			d.NodeLines = append(d.NodeLines, nodeLine{Pool: p, Hosts: p.HostList(), Hostname: p.HostList(),
-				Addr: p.HostList(), Port: strconv.Itoa(c.Ports.Slurmd)})
-		}
-	} else if site.Container {
+	if site.Container || site.SiteCluster {
+		// Both are networks of hosts on Slurm's default ports; they differ in the hosts' names.
 		c := f.Container
 		d.CtldHost, d.CtldAddr, d.DbdHost, d.DbdAddr, d.DBHost = c.Hosts.Ctld, c.Hosts.Ctld, c.Hosts.Dbd, c.Hosts.Dbd, c.Hosts.DB
+		if site.SiteCluster {
+			h := f.Site
+			d.CtldHost, d.CtldAddr, d.BackupCtldHost = h.Controllers[0], h.Controllers[0], h.Controllers[1]
+			d.DbdHost, d.DbdAddr, d.DBHost = h.DB, h.DB, h.DB
+		}
 		d.CtldPort, d.DbdPort, d.DBPort, d.RdzvPortBase = c.Ports.Ctld, c.Ports.Dbd, c.Ports.DB, c.Ports.RdzvBase
 		d.CommParams = c.CommParams
 		// One container per node, named after it: its host name and address are its name.
