@@ -17,7 +17,8 @@
 # site-down, site-status, site-logs, site-test, site-demo (SLURM_RELEASE=...).
 #
 # Environment: SITE_DEBS (a directory holding the two .debs to install instead of building
-# them: an upgrade test installs an older build this way), DEBIAN_MIRROR.
+# them: an upgrade test installs an older build this way), SITE_SUBNET (the network's first
+# three octets, 172.31.<major> by default), DEBIAN_MIRROR.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,6 +44,19 @@ facts=$(cd "$REPO_ROOT" && go run -buildvcs=false ./testbed/cmd/testbed-render s
 eval "$facts"
 CONTROLLERS=("${SITE_CONTROLLERS[@]}")
 HOSTS=("$SITE_DB" "${CONTROLLERS[@]}" "$SITE_LOGIN" "${NODES[@]}")
+
+# Each host has a fixed address, listed in every host's /etc/hosts as a site's DNS or hosts
+# file would: Docker's own DNS forgets a stopped container's name, and a killed controller
+# must still resolve, or every Slurm command on the backup fails on the dead primary's name.
+SUBNET=${SITE_SUBNET:-172.31.${RELEASE%%.*}}
+[[ $SUBNET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "SITE_SUBNET=$SUBNET: three octets, such as 172.31.26"
+address() {
+	local i
+	for i in "${!HOSTS[@]}"; do
+		[ "${HOSTS[$i]}" != "$1" ] || { echo "$SUBNET.$((10 + i))"; return; }
+	done
+	die "no host $1"
+}
 
 container() { echo "$PREFIX-$1"; }
 # on HOST CMD...: a command on a host as root, its output here.
@@ -116,18 +130,26 @@ stage() {
 }
 
 start_hosts() {
-	docker network inspect "$NETWORK" >/dev/null 2>&1 || docker network create "$NETWORK" >/dev/null
-	local host args
+	docker network inspect "$NETWORK" >/dev/null 2>&1 ||
+		docker network create --subnet "$SUBNET.0/24" "$NETWORK" >/dev/null ||
+		die "cannot create network $NETWORK on $SUBNET.0/24 (taken? set SITE_SUBNET)"
+	local host args hosts=()
+	for host in "${HOSTS[@]}"; do hosts+=(--add-host "$host:$(address "$host")"); done
 	for host in "${HOSTS[@]}"; do
-		args=(-d --name "$(container "$host")" --hostname "$host" --network "$NETWORK" --network-alias "$host"
+		args=(-d --name "$(container "$host")" --hostname "$host" --network "$NETWORK" --ip "$(address "$host")" "${hosts[@]}"
 			# systemd as PID 1 (site/entrypoint.sh): its own mounts and cgroup2 subtree;
 			# slurmd (24.11 on) clones namespaces; the fault suite cuts links with iptables.
 			--cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined
 			--cgroupns private --tmpfs /run:exec --tmpfs /run/lock --tmpfs /tmp:exec,mode=1777
 			-e container=docker
 			-v "$PREFIX-home:/home")
+		# Filesystems of their own, small, where the fault suite fills a disk: the journal
+		# (quotad's log) on the controllers, MariaDB's data (quotad's state) on the database
+		# host. tmpfs: this Docker has no loop devices; the database host is never killed.
 		case $(role "$host") in
-		controller) args+=(-v "$PREFIX-ctld-state:/var/spool/slurmctld") ;;
+		controller) args+=(-v "$PREFIX-ctld-state:/var/spool/slurmctld"
+			--mount type=tmpfs,destination=/var/log/journal,tmpfs-size=64m,tmpfs-mode=2755) ;;
+		db) args+=(--mount type=tmpfs,destination=/var/lib/mysql,tmpfs-size=512m,tmpfs-mode=0755) ;;
 		login | node) args+=(-v "$PREFIX-elastic:/var/spool/slurmbridge/elastic") ;;
 		esac
 		docker run "${args[@]}" "$IMAGE" >/dev/null || die "cannot start host $host"

@@ -50,6 +50,11 @@ common() {
 }
 
 db() {
+	# MariaDB's data directory is a filesystem of its own (site.sh): empty at first boot.
+	if [ ! -d /var/lib/mysql/mysql ]; then
+		chown mysql:mysql /var/lib/mysql
+		mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null || die "mariadb-install-db failed"
+	fi
 	systemctl enable --now mariadb.service
 	wait_for 60 "MariaDB" mysqladmin ping
 	local pw

@@ -26,6 +26,8 @@ type Site struct {
 	Release string
 	Facts   *facts.Facts
 	prefix  string
+	// interval is quotad's cycle as the site set it (QUOTAD_INTERVAL in quotad.env).
+	interval time.Duration
 }
 
 // Require finds the site cluster of $SLURM_RELEASE that `make site-up` brought up. There is no
@@ -44,8 +46,15 @@ func Require(t *testing.T) *Site {
 	if out, err := s.Exec(f.Site.Login, "systemctl", "is-system-running"); err != nil && !strings.Contains(out, "degraded") {
 		t.Fatalf("no site cluster of Slurm %s answers (%v: %s): make site-up SLURM_RELEASE=%s", release, err, out, release)
 	}
+	env := s.Must(t, f.Site.Controllers[0], "sh", "-c", `. /etc/slurmbridge/quotad.env && echo "$QUOTAD_INTERVAL"`)
+	if s.interval, err = time.ParseDuration(env); err != nil {
+		t.Fatalf("QUOTAD_INTERVAL in %s's quotad.env: %v", f.Site.Controllers[0], err)
+	}
 	return s
 }
+
+// QuotadInterval is quotad's cycle on the site.
+func (s *Site) QuotadInterval() time.Duration { return s.interval }
 
 // Container is the Docker container of host.
 func (s *Site) Container(host string) string { return s.prefix + "-" + host }
