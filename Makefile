@@ -227,7 +227,7 @@ testbed-docker-shell:
 # The site cluster (site/site.sh): slurmbridge from its packages on hosts with systemd as PID 1,
 # two controllers, a database host, a login host and a host per node; the fault suite against it.
 SITE_RELEASE = $(if $(SLURM_RELEASE),$(SLURM_RELEASE),$(shell bash testbed/release.sh host))
-.PHONY: site-up site-down site-status site-logs site-test
+.PHONY: site-up site-down site-status site-logs site-test site-upgrade-test
 site-up:
 	@bash site/site.sh up $(SITE_RELEASE)
 site-down:
@@ -236,5 +236,14 @@ site-status:
 	@bash site/site.sh status $(SITE_RELEASE)
 site-logs:
 	@bash site/site.sh logs $(SITE_RELEASE)
+# Against the running site: elastic jobs across hosts, then the faults.
 site-test:
-	SLURM_RELEASE=$(SITE_RELEASE) $(GO) test -count=1 -tags site -timeout 40m -v ./site/sitetest/
+	SLURM_RELEASE=$(SITE_RELEASE) $(GO) test -count=1 -tags site -timeout 40m -v -run 'TestElasticAcrossHosts|TestFaults' ./site/sitetest/
+# A new site from the previous release's packages (site/previous-release), upgraded under load
+# to this tree's and rolled back.
+site-upgrade-test:
+	@bash site/site.sh previous-debs $(SITE_RELEASE)
+	@bash site/site.sh debs $(SITE_RELEASE)
+	@SITE_DEBS=site/.dist-previous/$(SITE_RELEASE) bash site/site.sh up $(SITE_RELEASE)
+	SLURM_RELEASE=$(SITE_RELEASE) SITE_UPGRADE_FROM=$(CURDIR)/site/.dist-previous/$(SITE_RELEASE) SITE_UPGRADE_TO=$(CURDIR)/site/.dist/$(SITE_RELEASE) \
+		$(GO) test -count=1 -tags site -timeout 30m -v -run TestUpgradeSlurmbridge ./site/sitetest/

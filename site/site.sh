@@ -9,6 +9,8 @@
 #   site/site.sh status RELEASE        the hosts and their units, sinfo, squeue
 #   site/site.sh logs RELEASE          every host's failed units and Slurm's and slurmbridge's journals
 #   site/site.sh debs RELEASE          only build the packages into site/.dist/RELEASE
+#   site/site.sh previous-debs RELEASE the previous release's packages (site/previous-release
+#                                      names its commit) into site/.dist-previous/RELEASE
 #   site/site.sh images RELEASE        only build the images
 #
 # Hosts come from slurm-conf/testbed/facts.yaml (site: and pools:): ctl1 and ctl2 (slurmctld
@@ -110,6 +112,26 @@ build_debs() {
 		env SLURMBRIDGE_VERSION="$version" bash -c 'make -s deb >/dev/null && cp dist/slurmbridge-*.deb /out/' ||
 		die "make deb for Slurm $RELEASE failed"
 	say "packages for Slurm $RELEASE in $((SECONDS - t0))s: $(cd "$DIST" && ls | tr '\n' ' ')"
+}
+
+# The previous release's packages, built by that commit's own site.sh in a worktree of it: what
+# the upgrade test installs first.
+previous_debs() {
+	local commit tree out=$HERE/.dist-previous/$RELEASE
+	commit=$(awk '!/^#/ && NF {print $1; exit}' "$HERE/previous-release")
+	git -C "$REPO_ROOT" cat-file -e "$commit^{commit}" 2>/dev/null ||
+		die "the previous release $commit is not in this clone's history (a shallow clone? git fetch --unshallow)"
+	tree=$HERE/.previous/$commit
+	if [ ! -e "$tree/.git" ]; then
+		rm -rf "$tree"
+		git -C "$REPO_ROOT" worktree prune
+		git -C "$REPO_ROOT" worktree add --detach "$tree" "$commit" >/dev/null || die "cannot check out $commit"
+	fi
+	bash "$tree/site/site.sh" debs "$RELEASE" || die "building the previous release's packages failed"
+	rm -rf "$out"
+	install -d "$out"
+	cp "$tree/site/.dist/$RELEASE"/slurmbridge-*.deb "$out/"
+	say "previous release ($commit) for Slurm $RELEASE: $(cd "$out" && ls | tr '\n' ' ')"
 }
 
 # What each host gets from here besides the packages: the site's own Slurm configuration
@@ -293,6 +315,7 @@ up) up ;;
 down) need_root_and_docker; down ;;
 images) need_root_and_docker; build_images ;;
 debs) need_root_and_docker; build_debs ;;
+previous-debs) need_root_and_docker; previous_debs ;;
 status) status ;;
 logs) logs ;;
 exec)
@@ -303,5 +326,5 @@ exec)
 	if [ "$1" = -u ]; then user=(-u "$2"); shift 2; fi
 	exec docker exec -i "${user[@]}" "$(container "$host")" "$@"
 	;;
-*) die "unknown command $CMD: up, down, exec, status, logs, debs, images" ;;
+*) die "unknown command $CMD: up, down, exec, status, logs, debs, previous-debs, images" ;;
 esac

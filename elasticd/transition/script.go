@@ -34,9 +34,15 @@ func Script(examplesDir, traceDir, elastic, pool string, l Launcher) (string, er
 	if err != nil {
 		return "", err
 	}
+	return Render(string(sbatch), examplesDir, traceDir, elastic, pool, l)
+}
+
+// Render is Script for a torchrun.sbatch read elsewhere (from an installed package on another
+// host), with examplesDir where its helpers are on the hosts that run the job.
+func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher) (string, error) {
 	var b strings.Builder
 	b.WriteString("#!/bin/bash\n#SBATCH --elastic=" + elastic + "\n#SBATCH --elastic-pools=" + pool + "\n")
-	for _, line := range strings.Split(string(sbatch), "\n") {
+	for _, line := range strings.Split(sbatch, "\n") {
 		if strings.HasPrefix(line, "#") {
 			continue // the example's own #SBATCH lines and comments
 		}

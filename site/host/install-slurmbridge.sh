@@ -16,6 +16,7 @@
 #   install-slurmbridge.sh elasticd                    Nodes, step 2
 #   install-slurmbridge.sh elasticd-agent ELASTICD_HOST  Nodes, step 3
 #   install-slurmbridge.sh doctor                      Check: slurmbridge-doctor
+#   install-slurmbridge.sh upgrade controller|node DIR  Upgrade slurmbridge (or roll back) to DIR's package
 set -euo pipefail
 SITE=/srv/site
 . "$SITE/facts.sh"
@@ -168,6 +169,20 @@ elasticd_agent() {
 	say "elasticd-agent active"
 }
 
+# "Upgrade slurmbridge": the host's package from DIR, newer or older (a roll back is the same
+# step); a controller's slurmctld restarts to load the new plugin.
+upgrade() {
+	local role=$1 dir=$2 deb
+	deb=$(ls "$dir"/slurmbridge-"$role"_*.deb) || die "no slurmbridge-$role package in $dir"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --allow-downgrades "$deb" >/dev/null ||
+		die "apt-get install $deb failed"
+	if [ "$role" = controller ]; then
+		systemctl restart slurmctld
+		systemctl is-active --quiet slurmctld || die "slurmctld did not start again: $(journalctl -u slurmctld -n 5 --no-pager -o cat)"
+	fi
+	say "slurmbridge-$role $(dpkg-query -W -f '${Version}' "slurmbridge-$role")"
+}
+
 doctor() {
 	set -a
 	. /etc/slurmbridge/quotad.env
@@ -189,5 +204,6 @@ plugstack) plugstack ;;
 elasticd) elasticd ;;
 elasticd-agent) elasticd_agent "$@" ;;
 doctor) doctor ;;
+upgrade) upgrade "$@" ;;
 *) die "unknown step '$step' (see the header)" ;;
 esac

@@ -78,6 +78,16 @@ func (s *Site) As(user, host string, args ...string) (string, error) {
 	return strings.TrimSpace(out.String()), err
 }
 
+// WriteAs writes a file as user on host, as the user's editor would.
+func (s *Site) WriteAs(t *testing.T, user, host, path, content string) {
+	t.Helper()
+	cmd := exec.Command("docker", "exec", "-i", "-u", user, s.Container(host), "sh", "-c", `cat >"$1"`, "sh", path)
+	cmd.Stdin = strings.NewReader(content)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("writing %s as %s on %s: %v: %s", path, user, host, err, out)
+	}
+}
+
 // Must is Exec that fails the test on an error.
 func (s *Site) Must(t *testing.T, host string, args ...string) string {
 	t.Helper()

@@ -1,0 +1,146 @@
+//go:build site
+
+package sitetest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUpgradeSlurmbridge upgrades a site running the previous release's packages to this tree's
+// under load, by docs/operations.md's "Upgrade slurmbridge", then rolls it back by "Roll back":
+// after each, no job lost or killed, the borrowed and guaranteed jobs still running in the QOS
+// they ran in, the elastic job still running with the same workers, one quotad acting, doctor
+// clean. make site-upgrade-test brings the site up with the previous packages and runs it.
+func TestUpgradeSlurmbridge(t *testing.T) {
+	from, to := os.Getenv("SITE_UPGRADE_FROM"), os.Getenv("SITE_UPGRADE_TO")
+	if from == "" || to == "" {
+		t.Fatal("SITE_UPGRADE_FROM and SITE_UPGRADE_TO name the directories of the old and new packages: run make site-upgrade-test")
+	}
+	s := Require(t)
+	fromVersion, toVersion := debVersion(t, from), debVersion(t, to)
+	for _, h := range s.hosts() {
+		if got := s.installedVersion(t, h); got != fromVersion {
+			t.Fatalf("%s runs slurmbridge %s, not the previous release %s: bring the site up with SITE_DEBS=%s", h, got, fromVersion, from)
+		}
+	}
+	l := startLoad(t, s)
+	before := s.loadState(t, l)
+	t.Logf("load before the upgrade: %s", before)
+
+	for _, step := range []struct {
+		name, dir, version string
+	}{
+		{"upgrade", to, toVersion},
+		{"roll back", from, fromVersion},
+	} {
+		t0 := time.Now()
+		s.installPackages(t, step.name, step.dir)
+		for _, h := range s.hosts() {
+			if got := s.installedVersion(t, h); got != step.version {
+				t.Errorf("%s: %s left slurmbridge %s, want %s", step.name, h, got, step.version)
+			}
+		}
+		took := time.Since(t0)
+		whole := WaitFor(t, "the cluster whole after the "+step.name, 2*time.Minute, func() bool { return s.whole(l) == "" })
+		lost, killed := s.check(t, l)
+		if after := s.loadState(t, l); after != before {
+			t.Errorf("%s changed the running load:\nbefore %s\nafter  %s", step.name, before, after)
+		}
+		for _, c := range s.Facts.Site.Controllers {
+			s.Must(t, c, "bash", "/srv/site/install-slurmbridge.sh", "doctor")
+		}
+		t.Logf("%s to %s: %s on every host, whole %s later, lost %d, killed %d", step.name, step.version,
+			took.Round(time.Second), whole.Round(time.Second), lost, killed)
+	}
+	doubleActions(t, s.Audit(t, s.Facts.Site.Controllers[0]))
+}
+
+// installPackages runs docs/operations.md's package steps on every host: the standby controller
+// first, then the active one (each restarts its quotad and slurmctld), then the login and
+// compute hosts (the package restarts elasticd and the agent where they run).
+func (s *Site) installPackages(t *testing.T, label, dir string) {
+	t.Helper()
+	ctl := slices.Clone(s.Facts.Site.Controllers)
+	if held := s.LeaseHolders(); len(held) == 1 && held[0] == ctl[0] {
+		ctl[0], ctl[1] = ctl[1], ctl[0]
+	}
+	dest := "/srv/site/" + strings.ReplaceAll(label, " ", "-")
+	for _, h := range s.hosts() {
+		s.Must(t, h, "install", "-d", "-m", "0700", dest)
+		for _, deb := range debs(t, dir) {
+			if out, err := Docker("cp", deb, s.Container(h)+":"+dest+"/"); err != nil {
+				t.Fatalf("docker cp %s to %s: %v: %s", deb, h, err, out)
+			}
+		}
+	}
+	for _, h := range ctl {
+		s.Must(t, h, "bash", "/srv/site/install-slurmbridge.sh", "upgrade", "controller", dest)
+	}
+	for _, h := range s.hosts() {
+		if !slices.Contains(ctl, h) {
+			s.Must(t, h, "bash", "/srv/site/install-slurmbridge.sh", "upgrade", "node", dest)
+		}
+	}
+}
+
+// loadState is what must survive an upgrade: each user job's state and QOS, and the elastic
+// job's running workers.
+func (s *Site) loadState(t *testing.T, l *load) string {
+	t.Helper()
+	q, ok := s.Queue()
+	if !ok {
+		t.Fatal("squeue failed")
+	}
+	var parts []string
+	for _, id := range l.userJobs {
+		parts = append(parts, fmt.Sprintf("%s:%s/%s", id, q[id].State, q[id].QOS))
+	}
+	var w []string
+	for _, j := range workers(q, l.elastic, "RUNNING") {
+		w = append(w, j.ID)
+	}
+	sort.Strings(w)
+	return strings.Join(parts, " ") + " workers:" + strings.Join(w, ",")
+}
+
+// hosts are the hosts with a slurmbridge package: controllers, login and compute hosts.
+func (s *Site) hosts() []string {
+	return slices.Concat(s.Facts.Site.Controllers, []string{s.Facts.Site.Login}, s.Facts.NodeNames())
+}
+
+func (s *Site) installedVersion(t *testing.T, host string) string {
+	t.Helper()
+	pkg := "slurmbridge-node"
+	if slices.Contains(s.Facts.Site.Controllers, host) {
+		pkg = "slurmbridge-controller"
+	}
+	return s.Must(t, host, "dpkg-query", "-W", "-f", "${Version}", pkg)
+}
+
+func debs(t *testing.T, dir string) []string {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(dir, "slurmbridge-*.deb"))
+	if len(paths) != 2 {
+		t.Fatalf("%s holds %d slurmbridge packages, want the controller's and the node's", dir, len(paths))
+	}
+	return paths
+}
+
+// debVersion is the version in a directory's package names (slurmbridge-node_VERSION_amd64.deb).
+func debVersion(t *testing.T, dir string) string {
+	t.Helper()
+	for _, p := range debs(t, dir) {
+		if name := filepath.Base(p); strings.HasPrefix(name, "slurmbridge-node_") {
+			return strings.Split(name, "_")[1]
+		}
+	}
+	t.Fatalf("no slurmbridge-node package in %s", dir)
+	return ""
+}
