@@ -17,8 +17,11 @@ mkdir -p "$cg"
 echo $$ >"$cg/cgroup.procs"
 umount "$tmp"
 rmdir "$tmp"
-# No --fork: exec keeps PID 1, which systemd must be.
-exec unshare --cgroup --mount /bin/sh -c '
+# No --fork: exec keeps PID 1, which systemd must be. Mounts propagate shared, as systemd
+# leaves them on a real host: systemd 257 mounts a unit's credentials (LoadCredential=) in a
+# child namespace and moves them to /run/credentials, where PID 1 sees them only through
+# shared propagation (with Docker's private mounts quotad found no password there).
+exec unshare --cgroup --mount --propagation shared /bin/sh -c '
 	umount -R /sys/fs/cgroup 2>/dev/null || umount -l /sys/fs/cgroup 2>/dev/null || true
 	mount -t cgroup2 -o rw,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
 	exec /sbin/init "$@"' /sbin/init "$@"
