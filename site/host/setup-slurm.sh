@@ -39,12 +39,13 @@ common() {
 	install -m 0644 "$SITE/slurm.conf" "$SITE/gres.conf" /etc/slurm/
 	# systemd has a cgroup2 tree of its own here while the kernel's v1 hierarchies stay
 	# visible in /proc/self/cgroup, which slurmd from 23.02 calls "hybrid" and refuses even with
-	# cgroup-free plugins; it may be told to load no cgroup plugin (unknown to 22.05).
-	local version
+	# cgroup-free plugins; it may be told to load no cgroup plugin. 22.05 has no "disabled" but
+	# refuses hybrid only when it autodetects: named, cgroup/v1 loads and is never used
+	# (proctrack/linuxproc, task/none).
+	local version plugin=disabled
 	version=$(slurmd -V | awk '{print $2}')
-	if [ "$(printf '%s\n' 23.02 "$version" | sort -V | head -n1)" = 23.02 ]; then
-		printf '# The site cluster: no cgroup plugin (site/host/setup-slurm.sh says why).\nCgroupPlugin=disabled\n' >/etc/slurm/cgroup.conf
-	fi
+	[ "$(printf '%s\n' 23.02 "$version" | sort -V | head -n1)" = 23.02 ] || plugin=cgroup/v1
+	printf '# The site cluster: no cgroup plugin in use (site/host/setup-slurm.sh says why).\nCgroupPlugin=%s\n' "$plugin" >/etc/slurm/cgroup.conf
 	install -d -m 0755 -o slurm -g slurm /var/log/slurm
 	wait_for 20 "munged" munge -n
 }

@@ -31,6 +31,21 @@ func TestUpgradeSlurmbridge(t *testing.T) {
 		}
 	}
 	l := startLoad(t, s)
+	// The reclaim left bob's borrowers pending: alice gives one GPU back, so a borrowed job
+	// runs through the upgrade.
+	back := l.alice[1]
+	s.Must(t, s.Facts.Site.Login, "scancel", back)
+	l.alice = l.alice[:1]
+	l.userJobs = slices.DeleteFunc(l.userJobs, func(id string) bool { return id == back })
+	WaitFor(t, "one of bob's jobs running borrowed again", 2*time.Minute, func() bool {
+		q, _ := s.Queue()
+		for _, id := range l.bob {
+			if q[id].State == "RUNNING" && strings.HasPrefix(q[id].QOS, "borrow-") {
+				return true
+			}
+		}
+		return false
+	})
 	before := s.loadState(t, l)
 	t.Logf("load before the upgrade: %s", before)
 
@@ -90,8 +105,8 @@ func (s *Site) installPackages(t *testing.T, label, dir string) {
 	}
 }
 
-// loadState is what must survive an upgrade: each user job's state and QOS, and the elastic
-// job's running workers.
+// loadState is what must survive an upgrade: each user job's state, a running job's QOS (a
+// pending one's is quotad's to change), and the elastic job's running workers.
 func (s *Site) loadState(t *testing.T, l *load) string {
 	t.Helper()
 	q, ok := s.Queue()
@@ -100,7 +115,11 @@ func (s *Site) loadState(t *testing.T, l *load) string {
 	}
 	var parts []string
 	for _, id := range l.userJobs {
-		parts = append(parts, fmt.Sprintf("%s:%s/%s", id, q[id].State, q[id].QOS))
+		if q[id].State == "RUNNING" {
+			parts = append(parts, fmt.Sprintf("%s:RUNNING/%s", id, q[id].QOS))
+		} else {
+			parts = append(parts, id+":"+q[id].State)
+		}
 	}
 	var w []string
 	for _, j := range workers(q, l.elastic, "RUNNING") {
