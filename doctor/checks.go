@@ -68,7 +68,7 @@ func Judge(f Facts) []Verdict {
 	}
 	var vs []Verdict
 	vs = append(vs, slurmctld(f)...)
-	vs = append(vs, plugin(f.Config, f.Plugin)...)
+	vs = append(vs, plugin(f.Config, f.Plugin, f.SlurmctldOnDisk)...)
 	vs = append(vs, poolsFile(f))
 	vs = append(vs, preemption(f.Config)...)
 	vs = append(vs, accounting(f.Config, gpuTypes(f.Nodes, cfg))...)
@@ -89,8 +89,9 @@ func slurmctld(f Facts) []Verdict {
 }
 
 // plugin: slurmctld would load our plugin: listed in JobSubmitPlugins, found first in
-// PluginDir, and built for the running Slurm's exact version.
-func plugin(conf slurm.Config, p PluginFacts) []Verdict {
+// PluginDir, and built for the running Slurm's exact version and for the installed one, which
+// loads it at slurmctld's next start (onDisk; "" when unknown).
+func plugin(conf slurm.Config, p PluginFacts, onDisk string) []Verdict {
 	const rebuild = "rebuild and reinstall it on this Slurm: make plugin && sudo make install-plugin (or install the slurmbridge-controller package built against it), then restart slurmctld"
 	var vs []Verdict
 	if enabled := conf.List("JobSubmitPlugins"); !slices.Contains(enabled, "pools") && !slices.Contains(enabled, "job_submit/pools") {
@@ -111,6 +112,17 @@ func plugin(conf slurm.Config, p PluginFacts) []Verdict {
 	want, err := SlurmVersionNumber(running)
 	if err != nil {
 		return append(vs, problem("plugin", "check that scontrol talks to this cluster's slurmctld", "SLURM_VERSION of slurmctld: %v", err))
+	}
+	// Between a Slurm package upgrade and slurmctld's restart the two versions differ: the
+	// plugin must suit the installed one, or slurmctld will not start again.
+	if next, err := SlurmVersionNumber(onDisk); err == nil && next != want {
+		if p.Info.Version == next {
+			return append(vs, problem("plugin", "restart slurmctld (systemctl restart slurmctld) to run the installed Slurm with this plugin",
+				"%s is built for Slurm %s, the installed slurmctld, while the running one is %s", p.Path, onDisk, running))
+		}
+		return append(vs, problem("plugin", "install the slurmbridge-controller package built for Slurm "+onDisk+" before restarting slurmctld (docs/operations.md, Upgrade Slurm)",
+			"%s is built for Slurm %s, but the installed slurmctld is %s (running %s): after its next restart slurmctld refuses the plugin and does not start",
+			p.Path, SlurmVersionString(p.Info.Version), onDisk, running))
 	}
 	if p.Info.Version != want {
 		return append(vs, problem("plugin", rebuild,

@@ -43,9 +43,10 @@ func healthy(t *testing.T) Facts {
 		Config: conf,
 		Plugin: PluginFacts{Dirs: []string{"/plugins"}, Path: "/plugins/" + PluginFile,
 			Info: PluginInfo{Type: "job_submit/pools", Version: 0x160508}},
-		Pools:       readPools(t, testbedPools),
-		Nodes:       nodes,
-		QOSPreempts: testbedQOS,
+		SlurmctldOnDisk: "22.05.8",
+		Pools:           readPools(t, testbedPools),
+		Nodes:           nodes,
+		QOSPreempts:     testbedQOS,
 		QuotadMetrics: Metrics{URL: "http://q/metrics", Samples: map[string]float64{
 			"quotad_last_successful_cycle_timestamp_seconds": float64(now.Add(-10*time.Second).UnixNano()) / 1e9}},
 		ElasticdMetrics: Metrics{URL: "http://e/metrics", Samples: map[string]float64{"elasticd_cycle_seconds_count": 42}},
@@ -131,6 +132,15 @@ func TestJudge(t *testing.T) {
 		{"a plugin built for the previous micro release", func(f *Facts) { f.Plugin.Info.Version = 0x160507 }, []string{
 			"plugin: /plugins/job_submit_pools.so was built for Slurm 22.05.7 but slurmctld runs 22.05.8: slurmctld refuses to load it (the version must match to the micro release) | rebuild and reinstall it on this Slurm: make plugin && sudo make install-plugin",
 		}},
+		{"Slurm upgraded on disk, the plugin not: caught before slurmctld restarts", func(f *Facts) { f.SlurmctldOnDisk = "24.11.5" }, []string{
+			"plugin: /plugins/job_submit_pools.so is built for Slurm 22.05.8, but the installed slurmctld is 24.11.5 (running 22.05.8): after its next restart slurmctld refuses the plugin and does not start | install the slurmbridge-controller package built for Slurm 24.11.5 before restarting slurmctld",
+		}},
+		{"Slurm and the plugin upgraded, slurmctld not restarted", func(f *Facts) {
+			f.SlurmctldOnDisk, f.Plugin.Info.Version = "24.11.5", 0x180b05
+		}, []string{
+			"plugin: /plugins/job_submit_pools.so is built for Slurm 24.11.5, the installed slurmctld, while the running one is 22.05.8 | restart slurmctld",
+		}},
+		{"no slurmctld installed here: the running one decides", func(f *Facts) { f.SlurmctldOnDisk = "" }, nil},
 		{"not enabled and in no PluginDir", func(f *Facts) {
 			f.Config = set(f.Config, "JobSubmitPlugins", "(null)")
 			f.Plugin = PluginFacts{Dirs: []string{"/a", "/b"}}

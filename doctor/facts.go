@@ -49,8 +49,11 @@ type Facts struct {
 	ConfigErr error
 
 	Plugin PluginFacts
-	Pools  PoolsFile
-	Nodes  []slurm.Node
+	// SlurmctldOnDisk is the installed slurmctld's version (slurmctld -V), the one that loads
+	// the plugin at its next start; "" when no slurmctld is installed here.
+	SlurmctldOnDisk string
+	Pools           PoolsFile
+	Nodes           []slurm.Node
 	// NodesErr is why the nodes could not be read.
 	NodesErr error
 	Quotad   QuotadAccount
@@ -117,6 +120,8 @@ func Gather(ctx context.Context, env Env, opts Options) Facts {
 	f.Config, f.ConfigErr = env.Slurm.ShowConfig(ctx)
 	if f.ConfigErr == nil {
 		f.Plugin = findPlugin(f.Config, opts.PluginDir)
+		// On a host without slurmctld (doctor pointed at a remote one) there is nothing to load.
+		f.SlurmctldOnDisk, _ = env.Slurm.SlurmctldOnDisk(ctx)
 		f.Pools.Path = opts.PoolsPath
 		f.Pools.Data, f.Pools.Err = os.ReadFile(opts.PoolsPath)
 		f.Nodes, f.NodesErr = env.Slurm.Nodes(ctx)

@@ -37,7 +37,7 @@ func (r *replay) Run(_ context.Context, name string, args ...string) ([]byte, er
 		return nil, err
 	}
 	switch line {
-	case "sinfo --version": // the release of bridge/slurm's capture
+	case "sinfo --version", "slurmctld -V": // the release of bridge/slurm's capture
 		return []byte("slurm 22.05.8\n"), nil
 	case "sinfo --json":
 		return slurmtest.Fixture(r.t, "sinfo-testbed-idle.json"), nil
@@ -137,6 +137,9 @@ func TestGatherReadsEveryFact(t *testing.T) {
 	}
 	if c := f.Credentials; c.Err != nil || c.Mode != 0o600 || !strings.HasPrefix(c.Owner, "uid ") {
 		t.Errorf("credentials: %+v", c)
+	}
+	if f.SlurmctldOnDisk != "22.05.8" {
+		t.Errorf("installed slurmctld %q, want 22.05.8", f.SlurmctldOnDisk)
 	}
 	if f.MaxCycleAge != time.Minute || f.Now.IsZero() {
 		t.Errorf("max cycle age %s, now %s", f.MaxCycleAge, f.Now)

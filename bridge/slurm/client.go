@@ -69,6 +69,20 @@ func (f Client) SlurmRelease(ctx context.Context) (Release, error) {
 	return rel, nil
 }
 
+// SlurmctldOnDisk is the version of the slurmctld binary on this host ("26.05.5", from
+// slurmctld -V): the one its next start runs, newer than the running one between a Slurm
+// package upgrade and the restart.
+func (f Client) SlurmctldOnDisk(ctx context.Context) (string, error) {
+	out, err := f.Runner.Run(ctx, "slurmctld", "-V")
+	if err != nil {
+		return "", err
+	}
+	if _, err := ParseVersion(string(out)); err != nil {
+		return "", fmt.Errorf("slurmctld -V: %w", err)
+	}
+	return strings.Fields(string(out))[1], nil
+}
+
 // Nodes lists every node once, with the partitions it is in.
 func (f Client) Nodes(ctx context.Context) ([]Node, error) {
 	rel, err := f.SlurmRelease(ctx)

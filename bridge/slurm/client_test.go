@@ -244,3 +244,17 @@ func TestRunningOnAsksForTheNodesAndKeepsOnlyRunningJobs(t *testing.T) {
 		t.Error("a read for no nodes was run")
 	}
 }
+
+func TestSlurmctldOnDiskReadsTheBinarysVersion(t *testing.T) {
+	for _, tc := range []struct{ out, want, err string }{
+		{"slurm 26.05.5\n", "26.05.5", ""},
+		{"slurm-wlm 24.11.5\n", "24.11.5", ""},
+		{"Usage: slurmctld [OPTIONS]\n", "", "not a Slurm version"},
+	} {
+		r := &replayRunner{t: t, outputs: map[string][]byte{"slurmctld -V": []byte(tc.out)}}
+		got, err := Client{Runner: r}.SlurmctldOnDisk(context.Background())
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("slurmctld -V printing %q: %q, %v; want %q, error containing %q", tc.out, got, err, tc.want, tc.err)
+		}
+	}
+}

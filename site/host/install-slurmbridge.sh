@@ -133,6 +133,13 @@ quotad_start() {
 	local i
 	for i in $(seq 30); do systemctl is-active --quiet quotad && break; sleep 1; done
 	systemctl is-active --quiet quotad || die "quotad is not active: $(journalctl -u quotad -n 5 --no-pager -o cat)"
+	# Its first cycle creates the QOS and may take several seconds (22.05's sacctmgr is slow):
+	# doctor counts a quotad that has not finished one as a problem.
+	for i in $(seq 60); do
+		curl -fsS --max-time 2 http://127.0.0.1:9817/metrics 2>/dev/null |
+			grep -Eq '^quotad_last_successful_cycle_timestamp_seconds [1-9]' && break
+		sleep 1
+	done
 	say "quotad active ($1)"
 }
 

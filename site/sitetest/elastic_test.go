@@ -4,7 +4,6 @@ package sitetest
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -118,11 +117,5 @@ func TestElasticAcrossHosts(t *testing.T) {
 	}
 	t.Logf("elastic across hosts (Slurm %s, rendezvous on %s, worker name %s): grow idle %v, shrink idle %v; on the loopback testbed: %s",
 		s.Release, rdzvNode, daemon.WorkerName(uint32(mainID)), grow, shrink, loopbackIdle)
-	if path := os.Getenv("SITE_REPORT"); path != "" {
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			fmt.Fprintf(f, "\nelastic across hosts (Slurm %s): grow idle %v, shrink idle %v; loopback testbed: %s\n", s.Release, grow, shrink, loopbackIdle)
-			f.Close()
-		}
-	}
+	report(fmt.Sprintf("elastic across hosts (Slurm %s): grow idle %v, shrink idle %v; loopback testbed: %s\n", s.Release, grow, shrink, loopbackIdle))
 }

@@ -9,7 +9,6 @@ package sitetest
 import (
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -210,7 +209,7 @@ func doubleActions(t *testing.T, entries []AuditEntry) int {
 func TestFaults(t *testing.T) {
 	s := Require(t)
 	l := startLoad(t, s)
-	var report []outcome
+	var rows []outcome
 	ctl := s.Facts.Site.Controllers
 	// measure injects a fault, then waits until the cluster is whole again (down: hosts the
 	// fault leaves down on purpose), and records the row.
@@ -232,7 +231,7 @@ func TestFaults(t *testing.T) {
 		o := outcome{fault: name, whole: time.Since(t0).Round(time.Second), detail: detail}
 		o.lost, o.killed = s.check(t, l)
 		t.Logf("%s: whole after %s (%s), lost %d, killed %d", name, o.whole, detail, o.lost, o.killed)
-		report = append(report, o)
+		rows = append(rows, o)
 	}
 	holder := func() string {
 		var h []string
@@ -357,14 +356,12 @@ func TestFaults(t *testing.T) {
 	twice := doubleActions(t, s.Audit(t, holder()))
 	var b strings.Builder
 	fmt.Fprintf(&b, "| fault (Slurm %s) | whole again after | lost | killed | what happened |\n|---|---|---|---|---|\n", s.Release)
-	for _, o := range report {
+	for _, o := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s |\n", o.fault, o.whole, o.lost, o.killed, o.detail)
 	}
 	fmt.Fprintf(&b, "\nquotad actions by a quotad that had lost the lease (whole run): %d\n", twice)
 	t.Log("\n" + b.String())
-	if path := os.Getenv("SITE_REPORT"); path != "" {
-		_ = os.WriteFile(path, []byte(b.String()), 0o644)
-	}
+	report(b.String())
 }
 
 // stateSaveWindow is how long the queue must stand still before a controller is killed.

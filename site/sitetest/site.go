@@ -237,6 +237,19 @@ func (s *Site) Audit(t *testing.T, host string) []AuditEntry {
 	return entries
 }
 
+// report adds a section to the file $SITE_REPORT names, if any: the suite's figures for the note
+// and site/README.md.
+func report(section string) {
+	path := os.Getenv("SITE_REPORT")
+	if path == "" {
+		return
+	}
+	if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+		fmt.Fprintln(f, section)
+		f.Close()
+	}
+}
+
 // WaitFor polls cond every second until it holds or limit passes (then the test fails), and
 // returns how long it took.
 func WaitFor(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
