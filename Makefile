@@ -227,7 +227,7 @@ testbed-docker-shell:
 # The site cluster (site/site.sh): slurmbridge from its packages on hosts with systemd as PID 1,
 # two controllers, a database host, a login host and a host per node; the fault suite against it.
 SITE_RELEASE = $(if $(SLURM_RELEASE),$(SLURM_RELEASE),$(shell bash testbed/release.sh host))
-.PHONY: site-up site-down site-status site-logs site-test site-upgrade-test
+.PHONY: site-up site-down site-status site-logs site-test site-upgrade-test site-slurm-upgrade-test
 site-up:
 	@bash site/site.sh up $(SITE_RELEASE)
 site-down:
@@ -246,4 +246,11 @@ site-upgrade-test:
 	@bash site/site.sh debs $(SITE_RELEASE)
 	@SITE_DEBS=site/.dist-previous/$(SITE_RELEASE) bash site/site.sh up $(SITE_RELEASE)
 	SLURM_RELEASE=$(SITE_RELEASE) SITE_UPGRADE_FROM=$(CURDIR)/site/.dist-previous/$(SITE_RELEASE) SITE_UPGRADE_TO=$(CURDIR)/site/.dist/$(SITE_RELEASE) \
-		$(GO) test -count=1 -tags site -timeout 30m -v -run TestUpgradeSlurmbridge ./site/sitetest/
+		$(GO) test -count=1 -tags site -timeout 30m -v -run '^TestUpgradeSlurmbridge$$' ./site/sitetest/
+# A new site of Slurm 24.11 upgraded under load to 26.05 (Debian sid's packages) with this
+# tree's packages built for 26.05.
+site-slurm-upgrade-test:
+	@bash site/site.sh debs 26.05
+	@bash site/site.sh up 24.11
+	SLURM_RELEASE=24.11 SITE_SLURM_UPGRADE_DEBS=$(CURDIR)/site/.dist/26.05 \
+		$(GO) test -count=1 -tags site -timeout 30m -v -run '^TestUpgradeSlurm$$' ./site/sitetest/

@@ -1,0 +1,181 @@
+//go:build site
+
+package sitetest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The Slurm upgrade: a site of Slurm 24.11 (Debian trixie) to 26.05, whose Debian packages are in
+// sid: each host gets sid as a repository pinned below its own, as a site adds the new release's
+// repository, so nothing moves until a step names the new version.
+const (
+	upgradeFromRelease = "24.11"
+	upgradeSuite       = "sid"
+)
+
+// TestUpgradeSlurm upgrades the site's Slurm under load in Slurm's order (slurmdbd, then the
+// controllers, then the nodes) by docs/operations.md's "Upgrade Slurm". On the first controller
+// it first does what the document warns against, Slurm alone, to show that apt refuses it and
+// that doctor catches a forced one before slurmctld restarts. After the upgrade: no job lost or
+// killed, the running jobs as they were, doctor clean. make site-slurm-upgrade-test runs it.
+func TestUpgradeSlurm(t *testing.T) {
+	newDebs := os.Getenv("SITE_SLURM_UPGRADE_DEBS")
+	if newDebs == "" {
+		t.Fatal("SITE_SLURM_UPGRADE_DEBS names the directory of slurmbridge's packages built for the new Slurm: run make site-slurm-upgrade-test")
+	}
+	s := Require(t)
+	if s.Release != upgradeFromRelease {
+		t.Fatalf("the Slurm upgrade starts from a site of Slurm %s, not %s", upgradeFromRelease, s.Release)
+	}
+	newVersion := debSlurmVersion(t, newDebs)
+	ctl := s.Facts.Site.Controllers
+	db := s.Facts.Site.DB
+	all := append([]string{db}, s.hosts()...)
+	for _, h := range all {
+		s.Must(t, h, "sh", "-c", `echo "deb http://deb.debian.org/debian `+upgradeSuite+` main" >/etc/apt/sources.list.d/next-slurm.list &&
+printf 'Package: *\nPin: release n=`+upgradeSuite+`\nPin-Priority: 100\n' >/etc/apt/preferences.d/next-slurm &&
+apt-get -o Acquire::Check-Valid-Until=false update -qq`)
+	}
+	l := startLoad(t, s)
+	before := s.loadState(t, l)
+	t.Logf("load: %s", before)
+	apt := func(host string, args ...string) string {
+		return s.Must(t, host, append([]string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y", "-q", "--no-install-recommends",
+			"-o", "Dpkg::Options::=--force-confold"}, args...)...)
+	}
+	pinned := func(pkgs ...string) []string {
+		var out []string
+		for _, p := range pkgs {
+			out = append(out, p+"="+newVersion)
+		}
+		return out
+	}
+
+	// 1. slurmdbd first: it converts the database, and a 24.11 slurmctld talks to a 26.05 slurmdbd.
+	t0 := time.Now()
+	s.Must(t, db, "sh", "-c", "mysqldump --single-transaction slurm_acct_db >/root/slurm_acct_db-"+upgradeFromRelease+".sql")
+	apt(db, append([]string{"install"}, pinned("slurmdbd", "slurm-wlm-mysql-plugin", "slurm-client", "slurm-wlm-basic-plugins")...)...)
+	s.Must(t, db, "systemctl", "restart", "slurmdbd")
+	WaitFor(t, "slurmdbd "+newVersion+" answering", 2*time.Minute, func() bool {
+		_, err := s.Exec(s.Facts.Site.Login, "sacctmgr", "-n", "show", "cluster")
+		return err == nil
+	})
+	t.Logf("slurmdbd upgraded in %s", time.Since(t0).Round(time.Second))
+
+	// 2a. What the document warns against, on the first controller: Slurm alone.
+	out, err := s.Exec(ctl[0], "apt-get", "-s", "install", "slurmctld="+newVersion)
+	if err == nil && !strings.Contains(out, "Remv slurmbridge-controller") {
+		t.Errorf("apt would upgrade slurmctld alone, keeping a plugin built for the old Slurm:\n%s", out)
+	}
+	// An admin who forces it: the packages, without their dependencies' consent.
+	s.Must(t, ctl[0], "sh", "-c", "rm -rf /root/next-slurm && mkdir /root/next-slurm && cd /root/next-slurm && apt-get download "+
+		strings.Join(pinned("slurmctld", "slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64"), " "))
+	s.Must(t, ctl[0], "sh", "-c", "dpkg -i --force-depends /root/next-slurm/*.deb >/dev/null 2>&1; slurmctld -V")
+	doctor, err := s.Exec(ctl[0], "bash", "/srv/site/install-slurmbridge.sh", "doctor")
+	if err == nil || !strings.Contains(doctor, "after its next restart slurmctld refuses the plugin") {
+		t.Errorf("doctor on a controller with Slurm %s installed and the plugin of %s did not say the restart would fail:\n%s", newVersion, upgradeFromRelease, doctor)
+	}
+	t.Logf("doctor before the restart, Slurm upgraded alone:\n%s", grepLines(doctor, "plugin"))
+
+	// 2b. The document's step: Slurm and slurmbridge in one transaction on each controller, then
+	// the restart (the backup stopped meanwhile, so the two never run different releases).
+	t0 = time.Now()
+	for _, h := range ctl {
+		s.Must(t, h, "install", "-d", "-m", "0700", "/srv/site/next-slurm")
+		for _, deb := range debs(t, newDebs) {
+			if out, err := Docker("cp", deb, s.Container(h)+":/srv/site/next-slurm/"); err != nil {
+				t.Fatalf("docker cp: %v: %s", err, out)
+			}
+		}
+		ctlDeb := s.Must(t, h, "sh", "-c", "ls /srv/site/next-slurm/slurmbridge-controller_*.deb")
+		apt(h, append([]string{"install", ctlDeb}, pinned("slurmctld", "slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64")...)...)
+		doctor, _ := s.Exec(h, "bash", "/srv/site/install-slurmbridge.sh", "doctor")
+		if !strings.Contains(doctor, "restart slurmctld") {
+			t.Errorf("%s: doctor between the upgrade and the restart did not ask for the restart:\n%s", h, doctor)
+		}
+	}
+	s.Must(t, ctl[1], "systemctl", "stop", "slurmctld")
+	s.Must(t, ctl[0], "systemctl", "restart", "slurmctld")
+	s.Must(t, ctl[1], "systemctl", "start", "slurmctld")
+	for _, h := range ctl {
+		s.Must(t, h, "bash", "/srv/site/install-slurmbridge.sh", "doctor")
+	}
+	t.Logf("controllers upgraded in %s", time.Since(t0).Round(time.Second))
+
+	// 3. The login and compute hosts: Slurm's client and slurmd with slurmbridge-node, then
+	// slurmd's restart (running jobs' slurmstepd stay).
+	t0 = time.Now()
+	for _, h := range s.hosts() {
+		if slices.Contains(ctl, h) {
+			continue
+		}
+		s.Must(t, h, "install", "-d", "-m", "0700", "/srv/site/next-slurm")
+		for _, deb := range debs(t, newDebs) {
+			if out, err := Docker("cp", deb, s.Container(h)+":/srv/site/next-slurm/"); err != nil {
+				t.Fatalf("docker cp: %v: %s", err, out)
+			}
+		}
+		nodeDeb := s.Must(t, h, "sh", "-c", "ls /srv/site/next-slurm/slurmbridge-node_*.deb")
+		pkgs := []string{"slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64"}
+		if h != s.Facts.Site.Login {
+			pkgs = append(pkgs, "slurmd")
+		}
+		apt(h, append([]string{"install", nodeDeb}, pinned(pkgs...)...)...)
+		if h != s.Facts.Site.Login {
+			s.Must(t, h, "systemctl", "restart", "slurmd")
+		}
+	}
+	t.Logf("login and compute hosts upgraded in %s", time.Since(t0).Round(time.Second))
+
+	whole := WaitFor(t, "the cluster whole on Slurm "+newVersion, 3*time.Minute, func() bool { return s.whole(l) == "" })
+	lost, killed := s.check(t, l)
+	if after := s.loadState(t, l); after != before {
+		t.Errorf("the Slurm upgrade changed the running load:\nbefore %s\nafter  %s", before, after)
+	}
+	for _, h := range all {
+		if v := s.Must(t, h, "sh", "-c", "dpkg-query -W -f '${Version}' slurm-client"); v != newVersion {
+			t.Errorf("%s has slurm-client %s, want %s", h, v, newVersion)
+		}
+	}
+	doubleActions(t, s.Audit(t, ctl[0]))
+	t.Logf("Slurm %s -> %s: whole %s after the last host, lost %d, killed %d", upgradeFromRelease, newVersion, whole.Round(time.Second), lost, killed)
+}
+
+// debSlurmVersion is the Slurm package version slurmbridge-controller in dir was built for (its
+// exact Depends on slurmctld).
+func debSlurmVersion(t *testing.T, dir string) string {
+	t.Helper()
+	for _, p := range debs(t, dir) {
+		if strings.HasPrefix(filepath.Base(p), "slurmbridge-controller_") {
+			raw, err := exec.Command("dpkg-deb", "-f", p, "Depends").Output()
+			out := string(raw)
+			if err != nil {
+				t.Fatalf("dpkg-deb -f %s: %v", p, err)
+			}
+			for _, dep := range strings.Split(out, ",") {
+				if name, version, ok := strings.Cut(strings.TrimSpace(dep), " (= "); ok && name == "slurmctld" {
+					return strings.TrimSuffix(version, ")")
+				}
+			}
+		}
+	}
+	t.Fatalf("no slurmbridge-controller in %s with an exact slurmctld dependency", dir)
+	return ""
+}
+
+func grepLines(text, word string) string {
+	var keep []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, word) {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
