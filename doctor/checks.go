@@ -59,7 +59,7 @@ func Problems(vs []Verdict) int {
 // slurmctld's config only the password file is judged beside it (Gather read nothing else).
 func Judge(f Facts) []Verdict {
 	if f.ConfigErr != nil {
-		return append(slurmctld(f), credentials(f.Credentials)...)
+		return slices.Concat(slurmctld(f), pluginForInstalled(f.Plugin, f.SlurmctldOnDisk), credentials(f.Credentials))
 	}
 	// The other checks need the pools file only when it is usable, as the plugin would load it.
 	var cfg *pools.Config
@@ -86,6 +86,18 @@ func slurmctld(f Facts) []Verdict {
 			"scontrol show config failed: %v", firstLine(f.ConfigErr.Error()))}
 	}
 	return []Verdict{ok("slurmctld", "Slurm %s, cluster %s", f.Config.Get("SLURM_VERSION"), f.Config.Get("ClusterName"))}
+}
+
+// pluginForInstalled: with no slurmctld to ask, the plugin found where it would look must at
+// least suit the installed slurmctld; nothing is said when either is unknown.
+func pluginForInstalled(p PluginFacts, onDisk string) []Verdict {
+	next, err := SlurmVersionNumber(onDisk)
+	if err != nil || p.Path == "" || p.Err != nil || p.Info.Version == next {
+		return nil
+	}
+	return []Verdict{problem("plugin", "install the slurmbridge-controller package built for Slurm "+onDisk+" (docs/operations.md, Upgrade Slurm)",
+		"%s is built for Slurm %s, but the installed slurmctld is %s: slurmctld refuses the plugin when it starts",
+		p.Path, SlurmVersionString(p.Info.Version), onDisk)}
 }
 
 // plugin: slurmctld would load our plugin: listed in JobSubmitPlugins, found first in

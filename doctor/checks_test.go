@@ -129,6 +129,16 @@ func TestJudge(t *testing.T) {
 			"credentials: database password file: open /etc/slurmbridge/db-password: file does not exist | write the slurmbridge DB user's password to /etc/slurmbridge/db-password",
 		}},
 
+		{"slurmctld does not answer this host's newer Slurm: the plugin against the installed slurmctld", func(f *Facts) {
+			f.ConfigErr = &slurm.CommandError{Command: "scontrol show config", ExitCode: 1, Stderr: "slurm_load_ctl_conf error:Protocol authentication error\n"}
+			f.SlurmctldOnDisk = "24.11.5"
+		}, []string{
+			"slurmctld: scontrol show config failed",
+			"plugin: /plugins/job_submit_pools.so is built for Slurm 22.05.8, but the installed slurmctld is 24.11.5: slurmctld refuses the plugin when it starts | install the slurmbridge-controller package built for Slurm 24.11.5",
+		}},
+		{"slurmctld does not answer, the plugin suits the installed one", func(f *Facts) {
+			f.ConfigErr = errors.New("scontrol show config: Unable to contact slurm controller")
+		}, []string{"slurmctld: scontrol show config failed"}},
 		{"a plugin built for the previous micro release", func(f *Facts) { f.Plugin.Info.Version = 0x160507 }, []string{
 			"plugin: /plugins/job_submit_pools.so was built for Slurm 22.05.7 but slurmctld runs 22.05.8: slurmctld refuses to load it (the version must match to the micro release) | rebuild and reinstall it on this Slurm: make plugin && sudo make install-plugin",
 		}},

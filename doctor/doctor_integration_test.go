@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,4 +158,32 @@ func writeByRename(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// With no slurmctld to ask, doctor looks for plugins where the installed slurmctld's built-in
+// PluginDir is: its RUNPATH, the directory that holds Slurm's own plugins.
+func TestInstalledSlurmctldsRunPathHoldsSlurmsPlugins(t *testing.T) {
+	c := testbed.Require(t)
+	conf, err := c.Slurm().ShowConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := exec.LookPath("slurmctld")
+	if err != nil {
+		path = "/usr/sbin/slurmctld"
+	}
+	dir, err := RunPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "select_cons_tres.so")); err != nil {
+		t.Errorf("%s's RUNPATH %s holds no Slurm plugin: %v", path, dir, err)
+	}
+	if !slices.Contains(strings.Split(conf.Get("PluginDir"), ":"), dir) {
+		t.Errorf("%s's RUNPATH %s is not in the testbed's PluginDir %s", path, dir, conf.Get("PluginDir"))
+	}
+	onDisk, err := c.Slurm().SlurmctldOnDisk(context.Background())
+	if err != nil || onDisk != conf.Get("SLURM_VERSION") {
+		t.Errorf("installed slurmctld %q (%v), running %s", onDisk, err, conf.Get("SLURM_VERSION"))
+	}
 }

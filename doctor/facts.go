@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -118,6 +119,15 @@ type PasswordFile struct {
 func Gather(ctx context.Context, env Env, opts Options) Facts {
 	f := Facts{MaxCycleAge: opts.MaxCycleAge}
 	f.Config, f.ConfigErr = env.Slurm.ShowConfig(ctx)
+	if f.ConfigErr != nil {
+		// slurmctld does not answer, or not this host's Slurm commands (newer ones than the
+		// running slurmctld, mid-upgrade): the installed slurmctld and the plugin it would load
+		// are still here to compare.
+		f.SlurmctldOnDisk, _ = env.Slurm.SlurmctldOnDisk(ctx)
+		if f.SlurmctldOnDisk != "" {
+			f.Plugin = findPlugin(slurm.Config{}, offlinePluginDir(opts.PluginDir))
+		}
+	}
 	if f.ConfigErr == nil {
 		f.Plugin = findPlugin(f.Config, opts.PluginDir)
 		// On a host without slurmctld (doctor pointed at a remote one) there is nothing to load.
@@ -139,6 +149,33 @@ func Gather(ctx context.Context, env Env, opts Options) Facts {
 	// look as if it ended in the future.
 	f.Now = time.Now()
 	return f
+}
+
+// offlinePluginDir is where slurmctld would look for plugins, known without it: the given
+// directories, else slurm.conf's PluginDir, else Slurm's built-in default, which is where the
+// installed slurmctld finds libslurmfull (its RUNPATH: $libdir/slurm, Debian's slurm-wlm).
+func offlinePluginDir(given string) string {
+	if given != "" {
+		return given
+	}
+	conf := os.Getenv("SLURM_CONF")
+	if conf == "" {
+		conf = "/etc/slurm/slurm.conf"
+	}
+	if data, err := os.ReadFile(conf); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			key, value, ok := strings.Cut(strings.TrimSpace(line), "=")
+			if ok && strings.EqualFold(strings.TrimSpace(key), "PluginDir") {
+				return strings.Fields(value + " ")[0]
+			}
+		}
+	}
+	if path, err := exec.LookPath("slurmctld"); err == nil {
+		if dir, err := RunPath(path); err == nil {
+			return dir
+		}
+	}
+	return ""
 }
 
 // findPlugin looks for the plugin where slurmctld does: the first directory of PluginDir that

