@@ -33,7 +33,7 @@ var execUsers = map[string]string{
 	"quotad/page_integration_test.go":                     "chromium, to render the cluster page",
 	"quotad/quotactl_integration_test.go":                 "the quotactl binary under test",
 	"quotad/quotad_integration_test.go":                   "go build of quotad and quotactl, and the binaries under test",
-	"site/sitetest/site.go":                               "docker, to run commands on the site cluster's hosts and to kill and start them",
+	"site/sitetest/site.go":                               "docker, to run commands on the site cluster's hosts and to kill and start them; dpkg-deb, to read the packages' dependencies",
 }
 
 // harnessDirs drive Slurm on purpose: the adapter itself, the testbed harness, the

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -168,9 +167,9 @@ func TestInstalledSlurmctldsRunPathHoldsSlurmsPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := exec.LookPath("slurmctld")
+	path, err := slurm.SlurmctldBinary()
 	if err != nil {
-		path = "/usr/sbin/slurmctld"
+		t.Fatal(err)
 	}
 	dir, err := RunPath(path)
 	if err != nil {

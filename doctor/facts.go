@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -170,7 +169,7 @@ func offlinePluginDir(given string) string {
 			}
 		}
 	}
-	if path, err := exec.LookPath("slurmctld"); err == nil {
+	if path, err := slurm.SlurmctldBinary(); err == nil {
 		if dir, err := RunPath(path); err == nil {
 			return dir
 		}

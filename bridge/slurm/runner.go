@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -115,4 +116,17 @@ func (r ExecRunner) run(ctx context.Context, stdin []byte, name string, args []s
 		cmdErr.Err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return stdout.Bytes(), cmdErr
+}
+
+// SlurmctldBinary is the installed slurmctld's path: on PATH, else Debian's /usr/sbin (root's
+// PATH has it, an admin's may not). It runs nothing; doctor reads the file.
+func SlurmctldBinary() (string, error) {
+	if path, err := exec.LookPath("slurmctld"); err == nil {
+		return path, nil
+	}
+	const debian = "/usr/sbin/slurmctld"
+	if _, err := os.Stat(debian); err != nil {
+		return "", fmt.Errorf("no slurmctld on PATH or at %s", debian)
+	}
+	return debian, nil
 }

@@ -99,8 +99,11 @@ func (s *Site) Must(t *testing.T, host string, args ...string) string {
 }
 
 // Docker runs a docker command on this machine (kill, start, network).
-func Docker(args ...string) (string, error) {
-	out, err := exec.Command("docker", args...).CombinedOutput()
+func Docker(args ...string) (string, error) { return Local("docker", args...) }
+
+// Local runs a command on this machine, where the site's packages were built.
+func Local(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
 

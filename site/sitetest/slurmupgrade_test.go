@@ -4,7 +4,6 @@ package sitetest
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,20 +51,21 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 	t.Logf("load: %s", before)
 	apt := func(host string, args ...string) string {
 		return s.Must(t, host, append([]string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y", "-q", "--no-install-recommends",
-			"-o", "Dpkg::Options::=--force-confold"}, args...)...)
+			"-t", upgradeSuite, "-o", "Dpkg::Options::=--force-confold"}, args...)...)
 	}
-	pinned := func(pkgs ...string) []string {
-		var out []string
-		for _, p := range pkgs {
-			out = append(out, p+"="+newVersion)
-		}
-		return out
+	// slurmPackages are the host's installed Slurm packages that the new release has, pinned to
+	// it: an upgrade takes all of them (Debian's slurm-wlm depends on each at one version).
+	slurmPackages := func(host string) []string {
+		out := s.Must(t, host, "sh", "-c", `for p in $(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' |
+	awk '$1 == "ii" && $2 ~ /^(slurm|libslurm|libpmi|sview)/ && $2 !~ /^slurmbridge/ {print $2}'); do
+	apt-cache madison "$p" | awk -v v="$1" '$3 == v {found=1} END {exit !found}' && echo "$p=$1"; done`, "sh", newVersion)
+		return strings.Fields(out)
 	}
 
 	// 1. slurmdbd first: it converts the database, and a 24.11 slurmctld talks to a 26.05 slurmdbd.
 	t0 := time.Now()
 	s.Must(t, db, "sh", "-c", "mysqldump --single-transaction slurm_acct_db >/root/slurm_acct_db-"+upgradeFromRelease+".sql")
-	apt(db, append([]string{"install"}, pinned("slurmdbd", "slurm-wlm-mysql-plugin", "slurm-client", "slurm-wlm-basic-plugins")...)...)
+	apt(db, append([]string{"install"}, slurmPackages(db)...)...)
 	s.Must(t, db, "systemctl", "restart", "slurmdbd")
 	WaitFor(t, "slurmdbd "+newVersion+" answering", 2*time.Minute, func() bool {
 		_, err := s.Exec(s.Facts.Site.Login, "sacctmgr", "-n", "show", "cluster")
@@ -80,11 +80,12 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 	}
 	// An admin who forces it: the packages, without their dependencies' consent. slurmctld
 	// keeps running the old release until it restarts.
-	s.Must(t, ctl[0], "sh", "-c", "rm -rf /root/next-slurm && mkdir /root/next-slurm && cd /root/next-slurm && apt-get download "+
-		strings.Join(pinned("slurmctld", "slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64"), " "))
+	// What apt would install if it could remove slurmbridge-controller, installed without it.
+	s.Must(t, ctl[0], append([]string{"sh", "-c", `rm -rf /root/next-slurm && mkdir -p /root/next-slurm/partial &&
+apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/root/next-slurm install "$@" >/dev/null`, "sh"}, slurmPackages(ctl[0])...)...)
 	s.Must(t, ctl[0], "sh", "-c", "dpkg -i --force-depends /root/next-slurm/*.deb >/dev/null 2>&1; slurmctld -V")
 	doctor, err := s.Exec(ctl[0], "bash", "/srv/site/install-slurmbridge.sh", "doctor")
-	if err == nil || !strings.Contains(doctor, "after its next restart slurmctld refuses the plugin") {
+	if err == nil || !strings.Contains(doctor, "slurmctld refuses the plugin") {
 		t.Errorf("doctor on a controller with Slurm %s installed and the plugin of %s did not say the restart would fail:\n%s", newVersion, upgradeFromRelease, doctor)
 	}
 	t.Logf("doctor before the restart, Slurm upgraded alone:\n%s", grepLines(doctor, "plugin"))
@@ -100,7 +101,7 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 			}
 		}
 		ctlDeb := s.Must(t, h, "sh", "-c", "ls /srv/site/next-slurm/slurmbridge-controller_*.deb")
-		apt(h, append([]string{"install", ctlDeb}, pinned("slurmctld", "slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64")...)...)
+		apt(h, append([]string{"install", ctlDeb}, slurmPackages(h)...)...)
 		// The running slurmctld may not answer the new commands until its restart; the
 		// plugin must suit the installed one either way.
 		doctor, _ := s.Exec(h, "bash", "/srv/site/install-slurmbridge.sh", "doctor")
@@ -131,11 +132,7 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 			}
 		}
 		nodeDeb := s.Must(t, h, "sh", "-c", "ls /srv/site/next-slurm/slurmbridge-node_*.deb")
-		pkgs := []string{"slurm-wlm-basic-plugins", "slurm-client", "libslurm45t64"}
-		if h != s.Facts.Site.Login {
-			pkgs = append(pkgs, "slurmd")
-		}
-		apt(h, append([]string{"install", nodeDeb}, pinned(pkgs...)...)...)
+		apt(h, append([]string{"install", nodeDeb}, slurmPackages(h)...)...)
 		if h != s.Facts.Site.Login {
 			s.Must(t, h, "systemctl", "restart", "slurmd")
 		}
@@ -165,8 +162,7 @@ func debSlurmVersion(t *testing.T, dir string) string {
 	t.Helper()
 	for _, p := range debs(t, dir) {
 		if strings.HasPrefix(filepath.Base(p), "slurmbridge-controller_") {
-			raw, err := exec.Command("dpkg-deb", "-f", p, "Depends").Output()
-			out := string(raw)
+			out, err := Local("dpkg-deb", "-f", p, "Depends")
 			if err != nil {
 				t.Fatalf("dpkg-deb -f %s: %v", p, err)
 			}
