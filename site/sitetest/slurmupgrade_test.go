@@ -94,13 +94,7 @@ apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/r
 	// the restart (the backup stopped meanwhile, so the two never run different releases).
 	t0 = time.Now()
 	for _, h := range ctl {
-		s.Must(t, h, "install", "-d", "-m", "0700", "/srv/site/next-slurm")
-		for _, deb := range debs(t, newDebs) {
-			if out, err := Docker("cp", deb, s.Container(h)+":/srv/site/next-slurm/"); err != nil {
-				t.Fatalf("docker cp: %v: %s", err, out)
-			}
-		}
-		ctlDeb := s.Must(t, h, "sh", "-c", "ls /srv/site/next-slurm/slurmbridge-controller_*.deb")
+		ctlDeb := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")["controller"]
 		apt(h, append([]string{"install", ctlDeb}, slurmPackages(h)...)...)
 		// The running slurmctld may not answer the new commands until its restart; the
 		// plugin must suit the installed one either way.
@@ -125,13 +119,7 @@ apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/r
 		if slices.Contains(ctl, h) {
 			continue
 		}
-		s.Must(t, h, "install", "-d", "-m", "0700", "/srv/site/next-slurm")
-		for _, deb := range debs(t, newDebs) {
-			if out, err := Docker("cp", deb, s.Container(h)+":/srv/site/next-slurm/"); err != nil {
-				t.Fatalf("docker cp: %v: %s", err, out)
-			}
-		}
-		nodeDeb := s.Must(t, h, "sh", "-c", "ls /srv/site/next-slurm/slurmbridge-node_*.deb")
+		nodeDeb := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")["node"]
 		apt(h, append([]string{"install", nodeDeb}, slurmPackages(h)...)...)
 		if h != s.Facts.Site.Login {
 			s.Must(t, h, "systemctl", "restart", "slurmd")

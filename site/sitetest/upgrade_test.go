@@ -88,12 +88,7 @@ func (s *Site) installPackages(t *testing.T, label, dir string) {
 	}
 	dest := "/srv/site/" + strings.ReplaceAll(label, " ", "-")
 	for _, h := range s.hosts() {
-		s.Must(t, h, "install", "-d", "-m", "0700", dest)
-		for _, deb := range debs(t, dir) {
-			if out, err := Docker("cp", deb, s.Container(h)+":"+dest+"/"); err != nil {
-				t.Fatalf("docker cp %s to %s: %v: %s", deb, h, err, out)
-			}
-		}
+		s.copyDebs(t, h, dir, dest)
 	}
 	for _, h := range ctl {
 		s.Must(t, h, "bash", "/srv/site/install-slurmbridge.sh", "upgrade", "controller", dest)
@@ -141,6 +136,22 @@ func (s *Site) installedVersion(t *testing.T, host string) string {
 		pkg = "slurmbridge-controller"
 	}
 	return s.Must(t, host, "dpkg-query", "-W", "-f", "${Version}", pkg)
+}
+
+// copyDebs copies dir's two packages to dest on host and returns their paths there by role
+// ("controller", "node").
+func (s *Site) copyDebs(t *testing.T, host, dir, dest string) map[string]string {
+	t.Helper()
+	s.Must(t, host, "install", "-d", "-m", "0700", dest)
+	there := map[string]string{}
+	for _, deb := range debs(t, dir) {
+		if out, err := Docker("cp", deb, s.Container(host)+":"+dest+"/"); err != nil {
+			t.Fatalf("docker cp %s to %s: %v: %s", deb, host, err, out)
+		}
+		role := strings.TrimPrefix(strings.Split(filepath.Base(deb), "_")[0], "slurmbridge-")
+		there[role] = dest + "/" + filepath.Base(deb)
+	}
+	return there
 }
 
 func debs(t *testing.T, dir string) []string {
