@@ -22,7 +22,7 @@ const (
 // TestUpgradeSlurm upgrades the site's Slurm under load in Slurm's order (slurmdbd, then the
 // controllers, then the nodes) by docs/operations.md's "Upgrade Slurm". On the first controller
 // it first does what the document warns against, Slurm alone, to show that apt refuses it and
-// that doctor catches a forced one before slurmctld restarts. After the upgrade: no job lost or
+// that doctor catches a forced one before slurmctld restarts, then rolls that back. After the upgrade: no job lost or
 // killed, the running jobs as they were, doctor clean. make site-slurm-upgrade-test runs it.
 func TestUpgradeSlurm(t *testing.T) {
 	newDebs := os.Getenv("SITE_SLURM_UPGRADE_DEBS")
@@ -34,6 +34,7 @@ func TestUpgradeSlurm(t *testing.T) {
 		t.Fatalf("the Slurm upgrade starts from a site of Slurm %s, not %s", upgradeFromRelease, s.Release)
 	}
 	newVersion := debSlurmVersion(t, newDebs)
+	oldVersion := s.Must(t, s.Facts.Site.Controllers[0], "dpkg-query", "-W", "-f", "${Version}", "slurmctld")
 	ctl := s.Facts.Site.Controllers
 	db := s.Facts.Site.DB
 	all := append([]string{db}, s.hosts()...)
@@ -53,19 +54,20 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 		return s.Must(t, host, append([]string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y", "-q", "--no-install-recommends",
 			"-t", upgradeSuite, "-o", "Dpkg::Options::=--force-confold"}, args...)...)
 	}
-	// slurmPackages are the host's installed Slurm packages that the new release has, pinned to
-	// it: an upgrade takes all of them (Debian's slurm-wlm depends on each at one version).
-	slurmPackages := func(host string) []string {
+	// slurmPackages are the host's installed Slurm packages that exist at version, pinned to it:
+	// an upgrade or a roll back takes all of them (Debian's slurm-wlm depends on each at one
+	// version).
+	slurmPackages := func(host, version string) []string {
 		out := s.Must(t, host, "sh", "-c", `for p in $(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' |
 	awk '$1 == "ii" && $2 ~ /^(slurm|libslurm|libpmi|sview)/ && $2 !~ /^slurmbridge/ {print $2}'); do
-	apt-cache madison "$p" | awk -v v="$1" '$3 == v {found=1} END {exit !found}' && echo "$p=$1"; done`, "sh", newVersion)
+	apt-cache madison "$p" | awk -v v="$1" '$3 == v {found=1} END {exit !found}' && echo "$p=$1"; done`, "sh", version)
 		return strings.Fields(out)
 	}
 
 	// 1. slurmdbd first: it converts the database, and a 24.11 slurmctld talks to a 26.05 slurmdbd.
 	t0 := time.Now()
 	s.Must(t, db, "sh", "-c", "mysqldump --single-transaction slurm_acct_db >/root/slurm_acct_db-"+upgradeFromRelease+".sql")
-	apt(db, append([]string{"install"}, slurmPackages(db)...)...)
+	apt(db, append([]string{"install"}, slurmPackages(db, newVersion)...)...)
 	s.Must(t, db, "systemctl", "restart", "slurmdbd")
 	WaitFor(t, "slurmdbd "+newVersion+" answering", 2*time.Minute, func() bool {
 		_, err := s.Exec(s.Facts.Site.Login, "sacctmgr", "-n", "show", "cluster")
@@ -82,20 +84,25 @@ apt-get -o Acquire::Check-Valid-Until=false update -qq`)
 	// keeps running the old release until it restarts.
 	// What apt would install if it could remove slurmbridge-controller, installed without it.
 	s.Must(t, ctl[0], append([]string{"sh", "-c", `rm -rf /root/next-slurm && mkdir -p /root/next-slurm/partial &&
-apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/root/next-slurm install "$@" >/dev/null`, "sh"}, slurmPackages(ctl[0])...)...)
+apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/root/next-slurm install "$@" >/dev/null`, "sh"}, slurmPackages(ctl[0], newVersion)...)...)
 	s.Must(t, ctl[0], "sh", "-c", "dpkg -i --force-depends /root/next-slurm/*.deb >/dev/null 2>&1; slurmctld -V")
 	doctor, err := s.Exec(ctl[0], "bash", "/srv/site/install-slurmbridge.sh", "doctor")
 	if err == nil || !strings.Contains(doctor, "slurmctld refuses the plugin") {
 		t.Errorf("doctor on a controller with Slurm %s installed and the plugin of %s did not say the restart would fail:\n%s", newVersion, upgradeFromRelease, doctor)
 	}
 	t.Logf("doctor before the restart, Slurm upgraded alone:\n%s", grepLines(doctor, "plugin"))
+	// Its roll back, before any restart: the old Slurm packages again, and doctor is clean.
+	apt(ctl[0], append([]string{"install", "--allow-downgrades"}, slurmPackages(ctl[0], oldVersion)...)...)
+	if out, err := s.Exec(ctl[0], "bash", "/srv/site/install-slurmbridge.sh", "doctor"); err != nil {
+		t.Errorf("doctor after rolling Slurm back to %s on %s: %v:\n%s", oldVersion, ctl[0], err, out)
+	}
 
 	// 2b. The document's step: Slurm and slurmbridge in one transaction on each controller, then
 	// the restart (the backup stopped meanwhile, so the two never run different releases).
 	t0 = time.Now()
 	for _, h := range ctl {
 		ctlDeb := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")["controller"]
-		apt(h, append([]string{"install", ctlDeb}, slurmPackages(h)...)...)
+		apt(h, append([]string{"install", ctlDeb}, slurmPackages(h, newVersion)...)...)
 		// The running slurmctld may not answer the new commands until its restart; the
 		// plugin must suit the installed one either way.
 		doctor, _ := s.Exec(h, "bash", "/srv/site/install-slurmbridge.sh", "doctor")
@@ -120,7 +127,7 @@ apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/r
 			continue
 		}
 		nodeDeb := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")["node"]
-		apt(h, append([]string{"install", nodeDeb}, slurmPackages(h)...)...)
+		apt(h, append([]string{"install", nodeDeb}, slurmPackages(h, newVersion)...)...)
 		if h != s.Facts.Site.Login {
 			s.Must(t, h, "systemctl", "restart", "slurmd")
 		}
