@@ -92,8 +92,11 @@ func slurmctld(f Facts) []Verdict {
 // least suit the installed slurmctld; nothing is said when either is unknown.
 func pluginForInstalled(p PluginFacts, onDisk string) []Verdict {
 	next, err := SlurmVersionNumber(onDisk)
-	if err != nil || p.Path == "" || p.Err != nil || p.Info.Version == next {
+	if err != nil || p.Path == "" || p.Err != nil {
 		return nil
+	}
+	if p.Info.Version == next {
+		return []Verdict{ok("plugin", "%s built for Slurm %s, as the installed slurmctld", p.Path, onDisk)}
 	}
 	return []Verdict{problem("plugin", "install the slurmbridge-controller package built for Slurm "+onDisk+" (docs/operations.md, Upgrade Slurm)",
 		"%s is built for Slurm %s, but the installed slurmctld is %s: slurmctld refuses the plugin when it starts",

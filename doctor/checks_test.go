@@ -139,6 +139,10 @@ func TestJudge(t *testing.T) {
 		{"slurmctld does not answer, the plugin suits the installed one", func(f *Facts) {
 			f.ConfigErr = errors.New("scontrol show config: Unable to contact slurm controller")
 		}, []string{"slurmctld: scontrol show config failed"}},
+		{"slurmctld does not answer, the installed one is unknown", func(f *Facts) {
+			f.ConfigErr = errors.New("scontrol show config: Unable to contact slurm controller")
+			f.SlurmctldOnDisk = ""
+		}, []string{"slurmctld: scontrol show config failed"}},
 		{"a plugin built for the previous micro release", func(f *Facts) { f.Plugin.Info.Version = 0x160507 }, []string{
 			"plugin: /plugins/job_submit_pools.so was built for Slurm 22.05.7 but slurmctld runs 22.05.8: slurmctld refuses to load it (the version must match to the micro release) | rebuild and reinstall it on this Slurm: make plugin && sudo make install-plugin",
 		}},
@@ -401,5 +405,21 @@ func TestProductionAndTestbedConfigsSatisfyDoctor(t *testing.T) {
 	}
 	if v := slurmConfFile(t, "../slurm-conf/production/slurm.conf.slurmbridge").Get("JobSubmitPlugins"); v != "pools" {
 		t.Errorf("production JobSubmitPlugins=%q", v)
+	}
+}
+
+// Mid-upgrade, with the new commands unable to reach the old slurmctld, doctor still says the
+// installed slurmctld will take the plugin.
+func TestPluginSuitsTheInstalledSlurmctldWhenNoneAnswers(t *testing.T) {
+	f := healthy(t)
+	f.ConfigErr = errors.New("scontrol show config: Protocol authentication error")
+	var plugin []Verdict
+	for _, v := range Judge(f) {
+		if v.Check == "plugin" {
+			plugin = append(plugin, v)
+		}
+	}
+	if len(plugin) != 1 || plugin[0].Status != OK || plugin[0].Text != "/plugins/job_submit_pools.so built for Slurm 22.05.8, as the installed slurmctld" {
+		t.Errorf("plugin verdicts: %+v", plugin)
 	}
 }

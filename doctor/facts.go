@@ -123,8 +123,8 @@ func Gather(ctx context.Context, env Env, opts Options) Facts {
 		// running slurmctld, mid-upgrade): the installed slurmctld and the plugin it would load
 		// are still here to compare.
 		f.SlurmctldOnDisk, _ = env.Slurm.SlurmctldOnDisk(ctx)
-		if f.SlurmctldOnDisk != "" {
-			f.Plugin = findPlugin(slurm.Config{}, offlinePluginDir(opts.PluginDir))
+		if dir := offlinePluginDir(opts.PluginDir); f.SlurmctldOnDisk != "" && dir != "" {
+			f.Plugin = findPlugin(slurm.Config{}, dir)
 		}
 	}
 	if f.ConfigErr == nil {
@@ -163,9 +163,10 @@ func offlinePluginDir(given string) string {
 	}
 	if data, err := os.ReadFile(conf); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
+			line, _, _ = strings.Cut(line, "#")
 			key, value, ok := strings.Cut(strings.TrimSpace(line), "=")
-			if ok && strings.EqualFold(strings.TrimSpace(key), "PluginDir") {
-				return strings.Fields(value + " ")[0]
+			if fields := strings.Fields(value); ok && len(fields) > 0 && strings.EqualFold(strings.TrimSpace(key), "PluginDir") {
+				return fields[0]
 			}
 		}
 	}

@@ -225,3 +225,23 @@ func TestReadMetricsReadsWhatClientGolangWrites(t *testing.T) {
 		t.Errorf("an HTML page read as %v, err %v", m.Samples, m.Err)
 	}
 }
+
+func TestOfflinePluginDirReadsSlurmConf(t *testing.T) {
+	for _, tc := range []struct{ conf, want string }{
+		{"ClusterName=x\nPluginDir=/opt/slurm/plugins:/usr/lib/slurm # ours first\n", "/opt/slurm/plugins:/usr/lib/slurm"},
+		{"pluginDIR = /opt/p\n", "/opt/p"},
+		{"#PluginDir=/commented/out\nPluginDir=\nPluginDir= # nothing\nPluginDir=/last\n", "/last"},
+	} {
+		conf := filepath.Join(t.TempDir(), "slurm.conf")
+		if err := os.WriteFile(conf, []byte(tc.conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("SLURM_CONF", conf)
+		if got := offlinePluginDir(""); got != tc.want {
+			t.Errorf("slurm.conf %q: PluginDir %q, want %q", tc.conf, got, tc.want)
+		}
+	}
+	if got := offlinePluginDir("/given"); got != "/given" {
+		t.Errorf("--plugin-dir /given: %q", got)
+	}
+}

@@ -135,11 +135,14 @@ quotad_start() {
 	systemctl is-active --quiet quotad || die "quotad is not active: $(journalctl -u quotad -n 5 --no-pager -o cat)"
 	# Its first cycle creates the QOS and may take several seconds (22.05's sacctmgr is slow):
 	# doctor counts a quotad that has not finished one as a problem.
+	local metrics=""
 	for i in $(seq 60); do
-		curl -fsS --max-time 2 http://127.0.0.1:9817/metrics 2>/dev/null |
-			grep -Eq '^quotad_last_successful_cycle_timestamp_seconds [1-9]' && break
+		metrics=$(curl -fsS --max-time 2 http://127.0.0.1:9817/metrics 2>/dev/null || true)
+		grep -Eq '^quotad_last_successful_cycle_timestamp_seconds [1-9]' <<<"$metrics" && break
 		sleep 1
 	done
+	grep -Eq '^quotad_last_successful_cycle_timestamp_seconds [1-9]' <<<"$metrics" ||
+		die "quotad has not finished a cycle in 60s: $(journalctl -u quotad -n 5 --no-pager -o cat)"
 	say "quotad active ($1)"
 }
 
@@ -185,7 +188,14 @@ upgrade() {
 		die "apt-get install $deb failed"
 	if [ "$role" = controller ]; then
 		systemctl restart slurmctld
-		systemctl is-active --quiet slurmctld || die "slurmctld did not start again: $(journalctl -u slurmctld -n 5 --no-pager -o cat)"
+		# Active is not enough: a slurmctld that refuses the plugin exits after starting.
+		local i
+		for i in $(seq 30); do
+			scontrol ping 2>/dev/null | grep -q "at $(hostname) is UP" && break
+			sleep 1
+		done
+		scontrol ping 2>/dev/null | grep -q "at $(hostname) is UP" ||
+			die "slurmctld did not come back: $(journalctl -u slurmctld -n 5 --no-pager -o cat)"
 	fi
 	say "slurmbridge-$role $(dpkg-query -W -f '${Version}' "slurmbridge-$role")"
 }

@@ -25,6 +25,10 @@ func TestUpgradeSlurmbridge(t *testing.T) {
 	}
 	s := Require(t)
 	fromVersion, toVersion := debVersion(t, from), debVersion(t, to)
+	// An upgrade, not a reinstall or a downgrade: the versions sort by the commits' dates.
+	if _, err := Local("dpkg", "--compare-versions", toVersion, "gt", fromVersion); err != nil {
+		t.Fatalf("this tree's packages (%s) are not newer than the previous release's (%s)", toVersion, fromVersion)
+	}
 	for _, h := range s.hosts() {
 		if got := s.installedVersion(t, h); got != fromVersion {
 			t.Fatalf("%s runs slurmbridge %s, not the previous release %s: bring the site up with SITE_DEBS=%s", h, got, fromVersion, from)
