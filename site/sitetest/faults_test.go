@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
 )
 
 // load is the work running through every fault.
@@ -97,9 +99,14 @@ func startLoad(t *testing.T, s *Site) *load {
 
 // workers are the worker jobs elasticd runs for elastic job id, in state (any when "").
 func workers(q map[string]Job, id, state string) []Job {
+	main, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		return nil
+	}
+	name := daemon.WorkerName(uint32(main))
 	var w []Job
 	for _, j := range q {
-		if j.Name == "elastic-worker-"+id && (state == "" || j.State == state) {
+		if j.Name == name && (state == "" || j.State == state) {
 			w = append(w, j)
 		}
 	}
