@@ -8,7 +8,7 @@
 #   make test-unit     vet and unit tests only (no Slurm needed)
 #   make bench         run every benchmark (bench-replay-full: the trace replay's full run)
 #   make install       binaries, plugins, units, example configs (PREFIX, DESTDIR, PLUGIN_DIR)
-#   make deb           Debian packages slurmbridge-controller and slurmbridge-node in dist/
+#   make deb           Debian packages slurmbridge-controller, -node and -client in dist/
 #   make test-deb      build the packages, install and remove them with dpkg, check the files (root)
 #   make test-installed  the testbed from the installed packages: integration tests, doctor (root)
 #   make testbed-up | testbed-down | testbed-status | testbed-clean
@@ -227,7 +227,7 @@ testbed-docker-shell:
 # The site cluster (site/site.sh): slurmbridge from its packages on hosts with systemd as PID 1,
 # two controllers, a database host, a login host and a host per node; the fault suite against it.
 SITE_RELEASE = $(if $(SLURM_RELEASE),$(SLURM_RELEASE),$(shell bash testbed/release.sh host))
-.PHONY: site-up site-down site-status site-logs site-test site-upgrade-test site-slurm-upgrade-test
+.PHONY: site-up site-down site-status site-logs site-demo site-test site-upgrade-test site-slurm-upgrade-test
 site-up:
 	@bash site/site.sh up $(SITE_RELEASE)
 site-down:
@@ -236,6 +236,9 @@ site-status:
 	@bash site/site.sh status $(SITE_RELEASE)
 site-logs:
 	@bash site/site.sh logs $(SITE_RELEASE)
+# make demo's steps on the running site (make site-up first), from its login host.
+site-demo:
+	@bash site/site.sh demo $(SITE_RELEASE)
 # Against the running site: elastic jobs across hosts, then the faults.
 site-test:
 	SLURM_RELEASE=$(SITE_RELEASE) $(GO) test -count=1 -tags site -timeout 40m -v -run 'TestElasticAcrossHosts|TestFaults' ./site/sitetest/

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds slurmbridge-controller and slurmbridge-node .debs from bin/ (make build) into dist/,
-# with dpkg-deb only. Both depend on the exact Slurm packages installed here: the job_submit
-# plugin's plugin_version is this Slurm's SLURM_VERSION_NUMBER, so slurmctld of any other
-# micro release refuses it.
+# Builds slurmbridge-controller, slurmbridge-node and slurmbridge-client .debs from bin/ (make
+# build) into dist/, with dpkg-deb only. The first two depend on the exact Slurm packages
+# installed here: the job_submit plugin's plugin_version is this Slurm's SLURM_VERSION_NUMBER,
+# so slurmctld of any other micro release refuses it. Both depend on slurmbridge-client
+# (quotactl) of the same version, so every login, compute and controller host has quotactl.
 #
 #   packaging/build-deb.sh            (make deb)
 #
@@ -53,7 +54,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$DIST"
 
-# build NAME DESCRIPTION DEPENDS COMPONENT PLUGIN...
+# build NAME DESCRIPTION DEPENDS COMPONENT PLUGIN... (EXTRA_CONTROL: more control fields)
 build() {
 	local name=$1 summary=$2 depends=$3 component=$4
 	shift 4
@@ -67,6 +68,7 @@ build() {
 	# Stripped commands (debug info stays in bin/); the plugins stay byte-identical to bin/,
 	# so a packaged plugin behaves exactly as the tested dev build.
 	find "$root/usr/bin" -type f -exec strip --strip-unneeded {} +
+	install -d -m 0755 "$root$doc"
 	cat >"$root$doc/copyright" <<COPY
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: slurmbridge
@@ -74,10 +76,11 @@ Files: *
 Copyright: the slurmbridge authors
 License: see the slurmbridge source repository
 COPY
-	(cd "$root" && find etc -type f -printf '/%p\n' 2>/dev/null | sort) >"$root/DEBIAN/conffiles"
+	[ ! -d "$root/etc" ] || (cd "$root" && find etc -type f -printf '/%p\n' | sort) >"$root/DEBIAN/conffiles"
 	[ -s "$root/DEBIAN/conffiles" ] || rm -f "$root/DEBIAN/conffiles"
 	local script
 	for script in postinst prerm postrm; do
+		[ -f "$REPO/packaging/debian/$component/$script" ] || continue
 		sed -e "s|@PLUGIN_DIR@|$PLUGIN_DIR|g" "$REPO/packaging/debian/$component/$script" >"$root/DEBIAN/$script"
 		chmod 0755 "$root/DEBIAN/$script"
 	done
@@ -89,7 +92,8 @@ Version: $VERSION
 Architecture: $ARCH
 Maintainer: slurmbridge <slurmbridge@localhost>
 Installed-Size: $size
-Depends: $depends
+Depends: $depends${EXTRA_CONTROL:+
+$EXTRA_CONTROL}
 Section: admin
 Priority: optional
 Homepage: https://github.com/slurmbridge/slurmbridge
@@ -100,10 +104,16 @@ CONTROL
 	say "$DIST/${name}_${VERSION}_$ARCH.deb"
 }
 
-rm -f "$DIST"/slurmbridge-controller_*.deb "$DIST"/slurmbridge-node_*.deb
-build slurmbridge-controller "slurmbridge for the Slurm controller: pools plugin, quotad, quotactl, poolctl, slurmbridge-doctor" \
-	"slurmctld (= $SLURM_VERSION), slurm-wlm-basic-plugins (= $SLURM_VERSION), slurm-client (= $SLURM_VERSION), passwd" \
+rm -f "$DIST"/slurmbridge-controller_*.deb "$DIST"/slurmbridge-node_*.deb "$DIST"/slurmbridge-client_*.deb
+build slurmbridge-controller "slurmbridge for the Slurm controller: pools plugin, quotad, poolctl, slurmbridge-doctor" \
+	"slurmctld (= $SLURM_VERSION), slurm-wlm-basic-plugins (= $SLURM_VERSION), slurm-client (= $SLURM_VERSION), slurmbridge-client (= $VERSION), passwd" \
 	controller job_submit_pools.so
 build slurmbridge-node "slurmbridge for Slurm nodes: elasticd, its node agent and the elastic SPANK plugin" \
-	"slurm-wlm-basic-plugins (= $SLURM_VERSION), slurm-client (= $SLURM_VERSION), passwd" \
+	"slurm-wlm-basic-plugins (= $SLURM_VERSION), slurm-client (= $SLURM_VERSION), slurmbridge-client (= $VERSION), passwd" \
 	node spank_elastic.so
+# quotactl was in slurmbridge-controller before this package existed: it takes the file over
+# on an upgrade, and an older controller package cannot be installed beside it.
+EXTRA_CONTROL="Replaces: slurmbridge-controller (<< $VERSION)
+Breaks: slurmbridge-controller (<< $VERSION)" \
+	build slurmbridge-client "slurmbridge's quotactl: quotas, explanations and the cluster page for users and admins" \
+	"munge" client

@@ -3,7 +3,7 @@
 # layout shared by `make install` (which installs the plugins itself, by rename) and
 # build-deb.sh (one component per package).
 #
-#   install.sh [controller] [node]    default: both
+#   install.sh [controller] [node] [client]    default: all three
 #
 # BINDIR, SYSCONFDIR, DOCDIR, UNITDIR and DESTDIR come from the environment (the Makefile's
 # defaults: /usr/local/bin, /etc, /usr/local/share/doc/slurmbridge, /usr/local/lib/systemd/system).
@@ -63,7 +63,6 @@ controller() {
 	bin poolctl
 	bin slurmbridge-doctor
 	bin quotad
-	bin quotactl
 	unit quotad.service
 	config quotad.env
 	install -D -m 0644 "$REPO/docs/operations.md" "$DESTDIR$DOCDIR/operations.md"
@@ -89,10 +88,15 @@ node() {
 	install -d -m 0755 "$DESTDIR$STATE_DIR"
 }
 
-[ $# -gt 0 ] || set -- controller node
+# quotactl: users run it where they submit (explain, list, cluster), admins where quotad runs.
+client() {
+	bin quotactl
+}
+
+[ $# -gt 0 ] || set -- controller node client
 for c in "$@"; do
 	case $c in
-	controller | node) "$c" ;;
-	*) die "unknown component $c (controller or node)" ;;
+	controller | node | client) "$c" ;;
+	*) die "unknown component $c (controller, node or client)" ;;
 	esac
 done

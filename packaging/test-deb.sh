@@ -11,7 +11,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=${DIST:-$REPO/dist}
-PKGS=(slurmbridge-controller slurmbridge-node)
+PKGS=(slurmbridge-controller slurmbridge-node slurmbridge-client)
 FAILS=0
 say() { printf 'test-deb: %s\n' "$*"; }
 die() { printf 'test-deb: FAIL: %s\n' "$*" >&2; exit 1; }
@@ -34,13 +34,25 @@ files() { dpkg-deb --fsys-tarfile "${DEB[$1]}" | tar -t | sed -n 's|^\./|/|p' | 
 
 # --- metadata ---------------------------------------------------------------------------
 check_metadata() {
-	local p=$1 depends
+	local p=$1 depends version
 	depends=$(dpkg-deb -f "${DEB[$p]}" Depends)
-	[[ $depends == *"slurm-wlm-basic-plugins (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks slurm-wlm-basic-plugins (= $SLURM_VERSION)"
+	version=$(dpkg-deb -f "${DEB[$p]}" Version)
+	if [ "$p" = slurmbridge-client ]; then
+		# quotactl needs no Slurm library; it takes its file over from an older controller package.
+		[[ $depends != *slurm-* ]] || fail "$p Depends '$depends': quotactl needs no Slurm package"
+		for f in Replaces Breaks; do
+			[ "$(dpkg-deb -f "${DEB[$p]}" $f)" = "slurmbridge-controller (<< $version)" ] ||
+				fail "$p $f '$(dpkg-deb -f "${DEB[$p]}" $f)', want slurmbridge-controller (<< $version)"
+		done
+	else
+		[[ $depends == *"slurm-wlm-basic-plugins (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks slurm-wlm-basic-plugins (= $SLURM_VERSION)"
+		[[ $depends == *"slurmbridge-client (= $version)"* ]] || fail "$p Depends '$depends' lacks slurmbridge-client (= $version)"
+	fi
 	[[ $p != slurmbridge-controller || $depends == *"slurmctld (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks slurmctld (= $SLURM_VERSION)"
 	local want
 	case $p in
-	slurmbridge-controller) want="/usr/bin/poolctl /usr/bin/slurmbridge-doctor /usr/bin/quotad /usr/bin/quotactl $PLUGIN_DIR/job_submit_pools.so /lib/systemd/system/quotad.service /etc/slurmbridge/quotad.env /usr/share/doc/$p/operations.md /usr/share/doc/$p/examples/slurm.conf.slurmbridge /usr/share/doc/$p/examples/pools.yaml /usr/share/doc/$p/examples/quotas.yaml" ;;
+	slurmbridge-client) want="/usr/bin/quotactl /usr/share/doc/$p/copyright" ;;
+	slurmbridge-controller) want="/usr/bin/poolctl /usr/bin/slurmbridge-doctor /usr/bin/quotad $PLUGIN_DIR/job_submit_pools.so /lib/systemd/system/quotad.service /etc/slurmbridge/quotad.env /usr/share/doc/$p/operations.md /usr/share/doc/$p/examples/slurm.conf.slurmbridge /usr/share/doc/$p/examples/pools.yaml /usr/share/doc/$p/examples/quotas.yaml" ;;
 	slurmbridge-node) want="/usr/bin/elasticd $PLUGIN_DIR/spank_elastic.so /lib/systemd/system/elasticd.service /lib/systemd/system/elasticd-agent.service /etc/slurmbridge/elasticd.env /etc/slurmbridge/elasticd-agent.env /usr/share/doc/$p/examples/plugstack.conf /usr/share/doc/$p/python/slurmbridge_elastic/__init__.py /usr/share/doc/$p/python/pyproject.toml" ;;
 	esac
 	local list f
@@ -49,7 +61,7 @@ check_metadata() {
 		grep -qx "$f" <<<"$list" || fail "$p lacks $f"
 	done
 	# Units carry the installed paths, never a placeholder.
-	if grep -q '@[A-Z]*@' < <(dpkg-deb --fsys-tarfile "${DEB[$p]}" | tar -xO --wildcards './lib/systemd/system/*'); then
+	if [ "$p" != slurmbridge-client ] && grep -q '@[A-Z]*@' < <(dpkg-deb --fsys-tarfile "${DEB[$p]}" | tar -xO --wildcards './lib/systemd/system/*'); then
 		fail "$p: a unit has an unfilled placeholder"
 	fi
 	say "$p: $(grep -c . <<<"$list") files, Depends: $depends"
@@ -155,6 +167,7 @@ system_round_trip() {
 	"/usr/bin/poolctl" doctor --help >/dev/null || fail "installed poolctl does not run"
 	/usr/bin/slurmbridge-doctor --help >/dev/null || fail "installed slurmbridge-doctor does not run"
 	/usr/bin/quotad --help >/dev/null || fail "installed quotad does not run"
+	/usr/bin/quotactl --help >/dev/null || fail "installed quotactl does not run"
 	/usr/bin/elasticd --help >/dev/null || fail "installed elasticd does not run"
 	if command -v systemd-analyze >/dev/null; then
 		systemd-analyze verify /lib/systemd/system/quotad.service /lib/systemd/system/elasticd.service \

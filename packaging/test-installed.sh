@@ -14,7 +14,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 export PATH=$PATH:/usr/local/go/bin
 DIST=${DIST:-$REPO/dist}
-PKGS=(slurmbridge-controller slurmbridge-node)
+PKGS=(slurmbridge-controller slurmbridge-node slurmbridge-client)
 export TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
 export TESTBED_FROM=installed SLURMBRIDGE_BINDIR=/usr/bin
 FAILS=0

@@ -7,6 +7,8 @@
 #   site/site.sh down RELEASE          every container, the network and the volumes
 #   site/site.sh exec RELEASE HOST CMD...   a command on a host (as root; -u USER first for a user)
 #   site/site.sh status RELEASE        the hosts and their units, sinfo, squeue
+#   site/site.sh demo RELEASE          make demo's steps on the running site, run on the login
+#                                      host with what a user there has (testbed/demo.sh)
 #   site/site.sh logs RELEASE          every host's failed units and Slurm's and slurmbridge's journals
 #   site/site.sh debs RELEASE          only build the packages into site/.dist/RELEASE
 #   site/site.sh previous-debs RELEASE the previous release's packages (site/previous-release
@@ -272,6 +274,7 @@ install_slurmbridge() {
 	on_all node systemctl restart slurmd || die "restarting slurmd failed"
 	on "$SITE_LOGIN" $step elasticd || die "elasticd failed"
 	on_all node $step elasticd-agent "$SITE_LOGIN" || die "the node agents failed"
+	on_all login $step user-env "$ctl1" || die "the users' environment failed"
 	on "$SITE_LOGIN" bash /srv/site/setup-slurm.sh wait-nodes || die "the nodes did not come back"
 	# slurmbridge-doctor on every host that has it.
 	on_all controller $step doctor || die "slurmbridge-doctor found problems on a controller"
@@ -299,6 +302,19 @@ status() {
 	on "$SITE_LOGIN" squeue -o '%i %u %a %P %q %T %R' || true
 }
 
+# The demo from the login host: the users submit from a directory on the shared /home holding
+# the installed examples, quotactl finds quotad through the users' environment (user-env).
+demo() {
+	need_root_and_docker
+	on "$SITE_LOGIN" systemctl is-active --quiet elasticd || die "no site cluster of Slurm $RELEASE runs: make site-up SLURM_RELEASE=$RELEASE"
+	on_i "$SITE_LOGIN" install -m 0755 /dev/stdin /srv/site/demo.sh <"$REPO_ROOT/testbed/demo.sh"
+	on "$SITE_LOGIN" sh -c 'install -d -m 0755 /home/demo/elasticd && ln -sfn /usr/share/doc/slurmbridge-node/examples /home/demo/elasticd/examples'
+	local url
+	url=$(on "$SITE_LOGIN" sh -c '. /etc/profile.d/slurmbridge.sh && echo "$SLURMBRIDGE_QUOTAD_URL"') || die "the login host has no /etc/profile.d/slurmbridge.sh"
+	docker exec -e DEMO_SHARE=/home/demo -e SLURMBRIDGE_BINDIR=/usr/bin -e SLURMBRIDGE_QUOTAD_URL="$url" \
+		"$(container "$SITE_LOGIN")" bash /srv/site/demo.sh
+}
+
 logs() {
 	local host
 	for host in "${HOSTS[@]}"; do
@@ -317,6 +333,7 @@ images) need_root_and_docker; build_images ;;
 debs) need_root_and_docker; build_debs ;;
 previous-debs) need_root_and_docker; previous_debs ;;
 status) status ;;
+demo) demo ;;
 logs) logs ;;
 exec)
 	[ $# -ge 2 ] || die "usage: site.sh exec RELEASE HOST [-u USER] CMD..."
@@ -326,5 +343,5 @@ exec)
 	if [ "$1" = -u ]; then user=(-u "$2"); shift 2; fi
 	exec docker exec -i "${user[@]}" "$(container "$host")" "$@"
 	;;
-*) die "unknown command $CMD: up, down, exec, status, logs, debs, previous-debs, images" ;;
+*) die "unknown command $CMD: up, down, exec, status, demo, logs, debs, previous-debs, images" ;;
 esac

@@ -15,15 +15,30 @@
 # the test users cannot enter (a 0700 home): they run only what testbed.sh publishes under
 # $TESTBED_DIR/share and a copy of quotactl the demo makes. The quotas, users and pools are the
 # testbed's (slurm-conf/testbed/).
+#
+# On a cluster installed from the packages (make site-demo runs it on the site cluster's login
+# host), DEMO_SHARE names a directory every user can enter, holding elasticd/examples,
+# SLURMBRIDGE_QUOTAD_URL the controller's quotad, and SLURMBRIDGE_BINDIR /usr/bin: the demo
+# then uses what a user there has, Slurm's commands, quotactl and elasticd's status.
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
 BIN=${SLURMBRIDGE_BINDIR:-$REPO_ROOT/bin}
-[ -f "$TESTBED_DIR/env" ] || { echo "demo: FAILED: no testbed in $TESTBED_DIR: run make testbed-up (or make demo)" >&2; exit 1; }
-# shellcheck source=/dev/null
-. "$TESTBED_DIR/env"
-SHARE=$TESTBED_DIR/share
+if [ -n "${DEMO_SHARE:-}" ]; then
+	[ -n "${SLURMBRIDGE_QUOTAD_URL:-}" ] || { echo "demo: FAILED: DEMO_SHARE is set but not SLURMBRIDGE_QUOTAD_URL (quotad's address)" >&2; exit 1; }
+	SHARE=$DEMO_SHARE
+	SLURMBRIDGE_CLUSTER=${SLURMBRIDGE_CLUSTER:-$(scontrol show config | awk '$1 == "ClusterName" {print $3}')}
+	WHERE="the cluster of $(hostname)"
+else
+	[ -f "$TESTBED_DIR/env" ] || { echo "demo: FAILED: no testbed in $TESTBED_DIR: run make testbed-up (or make demo)" >&2; exit 1; }
+	# shellcheck source=/dev/null
+	. "$TESTBED_DIR/env"
+	SHARE=$TESTBED_DIR/share
+	WHERE="testbed $TESTBED_DIR"
+fi
+# quotactl, as the users run it too, finds quotad here.
+export SLURMBRIDGE_QUOTAD_URL
 # The a100 pool is where bob borrows and alice reclaims; synthetic.sbatch's elastic pool too.
 POOL=a100
 TYPE=a100
@@ -152,10 +167,13 @@ trap 'exit 143' TERM
 
 # ---- before the steps: the testbed, its daemons, and a pool the demo has to itself ----------
 [ "$(id -u)" -eq 0 ] || fail "run as root (sudo make demo): the demo runs jobs as alice and bob"
-for d in quotad elasticd; do
+for d in quotactl elasticd; do
 	[ -x "$BIN/$d" ] || fail "no $BIN/$d: run make build (make demo does)"
-	bash "$REPO_ROOT/testbed/$d.sh" status >/dev/null || fail "$d does not run on the testbed: make testbed-up starts it"
 done
+[ -d "$SHARE/elasticd/examples" ] || fail "no elasticd/examples in $SHARE, where the users submit the elastic example from"
+# Both daemons answer before any job is submitted (make testbed-up starts them on the testbed).
+elasticd_answers() { "$BIN/elasticd" status --json >/dev/null 2>"$TMP/elasticd.err" || { WHY=$(cat "$TMP/elasticd.err"); return 1; }; }
+wait_until 20 "elasticd answering (elasticd status)" elasticd_answers
 # A job of an interrupted demo (all of them are named demo-*, their elastic workers after them)
 # would take the GPUs the steps count.
 stale=$(squeue -h -o '%i %j' | awk '$2 ~ /^demo-/ {print $1}')
@@ -190,7 +208,7 @@ POOL_GPUS=$(scontrol show partition "$POOL" -o | tr ' ,' '\n\n' | sed -n 's|^gre
 # bob takes his guarantee and borrows one GPU more; alice's claim must then need that GPU back.
 [ $((BOB_QUOTA + 1 + ALICE_QUOTA)) -gt "$POOL_GPUS" ] && [ $((BOB_QUOTA + 1)) -le "$POOL_GPUS" ] ||
 	fail "pool $POOL has $POOL_GPUS GPUs: bob's $BOB_QUOTA + 1 and alice's $ALICE_QUOTA do not make a reclaim necessary"
-say "slurmbridge demo on Slurm $(sinfo -V | awk '{print $2}'), testbed $TESTBED_DIR: alice ($ALICE_ACCT) and bob ($BOB_ACCT) each have $ALICE_QUOTA/$BOB_QUOTA $TYPE GPUs guaranteed; pool $POOL has $POOL_GPUS."
+say "slurmbridge demo on Slurm $(sinfo -V | awk '{print $2}'), $WHERE: alice ($ALICE_ACCT) and bob ($BOB_ACCT) each have $ALICE_QUOTA/$BOB_QUOTA $TYPE GPUs guaranteed; pool $POOL has $POOL_GPUS."
 
 # ---- 1. pools ----------------------------------------------------------------------------------
 step "1/5 pools" "alice submits a CPU job and a GPU job without choosing a partition"

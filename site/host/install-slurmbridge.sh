@@ -5,13 +5,14 @@
 # document is wrong: fix it there and here together. What is the site's own choice (its pools,
 # quotas, host names, cycle times) comes from /srv/site, as an admin's edits would.
 #
-#   install-slurmbridge.sh package controller|node     apt-get install ./slurmbridge-ROLE_*.deb
+#   install-slurmbridge.sh package controller|node     apt-get install ./slurmbridge-ROLE_*.deb ./slurmbridge-client_*.deb
 #   install-slurmbridge.sh slurm-conf                  Controller, step 1: merge the example lines
 #   install-slurmbridge.sh pools-yaml                  Controller, step 2
 #   install-slurmbridge.sh quotad-db CONTROLLER...     Controller, step 4, on the database host
 #   install-slurmbridge.sh db-password                 Controller, step 4: the password (stdin)
 #   install-slurmbridge.sh quotad-rights               Controller, step 5
 #   install-slurmbridge.sh quotad-start first|standby  Controller, step 6 (the standby: "One active quotad")
+#   install-slurmbridge.sh user-env CONTROLLER         quotad's read-only API: users' quotactl finds quotad
 #   install-slurmbridge.sh plugstack                   Nodes, step 1
 #   install-slurmbridge.sh elasticd                    Nodes, step 2
 #   install-slurmbridge.sh elasticd-agent ELASTICD_HOST  Nodes, step 3
@@ -35,12 +36,21 @@ set_env() {
 	fi
 }
 
+# debs ROLE DIR: the role's package in DIR and slurmbridge-client beside it (quotactl, which
+# both depend on; a release from before that package has none, and quotactl in its controller
+# package).
+debs() {
+	ls "$2"/slurmbridge-"$1"_*.deb || die "no slurmbridge-$1 package in $2"
+	ls "$2"/slurmbridge-client_*.deb 2>/dev/null || true
+}
+
 package() {
-	local deb
-	deb=$(ls "$SITE"/slurmbridge-"$1"_*.deb) || die "no slurmbridge-$1 package in $SITE"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$deb" >/dev/null ||
-		die "apt-get install $deb failed"
-	say "installed $(dpkg-query -W -f '${Package} ${Version}' "slurmbridge-$1")"
+	local list debs
+	list=$(debs "$1" "$SITE")
+	mapfile -t debs <<<"$list"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${debs[@]}" >/dev/null ||
+		die "apt-get install ${debs[*]} failed"
+	say "installed $(dpkg-query -W -f '${Package} ${Version}; ' "slurmbridge-$1" slurmbridge-client 2>/dev/null)"
 }
 
 # Step 1: every active line of examples/slurm.conf.slurmbridge replaces the site's line of the
@@ -116,12 +126,14 @@ quotad_rights() {
 }
 
 # Step 6. The site's choices: its cluster name, the database host, a 5 s cycle (the fault
-# suite counts in cycles).
+# suite counts in cycles), and quotad's API where users on the login host reach it ("quotad's
+# read-only API": the site's network is the cluster's own).
 quotad_start() {
 	local env=/etc/slurmbridge/quotad.env
 	set_env "$env" SLURMBRIDGE_CLUSTER "$CLUSTER"
 	set_env "$env" SLURMBRIDGE_DB_ADDR "$SITE_DB:$FACT_CONTAINER_DB_PORT"
 	set_env "$env" QUOTAD_INTERVAL 5s
+	set_env "$env" QUOTAD_LISTEN 0.0.0.0:9817
 	set -a
 	. "$env"
 	set +a
@@ -144,6 +156,12 @@ quotad_start() {
 	grep -Eq '^quotad_last_successful_cycle_timestamp_seconds [1-9]' <<<"$metrics" ||
 		die "quotad has not finished a cycle in 60s: $(journalctl -u quotad -n 5 --no-pager -o cat)"
 	say "quotad active ($1)"
+}
+
+# "quotad's read-only API": users' environment names quotad (quotactl explain, list, cluster).
+user_env() {
+	printf 'export SLURMBRIDGE_QUOTAD_URL=http://%s:9817\n' "$1" >/etc/profile.d/slurmbridge.sh
+	chmod 0644 /etc/profile.d/slurmbridge.sh
 }
 
 # Nodes, step 1: only now that every submit and compute host has the package.
@@ -182,10 +200,13 @@ elasticd_agent() {
 # "Upgrade slurmbridge": the host's package from DIR, newer or older (a roll back is the same
 # step); a controller's slurmctld restarts to load the new plugin.
 upgrade() {
-	local role=$1 dir=$2 deb
-	deb=$(ls "$dir"/slurmbridge-"$role"_*.deb) || die "no slurmbridge-$role package in $dir"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --allow-downgrades "$deb" >/dev/null ||
-		die "apt-get install $deb failed"
+	local role=$1 dir=$2 list debs
+	list=$(debs "$role" "$dir")
+	mapfile -t debs <<<"$list"
+	# Back to a release from before slurmbridge-client, apt removes it: its Breaks refuses the
+	# older controller package, which holds quotactl itself.
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --allow-downgrades "${debs[@]}" >/dev/null ||
+		die "apt-get install ${debs[*]} failed"
 	if [ "$role" = controller ]; then
 		systemctl restart slurmctld
 		# Active is not enough: a slurmctld that refuses the plugin exits after starting.
@@ -217,6 +238,7 @@ quotad-db) quotad_db "$@" ;;
 db-password) db_password ;;
 quotad-rights) quotad_rights ;;
 quotad-start) quotad_start "$@" ;;
+user-env) user_env "$@" ;;
 plugstack) plugstack ;;
 elasticd) elasticd ;;
 elasticd-agent) elasticd_agent "$@" ;;

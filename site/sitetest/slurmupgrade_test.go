@@ -103,8 +103,8 @@ apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/r
 	// the restart (the backup stopped meanwhile, so the two never run different releases).
 	t0 = time.Now()
 	for _, h := range ctl {
-		ctlDeb := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")["controller"]
-		apt(h, append([]string{"install", ctlDeb}, slurmPackages(h, newVersion)...)...)
+		debs := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")
+		apt(h, append([]string{"install", debs["controller"], debs["client"]}, slurmPackages(h, newVersion)...)...)
 		// The running slurmctld does not answer the new commands until its restart: doctor
 		// checks the plugin against the installed slurmctld.
 		doctor, _ := s.Exec(h, "bash", "/srv/site/install-slurmbridge.sh", "doctor")
@@ -128,8 +128,8 @@ apt-get -y -q -t ` + upgradeSuite + ` --download-only -o Dir::Cache::archives=/r
 		if slices.Contains(ctl, h) {
 			continue
 		}
-		nodeDeb := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")["node"]
-		apt(h, append([]string{"install", nodeDeb}, slurmPackages(h, newVersion)...)...)
+		debs := s.copyDebs(t, h, newDebs, "/srv/site/next-slurm")
+		apt(h, append([]string{"install", debs["node"], debs["client"]}, slurmPackages(h, newVersion)...)...)
 		if h != s.Facts.Site.Login {
 			s.Must(t, h, "systemctl", "restart", "slurmd")
 		}
