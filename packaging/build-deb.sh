@@ -50,6 +50,8 @@ fi
 # The Slurm release is part of the version, so two builds for two Slurms never look alike.
 VERSION=$SLURMBRIDGE_VERSION+slurm$upstream
 
+# Only the client's build sets more control fields (below), never the caller's environment.
+unset EXTRA_CONTROL
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$DIST"

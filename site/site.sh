@@ -20,7 +20,7 @@
 # and one host per node. Each host's name on the network is its own. Make targets: site-up,
 # site-down, site-status, site-logs, site-test, site-demo (SLURM_RELEASE=...).
 #
-# Environment: SITE_DEBS (a directory holding the two .debs to install instead of building
+# Environment: SITE_DEBS (a directory holding the .debs to install instead of building
 # them: an upgrade test installs an older build this way), SITE_SUBNET (the network's first
 # three octets, 172.31.<major> by default), DEBIAN_MIRROR.
 set -euo pipefail

@@ -65,6 +65,10 @@ func TestUpgradeSlurmbridge(t *testing.T) {
 			if got := s.installedVersion(t, h); got != step.version {
 				t.Errorf("%s: %s left slurmbridge %s, want %s", step.name, h, got, step.version)
 			}
+			// quotactl moved to slurmbridge-client: some package must still own a working one.
+			if out, err := s.Exec(h, "sh", "-c", "dpkg -S /usr/bin/quotactl && quotactl --help >/dev/null"); err != nil {
+				t.Errorf("%s: %s has no packaged quotactl that runs: %v: %s", step.name, h, err, out)
+			}
 		}
 		took := time.Since(t0)
 		whole := WaitFor(t, "the cluster whole after the "+step.name, 2*time.Minute, func() bool { return s.whole(l) == "" })
