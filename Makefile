@@ -123,9 +123,10 @@ test-unit: vet
 	$(GO) test -count=1 ./...
 
 # Integration tests (build tag `integration`) share one cluster, so packages run one at a time.
+# A package's limit covers its turns waiting for other suites' torchrun tests in CI.
 ifeq ($(IN_CONTAINER),)
 test: testbed-up vet
-	$(GO) test -count=1 -p 1 -tags integration -timeout 30m ./...
+	$(GO) test -count=1 -p 1 -tags integration -timeout 45m ./...
 else
 test:
 	@bash testbed/release.sh check $(SLURM_RELEASE)

@@ -79,6 +79,13 @@ if [ -n "${CONTAINER_OUT:-}" ]; then
 	install -d "$CONTAINER_OUT"
 	out_mount=(-v "$(cd "$CONTAINER_OUT" && pwd):/out")
 fi
+# The lock the suites running side by side take around their CPU-heavy tests
+# (bridge/testbed.HeavyLockEnv): its directory is shared, so one flock spans them all.
+heavy_lock=()
+if [ -n "${SLURMBRIDGE_HEAVY_LOCK:-}" ]; then
+	lock_dir=$(cd "$(dirname "$SLURMBRIDGE_HEAVY_LOCK")" && pwd)
+	heavy_lock=(-v "$lock_dir:/run/slurmbridge-heavy-lock" -e "SLURMBRIDGE_HEAVY_LOCK=/run/slurmbridge-heavy-lock/$(basename "$SLURMBRIDGE_HEAVY_LOCK")")
+fi
 
 cleanup() { docker rm -f "$NAME" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
@@ -98,7 +105,7 @@ tree | docker run --rm -i --init --name "$NAME" --hostname "$host" --add-host "$
 	-v "$GOROOT_DIR:/usr/local/go:ro" \
 	-v "$MODCACHE:/root/go/pkg/mod" \
 	-v "slurmbridge-gocache-$RELEASE:/root/.cache/go-build" \
-	"${out_mount[@]}" \
+	"${out_mount[@]}" "${heavy_lock[@]}" \
 	-e CI="${CI:-}" -e SLURM_RELEASE="$RELEASE" -e SLURMBRIDGE_TEST_PATIENCE="${SLURMBRIDGE_TEST_PATIENCE:-}" \
 	"$IMAGE" bash -c 'set -e; install -d -m 0755 /srv/slurmbridge; tar -xf - -C /srv/slurmbridge; cd /srv/slurmbridge; exec "$@"' \
 	container "$@"

@@ -30,12 +30,14 @@ if [ -n "${DEMO_SHARE:-}" ]; then
 	SHARE=$DEMO_SHARE
 	SLURMBRIDGE_CLUSTER=${SLURMBRIDGE_CLUSTER:-$(scontrol show config | awk '$1 == "ClusterName" {print $3}')}
 	WHERE="the cluster of $(hostname)"
+	ON_TESTBED=0
 else
 	[ -f "$TESTBED_DIR/env" ] || { echo "demo: FAILED: no testbed in $TESTBED_DIR: run make testbed-up (or make demo)" >&2; exit 1; }
 	# shellcheck source=/dev/null
 	. "$TESTBED_DIR/env"
 	SHARE=$TESTBED_DIR/share
 	WHERE="testbed $TESTBED_DIR"
+	ON_TESTBED=1
 fi
 # quotactl, as the users run it too, finds quotad here.
 export SLURMBRIDGE_QUOTAD_URL
@@ -170,6 +172,12 @@ trap 'exit 143' TERM
 for d in quotactl elasticd; do
 	[ -x "$BIN/$d" ] || fail "no $BIN/$d: run make build (make demo does)"
 done
+# On the testbed a daemon that is not running is said so at once, with how to start it.
+if [ "$ON_TESTBED" = 1 ]; then
+	for d in quotad elasticd; do
+		bash "$REPO_ROOT/testbed/$d.sh" status >/dev/null || fail "$d does not run on the testbed: make testbed-up starts it"
+	done
+fi
 [ -d "$SHARE/elasticd/examples" ] || fail "no elasticd/examples in $SHARE, where the users submit the elastic example from"
 # Both daemons answer before any job is submitted (make testbed-up starts them on the testbed).
 elasticd_answers() { "$BIN/elasticd" status --json >/dev/null 2>"$TMP/elasticd.err" || { WHY=$(cat "$TMP/elasticd.err"); return 1; }; }

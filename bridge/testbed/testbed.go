@@ -567,3 +567,33 @@ func Patience(limit time.Duration) time.Duration {
 	}
 	return time.Duration(float64(limit) * f)
 }
+
+// HeavyLockEnv names a file that the suites running side by side on the same cores (CI runs
+// three releases at once) lock around their CPU-heavy tests: a torchrun world is a dozen
+// Python processes, and three of them at once on two cores starve torchrun's heartbeats
+// until its rendezvous never settles. Unset, as for a suite alone on its machine: no lock.
+const HeavyLockEnv = "SLURMBRIDGE_HEAVY_LOCK"
+
+// OneHeavyAtATime blocks until no other suite sharing $SLURMBRIDGE_HEAVY_LOCK runs a heavy
+// test, and holds the lock until t ends. Call it first, before the test's deadlines start.
+func OneHeavyAtATime(t testing.TB) {
+	t.Helper()
+	path := os.Getenv(HeavyLockEnv)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("the heavy tests' lock: %v", err)
+	}
+	t0 := time.Now()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("the heavy tests' lock %s: %v", path, err)
+	}
+	if waited := time.Since(t0); waited > time.Second {
+		t.Logf("waited %s for another suite's heavy test to end (%s)", waited.Round(time.Second), path)
+	}
+	// Closing the descriptor releases the lock.
+	t.Cleanup(func() { f.Close() })
+}

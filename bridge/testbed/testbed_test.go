@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,5 +68,29 @@ func TestUsersAreTheFactsProjects(t *testing.T) {
 	}
 	if users["alice"] != "proj-a" || users["bob"] != "proj-b" || users["carol"] != "proj-c" || len(users) != 3 {
 		t.Fatalf("Users() = %v", users)
+	}
+}
+
+// A heavy test holds the shared lock from its start to its end: another suite's heavy test,
+// which takes the same file's lock, cannot run beside it.
+func TestOneHeavyAtATimeHoldsTheLockUntilTheTestEnds(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "heavy.lock")
+	t.Setenv(HeavyLockEnv, lock)
+	othersTry := func() bool {
+		f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+	}
+	t.Run("heavy", func(t *testing.T) {
+		OneHeavyAtATime(t)
+		if othersTry() {
+			t.Error("another suite took the lock while a heavy test ran")
+		}
+	})
+	if !othersTry() {
+		t.Error("the lock is still held after the heavy test ended")
 	}
 }

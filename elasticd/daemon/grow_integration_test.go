@@ -26,6 +26,7 @@ import (
 // (typed GPUs, not mixed with the script's untyped ones), and the job must reach MIN and grow
 // past it, each world formed through torchrun's rendezvous (every worker of 3 reports).
 func TestShippedTorchrunExampleGrowsPastMin(t *testing.T) {
+	testbed.OneHeavyAtATime(t)
 	r := newElasticRun(t)
 	c, d, work := r.c, r.d, r.work
 	// Two torchrun worlds of 4 CPU processes each form, train and re-form: on cores shared
@@ -69,8 +70,7 @@ func TestShippedTorchrunExampleGrowsPastMin(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	if !grown {
-		data, _ := os.ReadFile(filepath.Join(work, "main-"+id+".out"))
-		t.Fatalf("after %s no world past MIN reported (last decision %q); main job output:\n%s", time.Since(start).Round(time.Second), last, tail(data))
+		t.Fatalf("after %s no world past MIN reported (last decision %q)\n%s", time.Since(start).Round(time.Second), last, jobOutputs(c, work))
 	}
 	t.Logf("a world of more than MIN reported after %s", time.Since(start).Round(time.Second))
 	// Every worker asked for 4 typed GPUs on one node, requeueable, beside the main job.
@@ -122,6 +122,23 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// jobOutputs is the queue and the end of every output in work (the main job's and, beside it,
+// its workers'): what a failed elastic test needs to tell Slurm's part from torchrun's.
+func jobOutputs(c *testbed.Cluster, work string) string {
+	var b strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if out, err := c.Run(ctx, "squeue", "-a", "-o", "%.8i %.12P %.24j %.8u %.9T %.20R"); err == nil {
+		fmt.Fprintf(&b, "the queue:\n%s", out)
+	}
+	outs, _ := filepath.Glob(filepath.Join(work, "*.out"))
+	for _, f := range outs {
+		data, _ := os.ReadFile(f)
+		fmt.Fprintf(&b, "=== %s (%d bytes):\n%s\n", filepath.Base(f), len(data), tail(data))
+	}
+	return b.String()
 }
 
 func tail(data []byte) string {

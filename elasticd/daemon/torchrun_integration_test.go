@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -33,9 +34,10 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 	const maxWorkers = 3
 	// Reaching the max takes under a minute; after this the shrink still fits the deadline.
 	const atMaxBeforePin = 2 * time.Minute
+	testbed.OneHeavyAtATime(t)
 	r := newElasticRun(t)
 	c, d, work := r.c, r.d, r.work
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(6*time.Minute))
 	defer cancel()
 	body, err := transition.Script(filepath.Dir(example(t, "train.py")), work, fmt.Sprintf("1:%d:1", maxWorkers), "a100", transition.KeepAlive)
 	if err != nil {

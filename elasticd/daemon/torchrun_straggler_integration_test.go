@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/stats"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
 )
@@ -41,8 +42,9 @@ func TestTorchrunStragglerAtMaxLeavesFirstAndThroughputRecovers(t *testing.T) {
 // (MIN:MAX:GPUS); order, when set, is a part of the replace decision's reason that says the
 // order of the replacement.
 func torchrunStragglerIsReplaced(t *testing.T, elastic, order string) {
+	testbed.OneHeavyAtATime(t)
 	r := newElasticRun(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(5*time.Minute))
 	defer cancel()
 	examples := filepath.Dir(example(t, "train.py"))
 	body, err := transition.Script(examples, r.work, elastic, "a100", transition.KeepAlive)
