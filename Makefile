@@ -18,8 +18,21 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin
-TESTBED_DIR ?= /tmp/slurmbridge-testbed
+# A testbed of a site's size, from a trace's cluster (bench/scale): make testbed-up PRESET=alibaba
+# [NODES=N] brings up its 1,523 nodes (or N in the same proportions) in a testbed of its own,
+# TRACE the trace's folder; testbed-down, -status and -clean take the same PRESET.
+PRESET ?=
+NODES ?=
+# testbed.sh's NODES is a bash array of the nodes' names: make's NODES stays out of its way.
+unexport NODES
+TRACE ?= $(abspath ../shared/traces/alibaba-gpu-v2023)
+TESTBED_DIR ?= $(if $(PRESET),/tmp/slurmbridge-$(PRESET),/tmp/slurmbridge-testbed)
 export TESTBED_DIR
+ifneq ($(PRESET),)
+ifneq ($(filter test demo test-installed testbed-docker-% site-%,$(MAKECMDGOALS)),)
+$(error make $(filter test demo test-installed testbed-docker-% site-%,$(MAKECMDGOALS)): runs on the testbed of slurm-conf/testbed; PRESET=$(PRESET) is for testbed-up and the scale benchmarks)
+endif
+endif
 
 # The Slurm release to test against (testbed/release.sh lists them); empty means the host's.
 HOST_RELEASE := $(shell bash testbed/release.sh host 2>/dev/null)
@@ -175,7 +188,12 @@ demo: testbed-up
 testbed-up:
 	@bash testbed/testbed.sh packages
 	@$(MAKE) --no-print-directory build
+ifeq ($(PRESET),)
 	@bash testbed/testbed.sh up
+else
+	@$(GO) run ./bench/cmd/scalepreset -preset '$(PRESET)' -trace '$(TRACE)' -nodes '$(or $(NODES),0)' -out '$(TESTBED_DIR)/scalepreset'
+	@TESTBED_FACTS='$(TESTBED_DIR)/scalepreset/facts.yaml' bash testbed/testbed.sh up
+endif
 
 testbed-down:
 	@bash testbed/testbed.sh down

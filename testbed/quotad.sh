@@ -47,9 +47,12 @@ cmd_start() {
 	fi
 	[ -x "$BIN/quotad" ] && [ -x "$BIN/quotactl" ] || die "$BIN/quotad or $BIN/quotactl missing: run make build"
 	load_env
-	local QUOTAD_METRICS_PORT
+	local QUOTAD_METRICS_PORT quotas
 	kept_facts "$TESTBED_DIR"
-	"$BIN/quotactl" import "$REPO_ROOT/slurm-conf/testbed/quotas.yaml" >/dev/null
+	# The quota table testbed.sh up rendered from its facts (a preset's projects among them).
+	quotas=$TESTBED_DIR/etc/quotas.yaml
+	[ -f "$quotas" ] || quotas=$REPO_ROOT/slurm-conf/testbed/quotas.yaml
+	"$BIN/quotactl" import "$quotas" >/dev/null
 	mkdir -p "$(dirname "$LOGFILE")" "$(dirname "$PIDFILE")"
 	setsid "$BIN/quotad" --interval "$QUOTAD_INTERVAL" --listen "127.0.0.1:$QUOTAD_METRICS_PORT" \
 		</dev/null >>"$LOGFILE" 2>&1 &

@@ -30,9 +30,24 @@ set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
 # The testbed's facts (users, projects, nodes, GPUs, ports) and the templates they fill in.
+# TESTBED_FACTS names another facts file with a pools.yaml beside it: a cluster of a site's
+# size (make testbed-up PRESET=alibaba, bench/cmd/scalepreset); up keeps a copy in the
+# testbed, which the later commands read.
 FACTS=$REPO_ROOT/slurm-conf/testbed/facts.yaml
+POOLS_YAML=$REPO_ROOT/slurm-conf/testbed/pools.yaml
+if [ -n "${TESTBED_FACTS:-}" ]; then
+	FACTS=$(readlink -f "$TESTBED_FACTS")
+	POOLS_YAML=$(dirname "$FACTS")/pools.yaml
+	[ -f "$FACTS" ] && [ -f "$POOLS_YAML" ] || { echo "testbed: error: TESTBED_FACTS=$TESTBED_FACTS: want a facts file with pools.yaml beside it" >&2; exit 2; }
+elif [ "${1:-}" != up ] && [ -f "$TESTBED_DIR/etc/preset/facts.yaml" ]; then
+	FACTS=$TESTBED_DIR/etc/preset/facts.yaml
+	POOLS_YAML=$TESTBED_DIR/etc/preset/pools.yaml
+fi
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+# How long up waits for every node; a cluster of many nodes is given longer.
 TESTBED_IDLE_TIMEOUT=${TESTBED_IDLE_TIMEOUT:-60}
+# slurmd started at once on a cluster of many nodes.
+SLURMD_START_BATCH=${SLURMD_START_BATCH:-16}
 # Extra directories searched for plugins before Slurm's own (the job_submit plugin goes here).
 TESTBED_PLUGIN_DIR=${TESTBED_PLUGIN_DIR:-$TESTBED_DIR/plugins}
 TESTBED_FROM=${TESTBED_FROM:-tree}
@@ -142,11 +157,10 @@ make_layout() {
 	install -d -m 0700 -o munge -g munge "$TESTBED_DIR/state/munge"
 	install -d -m 0755 -o mysql -g mysql "$RUN/mysqld" "$TESTBED_DIR/state/mysql"
 	install -d -m 0755 "$TESTBED_DIR/state/slurmd"
-	for node in "${NODES[@]}"; do
-		install -d -m 0755 "$TESTBED_DIR/state/slurmd/$node"
-	done
-	for node in "${GPU_NODES[@]}"; do
-		make_fake_gpus "$TESTBED_DIR" "$node" "$GPUS_PER_NODE"
+	install -d -m 0755 "${NODES[@]/#/$TESTBED_DIR/state/slurmd/}"
+	local i
+	for i in "${!GPU_NODES[@]}"; do
+		make_fake_gpus "$TESTBED_DIR" "${GPU_NODES[$i]}" "${GPU_NODE_GPUS[$i]}"
 	done
 	# Daemons that drop privileges write their logs as their own user.
 	touch "$LOG/slurmctld.log" "$LOG/slurmdbd.log" "$LOG/munged.log" "$LOG/mariadb.log"
@@ -183,14 +197,14 @@ install_plugin() {
 			return 0
 		}
 		JOB_SUBMIT_LINE=JobSubmitPlugins=pools
-		install -m 0644 "$REPO_ROOT/slurm-conf/testbed/pools.yaml" "$ETC/.pools.yaml.new"
+		install -m 0644 "$POOLS_YAML" "$ETC/.pools.yaml.new"
 		mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
 		return 0
 	fi
 	JOB_SUBMIT_LINE="#JobSubmitPlugins=pools (bin/job_submit_pools.so was not built)"
 	[ -f "$built" ] || { say "no $built (run make plugin): jobs are not routed into pools"; return 0; }
 	JOB_SUBMIT_LINE=JobSubmitPlugins=pools
-	install -m 0644 "$REPO_ROOT/slurm-conf/testbed/pools.yaml" "$ETC/.pools.yaml.new"
+	install -m 0644 "$POOLS_YAML" "$ETC/.pools.yaml.new"
 	mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
 	if ! cmp -s "$built" "$dest"; then
 		install -m 0755 "$built" "$dest.new"
@@ -237,7 +251,7 @@ write_configs() {
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
 	install_plugin
 	install_spank
-	local before files=(slurm.conf gres.conf slurmdbd.conf)
+	local before files=(slurm.conf gres.conf slurmdbd.conf quotas.yaml)
 	# The container testbed renders the same templates (docker/slurm-testbed/entrypoint.sh).
 	[ -n "$SPANK_SO" ] && files+=(plugstack.conf)
 	before=$({ cat "$ETC/slurm.conf" "$ETC/gres.conf" 2>/dev/null || true; } | md5sum)
@@ -249,6 +263,13 @@ write_configs() {
 		-db-password-file "$TESTBED_DIR/secrets/db-password" "${files[@]}" ||
 		die "cannot render the testbed's configuration from $FACTS"
 	[ "$before" = "$(cat "$ETC/slurm.conf" "$ETC/gres.conf" | md5sum)" ] || CONFIG_CHANGED=1
+	# A preset's facts and pools stay with the testbed, for its later commands and daemons.
+	if [ "$FACTS" != "$REPO_ROOT/slurm-conf/testbed/facts.yaml" ]; then
+		install -d -m 0755 "$ETC/preset"
+		[ "$FACTS" = "$ETC/preset/facts.yaml" ] || install -m 0644 "$FACTS" "$POOLS_YAML" "$ETC/preset/"
+	else
+		rm -rf "$ETC/preset"
+	fi
 	printf '%s\nQUOTAD_METRICS_PORT=%d ELASTICD_PORT=%d\n' "$FACTS_SHELL" "$QUOTAD_METRICS_PORT" "$ELASTICD_PORT" >"$ETC/facts.sh.new"
 	chmod 0644 "$ETC/facts.sh.new"
 	mv -f "$ETC/facts.sh.new" "$ETC/facts.sh"
@@ -349,11 +370,46 @@ start_slurmctld() {
 	wait_for "slurmctld" 30 scontrol ping || { tail -n 20 "$LOG/slurmctld.log" >&2; die "slurmctld did not answer"; }
 }
 
+# start_slurmds starts the slurmd of every node not running, SLURMD_START_BATCH at a time.
 start_slurmds() {
-	local node
+	local node pending=() failed=()
 	for node in "${NODES[@]}"; do
-		pid_of "slurmd-$node" >/dev/null && continue
-		/usr/sbin/slurmd -N "$node" || { tail -n 20 "$LOG/slurmd-$node.log" >&2; die "slurmd $node did not start"; }
+		pid_of "slurmd-$node" >/dev/null || pending+=("$node")
+	done
+	[ ${#pending[@]} -gt 0 ] || return 0
+	[ ${#pending[@]} -le "$SLURMD_START_BATCH" ] || say "starting ${#pending[@]} slurmd, $SLURMD_START_BATCH at a time"
+	printf '%s\n' "${pending[@]}" | xargs -r -P "$SLURMD_START_BATCH" -I{} /usr/sbin/slurmd -N {} || true
+	for node in "${pending[@]}"; do
+		pid_of "slurmd-$node" >/dev/null || failed+=("$node")
+	done
+	[ ${#failed[@]} -eq 0 ] && return 0
+	tail -n 20 "$LOG/slurmd-${failed[0]}.log" >&2 || true
+	die "slurmd did not start on ${#failed[@]} node(s): ${failed[*]:0:10}"
+}
+
+# stop_slurmds signals every slurmd at once, then waits: one by one is minutes on many nodes.
+stop_slurmds() {
+	local node pid pids=() i alive
+	for node in "${NODES[@]}"; do
+		pid=$(pid_of "slurmd-$node") && pids+=("$pid")
+	done
+	if [ ${#pids[@]} -gt 0 ]; then
+		kill -TERM "${pids[@]}" 2>/dev/null || true
+		for i in $(seq 1 100); do
+			alive=0
+			for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && { alive=1; break; }; done
+			[ $alive -eq 1 ] || break
+			sleep 0.1
+		done
+		for pid in "${pids[@]}"; do
+			[ -d "/proc/$pid" ] || continue
+			say "slurmd ($pid) ignored SIGTERM for 10s; sending SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+		done
+		say "stopped ${#pids[@]} slurmd"
+	fi
+	for node in "${NODES[@]}"; do
+		rm -f "$(readlink -f "$RUN/slurmd-$node.pid")" "$RUN/slurmd-$node.pid"
 	done
 }
 
@@ -430,13 +486,19 @@ cmd_up() {
 	[ "${CONFIG_CHANGED:-0}" = 1 ] && scontrol reconfigure
 	# A node left down by a previous run (e.g. killed slurmd) is brought back.
 	scontrol update nodename="$(IFS=,; echo "${NODES[*]}")" state=resume >/dev/null 2>&1 || true
-	if ! wait_for "all nodes up" "$TESTBED_IDLE_TIMEOUT" all_nodes_up; then
-		sinfo -N >&2 || true
-		die "nodes not up after ${TESTBED_IDLE_TIMEOUT}s; logs in $LOG"
+	# Registering is slurmctld's work, node after node: 60 s, plus 1 s for every 20 nodes.
+	local idle_timeout=$((TESTBED_IDLE_TIMEOUT + ${#NODES[@]} / 20))
+	if ! wait_for "all nodes up" "$idle_timeout" all_nodes_up; then
+		sinfo -N | awk '$4 !~ /^(idle|mix|alloc|comp)$/' | head -n 40 >&2 || true
+		die "nodes not up after ${idle_timeout}s; logs in $LOG"
 	fi
 	start_slurmbridge_daemons
 	say "up in $((SECONDS - t0))s: all ${#NODES[@]} nodes up. Use it with: . $TESTBED_DIR/env"
-	sinfo -o '%10P %.5a %.6D %8t %N %G'
+	if [ ${#NODES[@]} -le 50 ]; then
+		sinfo -o '%10P %.5a %.6D %8t %N %G'
+	else
+		sinfo -o '%12P %.5a %.6D %8t %G'
+	fi
 }
 
 stop_pid() {
@@ -467,7 +529,7 @@ cmd_down() {
 	stop_slurmbridge_daemons
 	end_running_jobs
 	# Nodes first, then the controller, accounting, database and authentication.
-	for node in "${NODES[@]}"; do stop_pid "slurmd-$node"; done
+	stop_slurmds
 	stop_pid slurmctld
 	stop_pid slurmdbd
 	stop_pid mariadb

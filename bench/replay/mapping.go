@@ -173,7 +173,7 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 			pl.CPUOnly++
 			continue
 		}
-		if unit(p.Seed, t.Name, "keep") >= p.Keep {
+		if Unit(p.Seed, t.Name, "keep") >= p.Keep {
 			pl.Thinned++
 			continue
 		}
@@ -236,7 +236,7 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 			pl.ClampedLong++
 		}
 		j.Runtime = run
-		if e := p.Elastic; e.MaxWorkers > 0 && j.Class == InQuota && j.TraceRuntime >= e.MinTraceRun && unit(p.Seed, t.Name, "elastic") < e.Share {
+		if e := p.Elastic; e.MaxWorkers > 0 && j.Class == InQuota && j.TraceRuntime >= e.MinTraceRun && Unit(p.Seed, t.Name, "elastic") < e.Share {
 			j.Elastic = true
 			j.Samples = int(math.Round(run.Seconds() * oneWorker))
 			pl.ElasticJobs++
@@ -295,7 +295,7 @@ func pick(seed int64, name string, projects []Project) Project {
 	for _, p := range projects {
 		total += p.GPUs
 	}
-	x := unit(seed, name, "project") * float64(total)
+	x := Unit(seed, name, "project") * float64(total)
 	for _, p := range projects {
 		if x < float64(p.GPUs) {
 			return p
@@ -305,9 +305,9 @@ func pick(seed int64, name string, projects []Project) Project {
 	return projects[len(projects)-1]
 }
 
-// unit is a number in [0, 1) fixed by seed, task name and purpose: FNV-1a, then splitmix64's
+// Unit is a number in [0, 1) fixed by seed, task name and purpose: FNV-1a, then splitmix64's
 // finaliser, because FNV's high bits barely change between names that differ in the last digit.
-func unit(seed int64, name, purpose string) float64 {
+func Unit(seed int64, name, purpose string) float64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s/%s", seed, purpose, name)
 	x := h.Sum64()

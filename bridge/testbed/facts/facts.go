@@ -75,9 +75,13 @@ type Shape struct {
 type Pool struct {
 	Name     string   `yaml:"name"`
 	Nodes    int      `yaml:"nodes"`
-	Default  bool     `yaml:"default"`
-	GPU      string   `yaml:"gpu"`
-	Features []string `yaml:"features"`
+	Default  bool     `yaml:"default,omitempty"`
+	GPU      string   `yaml:"gpu,omitempty"`
+	Features []string `yaml:"features,omitempty"`
+	// GPUsPerNode and Node, when set, are this pool's own GPUs per node and node shape, as in
+	// a preset of a real cluster with many node shapes; else the facts' gpusPerNode and node.
+	GPUsPerNode int    `yaml:"gpusPerNode,omitempty"`
+	Node        *Shape `yaml:"node,omitempty"`
 }
 
 // LocalPorts are the local testbed's ports; slurmd of the i-th node (from 0) listens on
@@ -123,14 +127,19 @@ func Load(path string) (*Facts, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Parse(data, path)
+}
+
+// Parse reads facts from data; source names it in errors.
+func Parse(data []byte, source string) (*Facts, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f Facts
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	if err := f.validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	return &f, nil
 }
@@ -211,6 +220,25 @@ func (f *Facts) validate() error {
 			errs = append(errs, fmt.Errorf("pool %q twice", p.Name))
 		}
 		seen[p.Name] = true
+		switch {
+		case p.GPUsPerNode < 0, p.GPUsPerNode > 0 && p.GPU == "":
+			errs = append(errs, fmt.Errorf("pool %q: gpusPerNode %d needs a gpu type and a positive count", p.Name, p.GPUsPerNode))
+		case p.Node != nil && (p.Node.Sockets < 1 || p.Node.CoresPerSocket < 1 || p.Node.MemoryMB < 1):
+			errs = append(errs, fmt.Errorf("pool %q: node: sockets, coresPerSocket and memoryMB must be positive", p.Name))
+		}
+	}
+	// One slurmd per node on this host, on consecutive ports: they must stay clear of the
+	// testbed's other ports and below the kernel's ephemeral range (32768 on Linux).
+	if n, l := len(f.NodeNames()), f.Local.Ports; n > 0 && l.SlurmdBase > 0 {
+		last := l.SlurmdBase + n - 1
+		if last >= 32768 {
+			errs = append(errs, fmt.Errorf("local.ports.slurmdBase: %d nodes need ports %d-%d, into the ephemeral range from 32768", n, l.SlurmdBase, last))
+		}
+		for what, port := range map[string]int{"db": l.DB, "ctld": l.Ctld, "dbd": l.Dbd, "quotad": l.Quotad, "elasticd": l.Elasticd} {
+			if port >= l.SlurmdBase && port <= last {
+				errs = append(errs, fmt.Errorf("local.ports.%s %d is among the %d nodes' slurmd ports %d-%d", what, port, n, l.SlurmdBase, last))
+			}
+		}
 	}
 	if len(f.Site.Controllers) != 2 || f.Site.DB == "" || f.Site.Login == "" {
 		errs = append(errs, errors.New("site: two controllers (primary and backup), a db host and a login host are needed"))
@@ -237,6 +265,35 @@ func (f *Facts) Users() map[string]string {
 		m[p.User] = p.Account
 	}
 	return m
+}
+
+// ShapeOf is the shape of pool p's nodes: its own, else the facts' node.
+func (f *Facts) ShapeOf(p Pool) Shape {
+	if p.Node != nil {
+		return *p.Node
+	}
+	return f.Node
+}
+
+// GPUsOf is the number of GPUs on each of pool p's nodes: 0 in a CPU pool, else its own
+// gpusPerNode or the facts'.
+func (f *Facts) GPUsOf(p Pool) int {
+	switch {
+	case p.GPU == "":
+		return 0
+	case p.GPUsPerNode > 0:
+		return p.GPUsPerNode
+	}
+	return f.GPUsPerNode
+}
+
+// GPUs is the cluster's GPU count.
+func (f *Facts) GPUs() int {
+	n := 0
+	for _, p := range f.Pools {
+		n += p.Nodes * f.GPUsOf(p)
+	}
+	return n
 }
 
 // NodeNames are the pool's nodes.
@@ -274,6 +331,19 @@ func (f *Facts) GPUNodeNames() []string {
 		}
 	}
 	return names
+}
+
+// GPUNodeCounts are the GPUs of each node of GPUNodeNames, in the same order.
+func (f *Facts) GPUNodeCounts() []int {
+	var counts []int
+	for _, p := range f.Pools {
+		for range p.NodeNames() {
+			if p.GPU != "" {
+				counts = append(counts, f.GPUsOf(p))
+			}
+		}
+	}
+	return counts
 }
 
 // GPUTypes are the GPU types in the order the pools first name them.

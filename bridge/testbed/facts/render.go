@@ -87,10 +87,10 @@ type data struct {
 	SpankElasticSO, DBPassword              string
 	// NodeLines are slurm.conf's node lines, one per pool.
 	NodeLines []nodeLine
+	// GPUNodes are gres.conf's lines, one per GPU node.
+	GPUNodes []gpuNode
 	// AccountingTRES are the GPU TRES slurmdbd records: gres/gpu and each type.
 	AccountingTRES string
-	// GPUFiles is a node's fake GPU files as gres.conf's File= names them: nvidia[0-3].
-	GPUFiles string
 	// GPUSummary counts the GPUs of each type for quotas.yaml's header.
 	GPUSummary string
 }
@@ -98,12 +98,25 @@ type data struct {
 type nodeLine struct {
 	Pool
 	Hosts, Hostname, Addr, Port string
+	// Shape is the pool's own node shape (nil: the facts' node, slurm.conf's NodeName=DEFAULT);
+	// GPUs its nodes' GPU count.
+	Shape *Shape
+	GPUs  int
+}
+
+// gpuNode is a GPU node of gres.conf: its fake GPU files as File= names them, nvidia[0-3].
+type gpuNode struct {
+	Name, Type, Files string
+}
+
+func (f *Facts) nodeLine(p Pool, hostname, addr, port string) nodeLine {
+	return nodeLine{Pool: p, Hosts: p.HostList(), Hostname: hostname, Addr: addr, Port: port, Shape: p.Node, GPUs: f.GPUsOf(p)}
 }
 
 func (f *Facts) data(site Site) data {
 	d := data{Facts: f, Dir: site.Dir, JobSubmitLine: site.JobSubmitLine,
 		PluginDirs: site.PluginDir + ":" + site.SlurmPluginDir, SpankElasticSO: site.SpankElasticSO,
-		DBPassword: site.DBPassword, GPUFiles: fmt.Sprintf("nvidia[0-%d]", f.GPUsPerNode-1)}
+		DBPassword: site.DBPassword}
 	if site.Container || site.SiteCluster {
 		// Both are networks of hosts on Slurm's default ports; they differ in the hosts' names.
 		c := f.Container
@@ -117,8 +130,7 @@ func (f *Facts) data(site Site) data {
 		d.CommParams = c.CommParams
 		// One container per node, named after it: its host name and address are its name.
 		for _, p := range f.Pools {
-			d.NodeLines = append(d.NodeLines, nodeLine{Pool: p, Hosts: p.HostList(), Hostname: p.HostList(),
-				Addr: p.HostList(), Port: strconv.Itoa(c.Ports.Slurmd)})
+			d.NodeLines = append(d.NodeLines, f.nodeLine(p, p.HostList(), p.HostList(), strconv.Itoa(c.Ports.Slurmd)))
 		}
 	} else {
 		ports := site.Ports.or(f.Local.Ports)
@@ -132,9 +144,19 @@ func (f *Facts) data(site Site) data {
 			if p.Nodes > 1 {
 				port += "-" + strconv.Itoa(first+p.Nodes-1)
 			}
-			d.NodeLines = append(d.NodeLines, nodeLine{Pool: p, Hosts: p.HostList(), Hostname: site.Host,
-				Addr: "127.0.0.1", Port: port})
+			d.NodeLines = append(d.NodeLines, f.nodeLine(p, site.Host, "127.0.0.1", port))
 			first += p.Nodes
+		}
+	}
+	for _, p := range f.Pools {
+		if n := f.GPUsOf(p); n > 0 {
+			files := "nvidia0"
+			if n > 1 {
+				files = fmt.Sprintf("nvidia[0-%d]", n-1)
+			}
+			for _, node := range p.NodeNames() {
+				d.GPUNodes = append(d.GPUNodes, gpuNode{Name: node, Type: p.GPU, Files: files})
+			}
 		}
 	}
 	tres := []string{"gres/gpu"}
@@ -166,7 +188,7 @@ func (f *Facts) gpuSummary() string {
 		var in []string
 		for _, p := range f.Pools {
 			if p.GPU == t {
-				n := p.Nodes * f.GPUsPerNode
+				n := p.Nodes * f.GPUsOf(p)
 				total += n
 				in = append(in, fmt.Sprintf("%d in %s", n, p.Name))
 			}

@@ -170,3 +170,69 @@ func withoutSQLComments(b []byte) []byte {
 	}
 	return out
 }
+
+// A pool with its own node shape and GPU count (a preset of a real cluster) gets them on its
+// node line, its nodes' gres.conf lines name that many GPU files, and the shell knows each
+// node's count; the other pools keep the facts' shape.
+func TestPoolsOfTheirOwnShape(t *testing.T) {
+	f, templates := repoFacts(t)
+	f.Pools = append(f.Pools,
+		Pool{Name: "t4x2", Nodes: 3, GPU: "t4", GPUsPerNode: 2, Node: &Shape{Sockets: 1, CoresPerSocket: 104, MemoryMB: 524288}},
+		Pool{Name: "a10x1", Nodes: 1, GPU: "a10", GPUsPerNode: 1})
+	if err := f.validate(); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := f.Render(templates, "slurm.conf", goldenSites["host"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"NodeName=t4x2-[1-3] NodeHostname=tbhost NodeAddr=127.0.0.1 Port=17008-17010 Sockets=1 CoresPerSocket=104 RealMemory=524288 Gres=gpu:t4:2\n",
+		"NodeName=a10x1-1 NodeHostname=tbhost NodeAddr=127.0.0.1 Port=17011 Gres=gpu:a10:1\n",
+		"NodeName=a100-[1-2] NodeHostname=tbhost NodeAddr=127.0.0.1 Port=17003-17004 Gres=gpu:a100:4 Feature=a100\n",
+	} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("slurm.conf has no line\n%swhere it says:\n%s", want, conf)
+		}
+	}
+	gres, err := f.Render(templates, "gres.conf", goldenSites["host"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"t4x2-3 Name=gpu Type=t4 File=/tmp/slurmbridge-testbed/gpus/t4x2-3/nvidia[0-1]\n", "a10x1-1 Name=gpu Type=a10 File=/tmp/slurmbridge-testbed/gpus/a10x1-1/nvidia0\n"} {
+		if !strings.Contains(string(gres), want) {
+			t.Errorf("gres.conf has no line ending\n%swhere it says:\n%s", want, gres)
+		}
+	}
+	var sh strings.Builder
+	if err := f.WriteShell(&sh); err != nil {
+		t.Fatal(err)
+	}
+	if want := "GPU_NODE_GPUS=(4 4 4 4 4 2 2 2 1)\n"; !strings.Contains(sh.String(), want) {
+		t.Errorf("the shell facts have no %q:\n%s", want, sh.String())
+	}
+	if got, want := f.GPUs(), 20+3*2+1; got != want {
+		t.Errorf("GPUs() = %d, want %d", got, want)
+	}
+}
+
+func TestPoolsOfTheirOwnShapeAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		pool Pool
+		want string
+	}{
+		{Pool{Name: "x", Nodes: 1, GPUsPerNode: 2}, `pool "x": gpusPerNode 2 needs a gpu type`},
+		{Pool{Name: "x", Nodes: 1, GPU: "t4", GPUsPerNode: -1}, `pool "x": gpusPerNode -1`},
+		{Pool{Name: "x", Nodes: 1, Node: &Shape{Sockets: 1, CoresPerSocket: 0, MemoryMB: 1}}, `pool "x": node: sockets`},
+		// 17001 onwards: 15,767 nodes reach 32767, one more the ephemeral ports.
+		{Pool{Name: "x", Nodes: 15768 - 7}, "into the ephemeral range"},
+		// Past 19464, elasticd's port.
+		{Pool{Name: "x", Nodes: 2500}, "local.ports.elasticd 19464 is among"},
+	} {
+		f, _ := repoFacts(t)
+		f.Pools = append(f.Pools, tc.pool)
+		if err := f.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.pool, err, tc.want)
+		}
+	}
+}

@@ -3,12 +3,13 @@ package facts
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // WriteShell writes the facts the testbeds' shell scripts need as bash assignments, for eval:
-// CLUSTER, NODES, GPU_NODES, POOLS, GPU_POOLS (sorted), PROJECTS (account:user), GPUS_PER_NODE,
+// CLUSTER, NODES, GPU_NODES (and GPU_NODE_GPUS, each one's GPU count), POOLS, GPU_POOLS (sorted), PROJECTS (account:user), GPUS_PER_NODE,
 // the local and container ports as FACT_LOCAL_*_PORT and FACT_CONTAINER_*_PORT, the containers'
 // database host and their users' first uid, and the quotas' PreemptExemptTime in seconds as
 // FACT_QUOTA_PREEMPT_EXEMPT_SECONDS.
@@ -29,6 +30,7 @@ func (f *Facts) WriteShell(w io.Writer) error {
 		"CLUSTER=" + shellQuote(f.Cluster),
 		"NODES=(" + shellWords(f.NodeNames()) + ")",
 		"GPU_NODES=(" + shellWords(f.GPUNodeNames()) + ")",
+		"GPU_NODE_GPUS=(" + shellWords(itoa(f.GPUNodeCounts())) + ")",
 		"POOLS=(" + shellWords(pools) + ")",
 		"GPU_POOLS=(" + shellWords(f.GPUPools()) + ")",
 		"PROJECTS=(" + shellWords(projects) + ")",
@@ -47,6 +49,14 @@ func (f *Facts) WriteShell(w io.Writer) error {
 	}
 	_, err = io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err
+}
+
+func itoa(ns []int) []string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return s
 }
 
 func shellWords(words []string) string {
