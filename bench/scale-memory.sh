@@ -59,10 +59,9 @@ ctld_kb=$(pss_kb "$(pgrep -x slurmctld)")
 avail1=$(mem_available_mb)
 
 user=$(awk '/^ *- account:/ {print $3; exit}' "$TESTBED_DIR/etc/preset/facts.yaml")
-for _ in $(seq 1 "$JOBS"); do
-	runuser -u "$user" -- sbatch --parsable --quiet --chdir=/tmp --output=/dev/null --job-name="$TAG" \
-		-p cpu -n 1 --mem=100 --wrap 'sleep 3600' >/dev/null
-done
+# One array of JOBS tasks: each task a job of its own, with its own slurmstepd.
+runuser -u "$user" -- sbatch --parsable --quiet --chdir=/tmp --output=/dev/null --job-name="$TAG" \
+	--array="1-$JOBS" -p cpu -n 1 --mem=100 --wrap 'sleep 3600' >/dev/null
 for _ in $(seq 1 300); do
 	[ "$(squeue -h -n "$TAG" -t running | wc -l)" -ge "$JOBS" ] && break
 	sleep 1

@@ -2,17 +2,25 @@
 # one way the testbed finds, waits for and stops the processes it started; and the fake GPUs
 # both testbeds give their nodes. Each script defines say() before sourcing this.
 
-# pid_in PIDFILE PATTERN prints the pid recorded in PIDFILE when that process is alive and its
-# command line matches the glob PATTERN (a recycled pid is never signalled).
-pid_in() {
-	local pidfile=$1 pattern=$2 pid cmdline
+# find_pid PIDFILE PATTERN sets FOUND_PID to the pid recorded in PIDFILE when that process is
+# alive and its command line matches the glob PATTERN (a recycled pid is never signalled). It
+# forks nothing: a testbed of a site's size asks it for each of 1,523 slurmd on a loaded host.
+find_pid() {
+	local pidfile=$1 pattern=$2 pid= args
+	FOUND_PID=
 	[ -s "$pidfile" ] || return 1
-	pid=$(tr -dc '0-9' <"$pidfile")
+	read -r pid <"$pidfile" || [ -n "$pid" ] || return 1
+	pid=${pid//[!0-9]/}
 	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || return 1
 	# shellcheck disable=SC2053 # PATTERN is a glob on purpose
-	[[ $cmdline == $pattern ]] || return 1
-	echo "$pid"
+	[[ "${args[*]} " == $pattern ]] || return 1
+	FOUND_PID=$pid
+}
+
+# pid_in PIDFILE PATTERN prints what find_pid finds.
+pid_in() {
+	find_pid "$@" && echo "$FOUND_PID"
 }
 
 # terminate NAME PID sends SIGTERM, waits up to 10 s for PID to end, then sends SIGKILL.

@@ -255,7 +255,7 @@ write_configs() {
 	# The container testbed renders the same templates (docker/slurm-testbed/entrypoint.sh).
 	[ -n "$SPANK_SO" ] && files+=(plugstack.conf)
 	before=$({ cat "$ETC/slurm.conf" "$ETC/gres.conf" 2>/dev/null || true; } | md5sum)
-	testbed_render files -facts "$FACTS" -out "$ETC" -dir "$TESTBED_DIR" -host "$(hostname -s)" \
+	testbed_render files -facts "$FACTS" -templates "$REPO_ROOT/slurm-conf/testbed" -out "$ETC" -dir "$TESTBED_DIR" -host "$(hostname -s)" \
 		-comm-params "$COMM_PARAMS" -job-submit-line "$JOB_SUBMIT_LINE" \
 		-plugin-dir "$TESTBED_PLUGIN_DIR" -slurm-plugin-dir "$SLURM_PLUGIN_DIR" -spank-elastic-so "$SPANK_SO" \
 		-db-port "$TESTBED_DB_PORT" -ctld-port "$TESTBED_CTLD_PORT" -dbd-port "$TESTBED_DBD_PORT" \
@@ -330,7 +330,7 @@ start_mariadb() {
 		wait_for "MariaDB" 30 db_root -e 'SELECT 1' || { tail -n 20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
 	fi
 	local sql
-	sql=$(testbed_render db-setup -facts "$FACTS" -db-password-file "$TESTBED_DIR/secrets/db-password" 127.0.0.1 localhost) ||
+	sql=$(testbed_render db-setup -facts "$FACTS" -templates "$REPO_ROOT/slurm-conf/testbed" -db-password-file "$TESTBED_DIR/secrets/db-password" 127.0.0.1 localhost) ||
 		die "cannot render the database setup"
 	printf '%s\n' "$sql" | db_root || die "setting up the databases failed"
 }
@@ -370,19 +370,32 @@ start_slurmctld() {
 	wait_for "slurmctld" 30 scontrol ping || { tail -n 20 "$LOG/slurmctld.log" >&2; die "slurmctld did not answer"; }
 }
 
+# slurmd_running NODE: its slurmd runs; FOUND_PID is its pid (no fork, see find_pid).
+slurmd_running() {
+	find_pid "$RUN/slurmd-$1.pid" "*slurmd*-N $1 *"
+}
+
 # start_slurmds starts the slurmd of every node not running, SLURMD_START_BATCH at a time.
 start_slurmds() {
 	local node pending=() failed=()
 	for node in "${NODES[@]}"; do
-		pid_of "slurmd-$node" >/dev/null || pending+=("$node")
+		slurmd_running "$node" || pending+=("$node")
 	done
 	[ ${#pending[@]} -gt 0 ] || return 0
 	[ ${#pending[@]} -le "$SLURMD_START_BATCH" ] || say "starting ${#pending[@]} slurmd, $SLURMD_START_BATCH at a time"
 	printf '%s\n' "${pending[@]}" | xargs -r -P "$SLURMD_START_BATCH" -I{} /usr/sbin/slurmd -N {} || true
-	for node in "${pending[@]}"; do
-		pid_of "slurmd-$node" >/dev/null || failed+=("$node")
+	# A daemonized slurmd writes its pid file after its parent has returned.
+	local deadline=$((SECONDS + 30 + ${#pending[@]} / 20))
+	while :; do
+		failed=()
+		for node in "${pending[@]}"; do
+			slurmd_running "$node" || failed+=("$node")
+		done
+		[ ${#failed[@]} -eq 0 ] && return 0
+		[ $SECONDS -lt $deadline ] || break
+		pending=("${failed[@]}")
+		sleep 0.5
 	done
-	[ ${#failed[@]} -eq 0 ] && return 0
 	tail -n 20 "$LOG/slurmd-${failed[0]}.log" >&2 || true
 	die "slurmd did not start on ${#failed[@]} node(s): ${failed[*]:0:10}"
 }
@@ -391,7 +404,7 @@ start_slurmds() {
 stop_slurmds() {
 	local node pid pids=() i alive
 	for node in "${NODES[@]}"; do
-		pid=$(pid_of "slurmd-$node") && pids+=("$pid")
+		slurmd_running "$node" && pids+=("$FOUND_PID")
 	done
 	if [ ${#pids[@]} -gt 0 ]; then
 		kill -TERM "${pids[@]}" 2>/dev/null || true
@@ -408,9 +421,8 @@ stop_slurmds() {
 		done
 		say "stopped ${#pids[@]} slurmd"
 	fi
-	for node in "${NODES[@]}"; do
-		rm -f "$(readlink -f "$RUN/slurmd-$node.pid")" "$RUN/slurmd-$node.pid"
-	done
+	local pidfiles=("${NODES[@]/#/$RUN/slurmd-}")
+	rm -f "${pidfiles[@]/%/.pid}"
 }
 
 # all_nodes_up: every node answers and can take jobs (idle, or busy with jobs when the testbed

@@ -29,6 +29,9 @@ const CPUPricePerHour = 0.05
 func Facts(base *facts.Facts, cluster string, groups []Group, projects []Project) (*facts.Facts, error) {
 	f := *base
 	f.Cluster = cluster
+	// One host's /proc holds every node's processes: each running job's sampler would read
+	// all of them every 30 s, a load that grows with jobs × processes and no real node has.
+	f.Local.JobAcctGather = "none"
 	f.Projects = nil
 	for _, p := range projects {
 		f.Projects = append(f.Projects, facts.Project{Account: p.Account, User: p.Account, GPUs: p.GPUs})

@@ -237,6 +237,9 @@ func TestPresetFilesAgreeWithEachOther(t *testing.T) {
 			t.Errorf("pool %s: pools.yaml %+v, facts %d nodes of %d %s GPUs, %+v", p.Name, *pool, p.Nodes, back.GPUsOf(p), p.GPU, shape)
 		}
 	}
+	if back.Local.JobAcctGather != "none" {
+		t.Errorf("the preset samples its jobs' processes (jobacct_gather/%s): on one host that is every node's /proc", back.Local.JobAcctGather)
+	}
 	if cfg.DefaultCPUPool != CPUPool || cfg.DefaultGPUPool != "g2x8" {
 		t.Errorf("default pools %q and %q, want cpu and g2x8 (the most GPUs)", cfg.DefaultCPUPool, cfg.DefaultGPUPool)
 	}

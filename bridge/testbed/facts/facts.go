@@ -34,6 +34,10 @@ type Facts struct {
 	Pools       []Pool    `yaml:"pools"`
 	Local       struct {
 		Ports LocalPorts `yaml:"ports"`
+		// JobAcctGather is slurm.conf's JobAcctGatherType on this host, jobacct_gather/NAME
+		// (default linux). On one host every job's sampler reads every process in /proc, so
+		// a preset of many nodes and jobs sets none.
+		JobAcctGather string `yaml:"jobAcctGather,omitempty"`
 	} `yaml:"local"`
 	Container struct {
 		Ports      ContainerPorts `yaml:"ports"`
@@ -201,6 +205,9 @@ func (f *Facts) validate() error {
 		if p.port < 1 || p.port > 65535 {
 			errs = append(errs, fmt.Errorf("%s: %d is no port", p.what, p.port))
 		}
+	}
+	if g := f.Local.JobAcctGather; g != "" && g != "linux" && g != "none" {
+		errs = append(errs, fmt.Errorf("local.jobAcctGather %q: want linux or none", g))
 	}
 	if f.Node.Sockets < 1 || f.Node.CoresPerSocket < 1 || f.Node.MemoryMB < 1 {
 		errs = append(errs, errors.New("node: sockets, coresPerSocket and memoryMB must be positive"))

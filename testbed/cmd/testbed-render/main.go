@@ -45,6 +45,7 @@ func run(args []string) error {
 		return f.WriteShell(os.Stdout)
 	case "db-setup":
 		passwordFile := fs.String("db-password-file", "", "the file holding the database password")
+		templates := fs.String("templates", "", "the templates' directory (default: the facts file's)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -52,7 +53,11 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		sql, err := facts.DBSetup(filepath.Dir(*factsFile), pw, fs.Args())
+		dir := *templates
+		if dir == "" {
+			dir = filepath.Dir(*factsFile)
+		}
+		sql, err := facts.DBSetup(dir, pw, fs.Args())
 		if err != nil {
 			return err
 		}
