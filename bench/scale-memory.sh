@@ -58,6 +58,15 @@ slurmd_kb=$(pss_kb "${slurmd[@]}")
 ctld_kb=$(pss_kb "$(pgrep -x slurmctld)")
 avail1=$(mem_available_mb)
 
+row() { awk -v w="$1" -v kb="$2" -v n="$3" 'BEGIN {if (n) printf "%-40s %10.1f %12.2f\n", w, kb / 1024, kb / 1024 / n; else printf "%-40s %10.1f\n", w, kb / 1024}'; }
+printf 'slurm %s, %d nodes of the alibaba preset up in %d s; MemAvailable %d MB before\n' \
+	"$(sinfo -V | awk '{print $2}')" "$NODES" "$up_s" "$avail0"
+printf '%-40s %10s %12s\n' "what" "PSS MB" "per unit MB"
+row "slurmd x $NODES" "$slurmd_kb" "$NODES"
+row "slurmctld ($NODES nodes, no jobs)" "$ctld_kb" 0
+per_node_mb=$(awk -v a="$avail0" -v b="$avail1" -v n="$NODES" 'BEGIN {printf "%.2f", (a - b) / n}')
+printf '%-40s %10s %12s\n' "MemAvailable drop: testbed up" "$((avail0 - avail1))" "$per_node_mb"
+
 user=$(awk '/^ *- account:/ {print $3; exit}' "$TESTBED_DIR/etc/preset/facts.yaml")
 # One array of JOBS tasks: each task a job of its own, with its own slurmstepd.
 runuser -u "$user" -- sbatch --parsable --quiet --chdir=/tmp --output=/dev/null --job-name="$TAG" \
@@ -74,17 +83,9 @@ jobs_kb=$(pss_kb "${jobp[@]}")
 ctld_jobs_kb=$(pss_kb "$(pgrep -x slurmctld)")
 avail2=$(mem_available_mb)
 
-per_node_mb=$(awk -v a="$avail0" -v b="$avail1" -v n="$NODES" 'BEGIN {printf "%.2f", (a - b) / n}')
 per_job_mb=$(awk -v a="$avail1" -v b="$avail2" -v n="$JOBS" 'BEGIN {printf "%.2f", (a - b) / n}')
-printf 'slurm %s, %d nodes of the alibaba preset up in %d s; MemAvailable %d MB before\n' \
-	"$(sinfo -V | awk '{print $2}')" "$NODES" "$up_s" "$avail0"
-row() { awk -v w="$1" -v kb="$2" -v n="$3" 'BEGIN {if (n) printf "%-40s %10.1f %12.2f\n", w, kb / 1024, kb / 1024 / n; else printf "%-40s %10.1f\n", w, kb / 1024}'; }
-printf '%-40s %10s %12s\n' "what" "PSS MB" "per unit MB"
-row "slurmd x $NODES" "$slurmd_kb" "$NODES"
-row "slurmctld ($NODES nodes, no jobs)" "$ctld_kb" 0
 row "running jobs x $JOBS (${#jobp[@]} processes)" "$jobs_kb" "$JOBS"
 row "slurmctld's growth with the jobs" "$((ctld_jobs_kb - ctld_kb))" "$JOBS"
-printf '%-40s %10s %12s\n' "MemAvailable drop: testbed up" "$((avail0 - avail1))" "$per_node_mb"
 printf '%-40s %10s %12s\n' "MemAvailable drop: jobs running" "$((avail1 - avail2))" "$per_job_mb"
 # The largest cluster: what the nodes take per node (the MemAvailable drop, which includes
 # slurmctld's share), from what was available less the reserve, with no job running; and the
