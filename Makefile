@@ -20,12 +20,12 @@ GO ?= go
 BIN := bin
 # A testbed of a site's size, from a trace's cluster (bench/scale): make testbed-up PRESET=alibaba
 # [NODES=N] brings up its 1,523 nodes (or N in the same proportions) in a testbed of its own,
-# TRACE the trace's folder; testbed-down, -status and -clean take the same PRESET.
+# TRACE_DIR the trace's folder; testbed-down, -status and -clean take the same PRESET.
 PRESET ?=
 NODES ?=
 # testbed.sh's NODES is a bash array of the nodes' names: make's NODES stays out of its way.
 unexport NODES
-TRACE ?= $(abspath ../shared/traces/alibaba-gpu-v2023)
+TRACE_DIR ?= $(abspath ../shared/traces/alibaba-gpu-v2023)
 TESTBED_DIR ?= $(if $(PRESET),/tmp/slurmbridge-$(PRESET),/tmp/slurmbridge-testbed)
 export TESTBED_DIR
 ifneq ($(PRESET),)
@@ -191,7 +191,7 @@ testbed-up:
 ifeq ($(PRESET),)
 	@bash testbed/testbed.sh up
 else
-	@$(GO) run ./bench/cmd/scalepreset -preset '$(PRESET)' -trace '$(TRACE)' -nodes '$(or $(NODES),0)' -out '$(TESTBED_DIR)/scalepreset'
+	@$(GO) run ./bench/cmd/scalepreset -preset '$(PRESET)' -trace '$(TRACE_DIR)' -nodes '$(or $(NODES),0)' -out '$(TESTBED_DIR)/scalepreset'
 	@TESTBED_FACTS='$(TESTBED_DIR)/scalepreset/facts.yaml' bash testbed/testbed.sh up
 endif
 
@@ -205,7 +205,8 @@ testbed-clean:
 	@bash testbed/testbed.sh clean
 
 # slurm-conf/testbed/quotas.yaml rendered again from the testbed's facts (facts.yaml) after a
-# change to them: quotad.sh, the container testbed and the tests read it by its path.
+# change to them: the container testbed and the tests read it by its path (testbed.sh up renders
+# its own copy, which quotad.sh imports; a unit test keeps the two the same).
 testbed-render:
 	$(GO) run ./testbed/cmd/testbed-render files -facts slurm-conf/testbed/facts.yaml -out slurm-conf/testbed quotas.yaml
 

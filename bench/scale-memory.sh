@@ -7,7 +7,7 @@
 # CPU each, in the CPU pool) and measures what each running job adds: its slurmstepd and the
 # job's own processes. Prints a table and the largest node count and running-job count that
 # fit in what was available before, keeping RESERVE_MB for the rest (daemons, tests, replay).
-#   bench/scale-memory.sh [NODES] [JOBS]     (defaults 200 and 200; root; TRACE as for make)
+#   bench/scale-memory.sh [NODES] [JOBS]     (defaults 200 and 200; root; TRACE_DIR as for make)
 set -euo pipefail
 NODES=${1:-200}
 JOBS=${2:-200}
@@ -45,10 +45,11 @@ if [ -f "$TESTBED_DIR/env" ]; then
 fi
 avail0=$(mem_available_mb)
 t0=$SECONDS
+# Whatever happens from here, the preset testbed comes down (a half-started one too).
+trap 'scancel --name="$TAG" 2>/dev/null || true; make -C "$REPO_ROOT" --no-print-directory testbed-clean PRESET=alibaba >/dev/null 2>&1 || true' EXIT
 TESTBED_DAEMONS="" make -C "$REPO_ROOT" --no-print-directory testbed-up PRESET=alibaba NODES="$NODES" >"/tmp/$TAG.up.log" 2>&1 ||
 	{ tail -n 40 "/tmp/$TAG.up.log" >&2; exit 1; }
 up_s=$((SECONDS - t0))
-trap 'scancel --name="$TAG" 2>/dev/null || true; make -C "$REPO_ROOT" --no-print-directory testbed-clean PRESET=alibaba >/dev/null 2>&1 || true' EXIT
 # shellcheck source=/dev/null
 . "$TESTBED_DIR/env"
 sleep 10 # the nodes' first registrations and pings settle
@@ -87,11 +88,12 @@ per_job_mb=$(awk -v a="$avail1" -v b="$avail2" -v n="$JOBS" 'BEGIN {printf "%.2f
 row "running jobs x $JOBS (${#jobp[@]} processes)" "$jobs_kb" "$JOBS"
 row "slurmctld's growth with the jobs" "$((ctld_jobs_kb - ctld_kb))" "$JOBS"
 printf '%-40s %10s %12s\n' "MemAvailable drop: jobs running" "$((avail1 - avail2))" "$per_job_mb"
-# The largest cluster: what the nodes take per node (the MemAvailable drop, which includes
-# slurmctld's share), from what was available less the reserve, with no job running; and the
-# running jobs that fit beside the trace's full 1,523 nodes.
+# The largest cluster at this size's cost per node (the MemAvailable drop, which includes
+# slurmctld's share), from what was available less the reserve, with no job running: an upper
+# bound, as every slurmd holds the whole node table and costs more in a larger cluster (run two
+# sizes and fit, as bench/README.md does); and the running jobs that fit beside 1,523 nodes.
 awk -v a="$avail0" -v r="$RESERVE_MB" -v n="$per_node_mb" -v j="$per_job_mb" 'BEGIN {
-	printf "largest cluster here: %d nodes idle (%d MB available less %d MB reserve, %.2f MB per node)\n", (a - r) / n, a, r, n
+	printf "largest cluster here, at most: %d nodes idle (%d MB available less %d MB reserve, %.2f MB per node at this size)\n", (a - r) / n, a, r, n
 	left = a - r - 1523 * n
 	if (left > 0) printf "beside 1523 nodes: %d MB left, room for %d running jobs (%.2f MB each)\n", left, left / j, j
 	else printf "1523 nodes need %d MB more than is available\n", -left

@@ -83,6 +83,7 @@ fi
 # (bridge/testbed.HeavyLockEnv): its directory is shared, so one flock spans them all.
 heavy_lock=()
 if [ -n "${SLURMBRIDGE_HEAVY_LOCK:-}" ]; then
+	[ -d "$(dirname "$SLURMBRIDGE_HEAVY_LOCK")" ] || die "SLURMBRIDGE_HEAVY_LOCK=$SLURMBRIDGE_HEAVY_LOCK: no folder $(dirname "$SLURMBRIDGE_HEAVY_LOCK")"
 	lock_dir=$(cd "$(dirname "$SLURMBRIDGE_HEAVY_LOCK")" && pwd)
 	heavy_lock=(-v "$lock_dir:/run/slurmbridge-heavy-lock" -e "SLURMBRIDGE_HEAVY_LOCK=/run/slurmbridge-heavy-lock/$(basename "$SLURMBRIDGE_HEAVY_LOCK")")
 fi

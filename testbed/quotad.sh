@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs bin/quotad against the local testbed ($TESTBED_DIR, default /tmp/slurmbridge-testbed).
 #
-#   quotad.sh start    import slurm-conf/testbed/quotas.yaml, start quotad in the background
+#   quotad.sh start    import the quota table testbed.sh up rendered ($TESTBED_DIR/etc/quotas.yaml,
+#                      slurm-conf/testbed/quotas.yaml's twin on the testbed), start quotad in the background
 #                      (pid file $TESTBED_DIR/run/quotad.pid, log $TESTBED_DIR/log/quotad.log,
 #                      metrics on 127.0.0.1, the port testbed.sh up chose: the facts' quotad
 #                      port, or QUOTAD_METRICS_PORT given to it); harmless when it runs

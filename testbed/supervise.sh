@@ -73,7 +73,9 @@ start_munge() {
 # make_fake_gpus DIR NODE COUNT makes NODE's fake GPUs where gres.conf's File= names them
 # (DIR/gpus/NODE/nvidia0 .. nvidiaCOUNT-1): a character device (a twin of /dev/null) lets slurmd
 # derive CUDA_VISIBLE_DEVICES; where mknod is not allowed a plain file still gives a working
-# GRES count. Both testbeds make them so, from the facts' GPU_NODES and GPUS_PER_NODE.
+# GRES count. Both testbeds make them so, from the facts' GPU_NODES: the local one with each
+# node's own count (GPU_NODE_GPUS, a preset's pools differ), the container one with GPUS_PER_NODE
+# (it runs the testbed's facts alone, where every GPU node has that many).
 make_fake_gpus() {
 	local dir=$1/gpus/$2 count=$3 i
 	install -d -m 0755 "$dir"

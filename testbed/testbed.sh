@@ -36,10 +36,12 @@ TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
 FACTS=$REPO_ROOT/slurm-conf/testbed/facts.yaml
 POOLS_YAML=$REPO_ROOT/slurm-conf/testbed/pools.yaml
 if [ -n "${TESTBED_FACTS:-}" ]; then
+	[ -f "$TESTBED_FACTS" ] && [ -f "$(dirname "$TESTBED_FACTS")/pools.yaml" ] ||
+		{ echo "testbed: error: TESTBED_FACTS=$TESTBED_FACTS: want a facts file with pools.yaml beside it" >&2; exit 2; }
 	FACTS=$(readlink -f "$TESTBED_FACTS")
 	POOLS_YAML=$(dirname "$FACTS")/pools.yaml
-	[ -f "$FACTS" ] && [ -f "$POOLS_YAML" ] || { echo "testbed: error: TESTBED_FACTS=$TESTBED_FACTS: want a facts file with pools.yaml beside it" >&2; exit 2; }
-elif [ "${1:-}" != up ] && [ -f "$TESTBED_DIR/etc/preset/facts.yaml" ]; then
+elif [ -f "$TESTBED_DIR/etc/preset/facts.yaml" ]; then
+	# A testbed brought up from a preset stays one (up again too): testbed-clean ends it.
 	FACTS=$TESTBED_DIR/etc/preset/facts.yaml
 	POOLS_YAML=$TESTBED_DIR/etc/preset/pools.yaml
 fi

@@ -59,7 +59,7 @@ func (r Rule) ProjectOf(name string, projects []Project) int {
 
 // Guarantee sets each project's guaranteed GPUs from what its pods used: a pod's GPU-time is
 // its whole GPUs (Slurm does not share a GPU between jobs) times the seconds it ran
-// (scheduled to deleted; a pod never scheduled used nothing). A pod that names GPU models
+// (scheduled to deleted; a pod never scheduled, or never deleted, used nothing). A pod that names GPU models
 // spreads it evenly over those the preset has; one that names none, over every type in
 // proportion to its GPUs. Of each type's GPUs, Guaranteed is apportioned to the projects by
 // their GPU-time of that type.

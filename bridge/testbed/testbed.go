@@ -575,8 +575,10 @@ func Patience(limit time.Duration) time.Duration {
 const HeavyLockEnv = "SLURMBRIDGE_HEAVY_LOCK"
 
 // OneHeavyAtATime blocks until no other suite sharing $SLURMBRIDGE_HEAVY_LOCK runs a heavy
-// test, and holds the lock until t ends. Call it first, before the test's deadlines start.
-func OneHeavyAtATime(t testing.TB) {
+// test, and holds the lock until t ends. Call it first, before the test's deadlines start. It
+// waits at most until a quarter of an hour before the test binary's deadline (go test
+// -timeout), then fails saying so, rather than let the whole package time out unexplained.
+func OneHeavyAtATime(t *testing.T) {
 	t.Helper()
 	path := os.Getenv(HeavyLockEnv)
 	if path == "" {
@@ -587,9 +589,24 @@ func OneHeavyAtATime(t testing.TB) {
 		t.Fatalf("the heavy tests' lock: %v", err)
 	}
 	t0 := time.Now()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatalf("the heavy tests' lock %s: %v", path, err)
+	giveUp := t0.Add(Patience(20 * time.Minute))
+	if d, ok := t.Deadline(); ok {
+		giveUp = d.Add(-15 * time.Minute)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			t.Fatalf("the heavy tests' lock %s: %v", path, err)
+		}
+		if time.Now().After(giveUp) {
+			f.Close()
+			t.Fatalf("another suite's heavy tests held %s for %s: no time left to run this one", path, time.Since(t0).Round(time.Second))
+		}
+		time.Sleep(2 * time.Second)
 	}
 	if waited := time.Since(t0); waited > time.Second {
 		t.Logf("waited %s for another suite's heavy test to end (%s)", waited.Round(time.Second), path)

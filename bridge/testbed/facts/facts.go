@@ -246,6 +246,10 @@ func (f *Facts) validate() error {
 				errs = append(errs, fmt.Errorf("local.ports.%s %d is among the %d nodes' slurmd ports %d-%d", what, port, n, l.SlurmdBase, last))
 			}
 		}
+		// Elastic jobs' rendezvous take rdzvBase + job id modulo 10000.
+		if l.RdzvBase > 0 && l.SlurmdBase <= l.RdzvBase+9999 && last >= l.RdzvBase {
+			errs = append(errs, fmt.Errorf("local.ports: the %d nodes' slurmd ports %d-%d meet the rendezvous ports %d-%d", n, l.SlurmdBase, last, l.RdzvBase, l.RdzvBase+9999))
+		}
 	}
 	if len(f.Site.Controllers) != 2 || f.Site.DB == "" || f.Site.Login == "" {
 		errs = append(errs, errors.New("site: two controllers (primary and backup), a db host and a login host are needed"))

@@ -224,8 +224,10 @@ func TestPoolsOfTheirOwnShapeAreChecked(t *testing.T) {
 		{Pool{Name: "x", Nodes: 1, GPUsPerNode: 2}, `pool "x": gpusPerNode 2 needs a gpu type`},
 		{Pool{Name: "x", Nodes: 1, GPU: "t4", GPUsPerNode: -1}, `pool "x": gpusPerNode -1`},
 		{Pool{Name: "x", Nodes: 1, Node: &Shape{Sockets: 1, CoresPerSocket: 0, MemoryMB: 1}}, `pool "x": node: sockets`},
-		// 17001 onwards: 15,767 nodes reach 32767, one more the ephemeral ports.
+		// 17001 onwards: 15,767 nodes reach 32767, one more the ephemeral ports; from 12,400
+		// they meet the rendezvous ports 29400-39399.
 		{Pool{Name: "x", Nodes: 15768 - 7}, "into the ephemeral range"},
+		{Pool{Name: "x", Nodes: 12400 - 7}, "meet the rendezvous ports 29400-39399"},
 		// Past 19464, elasticd's port.
 		{Pool{Name: "x", Nodes: 2500}, "local.ports.elasticd 19464 is among"},
 	} {
