@@ -122,7 +122,7 @@ pid_of() {
 	munged) pid_in "$pidfile" '*munged*' ;;
 	slurmdbd) pid_in "$pidfile" '*slurmdbd*' ;;
 	slurmctld) pid_in "$pidfile" '*slurmctld*' ;;
-	slurmd-*) pid_in "$pidfile" "*slurmd*${name#slurmd-}*" ;;
+	slurmd-*) slurmd_running "${name#slurmd-}" && echo "$FOUND_PID" ;;
 	*) return 1 ;;
 	esac
 }
