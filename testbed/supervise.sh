@@ -23,16 +23,23 @@ pid_in() {
 	find_pid "$@" && echo "$FOUND_PID"
 }
 
-# terminate NAME PID sends SIGTERM, waits up to 10 s for PID to end, then sends SIGKILL.
+# terminate NAME PID... sends SIGTERM to every PID at once, waits up to 10 s for them to end,
+# then sends SIGKILL to those left (a testbed of a site's size stops 1,523 slurmd so).
 terminate() {
-	local name=$1 pid=$2 i
-	kill -TERM "$pid" 2>/dev/null || true
+	local name=$1 pid i alive
+	shift
+	kill -TERM "$@" 2>/dev/null || true
 	for i in $(seq 1 100); do
-		[ -d "/proc/$pid" ] || return 0
+		alive=0
+		for pid in "$@"; do [ -d "/proc/$pid" ] && { alive=1; break; }; done
+		[ $alive -eq 1 ] || return 0
 		sleep 0.1
 	done
-	say "$name ($pid) ignored SIGTERM for 10s; sending SIGKILL"
-	kill -KILL "$pid" 2>/dev/null || true
+	for pid in "$@"; do
+		[ -d "/proc/$pid" ] || continue
+		say "$name ($pid) ignored SIGTERM for 10s; sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	done
 }
 
 # wait_for DESCRIPTION SECONDS COMMAND... retries COMMAND until it succeeds or time runs out.

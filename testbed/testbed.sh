@@ -33,7 +33,8 @@ TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
 # TESTBED_FACTS names another facts file with a pools.yaml beside it: a cluster of a site's
 # size (make testbed-up PRESET=alibaba, bench/cmd/scalepreset); up keeps a copy in the
 # testbed, which the later commands read.
-FACTS=$REPO_ROOT/slurm-conf/testbed/facts.yaml
+REPO_FACTS=$REPO_ROOT/slurm-conf/testbed/facts.yaml
+FACTS=$REPO_FACTS
 POOLS_YAML=$REPO_ROOT/slurm-conf/testbed/pools.yaml
 if [ -n "${TESTBED_FACTS:-}" ]; then
 	[ -f "$TESTBED_FACTS" ] && [ -f "$(dirname "$TESTBED_FACTS")/pools.yaml" ] ||
@@ -266,7 +267,7 @@ write_configs() {
 		die "cannot render the testbed's configuration from $FACTS"
 	[ "$before" = "$(cat "$ETC/slurm.conf" "$ETC/gres.conf" | md5sum)" ] || CONFIG_CHANGED=1
 	# A preset's facts and pools stay with the testbed, for its later commands and daemons.
-	if [ "$FACTS" != "$REPO_ROOT/slurm-conf/testbed/facts.yaml" ]; then
+	if [ "$FACTS" != "$REPO_FACTS" ]; then
 		install -d -m 0755 "$ETC/preset"
 		[ "$FACTS" = "$ETC/preset/facts.yaml" ] || install -m 0644 "$FACTS" "$POOLS_YAML" "$ETC/preset/"
 	else
@@ -404,23 +405,12 @@ start_slurmds() {
 
 # stop_slurmds signals every slurmd at once, then waits: one by one is minutes on many nodes.
 stop_slurmds() {
-	local node pid pids=() i alive
+	local node pids=()
 	for node in "${NODES[@]}"; do
 		slurmd_running "$node" && pids+=("$FOUND_PID")
 	done
 	if [ ${#pids[@]} -gt 0 ]; then
-		kill -TERM "${pids[@]}" 2>/dev/null || true
-		for i in $(seq 1 100); do
-			alive=0
-			for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && { alive=1; break; }; done
-			[ $alive -eq 1 ] || break
-			sleep 0.1
-		done
-		for pid in "${pids[@]}"; do
-			[ -d "/proc/$pid" ] || continue
-			say "slurmd ($pid) ignored SIGTERM for 10s; sending SIGKILL"
-			kill -KILL "$pid" 2>/dev/null || true
-		done
+		terminate slurmd "${pids[@]}"
 		say "stopped ${#pids[@]} slurmd"
 	fi
 	local pidfiles=("${NODES[@]/#/$RUN/slurmd-}")

@@ -23,10 +23,11 @@ var PricePerGPUHour = map[string]float64{
 // CPUPricePerHour is the CPU pool's price per CPU-hour, the testbed's.
 const CPUPricePerHour = 0.05
 
-// Facts is the preset's facts file: base's ports and settings (the repository's facts), the
-// cluster named cluster, one pool per group with its own node shape and GPUs, and the
-// projects, each an account with a user of the same name.
-func Facts(base *facts.Facts, cluster string, groups []Group, projects []Project) (*facts.Facts, error) {
+// FactsYAML is the preset's facts file under a header saying how it was made: base's ports
+// and settings (the repository's facts), the cluster named cluster, one pool per group with its
+// own node shape and GPUs, and the projects, each an account with a user of the same name. It
+// is validated as testbed.sh will read it.
+func FactsYAML(base *facts.Facts, cluster string, groups []Group, projects []Project, header string) ([]byte, error) {
 	f := *base
 	f.Cluster = cluster
 	// One host's /proc holds every node's processes: each running job's sampler would read
@@ -48,24 +49,15 @@ func Facts(base *facts.Facts, cluster string, groups []Group, projects []Project
 		}
 		f.Pools = append(f.Pools, p)
 	}
-	// Validated as testbed.sh will read it.
 	data, err := yaml.Marshal(&f)
 	if err != nil {
 		return nil, err
 	}
+	data = append([]byte(comment(header)), data...)
 	if _, err := facts.Parse(data, "the preset's facts"); err != nil {
 		return nil, err
 	}
-	return &f, nil
-}
-
-// FactsYAML is f as a facts file, under a header saying how it was made.
-func FactsYAML(f *facts.Facts, header string) ([]byte, error) {
-	data, err := yaml.Marshal(f)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte(comment(header)), data...), nil
+	return data, nil
 }
 
 // PoolsYAML is the preset's pools.yaml for the job_submit plugin and elasticd: each group a

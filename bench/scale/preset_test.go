@@ -207,11 +207,7 @@ func TestPresetFilesAgreeWithEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := Facts(base, "scaletest", groups, projects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := FactsYAML(f, "a test")
+	data, err := FactsYAML(base, "scaletest", groups, projects, "a test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,17 +78,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fs, err := scale.Facts(base, *preset, groups, projects)
-	if err != nil {
-		return err
-	}
 	header := fmt.Sprintf(`The %s preset: %d of the trace's %d nodes in its proportions, %d projects.
 Written by: go run ./bench/cmd/scalepreset -trace %s -nodes %d -seed %d -projects %d -zipf %g -guaranteed %g
 The pods' projects: project k of %d has weight 1/k^%g, drawn by a hash of the pod's name and the
 seed; each GPU type's guarantees are %g of its GPUs, split by the GPU-time the projects' pods used.`,
 		*preset, *nodes, len(traceNodes), rule.Count, *trace, *nodes, rule.Seed, rule.Count, rule.Zipf, rule.Guaranteed,
 		rule.Count, rule.Zipf, rule.Guaranteed)
-	factsYAML, err := scale.FactsYAML(fs, header)
+	factsYAML, err := scale.FactsYAML(base, *preset, groups, projects, header)
 	if err != nil {
 		return err
 	}
