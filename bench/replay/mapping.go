@@ -75,6 +75,11 @@ type Params struct {
 	MinRun, MaxRun time.Duration
 	Projects       []Project
 	Node           Shape
+	// Assign, when set, gives each task its project and GPU type ("" asks for any type) in
+	// place of the testbed's rule (a task of one type to a project of that type, any other to a
+	// project drawn by guaranteed GPUs): a cluster of a site's size has rules of its own
+	// (bench/scale).
+	Assign func(Task) (Project, string)
 	// Elastic picks the jobs that mode elastic runs as elastic training jobs.
 	Elastic ElasticRule
 }
@@ -139,11 +144,13 @@ type Plan struct {
 	Params Params
 	Jobs   []Job
 	// Counters of the choices made (see Describe).
-	InWindow, Thinned, CPUOnly, NoEnd               int
-	Shared, CappedGPUs, ClampedShort, ClampedLong   int
-	TypedV100, TypedA100, AnyType, ByProjectAccount map[string]int
-	OfferedGPUSeconds                               float64
-	ElasticJobs                                     int
+	InWindow, Thinned, CPUOnly, NoEnd             int
+	Shared, CappedGPUs, ClampedShort, ClampedLong int
+	// By account: jobs asking for one GPU type (Typed[account][type]), for any, and in all.
+	Typed                     map[string]map[string]int
+	AnyType, ByProjectAccount map[string]int
+	OfferedGPUSeconds         float64
+	ElasticJobs               int
 }
 
 // Map applies the rules to tasks; it is deterministic for a given Params.Seed.
@@ -159,7 +166,7 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 		}
 		oneWorker = r
 	}
-	pl := &Plan{Params: p, TypedV100: map[string]int{}, TypedA100: map[string]int{}, AnyType: map[string]int{}, ByProjectAccount: map[string]int{}}
+	pl := &Plan{Params: p, Typed: map[string]map[string]int{}, AnyType: map[string]int{}, ByProjectAccount: map[string]int{}}
 	byType := map[string][]Project{}
 	for _, pr := range p.Projects {
 		byType[pr.GPUType] = append(byType[pr.GPUType], pr)
@@ -189,23 +196,16 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 		if t.QoS == "BE" {
 			j.Class = Opportunistic
 		}
-		// Project and type: a task that allows one testbed type only goes to a project
-		// guaranteed that type; any other task picks a project weighted by guaranteed GPUs and
-		// asks for that project's type, so no job asks for a type its project has no quota for.
-		types := testbedTypes(t.GPUSpec)
-		if len(types) == 1 && len(byType[types[0]]) > 0 {
-			j.Project = pick(p.Seed, t.Name, byType[types[0]])
-			if types[0] == "v100" {
-				pl.TypedV100[j.Project.Account]++
-			} else {
-				pl.TypedA100[j.Project.Account]++
-			}
-		} else {
-			j.Project = pick(p.Seed, t.Name, p.Projects)
+		j.Project, j.GPUType = p.assign(t, byType)
+		if j.GPUType == "" {
 			pl.AnyType[j.Project.Account]++
+		} else {
+			if pl.Typed[j.Project.Account] == nil {
+				pl.Typed[j.Project.Account] = map[string]int{}
+			}
+			pl.Typed[j.Project.Account][j.GPUType]++
 		}
 		pl.ByProjectAccount[j.Project.Account]++
-		j.GPUType = j.Project.GPUType
 		// GPUs: Slurm does not share a GPU without MPS/shard, so a fraction is one GPU; more
 		// than the project's quota (or a node) could never run under static quotas.
 		j.GPUs = t.NumGPU
@@ -248,6 +248,21 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 	return pl, nil
 }
 
+// assign is the task's project and GPU type: Assign's, or the testbed's rule. A task that
+// allows one testbed type only goes to a project guaranteed that type; any other task picks a
+// project weighted by guaranteed GPUs and asks for that project's type, so no job asks for a
+// type its project has no quota for.
+func (p *Params) assign(t Task, byType map[string][]Project) (Project, string) {
+	if p.Assign != nil {
+		return p.Assign(t)
+	}
+	pr := pick(p.Seed, t.Name, p.Projects)
+	if types := testbedTypes(t.GPUSpec); len(types) == 1 && len(byType[types[0]]) > 0 {
+		pr = pick(p.Seed, t.Name, byType[types[0]])
+	}
+	return pr, pr.GPUType
+}
+
 func (p *Params) validate() error {
 	switch {
 	case p.Span <= 0:
@@ -266,7 +281,7 @@ func (p *Params) validate() error {
 		return fmt.Errorf("node shape %+v: every field must be positive", p.Node)
 	}
 	for _, pr := range p.Projects {
-		if pr.GPUs <= 0 || pr.GPUType == "" || pr.User == "" {
+		if pr.GPUs <= 0 || (pr.GPUType == "" && p.Assign == nil) || pr.User == "" {
 			return fmt.Errorf("project %s needs a user, a GPU type and a guarantee", pr.Account)
 		}
 	}
@@ -353,10 +368,21 @@ func (pl *Plan) Describe(w io.Writer) {
 	fmt.Fprintf(w, "time: trace seconds divided by %g; run time = deletion - scheduled (creation if never scheduled), clamped to [%s, %s]: %d raised, %d cut\n",
 		p.TimeFactor, p.MinRun, p.MaxRun, pl.ClampedShort, pl.ClampedLong)
 	fmt.Fprintf(w, "  arrivals span %s\n", pl.Span().Round(time.Second))
-	fmt.Fprintf(w, "GPU types: models %s; a task allowing one testbed type goes to a project guaranteed it, any other to a project drawn by guaranteed GPUs (seeded) and asks for its type\n", modelTypesString())
+	if p.Assign == nil {
+		fmt.Fprintf(w, "GPU types: models %s; a task allowing one testbed type goes to a project guaranteed it, any other to a project drawn by guaranteed GPUs (seeded) and asks for its type\n", modelTypesString())
+	}
 	for _, pr := range p.Projects {
-		fmt.Fprintf(w, "  %s (%s, %d %s guaranteed): %d jobs (%d typed a100, %d typed v100, %d any-type)\n", pr.Account, pr.User, pr.GPUs, pr.GPUType,
-			pl.ByProjectAccount[pr.Account], pl.TypedA100[pr.Account], pl.TypedV100[pr.Account], pl.AnyType[pr.Account])
+		guarantee := fmt.Sprintf("%d %s", pr.GPUs, pr.GPUType)
+		if pr.GPUType == "" {
+			guarantee = fmt.Sprintf("%d GPUs", pr.GPUs)
+		}
+		var typed []string
+		for _, t := range slices.Sorted(maps.Keys(pl.Typed[pr.Account])) {
+			typed = append(typed, fmt.Sprintf("%d typed %s", pl.Typed[pr.Account][t], t))
+		}
+		typed = append(typed, fmt.Sprintf("%d any-type", pl.AnyType[pr.Account]))
+		fmt.Fprintf(w, "  %s (%s, %s guaranteed): %d jobs (%s)\n", pr.Account, pr.User, guarantee,
+			pl.ByProjectAccount[pr.Account], strings.Join(typed, ", "))
 	}
 	fmt.Fprintf(w, "GPUs: a shared GPU (gpu_milli < 1000) is one whole GPU (%d tasks); counts above the project's quota or a node are capped (%d tasks)\n", pl.Shared, pl.CappedGPUs)
 	fmt.Fprintf(w, "CPU/memory: trace node %d CPUs, %d MiB, %d GPUs -> testbed node %d CPUs, %d MB, %d GPUs per GPU share; at least 1 CPU and 100 MB, at most the job's GPU share of a node\n",
@@ -410,10 +436,14 @@ func (j *Job) SbatchArgs(mode Mode, tag string) []string {
 	secs := int(j.Runtime.Seconds())
 	// Generous limit: a job killed by its time limit would count as lost.
 	limitMin := (2*secs+120)/60 + 1
+	gres := "--gres=gpu:" + strconv.Itoa(j.GPUs)
+	if j.GPUType != "" {
+		gres = "--gres=gpu:" + j.GPUType + ":" + strconv.Itoa(j.GPUs)
+	}
 	args := []string{
 		"--job-name=" + tag + "-" + j.Task,
 		"--account=" + j.Project.Account,
-		"--gres=gpu:" + j.GPUType + ":" + strconv.Itoa(j.GPUs),
+		gres,
 		"--ntasks=1",
 		"--cpus-per-task=" + strconv.Itoa(j.CPUs),
 		"--mem=" + strconv.Itoa(j.MemoryMB),

@@ -11,8 +11,8 @@ import (
 )
 
 // Plot writes plot.gp into dir, for the CSV files WriteData wrote for each label, and runs
-// gnuplot on it to draw utilisation.png (allocated GPUs over time) and waits.png (wait time
-// distributions). Without gnuplot it says so and leaves the script and data.
+// gnuplot on it to draw utilisation.png (allocated GPUs over time), waits.png (wait time
+// distributions) and daemons.png (the daemons' cycles and memory, slurmctld's memory). Without gnuplot it says so and leaves the script and data.
 func Plot(ctx context.Context, dir string, labels []string, capacityGPUs int) error {
 	var b strings.Builder
 	b.WriteString("set datafile separator ','\nset terminal pngcairo size 1000,500 noenhanced\nset key outside right\nset grid\n")
@@ -36,6 +36,7 @@ func Plot(ctx context.Context, dir string, labels []string, capacityGPUs int) er
 	if len(series) > 0 {
 		b.WriteString("plot " + strings.Join(series, ", \\\n  ") + "\n")
 	}
+	daemonsPlot(&b, labels)
 	if err := os.WriteFile(filepath.Join(dir, "plot.gp"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
@@ -51,4 +52,26 @@ func Plot(ctx context.Context, dir string, labels []string, capacityGPUs int) er
 		return fmt.Errorf("gnuplot: %w: %s", err, out)
 	}
 	return nil
+}
+
+// daemonsPlot draws daemons.png: the watched processes' resident memory above, the daemons'
+// cycle lengths below, every mode's samples (daemons-LABEL.csv, columns as writeDaemons writes
+// them; an empty cell is a gap).
+func daemonsPlot(b *strings.Builder, labels []string) {
+	b.WriteString("set terminal pngcairo size 1000,800 noenhanced\nset output 'daemons.png'\nset multiplot layout 2,1\nset autoscale\nset xlabel 'seconds since the mode began'\n")
+	var rss, cycles []string
+	for _, l := range labels {
+		col := 2
+		for _, name := range Watched {
+			rss = append(rss, fmt.Sprintf("'daemons-%s.csv' every ::1 using 1:%d with lines title '%s %s'", l, col, l, name))
+			col++
+			if cycleMetrics[name] != "" {
+				cycles = append(cycles, fmt.Sprintf("'daemons-%s.csv' every ::1 using 1:%d with points title '%s %s'", l, col, l, name))
+				col++
+			}
+		}
+	}
+	b.WriteString("set title 'Resident memory'\nset ylabel 'MB'\nset yrange [0:*]\nplot " + strings.Join(rss, ", \\\n  ") + "\n")
+	b.WriteString("set title 'Cycle length (mean of the cycles between two samples)'\nset ylabel 'seconds'\nset yrange [0:*]\nplot " + strings.Join(cycles, ", \\\n  ") + "\n")
+	b.WriteString("unset multiplot\n")
 }

@@ -204,6 +204,17 @@ func TestAnalyze(t *testing.T) {
 	if w := rep.Waits[InQuota]; len(w) != 1 || w[0] != 0 {
 		t.Errorf("in-quota waits %v, want only the completed job's 0", w)
 	}
+	// Job 11: submitted at 105, its completing run ended at 160; job 10 ran 100 to 130.
+	if d := rep.JCTs[Opportunistic]; len(d) != 1 || d[0] != 55 {
+		t.Errorf("opportunistic JCTs %v, want [55] (end of the completing run - first submit)", d)
+	}
+	if d := rep.JCTs[InQuota]; len(d) != 1 || d[0] != 30 {
+		t.Errorf("in-quota JCTs %v, want only the completed job's 30", d)
+	}
+	// The preempted run of job 11 held 1 GPU from 110 to 125.
+	if rep.LostGPUSeconds != 15 {
+		t.Errorf("lost work %v GPU-s, want 15", rep.LostGPUSeconds)
+	}
 	if rep.PeakGuaranteed["proj-a"] != 2 || rep.PeakGuaranteed["proj-b"] != 1 {
 		t.Errorf("peaks %v", rep.PeakGuaranteed)
 	}

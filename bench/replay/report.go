@@ -95,8 +95,15 @@ type Report struct {
 	AllocRatio float64
 	// Waits are seconds from submission to first start, sorted, per class.
 	Waits map[Class][]float64
+	// JCTs are the completed jobs' completion times, first submission to the end of the run
+	// that completed, sorted, per class.
+	JCTs map[Class][]float64
 	// Preemptions counts runs that ended PREEMPTED or REQUEUED.
 	Preemptions int
+	// LostGPUSeconds is the work the trace jobs' preempted runs lost: each such run's GPUs times
+	// its length, since a requeued job starts over. Elastic workers' preempted runs are not in
+	// it: their job goes on with fewer workers.
+	LostGPUSeconds float64
 	// BorrowRuns counts runs in the borrow QOS.
 	BorrowRuns int
 	// PeakGuaranteed is the most GPUs each account held at once outside the borrow QOS.
@@ -118,12 +125,16 @@ type Report struct {
 	// Grows and Shrinks are elasticd's actions during the mode (elasticd_actions_total grow and
 	// terminate).
 	Grows, Shrinks int
+	// Daemons are the watched processes sampled throughout the mode (Runner), and RPCs what
+	// slurmctld served during it by type and user (sdiag; nil when sdiag failed).
+	Daemons []DaemonSample
+	RPCs    *slurm.Diag
 }
 
 // Analyze computes the report of the submitted jobs from their sacct records; workers are the
 // runs of elastic jobs' worker jobs by main job id (mode elastic).
 func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Record, capacityGPUs int) Report {
-	rep := Report{Mode: mode, Submitted: len(subs), CapacityGPUs: capacityGPUs, Waits: map[Class][]float64{}, PeakGuaranteed: map[string]int{}}
+	rep := Report{Mode: mode, Submitted: len(subs), CapacityGPUs: capacityGPUs, Waits: map[Class][]float64{}, JCTs: map[Class][]float64{}, PeakGuaranteed: map[string]int{}}
 	byJob := recordsByJob(recs)
 	var alloc allocations
 	countElastic(&rep, subs, byJob, workers, &alloc)
@@ -131,6 +142,9 @@ func Analyze(mode Mode, subs []Submitted, recs []Record, workers map[string][]Re
 	rep.GPUSeconds = alloc.gpuSeconds
 	for _, w := range rep.Waits {
 		slices.Sort(w)
+	}
+	for _, d := range rep.JCTs {
+		slices.Sort(d)
 	}
 	if span := rep.End - rep.Start; span > 0 && capacityGPUs > 0 {
 		rep.AllocRatio = rep.GPUSeconds / (float64(capacityGPUs) * float64(span))
@@ -229,7 +243,7 @@ func countJobs(rep *Report, subs []Submitted, byJob map[string][]Record, alloc *
 			continue
 		}
 		rep.Accounted++
-		var submit, start int64
+		var submit, start, done int64
 		completed := false
 		last := runs[0]
 		for _, r := range runs {
@@ -244,9 +258,12 @@ func countJobs(rep *Report, subs []Submitted, byJob map[string][]Record, alloc *
 			}
 			switch r.State {
 			case "COMPLETED":
-				completed = true
+				completed, done = true, r.End
 			case "PREEMPTED", "REQUEUED":
 				rep.Preemptions++
+				if r.Start > 0 && r.End > r.Start {
+					rep.LostGPUSeconds += float64(r.GPUs) * float64(r.End-r.Start)
+				}
 			}
 			if IsBorrowQOS(r.QOS) {
 				rep.BorrowRuns++
@@ -264,6 +281,9 @@ func countJobs(rep *Report, subs []Submitted, byJob map[string][]Record, alloc *
 		rep.Completed++
 		if submit > 0 && start >= submit {
 			rep.Waits[s.Job.Class] = append(rep.Waits[s.Job.Class], float64(start-submit))
+		}
+		if submit > 0 && done >= submit {
+			rep.JCTs[s.Job.Class] = append(rep.JCTs[s.Job.Class], float64(done-submit))
 		}
 	}
 }
@@ -303,6 +323,18 @@ func Percentile(sorted []float64, p float64) float64 {
 	return sorted[clamp(rank, 1, len(sorted))-1]
 }
 
+// Mean of values; NaN when there are none.
+func Mean(values []float64) float64 {
+	if len(values) == 0 {
+		return math.NaN()
+	}
+	sum := 0.0
+	for _, v := range values {
+		sum += v
+	}
+	return sum / float64(len(values))
+}
+
 // Print writes the report as the results file shows it.
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "mode %s: %d jobs submitted, %d accounted, %d completed, %d lost\n", r.Mode, r.Submitted, r.Accounted, r.Completed, len(r.Lost))
@@ -311,15 +343,42 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  GPU allocation ratio %.3f (%.0f GPU-s / (%d GPUs x %d s))\n", r.AllocRatio, r.GPUSeconds, r.CapacityGPUs, r.End-r.Start)
 	for _, c := range Classes {
-		w95 := r.Waits[c]
-		fmt.Fprintf(w, "  wait %-13s n=%-4d p50 %6.1f s  p95 %6.1f s\n", c, len(w95), Percentile(w95, 50), Percentile(w95, 95))
+		ws, jct := r.Waits[c], r.JCTs[c]
+		fmt.Fprintf(w, "  wait %-13s n=%-4d p50 %6.1f s  p95 %6.1f s  p99 %6.1f s;  JCT mean %6.1f s  p99 %6.1f s\n",
+			c, len(ws), Percentile(ws, 50), Percentile(ws, 95), Percentile(ws, 99), Mean(jct), Percentile(jct, 99))
 	}
-	fmt.Fprintf(w, "  preemptions %d, runs in the borrow QOS %d\n", r.Preemptions, r.BorrowRuns)
+	perRequeue := 0.0
+	if r.Preemptions > 0 {
+		perRequeue = r.LostGPUSeconds / float64(r.Preemptions)
+	}
+	fmt.Fprintf(w, "  preemptions %d (work lost %.0f GPU-s, %.0f per preemption), runs in the borrow QOS %d\n", r.Preemptions, r.LostGPUSeconds, perRequeue, r.BorrowRuns)
 	var peaks []string
 	for _, a := range slices.Sorted(maps.Keys(r.PeakGuaranteed)) {
 		peaks = append(peaks, fmt.Sprintf("%s %d", a, r.PeakGuaranteed[a]))
 	}
 	fmt.Fprintf(w, "  peak GPUs held outside the borrow QOS: %s\n", strings.Join(peaks, ", "))
+	for _, d := range SummarizeDaemons(r.Daemons) {
+		if d.SamplesAlive == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %-9s RSS %.1f MB at the start, %.1f MB at most", d.Name, d.RSSFirstMB, d.RSSMaxMB)
+		if d.Cycles > 0 {
+			fmt.Fprintf(w, "; cycle p50 %.3f s, worst %.3f s (%d samples)", d.CycleP50, d.CycleMax, d.Cycles)
+		}
+		fmt.Fprintln(w)
+	}
+	if r.RPCs != nil {
+		n, us := slurm.Total(r.RPCs.ByType)
+		fmt.Fprintf(w, "  slurmctld RPCs during the mode: %d, %.1f s of its time; by user:", n, float64(us)/1e6)
+		for _, u := range slurm.Top(r.RPCs.ByUser, 6) {
+			fmt.Fprintf(w, " %s %d", u.Name, u.Count)
+		}
+		fmt.Fprint(w, "; by type:")
+		for _, t := range slurm.Top(r.RPCs.ByType, 8) {
+			fmt.Fprintf(w, " %s %d", strings.TrimPrefix(t.Name, "REQUEST_"), t.Count)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.Mode == Elastic {
 		fmt.Fprintf(w, "  elastic: %d jobs, %d grown; elasticd %d grows, %d shrinks; %d worker jobs (%d ran, %.0f GPU-s, counted in the allocation above, not as jobs); run time %.2f x one worker's\n",
 			r.ElasticJobs, r.Grown, r.Grows, r.Shrinks, r.WorkerJobs, r.WorkerRuns, r.WorkerGPUSeconds, r.ElasticRunRatio)

@@ -65,6 +65,17 @@ func ParseMode(s string) (Mode, error) {
 // TestbedProjects reads the testbed's quota table and pairs each account with its user. A
 // project guaranteed several types is given the one it holds most of.
 func TestbedProjects(quotasYAML string) ([]Project, error) {
+	return readProjects(quotasYAML, false)
+}
+
+// AnyTypeProjects reads a quota table like TestbedProjects, each project with its whole
+// guarantee and no type of its own: on a cluster of a site's size a project holds several
+// types and its jobs ask for any, or for their pod's.
+func AnyTypeProjects(quotasYAML string) ([]Project, error) {
+	return readProjects(quotasYAML, true)
+}
+
+func readProjects(quotasYAML string, anyType bool) ([]Project, error) {
 	cfg, err := policy.LoadConfig(quotasYAML)
 	if err != nil {
 		return nil, err
@@ -81,7 +92,10 @@ func TestbedProjects(quotasYAML string) ([]Project, error) {
 	for _, p := range cfg.Projects {
 		pr := Project{Account: p.Account, User: users[p.Account], GuaranteedQOS: cfg.Settings.GuaranteedQOSName(p.Account)}
 		for _, t := range slices.Sorted(maps.Keys(p.GPUs)) {
-			if p.GPUs[t] > pr.GPUs {
+			switch {
+			case anyType:
+				pr.GPUs += p.GPUs[t]
+			case p.GPUs[t] > pr.GPUs:
 				pr.GPUType, pr.GPUs = t, p.GPUs[t]
 			}
 		}
@@ -110,6 +124,15 @@ type Runner struct {
 	// it). Time is compressed, so the daemons' intervals are too: at ÷240 the testbed's 5 s
 	// cycle stands for 20 minutes of trace time, a production 30 s one for 0.125 s.
 	QuotadInterval time.Duration
+	// SampleEvery is how often the daemons' cycles and memory are sampled (default 5 s).
+	SampleEvery time.Duration
+}
+
+func (r *Runner) sampleEvery() time.Duration {
+	if r.SampleEvery > 0 {
+		return r.SampleEvery
+	}
+	return 5 * time.Second
 }
 
 // Run replays the plan under mode and returns its report. It refuses to start while the
@@ -131,7 +154,17 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 			return Report{}, nil, err
 		}
 	}
+	// slurmctld's RPCs and the daemons' cycles and memory, throughout the mode.
+	diagBefore, diagErr := r.Cluster.Slurm().Diag(ctx)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	since := time.Now()
+	watched := make(chan []DaemonSample, 1)
+	go func() {
+		watch := newDaemonWatch(filepath.Join(r.Cluster.Dir, "run"),
+			map[string]string{"quotad": r.Cluster.QuotadURL() + "/metrics", "elasticd": r.ElasticdMetrics})
+		watched <- watch.run(watchCtx, since, r.sampleEvery())
+	}()
 	fmt.Fprintf(r.Log, "mode %s: submitting %d jobs over %s\n", mode, len(pl.Jobs), pl.Span().Round(time.Second))
 	subs, err := r.submit(ctx, mode, pl, tag)
 	if err != nil {
@@ -141,6 +174,19 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 	if err := r.waitDone(ctx, subs); err != nil {
 		r.cancel(subs)
 		fmt.Fprintf(r.Log, "mode %s: %v; the jobs left were cancelled and count as lost\n", mode, err)
+	}
+	stopWatch()
+	samples := <-watched
+	var rpcs *slurm.Diag
+	if diagErr == nil {
+		var after slurm.Diag
+		if after, diagErr = r.Cluster.Slurm().Diag(ctx); diagErr == nil {
+			d := after.Since(diagBefore)
+			rpcs = &d
+		}
+	}
+	if diagErr != nil {
+		fmt.Fprintf(r.Log, "mode %s: sdiag: %v; no RPC figures\n", mode, diagErr)
 	}
 	recs, err := r.accounting(ctx, subs)
 	if err != nil {
@@ -153,6 +199,7 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 		}
 	}
 	rep := Analyze(mode, subs, recs, workers, capacity)
+	rep.Daemons, rep.RPCs = samples, rpcs
 	if mode == Elastic {
 		after, err := r.elasticdActions(ctx)
 		if err != nil {
@@ -534,7 +581,7 @@ func ParseActions(page []byte) map[string]float64 {
 }
 
 // ElasticPools lists the pools of each GPU type in a pools file (bridge/pools YAML): where an
-// elastic job's workers may go.
+// elastic job's workers may go. Under "" are all the GPU pools, for jobs of any type.
 func ElasticPools(poolsYAML string) (map[string][]string, error) {
 	cfg, err := pools.Load(poolsYAML)
 	if err != nil {
@@ -544,6 +591,7 @@ func ElasticPools(poolsYAML string) (map[string][]string, error) {
 	for _, p := range cfg.Pools {
 		if p.GPUType != "" {
 			out[p.GPUType] = append(out[p.GPUType], p.Name)
+			out[""] = append(out[""], p.Name)
 		}
 	}
 	return out, nil
@@ -561,9 +609,12 @@ func settled(recs []Record, ids []string) bool {
 	return len(have) == len(ids)
 }
 
-// WriteData writes the report's utilisation timeline and waits as CSV files under dir, named
-// by label, for plots.
+// WriteData writes the report's utilisation timeline, waits and daemon samples as CSV files
+// under dir, named by label, for plots.
 func WriteData(dir, label string, rep *Report) error {
+	if err := writeDaemons(dir, label, rep.Daemons); err != nil {
+		return err
+	}
 	var tl strings.Builder
 	tl.WriteString("t_s,gpus\n")
 	for _, p := range rep.Timeline {

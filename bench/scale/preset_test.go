@@ -194,6 +194,30 @@ func TestGuaranteesFollowWhatTheProjectsUsed(t *testing.T) {
 	}
 }
 
+// A project whose pods used no GPU-time (or too little to round to one GPU) still gets one GPU
+// of the largest type, from the project holding the most: under static quotas it can run.
+func TestEveryProjectIsGuaranteedAGPU(t *testing.T) {
+	groups := []Group{
+		{Pool: "t4x2", Model: "T4", Type: "t4", GPUs: 2, Nodes: 2, CPUs: 8, MemoryMB: 1000},
+		{Pool: "g2x8", Model: "G2", Type: "g2", GPUs: 8, Nodes: 1, CPUs: 8, MemoryMB: 1000},
+	}
+	rule := Rule{Seed: 1, Count: 3, Zipf: 1, Guaranteed: 1}
+	projects := rule.Projects()
+	var name string
+	for i := 0; name == ""; i++ {
+		if n := fmt.Sprintf("pod-%d", i); rule.ProjectOf(n, projects) == 0 {
+			name = n
+		}
+	}
+	got := rule.Guarantee(projects, []replay.Task{{Name: name, NumGPU: 1, Scheduled: 0, Deletion: 3600}}, groups)
+	want := []map[string]int{{"t4": 4, "g2": 6}, {"g2": 1}, {"g2": 1}}
+	for i := range want {
+		if !maps.Equal(got[i].GPUs, want[i]) {
+			t.Errorf("%s: %v, want %v", got[i].Account, got[i].GPUs, want[i])
+		}
+	}
+}
+
 // The preset's files are what testbed.sh and the plugin read: the facts load, their pools are
 // the groups with their own shapes, and pools.yaml parses with the same shapes.
 func TestPresetFilesAgreeWithEachOther(t *testing.T) {

@@ -62,7 +62,10 @@ func (r Rule) ProjectOf(name string, projects []Project) int {
 // (scheduled to deleted; a pod never scheduled, or never deleted, used nothing). A pod that names GPU models
 // spreads it evenly over those the preset has; one that names none, over every type in
 // proportion to its GPUs. Of each type's GPUs, Guaranteed is apportioned to the projects by
-// their GPU-time of that type.
+// their GPU-time of that type. A project left with no GPU at all (its pods' GPU-time rounds to
+// nothing in every type, as on a small cluster) is given one GPU of the type with the most,
+// taken from the project that holds the most of it: a site admits no project that could
+// never run a GPU job under its quotas.
 func (r Rule) Guarantee(projects []Project, tasks []replay.Task, groups []Group) []Project {
 	capacity := map[string]int{}
 	var types []string
@@ -122,6 +125,31 @@ func (r Rule) Guarantee(projects []Project, tasks []replay.Task, groups []Group)
 				out[i].GPUs[tp] = n
 			}
 		}
+	}
+	if len(types) == 0 {
+		return out
+	}
+	largest := types[0]
+	for _, tp := range types {
+		if capacity[tp] > capacity[largest] {
+			largest = tp
+		}
+	}
+	for i := range out {
+		if len(out[i].GPUs) > 0 {
+			continue
+		}
+		donor := -1
+		for j := range out {
+			if out[j].GPUs[largest] > 1 && (donor < 0 || out[j].GPUs[largest] > out[donor].GPUs[largest]) {
+				donor = j
+			}
+		}
+		if donor < 0 {
+			break // fewer GPUs of the type than projects
+		}
+		out[donor].GPUs[largest]--
+		out[i].GPUs[largest] = 1
 	}
 	return out
 }

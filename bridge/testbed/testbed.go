@@ -31,13 +31,28 @@ import (
 const DefaultDir = "/tmp/slurmbridge-testbed"
 
 // Users maps each testbed user to the project (Slurm account) it belongs to, as the testbed's
-// facts (slurm-conf/testbed/facts.yaml) say.
+// facts say (Facts).
 func Users() (map[string]string, error) {
-	f, err := facts.LoadRepo()
+	f, err := Facts()
 	if err != nil {
 		return nil, err
 	}
 	return f.Users(), nil
+}
+
+// Facts are the facts the testbed in $TESTBED_DIR was brought up from: a preset's copy
+// (etc/preset/facts.yaml: a cluster of a site's size, make testbed-up PRESET=...) where it
+// has one, else the repository's (slurm-conf/testbed/facts.yaml).
+func Facts() (*facts.Facts, error) {
+	dir := os.Getenv("TESTBED_DIR")
+	if dir == "" {
+		dir = DefaultDir
+	}
+	preset := filepath.Join(dir, "etc", "preset", "facts.yaml")
+	if _, err := os.Stat(preset); err == nil {
+		return facts.Load(preset)
+	}
+	return facts.LoadRepo()
 }
 
 // Cluster is a handle on a running testbed.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bench/replay"
+	"github.com/slurmbridge/slurmbridge/bench/scale"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
@@ -53,6 +54,12 @@ var presets = map[string]options{
 		keep: 1, factor: 360, minRun: 15 * time.Second, maxRun: 45 * time.Second, limit: 4 * time.Minute, rounds: 1},
 	"full": {from: 10368000, span: 12 * 3600,
 		keep: 1, factor: 240, minRun: 20 * time.Second, maxRun: 120 * time.Second, limit: 15 * time.Minute, rounds: 1},
+	// site: on a testbed of a site's size (make testbed-up PRESET=alibaba NODES=N), the trace's
+	// busiest 12 hours (421 GPU pods from hour 3558) at ÷120: 70 submissions a minute at the
+	// peak, what slurmctld on this 2-core host starts without falling behind. Any window (-from,
+	// -span) and the whole trace (-from 0 -span 13000000) map the same way.
+	"site": {from: 3558 * 3600, span: 12 * 3600,
+		keep: 1, factor: 120, minRun: 20 * time.Second, maxRun: 120 * time.Second, limit: 15 * time.Minute, rounds: 1},
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -125,8 +132,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 func parseOptions(args []string) (options, string, error) {
 	fs := flag.NewFlagSet("tracereplay", flag.ContinueOnError)
 	var o options
-	fs.StringVar(&o.preset, "preset", "quick", "quick (bench/testdata excerpt, CI) or full (needs -trace)")
-	fs.StringVar(&o.trace, "trace", "", "openb_pod_list_*.csv of the trace (full mode: ../shared/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec25.csv)")
+	fs.StringVar(&o.preset, "preset", "quick", "quick (bench/testdata excerpt, CI), full (needs -trace) or site (needs -trace and a testbed of a site's size)")
+	fs.StringVar(&o.trace, "trace", "", "openb_pod_list_*.csv of the trace (full: ../shared/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec25.csv; site: openb_pod_list_default.csv, every pod)")
 	fs.Int64Var(&o.from, "from", 0, "window start, trace seconds (creation_time)")
 	fs.Int64Var(&o.span, "span", 0, "window length, trace seconds")
 	fs.Float64Var(&o.keep, "keep", 0, "fraction of the window's GPU tasks kept, seeded")
@@ -147,7 +154,7 @@ func parseOptions(args []string) (options, string, error) {
 	}
 	base, ok := presets[o.preset]
 	if !ok {
-		return o, "", fmt.Errorf("unknown preset %q (quick, full)", o.preset)
+		return o, "", fmt.Errorf("unknown preset %q (quick, full, site)", o.preset)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -170,10 +177,6 @@ func parseOptions(args []string) (options, string, error) {
 
 // mapTrace reads the trace and maps its window onto the testbed's projects and nodes.
 func mapTrace(o options, root string) (*replay.Plan, error) {
-	projects, err := replay.TestbedProjects(filepath.Join(root, "slurm-conf", "testbed", "quotas.yaml"))
-	if err != nil {
-		return nil, err
-	}
 	f, err := os.Open(o.trace)
 	if err != nil {
 		return nil, err
@@ -183,10 +186,43 @@ func mapTrace(o options, root string) (*replay.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.trace, err)
 	}
-	return replay.Map(tasks, replay.Params{
+	params := replay.Params{
 		Seed: o.seed, From: o.from, Span: o.span, Keep: o.keep, TimeFactor: o.factor,
-		MinRun: o.minRun, MaxRun: o.maxRun, Projects: projects, Node: replay.TestbedNode, Elastic: replay.DefaultElastic,
-	})
+		MinRun: o.minRun, MaxRun: o.maxRun, Node: replay.TestbedNode, Elastic: replay.DefaultElastic,
+	}
+	if o.preset == "site" {
+		if err := siteParams(&params); err != nil {
+			return nil, err
+		}
+	} else if params.Projects, err = replay.TestbedProjects(filepath.Join(root, "slurm-conf", "testbed", "quotas.yaml")); err != nil {
+		return nil, err
+	}
+	return replay.Map(tasks, params)
+}
+
+// siteParams maps onto the testbed of a site's size in $TESTBED_DIR: its projects with their
+// whole guarantees, pods assigned by the rule the guarantees were set by (scalepreset's
+// default), requests kept as the trace's node shape gives them.
+func siteParams(p *replay.Params) error {
+	dir := os.Getenv("TESTBED_DIR")
+	if dir == "" {
+		dir = testbed.DefaultDir
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etc", "preset", "facts.yaml")); err != nil {
+		return fmt.Errorf("preset site replays onto a testbed of a site's size, and %s is not one: make testbed-up PRESET=alibaba [NODES=N], with TESTBED_DIR set as make sets it (/tmp/slurmbridge-alibaba)", dir)
+	}
+	f, err := testbed.Facts()
+	if err != nil {
+		return err
+	}
+	if p.Projects, err = replay.AnyTypeProjects(filepath.Join(dir, "etc", "quotas.yaml")); err != nil {
+		return err
+	}
+	if p.Assign, err = scale.DefaultRule.Assign(p.Projects, scale.GroupsOfTypes(f.GPUTypes())); err != nil {
+		return err
+	}
+	p.Node = scale.TraceNodeShape
+	return nil
 }
 
 // parseModes reads the comma-separated -modes list.
