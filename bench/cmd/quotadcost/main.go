@@ -8,7 +8,10 @@
 //
 // Shapes, from the testbed's facts and quota table: bob (quota 4 a100) runs 4 one-GPU jobs in
 // his guarantee; the pending jobs are his one-GPU jobs, over quota, in the first pool of his
-// GPU type (a100), so each cycle plans to lend that pool's GPUs that stay idle (4 of 8).
+// GPU type (a100), so each cycle plans to lend that pool's GPUs that stay idle (4 of 8). On a
+// testbed of a site's size the project with the smallest guarantee takes bob's part and
+// another project's user alice's. Each round also times one bare squeue of the same queue,
+// the floor of any cycle: the goal is a cycle within 1.3 times it.
 // --array N submits them as arrays of N tasks (sbatch --array, MaxArraySize permitting), which
 // fills slurmctld in seconds; 0 submits single jobs. The running jobs are alice's one-CPU
 // allocations without a shell (salloc --no-shell: no process on any node) in a hidden partition
@@ -49,6 +52,8 @@ const seedName = "slurmbridge-bench-seed"
 const benchPartition = "qcbench"
 
 // The testbed users the jobs run as: bob's pend over his quota, alice's hold the allocations.
+// A testbed of a site's size (make testbed-up PRESET=...) has neither: its smallest guarantee's
+// user pends, and another project's user holds the allocations.
 const (
 	gpuUser = "bob"
 	cpuUser = "alice"
@@ -82,13 +87,17 @@ func main() {
 type shape struct {
 	users      []string // every project's user: the seeded rows are theirs
 	gpuProject replay.Project
+	gpuUser    string
+	cpuUser    string
 	gpuPool    string // the first pool of gpuProject's GPU type
 	cpuNodes   string // the default pool's nodes, as a host list
 	cpuCores   int    // and their cores
 }
 
+// readShape reads the facts and quota table of the testbed in $TESTBED_DIR (a preset's own
+// where it is one).
 func readShape() (shape, error) {
-	f, err := facts.LoadRepo()
+	f, err := testbed.Facts()
 	if err != nil {
 		return shape{}, err
 	}
@@ -96,21 +105,40 @@ func readShape() (shape, error) {
 	for _, p := range f.Projects {
 		sh.users = append(sh.users, p.User)
 	}
-	projects, err := replay.TestbedProjects(filepath.Join(facts.RepoDir(), "quotas.yaml"))
+	dir := os.Getenv("TESTBED_DIR")
+	if dir == "" {
+		dir = testbed.DefaultDir
+	}
+	quotas := filepath.Join(dir, "etc", "quotas.yaml")
+	if _, err := os.Stat(quotas); err != nil {
+		quotas = filepath.Join(facts.RepoDir(), "quotas.yaml")
+	}
+	projects, err := replay.TestbedProjects(quotas)
 	if err != nil {
 		return shape{}, err
 	}
 	i := slices.IndexFunc(projects, func(p replay.Project) bool { return p.User == gpuUser })
 	if i < 0 {
-		return shape{}, fmt.Errorf("the testbed's quota table guarantees %s no GPUs", gpuUser)
+		// The smallest guarantee: the fewest of its jobs run, the most pend over quota.
+		i = 0
+		for j, p := range projects {
+			if p.GPUs < projects[i].GPUs {
+				i = j
+			}
+		}
 	}
-	sh.gpuProject = projects[i]
+	sh.gpuProject, sh.gpuUser = projects[i], projects[i].User
+	sh.cpuUser = cpuUser
+	if !slices.Contains(sh.users, cpuUser) {
+		sh.cpuUser = projects[(i+1)%len(projects)].User
+	}
 	for _, p := range f.Pools {
 		if p.GPU == sh.gpuProject.GPUType && sh.gpuPool == "" {
 			sh.gpuPool = p.Name
 		}
 		if p.Default {
-			sh.cpuNodes, sh.cpuCores = p.HostList(), p.Nodes*f.Node.Sockets*f.Node.CoresPerSocket
+			shape := f.ShapeOf(p)
+			sh.cpuNodes, sh.cpuCores = p.HostList(), p.Nodes*shape.Sockets*shape.CoresPerSocket
 		}
 	}
 	if sh.gpuPool == "" || sh.cpuNodes == "" {
@@ -263,7 +291,10 @@ func (b *bench) describe(ctx context.Context, seeded int) error {
 // measures are the measured cycles' numbers, one per run.
 type measures struct {
 	walls, cycles, rss, lends, baseCycles, ratios []float64
-	pending, running                              int
+	// squeues are one bare squeue of the same queue per round (quotad's own command, not
+	// parsed): reading the queue is the floor of a cycle; floorRatios are cycle / squeue.
+	squeues, floorRatios []float64
+	pending, running     int
 }
 
 // measure runs quotad --once --dry-run o.runs times (each after the baseline's, if any),
@@ -271,7 +302,7 @@ type measures struct {
 func (b *bench) measure() (measures, error) {
 	o := b.o
 	m := measures{pending: o.pending, running: o.running}
-	fmt.Println("run  process_s  cycle_s  max_rss_MB  lends  (in the cycle, s: accounting nodes queue plan)")
+	fmt.Println("run  process_s  cycle_s  max_rss_MB  lends  squeue_s  (in the cycle, s: accounting nodes queue plan)")
 	for i := 1; i <= o.runs; i++ {
 		if o.baseline != "" {
 			_, bmb, bt, _, err := b.dryRun(o.baseline, "the baseline quotad")
@@ -289,7 +320,13 @@ func (b *bench) measure() (measures, error) {
 		if o.baseline != "" {
 			m.ratios = append(m.ratios, t.Cycle/1000/m.baseCycles[len(m.baseCycles)-1])
 		}
-		fmt.Printf("%3d  %9.3f  %7.3f  %10.1f  %5d  %.3f %.3f %.3f %.3f\n", i, wall, t.Cycle/1000, mb, n, t.Accounting/1000, t.Nodes/1000, t.Queue/1000, t.Plan/1000)
+		start := time.Now()
+		if _, err := b.admin.QueueOutput(context.Background(), slurm.QueueVariant{}); err != nil {
+			return m, fmt.Errorf("bare squeue: %w", err)
+		}
+		sq := time.Since(start).Seconds()
+		m.squeues, m.floorRatios = append(m.squeues, sq), append(m.floorRatios, t.Cycle/1000/sq)
+		fmt.Printf("%3d  %9.3f  %7.3f  %10.1f  %5d  %8.3f  %.3f %.3f %.3f %.3f\n", i, wall, t.Cycle/1000, mb, n, sq, t.Accounting/1000, t.Nodes/1000, t.Queue/1000, t.Plan/1000)
 	}
 	if o.apply {
 		wall, mb, out, err := cycle(b.env, o.quotad, "--once", "--log-level", "info")
@@ -327,7 +364,10 @@ func (m measures) report(o options) {
 	if o.baseline != "" {
 		fmt.Printf("baseline: median %.3f s per cycle; median of per-round ratios (-quotad / -baseline) %.3f\n", stats.Median(m.baseCycles), stats.Median(m.ratios))
 	}
-	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d\n", stats.Median(m.cycles), stats.Median(m.rss), stats.Median(m.walls), stats.Median(m.lends), m.pending, m.running)
+	fmt.Printf("floor: one bare squeue of the same queue %.3f s (median); cycle / squeue, median of per-round ratios: %.2f (goal <= 1.3)\n",
+		stats.Median(m.squeues), stats.Median(m.floorRatios))
+	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d squeue_s=%.3f floor_ratio=%.2f\n", stats.Median(m.cycles), stats.Median(m.rss), stats.Median(m.walls), stats.Median(m.lends), m.pending, m.running,
+		stats.Median(m.squeues), stats.Median(m.floorRatios))
 }
 
 // cycle runs quotad once and returns its wall time, peak RSS and output.
@@ -528,7 +568,7 @@ func (b *bench) submitPending(ctx context.Context) error {
 		subs = append(subs, append(args, "--wrap", "sleep 14400"))
 	}
 	return fanout.Run(len(subs), func(i int) error {
-		_, err := b.c.Submit(ctx, gpuUser, subs[i]...)
+		_, err := b.c.Submit(ctx, b.sh.gpuUser, subs[i]...)
 		return err
 	})
 }
@@ -543,7 +583,7 @@ func (b *bench) submitRunning(ctx context.Context) error {
 	if err := b.admin.CreatePartition(ctx, slurm.PartitionSpec{Name: benchPartition, Nodes: b.sh.cpuNodes, ForceOverSubscribe: share, Hidden: true}); err != nil {
 		return fmt.Errorf("creating partition %s: %w", benchPartition, err)
 	}
-	alice, err := b.c.SlurmAs(cpuUser, nil)
+	alice, err := b.c.SlurmAs(b.sh.cpuUser, nil)
 	if err != nil {
 		return err
 	}
