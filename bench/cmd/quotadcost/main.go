@@ -194,9 +194,19 @@ func run(o options) error {
 	if err := b.describe(ctx, seeded); err != nil {
 		return err
 	}
+	before, diagErr := b.admin.Diag(ctx)
 	m, err := b.measure()
 	if err != nil {
 		return err
+	}
+	if diagErr == nil {
+		var after slurm.Diag
+		if after, diagErr = b.admin.Diag(ctx); diagErr == nil {
+			printRPCs(after.Since(before), o.runs)
+		}
+	}
+	if diagErr != nil {
+		fmt.Println("sdiag:", diagErr)
 	}
 	m.report(o)
 	return nil
@@ -368,6 +378,22 @@ func (m measures) report(o options) {
 		stats.Median(m.squeues), stats.Median(m.floorRatios))
 	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d squeue_s=%.3f floor_ratio=%.2f\n", stats.Median(m.cycles), stats.Median(m.rss), stats.Median(m.walls), stats.Median(m.lends), m.pending, m.running,
 		stats.Median(m.squeues), stats.Median(m.floorRatios))
+}
+
+// printRPCs prints what slurmctld served while the cycles were measured: quotad's reads (each
+// cycle reads nodes, partitions and the queue), the bare squeues beside them, and the rest of
+// the testbed's traffic (slurmd pings and registrations).
+func printRPCs(d slurm.Diag, runs int) {
+	n, us := slurm.Total(d.ByType)
+	fmt.Printf("slurmctld RPCs while measuring (%d cycles, each beside one bare squeue): %d, %.3f s of slurmctld's time; by type:", runs, n, float64(us)/1e6)
+	for _, t := range slurm.Top(d.ByType, 8) {
+		fmt.Printf(" %s %d (%.3f s)", strings.TrimPrefix(t.Name, "REQUEST_"), t.Count, float64(t.TotalMicros)/1e6)
+	}
+	fmt.Print("; by user:")
+	for _, u := range slurm.Top(d.ByUser, 4) {
+		fmt.Printf(" %s %d", u.Name, u.Count)
+	}
+	fmt.Println()
 }
 
 // cycle runs quotad once and returns its wall time, peak RSS and output.
