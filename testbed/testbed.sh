@@ -151,8 +151,19 @@ ensure_users() {
 	done
 }
 
+# own_dir DIR: DIR, where it exists, is root's own directory that no one else may write: under
+# /tmp anyone could have made it first, and root runs what the testbed keeps there.
+own_dir() {
+	[ -e "$1" ] || [ -L "$1" ] || return 0
+	local uid mode kind
+	read -r uid mode kind < <(stat -c '%u %a %F' -- "$1")
+	[ "$kind" = directory ] && [ "$uid" = 0 ] && [ $((0$mode & 022)) -eq 0 ] ||
+		die "$1 must be a directory of root's that no one else may write (it is: $(stat -c '%F, owner %U, mode %a' -- "$1")): remove it, or choose another TESTBED_DIR"
+}
+
 make_layout() {
 	local node
+	own_dir "$TESTBED_DIR"
 	install -d -m 0755 "$TESTBED_DIR" "$ETC" "$RUN" "$LOG" "$TESTBED_DIR/state" "$TESTBED_DIR/gpus" "$TESTBED_PLUGIN_DIR"
 	install -d -m 0700 "$TESTBED_DIR/secrets"
 	install -d -m 0755 -o slurm -g slurm "$TESTBED_DIR/state/slurmctld" "$RUN/slurm"
@@ -191,6 +202,13 @@ comm_params() {
 
 # install_plugin copies a built job_submit plugin and the testbed's pools.yaml in place, by
 # rename (slurmctld may have the old .so mapped), and says whether the plugin changed.
+# install_pools_yaml puts the pools the plugin reads in place in one rename: slurmctld may
+# read it at any moment.
+install_pools_yaml() {
+	install -m 0644 "$POOLS_YAML" "$ETC/.pools.yaml.new"
+	mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
+}
+
 install_plugin() {
 	local built=$REPO_ROOT/bin/job_submit_pools.so dest=$TESTBED_PLUGIN_DIR/job_submit_pools.so
 	if [ "$TESTBED_FROM" = installed ]; then
@@ -200,15 +218,13 @@ install_plugin() {
 			return 0
 		}
 		JOB_SUBMIT_LINE=JobSubmitPlugins=pools
-		install -m 0644 "$POOLS_YAML" "$ETC/.pools.yaml.new"
-		mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
+		install_pools_yaml
 		return 0
 	fi
 	JOB_SUBMIT_LINE="#JobSubmitPlugins=pools (bin/job_submit_pools.so was not built)"
 	[ -f "$built" ] || { say "no $built (run make plugin): jobs are not routed into pools"; return 0; }
 	JOB_SUBMIT_LINE=JobSubmitPlugins=pools
-	install -m 0644 "$POOLS_YAML" "$ETC/.pools.yaml.new"
-	mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
+	install_pools_yaml
 	if ! cmp -s "$built" "$dest"; then
 		install -m 0755 "$built" "$dest.new"
 		mv -f "$dest.new" "$dest"
@@ -563,8 +579,8 @@ cmd_stop() {
 }
 
 cmd_status() {
-	local name pid rc=0 node
-	for name in munged mariadb slurmdbd slurmctld $(for node in "${NODES[@]}"; do echo "slurmd-$node"; done); do
+	local name pid rc=0 node down=()
+	for name in munged mariadb slurmdbd slurmctld; do
 		if pid=$(pid_of "$name"); then
 			printf '%-20s up    pid %s\n' "$name" "$pid"
 		else
@@ -572,6 +588,19 @@ cmd_status() {
 			rc=3
 		fi
 	done
+	# A line per node, except on a cluster of a site's size: there a count and the nodes down.
+	for node in "${NODES[@]}"; do
+		if slurmd_running "$node"; then
+			[ ${#NODES[@]} -gt 16 ] || printf '%-20s up    pid %s\n' "slurmd-$node" "$FOUND_PID"
+		else
+			[ ${#NODES[@]} -gt 16 ] || printf '%-20s down\n' "slurmd-$node"
+			down+=("$node")
+		fi
+	done
+	if [ ${#NODES[@]} -gt 16 ]; then
+		printf '%-20s %d of %d up%s\n' slurmd $((${#NODES[@]} - ${#down[@]})) ${#NODES[@]} "${down:+; down: ${down[*]}}"
+	fi
+	[ ${#down[@]} -eq 0 ] || rc=3
 	for name in "${SLURMBRIDGE_DAEMONS[@]}"; do
 		[ -x "$SLURMBRIDGE_BINDIR/$name" ] && { TESTBED_DIR=$TESTBED_DIR bash "$REPO_ROOT/testbed/$name.sh" status || rc=3; }
 	done
