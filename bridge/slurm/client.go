@@ -148,37 +148,6 @@ func (f Client) Queue(ctx context.Context) ([]Job, map[uint32]JobExtra, error) {
 	return jobs, extras, nil
 }
 
-// RunningOn is Queue limited to the jobs running on nodes: what a node agent needs, instead of
-// the whole cluster's queue every few seconds from every node. From 23.02 squeue --json honours
-// --nodelist and --states; 22.05's ignores them and prints the whole queue, so the running
-// state is checked here too (a job on other nodes is then still listed: the caller matches its
-// nodes).
-func (f Client) RunningOn(ctx context.Context, nodes []string) ([]Job, map[uint32]JobExtra, error) {
-	if len(nodes) == 0 || slices.Contains(nodes, "") {
-		return nil, nil, fmt.Errorf("a queue read for nodes needs node names, got %q", nodes)
-	}
-	var extras map[uint32]JobExtra
-	jobs, err := fetch(ctx, wholeTaskLists(f.Runner), func(out []byte) ([]Job, error) {
-		jobs, err := ParseJobs(out)
-		if err != nil {
-			return nil, err
-		}
-		extras, err = ParseJobExtras(out)
-		return jobs, err
-	}, "squeue", "--json", "--states=RUNNING", "--nodelist="+strings.Join(nodes, ","))
-	if err != nil {
-		return nil, nil, err
-	}
-	running := slices.DeleteFunc(jobs, func(j Job) bool { return !j.Running() })
-	kept := make(map[uint32]JobExtra, len(running))
-	for _, j := range running {
-		if e, ok := extras[j.ID]; ok {
-			kept[j.ID] = e
-		}
-	}
-	return running, kept, nil
-}
-
 func fetch[T any](ctx context.Context, r Runner, parse func([]byte) ([]T, error), name string, args ...string) ([]T, error) {
 	out, err := r.Run(ctx, name, args...)
 	command := strings.Join(append([]string{name}, args...), " ")

@@ -206,45 +206,6 @@ func TestJobStates(t *testing.T) {
 	}
 }
 
-// A node agent's read: squeue with --nodelist and --states, and only running jobs kept, since
-// 22.05's squeue --json prints the whole queue whatever the filters.
-func TestRunningOnAsksForTheNodesAndKeepsOnlyRunningJobs(t *testing.T) {
-	r := &replayRunner{t: t, outputs: map[string][]byte{
-		"squeue --json --states=RUNNING --nodelist=a100-1,a100-2": fixture(t, "squeue-testbed-mixed.json"),
-	}}
-	jobs, extras, err := Client{Runner: r}.RunningOn(context.Background(), []string{"a100-1", "a100-2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := ParseJobs(fixture(t, "squeue-testbed-mixed.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var running int
-	for _, j := range all {
-		if j.Running() {
-			running++
-		}
-	}
-	if running == 0 || running == len(all) || len(jobs) != running {
-		t.Fatalf("kept %d jobs of %d (%d running): the fixture must mix states and only running ones be kept", len(jobs), len(all), running)
-	}
-	for _, j := range jobs {
-		if !j.Running() {
-			t.Errorf("job %d kept in state %s", j.ID, j.StateName())
-		}
-		if _, ok := extras[j.ID]; !ok {
-			t.Errorf("job %d has no extra fields", j.ID)
-		}
-	}
-	if len(extras) != len(jobs) {
-		t.Errorf("%d extras for %d jobs", len(extras), len(jobs))
-	}
-	if _, _, err := (Client{Runner: r}).RunningOn(context.Background(), nil); err == nil {
-		t.Error("a read for no nodes was run")
-	}
-}
-
 func TestSlurmctldOnDiskReadsTheBinarysVersion(t *testing.T) {
 	for _, tc := range []struct{ out, want, err string }{
 		{"slurm 26.05.5\n", "26.05.5", ""},

@@ -1,9 +1,11 @@
-// Package agent is elasticd's node agent: every interval it finds the GPUs Slurm allocated to
-// the running jobs on its nodes (squeue --json's gres_detail, indices as slurmd assigned them;
-// only its own nodes' running jobs are asked for), reads them through NVML (elasticd/probe) and
-// posts the samples to elasticd with a MUNGE credential over the report's body, which elasticd
-// checks before it takes a sample. Where NVML is missing it says so once and posts nothing:
-// elasticd then works from throughput alone.
+// Package agent is elasticd's node agent: every interval it reads through NVML
+// (elasticd/probe) the GPUs elasticd named in its last answer, those of the elastic jobs and
+// workers running on its nodes, and posts the samples to elasticd with a MUNGE credential over
+// the report's body, which elasticd checks before it takes a sample; elasticd answers with
+// what to read next. The agent asks Slurm nothing: one queue read per node and interval would
+// load slurmctld with nodes × jobs. With nothing to read it still reports, empty, every
+// IdleEvery cycles, to learn of new jobs. Where NVML is missing it says so once and posts
+// nothing: elasticd then works from throughput alone.
 package agent
 
 import (
@@ -19,7 +21,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
@@ -29,21 +30,28 @@ type Reader interface {
 	Read(indices []int) ([]api.GPUSample, error)
 }
 
-// Queue is the part of Slurm the agent reads: the jobs running on its nodes and their extra
-// fields, one `squeue --json --nodelist --states=RUNNING` (slurm.Client has it).
-type Queue interface {
-	RunningOn(ctx context.Context, nodes []string) ([]slurm.Job, map[uint32]slurm.JobExtra, error)
-}
+// DefaultIdleEvery: with nothing to read, an agent reports every sixth cycle (a minute at the
+// default 10 s interval), so a new elastic job's GPUs are read within a minute of its start.
+const DefaultIdleEvery = 6
+
+// Bounds on an answer, whoever sent it: a node has fewer than maxGPUIndex GPUs, so no more
+// jobs hold them.
+const maxGPUIndex = 64
 
 // Agent reads and reports one host's GPUs.
 type Agent struct {
 	// Nodes are the Slurm node names this host runs (one, or several with multiple slurmd).
 	Nodes  []string
-	Slurm  Queue
 	Reader Reader
-	// Post sends a report; PostHTTP is the real one.
-	Post func(ctx context.Context, r api.SignalReport) error
-	Log  zerolog.Logger
+	// Post sends a report and returns elasticd's answer; PostHTTP is the real one.
+	Post func(ctx context.Context, r api.SignalReport) (api.SignalAnswer, error)
+	// IdleEvery: with nothing to read, report every IdleEvery cycles (0: DefaultIdleEvery).
+	IdleEvery int
+	Log       zerolog.Logger
+
+	toRead   []api.JobGPUs // the last answer
+	answered bool          // an answer came since the agent started
+	idle     int           // cycles without a report since the last one
 }
 
 // Cycle reads and reports once. Without NVML it does nothing: Open already said why, once.
@@ -51,79 +59,94 @@ func (a *Agent) Cycle(ctx context.Context) error {
 	if !a.Reader.Available() {
 		return nil
 	}
-	jobs, extras, err := a.Slurm.RunningOn(ctx, a.Nodes)
-	if err != nil {
-		return fmt.Errorf("reading the queue: %w", err)
+	every := a.IdleEvery
+	if every <= 0 {
+		every = DefaultIdleEvery
 	}
-	rep := api.SignalReport{Node: strings.Join(a.Nodes, ",")}
-	for _, j := range jobs {
-		if !j.Running() {
-			continue
+	if len(a.toRead) == 0 && a.answered {
+		if a.idle++; a.idle < every {
+			return nil
 		}
-		indices := a.localGPUs(j, extras[j.ID])
-		if len(indices) == 0 {
-			continue
-		}
-		samples, err := a.Reader.Read(indices)
+	}
+	a.idle = 0
+	rep := api.SignalReport{Node: strings.Join(a.Nodes, ","), Jobs: []api.JobSignals{}}
+	for _, j := range a.toRead {
+		samples, err := a.Reader.Read(j.GPUs)
 		if err != nil {
-			a.Log.Warn().Err(err).Uint32("job", j.ID).Msg("some GPU metrics could not be read")
+			a.Log.Warn().Err(err).Uint32("job", j.JobID).Msg("some GPU metrics could not be read")
 		}
 		if len(samples) > 0 {
-			rep.Jobs = append(rep.Jobs, api.JobSignals{JobID: j.ID, Samples: samples})
+			rep.Jobs = append(rep.Jobs, api.JobSignals{JobID: j.JobID, Samples: samples})
 		}
 	}
-	if len(rep.Jobs) == 0 {
-		return nil
+	answer, err := a.Post(ctx, rep)
+	if err != nil {
+		return err
 	}
-	return a.Post(ctx, rep)
+	a.toRead, a.answered = bounded(answer.Read), true
+	return nil
 }
 
-// localGPUs are the GPU indices the job holds on this host's nodes. gres_detail has one entry
-// per allocated node; only one-node jobs (every elastic worker) can be matched to a node
-// without expanding a hostlist, which is all elasticd needs.
-func (a *Agent) localGPUs(j slurm.Job, extra slurm.JobExtra) []int {
-	if j.NodeCount != 1 || len(extra.GresDetail) != 1 || !slices.Contains(a.Nodes, j.Nodes) {
-		return nil
+// bounded keeps what an answer may sensibly name: GPU indices in [0, maxGPUIndex), each
+// GPU once, at most maxGPUIndex jobs.
+func bounded(read []api.JobGPUs) []api.JobGPUs {
+	var out []api.JobGPUs
+	seen := map[int]bool{}
+	for _, j := range read {
+		var gpus []int
+		for _, i := range j.GPUs {
+			if i >= 0 && i < maxGPUIndex && !seen[i] {
+				seen[i] = true
+				gpus = append(gpus, i)
+			}
+		}
+		if len(gpus) > 0 && len(out) < maxGPUIndex {
+			out = append(out, api.JobGPUs{JobID: j.JobID, GPUs: slices.Clip(gpus)})
+		}
 	}
-	idx, err := slurm.GPUIndices(extra.GresDetail[0])
-	if err != nil {
-		a.Log.Warn().Err(err).Uint32("job", j.ID).Msg("gres_detail unreadable")
-	}
-	return idx
+	return out
 }
 
 // Encode makes a MUNGE credential for payload (slurm.Client's MungeEncode with the socket).
 type Encode func(ctx context.Context, payload string) (string, error)
 
 // PostHTTP posts reports to elasticd's api.SignalsPath, each with a credential from encode
-// for exactly its body (api.SignalsPayload).
-func PostHTTP(client *http.Client, baseURL string, encode Encode) func(ctx context.Context, r api.SignalReport) error {
-	return func(ctx context.Context, r api.SignalReport) error {
+// for exactly its body (api.SignalsPayload), and reads the answer. An elasticd from before
+// answers were given (204, no body) names nothing to read.
+func PostHTTP(client *http.Client, baseURL string, encode Encode) func(ctx context.Context, r api.SignalReport) (api.SignalAnswer, error) {
+	return func(ctx context.Context, r api.SignalReport) (api.SignalAnswer, error) {
+		var answer api.SignalAnswer
 		body, err := json.Marshal(r)
 		if err != nil {
-			return err
+			return answer, err
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		cred, err := encode(ctx, api.SignalsPayload(body))
 		if err != nil {
-			return fmt.Errorf("making the report's MUNGE credential: %w", err)
+			return answer, fmt.Errorf("making the report's MUNGE credential: %w", err)
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+api.SignalsPath, bytes.NewReader(body))
 		if err != nil {
-			return err
+			return answer, err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "MUNGE "+cred)
 		resp, err := client.Do(req)
 		if err != nil {
-			return err
+			return answer, err
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode/100 != 2 {
 			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-			return fmt.Errorf("elasticd answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+			return answer, fmt.Errorf("elasticd answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 		}
-		return nil
+		if resp.StatusCode == http.StatusNoContent {
+			return answer, nil
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&answer); err != nil {
+			return answer, fmt.Errorf("elasticd's answer unreadable: %w", err)
+		}
+		return answer, nil
 	}
 }

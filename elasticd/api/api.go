@@ -18,7 +18,7 @@ const (
 	// for root and Slurm operators), a []JobStatus; it needs a MUNGE credential.
 	StatusPath = "/v1/status"
 	// SignalsPath takes an agent's SignalReport by POST, with a MUNGE credential of root or
-	// the agent's user holding SignalsPayload of the body.
+	// the agent's user holding SignalsPayload of the body, and answers a SignalAnswer.
 	SignalsPath = "/v1/signals"
 )
 
@@ -79,6 +79,20 @@ type WorkerPoint struct {
 type SignalReport struct {
 	Node string       `json:"node"`
 	Jobs []JobSignals `json:"jobs"`
+}
+
+// SignalAnswer is elasticd's answer to a report: the GPUs to read on the report's nodes at the
+// agent's next cycle, those of the followed jobs running there as elasticd's last queue read
+// saw them. So an agent asks Slurm nothing: on a cluster of thousands of nodes, an agent
+// reading the queue would load slurmctld with nodes × jobs.
+type SignalAnswer struct {
+	Read []JobGPUs `json:"read"`
+}
+
+// JobGPUs are the GPU indices (as slurmd assigned them) one job holds on one node.
+type JobGPUs struct {
+	JobID uint32 `json:"job_id"`
+	GPUs  []int  `json:"gpus"`
 }
 
 // JobSignals are the samples of one job's GPUs on one node.

@@ -277,7 +277,7 @@ func agentCommand() *cli.Command {
 			encode := func(ctx context.Context, payload string) (string, error) {
 				return munge.MungeEncode(ctx, c.String("munge-socket"), payload)
 			}
-			a := &agent.Agent{Nodes: c.StringSlice("node"), Slurm: slurm.NewClient(slurm.ExecRunner{}),
+			a := &agent.Agent{Nodes: c.StringSlice("node"),
 				Reader: reader, Post: agent.PostHTTP(&http.Client{Timeout: 15 * time.Second}, c.String("elasticd"), encode), Log: log}
 			return serveAndLoop(c.Context, log, "", nil, c.Duration("interval"), a.Cycle)
 		},

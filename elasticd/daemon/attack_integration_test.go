@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/agent"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -191,8 +194,14 @@ func TestAttackAliceForgesThrottleSignalsForBobsJob(t *testing.T) {
 	// Root's credential replayed (read off the wire): refused the second time.
 	harmless, _ := json.Marshal(api.SignalReport{Node: node})
 	rootCred := credentialOf(ctx, t, r, socket, "root", api.SignalsPayload(harmless))
-	if code, answer := send(ctx, t, http.MethodPost, url, harmless, rootCred); code != http.StatusNoContent {
+	code, answer := send(ctx, t, http.MethodPost, url, harmless, rootCred)
+	if code != http.StatusOK {
 		t.Fatalf("root's first report: %d %s", code, answer)
+	}
+	// The answer tells the node's agent which GPUs to read: bob's job's, as slurmd assigned them.
+	var toRead api.SignalAnswer
+	if err := json.Unmarshal([]byte(answer), &toRead); err != nil || !slices.ContainsFunc(toRead.Read, func(j api.JobGPUs) bool { return j.JobID == bob && len(j.GPUs) == 1 }) {
+		t.Errorf("the answer to a report from %s: %s (%v), want bob's job %d and its one GPU", node, answer, err, bob)
 	}
 	if code, answer := send(ctx, t, http.MethodPost, url, harmless, rootCred); code != http.StatusUnauthorized || !strings.Contains(answer, "does not decode") {
 		t.Errorf("root's credential replayed: %d %q, want 401", code, answer)
@@ -228,16 +237,42 @@ func TestAttackAliceForgesThrottleSignalsForBobsJob(t *testing.T) {
 	}
 	r.c.AssertNoneKilled(t, offset)
 
-	// The agent's way in: root's credential, encoded on the job's node's host.
+	// The agent's way in: the node agent itself, with root's credential encoded on the job's
+	// node's host and NVML standing in. Its first report is empty and learns bob's job's GPUs
+	// from the answer (gres_detail as slurmctld gave it); its second carries their samples,
+	// which are taken. It asks Slurm nothing.
+	root := r.c.Slurm()
+	encode := func(ctx context.Context, payload string) (string, error) {
+		return root.MungeEncode(ctx, socket, payload)
+	}
+	gpus := &standInGPUs{}
+	a := &agent.Agent{Nodes: []string{node}, Reader: gpus, Post: agent.PostHTTP(srv.Client(), srv.URL, encode), Log: zerolog.Nop()}
+	for range 2 {
+		if err := a.Cycle(ctx); err != nil {
+			t.Fatalf("the agent's cycle: %v", err)
+		}
+	}
+	if len(gpus.read) != 1 || len(gpus.read[0]) == 0 {
+		t.Fatalf("the agent read GPUs %v, want one read of bob's job's GPUs on %s", gpus.read, node)
+	}
+	if n := r.d.signalCount(); n != len(gpus.read[0]) {
+		t.Fatalf("%d samples stored after the agent's report of %d GPUs", n, len(gpus.read[0]))
+	}
+}
+
+// standInGPUs stands in for NVML on a host without GPUs: healthy samples of the GPUs asked for.
+type standInGPUs struct{ read [][]int }
+
+func (g *standInGPUs) Available() bool { return true }
+
+func (g *standInGPUs) Read(indices []int) ([]api.GPUSample, error) {
+	g.read = append(g.read, slices.Clone(indices))
 	mhz := uint32(1410)
-	good, _ := json.Marshal(api.SignalReport{Node: node, Jobs: []api.JobSignals{{JobID: bob,
-		Samples: []api.GPUSample{{Index: 0, Time: time.Now(), SMClockMHz: &mhz, MaxSMClockMHz: &mhz}}}}})
-	if code, answer := send(ctx, t, http.MethodPost, url, good, credentialOf(ctx, t, r, socket, "root", api.SignalsPayload(good))); code != http.StatusNoContent {
-		t.Fatalf("root's report from the job's node: %d %s", code, answer)
+	var out []api.GPUSample
+	for _, i := range indices {
+		out = append(out, api.GPUSample{Index: i, Time: time.Now(), SMClockMHz: &mhz, MaxSMClockMHz: &mhz})
 	}
-	if n := r.d.signalCount(); n != 1 {
-		t.Fatalf("%d samples stored after root's report, want 1", n)
-	}
+	return out, nil
 }
 
 // GET /v1/status: refused without a credential, with how to send one; alice's credential shows

@@ -21,6 +21,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
@@ -66,6 +67,10 @@ type Daemon struct {
 	// NodeHostname, as the last cycle read them: what an agent's report is checked against.
 	placed    map[uint32]string
 	nodeAddrs map[string][]string
+	// followed are the main jobs and workers the last cycle followed, and gpusToRead the GPUs
+	// of those running on one node, by node: what each node's agent is told to read.
+	followed   map[uint32]bool
+	gpusToRead map[string][]api.JobGPUs
 	// lastCycle is when a cycle last read the queue.
 	lastCycle time.Time
 	// cluster is slurmctld's ClusterName, read once: whose associations limit workers.
@@ -181,6 +186,7 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 			delete(d.jobs, id)
 		}
 	}
+	d.noteFollowedLocked(&snap)
 	d.metrics.observeJobs(d.jobs)
 	d.mu.Unlock()
 	return nil

@@ -141,7 +141,7 @@ type Access struct {
 	Agents *AgentAuth
 }
 
-// Handler serves GET /v1/status, POST /v1/signals, and PUT/DELETE of a job's pin; each needs a
+// Handler serves GET /v1/status, POST /v1/signals (answering the GPUs to read next), and PUT/DELETE of a job's pin; each needs a
 // MUNGE credential.
 func (d *Daemon) Handler(access Access) http.Handler {
 	mux := http.NewServeMux()
@@ -251,7 +251,9 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 		d.log.Warn().Str("node", rep.Node).Strs("refused", out.refused).Int("samples_dropped", out.dropped).Int("samples_kept", out.kept).
 			Msg("parts of a signal report not taken (jobs elsewhere, GPU index out of range, sample time stale or ahead)")
 	}
-	w.WriteHeader(http.StatusNoContent)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(d.gpusToReadOn(nodes))
 }
 
 func uidList(uids []uint32) string {

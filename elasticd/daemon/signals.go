@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -27,7 +28,7 @@ import (
 //     ENCODE_HOST against the nodes' NodeAddr and NodeHostname), so root on one node cannot
 //     speak for another;
 //   - a job's samples are kept only where elasticd's last queue read shows it running on one of
-//     the report's nodes, and only for jobs it follows;
+//     the report's nodes, and only for jobs it follows (what it answers an agent to read);
 //   - GPU indices lie in [0, MaxGPUIndex), a job has at most MaxGPUIndex samples a report, and
 //     a sample's time lies within the stale window behind now and the clock skew ahead of it.
 // The signals map then holds at most MaxGPUIndex entries per followed job and worker.
@@ -88,8 +89,8 @@ func (d *Daemon) AddSignals(r api.SignalReport) signalOutcome {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, js := range r.Jobs {
-		if !d.followsLocked(js.JobID) {
-			continue // the agent reports every job on its node; elasticd follows few
+		if !d.followed[js.JobID] {
+			continue // an agent reports what the last answer named; the job may have ended since
 		}
 		if on, ok := d.placed[js.JobID]; !ok || !slices.Contains(nodes, on) {
 			where := "not running on one node"
@@ -114,11 +115,6 @@ func (d *Daemon) AddSignals(r api.SignalReport) signalOutcome {
 			}
 			byGPU[s.Index] = toSignal(js.JobID, s)
 			out.kept++
-		}
-	}
-	for id := range d.signals {
-		if !d.followsLocked(id) {
-			delete(d.signals, id)
 		}
 	}
 	return out
@@ -146,21 +142,55 @@ func (d *Daemon) signalCount() int {
 	return n
 }
 
-// followsLocked: id is a followed main job or one of its known workers.
-func (d *Daemon) followsLocked(id uint32) bool {
-	if _, ok := d.jobs[id]; ok {
-		return true
-	}
-	for _, j := range d.jobs {
+// noteFollowedLocked keeps, at the end of a cycle, the jobs it followed (the main jobs and the
+// workers of their latest measurement) and, by node, the GPUs of those running on one node
+// (gres_detail's indices): what the node agents are told to read. Samples of jobs no longer
+// followed are dropped.
+func (d *Daemon) noteFollowedLocked(snap *snapshot) {
+	followed := make(map[uint32]bool, len(d.jobs))
+	for id, j := range d.jobs {
+		followed[id] = true
 		for _, m := range j.history[max(len(j.history)-1, 0):] {
 			for _, w := range m.Workers {
-				if w.Worker == strconv.FormatUint(uint64(id), 10) {
-					return true
+				if wid, err := strconv.ParseUint(w.Worker, 10, 32); err == nil {
+					followed[uint32(wid)] = true
 				}
 			}
 		}
 	}
-	return false
+	reads := map[string][]api.JobGPUs{}
+	for id := range followed {
+		j, ok := snap.jobs[id]
+		detail := snap.extras[id].GresDetail
+		if !ok || !j.Running() || j.NodeCount != 1 || len(detail) != 1 {
+			continue
+		}
+		gpus, err := slurm.GPUIndices(detail[0])
+		if err != nil || len(gpus) == 0 {
+			continue
+		}
+		reads[j.Nodes] = append(reads[j.Nodes], api.JobGPUs{JobID: id, GPUs: gpus})
+	}
+	for _, rs := range reads {
+		slices.SortFunc(rs, func(a, b api.JobGPUs) int { return cmp.Compare(a.JobID, b.JobID) })
+	}
+	d.followed, d.gpusToRead = followed, reads
+	for id := range d.signals {
+		if !followed[id] {
+			delete(d.signals, id)
+		}
+	}
+}
+
+// gpusToReadOn is what the agent of nodes is told to read next.
+func (d *Daemon) gpusToReadOn(nodes []string) api.SignalAnswer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	answer := api.SignalAnswer{Read: []api.JobGPUs{}}
+	for _, n := range nodes {
+		answer.Read = append(answer.Read, d.gpusToRead[n]...)
+	}
+	return answer
 }
 
 // notePlacement keeps, from a cycle's queue and node reads, where each one-node job runs and

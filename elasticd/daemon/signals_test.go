@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,14 +128,44 @@ func TestForgedSignalReportsAreRefused(t *testing.T) {
 	// The same report from the node's agent (SlurmUser, encoded on the node's NodeHostname's
 	// address) is taken; its credential replayed is refused.
 	auth := "cred:" + strconv.Itoa(slurmUID) + ":10.0.0.2"
-	if rec := post(t, hd, rep, auth, nil); rec.Code != http.StatusNoContent || h.d.signalCount() != 1 {
+	if rec := post(t, hd, rep, auth, nil); rec.Code != http.StatusOK || h.d.signalCount() != 1 {
 		t.Fatalf("the agent's report: %d %s, %d samples", rec.Code, rec.Body, h.d.signalCount())
 	}
-	if rec := post(t, hd, other, auth, nil); rec.Code != http.StatusNoContent {
+	if rec := post(t, hd, other, auth, nil); rec.Code != http.StatusOK {
 		t.Fatalf("a second report with a fresh credential: %d %s", rec.Code, rec.Body)
 	}
 	if rec := post(t, hd, other, auth, nil); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "Replayed") {
 		t.Fatalf("a replayed credential: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The answer to a report names the GPUs the followed jobs hold on the report's nodes, as the
+// last cycle read them (gres_detail), and nothing of jobs not followed: the agent reads those
+// and asks Slurm nothing.
+func TestSignalsAnswerNamesTheFollowedJobsGPUsOnTheNode(t *testing.T) {
+	h := newHarness(t, 1, 2)
+	extra := h.slurm.extras[mainID]
+	extra.GresDetail = []string{"gpu:a100:2(IDX:1-2)"}
+	h.slurm.extras[mainID] = extra
+	h.slurm.run(300, "someone-else", 1002, h.now) // running on a100-1 too, not followed
+	other := h.slurm.extras[300]
+	other.GresDetail = []string{"gpu:a100:1(IDX:0)"}
+	h.slurm.extras[300] = other
+	hd, _ := signalsHandler(h)
+	auth := "cred:0:10.0.0.1"
+	answer := func(node string) api.SignalAnswer {
+		t.Helper()
+		rec := post(t, hd, api.SignalReport{Node: node}, auth, nil)
+		var a api.SignalAnswer
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &a) != nil {
+			t.Fatalf("report from %s: %d %s", node, rec.Code, rec.Body)
+		}
+		return a
+	}
+	h.cycle()
+	a := answer("a100-1")
+	if len(a.Read) != 1 || a.Read[0].JobID != mainID || !slices.Equal(a.Read[0].GPUs, []int{1, 2}) {
+		t.Fatalf("answer to a100-1: %+v, want job %d's GPUs 1 and 2 only", a, mainID)
 	}
 }
 
@@ -198,7 +229,7 @@ func TestSignalsMapIsBounded(t *testing.T) {
 				api.JobSignals{JobID: uint32(1000 + i), Samples: []api.GPUSample{{Index: i, Time: h.now}}},
 				api.JobSignals{JobID: mainID, Samples: []api.GPUSample{{Index: i, Time: h.now}}})
 		}
-		if rec := post(t, hd, rep, "cred:0:10.0.0.1", nil); rec.Code != http.StatusNoContent {
+		if rec := post(t, hd, rep, "cred:0:10.0.0.1", nil); rec.Code != http.StatusOK {
 			t.Fatalf("report %d: %d %s", start/perReport, rec.Code, rec.Body)
 		}
 	}
