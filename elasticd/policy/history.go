@@ -108,13 +108,19 @@ func splitEpochs(history []Measurement) []epoch {
 	return epochs
 }
 
-// sameWorkers: both measurements are of the same workers.
+// sameWorkers: both measurements are of the same workers. Every report of a job's history is
+// compared with the one before it each cycle: a set, not a scan per worker, keeps that linear
+// in the workers.
 func sameWorkers(a, b []WorkerRate) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	in := make(map[string]bool, len(b))
+	for _, v := range b {
+		in[v.Worker] = true
+	}
 	for _, w := range a {
-		if !slices.ContainsFunc(b, func(v WorkerRate) bool { return v.Worker == w.Worker }) {
+		if !in[w.Worker] {
 			return false
 		}
 	}

@@ -133,7 +133,7 @@ func TestWholeArrays(t *testing.T) {
 		why  string
 	}{
 		{"3 of 4 tasks fit: none is lent, the single jobs are", 3, []string{"lend 1 proj-b", "lend 2 proj-b", "lend 3 proj-b"},
-			"the array's 4 pending tasks are lent together or not at all"},
+			"idle GPUs for at most 3 of its 4 tasks; on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's 4 pending tasks are lent together or not at all"},
 		{"all 4 fit: lent in a row", 6, []string{"lend 30_1 proj-a", "lend 30_2 proj-a", "lend 30_3 proj-a", "lend 30_4 proj-a", "lend 1 proj-b", "lend 2 proj-b"}, ""},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -23,6 +24,10 @@ type idleNodes struct {
 	byPartition map[string][]*nodeRoom
 	idle        map[string]map[string]int // partition → type → idle GPUs on its nodes, kept with take
 	partitions  []string                  // sorted, for jobs that list none
+	// unfit are the partitions and shapes a scan of the nodes found no room for. Room only
+	// shrinks while a plan lends (take), so they stay unfit until giveBack: without this, a
+	// queue of jobs of one shape that fits nowhere would scan every node once per job.
+	unfit map[string]bool
 }
 
 // newIdleNodes reads the snapshot's nodes. total counts every node's GPUs once; idle counts
@@ -116,16 +121,16 @@ func (s shape) resolve(anyType string) map[string]int {
 // fit finds s.nodes distinct nodes of the partition that each have per GPUs and the shape's
 // CPUs and memory free, first by name; nil when there are not enough.
 func (in *idleNodes) fit(part string, s shape, per map[string]int) []*nodeRoom {
-	type count struct {
-		t string
-		n int
-	}
-	want := make([]count, 0, len(per))
+	want := make([]gpuCount, 0, len(per))
 	for t, n := range per {
 		if in.idle[part][t] < n*s.nodes {
 			return nil // not enough on all the partition's nodes together
 		}
-		want = append(want, count{t, n})
+		want = append(want, gpuCount{t, n})
+	}
+	key := unfitKey(part, s, want)
+	if in.unfit[key] {
+		return nil
 	}
 	var got []*nodeRoom
 	for _, r := range in.byPartition[part] {
@@ -146,7 +151,28 @@ func (in *idleNodes) fit(part string, s shape, per map[string]int) []*nodeRoom {
 			}
 		}
 	}
+	if in.unfit == nil {
+		in.unfit = map[string]bool{}
+	}
+	in.unfit[key] = true
 	return nil
+}
+
+// gpuCount is n GPUs of type t on one node.
+type gpuCount struct {
+	t string
+	n int
+}
+
+// unfitKey names a fit's question: the partition, the node count, each node's CPUs, memory
+// and GPUs by type.
+func unfitKey(part string, s shape, want []gpuCount) string {
+	parts := make([]string, 0, len(want))
+	for _, c := range want {
+		parts = append(parts, c.t+"="+strconv.Itoa(c.n))
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("%s|%d|%d|%d|%s", part, s.nodes, s.cpus, s.memMB, strings.Join(parts, ","))
 }
 
 // take removes a placement's GPUs, CPUs and memory from its nodes.
@@ -163,8 +189,9 @@ func (in *idleNodes) take(pl placement) {
 	}
 }
 
-// giveBack returns what take removed.
+// giveBack returns what take removed: what did not fit may fit now.
 func (in *idleNodes) giveBack(pl placement) {
+	clear(in.unfit)
 	for _, r := range pl.nodes {
 		for t, n := range pl.perNode {
 			r.gpus[t] += n

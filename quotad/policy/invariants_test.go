@@ -258,3 +258,34 @@ func BenchmarkBuildPlan(b *testing.B) {
 		})
 	}
 }
+
+// A cluster of a site's size with its idle GPUs scattered one per node, and a queue of
+// over-quota jobs that each want two on one node: none fits anywhere. Each job's question has
+// the same answer, so a plan must not scan every node once per job (pending × nodes).
+func BenchmarkBuildPlanNothingFits(b *testing.B) {
+	for _, size := range []struct{ nodes, pending int }{{152, 5000}, {1523, 50000}} {
+		b.Run(fmt.Sprintf("nodes=%d/pending=%d", size.nodes, size.pending), func(b *testing.B) {
+			cb := policytest.MakeConfig()
+			for p := range 40 {
+				cb.Project(fmt.Sprintf("team%02d", p+1), policytest.GPUs("g2", 1))
+			}
+			cfg := cb.Obj()
+			sb := policytest.MakeSnapshot()
+			for i := range size.nodes {
+				sb.Node(policytest.GPUNode(fmt.Sprintf("g2-%d", i+1), "g2", 8, 1, 96, 393216, "g2"))
+			}
+			sb.Jobs(policytest.Jobs(1, size.pending, func(id uint32) *policytest.JobWrapper {
+				return policytest.MakeJob(id, fmt.Sprintf("team%02d", 1+id%40)).GPU("g2", 2).Partitions("g2")
+			})...)
+			snap := sb.Synced(b, cfg).Obj()
+			var plan *policy.Plan
+			b.ReportAllocs()
+			for b.Loop() {
+				plan = policy.BuildPlan(cfg, snap, policytest.T0)
+			}
+			if len(plan.Moves) != 0 {
+				b.Fatalf("%d moves: a two-GPU job fitted where every node has one idle GPU", len(plan.Moves))
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -125,6 +126,11 @@ func (e *engine) allTasksFit(j *Job, need map[string]int, p *project) (string, b
 	if over := e.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
 		return strings.Join(over, "; "), false
 	}
+	// Placing task after task costs a scan of the nodes each: first the count the partitions'
+	// idle GPUs could hold at most, so a large record that cannot fit costs no scan at all.
+	if most := e.tasksIdleCouldHold(j, need); most < n {
+		return fmt.Sprintf("idle GPUs for at most %d of its %d tasks", most, n), false
+	}
 	var taken []placement
 	defer func() {
 		for _, pl := range taken {
@@ -140,6 +146,38 @@ func (e *engine) allTasksFit(j *Job, need map[string]int, p *project) (string, b
 		taken = append(taken, pl)
 	}
 	return "", true
+}
+
+// tasksIdleCouldHold bounds how many tasks needing need each the idle GPUs of the job's
+// partitions hold, counting a node in several partitions once for each (an upper bound).
+func (e *engine) tasksIdleCouldHold(j *Job, need map[string]int) int {
+	parts := j.Partitions
+	if len(parts) == 0 {
+		parts = e.nodes.partitions
+	}
+	idle := map[string]int{}
+	for _, part := range parts {
+		for _, t := range e.types {
+			idle[t] += e.nodes.idleIn(part, t)
+		}
+	}
+	most, all := math.MaxInt, 0
+	for _, n := range idle {
+		all += n
+	}
+	for t, n := range need {
+		switch {
+		case n <= 0:
+		case t == "":
+			most = min(most, all/n)
+		default:
+			most = min(most, idle[t]/n)
+		}
+	}
+	if total := sum(need); total > 0 {
+		most = min(most, all/total)
+	}
+	return most
 }
 
 // invalidateHeads forgets the cached head placements a lend may have made wrong: the lender's
