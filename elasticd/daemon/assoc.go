@@ -60,7 +60,7 @@ func (d *Daemon) associationRoom(main slurm.Job, snap *snapshot, s workerShape, 
 	worker := s.tres(t)
 	room := tightest{n: unlimited}
 	for _, sc := range append(slices.Clone(users), accounts...) {
-		use := usageOf(sc, snap)
+		use := snap.usageOf(sc)
 		room.grpLimits(sc, use, worker, qos)
 		if sc.user {
 			// Max limits apply to each user's association; one that sets none inherits its

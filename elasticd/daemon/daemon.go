@@ -132,6 +132,9 @@ type snapshot struct {
 	// not be read, and then no worker is submitted (it could wait on a limit for ever).
 	assocs   []slurm.AssociationLimits
 	assocErr error
+	// sums are the whole-queue sums every elastic job's step asks for, each made once per
+	// snapshot (scans.go): made per step they cost elastic jobs × jobs a cycle.
+	sums *scans
 }
 
 // Cycle runs one round. It returns an error only when the queue or the nodes could not be read:

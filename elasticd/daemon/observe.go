@@ -131,11 +131,10 @@ func (d *Daemon) settingsFor(j *job) policy.Settings {
 // workersOf lists the job's worker jobs in the queue: the worker name and the main job's
 // owner, so a job another user names like a worker is never counted or cancelled.
 func (d *Daemon) workersOf(j *job, snap *snapshot) []slurm.Job {
-	name := WorkerName(j.id)
 	var out []slurm.Job
-	for id, extra := range snap.extras {
+	for _, id := range snap.named(WorkerName(j.id)) {
 		w, ok := snap.jobs[id]
-		if ok && extra.Name == name && extra.UserID == j.decl.UID && id != j.id {
+		if ok && snap.extras[id].UserID == j.decl.UID && id != j.id {
 			out = append(out, w)
 		}
 	}

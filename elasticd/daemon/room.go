@@ -166,16 +166,8 @@ func room(limit gpureq.TRES, snap *snapshot, t policy.GPUType, qos ...string) in
 			continue
 		}
 		used := uint64(0)
-		for _, j := range snap.jobs {
-			if !slices.ContainsFunc(qos, func(q string) bool { return strings.EqualFold(j.QOS, q) }) {
-				continue
-			}
-			switch {
-			case j.Running():
-				used += j.TRESAlloc.GPUs(k.typ)
-			case j.Pending():
-				used += j.TRESReq.GPUs(k.typ)
-			}
+		for _, q := range distinctFold(qos) {
+			used += snap.qosGPUs(q, k.typ)
 		}
 		free := max(int(lim)-int(used), 0)
 		if left == unlimited || free < left {
@@ -218,16 +210,38 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 // waitingJobs are the queue's pending jobs as policy.GrowthRoom weighs them; own are the
 // elastic job's workers.
 func (d *Daemon) waitingJobs(snap *snapshot, own []slurm.Job) []policy.WaitingJob {
-	var out []policy.WaitingJob
-	for _, j := range snap.jobs {
-		if !j.Pending() {
-			continue
+	sc := snap.scans()
+	if sc.pending == nil {
+		sc.pending = []policy.WaitingJob{}
+		for _, j := range snap.jobs {
+			if !j.Pending() {
+				continue
+			}
+			sc.pending = append(sc.pending, policy.WaitingJob{
+				Reason: j.StateReason, Batch: j.Batch, Requeue: j.Requeue, LendingQOS: d.cfg.Pools.IsLendingQOS(j.QOS),
+				Partitions: j.Partitions(), GPUsPerTask: int(j.TRESReq.GPUs("")), Tasks: j.TaskCount(),
+			})
+			sc.pendIDs = append(sc.pendIDs, j.ID)
 		}
-		out = append(out, policy.WaitingJob{
-			Reason: j.StateReason, Batch: j.Batch, Requeue: j.Requeue, LendingQOS: d.cfg.Pools.IsLendingQOS(j.QOS),
-			Own:        slices.ContainsFunc(own, func(w slurm.Job) bool { return w.ID == j.ID }),
-			Partitions: j.Partitions(), GPUsPerTask: int(j.TRESReq.GPUs("")), Tasks: j.TaskCount(),
-		})
+	}
+	mine := make(map[uint32]bool, len(own))
+	for _, w := range own {
+		mine[w.ID] = true
+	}
+	out := slices.Clone(sc.pending)
+	for i, id := range sc.pendIDs {
+		out[i].Own = mine[id]
+	}
+	return out
+}
+
+// distinctFold is qos without repeats, Slurm's QOS names being case-insensitive.
+func distinctFold(qos []string) []string {
+	var out []string
+	for _, q := range qos {
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, q) }) {
+			out = append(out, q)
+		}
 	}
 	return out
 }

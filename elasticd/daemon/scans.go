@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"strings"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+)
+
+// scans holds sums over a snapshot's whole queue, each made the first time a step asks for it.
+// The snapshot does not change during a cycle, so neither do they.
+type scans struct {
+	qosGPUs map[string]map[string]uint64 // GPU type ("" all) → lower-case QOS → GPUs held or asked for
+	assoc   map[string]usage             // association scope's name → its jobs' usage
+	named   map[string][]uint32          // job name → ids
+	pending []policy.WaitingJob          // every pending job, Own unset
+	pendIDs []uint32                     // and their ids, in the same order
+}
+
+func (s *snapshot) scans() *scans {
+	if s.sums == nil {
+		s.sums = &scans{}
+	}
+	return s.sums
+}
+
+// qosGPUs is the GPUs of type typ ("" all) that the running jobs in QOS qos hold and its
+// pending jobs ask for.
+func (s *snapshot) qosGPUs(qos, typ string) uint64 {
+	sc := s.scans()
+	byQOS, ok := sc.qosGPUs[typ]
+	if !ok {
+		byQOS = map[string]uint64{}
+		for _, j := range s.jobs {
+			switch {
+			case j.Running():
+				byQOS[strings.ToLower(j.QOS)] += j.TRESAlloc.GPUs(typ)
+			case j.Pending():
+				byQOS[strings.ToLower(j.QOS)] += j.TRESReq.GPUs(typ)
+			}
+		}
+		if sc.qosGPUs == nil {
+			sc.qosGPUs = map[string]map[string]uint64{}
+		}
+		sc.qosGPUs[typ] = byQOS
+	}
+	return byQOS[strings.ToLower(qos)]
+}
+
+// usageOf is what the jobs an association scope covers hold or ask for.
+func (s *snapshot) usageOf(sc assocScope) usage {
+	sums := s.scans()
+	if u, ok := sums.assoc[sc.name]; ok {
+		return u
+	}
+	u := usageOf(sc, s)
+	if sums.assoc == nil {
+		sums.assoc = map[string]usage{}
+	}
+	sums.assoc[sc.name] = u
+	return u
+}
+
+// named is the ids of the queue's jobs named name.
+func (s *snapshot) named(name string) []uint32 {
+	sc := s.scans()
+	if sc.named == nil {
+		sc.named = map[string][]uint32{}
+		for id, extra := range s.extras {
+			sc.named[extra.Name] = append(sc.named[extra.Name], id)
+		}
+	}
+	return sc.named[name]
+}
