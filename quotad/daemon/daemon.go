@@ -89,11 +89,17 @@ type Daemon struct {
 	CycleTimeout time.Duration
 	Now          func() time.Time
 
-	wasActive    *bool
+	wasActive *bool
+	// reclaimsFrom is where the next read of preemptions starts: it follows the newest seen,
+	// less reclaimLag, so the reads and reclaimsSeen (by "job@end", its end) stay small.
 	reclaimsFrom time.Time
-	reclaimsSeen map[string]bool
+	reclaimsSeen map[string]int64
 	reclaims     []view.Action // the latest reclaims observed, newest last
 }
+
+// reclaimLag is how far behind the newest preemption seen the next read starts: slurmdbd may
+// record a job's end a while after a later one's (its agent queue from slurmctld).
+const reclaimLag = 10 * time.Minute
 
 func (d *Daemon) now() time.Time {
 	if d.Now != nil {
@@ -333,7 +339,7 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		return
 	}
 	if d.reclaimsSeen == nil {
-		d.reclaimsSeen = map[string]bool{}
+		d.reclaimsSeen = map[string]int64{}
 		d.reclaimsFrom = d.now()
 	}
 	var rows []slurmdbd.Preemption
@@ -357,12 +363,14 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 			rows = append(rows, got...)
 		}
 	}
+	newest := d.reclaimsFrom.Unix()
 	for _, r := range rows {
+		newest = max(newest, r.End)
 		key := fmt.Sprintf("%d@%d", r.JobID, r.End)
-		if d.reclaimsSeen[key] {
+		if _, seen := d.reclaimsSeen[key]; seen {
 			continue
 		}
-		d.reclaimsSeen[key] = true
+		d.reclaimsSeen[key] = r.End
 		d.Metrics.reclaims.WithLabelValues(r.Account).Inc()
 		detail := "Slurm preempted and requeued the borrower"
 		if elastic[key] {
@@ -374,6 +382,14 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 			d.reclaims = d.reclaims[len(d.reclaims)-RecentActions:]
 		}
 		d.Log.Info().Uint32("job", r.JobID).Str("account", r.Account).Msg("borrower reclaimed: Slurm preempted and requeued it")
+	}
+	if from := time.Unix(newest, 0).Add(-reclaimLag); from.After(d.reclaimsFrom) {
+		d.reclaimsFrom = from
+		for key, end := range d.reclaimsSeen {
+			if end <= from.Unix() {
+				delete(d.reclaimsSeen, key) // the next read starts after it
+			}
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
@@ -277,5 +278,51 @@ func TestUnreadableJobIsCountedLoggedOnceAndStopsNothing(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(d.Metrics.unreadable); v != 0 {
 		t.Errorf("unreadable_jobs = %v after the job left, want 0", v)
+	}
+}
+
+// preemptionRows is slurmdbd's job table of preempted borrowers, read as Preemptions reads it.
+type preemptionRows struct {
+	rows   []slurmdbd.Preemption
+	sinces []int64
+}
+
+func (p *preemptionRows) QOSID(_ context.Context, name string) (uint32, bool, error) {
+	return 7, name == "borrow-proj-b", nil
+}
+
+func (p *preemptionRows) Preemptions(_ context.Context, _ uint32, since time.Time) ([]slurmdbd.Preemption, error) {
+	p.sinces = append(p.sinces, since.Unix())
+	var out []slurmdbd.Preemption
+	for _, r := range p.rows {
+		if r.End > since.Unix() {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Each reclaim is counted once; the reads start ever later (the newest seen, less the lag for
+// slurmdbd's late records) and what is remembered of them stays small, however long quotad runs.
+func TestReclaimsAreCountedOnceAndTheirMemoryStaysSmall(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	now := start
+	rows := &preemptionRows{}
+	cfg := policytest.MakeConfig().Project("proj-b", policytest.GPUs("a100", 4)).Obj()
+	d := &Daemon{Preemptions: rows, Metrics: NewMetrics(), Log: zerolog.Nop(), Now: func() time.Time { return now }}
+	for i := range 100 {
+		now = start.Add(time.Duration(i) * time.Minute)
+		rows.rows = append(rows.rows, slurmdbd.Preemption{JobID: uint32(1000 + i), Account: "proj-b", End: now.Unix() - 30})
+		d.observeReclaims(context.Background(), cfg)
+		d.observeReclaims(context.Background(), cfg) // the same rows again: not counted twice
+	}
+	if v := testutil.ToFloat64(d.Metrics.reclaims.WithLabelValues("proj-b")); v != 99 {
+		t.Errorf("%v reclaims counted, want 99 (the first ended before quotad started)", v)
+	}
+	if n := len(d.reclaimsSeen); n > int(reclaimLag/time.Minute)+2 {
+		t.Errorf("%d reclaims remembered after 100, want about the last %s's", n, reclaimLag)
+	}
+	if last := rows.sinces[len(rows.sinces)-1]; last < now.Add(-reclaimLag-time.Minute).Unix() {
+		t.Errorf("the last read started at %d, %s before the newest reclaim: the reads do not move on", last, time.Unix(now.Unix()-last, 0).Sub(time.Unix(0, 0)))
 	}
 }
