@@ -51,7 +51,23 @@ type Builder struct {
 	Accounting  Accounting
 	UsageWindow time.Duration
 	Now         func() time.Time // nil: time.Now
+
+	// throttlesRead are the split arrays' throttles read from scontrol (0: none), kept for
+	// throttleReadFor: asked every cycle, a queue of such arrays would cost a request each.
+	mu            sync.Mutex
+	throttlesRead map[uint32]throttleRead
 }
+
+// throttleRead is an array's throttle as scontrol gave it, and when.
+type throttleRead struct {
+	n  int
+	at time.Time
+}
+
+// throttleReadFor is how long an array's throttle read from scontrol is taken as still true. A
+// user may change it (scontrol update ArrayTaskThrottle); until it is read again quotad may lend
+// a task past the new throttle, which then waits in the borrow QOS like any lent task.
+const throttleReadFor = 5 * time.Minute
 
 // Snapshot is a policy snapshot plus what the adapter learnt on the way.
 type Snapshot struct {
@@ -195,7 +211,11 @@ func (b *Builder) splitArrayThrottles(ctx context.Context, cfg *policy.Config, j
 	for _, p := range cfg.Projects {
 		guaranteed[strings.ToLower(cfg.Settings.GuaranteedQOSName(p.Account))] = true
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
 	asked := map[uint32]bool{}
+	kept := map[uint32]throttleRead{}
 	for i := range jobs {
 		j := &jobs[i]
 		if j.ArrayJobID == 0 || j.ID == j.ArrayJobID || !j.Pending() || !guaranteed[strings.ToLower(j.QOS)] {
@@ -205,14 +225,20 @@ func (b *Builder) splitArrayThrottles(ctx context.Context, cfg *policy.Config, j
 			continue
 		}
 		asked[j.ArrayJobID] = true
-		n, err := b.Live.ArrayTaskThrottle(ctx, j.ArrayJobID)
-		if err != nil {
-			return fmt.Errorf("slurmctld (scontrol show job %d, array throttle): %w", j.ArrayJobID, err)
+		read, ok := b.throttlesRead[j.ArrayJobID]
+		if !ok || now.Sub(read.at) >= throttleReadFor || now.Before(read.at) {
+			n, err := b.Live.ArrayTaskThrottle(ctx, j.ArrayJobID)
+			if err != nil {
+				return fmt.Errorf("slurmctld (scontrol show job %d, array throttle): %w", j.ArrayJobID, err)
+			}
+			read = throttleRead{n: n, at: now}
 		}
-		if n > 0 {
-			throttles[j.ArrayJobID] = n
+		kept[j.ArrayJobID] = read // arrays no longer split are forgotten
+		if read.n > 0 {
+			throttles[j.ArrayJobID] = read.n
 		}
 	}
+	b.throttlesRead = kept
 	return nil
 }
 

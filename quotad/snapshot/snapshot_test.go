@@ -298,6 +298,20 @@ func TestTakeReadsThrottleOfArraysWithSplitTasks(t *testing.T) {
 		}
 	}
 
+	// The same builder's next cycles take what scontrol said for a while, then ask again.
+	now := time.Unix(1_800_000_000, 0)
+	b := &Builder{Live: live, Accounting: fakeAccounting{}, Now: func() time.Time { return now }}
+	arrays = nil
+	for _, after := range []time.Duration{0, 5 * time.Second, throttleReadFor - time.Second, throttleReadFor} {
+		now = time.Unix(1_800_000_000, 0).Add(after)
+		if _, err := b.Take(context.Background(), testConfig(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(arrays, []uint32{500, 500}) {
+		t.Errorf("over %s of cycles scontrol was asked for arrays %v, want 500 at the start and once the read was %s old", throttleReadFor, arrays, throttleReadFor)
+	}
+
 	// An array that cannot be read fails the snapshot: its throttle is unknown.
 	live.taskThrottles = nil
 	if _, err := (&Builder{Live: live, Accounting: fakeAccounting{}}).Take(context.Background(), testConfig(t)); err == nil || !strings.Contains(err.Error(), "scontrol show job 500") {
