@@ -150,6 +150,19 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 		d.metrics.cycleErrors.Inc()
 		return fmt.Errorf("reading %s: %w", d.cfg.Dir, err)
 	}
+	d.mu.Lock()
+	idle := len(ids) == 0 && len(d.jobs) == 0
+	if idle {
+		d.lastCycle = start
+		d.followed, d.gpusToRead = nil, nil
+		clear(d.signals)
+	}
+	d.mu.Unlock()
+	if idle {
+		// No elastic job registered or followed: nothing to read the whole queue for, and on a
+		// site's queue that read is the cycle's cost.
+		return nil
+	}
 	list, extras, err := d.slurm.Queue(ctx)
 	if err != nil {
 		d.metrics.cycleErrors.Inc()

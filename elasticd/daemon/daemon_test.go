@@ -619,3 +619,13 @@ func TestGrowthYieldsToWaitingJobs(t *testing.T) {
 		t.Fatalf("%d workers submitted once bob's job is held, want 1 (decision %+v)", len(h.slurm.submits), h.decision())
 	}
 }
+
+// With no elastic job registered or followed, a cycle reads nothing of Slurm: on a site's
+// queue the whole-queue read is what a cycle costs.
+func TestIdleCycleReadsNoQueue(t *testing.T) {
+	f := &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.JobExtra{}, queueErr: errors.New("the queue was read")}
+	d := New(Config{Dir: registry.Dir(t.TempDir())}, f, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()))
+	if err := d.Cycle(context.Background()); err != nil {
+		t.Fatalf("an idle cycle: %v", err)
+	}
+}
