@@ -31,7 +31,7 @@ make --no-print-directory build >/dev/null
 go build -o "$OUT/quotadcost" ./bench/cmd/quotadcost
 go build -o "$OUT/tracereplay" ./bench/cmd/tracereplay
 up=0 # a testbed of ours is up: whatever happens, it comes down
-trap '[ "$up" = 0 ] || make --no-print-directory testbed-clean "${args[@]}" >/dev/null 2>&1 || true' EXIT
+trap '[ "$up" = 0 ] || make --no-print-directory testbed-clean "${args[@]}" TESTBED_DIR="$dir" >/dev/null 2>&1 || true' EXIT
 say() { echo "scale-growth: $(date +%H:%M:%S) $*"; }
 rows=()
 for size in "${sizes[@]}"; do
@@ -45,14 +45,15 @@ for size in "${sizes[@]}"; do
 	up=1
 	say "size $size: bringing the testbed up"
 	t0=$SECONDS
-	make --no-print-directory testbed-up "${args[@]}" TRACE_DIR="$TRACE_DIR" >"$OUT/up-$size.log" 2>&1 ||
+	# TESTBED_DIR named each time: the env file sourced at the size before exported its own.
+	make --no-print-directory testbed-up "${args[@]}" TESTBED_DIR="$dir" TRACE_DIR="$TRACE_DIR" >"$OUT/up-$size.log" 2>&1 ||
 		{ tail -n 30 "$OUT/up-$size.log" >&2; exit 1; }
 	up_s=$((SECONDS - t0))
 	# shellcheck source=/dev/null
 	. "$dir/env"
 	nodes=$(sinfo -h -N -o '%N' | sort -u | wc -l)
-	# %G is gpu:TYPE:COUNT, maybe with (S:...) after it; "(null)" on CPU nodes.
-	gpus=$(sinfo -h -N -o '%N %G' | sort -u | awk '$2 ~ /^gpu:/ { g = $2; sub(/\(.*/, "", g); k = split(g, f, ":"); s += f[k] } END { print s + 0 }')
+	# %G lists each type as gpu:TYPE:COUNT, maybe with (S:...) after it; "(null)" on CPU nodes.
+	gpus=$(sinfo -h -N -o '%N %G' | sort -u | awk '{ n = split($2, gres, ","); for (i = 1; i <= n; i++) if (gres[i] ~ /^gpu:/) { g = gres[i]; sub(/\(.*/, "", g); k = split(g, f, ":"); s += f[k] } } END { print s + 0 }')
 	say "size $size: $nodes nodes, $gpus GPUs, up in ${up_s}s"
 	if [[ " $REPLAY_SIZES " == *" $size "* ]]; then
 		say "size $size: the trace replay"
@@ -65,7 +66,7 @@ for size in "${sizes[@]}"; do
 		-quotad bin/quotad >"$OUT/quotadcost-$size.log" 2>&1 || { tail -n 30 "$OUT/quotadcost-$size.log" >&2; exit 1; }
 	tail -n 3 "$OUT/quotadcost-$size.log"
 	rows+=("$size $nodes $gpus $up_s $(tail -n1 "$OUT/quotadcost-$size.log")")
-	make --no-print-directory testbed-clean "${args[@]}" >/dev/null 2>&1
+	make --no-print-directory testbed-clean "${args[@]}" TESTBED_DIR="$dir" >/dev/null 2>&1
 	up=0
 done
 echo

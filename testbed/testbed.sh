@@ -29,6 +29,27 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TESTBED_DIR=${TESTBED_DIR:-/tmp/slurmbridge-testbed}
+# The testbed's folder must be the caller's (root's) own, closed to others, before anything in
+# it is read: under /tmp anyone could have made it first, and root runs what the testbed keeps
+# there. up makes it first, so no one can make it between the check and the use.
+own_dir() {
+	[ -e "$1" ] || [ -L "$1" ] || return 0
+	local uid mode kind
+	read -r uid mode kind < <(stat -c '%u %a %F' -- "$1" 2>/dev/null || echo '- 0 unreadable')
+	if [ "$kind" != directory ] || { [ "$uid" != 0 ] && [ "$uid" != "$(id -u)" ]; } || [ $((0$mode & 022)) -ne 0 ]; then
+		echo "testbed: error: $1 must be a directory of root's that no one else may write (it is: $(stat -c '%F, owner %U, mode %a' -- "$1" 2>&1)): remove it, or choose another TESTBED_DIR" >&2
+		exit 1
+	fi
+}
+case ${1:-} in
+packages | package-list | browser-package-list) ;;
+*)
+	if [ "${1:-}" = up ] && [ "$(id -u)" -eq 0 ]; then
+		mkdir -p -m 0755 -- "$TESTBED_DIR"
+	fi
+	own_dir "$TESTBED_DIR"
+	;;
+esac
 # The testbed's facts (users, projects, nodes, GPUs, ports) and the templates they fill in.
 # TESTBED_FACTS names another facts file with a pools.yaml beside it: a cluster of a site's
 # size (make testbed-up PRESET=alibaba, bench/cmd/scalepreset); up keeps a copy in the
@@ -151,19 +172,8 @@ ensure_users() {
 	done
 }
 
-# own_dir DIR: DIR, where it exists, is root's own directory that no one else may write: under
-# /tmp anyone could have made it first, and root runs what the testbed keeps there.
-own_dir() {
-	[ -e "$1" ] || [ -L "$1" ] || return 0
-	local uid mode kind
-	read -r uid mode kind < <(stat -c '%u %a %F' -- "$1")
-	[ "$kind" = directory ] && [ "$uid" = 0 ] && [ $((0$mode & 022)) -eq 0 ] ||
-		die "$1 must be a directory of root's that no one else may write (it is: $(stat -c '%F, owner %U, mode %a' -- "$1")): remove it, or choose another TESTBED_DIR"
-}
-
 make_layout() {
 	local node
-	own_dir "$TESTBED_DIR"
 	install -d -m 0755 "$TESTBED_DIR" "$ETC" "$RUN" "$LOG" "$TESTBED_DIR/state" "$TESTBED_DIR/gpus" "$TESTBED_PLUGIN_DIR"
 	install -d -m 0700 "$TESTBED_DIR/secrets"
 	install -d -m 0755 -o slurm -g slurm "$TESTBED_DIR/state/slurmctld" "$RUN/slurm"
@@ -200,8 +210,6 @@ comm_params() {
 	esac
 }
 
-# install_plugin copies a built job_submit plugin and the testbed's pools.yaml in place, by
-# rename (slurmctld may have the old .so mapped), and says whether the plugin changed.
 # install_pools_yaml puts the pools the plugin reads in place in one rename: slurmctld may
 # read it at any moment.
 install_pools_yaml() {
@@ -209,6 +217,8 @@ install_pools_yaml() {
 	mv -f "$ETC/.pools.yaml.new" "$ETC/pools.yaml"
 }
 
+# install_plugin copies a built job_submit plugin and the testbed's pools.yaml in place, by
+# rename (slurmctld may have the old .so mapped), and says whether the plugin changed.
 install_plugin() {
 	local built=$REPO_ROOT/bin/job_submit_pools.so dest=$TESTBED_PLUGIN_DIR/job_submit_pools.so
 	if [ "$TESTBED_FROM" = installed ]; then

@@ -1,7 +1,7 @@
 package replay
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // Watched are the processes a replay samples throughout each mode: slurmbridge's daemons and
@@ -24,7 +29,8 @@ var cycleMetrics = map[string]string{"quotad": "quotad_cycle_duration_seconds", 
 
 // DaemonSample is the watched processes at one moment of a mode: resident memory, and the mean
 // length of the cycles the daemons finished since the sample before (absent: none finished,
-// or the daemon is not running).
+// or the daemon is not running). A single slow cycle is averaged with the others of its
+// interval: the summary's figures are of these means.
 type DaemonSample struct {
 	T      float64 // seconds since the mode's first submission
 	RSSMB  map[string]float64
@@ -48,8 +54,7 @@ func newDaemonWatch(runDir string, metrics map[string]string) *daemonWatch {
 func (w *daemonWatch) run(ctx context.Context, start time.Time, every time.Duration) []DaemonSample {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	w.sample(ctx, start) // the histograms' starting point
-	w.samples = w.samples[:0]
+	w.sample(ctx, start) // memory at the start, and the histograms' starting point
 	for {
 		select {
 		case <-ctx.Done():
@@ -63,7 +68,7 @@ func (w *daemonWatch) run(ctx context.Context, start time.Time, every time.Durat
 func (w *daemonWatch) sample(ctx context.Context, start time.Time) {
 	s := DaemonSample{T: time.Since(start).Seconds(), RSSMB: map[string]float64{}, CycleS: map[string]float64{}}
 	for _, name := range Watched {
-		if mb, ok := rssMB(filepath.Join(w.runDir, name+".pid")); ok {
+		if mb, ok := rssMB(w.runDir, name); ok {
 			s.RSSMB[name] = mb
 		}
 	}
@@ -82,31 +87,14 @@ func (w *daemonWatch) sample(ctx context.Context, start time.Time) {
 	w.samples = append(w.samples, s)
 }
 
-// rssMB reads VmRSS of the process in pidFile; false when it does not run.
-func rssMB(pidFile string) (float64, bool) {
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
+// rssMB is the resident memory of the watched process in runDir's pid file; false when that
+// names no live process of that name (a stale pid file after a crash names another).
+func rssMB(runDir, name string) (float64, bool) {
+	d := testbed.ReadDaemon(filepath.Join(runDir, name+".pid"), name)
+	if d.PID == 0 {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fields := strings.Fields(rest)
-			if kb, err := strconv.ParseFloat(fields[0], 64); err == nil && len(fields) == 2 && fields[1] == "kB" {
-				return kb / 1024, true
-			}
-		}
-	}
-	return 0, false
+	return float64(d.RSSBytes) / (1 << 20), true
 }
 
 // scrapeHistogram reads NAME_sum and NAME_count of a histogram on a /metrics page.
@@ -132,32 +120,23 @@ func scrapeHistogram(ctx context.Context, url, name string) (sum, count float64,
 	return ParseHistogram(body, name)
 }
 
-// ParseHistogram reads an unlabelled histogram's _sum and _count from a /metrics page.
+// ParseHistogram reads an unlabelled histogram's sum and count from a /metrics page.
 func ParseHistogram(page []byte, name string) (sum, count float64, err error) {
-	found := 0
-	for line := range strings.SplitSeq(string(page), "\n") {
-		var v *float64
-		rest, ok := strings.CutPrefix(line, name+"_sum ")
-		if ok {
-			v = &sum
-		} else if rest, ok = strings.CutPrefix(line, name+"_count "); ok {
-			v = &count
-		} else {
-			continue
-		}
-		if *v, err = strconv.ParseFloat(strings.TrimSpace(rest), 64); err != nil {
-			return 0, 0, fmt.Errorf("%s: %q: %w", name, line, err)
-		}
-		found++
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
+	if err != nil {
+		return 0, 0, fmt.Errorf("not a Prometheus text page: %w", err)
 	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("no histogram %s on the page", name)
+	for _, m := range families[name].GetMetric() {
+		if h := m.GetHistogram(); h != nil && len(m.GetLabel()) == 0 {
+			return h.GetSampleSum(), float64(h.GetSampleCount()), nil
+		}
 	}
-	return sum, count, nil
+	return 0, 0, fmt.Errorf("no histogram %s on the page", name)
 }
 
-// DaemonSummary is one watched process over a mode: its cycles' median and worst, its most
-// resident memory.
+// DaemonSummary is one watched process over a mode: the median and the worst of its samples'
+// mean cycle lengths, its resident memory first and at most.
 type DaemonSummary struct {
 	Name                  string
 	Cycles                int // samples with finished cycles
@@ -222,4 +201,12 @@ func writeDaemons(dir, label string, samples []DaemonSample) error {
 		b.WriteString("\n")
 	}
 	return os.WriteFile(filepath.Join(dir, "daemons-"+label+".csv"), []byte(b.String()), 0o644)
+}
+
+// sampleSpacing is the seconds between the first two samples (5 when fewer).
+func sampleSpacing(samples []DaemonSample) float64 {
+	if len(samples) < 2 || samples[1].T <= samples[0].T {
+		return 5
+	}
+	return math.Round(samples[1].T - samples[0].T)
 }

@@ -29,14 +29,19 @@ quotad_cycle_duration_seconds_total_other 7
 // The samples sum up per process; memory comes from /proc (this test's own process).
 func TestDaemonSamples(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "quotad.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"replay.test", "quotad"} {
+		if err := os.WriteFile(filepath.Join(dir, name+".pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	mb, ok := rssMB(filepath.Join(dir, "quotad.pid"))
+	mb, ok := rssMB(dir, "replay.test")
 	if !ok || mb <= 0 {
 		t.Fatalf("this process's RSS: %v %v", mb, ok)
 	}
-	if _, ok := rssMB(filepath.Join(dir, "elasticd.pid")); ok {
+	if _, ok := rssMB(dir, "quotad"); ok {
+		t.Error("a pid file naming another program (a stale one after a crash) read as quotad")
+	}
+	if _, ok := rssMB(dir, "elasticd"); ok {
 		t.Error("a missing pid file read as a running process")
 	}
 	samples := []DaemonSample{

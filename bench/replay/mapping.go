@@ -34,6 +34,8 @@ type Project struct {
 	User    string
 	GPUType string
 	GPUs    int
+	// ByType is the guarantee by GPU type, as the quota table gives it.
+	ByType map[string]int
 	// GuaranteedQOS is the account's guaranteed QOS as the quota table names it.
 	GuaranteedQOS string
 }
@@ -80,6 +82,8 @@ type Params struct {
 	// project drawn by guaranteed GPUs): a cluster of a site's size has rules of its own
 	// (bench/scale).
 	Assign func(Task) (Project, string)
+	// AssignRule says in words what Assign does, for the plan's description.
+	AssignRule string
 	// Elastic picks the jobs that mode elastic runs as elastic training jobs.
 	Elastic ElasticRule
 }
@@ -196,8 +200,9 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 		if t.QoS == "BE" {
 			j.Class = Opportunistic
 		}
-		j.Project, j.GPUType = p.assign(t, byType)
-		if j.GPUType == "" {
+		var typed bool
+		j.Project, j.GPUType, typed = p.assign(t, byType)
+		if !typed {
 			pl.AnyType[j.Project.Account]++
 		} else {
 			if pl.Typed[j.Project.Account] == nil {
@@ -248,19 +253,22 @@ func Map(tasks []Task, p Params) (*Plan, error) {
 	return pl, nil
 }
 
-// assign is the task's project and GPU type: Assign's, or the testbed's rule. A task that
-// allows one testbed type only goes to a project guaranteed that type; any other task picks a
-// project weighted by guaranteed GPUs and asks for that project's type, so no job asks for a
-// type its project has no quota for.
-func (p *Params) assign(t Task, byType map[string][]Project) (Project, string) {
+// assign is the task's project and GPU type, and whether the type is the task's own (typed)
+// rather than any: Assign's, or the testbed's rule. There a task that allows one testbed type
+// only goes to a project guaranteed that type; any other task picks a project weighted by
+// guaranteed GPUs and asks for that project's type, so no job asks for a type its project has
+// no quota for.
+func (p *Params) assign(t Task, byType map[string][]Project) (pr Project, gpuType string, typed bool) {
 	if p.Assign != nil {
-		return p.Assign(t)
+		pr, gpuType = p.Assign(t)
+		return pr, gpuType, gpuType != ""
 	}
-	pr := pick(p.Seed, t.Name, p.Projects)
 	if types := testbedTypes(t.GPUSpec); len(types) == 1 && len(byType[types[0]]) > 0 {
 		pr = pick(p.Seed, t.Name, byType[types[0]])
+		return pr, pr.GPUType, true
 	}
-	return pr, pr.GPUType
+	pr = pick(p.Seed, t.Name, p.Projects)
+	return pr, pr.GPUType, false
 }
 
 func (p *Params) validate() error {
@@ -370,6 +378,8 @@ func (pl *Plan) Describe(w io.Writer) {
 	fmt.Fprintf(w, "  arrivals span %s\n", pl.Span().Round(time.Second))
 	if p.Assign == nil {
 		fmt.Fprintf(w, "GPU types: models %s; a task allowing one testbed type goes to a project guaranteed it, any other to a project drawn by guaranteed GPUs (seeded) and asks for its type\n", modelTypesString())
+	} else {
+		fmt.Fprintln(w, p.AssignRule)
 	}
 	for _, pr := range p.Projects {
 		guarantee := fmt.Sprintf("%d %s", pr.GPUs, pr.GPUType)

@@ -36,7 +36,7 @@ func Plot(ctx context.Context, dir string, labels []string, capacityGPUs int) er
 	if len(series) > 0 {
 		b.WriteString("plot " + strings.Join(series, ", \\\n  ") + "\n")
 	}
-	daemonsPlot(&b, labels)
+	daemonsPlot(&b, dir, labels)
 	if err := os.WriteFile(filepath.Join(dir, "plot.gp"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
@@ -57,21 +57,41 @@ func Plot(ctx context.Context, dir string, labels []string, capacityGPUs int) er
 // daemonsPlot draws daemons.png: the watched processes' resident memory above, the daemons'
 // cycle lengths below, every mode's samples (daemons-LABEL.csv, columns as writeDaemons writes
 // them; an empty cell is a gap).
-func daemonsPlot(b *strings.Builder, labels []string) {
+func daemonsPlot(b *strings.Builder, dir string, labels []string) {
 	b.WriteString("set terminal pngcairo size 1000,800 noenhanced\nset output 'daemons.png'\nset multiplot layout 2,1\nset autoscale\nset xlabel 'seconds since the mode began'\n")
 	var rss, cycles []string
 	for _, l := range labels {
-		col := 2
-		for _, name := range Watched {
-			rss = append(rss, fmt.Sprintf("'daemons-%s.csv' every ::1 using 1:%d with lines title '%s %s'", l, col, l, name))
-			col++
-			if cycleMetrics[name] != "" {
-				cycles = append(cycles, fmt.Sprintf("'daemons-%s.csv' every ::1 using 1:%d with points title '%s %s'", l, col, l, name))
-				col++
+		data, _ := os.ReadFile(filepath.Join(dir, "daemons-"+l+".csv"))
+		header, rows, _ := strings.Cut(string(data), "\n")
+		for col, name := range strings.Split(header, ",") {
+			// gnuplot refuses a series with no point: a column never filled (a daemon stopped
+			// all through the mode) is left out.
+			if col == 0 || !columnHasValues(rows, col) {
+				continue
+			}
+			series := fmt.Sprintf("'daemons-%s.csv' every ::1 using 1:%d with linespoints title '%s %s'", l, col+1, l, name)
+			if strings.HasSuffix(name, "_cycle_s") {
+				cycles = append(cycles, series)
+			} else {
+				rss = append(rss, series)
 			}
 		}
 	}
-	b.WriteString("set title 'Resident memory'\nset ylabel 'MB'\nset yrange [0:*]\nplot " + strings.Join(rss, ", \\\n  ") + "\n")
-	b.WriteString("set title 'Cycle length (mean of the cycles between two samples)'\nset ylabel 'seconds'\nset yrange [0:*]\nplot " + strings.Join(cycles, ", \\\n  ") + "\n")
+	if len(rss) > 0 {
+		b.WriteString("set title 'Resident memory'\nset ylabel 'MB'\nset yrange [0:*]\nplot " + strings.Join(rss, ", \\\n  ") + "\n")
+	}
+	if len(cycles) > 0 {
+		b.WriteString("set title 'Cycle length (mean of the cycles between two samples)'\nset ylabel 'seconds'\nset yrange [0:*]\nplot " + strings.Join(cycles, ", \\\n  ") + "\n")
+	}
 	b.WriteString("unset multiplot\n")
+}
+
+// columnHasValues says whether any of the CSV rows has a value in column col.
+func columnHasValues(rows string, col int) bool {
+	for row := range strings.SplitSeq(rows, "\n") {
+		if cells := strings.Split(row, ","); col < len(cells) && cells[col] != "" {
+			return true
+		}
+	}
+	return false
 }

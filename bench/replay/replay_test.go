@@ -116,8 +116,8 @@ func TestMapRules(t *testing.T) {
 	other, _ := Map(tasks, p2)
 	same, moved := true, false
 	for i := range pl.Jobs {
-		same = same && again.Jobs[i].Project == pl.Jobs[i].Project
-		moved = moved || other.Jobs[i].Project != pl.Jobs[i].Project
+		same = same && again.Jobs[i].Project.Account == pl.Jobs[i].Project.Account
+		moved = moved || other.Jobs[i].Project.Account != pl.Jobs[i].Project.Account
 	}
 	if !same || !moved {
 		t.Errorf("seeded assignment: same seed reproduces %v, another seed changes it %v", same, moved)

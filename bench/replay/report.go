@@ -125,10 +125,10 @@ type Report struct {
 	// Grows and Shrinks are elasticd's actions during the mode (elasticd_actions_total grow and
 	// terminate).
 	Grows, Shrinks int
-	// Daemons are the watched processes sampled throughout the mode (Runner), and RPCs what
-	// slurmctld served during it by type and user (sdiag; nil when sdiag failed).
-	Daemons []DaemonSample
-	RPCs    *slurm.Diag
+	// DaemonSamples are the watched processes sampled throughout the mode (Runner), and RPCs
+	// what slurmctld served during it by type and user (sdiag; nil when sdiag failed).
+	DaemonSamples []DaemonSample
+	RPCs          *slurm.Diag
 }
 
 // Analyze computes the report of the submitted jobs from their sacct records; workers are the
@@ -357,13 +357,13 @@ func (r *Report) Print(w io.Writer) {
 		peaks = append(peaks, fmt.Sprintf("%s %d", a, r.PeakGuaranteed[a]))
 	}
 	fmt.Fprintf(w, "  peak GPUs held outside the borrow QOS: %s\n", strings.Join(peaks, ", "))
-	for _, d := range SummarizeDaemons(r.Daemons) {
+	for _, d := range SummarizeDaemons(r.DaemonSamples) {
 		if d.SamplesAlive == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "  %-9s RSS %.1f MB at the start, %.1f MB at most", d.Name, d.RSSFirstMB, d.RSSMaxMB)
 		if d.Cycles > 0 {
-			fmt.Fprintf(w, "; cycle p50 %.3f s, worst %.3f s (%d samples)", d.CycleP50, d.CycleMax, d.Cycles)
+			fmt.Fprintf(w, "; cycles' mean per %d-s sample: median %.3f s, worst %.3f s (%d samples)", int(sampleSpacing(r.DaemonSamples)), d.CycleP50, d.CycleMax, d.Cycles)
 		}
 		fmt.Fprintln(w)
 	}

@@ -90,7 +90,7 @@ func readProjects(quotasYAML string, anyType bool) ([]Project, error) {
 	}
 	var out []Project
 	for _, p := range cfg.Projects {
-		pr := Project{Account: p.Account, User: users[p.Account], GuaranteedQOS: cfg.Settings.GuaranteedQOSName(p.Account)}
+		pr := Project{Account: p.Account, User: users[p.Account], GuaranteedQOS: cfg.Settings.GuaranteedQOSName(p.Account), ByType: maps.Clone(p.GPUs)}
 		for _, t := range slices.Sorted(maps.Keys(p.GPUs)) {
 			switch {
 			case anyType:
@@ -199,7 +199,7 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 		}
 	}
 	rep := Analyze(mode, subs, recs, workers, capacity)
-	rep.Daemons, rep.RPCs = samples, rpcs
+	rep.DaemonSamples, rep.RPCs = samples, rpcs
 	if mode == Elastic {
 		after, err := r.elasticdActions(ctx)
 		if err != nil {
@@ -612,7 +612,7 @@ func settled(recs []Record, ids []string) bool {
 // WriteData writes the report's utilisation timeline, waits and daemon samples as CSV files
 // under dir, named by label, for plots.
 func WriteData(dir, label string, rep *Report) error {
-	if err := writeDaemons(dir, label, rep.Daemons); err != nil {
+	if err := writeDaemons(dir, label, rep.DaemonSamples); err != nil {
 		return err
 	}
 	var tl strings.Builder

@@ -15,9 +15,10 @@ var TraceNodeShape = replay.Shape{CPUs: 96, MemoryMB: 393216, GPUs: 8}
 
 // Assign is the preset's replay rule (replay.Params.Assign): each pod goes to the project this
 // rule gives it, the rule that set the guarantees, and asks for a GPU type only where the pod
-// names models: the one the preset has, or one of several drawn by the pod's name (Slurm's
-// --gres names one type). projects are the testbed's (replay.AnyTypeProjects); every project
-// of the rule must be among them.
+// names models: of those the preset has and its project is guaranteed, the one or one drawn
+// by the pod's name (Slurm's --gres names one type); with none such it asks for any type, as
+// a type its project has no guarantee of would never start under static quotas. projects are
+// the testbed's (replay.AnyTypeProjects); every project of the rule must be among them.
 func (r Rule) Assign(projects []replay.Project, groups []Group) (func(replay.Task) (replay.Project, string), error) {
 	byAccount := map[string]replay.Project{}
 	for _, p := range projects {
@@ -45,7 +46,7 @@ func (r Rule) Assign(projects []replay.Project, groups []Group) (func(replay.Tas
 		pr := mine[r.ProjectOf(t.Name, ruled)]
 		var types []string
 		for _, m := range t.GPUSpec {
-			if tp, ok := modelType[m]; ok && !slices.Contains(types, tp) {
+			if tp, ok := modelType[m]; ok && pr.ByType[tp] > 0 && !slices.Contains(types, tp) {
 				types = append(types, tp)
 			}
 		}

@@ -64,7 +64,9 @@ func ParseDiag(out []byte) (Diag, error) {
 		if err1 != nil || err2 != nil {
 			return Diag{}, fmt.Errorf("sdiag: bad row %q", line)
 		}
-		table[m[1]] = RPCCount{Name: m[1], Count: count, TotalMicros: total}
+		// Added up: older releases print every uid they cannot name as "nobody".
+		r := table[m[1]]
+		table[m[1]] = RPCCount{Name: m[1], Count: r.Count + count, TotalMicros: r.TotalMicros + total}
 	}
 	if seen != 2 {
 		return Diag{}, fmt.Errorf("sdiag: no RPC statistics tables in its output")
@@ -73,7 +75,8 @@ func ParseDiag(out []byte) (Diag, error) {
 }
 
 // Since is what was served between before and d. A row whose count went down was reset in
-// between (slurmctld restarted): all of d's count is taken.
+// between (slurmctld restarted): all of d's count is taken. A row reset and grown past its old
+// count reads as the difference (sdiag's "Data since" cannot tell: it moves at midnight too).
 func (d Diag) Since(before Diag) Diag {
 	sub := func(after, prev map[string]RPCCount) map[string]RPCCount {
 		out := map[string]RPCCount{}

@@ -23,6 +23,8 @@ Remote Procedure Call statistics by message type
 Remote Procedure Call statistics by user
 	root            (       0) count:190    ave_time:400    total_time:76000
 	team01          (    2001) count:22     ave_time:1624   total_time:35720
+	nobody          (    4001) count:1      ave_time:10     total_time:10
+	nobody          (    4002) count:2      ave_time:10     total_time:20
 
 Pending RPC statistics
 	No pending RPCs
@@ -33,7 +35,7 @@ func TestParseDiagAndSince(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(before.ByType) != 3 || len(before.ByUser) != 2 {
+	if len(before.ByType) != 3 || len(before.ByUser) != 3 {
 		t.Fatalf("types %v, users %v", before.ByType, before.ByUser)
 	}
 	if r := before.ByType["REQUEST_SUBMIT_BATCH_JOB"]; r.Count != 12 || r.TotalMicros != 24000 {
@@ -42,7 +44,10 @@ func TestParseDiagAndSince(t *testing.T) {
 	if r := before.ByUser["team01"]; r.Count != 22 || r.TotalMicros != 35720 {
 		t.Errorf("team01 %+v", r)
 	}
-	if n, us := Total(before.ByUser); n != 212 || us != 111720 {
+	if r := before.ByUser["nobody"]; r.Count != 3 || r.TotalMicros != 30 {
+		t.Errorf("two uids printed as nobody: %+v, want them added up", r)
+	}
+	if n, us := Total(before.ByUser); n != 215 || us != 111750 {
 		t.Errorf("users' total %d RPCs, %d us", n, us)
 	}
 	after := Diag{ByType: map[string]RPCCount{

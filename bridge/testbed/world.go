@@ -130,7 +130,7 @@ func (c *Cluster) captureWorld(ctx context.Context, jobs, files []string) (World
 		w.Files[path] = sum
 	}
 	for name, word := range WorldDaemons {
-		w.Daemons[name] = daemonFacts(filepath.Join(c.Dir, "run", name+".pid"), word)
+		w.Daemons[name] = ReadDaemon(filepath.Join(c.Dir, "run", name+".pid"), word)
 	}
 	if w.Daemons["slurmctld"].PID == 0 {
 		return w, fmt.Errorf("no slurmctld runs as %s/run/slurmctld.pid says", c.Dir)
@@ -168,9 +168,9 @@ func fileSum(path string) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// daemonFacts reads the pid in pidfile and that process's RSS; PID 0 when the file names no
+// ReadDaemon reads the pid in pidfile and that process's RSS; PID 0 when the file names no
 // live process whose command line holds word.
-func daemonFacts(pidfile, word string) DaemonFacts {
+func ReadDaemon(pidfile, word string) DaemonFacts {
 	data, err := os.ReadFile(pidfile)
 	if err != nil {
 		return DaemonFacts{}

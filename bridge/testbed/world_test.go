@@ -127,13 +127,13 @@ func TestDaemonFactsReadsOnlyTheNamedProgram(t *testing.T) {
 	if err := os.WriteFile(pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := daemonFacts(pidfile, "testbed.test"); got.PID != os.Getpid() || got.RSSBytes <= 0 {
+	if got := ReadDaemon(pidfile, "testbed.test"); got.PID != os.Getpid() || got.RSSBytes <= 0 {
 		t.Fatalf("own process: %+v", got)
 	}
-	if got := daemonFacts(pidfile, "quotad"); got.PID != 0 {
+	if got := ReadDaemon(pidfile, "quotad"); got.PID != 0 {
 		t.Fatalf("a pid file naming another program: %+v, want PID 0", got)
 	}
-	if got := daemonFacts(filepath.Join(dir, "missing.pid"), "quotad"); got.PID != 0 {
+	if got := ReadDaemon(filepath.Join(dir, "missing.pid"), "quotad"); got.PID != 0 {
 		t.Fatalf("no pid file: %+v", got)
 	}
 }

@@ -202,7 +202,7 @@ func run(o options) error {
 	if diagErr == nil {
 		var after slurm.Diag
 		if after, diagErr = b.admin.Diag(ctx); diagErr == nil {
-			printRPCs(after.Since(before), o.runs)
+			printRPCs(after.Since(before), o)
 		}
 	}
 	if diagErr != nil {
@@ -383,9 +383,17 @@ func (m measures) report(o options) {
 // printRPCs prints what slurmctld served while the cycles were measured: quotad's reads (each
 // cycle reads nodes, partitions and the queue), the bare squeues beside them, and the rest of
 // the testbed's traffic (slurmd pings and registrations).
-func printRPCs(d slurm.Diag, runs int) {
+func printRPCs(d slurm.Diag, o options) {
 	n, us := slurm.Total(d.ByType)
-	fmt.Printf("slurmctld RPCs while measuring (%d cycles, each beside one bare squeue): %d, %.3f s of slurmctld's time; by type:", runs, n, float64(us)/1e6)
+	what := fmt.Sprintf("%d quotad cycles", o.runs)
+	if o.baseline != "" {
+		what += fmt.Sprintf(", %d of the baseline's", o.runs)
+	}
+	what += fmt.Sprintf(", %d bare squeues", o.runs)
+	if o.apply {
+		what += ", one acting cycle"
+	}
+	fmt.Printf("slurmctld RPCs while measuring (%s): %d, %.3f s of slurmctld's time; by type:", what, n, float64(us)/1e6)
 	for _, t := range slurm.Top(d.ByType, 8) {
 		fmt.Printf(" %s %d (%.3f s)", strings.TrimPrefix(t.Name, "REQUEST_"), t.Count, float64(t.TotalMicros)/1e6)
 	}

@@ -8,13 +8,16 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/slurmbridge/slurmbridge/bench/replay"
@@ -88,6 +91,9 @@ seed; each GPU type's guarantees are %g of its GPUs, split by the GPU-time the p
 	if err != nil {
 		return err
 	}
+	if err := ownDir(filepath.Dir(*out)); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
@@ -98,6 +104,25 @@ seed; each GPU type's guarantees are %g of its GPUs, split by the GPU-time the p
 	}
 	report(groups, projects)
 	fmt.Printf("wrote %s and %s\n", filepath.Join(*out, "facts.yaml"), filepath.Join(*out, "pools.yaml"))
+	return nil
+}
+
+// ownDir makes dir where it is missing, then checks that it is a directory of the caller's (or
+// root's) that no one else may write: the testbed's folder, under /tmp, where anyone could
+// have made it first, and what is written here root renders and runs (testbed.sh checks the
+// same before it reads anything there).
+func ownDir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s must be a directory of root's that no one else may write (it is %s, owner uid %d): remove it, or choose another TESTBED_DIR", dir, fi.Mode(), st.Uid)
+	}
 	return nil
 }
 

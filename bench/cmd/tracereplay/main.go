@@ -55,8 +55,9 @@ var presets = map[string]options{
 	"full": {from: 10368000, span: 12 * 3600,
 		keep: 1, factor: 240, minRun: 20 * time.Second, maxRun: 120 * time.Second, limit: 15 * time.Minute, rounds: 1},
 	// site: on a testbed of a site's size (make testbed-up PRESET=alibaba NODES=N), the trace's
-	// busiest 12 hours (421 GPU pods from hour 3558) at ÷120: 70 submissions a minute at the
-	// peak, what slurmctld on this 2-core host starts without falling behind. Any window (-from,
+	// busiest 12 hours (410 pods from hour 3558 of openb_pod_list_default.csv, 399 of them GPU
+	// jobs) at ÷120: about 66 submissions a minute, what slurmctld on this 2-core host starts
+	// without falling behind. Any window (-from,
 	// -span) and the whole trace (-from 0 -span 13000000) map the same way.
 	"site": {from: 3558 * 3600, span: 12 * 3600,
 		keep: 1, factor: 120, minRun: 20 * time.Second, maxRun: 120 * time.Second, limit: 15 * time.Minute, rounds: 1},
@@ -106,7 +107,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	r := &replay.Runner{Cluster: cluster, Log: w, Timeout: o.limit, ElasticdMetrics: cluster.ElasticdURL() + "/metrics",
 		QuotadInterval: o.quotadInterval}
 	if strings.Contains(o.modes, string(replay.Elastic)) {
-		if r.Elastic, err = elasticSetup(ctx, cluster, o.out); err != nil {
+		if r.Elastic, err = elasticSetup(ctx, cluster, o.out, plan.Params.Projects[0].User); err != nil {
 			return err
 		}
 	}
@@ -118,7 +119,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := replay.Plot(ctx, o.out, labels, capacity); err != nil {
 		fmt.Fprintln(w, "plots:", err)
 	} else {
-		fmt.Fprintf(w, "plots: %s, %s\n", filepath.Join(o.out, "utilisation.png"), filepath.Join(o.out, "waits.png"))
+		fmt.Fprintf(w, "plots: %s, %s, %s\n", filepath.Join(o.out, "utilisation.png"), filepath.Join(o.out, "waits.png"), filepath.Join(o.out, "daemons.png"))
 	}
 	fmt.Fprintf(w, "results in %s\n", o.out)
 	if lost := lostJobs(reports); lost > 0 {
@@ -222,6 +223,8 @@ func siteParams(p *replay.Params) error {
 		return err
 	}
 	p.Node = scale.TraceNodeShape
+	p.AssignRule = fmt.Sprintf("projects: the rule the preset's guarantees were set by (project k of %d with weight 1/k^%g, drawn by a hash of the pod's name, seed %d); a pod naming GPU models asks for one of them its project is guaranteed, any other for any type",
+		scale.DefaultRule.Count, scale.DefaultRule.Zipf, scale.DefaultRule.Seed)
 	return nil
 }
 
@@ -240,7 +243,7 @@ func parseModes(list string) ([]replay.Mode, error) {
 
 // elasticSetup prepares mode elastic: a directory under out for the jobs' output that the
 // testbed's users can write, and the pools elastic jobs grow in.
-func elasticSetup(ctx context.Context, cluster *testbed.Cluster, out string) (*replay.ElasticSetup, error) {
+func elasticSetup(ctx context.Context, cluster *testbed.Cluster, out, user string) (*replay.ElasticSetup, error) {
 	// The jobs' output, where the testbed users can write it.
 	work, err := filepath.Abs(filepath.Join(out, "elastic-jobs"))
 	if err != nil {
@@ -254,7 +257,7 @@ func elasticSetup(ctx context.Context, cluster *testbed.Cluster, out string) (*r
 	}
 	// The elastic jobs run as the testbed's users and write here: a -out under a directory
 	// they cannot enter (a 0700 home, /root) would fail every one of them at its start.
-	if _, err := cluster.RunAs(ctx, "alice", "test", "-w", work); err != nil {
+	if _, err := cluster.RunAs(ctx, user, "test", "-w", work); err != nil {
 		return nil, fmt.Errorf("the testbed's users cannot write the elastic jobs' directory %s (is -out under a directory they cannot enter, such as a 0700 home or /root?): choose an -out they can reach, e.g. under /tmp", work)
 	}
 	poolsByType, err := replay.ElasticPools(filepath.Join(cluster.Dir, "etc", "pools.yaml"))
