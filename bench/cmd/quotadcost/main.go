@@ -467,10 +467,11 @@ func (b *bench) readQueue(ctx context.Context) {
 }
 
 // waitSynced waits until quotad has given the GPU user's project (proj-b) its guaranteed QOS
-// as default.
+// as default. On a testbed of a site's size its first cycles have a few hundred QOS and
+// account changes to make, one sacctmgr each, a bounded number per cycle: minutes.
 func (b *bench) waitSynced(ctx context.Context) error {
 	p := b.sh.gpuProject
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		assocs, err := b.admin.ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{p.Account}})
 		synced := err == nil && len(assocs) > 0
@@ -481,7 +482,7 @@ func (b *bench) waitSynced(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s's associations have no default QOS %s after a minute (is the testbed's quotad running?): %v %v", p.Account, p.GuaranteedQOS, assocs, err)
+			return fmt.Errorf("%s's associations have no default QOS %s after 5 minutes (is the testbed's quotad running?): %v %v", p.Account, p.GuaranteedQOS, assocs, err)
 		}
 		time.Sleep(time.Second)
 	}
