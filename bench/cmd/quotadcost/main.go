@@ -174,6 +174,11 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	// What quotad's first cycles had left to apply, applied now: with QOS or account changes
+	// outstanding a plan moves no job, and the cycle measured would lend nothing.
+	if out, err := b.c.Daemon(ctx, "quotad", "sync"); err != nil {
+		return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
+	}
 	db, err := b.c.OpenDB(ctx, b.c.Vars["SLURMBRIDGE_DB_NAME"])
 	if err != nil {
 		return err
