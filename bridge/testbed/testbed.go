@@ -255,14 +255,19 @@ func (c *Cluster) UpdateJobAs(ctx context.Context, username, jobID string, u slu
 
 // Daemon runs testbed/NAME.sh ACTION for one of slurmbridge's daemons the testbed runs (quotad,
 // elasticd): start, stop, status or sync, with env's extra variables (QUOTAD_INTERVAL=2s); a
-// minute at most when ctx has no deadline.
+// minute at most when ctx has no deadline, ten for a sync: a cluster of a site's size has
+// hundreds of QOS and account changes to apply, one sacctmgr each.
 func (c *Cluster) Daemon(ctx context.Context, name, action string, env ...string) ([]byte, error) {
 	vars := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
-	return c.script(ctx, time.Minute, vars, name+".sh", action)
+	limit := time.Minute
+	if action == "sync" {
+		limit = 10 * time.Minute
+	}
+	return c.script(ctx, limit, vars, name+".sh", action)
 }
 
 // DaemonRunning says whether the testbed's daemon runs (its script's status says so).
