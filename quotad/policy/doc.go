@@ -15,11 +15,22 @@
 // any other job it preempts, so a plan never lends any other job (Job.Requeueable), returns such
 // a job found pending in a borrow QOS, and says so of one found running there.
 //
-// BuildPlan (build.go) runs the engine's steps, each in a file named for it: classify.go
-// (count what jobs hold and sort pending ones), reserve.go (keep idle GPUs for in-quota jobs),
-// settle.go (pending borrowers: return or keep their promise), lend.go (serve over-quota jobs,
-// with fairshare.go's deficits and place.go's placements on idle.go's nodes), reclaim.go (the
-// order in which Slurm may take borrowers back, and what running borrowers are told), and
-// explain.go (the plan's per-job texts and status tables). project.go holds a project's
-// guarantee arithmetic, counts.go the GPU-count map helpers.
+// BuildPlan (build.go) calls the steps in order, each in a file named for it, and each takes
+// the previous step's result and returns its own, so the order is written once and two steps
+// cannot be swapped unnoticed. The GPU books (ledger: what each project holds, the idle
+// capacity not yet promised, what is lent) pass from step to step inside those results; the
+// cycle (table, snapshot, each job's need) is read-only; the journal collects what the steps
+// say and is read by none of them.
+//
+//	classify.go    → counted: what jobs hold, pending jobs sorted into lists
+//	reserve.go     → reserved: idle GPUs kept for in-quota jobs
+//	unreadable.go  → atWorst: jobs quotad cannot read, counted at their worst
+//	settle.go      → settled: pending borrowers returned or kept promised (the returns)
+//	lend.go        → lent: over-quota jobs served (the lends), with fairshare.go's deficits
+//	                 and place.go's placements on idle.go's nodes
+//	reclaim.go     → the order in which Slurm may take borrowers back, and what running
+//	                 borrowers are told
+//
+// explain.go turns the journal and the books into the plan's per-job texts and status tables.
+// project.go holds a project's guarantee arithmetic, counts.go the GPU-count map helpers.
 package policy

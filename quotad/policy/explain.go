@@ -10,22 +10,36 @@ import (
 // workerOf names the main job of an elastic worker, e.g. "elastic worker of main job 12", when
 // its name says so and that job is queued with the same user and account; else a plain
 // "elastic worker" (any user may name a job like a worker).
-func (e *engine) workerOf(j *Job) string {
+func (c *cycle) workerOf(j *Job) string {
 	if j.ElasticMain != 0 {
-		if m, ok := e.mains[j.ElasticMain]; ok && m.User == j.User && m.Account == j.Account {
+		if m, ok := c.mains[j.ElasticMain]; ok && m.User == j.User && m.Account == j.Account {
 			return fmt.Sprintf("elastic worker of main job %d", j.ElasticMain)
 		}
 	}
 	return "elastic worker"
 }
 
-func (e *engine) say(j *Job, format string, args ...any) {
+// journal is what the steps say: one explanation per job (a later step's replaces an earlier
+// one's) and the plan's notes. No step reads it; the plan is made from it at the end.
+type journal struct {
+	projects *ledger // to name a job's project; only its fixed indexes are read
+	explain  map[uint32]*JobExplanation
+	notes    []string
+}
+
+func newJournal(projects *ledger) *journal {
+	return &journal{projects: projects, explain: map[uint32]*JobExplanation{}}
+}
+
+func (log *journal) say(j *Job, format string, args ...any) {
 	x := &JobExplanation{JobID: j.ID, Account: j.Account, User: j.User, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
-	if p := e.jobProject(j); p != nil {
+	if p := log.projects.jobProject(j); p != nil {
 		x.Project = p.cfg.Account
 	}
-	e.explain[j.ID] = x
+	log.explain[j.ID] = x
 }
+
+func (log *journal) note(text string) { log.notes = append(log.notes, text) }
 
 func ordinal(n int) string {
 	switch {
@@ -41,11 +55,11 @@ func ordinal(n int) string {
 	return fmt.Sprintf("%dth", n)
 }
 
-func (e *engine) projectStatuses() []ProjectStatus {
-	out := make([]ProjectStatus, 0, len(e.projects))
-	for _, p := range e.projects {
+func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
+	out := make([]ProjectStatus, 0, len(books.projects))
+	for _, p := range books.projects {
 		st := ProjectStatus{Account: p.cfg.Account, GuaranteedQOS: p.guarQOS, Weight: p.weight, Usage: p.usage}
-		types := slices.Clone(e.types)
+		types := slices.Clone(c.types)
 		if p.inUse[""]+p.borrowed[""]+p.pending[""] > 0 {
 			types = append([]string{""}, types...)
 		}
@@ -65,21 +79,21 @@ func (e *engine) projectStatuses() []ProjectStatus {
 	return out
 }
 
-func (e *engine) typeStatuses() []TypeStatus {
-	out := make([]TypeStatus, 0, len(e.types))
-	for _, t := range e.types {
+func typeStatuses(c *cycle, books *ledger) []TypeStatus {
+	out := make([]TypeStatus, 0, len(c.types))
+	for _, t := range c.types {
 		limit := -1
-		if l, ok := e.cfg.LendLimits[t]; ok {
+		if l, ok := c.cfg.LendLimits[t]; ok {
 			limit = l
 		}
-		out = append(out, TypeStatus{Type: t, Total: e.total[t], Idle: e.idleStart[t], Lent: e.lent[t], LendLimit: limit})
+		out = append(out, TypeStatus{Type: t, Total: books.total[t], Idle: books.idleStart[t], Lent: books.lent[t], LendLimit: limit})
 	}
 	return out
 }
 
-func (e *engine) jobExplanations() []JobExplanation {
-	out := make([]JobExplanation, 0, len(e.explain))
-	for _, x := range e.explain {
+func (log *journal) jobExplanations() []JobExplanation {
+	out := make([]JobExplanation, 0, len(log.explain))
+	for _, x := range log.explain {
 		out = append(out, *x)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].JobID < out[b].JobID })

@@ -25,6 +25,6 @@ var (
 
 // Placeable says whether a plan at now would find nodes for j on snap's nodes (limits aside).
 func Placeable(cfg *Config, snap *Snapshot, types []string, now time.Time, j *Job) bool {
-	_, ok := newEngine(cfg, snap, types, now).place(j, j.need(), nil)
+	_, ok := newLedger(newCycle(cfg, snap, types, now)).place(j, j.need(), nil)
 	return ok
 }

@@ -15,22 +15,22 @@ type shares struct {
 	weights map[string]float64 // type → sum of contending projects' weights
 }
 
-func (e *engine) fairShares() shares {
+func (l *ledger) fairShares() shares {
 	s := shares{pool: map[string]float64{}, weights: map[string]float64{}}
 	lendable := map[string]int{}
-	for _, t := range e.types {
-		lendable[t] = max(0, min(e.nodes.lendable(t), e.lendRoom(t)))
+	for _, t := range l.c.types {
+		lendable[t] = max(0, min(l.nodes.lendable(t), l.lendRoom(t)))
 		s.pool[t] = float64(lendable[t])
 	}
-	for _, p := range e.projects {
+	for _, p := range l.projects {
 		wants := map[string]bool{}
 		for _, j := range p.candidates {
-			for t := range e.needs[j] {
+			for t := range l.c.needs[j] {
 				if t != "" {
 					wants[t] = true
 					continue
 				}
-				for _, u := range e.types { // an untyped job contends for every type
+				for _, u := range l.c.types { // an untyped job contends for every type
 					wants[u] = true
 				}
 			}

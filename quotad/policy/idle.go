@@ -216,7 +216,7 @@ func (pl placement) sharesNode(other placement) bool {
 	return false
 }
 
-// shapeText spells what each node needs free, e.g. "2 nodes with 4 a100, 8 CPUs and 16000 MB
+// shapeText spells what each node needs free, l.g. "2 nodes with 4 a100, 8 CPUs and 16000 MB
 // free each".
 func (s shape) text() string {
 	nodes := "1 node"
@@ -229,7 +229,7 @@ func (s shape) text() string {
 
 // idleText says why no partition could place the job: the idle GPUs of the types it asks for
 // per partition, and the node shape it needs when enough GPUs are idle but on no such nodes.
-func (e *engine) idleText(need map[string]int, s shape, parts []string) string {
+func (l *ledger) idleText(need map[string]int, s shape, parts []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "not enough idle GPUs for %s:", gpuList(need))
 	enoughSomewhere := false
@@ -239,12 +239,12 @@ func (e *engine) idleText(need map[string]int, s shape, parts []string) string {
 		}
 		fmt.Fprintf(&b, " %s has", part)
 		shown, idleTotal := 0, 0
-		for _, t := range e.types {
+		for _, t := range l.c.types {
 			if _, asked := need[t]; asked || need[""] > 0 {
 				if shown > 0 {
 					b.WriteByte('/')
 				}
-				n := e.nodes.idleIn(part, t)
+				n := l.nodes.idleIn(part, t)
 				fmt.Fprintf(&b, " %d %s", n, t)
 				shown++
 				idleTotal += n

@@ -13,44 +13,62 @@ type arrayLends struct {
 	waitWhy string // why the tasks not lent wait; "" when every task was lent
 }
 
+// lent is what lend hands on: the books with every lend counted, and the lends it planned.
+type lent struct {
+	settled
+	lends []JobMove
+}
+
+// lending is lend's working state: its input, the lends planned so far and what it says of
+// each array record.
+type lending struct {
+	c      *cycle
+	in     settled
+	books  *ledger
+	log    *journal
+	arrays map[*Job]*arrayLends
+	moves  []JobMove
+}
+
 // lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
 // projects whose next job can borrow, the one furthest below its weighted fair share of the
 // lendable GPUs goes first.
-func (e *engine) lend() {
-	for _, p := range e.projects {
+func lend(c *cycle, in settled, log *journal) lent {
+	lg := &lending{c: c, in: in, books: in.books, log: log, arrays: map[*Job]*arrayLends{}}
+	for _, p := range lg.books.projects {
 		kept := p.candidates[:0]
 		for _, j := range p.candidates {
-			need := e.needs[j]
+			need := c.needs[j]
 			switch {
 			case j.notStartable() != "":
-				e.say(j, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
-			case e.unaccountedText(p) != "":
-				e.say(j, "waits: it is not lent: %s", e.unaccountedText(p))
+				lg.log.say(j, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
+			case in.unaccountedText(p) != "":
+				log.say(j, "waits: it is not lent: %s", in.unaccountedText(p))
 			case p.fits(need):
-				e.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
+				lg.log.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
 			case !j.Requeueable():
-				e.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
-			case e.holdMoves != "":
-				e.say(j, "waits: %s; %s", p.quotaUsage(need), e.holdMoves)
-			case e.noLends != "":
-				e.say(j, "waits: nothing is lent this cycle: %s", e.noLends)
+				lg.log.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
+			case c.holdMoves != "":
+				log.say(j, "waits: %s; %s", p.quotaUsage(need), c.holdMoves)
+			case in.noLends != "":
+				log.say(j, "waits: nothing is lent this cycle: %s", in.noLends)
 			default:
 				kept = append(kept, j)
 			}
 		}
 		p.candidates = kept
 	}
-	share := e.fairShares()
+	share := lg.books.fairShares()
 	var whole *project // lending an array whole: its other tasks go next, before any other job
 	for {
 		var best *project
 		var bestPl placement
 		var bestDeficit float64
-		for _, p := range e.projects {
+		for _, p := range lg.books.projects {
 			if whole != nil && p != whole {
 				continue
 			}
-			pl, ok := e.head(p)
+			pl, ok := lg.head(p)
 			if !ok {
 				continue
 			}
@@ -61,50 +79,50 @@ func (e *engine) lend() {
 		}
 		whole = nil
 		if best == nil {
-			return
+			return lent{settled: in, lends: lg.moves}
 		}
 		j, task := best.candidates[best.next], best.nextTask
 		if best.nextTask++; best.nextTask == j.tasks() {
 			best.next, best.nextTask = best.next+1, 0
-		} else if e.snap.WholeArrays {
+		} else if c.snap.WholeArrays {
 			whole = best
 		}
-		e.take(bestPl)
+		lg.books.nodes.take(bestPl)
 		if j.ArrayThrottle > 0 {
-			e.arrayStarted[j.ArrayJobID]++
+			lg.books.arrayStarted[j.ArrayJobID]++
 		}
-		addAll(e.lent, bestPl.gpus)
+		addAll(lg.books.lent, bestPl.gpus)
 		best.borrow(bestPl.gpus)
-		e.invalidateHeads(best, bestPl)
-		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(e.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
+		lg.invalidateHeads(best, bestPl)
+		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
-		e.moves = append(e.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
-		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, e.reclaimTerms(best))
+		lg.moves = append(lg.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
+		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, c.reclaimTerms(best))
 		if j.tasks() == 1 {
-			e.say(j, "is lent %s", text)
+			log.say(j, "is lent %s", text)
 			continue
 		}
-		a := e.arrayNote(j)
+		a := lg.arrayNote(j)
 		if len(a.lent) == 0 {
 			a.lentWhy = text
 		}
 		a.lent = append(a.lent, taskID)
-		e.sayArray(j)
+		lg.sayArray(j)
 	}
 }
 
-func (e *engine) arrayNote(j *Job) *arrayLends {
-	a := e.arrays[j]
+func (lg *lending) arrayNote(j *Job) *arrayLends {
+	a := lg.arrays[j]
 	if a == nil {
 		a = &arrayLends{}
-		e.arrays[j] = a
+		lg.arrays[j] = a
 	}
 	return a
 }
 
 // sayArray explains an array record's lend: which tasks are lent and why the others wait.
-func (e *engine) sayArray(j *Job) {
-	a := e.arrayNote(j)
+func (lg *lending) sayArray(j *Job) {
+	a := lg.arrayNote(j)
 	var parts []string
 	if len(a.lent) > 0 {
 		parts = append(parts, fmt.Sprintf("tasks %s are lent %s", taskList(a.lent), a.lentWhy))
@@ -116,33 +134,33 @@ func (e *engine) sayArray(j *Job) {
 	default:
 		parts = append(parts, fmt.Sprintf("the other %d tasks wait: %s", j.tasks()-len(a.lent), a.waitWhy))
 	}
-	e.say(j, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
+	lg.log.say(j, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
 }
 
 // allTasksFit says whether every pending task of an array record could borrow now: the limits
 // for all of them, and nodes for each in turn (taken, then given back).
-func (e *engine) allTasksFit(j *Job, need map[string]int, p *project) (string, bool) {
+func (lg *lending) allTasksFit(j *Job, need map[string]int, p *project) (string, bool) {
 	n := j.tasks()
-	if over := e.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
+	if over := lg.books.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
 		return strings.Join(over, "; "), false
 	}
 	// Placing task after task costs a scan of the nodes each: first the count the partitions'
 	// idle GPUs could hold at most, so a large record that cannot fit costs no scan at all.
-	if most := e.tasksIdleCouldHold(j, need); most < n {
+	if most := lg.books.tasksIdleCouldHold(j, need); most < n {
 		return fmt.Sprintf("idle GPUs for at most %d of its %d tasks", most, n), false
 	}
 	var taken []placement
 	defer func() {
 		for _, pl := range taken {
-			e.nodes.giveBack(pl)
+			lg.books.nodes.giveBack(pl)
 		}
 	}()
 	for range n {
-		pl, ok := e.place(j, need, nil)
+		pl, ok := lg.books.place(j, need, nil)
 		if !ok {
 			return fmt.Sprintf("idle GPUs for %d of its %d tasks only", len(taken), n), false
 		}
-		e.take(pl)
+		lg.books.nodes.take(pl)
 		taken = append(taken, pl)
 	}
 	return "", true
@@ -150,15 +168,15 @@ func (e *engine) allTasksFit(j *Job, need map[string]int, p *project) (string, b
 
 // tasksIdleCouldHold bounds how many tasks needing need each the idle GPUs of the job's
 // partitions hold, counting a node in several partitions once for each (an upper bound).
-func (e *engine) tasksIdleCouldHold(j *Job, need map[string]int) int {
+func (l *ledger) tasksIdleCouldHold(j *Job, need map[string]int) int {
 	parts := j.Partitions
 	if len(parts) == 0 {
-		parts = e.nodes.partitions
+		parts = l.nodes.partitions
 	}
 	idle := map[string]int{}
 	for _, part := range parts {
-		for _, t := range e.types {
-			idle[t] += e.nodes.idleIn(part, t)
+		for _, t := range l.c.types {
+			idle[t] += l.nodes.idleIn(part, t)
 		}
 	}
 	most, all := math.MaxInt, 0
@@ -183,8 +201,8 @@ func (e *engine) tasksIdleCouldHold(j *Job, need map[string]int) int {
 // invalidateHeads forgets the cached head placements a lend may have made wrong: the lender's
 // own (its limits and its head changed), and those drawing on the same GPU types, on any type,
 // or on the same nodes (whose CPUs and memory the lend took).
-func (e *engine) invalidateHeads(lender *project, lent placement) {
-	for _, p := range e.projects {
+func (lg *lending) invalidateHeads(lender *project, lent placement) {
+	for _, p := range lg.books.projects {
 		if !p.headKnown {
 			continue
 		}
@@ -203,36 +221,36 @@ func (e *engine) invalidateHeads(lender *project, lent placement) {
 
 // head returns where p's next lendable job would run, explaining and skipping the jobs that
 // cannot borrow now. Skipping is final within a plan: lending only ever shrinks what is left.
-func (e *engine) head(p *project) (placement, bool) {
+func (lg *lending) head(p *project) (placement, bool) {
 	if p.headKnown {
 		return p.head, true
 	}
 	for p.next < len(p.candidates) {
 		j := p.candidates[p.next]
-		need := e.needs[j]
-		pl, ok := e.place(j, need, p)
+		need := lg.c.needs[j]
+		pl, ok := lg.books.place(j, need, p)
 		if ok && j.ArrayThrottle > 0 {
 			// A task lent past the array's throttle would wait in the borrow QOS (reason
 			// JobArrayTaskLimit) on GPUs promised to it. On a release that lends arrays whole,
 			// every task must fit under it.
 			want := 1
-			if e.snap.WholeArrays && p.nextTask == 0 {
+			if lg.c.snap.WholeArrays && p.nextTask == 0 {
 				want = j.tasks()
 			}
-			if started := e.arrayStarted[j.ArrayJobID]; started+want > j.ArrayThrottle {
+			if started := lg.books.arrayStarted[j.ArrayJobID]; started+want > j.ArrayThrottle {
 				ok = false
 				pl.problems = append(pl.problems, fmt.Sprintf("its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent", j.ArrayThrottle, j.ArrayThrottle, started))
 			}
 		}
-		if ok && e.snap.WholeArrays && j.ArrayJobID != 0 && e.arrayRecords[j.ArrayJobID] > 1 {
+		if ok && lg.c.snap.WholeArrays && j.ArrayJobID != 0 && lg.in.arrayRecords[j.ArrayJobID] > 1 {
 			// Slurm would try the array's tasks that still wait in the guaranteed QOS first and
 			// skip the others of the array, the lent ones included (see Snapshot.WholeArrays).
 			ok = false
-			pl.problems = append(pl.problems, fmt.Sprintf("on this Slurm release a task lent does not start while another of its array waits, and array %d's pending tasks are in %d records (some were split off), which quotad does not lend together", j.ArrayJobID, e.arrayRecords[j.ArrayJobID]))
+			pl.problems = append(pl.problems, fmt.Sprintf("on this Slurm release a task lent does not start while another of its array waits, and array %d's pending tasks are in %d records (some were split off), which quotad does not lend together", j.ArrayJobID, lg.in.arrayRecords[j.ArrayJobID]))
 		}
-		if ok && e.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
+		if ok && lg.c.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
 			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
-			if short, all := e.allTasksFit(j, need, p); !all {
+			if short, all := lg.allTasksFit(j, need, p); !all {
 				ok = false
 				pl.problems = append(pl.problems, fmt.Sprintf("%s; on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", short, j.tasks()))
 			}
@@ -244,10 +262,10 @@ func (e *engine) head(p *project) (placement, bool) {
 		// The record's other tasks ask for the same and would not fit either.
 		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), strings.Join(pl.problems, "; "))
 		if j.tasks() == 1 {
-			e.say(j, "waits: %s", why)
+			lg.log.say(j, "waits: %s", why)
 		} else {
-			e.arrayNote(j).waitWhy = why
-			e.sayArray(j)
+			lg.arrayNote(j).waitWhy = why
+			lg.sayArray(j)
 		}
 		p.next, p.nextTask = p.next+1, 0
 	}

@@ -20,7 +20,7 @@ type placement struct {
 // (GPUs, CPUs and memory per node) can start now. With a borrower p it also applies p's
 // borrowing limits and the lending limits, and an untyped request takes the type with the
 // most room.
-func (e *engine) place(j *Job, need map[string]int, p *project) (placement, bool) {
+func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool) {
 	var pl placement
 	typed := map[string]int{}
 	for t, n := range need {
@@ -30,9 +30,9 @@ func (e *engine) place(j *Job, need map[string]int, p *project) (placement, bool
 	}
 	anyN := need[""]
 	if p != nil {
-		pl.problems = e.limitProblems(p, typed, sum(need))
-		if anyN > 0 && !slices.ContainsFunc(e.types, func(t string) bool {
-			return min(e.borrowRoom(p, t)-typed[t], e.lendRoom(t)-typed[t]) >= anyN
+		pl.problems = l.limitProblems(p, typed, sum(need))
+		if anyN > 0 && !slices.ContainsFunc(l.c.types, func(t string) bool {
+			return min(l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t]) >= anyN
 		}) {
 			pl.problems = append(pl.problems, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN))
 		}
@@ -40,23 +40,23 @@ func (e *engine) place(j *Job, need map[string]int, p *project) (placement, bool
 	sh := jobShape(j)
 	parts := j.Partitions
 	if len(parts) == 0 {
-		parts = e.nodes.partitions
+		parts = l.nodes.partitions
 	}
 	for _, part := range parts {
 		anyType, nodes := "", []*nodeRoom(nil)
 		if anyN == 0 {
-			nodes = e.nodes.fit(part, sh, sh.resolve(""))
+			nodes = l.nodes.fit(part, sh, sh.resolve(""))
 		} else {
 			bestRoom := 0
-			for _, t := range e.types {
-				room := e.nodes.idleIn(part, t) - typed[t]
+			for _, t := range l.c.types {
+				room := l.nodes.idleIn(part, t) - typed[t]
 				if p != nil {
-					room = min(room, e.borrowRoom(p, t)-typed[t], e.lendRoom(t)-typed[t])
+					room = min(room, l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t])
 				}
 				if room < anyN || room <= bestRoom {
 					continue
 				}
-				if got := e.nodes.fit(part, sh, sh.resolve(t)); got != nil {
+				if got := l.nodes.fit(part, sh, sh.resolve(t)); got != nil {
 					anyType, nodes, bestRoom = t, got, room
 				}
 			}
@@ -73,13 +73,13 @@ func (e *engine) place(j *Job, need map[string]int, p *project) (placement, bool
 		}
 		return pl, false
 	}
-	pl.problems = append(pl.problems, e.idleText(need, sh, parts))
+	pl.problems = append(pl.problems, l.idleText(need, sh, parts))
 	return pl, false
 }
 
 // limitProblems lists the borrowing and lending limits that typed GPUs gpus, total GPUs in
 // all, would break.
-func (e *engine) limitProblems(p *project, gpus map[string]int, total int) []string {
+func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []string {
 	var out []string
 	for _, t := range slices.Sorted(maps.Keys(gpus)) {
 		n := gpus[t]
@@ -89,8 +89,8 @@ func (e *engine) limitProblems(p *project, gpus map[string]int, total int) []str
 		if lim, ok := p.cfg.BorrowLimitByType[t]; ok && p.borrowed[t]+n > lim {
 			out = append(out, fmt.Sprintf("borrowing limit of %s reached: %s borrows %d %s, limit %d", t, p.cfg.Account, p.borrowed[t], t, lim))
 		}
-		if lim, ok := e.cfg.LendLimits[t]; ok && e.lent[t]+n > lim {
-			out = append(out, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, e.lent[t], lim, t))
+		if lim, ok := l.c.cfg.LendLimits[t]; ok && l.lent[t]+n > lim {
+			out = append(out, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t))
 		}
 	}
 	if lim := p.cfg.BorrowLimit; lim != nil && p.borrowedTotal+total > *lim {
@@ -101,7 +101,7 @@ func (e *engine) limitProblems(p *project, gpus map[string]int, total int) []str
 
 // borrowRoom is how many more GPUs of type t project p may borrow; lendRoom how many more of
 // t may be lent at all.
-func (e *engine) borrowRoom(p *project, t string) int {
+func (l *ledger) borrowRoom(p *project, t string) int {
 	room := int(^uint(0) >> 1)
 	if lim, ok := p.cfg.BorrowLimitByType[t]; ok {
 		room = lim - p.borrowed[t]
@@ -112,14 +112,12 @@ func (e *engine) borrowRoom(p *project, t string) int {
 	return room
 }
 
-func (e *engine) lendRoom(t string) int {
-	if lim, ok := e.cfg.LendLimits[t]; ok {
-		return lim - e.lent[t]
+func (l *ledger) lendRoom(t string) int {
+	if lim, ok := l.c.cfg.LendLimits[t]; ok {
+		return lim - l.lent[t]
 	}
 	return int(^uint(0) >> 1)
 }
-
-func (e *engine) take(pl placement) { e.nodes.take(pl) }
 
 // resolved is the GPUs a job counts against limits: its placement when there is one, else its
 // request as it stands.

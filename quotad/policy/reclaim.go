@@ -11,8 +11,8 @@ import (
 
 // reclaimTerms says how a borrower of p loses its GPUs: by Slurm's preemption, never by
 // quotad, and only while p holds more than its guarantee.
-func (e *engine) reclaimTerms(p *project) string {
-	s := e.cfg.Settings
+func (c *cycle) reclaimTerms(p *project) string {
+	s := c.cfg.Settings
 	return fmt.Sprintf("while %s holds more than its guarantee, a guaranteed job may reclaim these GPUs once the job has run %s: Slurm requeues it after a %s grace period (SIGTERM first)", p.cfg.Account, s.PreemptExemptTime, s.GraceTime)
 }
 
@@ -20,9 +20,9 @@ func (e *engine) reclaimTerms(p *project) string {
 // their guarantee, borrowers running or promised counted, the furthest over per unit of weight
 // first, then the one that used more in the fairness window. A project within its guarantee is
 // left out, so no guaranteed QOS may preempt its borrow QOS.
-func (e *engine) reclaimOrder() reclaimOrder {
+func reclaimOrderOf(books *ledger) reclaimOrder {
 	var over []*project
-	for _, p := range e.projects {
+	for _, p := range books.projects {
 		if p.excess() > 0 {
 			over = append(over, p)
 		}
@@ -66,11 +66,12 @@ func (p *project) excess() int {
 
 // explainRunning says for each started borrower whether, by whom and in which order it can be
 // reclaimed now.
-func (e *engine) explainRunning(order reclaimOrder) {
+func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
+	books := in.books
 	// Who could reclaim a type: the projects with unused guarantee of it, found once.
 	reclaimers := map[string][]string{}
-	for _, t := range append([]string{""}, e.types...) {
-		for _, p := range e.projects {
+	for _, t := range append([]string{""}, c.types...) {
+		for _, p := range books.projects {
 			if p.guaranteeRoom(t) > 0 {
 				reclaimers[t] = append(reclaimers[t], p.cfg.Account)
 			}
@@ -80,28 +81,28 @@ func (e *engine) explainRunning(order reclaimOrder) {
 	for i, acct := range order.reclaimable {
 		rank[acct] = i
 	}
-	for _, j := range e.borrowRunning {
+	for _, j := range in.borrowRunning {
 		held := j.held()
-		p := e.jobProject(j)
+		p := books.jobProject(j)
 		if p == nil {
-			e.say(j, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
+			log.say(j, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
 			continue
 		}
 		i, reclaimable := rank[p.cfg.Account]
 		subject := fmt.Sprintf("runs borrowed in %s (%s)", j.QOS, gpuList(held))
-		if e.isElastic(j) {
-			subject = fmt.Sprintf("is an %s on borrowed GPUs in %s (%s)", e.workerOf(j), j.QOS, gpuList(held))
+		if books.isElastic(j) {
+			subject = fmt.Sprintf("is an %s on borrowed GPUs in %s (%s)", c.workerOf(j), j.QOS, gpuList(held))
 		}
 		if !reclaimable {
 			text := fmt.Sprintf("%s: %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", subject, p.cfg.Account, p.holdingText())
-			if e.isElastic(j) && j.Requeueable() {
+			if books.isElastic(j) && j.Requeueable() {
 				text += "; should the project go over its guarantee, elastic workers are the first borrowers reclaimed, and elasticd counts a reclaim as a shrink"
 			}
 			if why := j.whyNotRequeueable(); why != "" {
 				text += fmt.Sprintf("; should its project go over its guarantee, a reclaim would KILL it, not requeue it: %s", why)
-				e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, why))
+				log.note(fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, why))
 			}
-			e.say(j, "%s", text)
+			log.say(j, "%s", text)
 			continue
 		}
 		var by []string
@@ -114,22 +115,22 @@ func (e *engine) explainRunning(order reclaimOrder) {
 		if len(by) > 0 {
 			who = "it may be reclaimed by pending guaranteed jobs of " + strings.Join(by, ", ") + " (unused guarantee of its type)"
 		}
-		exempt := j.StartTime.Add(e.cfg.Settings.PreemptExemptTime)
+		exempt := j.StartTime.Add(c.cfg.Settings.PreemptExemptTime)
 		when := "its PreemptExemptTime has passed"
-		if e.now.Before(exempt) {
-			when = fmt.Sprintf("it is exempt from reclaim until %s (PreemptExemptTime %s)", exempt.UTC().Format(time.RFC3339), e.cfg.Settings.PreemptExemptTime)
+		if c.now.Before(exempt) {
+			when = fmt.Sprintf("it is exempt from reclaim until %s (PreemptExemptTime %s)", exempt.UTC().Format(time.RFC3339), c.cfg.Settings.PreemptExemptTime)
 		}
 		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, p.holdingText(), p.excess(), ordinal(i+1), len(order.reclaimable))
 		if !j.Requeueable() {
 			// It got here without quotad (a user's own update, or flags changed after a lend).
-			e.say(j, "%s: %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", subject, loses, when, who, j.whyNotRequeueable(), j.QOS)
-			e.notes = append(e.notes, fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, j.whyNotRequeueable()))
+			log.say(j, "%s: %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", subject, loses, when, who, j.whyNotRequeueable(), j.QOS)
+			log.note(fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, j.whyNotRequeueable()))
 			continue
 		}
-		if e.isElastic(j) {
-			e.say(j, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; a reclaim requeues it after a %s grace period and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, e.cfg.Settings.GraceTime)
+		if books.isElastic(j) {
+			log.say(j, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; a reclaim requeues it after a %s grace period and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, c.cfg.Settings.GraceTime)
 			continue
 		}
-		e.say(j, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", subject, loses, when, who, e.cfg.Settings.GraceTime)
+		log.say(j, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", subject, loses, when, who, c.cfg.Settings.GraceTime)
 	}
 }

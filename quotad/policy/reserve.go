@@ -9,30 +9,35 @@ import (
 // will start them, preempting borrowers if needed, so idle GPUs they can use are not lent.
 var waitingForNodes = map[string]bool{"Resources": true, "Priority": true, "None": true, "": true}
 
+// reserved is what reserveInQuota hands on: classify's lists, and books whose idle capacity
+// no longer holds the GPUs kept for in-quota jobs (and whose projects count them as reserved).
+type reserved struct{ counted }
+
 // reserveInQuota keeps idle GPUs for pending jobs within their guarantee: lending them would
 // only have Slurm preempt the borrower at once.
-func (e *engine) reserveInQuota() {
-	for _, j := range e.inQuotaPending {
-		p := e.jobProject(j)
-		need := e.needs[j]
+func reserveInQuota(c *cycle, in counted, log *journal) reserved {
+	books := in.books
+	for _, j := range in.inQuotaPending {
+		p := books.jobProject(j)
+		need := c.needs[j]
 		if why := j.notStartable(); why != "" {
-			e.say(j, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
+			log.say(j, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
 			continue
 		}
 		if j.Reason == "JobArrayTaskLimit" && j.ArrayThrottle > 0 {
-			e.say(j, "waits in %s: its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent; Slurm starts the next task when one ends, so no idle GPUs are kept for it",
-				p.guarQOS, j.ArrayThrottle, j.ArrayThrottle, e.arrayStarted[j.ArrayJobID])
+			log.say(j, "waits in %s: its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent; Slurm starts the next task when one ends, so no idle GPUs are kept for it",
+				p.guarQOS, j.ArrayThrottle, j.ArrayThrottle, books.arrayStarted[j.ArrayJobID])
 			continue
 		}
 		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, p.quotaText(need), j.Reason)
 		if !waitingForNodes[j.Reason] {
-			e.say(j, "%s", base)
+			log.say(j, "%s", base)
 			continue
 		}
 		if !p.fitsReserved(need) {
 			// Over its guarantee, but Slurm has not marked it QOSGrpGRES yet (it stopped at a
 			// job before it): it cannot start in its QOS, so it keeps nothing.
-			e.say(j, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(e.cfg.Settings.Reasons(), " or "))
+			log.say(j, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
 			continue
 		}
 		// Each task of an array record that fits the guarantee keeps its GPUs.
@@ -42,21 +47,22 @@ func (e *engine) reserveInQuota() {
 				break
 			}
 			p.reserve(need)
-			pl, ok := e.place(j, need, nil)
+			pl, ok := books.place(j, need, nil)
 			if !ok {
 				break
 			}
-			e.take(pl)
+			books.nodes.take(pl)
 			addAll(kept, pl.gpus)
 			keptTasks, lastPart = keptTasks+1, pl.partition
 		}
 		switch {
 		case keptTasks == 0:
-			e.say(j, "%s", base)
+			log.say(j, "%s", base)
 		case j.tasks() == 1:
-			e.say(j, "%s; %s idle in partition %s are kept for it, not lent", base, gpuList(kept), lastPart)
+			log.say(j, "%s; %s idle in partition %s are kept for it, not lent", base, gpuList(kept), lastPart)
 		default:
-			e.say(j, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
+			log.say(j, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
 		}
 	}
+	return reserved{in}
 }

@@ -5,21 +5,38 @@ import (
 	"strings"
 )
 
+// settled is what settleBorrowers hands on: the books with each pending borrower that stays
+// counted as borrowed (its idle GPUs promised) or returned (counted in its guarantee), and the
+// returns it planned.
+type settled struct {
+	atWorst
+	returns []JobMove
+}
+
+// settling is settleBorrowers' working state: its input and the returns planned so far.
+type settling struct {
+	c     *cycle
+	in    atWorst
+	books *ledger
+	moves []JobMove
+}
+
 // settleBorrowers decides each pending job in the borrow QOS, task by task for an array
 // record: back to its guaranteed QOS when that has room again or when it may no longer borrow,
 // else it keeps its promised GPUs.
-func (e *engine) settleBorrowers() {
-	for _, j := range e.borrowPending {
+func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
+	s := &settling{c: c, in: in, books: in.books}
+	for _, j := range in.borrowPending {
 		if j.tasks() == 1 {
-			_, text := e.settleTask(j, 0)
-			e.say(j, "%s", text)
+			_, text := s.settleTask(j, 0)
+			log.say(j, "%s", text)
 			continue
 		}
 		// One line per outcome, naming its tasks and the first task's reasons.
 		var order []string
 		tasks, texts := map[string][]uint32{}, map[string]string{}
 		for i := range j.tasks() {
-			outcome, text := e.settleTask(j, i)
+			outcome, text := s.settleTask(j, i)
 			if _, seen := tasks[outcome]; !seen {
 				order, texts[outcome] = append(order, outcome), text
 			}
@@ -29,30 +46,31 @@ func (e *engine) settleBorrowers() {
 		for i, o := range order {
 			parts[i] = fmt.Sprintf("tasks %s: %s", taskList(tasks[o]), texts[o])
 		}
-		e.say(j, "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
+		log.say(j, "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
 	}
+	return settled{atWorst: in, returns: s.moves}
 }
 
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).
-func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
-	need := e.needs[j]
-	p := e.jobProject(j)
-	if p != nil && e.isElastic(j) && j.Requeueable() {
-		return e.settleWorker(j, i, p, need)
+func (s *settling) settleTask(j *Job, i int) (outcome, text string) {
+	need := s.c.needs[j]
+	p := s.books.jobProject(j)
+	if p != nil && s.books.isElastic(j) && j.Requeueable() {
+		return s.settleWorker(j, i, p, need)
 	}
 	if why := j.notStartable(); why != "" {
 		if p == nil {
 			return "no quota", fmt.Sprintf("waits in %s (reason %s): %s, so no GPUs are promised to it; account %s has no quota, so quotad cannot return it", j.QOS, j.Reason, why, j.Account)
 		}
-		return "return", e.returnJob(j, i, p, need, why+": a borrower must be ready to start, and this one would keep idle GPUs promised that nobody uses")
+		return "return", s.returnJob(j, i, p, need, why+": a borrower must be ready to start, and this one would keep idle GPUs promised that nobody uses")
 	}
 	if p == nil {
 		// It still takes lendable GPUs when it starts, so count it.
-		pl, ok := e.place(j, need, nil)
+		pl, ok := s.books.place(j, need, nil)
 		if ok {
-			e.take(pl)
+			s.books.nodes.take(pl)
 		}
-		addAll(e.lent, resolved(pl, ok, need))
+		addAll(s.books.lent, resolved(pl, ok, need))
 		if why := j.whyNotRequeueable(); why != "" {
 			return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
 		}
@@ -60,24 +78,24 @@ func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 	}
 	switch {
 	case !j.Requeueable():
-		return "return", e.returnJob(j, i, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
-	case p.fits(need) && e.unaccountedText(p) == "":
-		text := e.returnJob(j, i, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
+		return "return", s.returnJob(j, i, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
+	case p.fits(need) && s.in.unaccountedText(p) == "":
+		text := s.returnJob(j, i, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
 		p.use(need) // promised: the next returned job must not count the same room
 		return "return", text
 	}
-	pl, ok := e.place(j, need, nil)
+	pl, ok := s.books.place(j, need, nil)
 	gpus := resolved(pl, ok, need)
-	if over := e.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
-		return "return", e.returnJob(j, i, p, need, "it may no longer borrow: "+strings.Join(over, "; "))
+	if over := s.books.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
+		return "return", s.returnJob(j, i, p, need, "it may no longer borrow: "+strings.Join(over, "; "))
 	}
 	if ok {
-		e.take(pl)
+		s.books.nodes.take(pl)
 	}
-	addAll(e.lent, gpus)
+	addAll(s.books.lent, gpus)
 	p.borrow(gpus)
 	over := fmt.Sprintf("%s is over its guarantee (%s)", p.cfg.Account, p.quotaText(need))
-	if why := e.unaccountedText(p); why != "" {
+	if why := s.in.unaccountedText(p); why != "" {
 		over = "it is not returned: " + why
 	}
 	if ok {
@@ -93,23 +111,23 @@ func (e *engine) settleTask(j *Job, i int) (outcome, text string) {
 // as borrowed and keeps idle GPUs promised, within the project's borrowing limits or not:
 // Slurm starts it whenever the elastic QOS' own limit allows, and counting it too much only
 // lends a little less.
-func (e *engine) settleWorker(j *Job, i int, p *project, need map[string]int) (outcome, text string) {
-	who := e.workerOf(j)
+func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) (outcome, text string) {
+	who := s.c.workerOf(j)
 	if why := j.notStartable(); why != "" {
 		return "worker", fmt.Sprintf("is an %s and waits in %s (reason %s): %s, so no GPUs are promised to it; elasticd ends a worker Slurm requeued (the job shrinks) and one that waits too long", who, j.QOS, j.Reason, why)
 	}
-	if p.fits(need) && e.unaccountedText(p) == "" {
-		text := e.returnJob(j, i, p, need, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, p.quotaText(need)))
+	if p.fits(need) && s.in.unaccountedText(p) == "" {
+		text := s.returnJob(j, i, p, need, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, p.quotaText(need)))
 		p.use(need)
 		return "return", text
 	}
-	pl, ok := e.place(j, need, nil)
+	pl, ok := s.books.place(j, need, nil)
 	gpus := resolved(pl, ok, need)
-	over := e.limitProblems(p, gpus, sum(gpus))
+	over := s.books.limitProblems(p, gpus, sum(gpus))
 	if ok {
-		e.take(pl)
+		s.books.nodes.take(pl)
 	}
-	addAll(e.lent, gpus)
+	addAll(s.books.lent, gpus)
 	p.borrow(gpus)
 	addAll(p.elastic, gpus)
 	text = fmt.Sprintf("is an %s on borrowed GPUs and waits in %s to start: %s is over its guarantee (%s)", who, j.QOS, p.cfg.Account, p.quotaText(need))
@@ -123,11 +141,11 @@ func (e *engine) settleWorker(j *Job, i int, p *project, need map[string]int) (o
 }
 
 // returnJob plans the move of task i of j back to its guaranteed QOS and says so.
-func (e *engine) returnJob(j *Job, i int, p *project, need map[string]int, why string) string {
-	if e.holdMoves != "" {
-		return fmt.Sprintf("waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, e.holdMoves)
+func (s *settling) returnJob(j *Job, i int, p *project, need map[string]int, why string) string {
+	if s.c.holdMoves != "" {
+		return fmt.Sprintf("waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, s.c.holdMoves)
 	}
 	arrayJob, task := j.target(i)
-	e.moves = append(e.moves, JobMove{Kind: Return, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
+	s.moves = append(s.moves, JobMove{Kind: Return, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
 	return fmt.Sprintf("returns from %s to %s: %s", j.QOS, p.guarQOS, why)
 }

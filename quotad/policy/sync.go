@@ -251,6 +251,15 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 	return qos, accountChanges(cfg, snap.Accounts), userChanges(cfg, snap.Accounts, snap.Users), notes
 }
 
+// structureBehind counts the changes that would bring the QOS (their reclaim fields left out),
+// accounts and users to the table: the structure lends rest on. Until it is 0, the plan moves
+// no job. The reclaim fields are left out because they follow the lends the plan is about to
+// make (see desiredQOSList): the full sync is planned after them, with the reclaim order.
+func structureBehind(cfg *Config, snap *Snapshot, types []string) int {
+	qos, accounts, users, _ := syncPlan(cfg, snap, types, nil)
+	return len(qos) + len(accounts) + len(users)
+}
+
 // projectQOS is every QOS of the project's an account (or user) under it must be allowed,
 // normalized: the guaranteed, borrow and elastic QOS.
 func projectQOS(cfg *Config, proj string) []string {

@@ -32,28 +32,39 @@ import (
 // So the worst a user gets from an unreadable job is their own project's lending stopped and
 // their own guarantee's room (or borrowing room) kept idle; they cannot stop lending elsewhere.
 
-// unreadables applies the rule above, after reserveInQuota: the GPUs kept back come after those
-// of the readable in-quota jobs, which start first.
-func (e *engine) unreadables() {
+// atWorst is what countUnreadable hands on: the books with the idle GPUs unreadable jobs may
+// take kept back, the projects whose counts are lower bounds from then on (each with its first
+// unreadable job), and, when set, why nothing is lent this cycle.
+type atWorst struct {
+	reserved
+	unaccounted map[*project]uint32
+	noLends     string
+}
+
+// countUnreadable applies the rule above, after reserveInQuota: the GPUs kept back come after
+// those of the readable in-quota jobs, which start first.
+func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
+	books := in.books
+	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}}
 	keptBack := map[*project]bool{}
-	for i := range e.snap.Unreadable {
-		u := &e.snap.Unreadable[i]
+	for i := range c.snap.Unreadable {
+		u := &c.snap.Unreadable[i]
 		j := &Job{ID: u.ID, Account: u.Account, User: u.User, QOS: u.QOS, State: u.State}
-		p := e.jobProject(j)
+		p := books.jobProject(j)
 		qos := strings.ToLower(u.QOS)
-		managed := p != nil && (qos == strings.ToLower(p.guarQOS) || e.lenderOf(qos) != nil)
+		managed := p != nil && (qos == strings.ToLower(p.guarQOS) || books.lenderOf(qos) != nil)
 		if !managed {
-			e.say(j, "cannot be read (%s); it is in no project's QOS, so quotad would not manage it anyway", u.Problem)
+			log.say(j, "cannot be read (%s); it is in no project's QOS, so quotad would not manage it anyway", u.Problem)
 			continue
 		}
-		if _, known := e.unaccounted[p]; !known {
-			e.unaccounted[p] = u.ID
+		if _, known := out.unaccounted[p]; !known {
+			out.unaccounted[p] = u.ID
 		}
 		what := ""
 		switch {
-		case u.State.holdsGPUs() && e.lenderOf(qos) != nil && len(e.cfg.LendLimits) > 0:
-			if e.noLends == "" {
-				e.noLends = fmt.Sprintf("job %d holds borrowed GPUs quotad cannot count, so the lending limits cannot be checked", u.ID)
+		case u.State.holdsGPUs() && books.lenderOf(qos) != nil && len(c.cfg.LendLimits) > 0:
+			if out.noLends == "" {
+				out.noLends = fmt.Sprintf("job %d holds borrowed GPUs quotad cannot count, so the lending limits cannot be checked", u.ID)
 			}
 			what = "it holds borrowed GPUs quotad cannot count: nothing is lent this cycle"
 		case u.State.holdsGPUs():
@@ -62,27 +73,28 @@ func (e *engine) unreadables() {
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee, kept back already", p.cfg.Account)
 		case qos == strings.ToLower(p.guarQOS):
 			keptBack[p] = true
-			kept := e.keepBack(func(t string) int { return p.guaranteeRoom(t) - p.reserved[t] }, p.cfg.Total()-p.inUseTotal-sum(p.reserved))
+			kept := books.keepBack(func(t string) int { return p.guaranteeRoom(t) - p.reserved[t] }, p.cfg.Total()-p.inUseTotal-sum(p.reserved))
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))
 		default:
-			kept := e.keepBack(func(t string) int { return min(e.borrowRoom(p, t), e.lendRoom(t)) }, e.borrowRoom(p, ""))
+			kept := books.keepBack(func(t string) int { return min(books.borrowRoom(p, t), books.lendRoom(t)) }, books.borrowRoom(p, ""))
 			what = fmt.Sprintf("it may start on as many GPUs as %s may still borrow: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))
 		}
-		e.say(j, "cannot be read (%s); counted at its worst: %s; no job of %s is lent or returned on its guarantee room while it is unaccounted", u.Problem, what, p.cfg.Account)
+		log.say(j, "cannot be read (%s); counted at its worst: %s; no job of %s is lent or returned on its guarantee room while it is unaccounted", u.Problem, what, p.cfg.Account)
 	}
+	return out
 }
 
 // keepBack takes up to room(t) idle GPUs of each type, and at most total in all, off the
 // lendable nodes, and returns what it took.
-func (e *engine) keepBack(room func(t string) int, total int) map[string]int {
+func (l *ledger) keepBack(room func(t string) int, total int) map[string]int {
 	kept := map[string]int{}
-	for _, t := range e.types {
+	for _, t := range l.c.types {
 		if t == "" {
 			continue
 		}
 		n := min(room(t), total-sum(kept))
 		if n > 0 {
-			if got := e.nodes.holdBack(t, n); got > 0 {
+			if got := l.nodes.holdBack(t, n); got > 0 {
 				kept[t] = got
 			}
 		}
@@ -110,8 +122,8 @@ func (in *idleNodes) holdBack(t string, n int) int {
 }
 
 // unaccountedText says why a project's jobs are not lent or returned on its counts, or "".
-func (e *engine) unaccountedText(p *project) string {
-	id, ok := e.unaccounted[p]
+func (a atWorst) unaccountedText(p *project) string {
+	id, ok := a.unaccounted[p]
 	if !ok {
 		return ""
 	}
