@@ -78,10 +78,14 @@ func decide(in Input, s Settings) Decision {
 	if d, ok := p.replaceStraggler(signalFlags(in, s)); ok {
 		return d
 	}
-	if d, ok := p.shrinkIfStepDoesNotPay(); ok {
-		return d
+	steps := p.judgeStepsIn()
+	if steps.undo != nil {
+		return *steps.undo
 	}
-	return p.growOrHold()
+	if steps.noise != "" {
+		return hold("%s", steps.noise)
+	}
+	return p.growOrHold(steps.paid)
 }
 
 // planner holds what the checks share for one decision.
@@ -96,10 +100,8 @@ type planner struct {
 	best       window             // the settled report of that window with the most samples/s
 	peak       map[string]float64 // each worker's best samples/s in that window
 	first      window             // the current size's first MinSamples settled reports
-	paidSteps  []string           // steps into the current size that still pay
 	changed    bool               // throughput at the current size moved beyond noise
 	changeText string
-	noise      string // a step that stopped paying within the noise margin
 	sizes      map[string]measured
 }
 
@@ -162,11 +164,19 @@ func (p *planner) judge(lo, hi window, loAlloc, hiAlloc map[GPUType]int, t GPUTy
 	return st
 }
 
-// shrinkIfStepDoesNotPay undoes the step that led to the current size when
-// its efficiency, with today's throughput, is at or below the threshold.
-// This is both "a step failed: back to the last good size" and "shrink when
-// s falls below threshold".
-func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
+// stepsIn is what judging the steps into the current size found.
+type stepsIn struct {
+	paid  []string  // the steps that still pay, in words (growth and holds name them)
+	undo  *Decision // the shrink undoing the step that pays least, when one does not pay
+	noise string    // a step that stopped paying within the noise margin: hold, in these words
+}
+
+// judgeStepsIn judges each step that led to the current size, one per GPU type, and plans the
+// undoing of the worst one whose efficiency, with today's throughput, is at or below the
+// threshold. This is both "a step failed: back to the last good size" and "shrink when s falls
+// below threshold".
+func (p *planner) judgeStepsIn() stepsIn {
+	var out stepsIn
 	type candidate struct {
 		t     GPUType
 		lower measured
@@ -190,7 +200,7 @@ func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
 			}
 		}
 		if st.pays {
-			p.paidSteps = append(p.paidSteps, st.text)
+			out.paid = append(out.paid, st.text)
 		}
 		if st.pays || count <= 0 {
 			continue
@@ -198,8 +208,8 @@ func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
 		if atFirst := p.judge(lower.rate, p.first, lower.alloc, p.alloc, t); atFirst.pays && !p.changed {
 			// The step paid when this size was first measured and the throughput has moved
 			// less than the noise margin since: noise, not a reason to shrink (nor to grow).
-			if p.noise == "" {
-				p.noise = fmt.Sprintf("step %s, but it paid when first measured (s = %.2f) and throughput moved less than %.0f%% since: within the noise margin, not shrinking",
+			if out.noise == "" {
+				out.noise = fmt.Sprintf("step %s, but it paid when first measured (s = %.2f) and throughput moved less than %.0f%% since: within the noise margin, not shrinking",
 					st.text, atFirst.efficiency, 100*p.s.NoiseTolerance)
 			}
 			continue
@@ -209,17 +219,15 @@ func (p *planner) shrinkIfStepDoesNotPay() (Decision, bool) {
 		}
 	}
 	if worst == nil {
-		if p.noise != "" {
-			return hold("%s", p.noise), true
-		}
-		return Decision{}, false
+		return out
 	}
 	workers := p.pickToRemove(worst.t, worst.count, worst.lower.rate)
 	reason := fmt.Sprintf("step %s does not pay; back to %d workers", worst.step.text, p.total-worst.count)
 	if p.total-worst.count > totalWorkers(worst.lower.alloc) {
 		reason += fmt.Sprintf(" (min is %d)", p.bounds.MinWorkers)
 	}
-	return Decision{Action: Shrink, Type: worst.t, Count: worst.count, Workers: workers, Reason: reason}, true
+	out.undo = &Decision{Action: Shrink, Type: worst.t, Count: worst.count, Workers: workers, Reason: reason}
+	return out
 }
 
 // pickToRemove chooses n workers of type t: first those absent from the
@@ -272,11 +280,11 @@ type growthOption struct {
 }
 
 // growOrHold grows by the best type whose next step is allowed, or holds
-// and says why nothing is.
-func (p *planner) growOrHold() Decision {
+// and says why nothing is; paid are the steps into the current size that pay.
+func (p *planner) growOrHold(paid []string) Decision {
 	if p.total >= p.bounds.MaxWorkers {
 		d := hold("at max %d workers%s (%s)", p.bounds.MaxWorkers, p.bounds.MaxReason, configKey(p.alloc))
-		for _, st := range p.paidSteps {
+		for _, st := range paid {
 			d.Reason += "; step " + st + " pays"
 		}
 		return d
@@ -297,7 +305,7 @@ func (p *planner) growOrHold() Decision {
 	slices.SortFunc(options, betterGrowth)
 	best := options[0]
 	reason := fmt.Sprintf("grow %s by %d %s worker(s): %s", configKey(p.alloc), best.count, best.t, best.estimate)
-	for _, st := range p.paidSteps {
+	for _, st := range paid {
 		reason += "; step " + st + " pays"
 	}
 	if p.changed {
