@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/noderoom"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
@@ -58,6 +59,51 @@ func (n *Node) Up() bool {
 		}
 	}
 	return true
+}
+
+// WhyNoNewJobs says why Slurm starts no new job on the node now; "" when it may:
+//   - not up: down, drained or draining, failing, powered down, not responding (Up);
+//   - in an active reservation: only the reservation's jobs may use it;
+//   - RESERVED: in a reservation that a state flag reports but the node's record does not name;
+//   - PLANNED: backfill keeps it for a pending job that starts there once the node's running
+//     jobs end, so a job given its idle GPUs would wait behind that one (22.05's backfill flags
+//     only nodes with nothing running; from 23.02 on it flags partly used nodes too).
+func (n *Node) WhyNoNewJobs() string {
+	switch {
+	case !n.Up():
+		return fmt.Sprintf("state %s", strings.Join(append([]string{n.State}, n.StateFlags...), "+"))
+	case n.Reservation != "":
+		return "in reservation " + n.Reservation
+	case slices.Contains(n.StateFlags, "RESERVED"):
+		return "reserved"
+	case slices.Contains(n.StateFlags, "PLANNED"):
+		return "planned by backfill for a pending job"
+	}
+	return ""
+}
+
+// Free is what the node has unallocated now: GPUs by type ("" for GPUs configured without a
+// type), CPUs and memory. It says nothing of whether Slurm starts jobs there (WhyNoNewJobs).
+func (n *Node) Free() noderoom.Free {
+	f := noderoom.Free{GPUs: map[string]int{}, CPUs: max(n.CPUs-n.AllocCPUs, 0),
+		MemoryMB: int64(n.MemoryMB) - int64(min(n.AllocMemoryMB, n.MemoryMB))}
+	used := map[string]uint64{}
+	for _, g := range n.GresUsed {
+		if g.IsGPU() {
+			used[g.Type] += g.Count
+		}
+	}
+	for _, g := range n.Gres {
+		if !g.IsGPU() || g.Count == 0 {
+			continue
+		}
+		taken := min(g.Count, used[g.Type])
+		used[g.Type] -= taken
+		if free := int(g.Count - taken); free > 0 {
+			f.GPUs[g.Type] += free
+		}
+	}
+	return f
 }
 
 // GPUs is the number of GPUs the node has, all types together.

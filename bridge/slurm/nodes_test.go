@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
@@ -86,5 +87,41 @@ func TestClusterMatchesTheTestbedPools(t *testing.T) {
 	problems := pools.CheckCluster(cfg, Cluster(nodes))
 	if len(problems) == 0 || !strings.Contains(problems.Error(), "node_count is 2 but partition v100 has 3 nodes") {
 		t.Fatalf("got problems %v", problems)
+	}
+}
+
+func TestWhyNoNewJobs(t *testing.T) {
+	base := Node{Name: "a100-1", State: "idle", CPUs: 8, MemoryMB: 32000}
+	for _, tc := range []struct {
+		name string
+		edit func(*Node)
+		want string
+	}{
+		{"up", func(*Node) {}, ""},
+		{"drained", func(n *Node) { n.StateFlags = []string{"DRAIN"} }, "state idle+DRAIN"},
+		{"down", func(n *Node) { n.State = "down" }, "state down"},
+		{"in a reservation (23.02 on)", func(n *Node) { n.Reservation = "maint"; n.StateFlags = []string{"RESERVED"} }, "in reservation maint"},
+		{"reserved (22.05 says it by flag only)", func(n *Node) { n.StateFlags = []string{"RESERVED"} }, "reserved"},
+		{"planned by backfill", func(n *Node) { n.StateFlags = []string{"PLANNED"} }, "planned by backfill for a pending job"},
+		{"planned and partly used", func(n *Node) { n.State = "mixed"; n.StateFlags = []string{"PLANNED"} }, "planned by backfill for a pending job"},
+	} {
+		n := base
+		tc.edit(&n)
+		if got := n.WhyNoNewJobs(); got != tc.want {
+			t.Errorf("%s: WhyNoNewJobs = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestFreeIsWhatIsNotAllocated(t *testing.T) {
+	n := Node{Name: "mix-1", State: "mixed", CPUs: 16, AllocCPUs: 10, MemoryMB: 64000, AllocMemoryMB: 70000,
+		Gres:     []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}, {Name: "gpu", Type: "t4", Count: 2}, {Name: "shard", Count: 8}},
+		GresUsed: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 3}, {Name: "gpu", Type: "t4", Count: 2}}}
+	f := n.Free()
+	if f.CPUs != 6 || f.MemoryMB != 0 {
+		t.Errorf("free CPUs, memory = %d, %d; want 6, 0 (memory allocated past the node's is none free)", f.CPUs, f.MemoryMB)
+	}
+	if len(f.GPUs) != 1 || f.GPUs["a100"] != 1 {
+		t.Errorf("free GPUs = %v; want a100:1 only (t4 all used, shards are not GPUs)", f.GPUs)
 	}
 }

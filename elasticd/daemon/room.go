@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/noderoom"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
@@ -32,31 +33,34 @@ func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.JobExtra) workerSha
 }
 
 // fits is how many workers of shape s the nodes of the partitions can start now: GPUs of type
-// t, CPUs and memory free on nodes Slurm may start jobs on (up, not reserved), each node once.
+// t, CPUs and memory free on nodes Slurm may start jobs on, each node once (bridge/noderoom's
+// rule, quotad's too).
 func (s workerShape) fits(nodes []slurm.Node, parts []string, t policy.GPUType) int {
+	each := noderoom.Shape{GPUs: map[string]int{roomType(t): s.gpus}, CPUs: s.tasks * s.cpusPerTask, MemoryMB: int64(s.memMB)}
 	total := 0
-	for _, n := range nodes {
-		if !startsJobs(n, parts) {
-			continue
+	for i := range nodes {
+		if startsJobs(&nodes[i], parts) {
+			total += nodes[i].Free().Fits(each)
 		}
-		gpus := freeGPUs(n, t) / s.gpus
-		cpus := (n.CPUs - min(n.AllocCPUs, n.CPUs)) / (s.tasks * s.cpusPerTask)
-		count := min(gpus, cpus)
-		if s.memMB > 0 {
-			count = min(count, int((n.MemoryMB-min(n.AllocMemoryMB, n.MemoryMB))/s.memMB))
-		}
-		total += count
 	}
 	return total
 }
 
-// startsJobs: Slurm may start a worker on the node now in one of the partitions (it is up and
-// not reserved).
-func startsJobs(n slurm.Node, parts []string) bool {
-	return n.Up() && n.Reservation == "" && anyPartition(n, parts)
+// roomType is t as bridge/noderoom names it: "gpu" (a worker of any type) is AnyType.
+func roomType(t policy.GPUType) string {
+	if t == "gpu" {
+		return noderoom.AnyType
+	}
+	return string(t)
 }
 
-func anyPartition(n slurm.Node, parts []string) bool {
+// startsJobs: Slurm may start a worker on the node now in one of the partitions (see
+// slurm.Node.WhyNoNewJobs: up, not reserved, not planned by backfill for another job).
+func startsJobs(n *slurm.Node, parts []string) bool {
+	return n.WhyNoNewJobs() == "" && anyPartition(n, parts)
+}
+
+func anyPartition(n *slurm.Node, parts []string) bool {
 	for _, p := range parts {
 		if n.InPartition(p) {
 			return true
@@ -66,17 +70,8 @@ func anyPartition(n slurm.Node, parts []string) bool {
 }
 
 // freeGPUs is the node's unallocated GPUs of type t ("gpu": of any type).
-func freeGPUs(n slurm.Node, t policy.GPUType) int {
-	count := func(gres []gpureq.Gres) int {
-		c := 0
-		for _, g := range gres {
-			if g.IsGPU() && (t == "gpu" || g.Type == string(t)) {
-				c += int(g.Count)
-			}
-		}
-		return c
-	}
-	return max(count(n.Gres)-count(n.GresUsed), 0)
+func freeGPUs(n *slurm.Node, t policy.GPUType) int {
+	return n.Free().GPUsOf(roomType(t))
 }
 
 // unlimited is a QOS room without a limit.
@@ -249,9 +244,9 @@ func distinctFold(qos []string) []string {
 // freeGPUsIn is the GPUs of type t free on the nodes that start jobs in the partitions.
 func freeGPUsIn(nodes []slurm.Node, parts []string, t policy.GPUType) int {
 	free := 0
-	for _, n := range nodes {
-		if startsJobs(n, parts) {
-			free += freeGPUs(n, t)
+	for i := range nodes {
+		if startsJobs(&nodes[i], parts) {
+			free += freeGPUs(&nodes[i], t)
 		}
 	}
 	return free

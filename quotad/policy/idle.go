@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/noderoom"
 )
 
 // nodeRoom is what one usable node has free now. Every partition that lists the node shares
@@ -13,9 +15,7 @@ import (
 type nodeRoom struct {
 	name  string
 	parts []string
-	gpus  map[string]int // idle GPUs by type
-	cpus  int
-	memMB int64
+	free  noderoom.Free // idle GPUs by type, free CPUs and memory, less what the plan took
 }
 
 // idleNodes is the free capacity of the usable nodes, by partition.
@@ -47,10 +47,10 @@ func newIdleNodes(nodes []Node) (in *idleNodes, total, idle map[string]int) {
 		if n.Unusable != "" {
 			continue
 		}
-		r := &nodeRoom{name: n.Name, gpus: map[string]int{}, cpus: max(n.FreeCPUs, 0), memMB: max(n.FreeMemMB, 0)}
+		r := &nodeRoom{name: n.Name, free: noderoom.Free{GPUs: map[string]int{}, CPUs: max(n.FreeCPUs, 0), MemoryMB: max(n.FreeMemMB, 0)}}
 		for t, c := range n.IdleGPUs {
 			if c > 0 {
-				r.gpus[t] = c
+				r.free.GPUs[t] = c
 				idle[t] += c
 			}
 		}
@@ -65,7 +65,7 @@ func newIdleNodes(nodes []Node) (in *idleNodes, total, idle map[string]int) {
 				in.idle[part] = map[string]int{}
 			}
 			in.byPartition[part] = append(in.byPartition[part], r)
-			addAll(in.idle[part], r.gpus)
+			addAll(in.idle[part], r.free.GPUs)
 		}
 	}
 	sort.Strings(in.partitions)
@@ -79,8 +79,8 @@ func (in *idleNodes) idleIn(part, t string) int { return in.idle[part][t] }
 func (in *idleNodes) lendable(t string) int {
 	n := 0
 	for _, r := range in.all {
-		if r.cpus > 0 {
-			n += r.gpus[t]
+		if r.free.CPUs > 0 {
+			n += r.free.GPUs[t]
 		}
 	}
 	return n
@@ -133,18 +133,9 @@ func (in *idleNodes) fit(part string, s shape, per map[string]int) []*nodeRoom {
 		return nil
 	}
 	var got []*nodeRoom
+	each := noderoom.Shape{GPUs: per, CPUs: s.cpus, MemoryMB: s.memMB}
 	for _, r := range in.byPartition[part] {
-		if r.cpus < s.cpus || r.memMB < s.memMB {
-			continue
-		}
-		ok := true
-		for _, c := range want {
-			if r.gpus[c.t] < c.n {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if r.free.Fits(each) > 0 {
 			got = append(got, r)
 			if len(got) == s.nodes {
 				return got
@@ -179,13 +170,13 @@ func unfitKey(part string, s shape, want []gpuCount) string {
 func (in *idleNodes) take(pl placement) {
 	for _, r := range pl.nodes {
 		for t, n := range pl.perNode {
-			r.gpus[t] -= n
+			r.free.GPUs[t] -= n
 			for _, part := range r.parts {
 				in.idle[part][t] -= n
 			}
 		}
-		r.cpus -= pl.shape.cpus
-		r.memMB -= pl.shape.memMB
+		r.free.CPUs -= pl.shape.cpus
+		r.free.MemoryMB -= pl.shape.memMB
 	}
 }
 
@@ -194,13 +185,13 @@ func (in *idleNodes) giveBack(pl placement) {
 	clear(in.unfit)
 	for _, r := range pl.nodes {
 		for t, n := range pl.perNode {
-			r.gpus[t] += n
+			r.free.GPUs[t] += n
 			for _, part := range r.parts {
 				in.idle[part][t] += n
 			}
 		}
-		r.cpus += pl.shape.cpus
-		r.memMB += pl.shape.memMB
+		r.free.CPUs += pl.shape.cpus
+		r.free.MemoryMB += pl.shape.memMB
 	}
 }
 

@@ -106,11 +106,11 @@ func (l *ledger) keepBack(room func(t string) int, total int) map[string]int {
 func (in *idleNodes) holdBack(t string, n int) int {
 	taken := 0
 	for _, r := range in.all {
-		c := min(r.gpus[t], n-taken)
+		c := min(r.free.GPUs[t], n-taken)
 		if c <= 0 {
 			continue
 		}
-		r.gpus[t] -= c
+		r.free.GPUs[t] -= c
 		for _, part := range r.parts {
 			in.idle[part][t] -= c
 		}

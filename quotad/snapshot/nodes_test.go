@@ -120,29 +120,6 @@ func TestPlannedNodesFromEveryRelease(t *testing.T) {
 	}
 }
 
-func TestNodesNotUsable(t *testing.T) {
-	base := slurm.Node{Name: "a100-1", State: "idle", CPUs: 8, MemoryMB: 32000}
-	for _, tc := range []struct {
-		name string
-		edit func(*slurm.Node)
-		want string
-	}{
-		{"up", func(*slurm.Node) {}, ""},
-		{"drained", func(n *slurm.Node) { n.StateFlags = []string{"DRAIN"} }, "state idle+DRAIN"},
-		{"down", func(n *slurm.Node) { n.State = "down" }, "state down"},
-		{"in a reservation (23.02 on)", func(n *slurm.Node) { n.Reservation = "maint"; n.StateFlags = []string{"RESERVED"} }, "in reservation maint"},
-		{"reserved (22.05 says it by flag only)", func(n *slurm.Node) { n.StateFlags = []string{"RESERVED"} }, "reserved"},
-		{"planned by backfill", func(n *slurm.Node) { n.StateFlags = []string{"PLANNED"} }, "planned by backfill for a pending job"},
-		{"planned and partly used", func(n *slurm.Node) { n.State = "mixed"; n.StateFlags = []string{"PLANNED"} }, "planned by backfill for a pending job"},
-	} {
-		n := base
-		tc.edit(&n)
-		if got := unusable(&n); got != tc.want {
-			t.Errorf("%s: unusable = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestConvertJobReadsShape(t *testing.T) {
 	j := slurm.Job{ID: 8, State: "PENDING", TRESPerNode: "gres/gpu:a100:2", TRESPerJob: "gres/gpu:a100:4", NodeCount: 2,
 		TRESReq: map[string]uint64{"cpu": 4, "mem": 8000, "node": 2, "gres/gpu": 4, "gres/gpu:a100": 4}}

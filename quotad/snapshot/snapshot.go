@@ -436,46 +436,18 @@ func Nodes(nodes []slurm.Node) []policy.Node {
 		if n.GPUs() == 0 {
 			continue
 		}
+		free := n.Free()
 		pn := policy.Node{
-			Name: n.Name, Partitions: slices.Clone(n.Partitions), GPUs: map[string]int{}, IdleGPUs: map[string]int{},
-			FreeCPUs:  max(n.CPUs-n.AllocCPUs, 0),
-			FreeMemMB: int64(n.MemoryMB) - int64(min(n.AllocMemoryMB, n.MemoryMB)),
-			Unusable:  unusable(n),
-		}
-		used := map[string]uint64{}
-		for _, g := range n.GresUsed {
-			if g.IsGPU() {
-				used[g.Type] += g.Count
-			}
+			Name: n.Name, Partitions: slices.Clone(n.Partitions), GPUs: map[string]int{}, IdleGPUs: free.GPUs,
+			FreeCPUs: free.CPUs, FreeMemMB: free.MemoryMB, Unusable: n.WhyNoNewJobs(),
 		}
 		for _, g := range n.Gres {
-			if !g.IsGPU() || g.Count == 0 {
-				continue
+			if g.IsGPU() && g.Count > 0 {
+				pn.GPUs[g.Type] += int(g.Count)
 			}
-			pn.GPUs[g.Type] += int(g.Count)
-			pn.IdleGPUs[g.Type] += int(g.Count - min(g.Count, used[g.Type]))
-			used[g.Type] -= min(g.Count, used[g.Type])
 		}
 		out = append(out, pn)
 	}
 	return out
 }
 
-// unusable says why Slurm starts no job of ours on the node now: it is down or drained, in an
-// active reservation (only the reservation's jobs may use it), or planned: backfill has kept
-// it for a pending job that starts there once the node's running jobs end, so a borrower lent
-// its idle GPUs would wait behind that job (22.05's backfill flags only nodes with nothing
-// running; from 23.02 on it flags partly used nodes too).
-func unusable(n *slurm.Node) string {
-	switch {
-	case !n.Up():
-		return fmt.Sprintf("state %s", strings.Join(append([]string{n.State}, n.StateFlags...), "+"))
-	case n.Reservation != "":
-		return "in reservation " + n.Reservation
-	case slices.Contains(n.StateFlags, "RESERVED"):
-		return "reserved"
-	case slices.Contains(n.StateFlags, "PLANNED"):
-		return "planned by backfill for a pending job"
-	}
-	return ""
-}
