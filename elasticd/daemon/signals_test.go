@@ -73,7 +73,7 @@ func post(t *testing.T, h http.Handler, rep api.SignalReport, auth string, signe
 	if signedBody == nil {
 		signedBody = body
 	}
-	return send(h, body, auth, api.SignalsPayload(signedBody))
+	return postPayload(h, body, auth, api.SignalsPayload(signedBody))
 }
 
 // postMadeFor sends rep with a credential "cred:UID:HOST:<madeFor>": one made for something
@@ -84,12 +84,12 @@ func postMadeFor(t *testing.T, h http.Handler, rep api.SignalReport, auth, madeF
 	if err != nil {
 		t.Fatal(err)
 	}
-	return send(h, body, auth, madeFor)
+	return postPayload(h, body, auth, madeFor)
 }
 
-// send posts body to the signals endpoint, with the credential auth made for payload (auth
+// postPayload posts body to the signals endpoint, with the credential auth made for payload (auth
 // "": no Authorization header).
-func send(h http.Handler, body []byte, auth, payload string) *httptest.ResponseRecorder {
+func postPayload(h http.Handler, body []byte, auth, payload string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, api.SignalsPath, bytes.NewReader(body))
 	if auth != "" {
 		req.Header.Set("Authorization", "MUNGE "+auth+":"+payload)
