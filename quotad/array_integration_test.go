@@ -23,9 +23,7 @@ import (
 func bobFillsGuarantee(t *testing.T, c *testbed.Cluster) []string {
 	t.Helper()
 	bob := submitN(t, c, "bob", 4)
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" && r.qos == "guar-proj-b" }) == 4
-	})
+	waitQueue(t, c, bob, "bob's 4 in-quota jobs running", 20*time.Second, exactly(4, bob, runningIn("guar-proj-b")))
 	return bob
 }
 

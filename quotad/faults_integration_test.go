@@ -46,9 +46,7 @@ func activeQuotad(t *testing.T, c *testbed.Cluster) (string, *os.Process) {
 func overQuota(t *testing.T, c *testbed.Cluster) (all []string) {
 	t.Helper()
 	all = submitN(t, c, "bob", 8)
-	waitFor(t, "bob's 4 in-quota jobs running", 30*time.Second, func() bool {
-		return count(queue(t, c, all), all, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
-	})
+	waitQueue(t, c, all, "bob's 4 in-quota jobs running", 30*time.Second, exactly(4, all, running))
 	return all
 }
 
@@ -56,10 +54,10 @@ func overQuota(t *testing.T, c *testbed.Cluster) (all []string) {
 func assertNothingLent(t *testing.T, c *testbed.Cluster, ids []string, while string) {
 	t.Helper()
 	for id, r := range queue(t, c, ids) {
-		if strings.HasPrefix(r.qos, "borrow-") {
+		if inABorrowQOS(r) {
 			t.Fatalf("job %s lent %s", id, while)
 		}
-		if r.state != "RUNNING" && r.state != "PENDING" {
+		if !running(r) && !pending(r) {
 			t.Fatalf("job %s is %s %s; quotad must never end a job", id, r.state, while)
 		}
 	}
@@ -70,13 +68,9 @@ func assertNothingLent(t *testing.T, c *testbed.Cluster, ids []string, while str
 func assertConverges(t *testing.T, c *testbed.Cluster, ids []string, recovered time.Time) {
 	t.Helper()
 	limit := 2*faultCycle + 5*time.Second - time.Since(recovered)
-	waitFor(t, "4 of bob's jobs lent within two cycles of recovery", limit, func() bool {
-		return count(queue(t, c, ids), ids, func(r jobRow) bool { return strings.HasPrefix(r.qos, "borrow-") }) == 4
-	})
+	waitQueue(t, c, ids, "4 of bob's jobs lent within two cycles of recovery", limit, exactly(4, ids, inABorrowQOS))
 	t.Logf("lent %s after recovery", time.Since(recovered).Round(100*time.Millisecond))
-	waitFor(t, "all 8 of bob's jobs running", 30*time.Second, func() bool {
-		return count(queue(t, c, ids), ids, func(r jobRow) bool { return r.state == "RUNNING" }) == 8
-	})
+	waitQueue(t, c, ids, "all 8 of bob's jobs running", 30*time.Second, exactly(8, ids, running))
 }
 
 func TestQuotadKilledMidCycleConverges(t *testing.T) {
@@ -92,7 +86,7 @@ func TestQuotadKilledMidCycleConverges(t *testing.T) {
 	}
 	_, _ = first.Wait()
 	for id, r := range queue(t, c, ids) {
-		if r.state != "RUNNING" && r.state != "PENDING" {
+		if !running(r) && !pending(r) {
 			t.Fatalf("job %s is %s after quotad was killed", id, r.state)
 		}
 	}

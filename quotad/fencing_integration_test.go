@@ -60,9 +60,8 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	const lends = 6
 	// Only jobs Slurm has marked over quota are lent: wait for all six, or the first plan
 	// could hold one batch only and the cut would fall between cycles, not between actions.
-	waitFor(t, "bob's 4 and carol's 2 jobs pending with reason QOSGrpGRES", 30*time.Second, func() bool {
-		return count(queue(t, c, all), all, func(r jobRow) bool { return r.state == "PENDING" && r.reason == "QOSGrpGRES" }) == lends
-	})
+	waitQueue(t, c, all, "bob's 4 and carol's 2 jobs pending with reason QOSGrpGRES", 30*time.Second,
+		exactly(lends, all, both(pending, withReason("QOSGrpGRES"))))
 
 	// Its first plan also sets the reclaim order the lends bring (three Preempt lists, the
 	// priorities of proj-b's and proj-c's borrow and elastic QOS), one action each before the
@@ -104,11 +103,8 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	waitFor(t, "the standby to take the lease", 15*time.Second, func() bool {
 		return logCount(t, standby, "this quotad is the active one") > 0
 	})
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "all of bob's and carol's jobs running, 6 borrowed", 30*time.Second, func() bool {
-		q := queue(t, c, all)
-		return count(q, all, isRunning) == len(all) && count(q, all, func(r jobRow) bool { return strings.HasPrefix(r.qos, "borrow-") }) == lends
-	})
+	waitQueue(t, c, all, "all of bob's and carol's jobs running, 6 borrowed", 30*time.Second,
+		exactly(len(all), all, running), exactly(lends, all, inABorrowQOS))
 	// Past the point where the slow quotad's next action would have come.
 	time.Sleep(2 * stepDelay)
 
@@ -132,7 +128,7 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 		t.Error("the standby never said it stayed passive while the slow quotad held the lease")
 	}
 	for id, r := range queue(t, c, all) {
-		if r.state != "RUNNING" {
+		if !running(r) {
 			t.Errorf("job %s is %s; no job may end", id, r.state)
 		}
 	}

@@ -165,10 +165,7 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 	ensureQuotad(t, c)
 	logStart := ctldLogSize(t, c)
 	bob := submitN(t, c, "bob", 4)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, isRunning) == 4
-	})
+	waitQueue(t, c, bob, "bob's 4 in-quota jobs running", 20*time.Second, exactly(4, bob, running))
 
 	name := fmt.Sprintf("nk-salloc-%d", time.Now().UnixNano())
 	salloc := startAs(t, c, "bob", "salloc", "-A", "proj-b", "-p", "a100", "-N1", "--gres=gpu:a100:4", "-t", "10", "-J", name, "sleep", "300")
@@ -179,7 +176,7 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 
 	// Three cycles of the test's quotad, with 4 a100 idle in partition a100 that it would lend.
 	time.Sleep(6 * time.Second)
-	r := queue(t, c, []string{id})[id]
+	r := row(t, c, id)
 	if r.state != "PENDING" || r.qos != "guar-proj-b" {
 		t.Fatalf("bob's salloc %s is %s in %s, want PENDING in guar-proj-b (never lent); salloc said:\n%s", id, r.state, r.qos, salloc.out)
 	}
@@ -197,19 +194,14 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 	// alice claims her guarantee: it starts on idle GPUs, nothing is preempted or killed.
 	alice := submitN(t, c, "alice", 4)
 	all = append(all, alice...)
-	waitFor(t, "alice's 4 in-quota jobs running", 30*time.Second, func() bool {
-		return count(queue(t, c, alice), alice, isRunning) == 4
-	})
-	if r := queue(t, c, []string{id})[id]; r.state != "PENDING" || r.qos != "guar-proj-b" {
+	waitQueue(t, c, alice, "alice's 4 in-quota jobs running", 30*time.Second, exactly(4, alice, running))
+	if r := row(t, c, id); r.state != "PENDING" || r.qos != "guar-proj-b" {
 		t.Fatalf("bob's salloc %s is %s in %s after alice's claim, want PENDING in guar-proj-b", id, r.state, r.qos)
 	}
 
 	// bob's own jobs end: his salloc runs in his guarantee, where no one can reclaim it.
 	c.Cancel(append(bob, alice...)...)
-	waitFor(t, "bob's salloc running in guar-proj-b", 40*time.Second, func() bool {
-		r := queue(t, c, []string{id})[id]
-		return r.state == "RUNNING" && r.qos == "guar-proj-b"
-	})
+	waitQueue(t, c, []string{id}, "bob's salloc running in guar-proj-b", 40*time.Second, exactly(1, []string{id}, runningIn("guar-proj-b")))
 	t.Logf("salloc %s runs in guar-proj-b; salloc said:\n%s", id, salloc.out)
 	if got := salloc.out.String(); strings.Contains(got, "revoked") || salloc.ended() {
 		t.Fatalf("salloc ended or lost its allocation:\n%s", got)
@@ -260,19 +252,14 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 
 	// Over his quota, bob's batch job with --requeue borrows as asked.
 	bob := submitN(t, c, "bob", 4)
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
-	})
+	waitQueue(t, c, bob, "bob's 4 in-quota jobs running", 20*time.Second, exactly(4, bob, running))
 	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if err != nil {
 		t.Fatalf("sbatch --qos=borrow-proj-b --requeue refused: %v\n%s", err, msg)
 	}
 	all := append([]string{id}, bob...)
 	drainAtEnd(t, c, &all)
-	waitFor(t, "bob's --requeue job running in borrow-proj-b", 20*time.Second, func() bool {
-		r := queue(t, c, []string{id})[id]
-		return r.state == "RUNNING" && r.qos == "borrow-proj-b"
-	})
+	waitQueue(t, c, []string{id}, "bob's --requeue job running in borrow-proj-b", 20*time.Second, exactly(1, []string{id}, runningIn("borrow-proj-b")))
 
 	// Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it requeueable, which
 	// the plugin reads from slurmctld's own slurm_conf (unread, it would refuse the job).
@@ -300,7 +287,7 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	if err == nil {
 		t.Fatalf("bob moved his job %s into borrow-proj-b himself", held)
 	}
-	if r := queue(t, c, []string{held})[held]; r.qos != "guar-proj-b" {
+	if r := row(t, c, held); r.qos != "guar-proj-b" {
 		t.Errorf("job %s is in %s after a refused update, want guar-proj-b", held, r.qos)
 	}
 	// job_modify has an err_msg from 23.02 on; 22.05 logs the reason only.

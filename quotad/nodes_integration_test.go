@@ -73,10 +73,7 @@ func TestNodeInTwoPartitionsLendsItsGPUsOnce(t *testing.T) {
 		all = append(all, submitTo(t, c, "bob", "a100", 1))
 	}
 	inQuota := slices.Clone(all)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, inQuota), inQuota, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4
-	})
+	waitQueue(t, c, inQuota, "bob's 4 in-quota jobs running", 20*time.Second, exactly(4, inQuota, runningIn("guar-proj-b")))
 	var over []string
 	for _, part := range []string{"a100", "a100-both", "a100", "a100-both", "a100", "a100-both"} {
 		over = append(over, submitTo(t, c, "bob", part, 1))
@@ -86,16 +83,14 @@ func TestNodeInTwoPartitionsLendsItsGPUsOnce(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	all = append(all, over...)
-	lentRunning := func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }
-	waitFor(t, "4 of bob's 6 over-quota jobs lent and running", 30*time.Second, func() bool {
-		return count(queue(t, c, over), over, lentRunning) == 4
-	})
+	lentRunning := runningIn("borrow-proj-b")
+	waitQueue(t, c, over, "4 of bob's 6 over-quota jobs lent and running", 30*time.Second, exactly(4, over, lentRunning))
 	// The test means something only once quotad's policy takes the 2 left as lendable (Slurm
 	// marks them QOSGrpGRES, and 24.11 sets a lower-priority job's reason back to None between
 	// its passes) and finds no idle GPUs for them: quotactl explain plans as quotad does.
 	var waiting []string
 	for id, r := range queue(t, c, over) {
-		if r.state == "PENDING" && r.qos == "guar-proj-b" {
+		if both(pending, inQOS("guar-proj-b"))(r) {
 			waiting = append(waiting, id)
 		}
 	}
@@ -118,8 +113,8 @@ func TestNodeInTwoPartitionsLendsItsGPUsOnce(t *testing.T) {
 	}
 	time.Sleep(6 * time.Second) // three more quotad cycles
 	q := queue(t, c, over)
-	inBorrow := count(q, over, func(r jobRow) bool { return r.qos == "borrow-proj-b" })
-	stillWaiting := count(q, over, func(r jobRow) bool { return r.state == "PENDING" && r.qos == "guar-proj-b" })
+	inBorrow := count(q, over, inQOS("borrow-proj-b"))
+	stillWaiting := count(q, over, both(pending, inQOS("guar-proj-b")))
 	if inBorrow != 4 || count(q, over, lentRunning) != 4 || stillWaiting != 2 {
 		t.Fatalf("bob's over-quota jobs: %d in borrow-proj-b (%d running), %d pending in guar-proj-b; want 4 lent and running, 2 waiting in guar-proj-b: %v",
 			inBorrow, count(q, over, lentRunning), stillWaiting, q)
@@ -181,7 +176,7 @@ func TestPlannedNodeLendsNothing(t *testing.T) {
 
 	short := submitTo(t, c, "carol", "a100", 1, "-A", "bf-plan", "-w", "a100-1", "-t", "10")
 	all = append(all, short)
-	waitFor(t, "carol's short job running on a100-1", 20*time.Second, func() bool { return queue(t, c, []string{short})[short].state == "RUNNING" })
+	waitQueue(t, c, []string{short}, "carol's short job running on a100-1", 20*time.Second, exactly(1, []string{short}, running))
 	wide, err := c.Submit(ctxFor(t, 30*time.Second), "carol", "-A", "bf-plan", "-p", "a100", "-N", "2", "--gres=gpu:a100:4", "-t", "10", "--wrap", "sleep 60")
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +212,7 @@ func TestPlannedNodeLendsNothing(t *testing.T) {
 	over := submitTo(t, c, "carol", "a100", 4, "-A", "proj-c")
 	all = append(all, over)
 	time.Sleep(6 * time.Second) // three quotad cycles
-	r := queue(t, c, []string{over})[over]
+	r := row(t, c, over)
 	if r.state != "PENDING" || r.qos != "guar-proj-c" {
 		t.Fatalf("carol's over-quota job %s is %s in %s, want PENDING in guar-proj-c: a100-2 is planned for job %s", over, r.state, r.qos, wide)
 	}
@@ -226,7 +221,7 @@ func TestPlannedNodeLendsNothing(t *testing.T) {
 	if !strings.Contains(explain, "not enough idle GPUs") {
 		t.Errorf("explain of %s does not say it found no idle GPUs:\n%s", over, explain)
 	}
-	if w := queue(t, c, []string{wide})[wide]; w.state != "PENDING" {
+	if w := row(t, c, wide); w.state != "PENDING" {
 		t.Errorf("the 2-node job %s is %s, want still PENDING behind the short job", wide, w.state)
 	}
 	assertNotPreempted(t, c, all)

@@ -181,21 +181,9 @@ func TestClusterPageInChromiumShowsWhatSlurmSays(t *testing.T) {
 
 	// bob: 4 a100 in quota, 4 borrowed, 2 pending (the 8 a100 of the partition are busy).
 	bob := submitN(t, c, "bob", 10)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	for deadline := time.Now().Add(testbed.Patience(60 * time.Second)); ; time.Sleep(250 * time.Millisecond) {
-		q := queue(t, c, bob)
-		if count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return r.state == "PENDING" }) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			data, _ := os.ReadFile(log)
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			t.Fatalf("bob 4 in quota + 4 borrowed running, 2 pending: not within %v; queue %v\nquotad log:\n%s", testbed.Patience(60*time.Second), q,
-				strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	}
+	logTailIfFailed(t, log, 40)
+	waitQueue(t, c, bob, "bob 4 in quota + 4 borrowed running, 2 pending", 60*time.Second,
+		exactly(4, bob, runningIn("guar-proj-b")), exactly(4, bob, runningIn("borrow-proj-b")), exactly(2, bob, pending))
 	settled := time.Now()
 	// The page shows a snapshot: wait for one taken after the queue settled.
 	waitFor(t, "a plan on a snapshot of the settled queue", 30*time.Second, func() bool {

@@ -142,81 +142,6 @@ func waitSynced(t *testing.T, c *testbed.Cluster, log string) {
 	}
 }
 
-type jobRow struct{ id, user, qos, state, reason string }
-
-func queue(t *testing.T, c *testbed.Cluster, ids []string) map[string]jobRow {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	list, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: ids, AllStates: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]jobRow{}
-	for _, r := range list {
-		rows[r.ID] = jobRow{r.ID, r.User, r.QOS, r.State, r.Reason}
-	}
-	return rows
-}
-
-func submitN(t *testing.T, c *testbed.Cluster, user string, n int, extra ...string) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var ids []string
-	for range n {
-		args := append([]string{"-p", "a100", "--gres=gpu:a100:1"}, extra...)
-		args = append(args, "--wrap", "sleep 600")
-		id, err := c.Submit(ctx, user, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	t.Cleanup(func() { c.Cancel(ids...) })
-	return ids
-}
-
-// waitFor polls cond until it holds or the time is up (limit, scaled by testbed.Patience), and
-// returns how long it took.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	limit = testbed.Patience(limit)
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
-func count(rows map[string]jobRow, ids []string, pred func(jobRow) bool) int {
-	n := 0
-	for _, id := range ids {
-		if pred(rows[id]) {
-			n++
-		}
-	}
-	return n
-}
-
-// splitBorrowers splits ids, as the queue shows them now, into the jobs not in borrowQOS and
-// those in it.
-func splitBorrowers(t *testing.T, c *testbed.Cluster, ids []string, borrowQOS string) (inQuota, borrowers []string) {
-	t.Helper()
-	q := queue(t, c, ids)
-	for _, id := range ids {
-		if q[id].qos == borrowQOS {
-			borrowers = append(borrowers, id)
-		} else {
-			inQuota = append(inQuota, id)
-		}
-	}
-	return inQuota, borrowers
-}
-
 // preemptedIn lists the jobs sacct shows with a PREEMPTED record.
 func preemptedIn(t *testing.T, c *testbed.Cluster, ids []string) []string {
 	t.Helper()
@@ -230,12 +155,7 @@ func TestBorrowReclaimReturn(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
 	bob := submitN(t, c, "bob", 8)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	d := waitFor(t, "bob: 4 in quota and 4 borrowed running", 15*time.Second, func() bool {
-		q := queue(t, c, bob)
-		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4
-	})
+	d := waitLent(t, c, bob, "guar-proj-b", 4, "borrow-proj-b", 4, 15*time.Second)
 	borrowedAt := time.Now()
 	t.Logf("scenario 1: all 8 of bob's jobs running (4 borrowed) %s after submission", d.Round(100*time.Millisecond))
 	inQuota, borrowers := splitBorrowers(t, c, bob, "borrow-proj-b")
@@ -257,27 +177,24 @@ func TestBorrowReclaimReturn(t *testing.T) {
 	// with a grace time, slurmctld 22.05 notices its end only at its periodic time-limit check
 	// and reclaims one borrower per check.)
 	exemptAt := borrowedAt.Add(exemptTime)
-	waitFor(t, "alice's 4 jobs running within 30 s of the borrowers' exemption ending", time.Until(exemptAt)+30*time.Second, func() bool {
-		return count(queue(t, c, alice), alice, isRunning) == 4
-	})
+	waitQueue(t, c, alice, "alice's 4 jobs running within 30 s of the borrowers' exemption ending", time.Until(exemptAt)+30*time.Second,
+		exactly(4, alice, running))
 	t.Logf("scenario 2: alice's 4 jobs running %s after the borrowers' PreemptExemptTime ended", time.Since(exemptAt).Round(100*time.Millisecond))
 	if p := preemptedIn(t, c, inQuota); len(p) > 0 {
 		t.Errorf("bob's in-quota jobs %v were preempted", p)
 	}
 	waitFor(t, "4 PREEMPTED borrowers in sacct", 20*time.Second, func() bool { return len(preemptedIn(t, c, borrowers)) == 4 })
 	q := queue(t, c, bob)
-	if n := count(q, inQuota, isRunning); n != 4 {
+	if n := count(q, inQuota, running); n != 4 {
 		t.Errorf("%d of bob's in-quota jobs running, want 4: %v", n, q)
 	}
-	if n := count(q, borrowers, func(r jobRow) bool { return r.state == "PENDING" }); n != 4 {
+	if n := count(q, borrowers, pending); n != 4 {
 		t.Errorf("%d of bob's reclaimed borrowers pending again, want 4 (not cancelled): %v", n, q)
 	}
 
 	// Scenario 3: alice's jobs end; bob's requeued jobs run again (after cred_expire).
 	c.Cancel(alice...)
-	d = waitFor(t, "bob's requeued jobs running again", 60*time.Second, func() bool {
-		return count(queue(t, c, bob), borrowers, isRunning) == 4
-	})
+	d = waitQueue(t, c, borrowers, "bob's requeued jobs running again", 60*time.Second, exactly(4, borrowers, running))
 	t.Logf("scenario 3: bob's 4 requeued jobs running again %s after alice's ended", d.Round(100*time.Millisecond))
 }
 
@@ -288,54 +205,38 @@ func TestReclaimFollowsUsage(t *testing.T) {
 	c := testbed.Require(t)
 	logStart := ctldLogSize(t, c)
 	ensureQuotad(t, c)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
 	bob := submitN(t, c, "bob", 8)
-	waitFor(t, "bob: 4 in quota and 4 borrowed running", 20*time.Second, func() bool {
-		q := queue(t, c, bob)
-		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 4
-	})
+	waitLent(t, c, bob, "guar-proj-b", 4, "borrow-proj-b", 4, 20*time.Second)
 	inQuota, bobBorrowers := splitBorrowers(t, c, bob, "borrow-proj-b")
 	c.Cancel(inQuota...)
 
 	carol := submitN(t, c, "carol", 4) // no a100 guaranteed: every one must borrow
-	waitFor(t, "carol's 4 jobs running borrowed", 30*time.Second, func() bool {
-		return count(queue(t, c, carol), carol, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-c" }) == 4
-	})
+	waitQueue(t, c, carol, "carol's 4 jobs running borrowed", 30*time.Second, exactly(4, carol, runningIn("borrow-proj-c")))
 	carolAt := time.Now()
 	// quotad tells Slurm who may be preempted: carol, over her guarantee, not bob, within his.
 	waitFor(t, "guar-proj-a may preempt borrow-proj-c and elastic-proj-c only", 10*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		qos, err := c.Slurm().ShowQOS(ctx)
+		got, exists, err := c.Preempts(ctx, "guar-proj-a")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, x := range qos {
-			if x.Name == "guar-proj-a" {
-				got := strings.Split(x.Preempt, ",")
-				slices.Sort(got)
-				return slices.Equal(got, []string{"borrow-proj-c", "elastic-proj-c"})
-			}
-		}
-		return false
+		return exists && slices.Equal(got, []string{"borrow-proj-c", "elastic-proj-c"})
 	})
 	if text := quotactl(t, c, "explain", bobBorrowers[0]); !strings.Contains(text, "within its guarantee, so no claim may reclaim it") {
 		t.Errorf("explain of bob's borrower:\n%s", text)
 	}
 
 	alice := submitN(t, c, "alice", 4)
-	waitFor(t, "alice's 4 jobs running", time.Until(carolAt.Add(exemptTime))+40*time.Second, func() bool {
-		return count(queue(t, c, alice), alice, isRunning) == 4
-	})
+	waitQueue(t, c, alice, "alice's 4 jobs running", time.Until(carolAt.Add(exemptTime))+40*time.Second, exactly(4, alice, running))
 	waitFor(t, "carol's 4 borrowers PREEMPTED in sacct", 20*time.Second, func() bool { return len(preemptedIn(t, c, carol)) == 4 })
 	if p := preemptedIn(t, c, bobBorrowers); len(p) > 0 {
 		t.Errorf("bob's borrowers %v were preempted although proj-b holds no more than its guarantee", p)
 	}
-	if n := count(queue(t, c, bobBorrowers), bobBorrowers, isRunning); n != 4 {
+	if n := count(queue(t, c, bobBorrowers), bobBorrowers, running); n != 4 {
 		t.Errorf("%d of bob's borrowers running, want 4", n)
 	}
-	if n := count(queue(t, c, carol), carol, func(r jobRow) bool { return r.state == "PENDING" }); n != 4 {
+	if n := count(queue(t, c, carol), carol, pending); n != 4 {
 		t.Errorf("%d of carol's reclaimed jobs pending again, want 4 (requeued, not cancelled)", n)
 	}
 	assertNoneKilled(t, c, logStart)
@@ -346,12 +247,10 @@ func TestNoRequeueNeverLent(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
 	bob := submitN(t, c, "bob", 4)
-	waitFor(t, "bob's 4 in-quota jobs running", 15*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
-	})
+	waitQueue(t, c, bob, "bob's 4 in-quota jobs running", 15*time.Second, exactly(4, bob, running))
 	nr := submitN(t, c, "bob", 1, "--no-requeue")[0]
 	time.Sleep(6 * time.Second) // three cycles of the test's quotad
-	r := queue(t, c, []string{nr})[nr]
+	r := row(t, c, nr)
 	if r.state != "PENDING" || r.qos != "guar-proj-b" {
 		t.Fatalf("--no-requeue job is %s in %s, want PENDING in guar-proj-b", r.state, r.qos)
 	}

@@ -92,25 +92,16 @@ func TestSubAccountCountsInProjectGuarantee(t *testing.T) {
 	addSubAccount(t, c, "team-a1", "proj-a", "carol")
 	addSubAccount(t, c, "team-a2", "proj-a", "bob", "qos=normal", "defaultqos=normal")
 
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
 	// carol's two jobs in the sub-account take 2 of proj-a's 4 guaranteed a100.
 	sub := []string{submitAs(t, c, "carol", "-A", "team-a1"), submitAs(t, c, "carol", "-A", "team-a1")}
-	waitFor(t, "carol's 2 team-a1 jobs running in guar-proj-a", 20*time.Second, func() bool {
-		return count(queue(t, c, sub), sub, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-a" }) == 2
-	})
+	waitQueue(t, c, sub, "carol's 2 team-a1 jobs running in guar-proj-a", 20*time.Second, exactly(2, sub, runningIn("guar-proj-a")))
 	// alice's 4: 2 fit what is left of the guarantee, 2 are over it and must be lent.
 	alice := submitN(t, c, "alice", 4)
-	waitFor(t, "alice's jobs: 2 in guar-proj-a and 2 lent, all running", 30*time.Second, func() bool {
-		q := queue(t, c, alice)
-		return count(q, alice, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-a" }) == 2 &&
-			count(q, alice, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-a" }) == 2
-	})
+	waitLent(t, c, alice, "guar-proj-a", 2, "borrow-proj-a", 2, 30*time.Second)
 	// carol's third team-a1 job is over proj-a's guarantee too and borrows.
 	third := submitAs(t, c, "carol", "-A", "team-a1")
-	waitFor(t, "carol's third team-a1 job lent and running", 30*time.Second, func() bool {
-		r := queue(t, c, []string{third})[third]
-		return isRunning(r) && r.qos == "borrow-proj-a"
-	})
+	waitQueue(t, c, []string{third}, "carol's third team-a1 job lent and running", 30*time.Second,
+		exactly(1, []string{third}, runningIn("borrow-proj-a")))
 	explain := quotactl(t, c, "explain", third)
 	if !strings.Contains(explain, "runs borrowed in borrow-proj-a") {
 		t.Errorf("explain of the sub-account's borrower:\n%s", explain)
@@ -118,10 +109,8 @@ func TestSubAccountCountsInProjectGuarantee(t *testing.T) {
 	// One in quota starts when the sub-account's guaranteed jobs end.
 	c.Cancel(sub...)
 	late := submitN(t, c, "alice", 1)[0]
-	waitFor(t, "alice's new job running within the guarantee", 30*time.Second, func() bool {
-		r := queue(t, c, []string{late})[late]
-		return isRunning(r) && r.qos == "guar-proj-a"
-	})
+	waitQueue(t, c, []string{late}, "alice's new job running within the guarantee", 30*time.Second,
+		exactly(1, []string{late}, runningIn("guar-proj-a")))
 
 	// slurmdbd learns a just-started job's QOS a moment later (22.05's sacct shows "Unknown"
 	// until then): wait for every record to name one.
@@ -170,9 +159,7 @@ func TestHeldBorrowerIsReturned(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
 	bob := submitN(t, c, "bob", 4)
-	waitFor(t, "bob's 4 in-quota jobs running", 20*time.Second, func() bool {
-		return count(queue(t, c, bob), bob, func(r jobRow) bool { return r.state == "RUNNING" }) == 4
-	})
+	waitQueue(t, c, bob, "bob's 4 in-quota jobs running", 20*time.Second, exactly(4, bob, running))
 	held := submitAs(t, c, "bob", "--hold")
 	dependent := submitAs(t, c, "bob", "--dependency=afterok:"+bob[0])
 	// As if both had been lent before they were held or made to wait: an administrator moves
@@ -182,12 +169,9 @@ func TestHeldBorrowerIsReturned(t *testing.T) {
 			t.Fatalf("moving job %s to borrow-proj-b: %v\n%s", id, err, out)
 		}
 	}
-	waitFor(t, "the held and the dependent job returned to guar-proj-b, still pending", 30*time.Second, func() bool {
-		q := queue(t, c, []string{held, dependent})
-		return q[held].qos == "guar-proj-b" && q[held].state == "PENDING" &&
-			q[dependent].qos == "guar-proj-b" && q[dependent].state == "PENDING"
-	})
-	r := queue(t, c, []string{held})[held]
+	waitQueue(t, c, []string{held, dependent}, "the held and the dependent job returned to guar-proj-b, still pending", 30*time.Second,
+		exactly(2, []string{held, dependent}, both(pending, inQOS("guar-proj-b"))))
+	r := row(t, c, held)
 	if r.reason != "JobHeldUser" {
 		t.Errorf("held job's reason is %q, want JobHeldUser", r.reason)
 	}
@@ -196,7 +180,7 @@ func TestHeldBorrowerIsReturned(t *testing.T) {
 	}
 	// Held in its guaranteed QOS, it is not lent either.
 	time.Sleep(5 * time.Second) // two cycles of the test's quotad
-	if r := queue(t, c, []string{held})[held]; r.qos != "guar-proj-b" || r.state != "PENDING" {
+	if r := row(t, c, held); r.qos != "guar-proj-b" || r.state != "PENDING" {
 		t.Fatalf("held job is %s in %s, want PENDING in guar-proj-b", r.state, r.qos)
 	}
 
@@ -204,10 +188,7 @@ func TestHeldBorrowerIsReturned(t *testing.T) {
 	if out, err := c.RunAs(ctxFor(t, 10*time.Second), "bob", "scontrol", "release", held); err != nil {
 		t.Fatalf("scontrol release %s: %v\n%s", held, err, out)
 	}
-	waitFor(t, "released job lent and running", 30*time.Second, func() bool {
-		r := queue(t, c, []string{held})[held]
-		return r.state == "RUNNING" && r.qos == "borrow-proj-b"
-	})
+	waitQueue(t, c, []string{held}, "released job lent and running", 30*time.Second, exactly(1, []string{held}, runningIn("borrow-proj-b")))
 	if got := sacctQOS(t, c, []string{held, dependent}); got[held] != "borrow-proj-b/proj-b" || got[dependent] != "guar-proj-b/proj-b" {
 		t.Errorf("sacct QOS/account: %v, want the released job in borrow and the dependent one in guar-proj-b", got)
 	}
@@ -252,12 +233,7 @@ func TestUserWithOwnQOSListBorrows(t *testing.T) {
 	})
 
 	bob := submitN(t, c, "bob", 5)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "bob: 4 in guar-proj-b and 1 lent, all running", 30*time.Second, func() bool {
-		q := queue(t, c, bob)
-		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 1
-	})
+	waitLent(t, c, bob, "guar-proj-b", 4, "borrow-proj-b", 1, 30*time.Second)
 	var lent string
 	for id, r := range queue(t, c, bob) {
 		if r.qos == "borrow-proj-b" {

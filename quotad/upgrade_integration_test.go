@@ -82,12 +82,8 @@ func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 	bob := submitN(t, c, "bob", 5)
 	held := submitN(t, c, "bob", 1, "--hold")[0]
 	all = append(append(all, bob...), held)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "bob's 4 in-quota jobs running, the fifth waiting over quota", 30*time.Second, func() bool {
-		q := queue(t, c, bob)
-		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return r.state == "PENDING" && r.reason == "QOSGrpGRES" }) == 1
-	})
+	waitQueue(t, c, bob, "bob's 4 in-quota jobs running, the fifth waiting over quota", 30*time.Second,
+		exactly(4, bob, runningIn("guar-proj-b")), exactly(1, bob, both(pending, withReason("QOSGrpGRES"))))
 	var old string
 	for id, r := range queue(t, c, bob) {
 		if r.state == "PENDING" {
@@ -100,10 +96,7 @@ func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 			t.Fatalf("moving job %s to the shared borrow QOS: %v\n%s", id, err, out)
 		}
 	}
-	waitFor(t, "the old borrower running in borrow", 30*time.Second, func() bool {
-		r := queue(t, c, []string{old})[old]
-		return isRunning(r) && r.qos == "borrow"
-	})
+	waitQueue(t, c, []string{old}, "the old borrower running in borrow", 30*time.Second, exactly(1, []string{old}, runningIn("borrow")))
 
 	// The upgrade. The old table is refused, and says why.
 	oldTable := filepath.Join(t.TempDir(), "quotas-shared-borrow.yaml")
@@ -123,7 +116,7 @@ func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 			assocQOS(t, c, "bob", "proj-b") == "borrow-proj-b,elastic-proj-b,guar-proj-b"
 	})
 	// Jobs still waiting in the old QOS are the administrator's to move back.
-	if r := queue(t, c, []string{held})[held]; r.qos != "borrow" || r.state != "PENDING" {
+	if r := row(t, c, held); r.qos != "borrow" || r.state != "PENDING" {
 		t.Errorf("the held job is %s in %s after the upgrade, want still PENDING in borrow (quotad leaves it alone)", r.state, r.qos)
 	}
 	if out, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "update", "jobid="+held, "qos=guar-proj-b"); err != nil {
@@ -134,16 +127,14 @@ func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 	// partition a100 are idle beside the old borrower).
 	next := submitN(t, c, "bob", 1)[0]
 	all = append(all, next)
-	waitFor(t, "bob's next over-quota job lent in borrow-proj-b and running", 30*time.Second, func() bool {
-		r := queue(t, c, []string{next})[next]
-		return isRunning(r) && r.qos == "borrow-proj-b"
-	})
+	waitQueue(t, c, []string{next}, "bob's next over-quota job lent in borrow-proj-b and running", 30*time.Second,
+		exactly(1, []string{next}, runningIn("borrow-proj-b")))
 	// alice claims her guarantee: 2 a100 are idle, bob's new borrower is reclaimable, and the old
 	// one is in no Preempt list any more, so her fourth job waits; the old borrower keeps running.
 	alice := submitN(t, c, "alice", 4)
 	all = append(all, alice...)
 	time.Sleep(exemptTime + 10*time.Second) // past the old borrower's PreemptExemptTime, and a reclaim
-	if r := queue(t, c, []string{old})[old]; !isRunning(r) || r.qos != "borrow" {
+	if r := row(t, c, old); !runningIn("borrow")(r) {
 		t.Fatalf("the old borrower %s is %s in %s after the upgrade and alice's claim, want RUNNING in borrow", old, r.state, r.qos)
 	}
 	if got := sacctQOS(t, c, []string{old}); got[old] != "borrow/proj-b" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,13 +75,8 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 	// bob runs 4 in quota and borrows 2; alice runs 1 in quota.
 	bob := submitN(t, c, "bob", 6)
 	alice := submitN(t, c, "alice", 1)
-	isRunning := func(r jobRow) bool { return r.state == "RUNNING" }
-	waitFor(t, "bob 4 in quota + 2 borrowed and alice 1 running", 30*time.Second, func() bool {
-		q := queue(t, c, append(append([]string{}, bob...), alice...))
-		return count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "guar-proj-b" }) == 4 &&
-			count(q, bob, func(r jobRow) bool { return isRunning(r) && r.qos == "borrow-proj-b" }) == 2 &&
-			count(q, alice, isRunning) == 1
-	})
+	waitQueue(t, c, slices.Concat(bob, alice), "bob 4 in quota + 2 borrowed and alice 1 running", 30*time.Second,
+		exactly(4, bob, runningIn("guar-proj-b")), exactly(2, bob, runningIn("borrow-proj-b")), exactly(1, alice, running))
 
 	// The numbers alice reads are those the queue shows, and those root computes from the
 	// database now. A cycle or two may pass before quotad's plan has them.

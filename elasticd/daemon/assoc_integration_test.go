@@ -83,12 +83,12 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 	if st.Decision != "hold" || st.Size["a100"] != 3 {
 		t.Fatalf("status %+v, want a hold at 3 workers", st)
 	}
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
+	rows, err := workerRows(ctx, c, main)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, row := range rows {
-		if row.State != "RUNNING" || !strings.HasPrefix(row.QOS, "borrow-") && !strings.HasPrefix(row.QOS, "elastic-") {
+		if !rowRunning(row) || !strings.HasPrefix(row.QOS, "borrow-") && !strings.HasPrefix(row.QOS, "elastic-") {
 			t.Errorf("worker %s: %s in %s (%s); want running on borrowed GPUs", row.ID, row.State, row.QOS, row.Reason)
 		}
 	}
@@ -110,7 +110,7 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("squeue of job %s: %+v, %v", probe, rows, err)
 		}
-		if row = rows[0]; row.State != "PENDING" {
+		if row = rows[0]; !rowPending(row) {
 			t.Fatalf("job %s: %s in %s; Slurm started what elasticd held back (the association limit does not hold it)", probe, row.State, row.QOS)
 		}
 		time.Sleep(time.Second)

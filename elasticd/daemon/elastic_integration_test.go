@@ -152,7 +152,7 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 		t.Fatalf("no worker output (%v) shows the graceful TERM", outs)
 	}
 	// The plain job got no workers.
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(uint32(mustAtoi(t, plainID)))}})
+	rows, err := workerRows(ctx, c, uint32(mustAtoi(t, plainID)))
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("workers of the plain job: %+v, %v", rows, err)
 	}

@@ -288,17 +288,11 @@ func TestElasticWorkerIsReclaimedBeforeOtherBorrowers(t *testing.T) {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)
 		}
-		rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: bob, AllStates: true})
+		rows, err := jobRows(ctx, c, bob)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lent := 0
-		for _, row := range rows {
-			if row.State == "RUNNING" && row.QOS == "borrow-proj-b" {
-				lent++
-			}
-		}
-		if lent == len(bob) {
+		if countRows(rows, runningIn("borrow-proj-b")) == len(bob) {
 			lastStart = time.Now()
 			break
 		}
@@ -321,18 +315,13 @@ func TestElasticWorkerIsReclaimedBeforeOtherBorrowers(t *testing.T) {
 			t.Errorf("quotactl explain %d:\n%s\nwant it to say %q", worker.ID, explain, want)
 		}
 	}
-	qos, err := c.Slurm().ShowQOS(ctx)
+	// A missing guar-proj-c fails too: it would leave carol's claim nothing to reclaim.
+	got, exists, err := c.Preempts(ctx, "guar-proj-c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range qos {
-		if q.Name == "guar-proj-c" {
-			got := strings.Split(q.Preempt, ",")
-			slices.Sort(got)
-			if want := []string{"borrow-proj-a", "borrow-proj-b", "elastic-proj-a", "elastic-proj-b"}; !slices.Equal(got, want) {
-				t.Fatalf("guar-proj-c preempts %q, want %q", got, want)
-			}
-		}
+	if want := []string{"borrow-proj-a", "borrow-proj-b", "elastic-proj-a", "elastic-proj-b"}; !exists || !slices.Equal(got, want) {
+		t.Fatalf("guar-proj-c (exists %v) preempts %q, want %q", exists, got, want)
 	}
 
 	// Every borrower has run past PreemptExemptTime, so Slurm may take any of them: the
@@ -376,12 +365,12 @@ func TestElasticWorkerIsReclaimedBeforeOtherBorrowers(t *testing.T) {
 // it while an elastic worker was there to reclaim first.
 func bobRunning(ctx context.Context, t *testing.T, c *testbed.Cluster, bob []string) {
 	t.Helper()
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: bob, AllStates: true})
+	rows, err := jobRows(ctx, c, bob)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, row := range rows {
-		if row.State != "RUNNING" {
+		if !rowRunning(row) {
 			t.Fatalf("bob's borrower %s is %s (%s), want RUNNING: the claim took it, not the elastic worker", row.ID, row.State, row.Reason)
 		}
 	}

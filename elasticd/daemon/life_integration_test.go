@@ -51,13 +51,13 @@ func (r *elasticRun) cycleUntil(ctx context.Context, t *testing.T, main uint32, 
 // liveWorkers are the job's worker jobs pending or running (not completing, not ended).
 func liveWorkers(ctx context.Context, t *testing.T, c *testbed.Cluster, main uint32) []string {
 	t.Helper()
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
+	rows, err := workerRows(ctx, c, main)
 	if err != nil {
 		t.Fatalf("squeue: %v", err)
 	}
 	var ids []string
 	for _, row := range rows {
-		if row.State == "RUNNING" || row.State == "PENDING" {
+		if rowRunning(row) || rowPending(row) {
 			ids = append(ids, row.ID)
 		}
 	}

@@ -73,9 +73,26 @@ func post(t *testing.T, h http.Handler, rep api.SignalReport, auth string, signe
 	if signedBody == nil {
 		signedBody = body
 	}
+	return postPayload(h, body, auth, api.SignalsPayload(signedBody))
+}
+
+// postMadeFor sends rep with a credential "cred:UID:HOST:<madeFor>": one made for something
+// other than a signal report.
+func postMadeFor(t *testing.T, h http.Handler, rep api.SignalReport, auth, madeFor string) *httptest.ResponseRecorder {
+	t.Helper()
+	body, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return postPayload(h, body, auth, madeFor)
+}
+
+// postPayload posts body to the signals endpoint, with the credential auth made for payload (auth
+// "": no Authorization header).
+func postPayload(h http.Handler, body []byte, auth, payload string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, api.SignalsPath, bytes.NewReader(body))
 	if auth != "" {
-		req.Header.Set("Authorization", "MUNGE "+auth+":"+api.SignalsPayload(signedBody))
+		req.Header.Set("Authorization", "MUNGE "+auth+":"+payload)
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -90,30 +107,31 @@ func TestForgedSignalReportsAreRefused(t *testing.T) {
 	rep := api.SignalReport{Node: "a100-1", Jobs: []api.JobSignals{{JobID: mainID, Samples: []api.GPUSample{sampleAt(0, h.now, "hw_thermal_slowdown")}}}}
 	other := api.SignalReport{Node: "a100-1", Jobs: []api.JobSignals{{JobID: mainID, Samples: []api.GPUSample{sampleAt(1, h.now)}}}}
 	otherBody, _ := json.Marshal(other)
+	// A person's credential for the same request: made for the API, not for a signal report.
+	personRequest := api.RequestPayload(http.MethodPost, api.SignalsPath)
 	for _, tc := range []struct {
 		name       string
 		rep        api.SignalReport
 		auth       string
 		signedBody []byte
-		code       int
-		want       string
+		// madeFor is what the credential was made for, where it is not the report's signals
+		// payload (of signedBody, or of its own body).
+		madeFor string
+		code    int
+		want    string
 	}{
-		{"no credential", rep, "", nil, http.StatusUnauthorized, "Authorization: MUNGE"},
-		{"a user's credential", rep, "cred:1001:10.0.0.1", nil, http.StatusForbidden, "uid 1001 may not report GPU signals"},
-		{"a credential over another body", rep, "cred:0:10.0.0.1", otherBody, http.StatusUnauthorized, "was made for"},
-		{"a credential of a person's request", rep, "cred:0:10.0.0.1", nil, http.StatusUnauthorized, ""},
-		{"encoded on another host", rep, "cred:0:10.0.0.9", nil, http.StatusForbidden, "encoded on 10.0.0.9, which is not node a100-1's"},
-		{"a node elasticd does not know", api.SignalReport{Node: "a100-7", Jobs: rep.Jobs}, "cred:0:10.0.0.1", nil, http.StatusForbidden, "a100-7 is not among"},
-		{"no node", api.SignalReport{Jobs: rep.Jobs}, "cred:0:10.0.0.1", nil, http.StatusBadRequest, "names no node"},
+		{"no credential", rep, "", nil, "", http.StatusUnauthorized, "Authorization: MUNGE"},
+		{"a user's credential", rep, "cred:1001:10.0.0.1", nil, "", http.StatusForbidden, "uid 1001 may not report GPU signals"},
+		{"a credential over another body", rep, "cred:0:10.0.0.1", otherBody, "", http.StatusUnauthorized, "was made for"},
+		{"a credential of a person's request", rep, "cred:0:10.0.0.1", nil, personRequest, http.StatusUnauthorized, "made for \"" + personRequest + "\", not for"},
+		{"encoded on another host", rep, "cred:0:10.0.0.9", nil, "", http.StatusForbidden, "encoded on 10.0.0.9, which is not node a100-1's"},
+		{"a node elasticd does not know", api.SignalReport{Node: "a100-7", Jobs: rep.Jobs}, "cred:0:10.0.0.1", nil, "", http.StatusForbidden, "a100-7 is not among"},
+		{"no node", api.SignalReport{Jobs: rep.Jobs}, "cred:0:10.0.0.1", nil, "", http.StatusBadRequest, "names no node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec *httptest.ResponseRecorder
-			if tc.name == "a credential of a person's request" {
-				body, _ := json.Marshal(tc.rep)
-				req := httptest.NewRequest(http.MethodPost, api.SignalsPath, bytes.NewReader(body))
-				req.Header.Set("Authorization", "MUNGE cred:0:10.0.0.1:"+api.RequestPayload(http.MethodPost, api.SignalsPath))
-				rec = httptest.NewRecorder()
-				hd.ServeHTTP(rec, req)
+			if tc.madeFor != "" {
+				rec = postMadeFor(t, hd, tc.rep, tc.auth, tc.madeFor)
 			} else {
 				rec = post(t, hd, tc.rep, tc.auth, tc.signedBody)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
@@ -90,7 +91,7 @@ func (w *stragglerWatch) cycle(ctx context.Context, t *testing.T) *api.JobStatus
 		}
 	}
 	if w.goneAt.IsZero() && w.successor != "" && len(st.Replacements) == 0 && len(st.Leaving) == 0 && len(st.Stopping) == 0 &&
-		!workerQueued(ctx, t, w.r.c.Slurm(), w.main, w.slowID) {
+		!workerQueued(ctx, t, w.r.c, w.main, w.slowID) {
 		w.goneAt = time.Now()
 		t.Logf("%5.1fs straggler %s gone, %s runs in its place", since(), w.slowID, w.successor)
 	}
@@ -176,8 +177,8 @@ func TestSlowWorkerAtMaxIsReplacedItLeavesFirst(t *testing.T) {
 }
 
 // workerQueued: the worker job is still in squeue (running, pending or completing).
-func workerQueued(ctx context.Context, t *testing.T, s slurm.Client, main uint32, id string) bool {
-	rows, err := s.QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
+func workerQueued(ctx context.Context, t *testing.T, c *testbed.Cluster, main uint32, id string) bool {
+	rows, err := workerRows(ctx, c, main)
 	if err != nil {
 		t.Logf("squeue: %v", err)
 		return true

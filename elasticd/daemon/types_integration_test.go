@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 )
 
@@ -65,8 +64,8 @@ func TestElasticJobGrowsAcrossGPUTypes(t *testing.T) {
 	if math.Abs(mixed.SamplesPerSec-160) > 16 {
 		t.Errorf("mixed size measured %.0f samples/s, want ~160 (a100 100 + v100 60)", mixed.SamplesPerSec)
 	}
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
-	if err != nil || !slices.ContainsFunc(rows, func(r slurm.QueueRow) bool { return r.Partition == "v100" && r.State == "RUNNING" }) {
+	rows, err := workerRows(ctx, c, main)
+	if err != nil || !slices.ContainsFunc(rows, runningInPartition("v100")) {
 		t.Fatalf("worker jobs %+v, %v: want one running in the v100 pool", rows, err)
 	}
 }

@@ -29,7 +29,7 @@ func TestScalingRuns(t *testing.T) {
 			settings:  Settings{Doubling: true},
 			wantSizes: []int{2, 4, 2},
 			wantHold:  "step a100=2 → a100=4: 4000 → 5000 samples/s, s = 0.25 (threshold 0.50) did not pay",
-			wantSteps: []string{"", "a100=1 → a100=2: 2200 → 4000 samples/s, s = 0.82 (threshold 0.50) pays", "s = 0.25 (threshold 0.50) does not pay; back to 2 workers"},
+			wantSteps: []string{"grow a100=1 by 1 a100 worker(s): a100 workers do 2200 samples/s each", "a100=1 → a100=2: 2200 → 4000 samples/s, s = 0.82 (threshold 0.50) pays", "s = 0.25 (threshold 0.50) does not pay; back to 2 workers"},
 		},
 		{
 			name:      "linear scaling grows to max",
@@ -379,7 +379,7 @@ func TestHeterogeneousTypes(t *testing.T) {
 		{"a type measured earlier keeps its rate", []GPUType{"a100"}, [][]GPUType{{"a100", "v100"}},
 			[]TypeOption{a100, v100}, Settings{}, Grow, "v100", "at a100=1,v100=1"},
 		{"types the job is not allowed are ignored", []GPUType{"a100", "v100"}, nil,
-			[]TypeOption{{Type: "v100"}}, Settings{}, Grow, "v100", ""},
+			[]TypeOption{{Type: "v100"}}, Settings{}, Grow, "v100", "grow a100=1,v100=1 by 1 v100 worker(s): v100 workers do 100 samples/s each"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -540,10 +540,10 @@ func TestStragglers(t *testing.T) {
 			[]GPUSignal{busy("1000"), busy("1001"), throttled, busy("1003")}, nil,
 			Replace, []string{"1002"}, "GPU 1 throttled to 900 of 1410 MHz (hw_thermal_slowdown)", map[string]string{"1002": "NVML: GPU 1 throttled"}},
 		{"the slowest of two is replaced first", slow("1001", "1003"), []GPUType{"a100", "a100", "a100", "a100", "a100"}, nil, nil,
-			Replace, []string{"1001"}, "", map[string]string{"1001": "throughput", "1003": "throughput"}},
+			Replace, []string{"1001"}, "worker 1001 does 120 samples/s, below 0.80 × the median 200 of a100 workers", map[string]string{"1001": "throughput", "1003": "throughput"}},
 		{"utilisation alone never replaces", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{busy("1000"), idle, busy("1002"), busy("1003")}, nil,
-			Grow, nil, "", map[string]string{"1001": "GPU utilisation 20% while peers' median is 98%"}},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1001": "GPU utilisation 20% while peers' median is 98%"}},
 		{"synchronous training: a throttled GPU well below its peers' clocks is replaced at equal samples/s", slow(),
 			[]GPUType{"a100", "a100", "a100", "a100"}, []GPUSignal{busy("1000"), busy("1001"), throttled, busy("1003")}, nil,
 			Replace, []string{"1002"}, "SM clock 900 MHz, below 0.80 × the median 1410 of a100 workers: GPU 1 throttled to 900 of 1410 MHz",
@@ -551,24 +551,24 @@ func TestStragglers(t *testing.T) {
 		{"a throttled GPU still near its peers' clocks is only flagged", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{busy("1000"), busy("1001"), {Worker: "1002", GPU: 1, SMClockMHz: 1180, MaxSMClockMHz: 1410,
 				ThermalOrPowerThrottled: true, PowerCapOnly: true, ThrottleReasons: []string{"sw_power_cap"}}, busy("1003")}, nil,
-			Grow, nil, "", map[string]string{"1002": "NVML: GPU 1 throttled to 1180 of 1410 MHz (sw_power_cap)"}},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1002": "NVML: GPU 1 throttled to 1180 of 1410 MHz (sw_power_cap)"}},
 		{"every GPU at its power limit, as H200s run a dense job, is no sign of trouble", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{powerCapped("1000", 1440), powerCapped("1001", 1425), powerCapped("1002", 1440), powerCapped("1003", 1440)}, nil,
-			Grow, nil, "", nil},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", nil},
 		{"one GPU at its power limit well below its like peers is flagged", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{powerCapped("1000", 1440), powerCapped("1001", 1440), powerCapped("1002", 1180), powerCapped("1003", 1440)}, nil,
-			Grow, nil, "", map[string]string{"1002": "NVML: GPU 0 throttled to 1180 of 1980 MHz (sw_power_cap)"}},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1002": "NVML: GPU 0 throttled to 1180 of 1980 MHz (sw_power_cap)"}},
 		{"a thermal slowdown is flagged even where every GPU shares it", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{hot("1000"), hot("1001"), hot("1002"), hot("1003")}, nil,
-			Grow, nil, "", map[string]string{"1000": "(sw_power_cap,hw_thermal_slowdown)", "1001": "(sw_power_cap,hw_thermal_slowdown)",
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1000": "(sw_power_cap,hw_thermal_slowdown)", "1001": "(sw_power_cap,hw_thermal_slowdown)",
 				"1002": "(sw_power_cap,hw_thermal_slowdown)", "1003": "NVML: GPU 0 throttled to 1440 of 1980 MHz (sw_power_cap,hw_thermal_slowdown)"}},
 		{"a slower type is no straggler", slow(), []GPUType{"a100", "a100", "v100", "v100"}, nil, nil,
-			Grow, nil, "", nil},
+			Grow, nil, "grow a100=2,v100=2 by 1 a100 worker(s): a100 workers do 200 samples/s each", nil},
 		{"no capacity to replace: hold", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"}, nil, map[GPUType]int{"a100": 0},
 			Hold, nil, "no free a100 worker to replace it with", map[string]string{"1002": "throughput"}},
 		{"stale NVML signals are ignored", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{{Worker: "1002", Time: t0.Add(-time.Hour), SMClockMHz: 900, MaxSMClockMHz: 1410, ThermalOrPowerThrottled: true}}, nil,
-			Grow, nil, "", nil},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -667,6 +667,14 @@ func TestStragglersInSynchronousTraining(t *testing.T) {
 	throttledMain := GPUSignal{Worker: "1000", GPU: 0, SMClockMHz: 700, MaxSMClockMHz: 1410,
 		ThermalOrPowerThrottled: true, ThrottleReasons: []string{"hw_slowdown"}}
 	clock := func(w string) GPUSignal { return GPUSignal{Worker: w, SMClockMHz: 1410, MaxSMClockMHz: 1410} }
+	// Report windows fall differently in each worker: the main job's samples/s reads 30% low,
+	// though every step waited for all.
+	reportWindowsApart := func(_ map[GPUType]int, w WorkerRate) float64 {
+		if w.Worker == "1000" {
+			return 105
+		}
+		return 150
+	}
 	tests := []struct {
 		name        string
 		compute     func(WorkerRate) float64
@@ -677,46 +685,40 @@ func TestStragglersInSynchronousTraining(t *testing.T) {
 		wantWorkers []string
 		reason      string
 		flags       map[string]string
+		rate        func(map[GPUType]int, WorkerRate) float64 // samples/s each reports; nil: the same for all
 	}{
 		{"the worker computing longest is replaced", compute(map[string]float64{"1002": 0.250}), "1000", nil, nil,
 			Replace, []string{"1002"}, "worker 1002 does 250 ms of compute per step, 2.5 × the median 100 ms of a100 workers",
-			map[string]string{"1002": "compute: 250 ms"}},
+			map[string]string{"1002": "compute: 250 ms"}, nil},
 		{"within 1/0.8 of the median is no straggler", compute(map[string]float64{"1002": 0.120}), "1000", nil, nil,
-			Grow, nil, "", nil},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 150 samples/s each", nil, nil},
 		{"a worker without compute times: compute is not compared", compute(map[string]float64{"1001": 0, "1002": 0.300}), "1000", nil, nil,
-			Grow, nil, "", nil},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 150 samples/s each", nil, nil},
 		{"of two slow workers the slower goes first", compute(map[string]float64{"1001": 0.200, "1003": 0.300}), "1000", nil, nil,
-			Replace, []string{"1003"}, "worker 1003 does 300 ms", map[string]string{"1001": "compute: 200 ms", "1003": "compute: 300 ms"}},
+			Replace, []string{"1003"}, "worker 1003 does 300 ms", map[string]string{"1001": "compute: 200 ms", "1003": "compute: 300 ms"}, nil},
 		{"a slow main job is never replaced: the job holds and says so", compute(map[string]float64{"1000": 0.250}), "1000", nil, nil,
 			Hold, nil, "the main job 1000 is the straggler (250 ms of compute per step, 2.5 × the median 100 ms of a100 workers (straggler above 1.25 ×)); elasticd never replaces the main job",
-			map[string]string{"1000": "compute: 250 ms"}},
+			map[string]string{"1000": "compute: 250 ms"}, nil},
 		{"a slow main job beside a slow worker: the worker is replaced", compute(map[string]float64{"1000": 0.400, "1002": 0.250}), "1000", nil, nil,
-			Replace, []string{"1002"}, "worker 1002 does 250 ms", map[string]string{"1000": "compute: 400 ms", "1002": "compute: 250 ms"}},
+			Replace, []string{"1002"}, "worker 1002 does 250 ms", map[string]string{"1000": "compute: 400 ms", "1002": "compute: 250 ms"}, nil},
 		{"a main job on a throttled GPU: hold", compute(nil), "1000",
 			[]GPUSignal{throttledMain, clock("1001"), clock("1002"), clock("1003")}, nil,
-			Hold, nil, "the main job 1000 is the straggler (SM clock 700 MHz", map[string]string{"1000": "NVML: GPU 0 throttled to 700 of 1410 MHz (hw_slowdown)"}},
+			Hold, nil, "the main job 1000 is the straggler (SM clock 700 MHz", map[string]string{"1000": "NVML: GPU 0 throttled to 700 of 1410 MHz (hw_slowdown)"}, nil},
 		{"compute and NVML agree: both are said", compute(map[string]float64{"1003": 0.200}), "1000",
 			[]GPUSignal{clock("1000"), clock("1001"), clock("1002"), {Worker: "1003", SMClockMHz: 705, MaxSMClockMHz: 1410,
 				ThermalOrPowerThrottled: true, ThrottleReasons: []string{"hw_thermal_slowdown"}}}, nil,
 			Replace, []string{"1003"}, "worker 1003 does 200 ms of compute per step, 2.0 × the median 100 ms of a100 workers (straggler above 1.25 ×); SM clock 705 MHz",
-			map[string]string{"1003": "compute: 200 ms"}},
+			map[string]string{"1003": "compute: 200 ms"}, nil},
 		{"with compute times, samples/s that differ by report windows name nobody", func(w WorkerRate) float64 { return 0.100 }, "1000", nil, nil,
-			Grow, nil, "", nil},
+			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 139 samples/s each", nil, reportWindowsApart},
 		{"no capacity for a successor: hold", compute(map[string]float64{"1002": 0.250}), "1000", nil, map[GPUType]int{"a100": 0},
-			Hold, nil, "no free a100 worker to replace it with", map[string]string{"1002": "compute"}},
+			Hold, nil, "no free a100 worker to replace it with", map[string]string{"1002": "compute"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rate := same
-			if strings.HasPrefix(tc.name, "with compute times") {
-				// Report windows fall differently in each worker: the main job's samples/s
-				// reads 30% low, though every step waited for all.
-				rate = func(_ map[GPUType]int, w WorkerRate) float64 {
-					if w.Worker == "1000" {
-						return 105
-					}
-					return 150
-				}
+			if tc.rate != nil {
+				rate = tc.rate
 			}
 			s := newSim(rate, "a100", "a100", "a100", "a100")
 			s.compute = tc.compute

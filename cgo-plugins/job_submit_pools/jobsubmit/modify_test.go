@@ -33,7 +33,7 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 		uid           uint32
 		want          Rejection
 		wantPartition string
-		wantMessage   string
+		wantMessage   string // part of the message to the user; "": none
 	}{
 		{name: "GPU job moved to the CPU pool", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu", FieldPartition },
@@ -55,7 +55,7 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 			uid:    alice, want: RejectGRES, wantMessage: "its nodes have 8 CPUs"},
 		{name: "partition list with a pool that fits is narrowed", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu,a100", FieldPartition },
-			uid:    alice, wantPartition: "a100"},
+			uid:    alice, wantPartition: "a100", wantMessage: "job sent to a100 only: pool cpu cannot run this job: it has no GPUs"},
 		{name: "partition that is not a pool is Slurm's to judge", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "debug", FieldPartition },
 			uid:    alice},
@@ -113,7 +113,8 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 			u := update()
 			tt.change(u)
 			out := f.p.Modify(u, tt.job, tt.uid)
-			if out.Reject != tt.want || out.SetPartition != tt.wantPartition || !strings.Contains(out.UserMessage, tt.wantMessage) {
+			if out.Reject != tt.want || out.SetPartition != tt.wantPartition || !strings.Contains(out.UserMessage, tt.wantMessage) ||
+				tt.wantMessage == "" && out.UserMessage != "" {
 				t.Fatalf("outcome = %+v, want rejection %d, partition %q, a message with %q", out, tt.want, tt.wantPartition, tt.wantMessage)
 			}
 			if tt.want != NotRejected && !f.log.contains("update of job 77 by uid") && !f.log.contains("update by uid") {
