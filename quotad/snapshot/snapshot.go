@@ -450,4 +450,3 @@ func Nodes(nodes []slurm.Node) []policy.Node {
 	}
 	return out
 }
-
