@@ -21,9 +21,15 @@ type Free struct {
 // Shape is what one job (or one elastic worker) needs on each of its nodes: GPUs by type
 // (AnyType: of any type), CPUs and memory. A job always takes at least one CPU.
 type Shape struct {
-	GPUs     map[string]int
+	GPUs     []GPUCount // a slice, not a map: it is read for every node of every scan
 	CPUs     int
 	MemoryMB int64
+}
+
+// GPUCount is Count GPUs of Type (AnyType: of any type).
+type GPUCount struct {
+	Type  string
+	Count int
 }
 
 // Fits is how many jobs of shape s the free room holds at once, bounded by each of GPUs (per
@@ -33,13 +39,26 @@ func (f Free) Fits(s Shape) int {
 	if s.MemoryMB > 0 {
 		n = min(n, int(min(max(f.MemoryMB, 0)/s.MemoryMB, math.MaxInt32)))
 	}
-	for t, per := range s.GPUs {
-		if per <= 0 {
-			continue
+	for _, g := range s.GPUs {
+		if g.Count > 0 {
+			n = min(n, f.GPUsOf(g.Type)/g.Count)
 		}
-		n = min(n, f.GPUsOf(t)/per)
 	}
 	return n
+}
+
+// Holds says whether one job of shape s fits: Fits(s) > 0, by comparisons alone, for the scans
+// that ask it of every node.
+func (f Free) Holds(s Shape) bool {
+	if f.CPUs < max(s.CPUs, 1) || f.MemoryMB < s.MemoryMB {
+		return false
+	}
+	for _, g := range s.GPUs {
+		if g.Count > 0 && f.GPUsOf(g.Type) < g.Count {
+			return false
+		}
+	}
+	return true
 }
 
 // GPUsOf is the free GPUs of type t (AnyType: of every type).

@@ -36,7 +36,7 @@ func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.JobExtra) workerSha
 // t, CPUs and memory free on nodes Slurm may start jobs on, each node once (bridge/noderoom's
 // rule, quotad's too).
 func (s workerShape) fits(nodes []slurm.Node, parts []string, t policy.GPUType) int {
-	each := noderoom.Shape{GPUs: map[string]int{roomType(t): s.gpus}, CPUs: s.tasks * s.cpusPerTask, MemoryMB: int64(s.memMB)}
+	each := noderoom.Shape{GPUs: []noderoom.GPUCount{{Type: roomType(t), Count: s.gpus}}, CPUs: s.tasks * s.cpusPerTask, MemoryMB: int64(s.memMB)}
 	total := 0
 	for i := range nodes {
 		if startsJobs(&nodes[i], parts) {

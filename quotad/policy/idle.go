@@ -121,21 +121,21 @@ func (s shape) resolve(anyType string) map[string]int {
 // fit finds s.nodes distinct nodes of the partition that each have per GPUs and the shape's
 // CPUs and memory free, first by name; nil when there are not enough.
 func (in *idleNodes) fit(part string, s shape, per map[string]int) []*nodeRoom {
-	want := make([]gpuCount, 0, len(per))
+	want := make([]noderoom.GPUCount, 0, len(per))
 	for t, n := range per {
 		if in.idle[part][t] < n*s.nodes {
 			return nil // not enough on all the partition's nodes together
 		}
-		want = append(want, gpuCount{t, n})
+		want = append(want, noderoom.GPUCount{Type: t, Count: n})
 	}
 	key := unfitKey(part, s, want)
 	if in.unfit[key] {
 		return nil
 	}
 	var got []*nodeRoom
-	each := noderoom.Shape{GPUs: per, CPUs: s.cpus, MemoryMB: s.memMB}
+	each := noderoom.Shape{GPUs: want, CPUs: s.cpus, MemoryMB: s.memMB}
 	for _, r := range in.byPartition[part] {
-		if r.free.Fits(each) > 0 {
+		if r.free.Holds(each) {
 			got = append(got, r)
 			if len(got) == s.nodes {
 				return got
@@ -149,18 +149,12 @@ func (in *idleNodes) fit(part string, s shape, per map[string]int) []*nodeRoom {
 	return nil
 }
 
-// gpuCount is n GPUs of type t on one node.
-type gpuCount struct {
-	t string
-	n int
-}
-
 // unfitKey names a fit's question: the partition, the node count, each node's CPUs, memory
 // and GPUs by type.
-func unfitKey(part string, s shape, want []gpuCount) string {
+func unfitKey(part string, s shape, want []noderoom.GPUCount) string {
 	parts := make([]string, 0, len(want))
 	for _, c := range want {
-		parts = append(parts, c.t+"="+strconv.Itoa(c.n))
+		parts = append(parts, c.Type+"="+strconv.Itoa(c.Count))
 	}
 	slices.Sort(parts)
 	return fmt.Sprintf("%s|%d|%d|%d|%s", part, s.nodes, s.cpus, s.memMB, strings.Join(parts, ","))
