@@ -23,7 +23,6 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -170,11 +169,9 @@ func runCommand() *cli.Command {
 
 			// /metrics stays open (Prometheus scrapes it): job ids, worker counts and samples/s,
 			// no user, host or rendezvous endpoint.
-			mux := http.NewServeMux()
-			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-			mux.Handle("/v1/", d.Handler(daemon.Access{Callers: authn,
-				Agents: &daemon.AgentAuth{Identity: authn.Identity, UIDs: uids, CheckOrigin: c.Bool("agent-origin-check")}}))
-			return serveAndLoop(c.Context, log, c.String("listen"), mux, c.Duration("interval"), d.Cycle)
+			apiHandler := d.Handler(daemon.Access{Callers: authn,
+				Agents: &daemon.AgentAuth{Identity: authn.Identity, UIDs: uids, CheckOrigin: c.Bool("agent-origin-check")}})
+			return serveAndLoop(c.Context, log, c.String("listen"), reg, apiHandler, c.Duration("interval"), d.Cycle)
 		},
 	}
 }
@@ -206,15 +203,14 @@ func baseEnv() []string {
 	return env
 }
 
-// serveAndLoop serves mux and runs cycle every interval (never two at once) until SIGTERM or
-// SIGINT.
-func serveAndLoop(parent context.Context, log zerolog.Logger, listen string, mux http.Handler, interval time.Duration,
+// serveAndLoop serves metrics and api (on listen; "": nothing) and runs cycle every interval
+// (never two at once) until SIGTERM or SIGINT.
+func serveAndLoop(parent context.Context, log zerolog.Logger, listen string, metrics prometheus.Gatherer, api http.Handler, interval time.Duration,
 	cycle func(context.Context) error) error {
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if listen != "" {
-		// serve's timeouts and connection cap: the port is reachable from every node.
-		addr, err := serve.Start(ctx, listen, mux, serve.DefaultLimits(), func(err error) { log.Error().Err(err).Msg("HTTP server stopped") })
+		addr, err := serve.MetricsAndAPI(ctx, listen, metrics, "/v1/", api, func(err error) { log.Error().Err(err).Msg("HTTP server stopped") })
 		if err != nil {
 			return err
 		}
@@ -270,7 +266,7 @@ func agentCommand() *cli.Command {
 			}
 			a := &agent.Agent{Nodes: c.StringSlice("node"),
 				Reader: reader, Post: agent.PostHTTP(&http.Client{Timeout: 15 * time.Second}, c.String("elasticd"), encode), Log: log}
-			return serveAndLoop(c.Context, log, "", nil, c.Duration("interval"), a.Cycle)
+			return serveAndLoop(c.Context, log, "", nil, nil, c.Duration("interval"), a.Cycle)
 		},
 	}
 }

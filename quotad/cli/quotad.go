@@ -12,6 +12,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
@@ -92,9 +93,11 @@ func runQuotad(c *ucli.Context) error {
 		}
 		d.Pools = func() (*pools.Config, error) { return pools.Load(poolsPath) }
 		d.Audit = e.store
-		bound, err := daemon.ServeMetrics(ctx, addr, m, log, view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))))
+		// Everything but /metrics goes to the view: the read-only API under /api/ and the cluster page.
+		bound, err := serve.MetricsAndAPI(ctx, addr, m.Registry, "/", view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))),
+			func(err error) { log.Error().Err(err).Msg("metrics server") })
 		if err != nil {
-			return err
+			return fmt.Errorf("metrics listener: %w", err)
 		}
 		log.Info().Str("addr", bound.String()).Str("pools", poolsPath).Msg("serving /metrics, the read-only API /api/v1/ and the cluster page /")
 	}
