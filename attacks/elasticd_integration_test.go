@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -49,7 +50,7 @@ func (a *attack) pinAuth(ctx context.Context, t *testing.T, user, id string, n i
 	if n == 0 {
 		method = http.MethodDelete
 	}
-	return view.AuthScheme + " " + a.credential(ctx, t, user, api.RequestPayload(method, api.PinPath(uint32(num), n)))
+	return auth.Scheme + " " + a.credential(ctx, t, user, api.RequestPayload(method, api.PinPath(uint32(num), n)))
 }
 
 // alice cannot pin or unpin bob's elastic job, with her own credential, one made for quotad,
@@ -90,7 +91,7 @@ func TestAttackElasticJobOfAnotherUser(t *testing.T) {
 
 	expect(t, "alice unpins bob's job", a.pin(ctx, t, job, 0, a.pinAuth(ctx, t, "alice", job, 0)), http.StatusForbidden, "only the job's owner or root")
 	expect(t, "no credential", a.pin(ctx, t, job, 2, ""), http.StatusUnauthorized, "")
-	quotadCred := view.AuthScheme + " " + a.credential(ctx, t, "alice", view.CredentialPayload(http.MethodPut, api.PinPath(mustID(t, job), 2)))
+	quotadCred := auth.Scheme + " " + a.credential(ctx, t, "alice", view.CredentialPayload(http.MethodPut, api.PinPath(mustID(t, job), 2)))
 	expect(t, "a credential made for quotad", a.pin(ctx, t, job, 2, quotadCred), http.StatusUnauthorized, "was made for")
 	expect(t, "bob's credential for another size", a.pin(ctx, t, job, 2, a.pinAuth(ctx, t, "bob", job, 1)), http.StatusUnauthorized, "was made for")
 	expect(t, "a pin beyond the job's MAX", a.pin(ctx, t, job, 9, a.pinAuth(ctx, t, "bob", job, 9)), http.StatusBadRequest, "cannot pin it at 9")

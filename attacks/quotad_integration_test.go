@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -34,7 +35,7 @@ func (a *attack) quotadJob(ctx context.Context, t *testing.T) (id, jobURL, path 
 	path = "/api/" + view.APIVersion + "/jobs/" + id
 	jobURL = a.c.QuotadURL() + path
 	for {
-		got := call(ctx, t, http.MethodGet, jobURL, view.AuthScheme+" "+a.credential(ctx, t, "root", view.CredentialPayload(http.MethodGet, path)))
+		got := call(ctx, t, http.MethodGet, jobURL, auth.Scheme+" "+a.credential(ctx, t, "root", view.CredentialPayload(http.MethodGet, path)))
 		if got.Code == http.StatusOK {
 			return id, jobURL, path
 		}
@@ -56,13 +57,13 @@ func TestAttackQuotadJobExplanations(t *testing.T) {
 	bobGPU, jobURL, path := a.quotadJob(ctx, t)
 	w := a.c.CaptureWorld(ctx, t, []string{held, running, bobGPU}, nil)
 	cred := func(user, payload string) string {
-		return view.AuthScheme + " " + a.credential(ctx, t, user, payload)
+		return auth.Scheme + " " + a.credential(ctx, t, user, payload)
 	}
 	mine := view.CredentialPayload(http.MethodGet, path)
 
 	expect(t, "no credential", call(ctx, t, http.MethodGet, jobURL, ""), http.StatusUnauthorized, "private to their owners")
 	expect(t, "another scheme", call(ctx, t, http.MethodGet, jobURL, "Bearer "+a.credential(ctx, t, "alice", mine)), http.StatusUnauthorized, "private to their owners")
-	expect(t, "a forged credential", call(ctx, t, http.MethodGet, jobURL, view.AuthScheme+" MUNGE:AAAAforgedAAAA:"), http.StatusUnauthorized, "does not decode")
+	expect(t, "a forged credential", call(ctx, t, http.MethodGet, jobURL, auth.Scheme+" MUNGE:AAAAforgedAAAA:"), http.StatusUnauthorized, "does not decode")
 	expect(t, "alice's own credential", call(ctx, t, http.MethodGet, jobURL, cred("alice", mine)), http.StatusForbidden, "is not alice's")
 	expect(t, "a credential for another job", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodGet, "/api/v1/jobs/1"))), http.StatusUnauthorized, "was made for")
 	expect(t, "a credential for the job list", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodGet, "/api/v1/jobs"))), http.StatusUnauthorized, "was made for")

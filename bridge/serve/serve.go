@@ -1,5 +1,5 @@
 // Package serve is the HTTP server setup every slurmbridge daemon shares (quotad's API and
-// metrics, elasticd's API and metrics): timeouts that close a connection which sends its
+// metrics, elasticd's API and metrics; both start theirs with MetricsAndAPI): timeouts that close a connection which sends its
 // request too slowly (slowloris) or never reads its answer, a bound on header size, and a
 // listener that holds at most a fixed number of connections at once, so that a flood of
 // connections queues in the kernel instead of costing the daemon a goroutine and a buffer each.
@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Limits bound what one client may hold of a server.
@@ -130,4 +133,17 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// MetricsAndAPI is a daemon's HTTP server on addr until ctx ends, with DefaultLimits (the port
+// is reachable from every node): metrics at /metrics, open to Prometheus, and api at
+// apiPattern (nil: none). It returns the bound address; onError hears a server that stops on
+// its own.
+func MetricsAndAPI(ctx context.Context, addr string, metrics prometheus.Gatherer, apiPattern string, api http.Handler, onError func(error)) (net.Addr, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	if api != nil {
+		mux.Handle(apiPattern, api)
+	}
+	return Start(ctx, addr, mux, DefaultLimits(), onError)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func ok(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }
@@ -147,5 +149,31 @@ func TestClosedLimitListenerEndsAWaitingAccept(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("Accept still waits after Close")
+	}
+}
+
+// A daemon's server: Prometheus reads /metrics, the API answers under its pattern, and nothing
+// else is served.
+func TestMetricsAndAPIServesBoth(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cycles := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_cycles_total", Help: "cycles"})
+	reg.MustRegister(cycles)
+	cycles.Add(3)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	addr, err := MetricsAndAPI(ctx, "127.0.0.1:0", reg, "/v1/", http.HandlerFunc(ok), func(err error) { t.Errorf("server stopped: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/metrics": "test_cycles_total 3", "/v1/status": "ok", "/other": "404 page not found"} {
+		resp, err := http.Get("http://" + addr.String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %s %q, want %q", path, resp.Status, body, want)
+		}
 	}
 }

@@ -23,10 +23,10 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
@@ -36,7 +36,6 @@ import (
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/probe"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // New builds the CLI.
@@ -63,20 +62,11 @@ func elasticdURLFlag() cli.Flag {
 	return &cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464", EnvVars: []string{"SLURMBRIDGE_ELASTICD_URL"}}
 }
 
-var mungeSocketFlag = &cli.StringFlag{Name: "munge-socket", Usage: "munged's socket (empty: MUNGE's default)", EnvVars: []string{"SLURMBRIDGE_MUNGE_SOCKET"}}
-
 // mungeAuth says who asks for a status or a pin: the user its MUNGE credential names (quotad's
 // API does the same), with elasticd's own payload; Slurm's operators and administrators
-// (AdminLevel, read with sacctmgr) see every job, as root does.
-func mungeAuth(runner slurm.ExecRunner, socket string) view.MungeAuth {
-	client := slurm.NewClient(runner)
-	return daemon.PersonAuth(view.MungeAuth{
-		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
-			return client.MungeDecode(ctx, socket, cred)
-		},
-		LookupUser: view.UserName,
-		IsOperator: client.UserIsOperator,
-	})
+// (AdminLevel, read with sacctmgr: elasticd has no database) see every job, as root does.
+func mungeAuth(client slurm.Client, socket string) auth.Munge {
+	return auth.NewMunge(client, socket, client.UserIsOperator, daemon.PersonAPI)
 }
 
 // agentUIDs are the uids, besides root, whose credentials may carry node agents' reports:
@@ -134,7 +124,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "cooldown", Value: d.Cooldown},
 			&cli.StringFlag{Name: "objective", Value: "throughput",
 				Usage: "throughput: s on samples/s per worker; throughput-per-dollar: s on samples/s per pool price (every pool needs a price)"},
-			mungeSocketFlag,
+			auth.MungeSocketFlag(),
 			&cli.StringSliceFlag{Name: "agent-user", EnvVars: []string{"ELASTICD_AGENT_USER"},
 				Usage: "user (name or uid) the node agents run as, whose MUNGE credentials may carry GPU signal reports besides root's (repeat for several); unset: SlurmUser from scontrol show config"},
 			&cli.BoolFlag{Name: "agent-origin-check", Value: true,
@@ -174,16 +164,14 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			auth := mungeAuth(runner, c.String("munge-socket"))
+			authn := mungeAuth(client, c.String("munge-socket"))
 			log.Info().Uints32("agent_uids", uids).Bool("origin_check", c.Bool("agent-origin-check")).Msg("GPU signal reports taken from root and these uids")
 
 			// /metrics stays open (Prometheus scrapes it): job ids, worker counts and samples/s,
 			// no user, host or rendezvous endpoint.
-			mux := http.NewServeMux()
-			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-			mux.Handle("/v1/", d.Handler(daemon.Access{Callers: auth,
-				Agents: &daemon.AgentAuth{Identity: auth.Identity, UIDs: uids, CheckOrigin: c.Bool("agent-origin-check")}}))
-			return serveAndLoop(c.Context, log, c.String("listen"), mux, c.Duration("interval"), d.Cycle)
+			apiHandler := d.Handler(daemon.Access{Callers: authn,
+				Agents: &daemon.AgentAuth{Identity: authn.Identity, UIDs: uids, CheckOrigin: c.Bool("agent-origin-check")}})
+			return serveAndLoop(c.Context, log, c.String("listen"), reg, apiHandler, c.Duration("interval"), d.Cycle)
 		},
 	}
 }
@@ -215,15 +203,14 @@ func baseEnv() []string {
 	return env
 }
 
-// serveAndLoop serves mux and runs cycle every interval (never two at once) until SIGTERM or
-// SIGINT.
-func serveAndLoop(parent context.Context, log zerolog.Logger, listen string, mux http.Handler, interval time.Duration,
+// serveAndLoop serves metrics and api (on listen; "": nothing) and runs cycle every interval
+// (never two at once) until SIGTERM or SIGINT.
+func serveAndLoop(parent context.Context, log zerolog.Logger, listen string, metrics prometheus.Gatherer, api http.Handler, interval time.Duration,
 	cycle func(context.Context) error) error {
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if listen != "" {
-		// serve's timeouts and connection cap: the port is reachable from every node.
-		addr, err := serve.Start(ctx, listen, mux, serve.DefaultLimits(), func(err error) { log.Error().Err(err).Msg("HTTP server stopped") })
+		addr, err := serve.MetricsAndAPI(ctx, listen, metrics, "/v1/", api, func(err error) { log.Error().Err(err).Msg("HTTP server stopped") })
 		if err != nil {
 			return err
 		}
@@ -258,7 +245,7 @@ func agentCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "node", Value: cli.NewStringSlice(host), Usage: "Slurm node names this host runs (repeat for multiple slurmd)"},
 			&cli.StringFlag{Name: "elasticd", Value: "http://127.0.0.1:9464"},
 			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second},
-			mungeSocketFlag,
+			auth.MungeSocketFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
@@ -279,7 +266,7 @@ func agentCommand() *cli.Command {
 			}
 			a := &agent.Agent{Nodes: c.StringSlice("node"),
 				Reader: reader, Post: agent.PostHTTP(&http.Client{Timeout: 15 * time.Second}, c.String("elasticd"), encode), Log: log}
-			return serveAndLoop(c.Context, log, "", nil, c.Duration("interval"), a.Cycle)
+			return serveAndLoop(c.Context, log, "", nil, nil, c.Duration("interval"), a.Cycle)
 		},
 	}
 }
@@ -291,7 +278,7 @@ func statusCommand() *cli.Command {
 		Flags: []cli.Flag{
 			elasticdURLFlag(),
 			&cli.BoolFlag{Name: "json"},
-			mungeSocketFlag,
+			auth.MungeSocketFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
@@ -331,7 +318,7 @@ func pinCommand() *cli.Command {
 		Name:      "pin",
 		Usage:     "hold an elastic job at N workers, whatever its throughput says (its owner or root)",
 		ArgsUsage: "JOBID N",
-		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
+		Flags:     []cli.Flag{elasticdURLFlag(), auth.MungeSocketFlag()},
 		Action: func(c *cli.Context) error {
 			id, err := jobIDArg(c, 2, "pin JOBID N")
 			if err != nil {
@@ -367,7 +354,7 @@ func unpinCommand() *cli.Command {
 		Name:      "unpin",
 		Usage:     "let elasticd size an elastic job from its throughput again",
 		ArgsUsage: "JOBID",
-		Flags:     []cli.Flag{elasticdURLFlag(), mungeSocketFlag},
+		Flags:     []cli.Flag{elasticdURLFlag(), auth.MungeSocketFlag()},
 		Action: func(c *cli.Context) error {
 			id, err := jobIDArg(c, 1, "unpin JOBID")
 			if err != nil {
@@ -393,7 +380,7 @@ func credentialRequest(ctx context.Context, c *cli.Context, method, path string)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", view.AuthScheme+" "+cred)
+	req.Header.Set("Authorization", auth.Scheme+" "+cred)
 	return req, nil
 }
 

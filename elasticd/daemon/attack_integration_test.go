@@ -19,10 +19,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/elasticd/agent"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // The attacker's suite for elasticd's API: alice, a plain user with a MUNGE credential of her
@@ -42,15 +41,9 @@ func attackAPI(ctx context.Context, t *testing.T, r *elasticRun) (*httptest.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := PersonAuth(view.MungeAuth{
-		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
-			return client.MungeDecode(ctx, socket, cred)
-		},
-		LookupUser: view.UserName,
-		IsOperator: client.UserIsOperator,
-	})
-	srv := httptest.NewServer(r.d.Handler(Access{Callers: auth,
-		Agents: &AgentAuth{Identity: auth.Identity, UIDs: []uint32{slurmUID}, CheckOrigin: true}}))
+	authn := auth.NewMunge(client, socket, client.UserIsOperator, PersonAPI)
+	srv := httptest.NewServer(r.d.Handler(Access{Callers: authn,
+		Agents: &AgentAuth{Identity: authn.Identity, UIDs: []uint32{slurmUID}, CheckOrigin: true}}))
 	t.Cleanup(srv.Close)
 	return srv, socket
 }

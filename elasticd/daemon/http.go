@@ -10,18 +10,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // StatusHistory is how many measurements a status shows per job.
 const StatusHistory = 20
 
 // StatusFor is the status of the jobs caller may read: their own, or every job for root and
-// Slurm's operators (view.Caller.MayRead, as quotad's API). A job's rendezvous endpoint and
+// Slurm's operators (auth.Caller.MayRead, as quotad's API). A job's rendezvous endpoint and
 // throughput are its owner's business.
-func (d *Daemon) StatusFor(caller view.Caller) []api.JobStatus {
+func (d *Daemon) StatusFor(caller auth.Caller) []api.JobStatus {
 	return slices.DeleteFunc(d.Status(), func(s api.JobStatus) bool { return !caller.MayRead(s.User) })
 }
 
@@ -107,7 +107,7 @@ var (
 
 // Pin sets (n > 0) or clears (n == 0) the size of job id, for caller, who must be the job's
 // owner or root. The pin is saved at once, so it survives a restart of elasticd.
-func (d *Daemon) Pin(id uint32, n int, caller view.Caller) error {
+func (d *Daemon) Pin(id uint32, n int, caller auth.Caller) error {
 	d.mu.Lock()
 	j := d.jobs[id]
 	if j == nil {
@@ -136,7 +136,7 @@ func (d *Daemon) Pin(id uint32, n int, caller view.Caller) error {
 // Access is how the API learns who asks.
 type Access struct {
 	// Callers authenticates people: status and pins (nil: both refused).
-	Callers view.Authenticator
+	Callers auth.Authenticator
 	// Agents authenticates node agents' reports (nil: reports refused).
 	Agents *AgentAuth
 }
@@ -145,15 +145,15 @@ type Access struct {
 // MUNGE credential.
 func (d *Daemon) Handler(access Access) http.Handler {
 	mux := http.NewServeMux()
-	caller := func(w http.ResponseWriter, r *http.Request, what string) (view.Caller, bool) {
+	caller := func(w http.ResponseWriter, r *http.Request, what string) (auth.Caller, bool) {
 		if access.Callers == nil {
 			http.Error(w, "this elasticd "+what+" (no MUNGE authentication configured)", http.StatusServiceUnavailable)
-			return view.Caller{}, false
+			return auth.Caller{}, false
 		}
 		c, err := access.Callers.Caller(r)
 		if err != nil {
-			http.Error(w, err.Error(), view.AuthErrorStatus(w, err))
-			return view.Caller{}, false
+			http.Error(w, err.Error(), auth.ErrorStatus(w, err))
+			return auth.Caller{}, false
 		}
 		return c, true
 	}
@@ -211,9 +211,9 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 	}
 	if r.Header.Get("Authorization") == "" {
 		// Said before the body is read: nothing without a credential costs more than this.
-		w.Header().Set("WWW-Authenticate", view.AuthScheme)
+		w.Header().Set("WWW-Authenticate", auth.Scheme)
 		http.Error(w, fmt.Sprintf("signal reports come from elasticd's node agents: send \"Authorization: %s <credential>\" with a credential of root or the agents' user from `munge --string 'slurmbridge-elasticd-signals POST %s sha256=<hex SHA-256 of the body>'` (elasticd agent does)",
-			view.AuthScheme, api.SignalsPath), http.StatusUnauthorized)
+			auth.Scheme, api.SignalsPath), http.StatusUnauthorized)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSignalReport))
@@ -223,7 +223,7 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 	}
 	id, err := agents.Identity(r, api.SignalsPayload(body))
 	if err != nil {
-		http.Error(w, err.Error(), view.AuthErrorStatus(w, err))
+		http.Error(w, err.Error(), auth.ErrorStatus(w, err))
 		return
 	}
 	if id.UID != 0 && !slices.Contains(agents.UIDs, id.UID) {

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // cycleUntil runs elasticd cycles, one a second, until done says so or ctx ends; it logs each
@@ -264,7 +264,8 @@ func TestOwnerPinsASize(t *testing.T) {
 		}
 	}
 	client := r.c.Slurm()
-	srv := httptest.NewServer(r.d.Handler(Access{Callers: view.MungeAuth{
+	srv := httptest.NewServer(r.d.Handler(Access{Callers: auth.Munge{
+		API: PersonAPI,
 		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
 			return client.MungeDecode(ctx, socket, cred)
 		},
@@ -272,7 +273,6 @@ func TestOwnerPinsASize(t *testing.T) {
 			out, err := exec.Command("id", "-nu", fmt.Sprint(uid)).Output()
 			return strings.TrimSpace(string(out)), err
 		},
-		Payload: api.RequestPayload,
 	}}))
 	defer srv.Close()
 	elasticd := func(user string, args ...string) (string, error) {

@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // restartDaemon replaces the harness's elasticd by a new one on the same state directory, as
@@ -151,11 +151,11 @@ func TestMaxBatchLowersTheMaxAndReachesTheContract(t *testing.T) {
 	}
 }
 
-type fakeAuth struct{ caller view.Caller }
+type fakeAuth struct{ caller auth.Caller }
 
-func (f fakeAuth) Caller(r *http.Request) (view.Caller, error) {
+func (f fakeAuth) Caller(r *http.Request) (auth.Caller, error) {
 	if f.caller.User == "" {
-		return view.Caller{}, fmt.Errorf("%w: no credential", view.ErrUnauthenticated)
+		return auth.Caller{}, fmt.Errorf("%w: no credential", auth.ErrUnauthenticated)
 	}
 	return f.caller, nil
 }
@@ -164,21 +164,21 @@ func TestOnlyTheOwnerOrRootPins(t *testing.T) {
 	h := newHarness(t, 1, 4)
 	h.cycle()
 	for _, tc := range []struct {
-		caller view.Caller
+		caller auth.Caller
 		method string
 		path   string
 		code   int
 		pin    int
 	}{
-		{view.Caller{}, http.MethodPut, api.PinPath(mainID, 2), http.StatusUnauthorized, 0},
-		{view.Caller{User: "bob"}, http.MethodPut, api.PinPath(mainID, 2), http.StatusForbidden, 0},
-		{view.Caller{User: "alice"}, http.MethodPut, api.PinPath(mainID, 5), http.StatusBadRequest, 0},
-		{view.Caller{User: "alice"}, http.MethodPut, api.PinPath(7, 2), http.StatusNotFound, 0},
-		{view.Caller{User: "alice"}, http.MethodPut, "/v1/jobs/" + fmt.Sprint(mainID) + "/pin/0", http.StatusBadRequest, 0},
-		{view.Caller{User: "alice"}, http.MethodPut, api.PinPath(mainID, 2), http.StatusNoContent, 2},
-		{view.Caller{User: "root", SeesAll: true}, http.MethodPut, api.PinPath(mainID, 3), http.StatusNoContent, 3},
-		{view.Caller{User: "bob"}, http.MethodDelete, api.PinPath(mainID, 0), http.StatusForbidden, 3},
-		{view.Caller{User: "alice"}, http.MethodDelete, api.PinPath(mainID, 0), http.StatusNoContent, 0},
+		{auth.Caller{}, http.MethodPut, api.PinPath(mainID, 2), http.StatusUnauthorized, 0},
+		{auth.Caller{User: "bob"}, http.MethodPut, api.PinPath(mainID, 2), http.StatusForbidden, 0},
+		{auth.Caller{User: "alice"}, http.MethodPut, api.PinPath(mainID, 5), http.StatusBadRequest, 0},
+		{auth.Caller{User: "alice"}, http.MethodPut, api.PinPath(7, 2), http.StatusNotFound, 0},
+		{auth.Caller{User: "alice"}, http.MethodPut, "/v1/jobs/" + fmt.Sprint(mainID) + "/pin/0", http.StatusBadRequest, 0},
+		{auth.Caller{User: "alice"}, http.MethodPut, api.PinPath(mainID, 2), http.StatusNoContent, 2},
+		{auth.Caller{User: "root", SeesAll: true}, http.MethodPut, api.PinPath(mainID, 3), http.StatusNoContent, 3},
+		{auth.Caller{User: "bob"}, http.MethodDelete, api.PinPath(mainID, 0), http.StatusForbidden, 3},
+		{auth.Caller{User: "alice"}, http.MethodDelete, api.PinPath(mainID, 0), http.StatusNoContent, 0},
 	} {
 		rec := httptest.NewRecorder()
 		h.d.Handler(Access{Callers: fakeAuth{tc.caller}}).ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
@@ -188,7 +188,7 @@ func TestOnlyTheOwnerOrRootPins(t *testing.T) {
 		}
 	}
 	// A pin is saved at once.
-	if err := h.d.Pin(mainID, 2, view.Caller{User: "alice"}); err != nil {
+	if err := h.d.Pin(mainID, 2, auth.Caller{User: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	h.restartDaemon()
@@ -199,7 +199,7 @@ func TestOnlyTheOwnerOrRootPins(t *testing.T) {
 	if d := h.decision(); d.Action != policy.Grow || !strings.Contains(d.Reason, "pinned by alice") {
 		t.Fatalf("decision after restart: %+v, want growth to the pin", d)
 	}
-	if err := h.d.Pin(99, 2, view.Caller{User: "alice"}); !errors.Is(err, errNotFollowed) {
+	if err := h.d.Pin(99, 2, auth.Caller{User: "alice"}); !errors.Is(err, errNotFollowed) {
 		t.Fatalf("pin of an unknown job: %v", err)
 	}
 }

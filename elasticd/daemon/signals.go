@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // A node agent's report steers elasticd: a worker whose GPU it reports throttled is replaced,
@@ -49,7 +49,7 @@ const defaultSignalStale = 2 * time.Minute
 // AgentAuth is how the daemon learns who sent a report.
 type AgentAuth struct {
 	// Identity decodes the request's MUNGE credential, which must hold payload
-	// (view.MungeAuth.Identity: bounded, like every credential check).
+	// (auth.Munge.Identity: bounded, like every credential check).
 	Identity func(r *http.Request, payload string) (slurm.MungeIdentity, error)
 	// UIDs may report besides root: SlurmUser's, or the user the agents run as.
 	UIDs []uint32
@@ -61,13 +61,13 @@ type AgentAuth struct {
 	LookupHost func(ctx context.Context, host string) ([]string, error)
 }
 
-// PersonAuth is a for people's requests (status, pin, unpin): elasticd's payload, and the
-// 401's words name what is private and which command sends a credential.
-func PersonAuth(a view.MungeAuth) view.MungeAuth {
-	a.Payload = api.RequestPayload
-	a.Private = "an elastic job's status is shown to its owner, root and Slurm operators only, and a pin is its owner's"
-	a.Client = "elasticd status, pin and unpin send one"
-	return a
+// PersonAPI is elasticd's API for people's requests (status, pin, unpin) as their credentials
+// see it: elasticd's payload, and the 401's words name what is private and which command sends
+// a credential.
+var PersonAPI = auth.API{
+	Payload: api.RequestPayload,
+	Private: "an elastic job's status is shown to its owner, root and Slurm operators only, and a pin is its owner's",
+	Client:  "elasticd status, pin and unpin send one",
 }
 
 // signalOutcome is what became of a report.

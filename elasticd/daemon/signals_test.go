@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // fakeMunge stands in for munged: "cred:UID:HOST:PAYLOAD" decodes to that uid, encoding host
@@ -43,18 +43,18 @@ const slurmUID = 64030
 
 func signalsHandler(h *harness) (http.Handler, *fakeMunge) {
 	m := &fakeMunge{used: map[string]bool{}}
-	auth := PersonAuth(view.MungeAuth{Decode: m.decode,
+	authn := auth.Munge{API: PersonAPI, Decode: m.decode,
 		LookupUser: func(uid uint32) (string, error) {
 			return map[uint32]string{1001: "alice", 1002: "bob", 1003: "carol"}[uid], nil
 		},
-		Bounds: view.NewAuthBounds(4, 4, time.Second, time.Second)})
+		Bounds: auth.NewBounds(4, 4, time.Second, time.Second)}
 	lookup := func(_ context.Context, host string) ([]string, error) {
 		if host == "gpu-host-1" {
 			return []string{"10.0.0.2"}, nil // the node's second address
 		}
 		return nil, fmt.Errorf("no such host %s", host)
 	}
-	return h.d.Handler(Access{Callers: auth, Agents: &AgentAuth{Identity: auth.Identity, UIDs: []uint32{slurmUID}, CheckOrigin: true, LookupHost: lookup}}), m
+	return h.d.Handler(Access{Callers: authn, Agents: &AgentAuth{Identity: authn.Identity, UIDs: []uint32{slurmUID}, CheckOrigin: true, LookupHost: lookup}}), m
 }
 
 func sampleAt(index int, at time.Time, reasons ...string) api.GPUSample {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // A real PyTorch job (examples/train.py: DDP over gloo on the testbed's CPUs) whose workers
@@ -69,7 +69,7 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 		if !pinned && shrunkAt.IsZero() && !atMaxSince.IsZero() && time.Since(atMaxSince) > atMaxBeforePin {
 			t.Logf("%5.1fs: the step to %d workers still pays on this machine's shared cores; pinning the job at %d, which shrinks it the same way",
 				time.Since(start).Seconds(), maxWorkers, maxWorkers-1)
-			if err := d.Pin(main, maxWorkers-1, view.Caller{User: "root", SeesAll: true}); err != nil {
+			if err := d.Pin(main, maxWorkers-1, auth.Caller{User: "root", SeesAll: true}); err != nil {
 				t.Fatal(err)
 			}
 			pinned = true

@@ -31,12 +31,6 @@ func dbFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "quota-db", Usage: "quotad's own database (quotas, audit)", EnvVars: []string{"SLURMBRIDGE_QUOTA_DB"}, Value: "slurmbridge"})
 }
 
-// mungeSocketFlag names munged's socket, for the API's credentials (quotad decodes them,
-// quotactl makes them).
-func mungeSocketFlag() ucli.Flag {
-	return &ucli.StringFlag{Name: "munge-socket", Usage: "munged's socket (empty: MUNGE's default)", EnvVars: []string{"SLURMBRIDGE_MUNGE_SOCKET"}}
-}
-
 // env is what a command needs: both databases, the readers and the Slurm adapter.
 type env struct {
 	acctDB, quotaDB *sqlx.DB

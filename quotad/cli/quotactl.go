@@ -18,6 +18,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
@@ -36,7 +37,7 @@ func QuotactlApp() *ucli.App {
 	return &ucli.App{
 		Name:                 "quotactl",
 		Usage:                "manage slurmbridge's guaranteed GPU quotas",
-		Flags:                append(dbFlags(), quotadFlag(), mungeSocketFlag()),
+		Flags:                append(dbFlags(), quotadFlag(), auth.MungeSocketFlag()),
 		EnableBashCompletion: true,
 		Commands: []*ucli.Command{
 			{

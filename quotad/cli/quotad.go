@@ -10,8 +10,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
-	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/daemon"
@@ -29,7 +30,7 @@ func QuotadApp() *ucli.App {
 			&ucli.BoolFlag{Name: "dry-run", Usage: "print each cycle's plan and change nothing"},
 			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
-			mungeSocketFlag(),
+			auth.MungeSocketFlag(),
 			&ucli.StringFlag{Name: "pools", Usage: "pools file for the cluster page's pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{pools.ConfigEnv}},
 			&ucli.StringFlag{Name: "log-level", Value: "info"},
 			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
@@ -92,9 +93,11 @@ func runQuotad(c *ucli.Context) error {
 		}
 		d.Pools = func() (*pools.Config, error) { return pools.Load(poolsPath) }
 		d.Audit = e.store
-		bound, err := daemon.ServeMetrics(ctx, addr, m, log, view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))))
+		// Everything but /metrics goes to the view: the read-only API under /api/ and the cluster page.
+		bound, err := serve.MetricsAndAPI(ctx, addr, m.Registry, "/", view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))),
+			func(err error) { log.Error().Err(err).Msg("metrics server") })
 		if err != nil {
-			return err
+			return fmt.Errorf("metrics listener: %w", err)
 		}
 		log.Info().Str("addr", bound.String()).Str("pools", poolsPath).Msg("serving /metrics, the read-only API /api/v1/ and the cluster page /")
 	}
@@ -112,16 +115,10 @@ func interval(c *ucli.Context) time.Duration {
 }
 
 // mungeAuth authenticates the API's requests for jobs with quotad's munged; Slurm operators
-// and administrators are read from slurmdbd.
-func mungeAuth(e *env, socket string) view.MungeAuth {
-	return view.MungeAuth{
-		Decode: func(ctx context.Context, cred string) (slurm.MungeIdentity, error) {
-			return e.slurm.MungeDecode(ctx, socket, cred)
-		},
-		LookupUser: view.UserName,
-		IsOperator: func(ctx context.Context, name string) (bool, error) {
-			level, err := e.reader.AdminLevel(ctx, name)
-			return level >= slurmdbd.AdminOperator, err
-		},
-	}
+// and administrators are read from slurmdbd's tables, which quotad reads anyway.
+func mungeAuth(e *env, socket string) auth.Munge {
+	return auth.NewMunge(e.slurm, socket, func(ctx context.Context, name string) (bool, error) {
+		level, err := e.reader.AdminLevel(ctx, name)
+		return level >= slurmdbd.AdminOperator, err
+	}, view.API)
 }

@@ -7,19 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
-	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
@@ -427,22 +423,6 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 		d.Lease.Release(rctx)
 	}
 	return err
-}
-
-// ServeMetrics serves /metrics on addr until ctx ends, and, when api is not nil, everything
-// else through it: the read-only API under /api/ and the cluster page.
-func ServeMetrics(ctx context.Context, addr string, m *Metrics, log zerolog.Logger, api http.Handler) (net.Addr, error) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	if api != nil {
-		mux.Handle("/", api)
-	}
-	// serve's timeouts and connection cap: the API listens where anyone may reach it.
-	bound, err := serve.Start(ctx, addr, mux, serve.DefaultLimits(), func(err error) { log.Error().Err(err).Msg("metrics server") })
-	if err != nil {
-		return nil, fmt.Errorf("metrics listener: %w", err)
-	}
-	return bound, nil
 }
 
 // pageFacts adds what only the cluster page shows to a cycle's record: pools.yaml, read each

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 )
 
 // DefaultAddr is quotad's default listen address (QUOTAD_LISTEN in quotad.env).
@@ -118,7 +120,7 @@ func (c *Client) get(ctx context.Context, path string, private bool, out any) er
 		if err != nil {
 			return fmt.Errorf("making a MUNGE credential: %w", err)
 		}
-		req.Header.Set("Authorization", AuthScheme+" "+cred)
+		req.Header.Set("Authorization", auth.Scheme+" "+cred)
 	}
 	hc := c.HTTP
 	if hc == nil {

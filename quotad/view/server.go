@@ -2,16 +2,17 @@ package view
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 )
 
 // Handler serves the API under /api/v1/ and the cluster page at / and /cluster. auth authenticates requests for jobs; nil refuses
 // them all.
-func Handler(v *View, auth Authenticator) http.Handler {
+func Handler(v *View, authn auth.Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	p := "/api/" + APIVersion
 	mux.HandleFunc("GET "+p+"/status", func(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +47,7 @@ func Handler(v *View, auth Authenticator) http.Handler {
 		writeJSON(w, http.StatusOK, TypesResponse{Status: v.status(s), Types: Types(s.plan)})
 	})
 	mux.HandleFunc("GET "+p+"/jobs", func(w http.ResponseWriter, r *http.Request) {
-		caller, s, ok := v.callerWithPlan(w, r, auth)
+		caller, s, ok := v.callerWithPlan(w, r, authn)
 		if !ok {
 			return
 		}
@@ -64,7 +65,7 @@ func Handler(v *View, auth Authenticator) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("job id %q: want a number", r.PathValue("id")), nil)
 			return
 		}
-		caller, s, ok := v.callerWithPlan(w, r, auth)
+		caller, s, ok := v.callerWithPlan(w, r, authn)
 		if !ok {
 			return
 		}
@@ -110,41 +111,26 @@ func (v *View) withPlan(w http.ResponseWriter) (state, bool) {
 
 // callerWithPlan authenticates a request for jobs and returns its caller and the state, else
 // answers as authenticate or withPlan does.
-func (v *View) callerWithPlan(w http.ResponseWriter, r *http.Request, auth Authenticator) (Caller, state, bool) {
-	caller, ok := authenticate(w, r, auth)
+func (v *View) callerWithPlan(w http.ResponseWriter, r *http.Request, authn auth.Authenticator) (auth.Caller, state, bool) {
+	caller, ok := authenticate(w, r, authn)
 	if !ok {
-		return Caller{}, state{}, false
+		return auth.Caller{}, state{}, false
 	}
 	s, ok := v.withPlan(w)
 	return caller, s, ok
 }
 
-func authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator) (Caller, bool) {
-	if auth == nil {
+func authenticate(w http.ResponseWriter, r *http.Request, authn auth.Authenticator) (auth.Caller, bool) {
+	if authn == nil {
 		writeError(w, http.StatusForbidden, "this quotad serves no job explanations (no authentication configured)", nil)
-		return Caller{}, false
+		return auth.Caller{}, false
 	}
-	c, err := auth.Caller(r)
+	c, err := authn.Caller(r)
 	if err != nil {
-		writeError(w, AuthErrorStatus(w, err), err.Error(), nil)
-		return Caller{}, false
+		writeError(w, auth.ErrorStatus(w, err), err.Error(), nil)
+		return auth.Caller{}, false
 	}
 	return c, true
-}
-
-// AuthErrorStatus is the HTTP status of an Authenticator's error, with the header it needs
-// set on w: 401 with WWW-Authenticate for no valid credential, 503 with Retry-After when every
-// credential check slot is taken, 500 for anything else (slurmdbd unreachable).
-func AuthErrorStatus(w http.ResponseWriter, err error) int {
-	switch {
-	case errors.Is(err, ErrUnauthenticated):
-		w.Header().Set("WWW-Authenticate", AuthScheme)
-		return http.StatusUnauthorized
-	case errors.Is(err, ErrBusy):
-		w.Header().Set("Retry-After", "1")
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
 }
 
 // errorBody is the body of every 4xx and 5xx: what went wrong, and the status when the

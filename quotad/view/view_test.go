@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
@@ -97,8 +98,9 @@ func fakeMunge(_ context.Context, cred string) (slurm.MungeIdentity, error) {
 
 var users = map[uint32]string{1001: "alice", 1002: "bob", 1003: "carol"}
 
-func testAuth(operators ...string) MungeAuth {
-	return MungeAuth{
+func testAuth(operators ...string) auth.Munge {
+	return auth.Munge{
+		API:    API,
 		Decode: fakeMunge,
 		LookupUser: func(uid uint32) (string, error) {
 			if u, ok := users[uid]; ok {
@@ -115,7 +117,7 @@ func testAuth(operators ...string) MungeAuth {
 			return false, nil
 		},
 		// Its own: the process's cache would carry one test's operators into the next.
-		Bounds: NewAuthBounds(4, 4, time.Second, 5*time.Second),
+		Bounds: auth.NewBounds(4, 4, time.Second, 5*time.Second),
 	}
 }
 
@@ -123,11 +125,17 @@ func cred(uid uint32, path string) string {
 	return fmt.Sprintf("MUNGE cred:%d:%s", uid, CredentialPayload(http.MethodGet, path))
 }
 
-func get(t *testing.T, h http.Handler, method, path, auth string) (int, []byte) {
+func get(t *testing.T, h http.Handler, method, path, authorization string) (int, []byte) {
+	t.Helper()
+	code, body, _ := getWithHeader(t, h, method, path, authorization)
+	return code, body
+}
+
+func getWithHeader(t *testing.T, h http.Handler, method, path, authorization string) (int, []byte, http.Header) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, nil)
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -135,7 +143,7 @@ func get(t *testing.T, h http.Handler, method, path, auth string) (int, []byte) 
 	if ct := rec.Header().Get("Content-Type"); rec.Code != http.StatusMethodNotAllowed && ct != "application/json" {
 		t.Errorf("%s %s: Content-Type %q", method, path, ct)
 	}
-	return rec.Code, body
+	return rec.Code, body, rec.Header()
 }
 
 func decode[T any](t *testing.T, body []byte) T {
@@ -284,9 +292,12 @@ func TestJobExplanationsGoToTheirOwnerRootAndOperators(t *testing.T) {
 		{"not a job id", nil, "/api/v1/jobs/x", cred(1002, "/api/v1/jobs/x"), 400, "want a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := get(t, Handler(v, testAuth(tc.operators...)), http.MethodGet, tc.path, tc.auth)
+			code, body, header := getWithHeader(t, Handler(v, testAuth(tc.operators...)), http.MethodGet, tc.path, tc.auth)
 			if code != tc.code || !strings.Contains(string(body), jsonText(tc.want)) {
 				t.Fatalf("%d %s\nwant %d with %q", code, body, tc.code, tc.want)
+			}
+			if code == http.StatusUnauthorized && header.Get("WWW-Authenticate") != auth.Scheme {
+				t.Errorf("401 with WWW-Authenticate %q, want %q", header.Get("WWW-Authenticate"), auth.Scheme)
 			}
 			if code == 200 {
 				j := decode[JobResponse](t, body).Job
