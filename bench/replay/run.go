@@ -36,22 +36,16 @@ const (
 	Elastic Mode = "elastic"
 )
 
-// borrowQOSPrefix starts every project's borrow QOS on the testbed (slurm-conf/testbed/quotas.yaml
-// settings.borrowQOS: borrow-{account}).
-const borrowQOSPrefix = "borrow-"
+// testbedQOS names the testbed's QOS: its pools.yaml and quotas.yaml leave the borrow and
+// elastic QOS at their defaults (borrow-{account}, elastic-{account}).
+var testbedQOS *pools.Config
 
 // BorrowQOS is account's borrow QOS on the testbed.
-func BorrowQOS(account string) string { return borrowQOSPrefix + account }
-
-// elasticQOSPrefix starts every project's elastic QOS on the testbed (settings.elasticQOS's
-// default, elastic-{account}): elasticd's workers beyond the guarantee.
-const elasticQOSPrefix = "elastic-"
+func BorrowQOS(account string) string { return testbedQOS.BorrowQOSFor(account) }
 
 // IsBorrowQOS says whether qos is a QOS of borrowed GPUs on the testbed: some project's borrow
 // QOS, or its elastic QOS.
-func IsBorrowQOS(qos string) bool {
-	return strings.HasPrefix(qos, borrowQOSPrefix) || strings.HasPrefix(qos, elasticQOSPrefix)
-}
+func IsBorrowQOS(qos string) bool { return testbedQOS.IsLendingQOS(qos) }
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {

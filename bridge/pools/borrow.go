@@ -11,6 +11,19 @@ const DefaultBorrowQOS = "borrow-{account}"
 // AccountPlaceholder in borrow_qos stands for any account: a per-project borrow QOS.
 const AccountPlaceholder = "{account}"
 
+// DefaultGuaranteedQOS is each project's guaranteed QOS when the quota table names none
+// (quotad's settings.guaranteedQOS).
+const DefaultGuaranteedQOS = "guar-{account}"
+
+// QOSName is the QOS pattern names for account: the pattern with the account in place of
+// {account} (a pattern without it is one shared name), in lower case. Slurm keeps QOS names in
+// lower case and compares them without case, so every name quotad, elasticd, the plugin,
+// doctor and the benchmarks build, compare or create comes from here, and "borrow-ProjA" and
+// "borrow-proja" are one QOS to all of them, as to Slurm.
+func QOSName(pattern, account string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(pattern), AccountPlaceholder, account))
+}
+
 // BorrowQOSPattern is the borrow QOS name or pattern the config names, or DefaultBorrowQOS.
 func (c *Config) BorrowQOSPattern() string {
 	if c == nil || c.BorrowQOS == "" {
@@ -64,12 +77,12 @@ func (c *Config) IsLendingQOS(qos string) bool {
 
 // ElasticQOSFor is the elastic QOS of account's project, as BorrowQOSFor.
 func (c *Config) ElasticQOSFor(account string) string {
-	return strings.ToLower(strings.ReplaceAll(c.ElasticQOSPattern(), AccountPlaceholder, account))
+	return QOSName(c.ElasticQOSPattern(), account)
 }
 
 // BorrowQOSFor is the borrow QOS of account's project: the pattern with the account in it
 // (lower case, as Slurm keeps QOS names). A project's sub-accounts borrow in the project's
 // QOS, which this cannot know.
 func (c *Config) BorrowQOSFor(account string) string {
-	return strings.ToLower(strings.ReplaceAll(c.BorrowQOSPattern(), AccountPlaceholder, account))
+	return QOSName(c.BorrowQOSPattern(), account)
 }

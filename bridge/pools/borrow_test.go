@@ -105,3 +105,21 @@ func TestElasticQOS(t *testing.T) {
 		t.Errorf("named elastic QOS %q", c.ElasticQOSPattern())
 	}
 }
+
+func TestQOSNameIsSlurmsLowerCaseName(t *testing.T) {
+	for _, tc := range []struct{ pattern, account, want string }{
+		{DefaultBorrowQOS, "proj-a", "borrow-proj-a"},
+		{DefaultElasticQOS, "ProjA", "elastic-proja"}, // Slurm stores QOS names lower case
+		{DefaultGuaranteedQOS, "proj-a", "guar-proj-a"},
+		{"Lend-{account}-GPU", "Team", "lend-team-gpu"},
+		{" lend ", "proj-a", "lend"}, // a pattern without {account}: one shared name
+	} {
+		got := QOSName(tc.pattern, tc.account)
+		if got != tc.want {
+			t.Errorf("QOSName(%q, %q) = %q, want %q", tc.pattern, tc.account, got, tc.want)
+		}
+		if tc.pattern != " lend " && !MatchBorrowQOS(tc.pattern, got) {
+			t.Errorf("MatchBorrowQOS(%q, %q) = false: a name built by the rule must match it", tc.pattern, got)
+		}
+	}
+}

@@ -123,7 +123,7 @@ type ledger struct {
 	byAccount map[string]*project
 	borrowOf  map[string]*project // borrow QOS name → its project
 	elasticOf map[string]*project // elastic QOS name → its project
-	byQOS     map[string]*project // guaranteed QOS (lower case) → its project
+	byQOS     map[string]*project // guaranteed QOS → its project (names are lower case)
 
 	nodes     *idleNodes     // free capacity not yet promised
 	total     map[string]int // type → GPUs in the cluster
@@ -160,7 +160,7 @@ func newLedger(c *cycle) *ledger {
 		l.byAccount[pc.Account] = p
 		l.borrowOf[p.borrowQOS] = p
 		l.elasticOf[p.elasticQOS] = p
-		l.byQOS[strings.ToLower(p.guarQOS)] = p
+		l.byQOS[p.guarQOS] = p
 	}
 	sort.Slice(l.projects, func(a, b int) bool { return l.projects[a].cfg.Account < l.projects[b].cfg.Account })
 	// A project's usage is its whole subtree's, as its quota covers the subtree.

@@ -16,15 +16,18 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
-// Defaults for Settings fields left out of the quota table.
+// Defaults for Settings fields left out of the quota table. The QOS name patterns are
+// bridge/pools', which the plugin, elasticd and doctor read too.
 const (
-	DefaultBorrowQOS      = "borrow-{account}"
-	DefaultElasticQOS     = "elastic-{account}"
-	DefaultGuaranteedQOS  = "guar-{account}"
+	DefaultBorrowQOS      = pools.DefaultBorrowQOS
+	DefaultElasticQOS     = pools.DefaultElasticQOS
+	DefaultGuaranteedQOS  = pools.DefaultGuaranteedQOS
 	DefaultMaxSnapshotAge = 15 * time.Second
-	accountPlaceholder    = "{account}"
+	accountPlaceholder    = pools.AccountPlaceholder
 )
 
 // DefaultLendReasons are the pending reasons with which Slurm says a job is held by its QOS's
@@ -92,23 +95,23 @@ type Project struct {
 	Weight *float64 `yaml:"weight,omitempty"`
 }
 
-// BorrowQOSName is the name of account's borrow QOS.
+// BorrowQOSName is the name of account's borrow QOS (bridge/pools.QOSName: lower case).
 func (s Settings) BorrowQOSName(account string) string {
-	return strings.ReplaceAll(s.borrowPattern(), accountPlaceholder, account)
+	return pools.QOSName(s.borrowPattern(), account)
 }
 
 func (s Settings) borrowPattern() string { return cmp.Or(s.BorrowQOS, DefaultBorrowQOS) }
 
-// ElasticQOSName is the name of account's elastic QOS.
+// ElasticQOSName is the name of account's elastic QOS (bridge/pools.QOSName: lower case).
 func (s Settings) ElasticQOSName(account string) string {
-	return strings.ReplaceAll(s.elasticPattern(), accountPlaceholder, account)
+	return pools.QOSName(s.elasticPattern(), account)
 }
 
 func (s Settings) elasticPattern() string { return cmp.Or(s.ElasticQOS, DefaultElasticQOS) }
 
-// GuaranteedQOSName is the name of account's guaranteed QOS.
+// GuaranteedQOSName is the name of account's guaranteed QOS (bridge/pools.QOSName: lower case).
 func (s Settings) GuaranteedQOSName(account string) string {
-	return strings.ReplaceAll(cmp.Or(s.GuaranteedQOS, DefaultGuaranteedQOS), accountPlaceholder, account)
+	return pools.QOSName(cmp.Or(s.GuaranteedQOS, DefaultGuaranteedQOS), account)
 }
 
 // SnapshotMaxAge is the oldest snapshot that may still lead to actions.

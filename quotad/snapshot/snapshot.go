@@ -209,7 +209,7 @@ func (b *Builder) splitArrayThrottles(ctx context.Context, cfg *policy.Config, j
 	}
 	guaranteed := map[string]bool{}
 	for _, p := range cfg.Projects {
-		guaranteed[strings.ToLower(cfg.Settings.GuaranteedQOSName(p.Account))] = true
+		guaranteed[cfg.Settings.GuaranteedQOSName(p.Account)] = true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -251,7 +251,7 @@ func (b *Builder) workerNames(ctx context.Context, cfg *policy.Config, jobs []sl
 	}
 	elastic := map[string]bool{}
 	for _, p := range cfg.Projects {
-		elastic[strings.ToLower(cfg.Settings.ElasticQOSName(p.Account))] = true
+		elastic[cfg.Settings.ElasticQOSName(p.Account)] = true
 	}
 	var qos []string
 	for i := range jobs {
