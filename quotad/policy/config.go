@@ -38,8 +38,10 @@ var DefaultLendReasons = []string{"QOSGrpGRES"}
 type Config struct {
 	Settings Settings `yaml:"settings,omitempty"`
 	// LendLimits caps, per GPU type, how many GPUs all borrowers together may hold. A type
-	// without an entry may be lent without limit. Written to the borrow QOS as GrpTRES, so
-	// Slurm enforces it too.
+	// without an entry may be lent without limit. Each project's borrow and elastic QOS gets
+	// it in its GrpTRES (the smaller of it and the project's borrowing limit: borrowCaps), so
+	// Slurm stops one project at it; the cluster-wide sum over all projects is quotad's to
+	// keep, since no single QOS counts it.
 	LendLimits map[string]int `yaml:"lendLimits,omitempty"`
 	Projects   []Project      `yaml:"projects"`
 
@@ -61,9 +63,9 @@ type Settings struct {
 	ElasticQOS string `yaml:"elasticQOS,omitempty"`
 	// GuaranteedQOS names each project's guaranteed QOS; "{account}" is replaced by the account.
 	GuaranteedQOS string `yaml:"guaranteedQOS,omitempty"`
-	// GraceTime is the borrow QOS's time between SIGTERM and SIGKILL on reclaim.
+	// GraceTime is each borrow and elastic QOS' time between SIGTERM and SIGKILL on reclaim.
 	GraceTime time.Duration `yaml:"graceTime,omitempty"`
-	// PreemptExemptTime is the borrow QOS's minimum run time before a borrower may be reclaimed.
+	// PreemptExemptTime is each borrow and elastic QOS' minimum run time before a borrower may be reclaimed.
 	PreemptExemptTime time.Duration `yaml:"preemptExemptTime,omitempty"`
 	// GuaranteedPriority sets the guaranteed QOS' Priority; nil leaves it unmanaged.
 	// BorrowPriority is the base of the elastic and borrow QOS' Priority (nil: 0). With n

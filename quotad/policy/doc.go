@@ -1,11 +1,14 @@
 // Package policy is quotad's decision core: a pure function from a quota table and a snapshot
 // of Slurm (jobs, GPUs, QOS, accounts, usage) to a plan, with no I/O.
 //
-// A project's guarantee is a QOS whose GrpTRES holds its GPUs (per type, and gres/gpu in all)
-// and which may preempt the shared borrow QOS. Over-quota jobs pend with QOSGrpGRES; the plan
-// lends idle GPUs to them by moving them to the borrow QOS (largest weighted fair-share deficit
-// first), returns pending borrowers when their guarantee has room again, and keeps the QOS and
-// accounts in line with the table. A project's quota covers its account's whole subtree, as
+// Each project has three QOS (named by bridge/pools.QOSName): its guarantee, whose GrpTRES
+// holds its GPUs (per type, and gres/gpu in all); its borrow QOS, where its over-quota jobs
+// run on lent GPUs; and its elastic QOS, where elasticd's workers beyond the guarantee run.
+// A guaranteed QOS may preempt the borrow and elastic QOS of the projects over their share
+// (the reclaim order), never those of a project within its guarantee. Over-quota jobs pend
+// with QOSGrpGRES; the plan lends idle GPUs to them by moving them to their project's borrow
+// QOS (largest weighted fair-share deficit first), returns pending borrowers when their
+// guarantee has room again, and keeps the QOS and accounts in line with the table. A project's quota covers its account's whole subtree, as
 // Slurm's own limits do (sub-accounts inherit the guaranteed QOS); a project nested in another
 // has its own QOS, so the nearest project wins. Idle GPUs are counted per node, once however
 // many partitions list the node, and only where a job of the request's shape (GPUs, CPUs and
