@@ -40,15 +40,24 @@ func Users() (map[string]string, error) {
 	return f.Users(), nil
 }
 
+// Dir is the running testbed's folder: $TESTBED_DIR, as make and testbed.sh set it, or
+// DefaultDir.
+func Dir() string {
+	if dir := os.Getenv("TESTBED_DIR"); dir != "" {
+		return dir
+	}
+	return DefaultDir
+}
+
+// PresetFacts is where a preset testbed in dir keeps its facts (a cluster of a site's size);
+// a testbed brought up from the repository's facts has no such file.
+func PresetFacts(dir string) string { return filepath.Join(dir, "etc", "preset", "facts.yaml") }
+
 // Facts are the facts the testbed in $TESTBED_DIR was brought up from: a preset's copy
 // (etc/preset/facts.yaml: a cluster of a site's size, make testbed-up PRESET=...) where it
 // has one, else the repository's (slurm-conf/testbed/facts.yaml).
 func Facts() (*facts.Facts, error) {
-	dir := os.Getenv("TESTBED_DIR")
-	if dir == "" {
-		dir = DefaultDir
-	}
-	preset := filepath.Join(dir, "etc", "preset", "facts.yaml")
+	preset := PresetFacts(Dir())
 	if _, err := os.Stat(preset); err == nil {
 		return facts.Load(preset)
 	}
@@ -65,10 +74,7 @@ type Cluster struct {
 
 // Open reads $TESTBED_DIR/env and checks that slurmctld answers.
 func Open(ctx context.Context) (*Cluster, error) {
-	dir := os.Getenv("TESTBED_DIR")
-	if dir == "" {
-		dir = DefaultDir
-	}
+	dir := Dir()
 	vars, err := readEnvFile(filepath.Join(dir, "env"))
 	if err != nil {
 		return nil, fmt.Errorf("testbed not set up (run `make testbed-up`): %w", err)

@@ -105,10 +105,7 @@ func readShape() (shape, error) {
 	for _, p := range f.Projects {
 		sh.users = append(sh.users, p.User)
 	}
-	dir := os.Getenv("TESTBED_DIR")
-	if dir == "" {
-		dir = testbed.DefaultDir
-	}
+	dir := testbed.Dir()
 	quotas := filepath.Join(dir, "etc", "quotas.yaml")
 	if _, err := os.Stat(quotas); err != nil {
 		quotas = filepath.Join(facts.RepoDir(), "quotas.yaml")

@@ -205,11 +205,8 @@ func mapTrace(o options, root string) (*replay.Plan, error) {
 // whole guarantees, pods assigned by the rule the guarantees were set by (scalepreset's
 // default), requests kept as the trace's node shape gives them.
 func siteParams(p *replay.Params) error {
-	dir := os.Getenv("TESTBED_DIR")
-	if dir == "" {
-		dir = testbed.DefaultDir
-	}
-	if _, err := os.Stat(filepath.Join(dir, "etc", "preset", "facts.yaml")); err != nil {
+	dir := testbed.Dir()
+	if _, err := os.Stat(testbed.PresetFacts(dir)); err != nil {
 		return fmt.Errorf("preset site replays onto a testbed of a site's size, and %s is not one: make testbed-up PRESET=alibaba [NODES=N], with TESTBED_DIR set as make sets it (/tmp/slurmbridge-alibaba)", dir)
 	}
 	f, err := testbed.Facts()
@@ -357,10 +354,7 @@ func elasticBuilt(root string) bool {
 	if _, err := os.Stat(filepath.Join(root, "bin", "elasticd")); err != nil {
 		return false
 	}
-	dir := os.Getenv("TESTBED_DIR")
-	if dir == "" {
-		dir = testbed.DefaultDir
-	}
+	dir := testbed.Dir()
 	conf, err := os.ReadFile(filepath.Join(dir, "etc", "plugstack.conf"))
 	return err == nil && strings.Contains(string(conf), "spank_elastic.so")
 }
