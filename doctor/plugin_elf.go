@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
 // PluginInfo is what slurmctld's plugin loader reads from a plugin's data symbols, read here
@@ -75,32 +76,15 @@ func symbolBytes(f *elf.File, s elf.Symbol) ([]byte, int64, error) {
 	return b, int64(sec.Offset + s.Value - sec.Addr), nil
 }
 
-// SlurmVersionNumber is SLURM_VERSION_NUMBER for a version string such as "22.05.8":
-// major<<16 | minor<<8 | micro.
+// SlurmVersionNumber is SLURM_VERSION_NUMBER for a version string such as "22.05.8"
+// (bridge/slurm's Version, the one version model).
 func SlurmVersionNumber(v string) (uint32, error) {
-	parts := strings.SplitN(strings.TrimSpace(v), ".", 3)
-	if len(parts) != 3 {
-		return 0, fmt.Errorf("Slurm version %q: want MAJOR.MINOR.MICRO", v)
-	}
-	// A pre-release suffix ("22.05.0-0rc1") does not change the number.
-	if i := strings.IndexFunc(parts[2], func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
-		parts[2] = parts[2][:i]
-	}
-	var n [3]uint64
-	for i, p := range parts {
-		x, err := strconv.ParseUint(p, 10, 8)
-		if err != nil {
-			return 0, fmt.Errorf("Slurm version %q: %w", v, err)
-		}
-		n[i] = x
-	}
-	return uint32(n[0]<<16 | n[1]<<8 | n[2]), nil
+	parsed, err := slurm.ParseMicroVersion(v)
+	return parsed.Number(), err
 }
 
 // SlurmVersionString spells a SLURM_VERSION_NUMBER as Slurm does ("22.05.8").
-func SlurmVersionString(n uint32) string {
-	return fmt.Sprintf("%d.%02d.%d", n>>16&0xff, n>>8&0xff, n&0xff)
-}
+func SlurmVersionString(n uint32) string { return slurm.VersionOfNumber(n).String() }
 
 // RunPath is the RUNPATH (or RPATH) an ELF binary finds its own libraries in.
 func RunPath(path string) (string, error) {

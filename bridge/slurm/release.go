@@ -38,6 +38,50 @@ func (r Release) ReconfigureRestarts() bool { return r.AtLeast(23, 11) }
 // never starts there. Seen on the testbed: 24.11 and 26.05 start it at their next pass.
 func (r Release) StartsSplitArrayTasks() bool { return r.AtLeast(23, 2) }
 
+// NamesJobsBySLUID reports whether a job may be named by its SLUID (the cluster-unique id
+// `scontrol -d show job` prints) wherever its number is accepted (25.11 on): a plugin's check
+// of a job named in an update must hold for either name.
+func (r Release) NamesJobsBySLUID() bool { return r.AtLeast(25, 11) }
+
+// Version is a Slurm version to its micro release, e.g. 22.05.8: a plugin is built for one,
+// and slurmctld loads it only at the same one.
+type Version struct {
+	Release
+	Micro int
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%02d.%d", v.Year, v.Month, v.Micro) }
+
+// Number is the version as SLURM_VERSION_NUMBER spells it: year<<16 | month<<8 | micro, the
+// plugin_version a plugin carries.
+func (v Version) Number() uint32 { return uint32(v.Year)<<16 | uint32(v.Month)<<8 | uint32(v.Micro) }
+
+// VersionOfNumber reads a SLURM_VERSION_NUMBER.
+func VersionOfNumber(n uint32) Version {
+	return Version{Release: Release{Year: int(n >> 16 & 0xff), Month: int(n >> 8 & 0xff)}, Micro: int(n & 0xff)}
+}
+
+// ParseMicroVersion reads "22.05.8" (a pre-release suffix, "22.05.0-0rc1", does not count):
+// what slurmctld reports as SLURM_VERSION and the packages install.
+func ParseMicroVersion(v string) (Version, error) {
+	parts := strings.SplitN(strings.TrimSpace(v), ".", 3)
+	if len(parts) != 3 {
+		return Version{}, fmt.Errorf("Slurm version %q: want MAJOR.MINOR.MICRO", v)
+	}
+	if i := strings.IndexFunc(parts[2], func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		parts[2] = parts[2][:i]
+	}
+	var n [3]int
+	for i, p := range parts {
+		x, err := strconv.ParseUint(p, 10, 8) // each part is a byte of SLURM_VERSION_NUMBER
+		if err != nil {
+			return Version{}, fmt.Errorf("Slurm version %q: %w", v, err)
+		}
+		n[i] = int(x)
+	}
+	return Version{Release: Release{Year: n[0], Month: n[1]}, Micro: n[2]}, nil
+}
+
 // ParseVersion reads the release from what `sinfo --version` prints: "slurm 22.05.8", or with
 // Debian's packages "slurm-wlm 24.11.5".
 func ParseVersion(out string) (Release, error) {

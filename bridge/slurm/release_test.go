@@ -26,3 +26,44 @@ func TestParseVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestReleaseFacts(t *testing.T) {
+	type facts struct{ nodesInScontrol, modifyRefusal, restarts, splitTasks, sluid bool }
+	for _, tc := range []struct {
+		release Release
+		want    facts
+	}{
+		{Release{22, 5}, facts{}},
+		{Release{23, 2}, facts{nodesInScontrol: true, modifyRefusal: true, splitTasks: true}},
+		{Release{23, 11}, facts{true, true, true, true, false}},
+		{Release{24, 11}, facts{true, true, true, true, false}},
+		{Release{25, 11}, facts{true, true, true, true, true}},
+		{Release{26, 5}, facts{true, true, true, true, true}},
+	} {
+		r := tc.release
+		got := facts{r.NodesInScontrol(), r.ModifyRefusalReachesUser(), r.ReconfigureRestarts(), r.StartsSplitArrayTasks(), r.NamesJobsBySLUID()}
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v", r, got, tc.want)
+		}
+	}
+}
+
+func TestMicroVersion(t *testing.T) {
+	for v, want := range map[string]uint32{"22.05.8": 0x160508, "23.11.10": 0x170b0a, "22.05.0-0rc1": 0x160500, " 21.08.8 ": 0x150808} {
+		got, err := ParseMicroVersion(v)
+		if err != nil || got.Number() != want {
+			t.Errorf("%q: %#x, %v; want %#x", v, got.Number(), err, want)
+		}
+		if back := VersionOfNumber(want); back != got {
+			t.Errorf("%#x reads back as %v, want %v", want, back, got)
+		}
+	}
+	for _, v := range []string{"", "22.05", "22.x.1", "300.1.1"} {
+		if _, err := ParseMicroVersion(v); err == nil {
+			t.Errorf("%q accepted", v)
+		}
+	}
+	if s := VersionOfNumber(0x160508).String(); s != "22.05.8" {
+		t.Errorf("%s", s)
+	}
+}
