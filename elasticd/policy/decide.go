@@ -45,11 +45,11 @@ func decide(in Input, s Settings) Decision {
 	}
 
 	p := planner{in: in, s: s, bounds: job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
+	if d, below := GrowToTarget(p.bounds, "", p.total, p.targetRooms()); below {
+		return d
+	}
 	if job.Bounds.Pin > 0 {
 		return p.pinned(latest)
-	}
-	if p.total < p.bounds.MinWorkers {
-		return p.growToMin()
 	}
 	if p.total > p.bounds.MaxWorkers {
 		return p.shrinkToMax(latest)
@@ -464,33 +464,27 @@ func (p *planner) expected(t GPUType, count int) growthOption {
 	return o
 }
 
-// growToMin restores the declared minimum (a worker was lost) with the
-// type the job runs most of, then the cheapest: restoring min is not the
-// time to explore.
-func (p *planner) growToMin() Decision {
-	need := p.bounds.MinWorkers - p.total
-	var candidates []GPUType
-	for _, t := range p.allowedTypes() {
-		if p.in.Capacity == nil || p.in.Capacity[t] >= need {
-			candidates = append(candidates, t)
-		}
-	}
-	if len(candidates) == 0 {
-		d := hold("below min: %d of %d workers, and no type has %d free workers", p.total, p.bounds.MinWorkers, need)
-		for _, t := range p.allowedTypes() {
-			d.Reason += p.capacityLimit(t)
-		}
-		return d
-	}
-	slices.SortStableFunc(candidates, func(a, b GPUType) int {
+// targetRooms are the types a job below its target grows by (GrowToTarget), in the order it
+// prefers them: the type it runs most of, then the cheapest; restoring the target is not the
+// time to explore. Each has the capacity the caller found for it (Unlimited when none was).
+func (p *planner) targetRooms() []TypeRoom {
+	types := p.allowedTypes()
+	slices.SortStableFunc(types, func(a, b GPUType) int {
 		if c := cmp.Compare(p.alloc[b], p.alloc[a]); c != 0 {
 			return c
 		}
 		return cmp.Compare(p.price(a), p.price(b))
 	})
-	t := candidates[0]
-	return Decision{Action: Grow, Type: t, Count: need,
-		Reason: fmt.Sprintf("below min: %d of %d workers; adding %d %s", p.total, p.bounds.MinWorkers, need, t)}
+	rooms := make([]TypeRoom, 0, len(types))
+	for _, t := range types {
+		r := TypeRoom{Type: t, Workers: Unlimited}
+		if p.in.Capacity != nil {
+			r.Workers = p.in.Capacity[t]
+			r.Why = fmt.Sprintf("room for %d %s worker(s) now%s", r.Workers, t, p.capacityLimit(t))
+		}
+		rooms = append(rooms, r)
+	}
+	return rooms
 }
 
 // shrinkToMax removes the slowest workers of the latest report.
@@ -517,24 +511,11 @@ func (p *planner) shrinkToMax(latest Measurement) Decision {
 	return d
 }
 
-// pinned brings the job to the size its owner pinned and holds it there: throughput neither
-// grows nor shrinks a pinned job.
+// pinned holds a job at the size its owner pinned, or brings it down to it (GrowToTarget
+// brings it up): throughput neither grows nor shrinks a pinned job.
 func (p *planner) pinned(latest Measurement) Decision {
 	pin := p.bounds.Pin
-	switch {
-	case p.total < pin:
-		bounds := p.bounds
-		bounds.MinWorkers = pin
-		q := *p
-		q.bounds = bounds
-		d := q.growToMin()
-		if d.Action == Grow {
-			d.Reason = fmt.Sprintf("pinned at %d workers by its owner: %d running; adding %d %s", pin, p.total, d.Count, d.Type)
-		} else {
-			d.Reason = fmt.Sprintf("pinned at %d workers by its owner: %d running, and no type has %d free workers", pin, p.total, pin-p.total)
-		}
-		return d
-	case p.total > pin:
+	if p.total > pin {
 		bounds := p.bounds
 		bounds.MaxWorkers = pin
 		q := *p

@@ -83,7 +83,7 @@ func TestPinnedSize(t *testing.T) {
 		s := newSim(linear, "a100")
 		s.report(1, nil)
 		d := Decide(s.input(pinned(4), Settings{}))
-		if d.Action != Grow || d.Count != 3 || !strings.Contains(d.Reason, "pinned at 4") {
+		if d.Action != Grow || d.Count != 3 || !strings.Contains(d.Reason, "below the size pinned by its owner") {
 			t.Fatalf("got %s %d (%s), want grow by 3", d.Action, d.Count, d.Reason)
 		}
 	})
@@ -124,7 +124,11 @@ func TestPinnedSize(t *testing.T) {
 		s.report(1, nil)
 		in := s.input(pinned(4), Settings{})
 		in.Capacity = map[GPUType]int{"a100": 1}
-		if d := Decide(in); d.Action != Hold || !strings.Contains(d.Reason, "no type has 3 free") {
+		if d := Decide(in); d.Action != Grow || d.Count != 1 {
+			t.Fatalf("got %s %d (%s), want grow by the 1 worker capacity allows", d.Action, d.Count, d.Reason)
+		}
+		in.Capacity = map[GPUType]int{"a100": 0}
+		if d := Decide(in); d.Action != Hold || !strings.Contains(d.Reason, "no worker can start") {
 			t.Fatalf("got %s %d (%s), want hold for capacity", d.Action, d.Count, d.Reason)
 		}
 	})

@@ -17,7 +17,7 @@ import (
 )
 
 // Unlimited is a room no limit bounds.
-const Unlimited = -1
+const Unlimited = policy.Unlimited
 
 // MaxRefusals is how many worker submissions in a row Slurm may refuse before the job holds:
 // a request Slurm refuses once it refuses every cycle, and submitting it again and again
@@ -267,29 +267,19 @@ func succeedLeavers(s State, snap Snapshot) Plan {
 	return p
 }
 
-// growToTarget grows a job below its declared min, or below its pinned size, at once: below
-// the min the training cannot start (torchrun waits for MIN nodes), so there is no throughput
-// to wait for; nor below a pinned size, which throughput does not decide. The association
-// limits are the one bound even here: a worker they hold back would wait in the queue until
-// cancelled, and be submitted again, and again.
+// growToTarget grows a job below its declared min, or below its pinned size, at once, by
+// workers of the main job's type as far as the associations admit (policy.GrowToTarget).
 func growToTarget(s State, snap Snapshot) (Plan, bool) {
-	target, below := s.Bounds.MinWorkers, "the declared min"
-	if s.Bounds.Pin > target {
-		target, below = s.Bounds.Pin, "the size pinned by "+s.PinnedBy
-	}
-	active := len(snap.Active)
-	if active >= target {
+	room := policy.TypeRoom{Type: snap.MainType, Workers: snap.MainTypeRoom.Workers, Why: snap.MainTypeRoom.Why}
+	dec, below := policy.GrowToTarget(s.Bounds, s.PinnedBy, len(snap.Active), []policy.TypeRoom{room})
+	if !below {
 		return Plan{}, false
 	}
-	dec := policy.Decision{Action: policy.Grow, Type: snap.MainType, Count: target - active,
-		Reason: fmt.Sprintf("below %s: %d of %d workers", below, active, target)}
-	if n, why := snap.MainTypeRoom.Workers, snap.MainTypeRoom.Why; n != Unlimited && n < dec.Count {
-		if n == 0 {
-			return hold(dec.Reason + "; no worker can start: " + why), true
-		}
-		dec.Count, dec.Reason = n, dec.Reason+fmt.Sprintf("; adding %d: %s", n, why)
+	p := Plan{Decision: &dec}
+	if dec.Action == policy.Grow {
+		p.Grow = &Grow{Type: dec.Type, Count: dec.Count}
 	}
-	return Plan{Decision: &dec, Grow: &Grow{Type: dec.Type, Count: dec.Count}}, true
+	return p, true
 }
 
 // ofWorkers: m measured exactly the active workers.
