@@ -39,6 +39,7 @@ type JobStatus struct {
 	// Workers are the latest measurement's workers, main job first.
 	Workers      []WorkerPoint `json:"workers,omitempty"`
 	Decision     string        `json:"decision"`
+	ReasonCode   string        `json:"reason_code,omitempty"` // the decision's kind (policy.Code): stable, for scripts
 	Reason       string        `json:"reason"`
 	Flags        []string      `json:"flags,omitempty"`
 	DecidedAt    time.Time     `json:"decided_at"`

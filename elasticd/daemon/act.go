@@ -418,6 +418,6 @@ func (d *Daemon) setDecision(j *job, dec policy.Decision, now time.Time, log zer
 			ev = log.Debug()
 		}
 		ev.Str("action", dec.Action.String()).Str("type", string(dec.Type)).Int("count", dec.Count).
-			Strs("workers", dec.Workers).Str("reason", dec.Reason).Msg("decision")
+			Strs("workers", dec.Workers).Str("code", string(dec.Code)).Str("reason", dec.Reason).Msg("decision")
 	}
 }

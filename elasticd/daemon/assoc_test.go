@@ -167,7 +167,7 @@ func TestAssociationLimitHoldsGrowthAndBelowMinSaysWhy(t *testing.T) {
 	w.TRESAlloc = gpus
 	below.slurm.jobs[201] = w
 	below.cycle()
-	if d := below.decision(); len(below.slurm.submits) != 1 || d.Action != policy.Hold || !strings.Contains(d.Reason, "no worker can start: the association of user alice") {
+	if d := below.decision(); len(below.slurm.submits) != 1 || d.Action != policy.Hold || d.Code != policy.CodeBelowTarget || !strings.Contains(d.Reason, "the association of user alice") {
 		t.Fatalf("below min at the limit: %d submitted, decision %+v; want a hold naming the limit", len(below.slurm.submits), d)
 	}
 }

@@ -37,7 +37,7 @@ func (d *Daemon) Status() []api.JobStatus {
 			MaxBatch: j.decl.MaxBatch, BatchPerDevice: j.decl.BatchPerDevice, Pin: j.pin, PinnedBy: j.pinnedBy,
 			RdzvEndpoint:           j.decl.RdzvEndpoint,
 			ValuePerMillionSamples: j.decl.ValuePerMillionSamples,
-			Size:                   map[string]int{}, Decision: j.last.Action.String(), Reason: j.last.Reason, DecidedAt: j.lastAt}
+			Size:                   map[string]int{}, Decision: j.last.Action.String(), ReasonCode: string(j.last.Code), Reason: j.last.Reason, DecidedAt: j.lastAt}
 		for t, n := range j.size {
 			s.Size[string(t)] = n
 		}

@@ -289,7 +289,7 @@ func TestOwnerPinsASize(t *testing.T) {
 		t.Fatalf("alice: elasticd pin: %v: %s", err, out)
 	}
 	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
-		return st.Size["a100"] == 3 && st.Decision == "hold" && strings.Contains(st.Reason, "pinned at 3")
+		return st.Size["a100"] == 3 && st.Decision == "hold" && st.ReasonCode == "pinned" && strings.Contains(st.Reason, "pinned at 3")
 	})
 	if st.PinnedBy != "alice" {
 		t.Fatalf("pinned by %q", st.PinnedBy)

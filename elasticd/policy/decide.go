@@ -25,23 +25,23 @@ func Decide(in Input) Decision {
 func decide(in Input, s Settings) Decision {
 	job := in.Job
 	if !job.Elastic {
-		return hold("job %s is not elastic; elasticd leaves it alone", job.ID)
+		return hold(CodeNotElastic, "job %s is not elastic; elasticd leaves it alone", job.ID)
 	}
 	if err := s.validate(); err != nil {
-		return hold("invalid settings: %v", err)
+		return hold(CodeInvalidSettings, "invalid settings: %v", err)
 	}
 	if err := job.Bounds.validate(s); err != nil {
-		return hold("invalid declaration: %v", err)
+		return hold(CodeInvalidDeclaration, "invalid declaration: %v", err)
 	}
 	if len(in.History) == 0 {
-		return hold("no throughput reported yet")
+		return hold(CodeNoReports, "no throughput reported yet")
 	}
 	latest := in.History[len(in.History)-1]
 	if age := in.Now.Sub(latest.Time); age > s.StaleAfter {
-		return hold("last throughput report is %s old (stale after %s); the job's probe may be down", age.Round(time.Second), s.StaleAfter)
+		return hold(CodeStaleReport, "last throughput report is %s old (stale after %s); the job's probe may be down", age.Round(time.Second), s.StaleAfter)
 	}
 	if problem := incomplete(latest); problem != "" {
-		return hold("latest report is incomplete: %s", problem)
+		return hold(CodeIncompleteReport, "latest report is incomplete: %s", problem)
 	}
 
 	p := planner{in: in, s: s, bounds: job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
@@ -59,11 +59,11 @@ func decide(in Input, s Settings) Decision {
 	current := epochs[len(epochs)-1]
 	latestWindow := current.settled(in.History, s.SettleTime, s.MinSamples, true)
 	if len(latestWindow) < s.MinSamples {
-		return hold("measuring %s: %d of %d settled reports", current.key, len(latestWindow), s.MinSamples)
+		return hold(CodeMeasuring, "measuring %s: %d of %d settled reports", current.key, len(latestWindow), s.MinSamples)
 	}
 	p.cur = mean(in.History, latestWindow)
 	if !(p.cur.total > 0) {
-		return hold("job reports no progress (0 samples/s) at %s", current.key)
+		return hold(CodeNoProgress, "job reports no progress (0 samples/s) at %s", current.key)
 	}
 	p.best = bestOf(in.History, latestWindow)
 	p.peak = peakPerWorker(in.History, latestWindow)
@@ -83,7 +83,7 @@ func decide(in Input, s Settings) Decision {
 		return *steps.undo
 	}
 	if steps.noise != "" {
-		return hold("%s", steps.noise)
+		return hold(CodeWithinNoise, "%s", steps.noise)
 	}
 	return p.growOrHold(steps.paid)
 }
@@ -226,7 +226,7 @@ func (p *planner) judgeStepsIn() stepsIn {
 	if p.total-worst.count > totalWorkers(worst.lower.alloc) {
 		reason += fmt.Sprintf(" (min is %d)", p.bounds.MinWorkers)
 	}
-	out.undo = &Decision{Action: Shrink, Type: worst.t, Count: worst.count, Workers: workers, Reason: reason}
+	out.undo = &Decision{Action: Shrink, Code: CodeStepDoesNotPay, Type: worst.t, Count: worst.count, Workers: workers, Reason: reason}
 	return out
 }
 
@@ -283,7 +283,7 @@ type growthOption struct {
 // and says why nothing is; paid are the steps into the current size that pay.
 func (p *planner) growOrHold(paid []string) Decision {
 	if p.total >= p.bounds.MaxWorkers {
-		d := hold("at max %d workers%s (%s)", p.bounds.MaxWorkers, p.bounds.MaxReason, configKey(p.alloc))
+		d := hold(CodeAtMax, "at max %d workers%s (%s)", p.bounds.MaxWorkers, p.bounds.MaxReason, configKey(p.alloc))
 		for _, st := range paid {
 			d.Reason += "; step " + st + " pays"
 		}
@@ -300,7 +300,7 @@ func (p *planner) growOrHold(paid []string) Decision {
 		options = append(options, o)
 	}
 	if len(options) == 0 {
-		return hold("no growth: %s", strings.Join(blocked, "; "))
+		return hold(CodeNoGrowth, "no growth: %s", strings.Join(blocked, "; "))
 	}
 	slices.SortFunc(options, betterGrowth)
 	best := options[0]
@@ -311,7 +311,7 @@ func (p *planner) growOrHold(paid []string) Decision {
 	if p.changed {
 		reason += "; " + p.changeText
 	}
-	return Decision{Action: Grow, Type: best.t, Count: best.count, Reason: reason}
+	return Decision{Action: Grow, Code: CodeGrowth, Type: best.t, Count: best.count, Reason: reason}
 }
 
 // growthOption is growth by workers of type t, or why there is none: no room, a larger size
@@ -500,7 +500,7 @@ func (p *planner) shrinkToMax(latest Measurement) Decision {
 		}
 		return -compareIDs(a.Worker, b.Worker)
 	})
-	d := Decision{Action: Shrink, Count: n, Type: workers[0].Type,
+	d := Decision{Action: Shrink, Code: CodeAboveMax, Count: n, Type: workers[0].Type,
 		Reason: fmt.Sprintf("above max: %d of %d workers; removing the %d slowest", p.total, p.bounds.MaxWorkers, n)}
 	for _, w := range workers[:n] {
 		d.Workers = append(d.Workers, w.Worker)
@@ -521,8 +521,8 @@ func (p *planner) pinned(latest Measurement) Decision {
 		q := *p
 		q.bounds = bounds
 		d := q.shrinkToMax(latest)
-		d.Reason = fmt.Sprintf("pinned at %d workers by its owner: %d running; removing the %d slowest", pin, p.total, d.Count)
+		d.Code, d.Reason = CodePinned, fmt.Sprintf("pinned at %d workers by its owner: %d running; removing the %d slowest", pin, p.total, d.Count)
 		return d
 	}
-	return hold("pinned at %d workers by its owner (elasticd unpin to let throughput decide)", pin)
+	return hold(CodePinned, "pinned at %d workers by its owner (elasticd unpin to let throughput decide)", pin)
 }

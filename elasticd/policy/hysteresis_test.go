@@ -51,7 +51,7 @@ func TestStepWithinTheNoiseMarginIsNotUndone(t *testing.T) {
 			s.settle(Settings{})
 			s.add("a100", 1)
 			s.settle(Settings{})
-			if d := Decide(s.input(job, Settings{})); d.Action != Hold || !strings.Contains(d.Reason, "at max") {
+			if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeAtMax {
 				t.Fatalf("setup: got %s (%s), want hold at max", d.Action, d.Reason)
 			}
 			s.report(3, func(int) float64 { return tc.scale })
@@ -83,7 +83,7 @@ func TestPinnedSize(t *testing.T) {
 		s := newSim(linear, "a100")
 		s.report(1, nil)
 		d := Decide(s.input(pinned(4), Settings{}))
-		if d.Action != Grow || d.Count != 3 || !strings.Contains(d.Reason, "below the size pinned by its owner") {
+		if d.Action != Grow || d.Code != CodeBelowTarget || d.Count != 3 {
 			t.Fatalf("got %s %d (%s), want grow by 3", d.Action, d.Count, d.Reason)
 		}
 	})
@@ -91,7 +91,7 @@ func TestPinnedSize(t *testing.T) {
 		s := newSim(linear, "a100", "a100", "a100")
 		s.settle(Settings{})
 		d := Decide(s.input(pinned(2), Settings{}))
-		if d.Action != Shrink || d.Count != 1 || !strings.Contains(d.Reason, "pinned at 2") {
+		if d.Action != Shrink || d.Code != CodePinned || d.Count != 1 || !strings.Contains(d.Reason, "pinned at 2") {
 			t.Fatalf("got %s %d (%s), want shrink by 1", d.Action, d.Count, d.Reason)
 		}
 	})
@@ -115,7 +115,7 @@ func TestPinnedSize(t *testing.T) {
 		s := newSim(linear, "a100", "a100")
 		s.settle(Settings{})
 		d := Decide(s.input(pinned(2), Settings{}))
-		if d.Action != Hold || !strings.Contains(d.Reason, "pinned at 2") {
+		if d.Action != Hold || d.Code != CodePinned || !strings.Contains(d.Reason, "pinned at 2") {
 			t.Fatalf("got %s (%s), want hold", d.Action, d.Reason)
 		}
 	})
@@ -128,14 +128,14 @@ func TestPinnedSize(t *testing.T) {
 			t.Fatalf("got %s %d (%s), want grow by the 1 worker capacity allows", d.Action, d.Count, d.Reason)
 		}
 		in.Capacity = map[GPUType]int{"a100": 0}
-		if d := Decide(in); d.Action != Hold || !strings.Contains(d.Reason, "no worker can start") {
+		if d := Decide(in); d.Action != Hold || d.Code != CodeBelowTarget {
 			t.Fatalf("got %s %d (%s), want hold for capacity", d.Action, d.Count, d.Reason)
 		}
 	})
 	t.Run("a pin outside the bounds holds", func(t *testing.T) {
 		s := newSim(linear, "a100")
 		s.report(1, nil)
-		if d := Decide(s.input(pinned(9), Settings{})); d.Action != Hold || !strings.Contains(d.Reason, "outside 1 to 8") {
+		if d := Decide(s.input(pinned(9), Settings{})); d.Action != Hold || d.Code != CodeInvalidDeclaration || !strings.Contains(d.Reason, "outside 1 to 8") {
 			t.Fatalf("got %s (%s), want hold", d.Action, d.Reason)
 		}
 	})
@@ -147,7 +147,7 @@ func TestMaxReasonIsShown(t *testing.T) {
 	s.settle(Settings{})
 	job := elasticJob(1, 2, 4)
 	job.Bounds.MaxReason = " (max global batch 256 at 32 per GPU)"
-	if d := Decide(s.input(job, Settings{})); d.Action != Hold || !strings.Contains(d.Reason, "at max 2 workers (max global batch 256") {
+	if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeAtMax || !strings.Contains(d.Reason, "at max 2 workers (max global batch 256") {
 		t.Fatalf("got %s (%s)", d.Action, d.Reason)
 	}
 }

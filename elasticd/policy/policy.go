@@ -344,7 +344,10 @@ type Decision struct {
 	Count int
 	// Workers to remove (Shrink) or replace (Replace), in order.
 	Workers []string
-	Reason  string
+	// Code is the kind of decision, for tests, logs and the API to compare; Reason says it in
+	// words with the figures, which may change wording from one version to the next.
+	Code   Code
+	Reason string
 	// Flags from NVML signals and throughput, whatever the Action.
 	Flags []Flag
 	// LeaveFirst (Replace): the job is at its max, and torchrun's rendezvous
@@ -357,6 +360,32 @@ type Decision struct {
 	MainStraggler bool
 }
 
-func hold(format string, args ...any) Decision {
-	return Decision{Action: Hold, Reason: fmt.Sprintf(format, args...)}
+func hold(code Code, format string, args ...any) Decision {
+	return Decision{Action: Hold, Code: code, Reason: fmt.Sprintf(format, args...)}
 }
+
+// Code names a kind of decision. The codes are stable: elasticd's API and logs carry them
+// beside the reason's words.
+type Code string
+
+// The kinds of decision, by the check that makes them (see Decide's order).
+const (
+	CodeNotElastic         Code = "not-elastic"         // hold: no elastic declaration
+	CodeInvalidSettings    Code = "invalid-settings"    // hold
+	CodeInvalidDeclaration Code = "invalid-declaration" // hold: bounds or types the job declared are wrong
+	CodeNoReports          Code = "no-reports"          // hold: no throughput reported yet
+	CodeStaleReport        Code = "stale-report"        // hold: the last report is too old
+	CodeIncompleteReport   Code = "incomplete-report"   // hold: the last report misses a worker
+	CodeBelowTarget        Code = "below-target"        // grow (or hold without room) to the min or the pinned size
+	CodePinned             Code = "pinned"              // hold at, or shrink to, the size the owner pinned
+	CodeAboveMax           Code = "above-max"           // shrink: more workers than the max
+	CodeMeasuring          Code = "measuring"           // hold: too few settled reports at this size
+	CodeNoProgress         Code = "no-progress"         // hold: 0 samples/s
+	CodeStraggler          Code = "straggler"           // replace a slow worker, or hold without a free one
+	CodeMainStraggler      Code = "main-straggler"      // hold: the main job is the slowest, never replaced
+	CodeStepDoesNotPay     Code = "step-does-not-pay"   // shrink: the step into this size is at or below the threshold
+	CodeWithinNoise        Code = "within-noise"        // hold: a step stopped paying within the noise margin
+	CodeAtMax              Code = "at-max"              // hold: at the max
+	CodeNoGrowth           Code = "no-growth"           // hold: no type may grow now
+	CodeGrowth             Code = "growth"              // grow: the best next step
+)

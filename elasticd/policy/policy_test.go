@@ -203,13 +203,13 @@ func TestShrinkWhenEfficiencyFalls(t *testing.T) {
 		return 210.0 / 3 // the job at 3 workers now does 210 samples/s: s(2→3) = 0.1
 	}, "a100")
 	job := elasticJob(1, 3, 4)
-	if sizes, ds := s.drive(t, job, Settings{}, 10); !slices.Equal(sizes, []int{2, 3}) || !strings.Contains(ds[len(ds)-1].Reason, "at max") {
+	if sizes, ds := s.drive(t, job, Settings{}, 10); !slices.Equal(sizes, []int{2, 3}) || ds[len(ds)-1].Code != CodeAtMax {
 		t.Fatalf("setup: sizes %v", sizes)
 	}
 	fast = false
 	s.report(6, nil)
 	d := Decide(s.input(job, Settings{}))
-	if d.Action != Shrink || d.Count != 1 || !strings.Contains(d.Reason, "s = 0.10") {
+	if d.Action != Shrink || d.Code != CodeStepDoesNotPay || d.Count != 1 || !strings.Contains(d.Reason, "s = 0.10") {
 		t.Fatalf("got %s %d (%s), want shrink by 1 with s = 0.10", d.Action, d.Count, d.Reason)
 	}
 }
@@ -266,7 +266,7 @@ func TestBounds(t *testing.T) {
 			t.Fatalf("capacity: got %s %d (%s), want grow by 1", d.Action, d.Count, d.Reason)
 		}
 		in.Capacity = map[GPUType]int{}
-		if d := Decide(in); d.Action != Hold || !strings.Contains(d.Reason, "no free a100 capacity") {
+		if d := Decide(in); d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "no free a100 capacity") {
 			t.Fatalf("no capacity: got %s (%s), want hold", d.Action, d.Reason)
 		}
 	})
@@ -280,38 +280,40 @@ func TestHoldsWithReason(t *testing.T) {
 	}
 	job := elasticJob(1, 8, 4)
 	tests := []struct {
-		name   string
-		input  func() Input
+		name  string
+		input func() Input
+		code  Code
+		// reason is a part of the words the hold must have: the figure or name it must give.
 		reason string
 	}{
 		{"not elastic", func() Input {
 			in := steady().input(job, Settings{})
 			in.Job.Elastic = false
 			return in
-		}, "not elastic"},
-		{"no reports", func() Input { return newSim(nil, "a100").input(job, Settings{}) }, "no throughput reported yet"},
+		}, CodeNotElastic, "not elastic"},
+		{"no reports", func() Input { return newSim(nil, "a100").input(job, Settings{}) }, CodeNoReports, "no throughput reported yet"},
 		{"stale report", func() Input {
 			in := steady().input(job, Settings{})
 			in.Now = in.Now.Add(5 * time.Minute)
 			return in
-		}, "stale after 2m0s"},
+		}, CodeStaleReport, "stale after 2m0s"},
 		{"a worker did not report", func() Input {
 			s := steady()
 			last := &s.history[len(s.history)-1]
 			last.Workers = last.Workers[:1]
 			return s.input(job, Settings{})
-		}, "1 of 2 a100 workers reported"},
+		}, CodeIncompleteReport, "1 of 2 a100 workers reported"},
 		{"rate is NaN", func() Input {
 			s := steady()
 			s.history[len(s.history)-1].Workers = []WorkerRate{{Worker: "1000", Type: "a100", SamplesPerSec: math.NaN()}, {Worker: "1001", Type: "a100", SamplesPerSec: 50}}
 			return s.input(job, Settings{})
-		}, "worker 1000 reported NaN samples/s"},
+		}, CodeIncompleteReport, "worker 1000 reported NaN samples/s"},
 		{"not settled after a change", func() Input {
 			s := steady()
 			s.add("a100", 1)
 			s.report(4, nil)
 			return s.input(job, Settings{})
-		}, "measuring a100=3: 1 of 3 settled reports"},
+		}, CodeMeasuring, "measuring a100=3: 1 of 3 settled reports"},
 		{"incomplete reports are not counted as settled", func() Input {
 			s := steady()
 			s.add("a100", 1)
@@ -320,17 +322,17 @@ func TestHoldsWithReason(t *testing.T) {
 				s.history[i].Workers = s.history[i].Workers[:2]
 			}
 			return s.input(job, Settings{})
-		}, "measuring a100=3: 2 of 3 settled reports"},
+		}, CodeMeasuring, "measuring a100=3: 2 of 3 settled reports"},
 		{"no progress", func() Input {
 			s := newSim(func(map[GPUType]int, WorkerRate) float64 { return 0 }, "a100")
 			s.settle(Settings{})
 			return s.input(job, Settings{})
-		}, "no progress"},
-		{"min above max", func() Input { return steady().input(elasticJob(4, 2, 4), Settings{}) }, "invalid declaration: max workers 2 is below min workers 4"},
+		}, CodeNoProgress, "no progress"},
+		{"min above max", func() Input { return steady().input(elasticJob(4, 2, 4), Settings{}) }, CodeInvalidDeclaration, "invalid declaration: max workers 2 is below min workers 4"},
 		{"per-dollar objective without prices", func() Input {
 			return steady().input(elasticJob(1, 4, 4, TypeOption{Type: "a100"}), Settings{Objective: MaxThroughputPerDollar})
-		}, "a100 has no price"},
-		{"bad threshold", func() Input { return steady().input(job, Settings{Threshold: -1}) }, "invalid settings: threshold"},
+		}, CodeInvalidDeclaration, "a100 has no price"},
+		{"bad threshold", func() Input { return steady().input(job, Settings{Threshold: -1}) }, CodeInvalidSettings, "invalid settings: threshold"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,8 +340,8 @@ func TestHoldsWithReason(t *testing.T) {
 			if d.Action != Hold || d.Count != 0 || d.Workers != nil {
 				t.Fatalf("got %s %d %v (%s), want a plain hold", d.Action, d.Count, d.Workers, d.Reason)
 			}
-			if !strings.Contains(d.Reason, tc.reason) {
-				t.Errorf("reason %q does not contain %q", d.Reason, tc.reason)
+			if d.Code != tc.code || !strings.Contains(d.Reason, tc.reason) {
+				t.Errorf("hold %s (%q), want %s with %q", d.Code, d.Reason, tc.code, tc.reason)
 			}
 		})
 	}
@@ -469,7 +471,7 @@ func TestPricesAndUtility(t *testing.T) {
 			t.Fatalf("per worker: got %s (%s), want grow", d.Action, d.Reason)
 		}
 		d := Decide(s.input(job, Settings{Threshold: 0.7, Objective: MaxThroughputPerDollar}))
-		if d.Action != Shrink || d.Type != "a100" || !strings.Contains(d.Reason, "s = 0.67") {
+		if d.Action != Shrink || d.Code != CodeStepDoesNotPay || d.Type != "a100" || !strings.Contains(d.Reason, "s = 0.67") {
 			t.Fatalf("per dollar: got %s %s (%s), want shrink of an a100 at s = 0.67", d.Action, d.Type, d.Reason)
 		}
 	})
@@ -480,7 +482,7 @@ func TestPricesAndUtility(t *testing.T) {
 		s.settle(Settings{})
 		job := elasticJob(1, 8, 4, priced[0])
 		cheap := Settings{ValuePerMillionSamples: 0.01}
-		if d := Decide(s.input(job, cheap)); d.Action != Hold || !strings.Contains(d.Reason, "would bring samples worth") {
+		if d := Decide(s.input(job, cheap)); d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "would bring samples worth") {
 			t.Fatalf("got %s (%s), want hold for cost", d.Action, d.Reason)
 		}
 		valuable := Settings{ValuePerMillionSamples: 100} // 200 samples/s is worth $72/h
@@ -489,7 +491,7 @@ func TestPricesAndUtility(t *testing.T) {
 		}
 		s.add("a100", 1)
 		s.settle(Settings{})
-		if d := Decide(s.input(job, cheap)); d.Action != Shrink || !strings.Contains(d.Reason, "added GPUs cost $12.00/h") {
+		if d := Decide(s.input(job, cheap)); d.Action != Shrink || d.Code != CodeStepDoesNotPay || !strings.Contains(d.Reason, "added GPUs cost $12.00/h") {
 			t.Fatalf("got %s (%s), want shrink for cost", d.Action, d.Reason)
 		}
 	})
@@ -625,11 +627,20 @@ func TestAPauseOneWorkerReportedFirstMakesNoStraggler(t *testing.T) {
 	wantStraggler(t, Decide(in), Replace, []string{"1001"}, "50 samples/s, below 0.80 × the median")
 }
 
-// wantStraggler stops the test unless d is action on workers with reason in its reason.
+// wantStraggler stops the test unless d is action on workers, of the kind its action and
+// reason say (a replacement or a hold for a straggler, the main job as the straggler, or
+// growth when nobody is one), with reason in its words.
 func wantStraggler(t *testing.T, d Decision, action Action, workers []string, reason string) {
 	t.Helper()
-	if d.Action != action || !slices.Equal(d.Workers, workers) || !strings.Contains(d.Reason, reason) {
-		t.Fatalf("got %s %v (%s), want %s %v with %q", d.Action, d.Workers, d.Reason, action, workers, reason)
+	code := CodeStraggler
+	switch {
+	case action == Grow:
+		code = CodeGrowth
+	case action == Hold && strings.HasPrefix(reason, "the main job"):
+		code = CodeMainStraggler
+	}
+	if d.Action != action || d.Code != code || !slices.Equal(d.Workers, workers) || !strings.Contains(d.Reason, reason) {
+		t.Fatalf("got %s %s %v (%s), want %s %s %v with %q", d.Action, d.Code, d.Workers, d.Reason, action, code, workers, reason)
 	}
 }
 
@@ -772,7 +783,7 @@ func TestStragglerAtMaxLeavesFirst(t *testing.T) {
 			in := s.input(elasticJob(2, tc.max, 1), Settings{})
 			in.Main, in.Capacity, in.CapacityLimit = "1000", tc.capacity, tc.limit
 			d := Decide(in)
-			if d.Action != tc.want || d.LeaveFirst != tc.leave || !strings.Contains(d.Reason, tc.reason) {
+			if d.Action != tc.want || d.Code != CodeStraggler || d.LeaveFirst != tc.leave || !strings.Contains(d.Reason, tc.reason) {
 				t.Fatalf("got %s leave-first %v (%s), want %s leave-first %v with %q", d.Action, d.LeaveFirst, d.Reason, tc.want, tc.leave, tc.reason)
 			}
 			if d.Action == Replace && !slices.Equal(d.Workers, []string{"1002"}) {
@@ -802,11 +813,11 @@ func TestAfterALeaveFirstReplacementTheNewWorldIsMeasuredAfresh(t *testing.T) {
 	}
 	s.apply(t, d) // 1002 gone, 1004 in its place: the same allocation
 	s.report(2, nil)
-	if d := Decide(s.input(job, Settings{})); d.Action != Hold || !strings.Contains(d.Reason, "measuring a100=4") {
+	if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeMeasuring || !strings.Contains(d.Reason, "measuring a100=4") {
 		t.Fatalf("right after the replacement: %s (%s), want a hold while the new world settles", d.Action, d.Reason)
 	}
 	s.settle(Settings{})
-	if d := Decide(s.input(job, Settings{})); d.Action != Hold || !strings.Contains(d.Reason, "at max 4 workers") || len(d.Flags) != 0 {
+	if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeAtMax || !strings.Contains(d.Reason, "at max 4 workers") || len(d.Flags) != 0 {
 		t.Fatalf("once settled: %s (%s, flags %v), want a hold at max with nothing flagged", d.Action, d.Reason, d.Flags)
 	}
 }
@@ -819,7 +830,7 @@ func TestCapacityLimitIsQuotedWhenItStopsGrowth(t *testing.T) {
 	in.Capacity = map[GPUType]int{"a100": 0}
 	in.CapacityLimit = map[GPUType]string{"a100": "the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2"}
 	d := Decide(in)
-	if d.Action != Hold || !strings.Contains(d.Reason, "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
+	if d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
 		t.Fatalf("decision %s %q, want a hold naming the association limit", d.Action, d.Reason)
 	}
 }
@@ -833,7 +844,7 @@ func TestGrowthCapacityHoldsGrowthButNotAReplacement(t *testing.T) {
 	in.Capacity = map[GPUType]int{"a100": 2}
 	in.GrowthCapacity = map[GPUType]int{"a100": 0}
 	in.GrowthLimit = map[GPUType]string{"a100": "jobs waiting in a100 ask for 4 GPUs, 2 of a100 free there: growth yields to them"}
-	if d := Decide(in); d.Action != Hold || !strings.Contains(d.Reason, "no free a100 capacity (jobs waiting in a100 ask for 4 GPUs") {
+	if d := Decide(in); d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "no free a100 capacity (jobs waiting in a100 ask for 4 GPUs") {
 		t.Fatalf("decision %s %q, want a hold naming the waiting jobs", d.Action, d.Reason)
 	}
 

@@ -285,7 +285,7 @@ func (p *planner) replaceStraggler(flags []Flag) (Decision, bool) {
 	i := slices.IndexFunc(stragglers, func(st straggler) bool { return st.worker != p.in.Main })
 	if i < 0 {
 		main := stragglers[0]
-		return Decision{Action: Hold, Flags: flags, MainStraggler: true,
+		return Decision{Action: Hold, Code: CodeMainStraggler, Flags: flags, MainStraggler: true,
 			Reason: fmt.Sprintf("the main job %s is the straggler (%s); elasticd never replaces the main job, which hosts the rendezvous: holding at %s until it recovers",
 				main.worker, strings.Join(main.texts, "; "), configKey(p.alloc))}, true
 	}
@@ -299,16 +299,16 @@ func (p *planner) replaceStraggler(flags []Flag) (Decision, bool) {
 		}
 	}
 	if p.in.Capacity != nil && p.in.Capacity[worst.t] < 1 {
-		return Decision{Action: Hold, Flags: flags,
+		return Decision{Action: Hold, Code: CodeStraggler, Flags: flags,
 			Reason: reason + fmt.Sprintf("; no free %s worker to replace it with%s", worst.t, p.capacityLimit(worst.t))}, true
 	}
 	if p.total >= p.bounds.MaxWorkers {
 		// A rendezvous at its max admits no one more: the successor would wait beside the
 		// straggler for ever.
-		return Decision{Action: Replace, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags, LeaveFirst: true,
+		return Decision{Action: Replace, Code: CodeStraggler, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags, LeaveFirst: true,
 			Reason: reason + fmt.Sprintf("; at max %d workers no successor can join beside it: it leaves first, then a new %s worker joins",
 				p.bounds.MaxWorkers, worst.t)}, true
 	}
-	return Decision{Action: Replace, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags,
+	return Decision{Action: Replace, Code: CodeStraggler, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags,
 		Reason: reason + fmt.Sprintf("; a new %s worker joins before it leaves", worst.t)}, true
 }

@@ -41,7 +41,7 @@ func GrowToTarget(b Bounds, pinnedBy string, active int, rooms []TypeRoom) (d De
 	best := -1
 	for i, r := range rooms {
 		if r.Workers == Unlimited || r.Workers >= need {
-			return Decision{Action: Grow, Type: r.Type, Count: need, Reason: reason}, true
+			return Decision{Action: Grow, Code: CodeBelowTarget, Type: r.Type, Count: need, Reason: reason}, true
 		}
 		if best < 0 || r.Workers > rooms[best].Workers {
 			best = i
@@ -53,9 +53,9 @@ func GrowToTarget(b Bounds, pinnedBy string, active int, rooms []TypeRoom) (d De
 		for _, r := range rooms {
 			whys = append(whys, r.Why)
 		}
-		return hold("%s; no worker can start: %s", reason, joinDistinct(whys)), true
+		return hold(CodeBelowTarget, "%s; no worker can start: %s", reason, joinDistinct(whys)), true
 	}
-	return Decision{Action: Grow, Type: r.Type, Count: r.Workers, Reason: fmt.Sprintf("%s; adding %d: %s", reason, r.Workers, r.Why)}, true
+	return Decision{Action: Grow, Code: CodeBelowTarget, Type: r.Type, Count: r.Workers, Reason: fmt.Sprintf("%s; adding %d: %s", reason, r.Workers, r.Why)}, true
 }
 
 // joinDistinct joins the non-empty texts, each once, in their order.

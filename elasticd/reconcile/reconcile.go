@@ -163,7 +163,7 @@ type Succession struct {
 // Joined is the job's decision once Slurm has taken the straggler's successor (job id
 // successor): it holds while the successor joins the rendezvous the straggler left.
 func (s Succession) Joined(successor uint32) policy.Decision {
-	return policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("straggler %d has left; its successor %d joins", s.Straggler, successor)}
+	return policy.Decision{Action: policy.Hold, Code: CodeReplacing, Reason: fmt.Sprintf("straggler %d has left; its successor %d joins", s.Straggler, successor)}
 }
 
 // Reconcile decides the job's plan at now. The rules, first that applies:
@@ -181,15 +181,15 @@ func Reconcile(s State, snap Snapshot, now time.Time) Plan {
 	case len(snap.Pending) > 0:
 		return waitForPending(s, snap, now)
 	case s.Submitted > 0:
-		return hold("waiting for submitted workers to appear in the queue")
+		return hold(CodeWaitingForWorkers, "waiting for submitted workers to appear in the queue")
 	case len(s.Replacing) > 0:
 		return completeReplacements(s, snap)
 	case len(s.Leaving) > 0:
 		return succeedLeavers(s, snap)
 	case len(s.Stopping) > 0:
-		return hold(fmt.Sprintf("waiting for %d worker(s) to stop", len(s.Stopping)))
+		return hold(CodeWaitingForWorkers, fmt.Sprintf("waiting for %d worker(s) to stop", len(s.Stopping)))
 	case HoldsOnRefusals(s.Refusals):
-		return hold(fmt.Sprintf("Slurm refused %d worker submissions in a row: %s", s.Refusals, s.Refused))
+		return hold(CodeWorkersRefused, fmt.Sprintf("Slurm refused %d worker submissions in a row: %s", s.Refusals, s.Refused))
 	}
 	if p, below := growToTarget(s, snap); below {
 		return p
@@ -198,14 +198,23 @@ func Reconcile(s State, snap Snapshot, now time.Time) Plan {
 		// The last measurement is of another size, or of workers since replaced: deciding on
 		// it would repeat the last action (grow again before the new worker has even
 		// reported, replace a straggler that has left).
-		return hold(fmt.Sprintf("waiting for every worker of %d to report", len(snap.Active)))
+		return hold(CodeWaitingForWorkers, fmt.Sprintf("waiting for every worker of %d to report", len(snap.Active)))
 	}
 	return decide(s, snap, now)
 }
 
-func hold(reason string) Plan {
-	return Plan{Decision: &policy.Decision{Action: policy.Hold, Reason: reason}}
+func hold(code policy.Code, reason string) Plan {
+	return Plan{Decision: &policy.Decision{Action: policy.Hold, Code: code, Reason: reason}}
 }
+
+// The kinds of hold a cycle makes before it asks the policy (policy.Code's other values).
+const (
+	CodeWaitingForWorkers policy.Code = "waiting-for-workers" // workers submitted, pending, stopping or not all reported
+	CodeWorkersRefused    policy.Code = "workers-refused"     // Slurm refused MaxRefusals submissions in a row
+	CodeReplacing         policy.Code = "replacing"           // a straggler's successor is joining, or it leaves first
+	CodeMainNotRunning    policy.Code = "main-not-running"    // the main job was requeued or is not running
+	CodeMainRestarted     policy.Code = "main-restarted"      // waiting for the restarted main job's new declaration
+)
 
 // waitForPending cancels the workers pending past the timeout (the capacity they were counted
 // on went elsewhere) and holds until the others start.
@@ -219,7 +228,7 @@ func waitForPending(s State, snap Snapshot, now time.Time) Plan {
 		}
 		stale = append(stale, w.ID)
 	}
-	p := hold(fmt.Sprintf("waiting for worker job(s) %v to start", ids))
+	p := hold(CodeWaitingForWorkers, fmt.Sprintf("waiting for worker job(s) %v to start", ids))
 	p.CancelPending = stale
 	return p
 }
@@ -234,7 +243,7 @@ func completeReplacements(s State, snap Snapshot) Plan {
 		case !w.Queued:
 			p.ForgetReplacing = append(p.ForgetReplacing, next)
 		case !w.Running || !w.Reported:
-			p.Decision = hold(fmt.Sprintf("worker %d joins before straggler %d leaves", next, old)).Decision
+			p.Decision = hold(CodeReplacing, fmt.Sprintf("worker %d joins before straggler %d leaves", next, old)).Decision
 		default:
 			p.Terminate = append(p.Terminate, old)
 			p.ForgetReplacing = append(p.ForgetReplacing, next)
@@ -251,7 +260,7 @@ func succeedLeavers(s State, snap Snapshot) Plan {
 	olds := slices.Sorted(maps.Keys(s.Leaving))
 	for _, old := range olds {
 		if snap.Queued[old] {
-			return hold(fmt.Sprintf("straggler %d leaves before its successor joins (the rendezvous is at its max)", old))
+			return hold(CodeReplacing, fmt.Sprintf("straggler %d leaves before its successor joins (the rendezvous is at its max)", old))
 		}
 	}
 	var p Plan

@@ -39,8 +39,10 @@ func TestReconcile(t *testing.T) {
 		snap  func(*reconcile.Snapshot)
 		// active are the job's running workers, main job first.
 		active []uint32
-		// action and reason (a part of it) of the decision; no action: the last one stands.
+		// action, code and reason (a part of it: the figures it must name) of the decision; no
+		// action: the last one stands.
 		action policy.Action
+		code   policy.Code
 		reason string
 		// want is the plan less its decision.
 		want reconcile.Plan
@@ -51,7 +53,7 @@ func TestReconcile(t *testing.T) {
 			snap: func(s *reconcile.Snapshot) {
 				s.Pending = []reconcile.Pending{{ID: 201, Submit: settled.Add(-10 * time.Minute)}, {ID: 202, Submit: settled.Add(-time.Minute)}}
 			},
-			action: policy.Hold, reason: "waiting for worker job(s) [201 202] to start",
+			action: policy.Hold, code: reconcile.CodeWaitingForWorkers, reason: "waiting for worker job(s) [201 202] to start",
 			want: reconcile.Plan{CancelPending: []uint32{201}},
 		},
 		{
@@ -61,20 +63,20 @@ func TestReconcile(t *testing.T) {
 			snap: func(s *reconcile.Snapshot) {
 				s.Pending = []reconcile.Pending{{ID: 201, Submit: settled.Add(-10 * time.Minute)}}
 			},
-			action: policy.Hold, reason: "waiting for worker job(s) [201] to start",
+			action: policy.Hold, code: reconcile.CodeWaitingForWorkers, reason: "waiting for worker job(s) [201] to start",
 		},
 		{
 			name:   "a submitted worker not yet in the queue holds",
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Submitted = 1 },
-			action: policy.Hold, reason: "waiting for submitted workers to appear in the queue",
+			action: policy.Hold, code: reconcile.CodeWaitingForWorkers, reason: "waiting for submitted workers to appear in the queue",
 		},
 		{
 			name:   "a successor that has not reported holds its straggler in place",
 			active: []uint32{main, 101, 102, 103},
 			state:  func(s *reconcile.State) { s.Replacing[103] = 102 },
 			snap:   func(s *reconcile.Snapshot) { s.Successors[103] = reconcile.Successor{Queued: true, Running: true} },
-			action: policy.Hold, reason: "worker 103 joins before straggler 102 leaves",
+			action: policy.Hold, code: reconcile.CodeReplacing, reason: "worker 103 joins before straggler 102 leaves",
 		},
 		{
 			name:   "a successor that has reported sends its straggler TERM",
@@ -99,7 +101,7 @@ func TestReconcile(t *testing.T) {
 				s.Stopping[102] = settled
 			},
 			snap:   func(s *reconcile.Snapshot) { s.Queued[102] = true },
-			action: policy.Hold, reason: "straggler 102 leaves before its successor joins (the rendezvous is at its max)",
+			action: policy.Hold, code: reconcile.CodeReplacing, reason: "straggler 102 leaves before its successor joins (the rendezvous is at its max)",
 		},
 		{
 			name:   "a straggler that has left is succeeded by a worker of its type",
@@ -135,13 +137,13 @@ func TestReconcile(t *testing.T) {
 			name:   "a worker stopping holds",
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Stopping[101] = settled },
-			action: policy.Hold, reason: "waiting for 1 worker(s) to stop",
+			action: policy.Hold, code: reconcile.CodeWaitingForWorkers, reason: "waiting for 1 worker(s) to stop",
 		},
 		{
 			name:   "refused workers hold the job",
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Refusals, s.Refused = 3, "sbatch: error: invalid account" },
-			action: policy.Hold, reason: "Slurm refused 3 worker submissions in a row: sbatch: error: invalid account",
+			action: policy.Hold, code: reconcile.CodeWorkersRefused, reason: "Slurm refused 3 worker submissions in a row: sbatch: error: invalid account",
 		},
 		{
 			name:   "refusals below MaxRefusals do not hold: the submission is tried again",
@@ -150,7 +152,7 @@ func TestReconcile(t *testing.T) {
 				s.Bounds.MinWorkers = 2
 				s.Refusals, s.Refused = reconcile.MaxRefusals-1, "sbatch: error: invalid account"
 			},
-			action: policy.Grow, reason: "below the declared min: 1 of 2 workers",
+			action: policy.Grow, code: policy.CodeBelowTarget, reason: "below the declared min: 1 of 2 workers",
 			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 1}},
 		},
 		{
@@ -160,20 +162,20 @@ func TestReconcile(t *testing.T) {
 				s.Bounds.MinWorkers = 2
 				s.Refusals, s.Refused = reconcile.MaxRefusals+1, "sbatch: error: Invalid generic resource (gres) specification"
 			},
-			action: policy.Hold, reason: "Slurm refused 4 worker submissions in a row: sbatch: error: Invalid generic resource (gres) specification",
+			action: policy.Hold, code: reconcile.CodeWorkersRefused, reason: "Slurm refused 4 worker submissions in a row: sbatch: error: Invalid generic resource (gres) specification",
 		},
 		{
 			name:   "below the min grows to it at once, without a measurement",
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Bounds.MinWorkers = 3 },
-			action: policy.Grow, reason: "below the declared min: 1 of 3 workers",
+			action: policy.Grow, code: policy.CodeBelowTarget, reason: "below the declared min: 1 of 3 workers",
 			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 2}},
 		},
 		{
 			name:   "below a pinned size grows to it",
 			active: []uint32{main, 101},
 			state:  func(s *reconcile.State) { s.Bounds.Pin, s.PinnedBy = 4, "alice" },
-			action: policy.Grow, reason: "below the size pinned by alice: 2 of 4 workers",
+			action: policy.Grow, code: policy.CodeBelowTarget, reason: "below the size pinned by alice: 2 of 4 workers",
 			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 2}},
 		},
 		{
@@ -181,7 +183,7 @@ func TestReconcile(t *testing.T) {
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Bounds.MinWorkers = 4 },
 			snap:   func(s *reconcile.Snapshot) { s.MainTypeRoom = reconcile.Room{Workers: 1, Why: "GrpJobs=3"} },
-			action: policy.Grow, reason: "below the declared min: 1 of 4 workers; adding 1: GrpJobs=3",
+			action: policy.Grow, code: policy.CodeBelowTarget, reason: "below the declared min: 1 of 4 workers; adding 1: GrpJobs=3",
 			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 1}},
 		},
 		{
@@ -189,25 +191,25 @@ func TestReconcile(t *testing.T) {
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.Bounds.MinWorkers = 2 },
 			snap:   func(s *reconcile.Snapshot) { s.MainTypeRoom = reconcile.Room{Workers: 0, Why: "GrpJobs=2"} },
-			action: policy.Hold, reason: "below the declared min: 1 of 2 workers; no worker can start: GrpJobs=2",
+			action: policy.Hold, code: policy.CodeBelowTarget, reason: "below the declared min: 1 of 2 workers; no worker can start: GrpJobs=2",
 		},
 		{
 			name:   "a measurement of other workers than the active ones holds",
 			active: []uint32{main, 101},
 			state:  func(s *reconcile.State) { s.History = steady(t0, 100, main) },
-			action: policy.Hold, reason: "waiting for every worker of 2 to report",
+			action: policy.Hold, code: reconcile.CodeWaitingForWorkers, reason: "waiting for every worker of 2 to report",
 		},
 		{
 			name:   "no measurement yet holds",
 			active: []uint32{main},
-			action: policy.Hold, reason: "waiting for every worker of 1 to report",
+			action: policy.Hold, code: reconcile.CodeWaitingForWorkers, reason: "waiting for every worker of 1 to report",
 		},
 		{
 			name:   "a measured job grows as the policy says",
 			active: []uint32{main},
 			state:  func(s *reconcile.State) { s.History = steady(t0, 100, main) },
-			action: policy.Grow,
-			want:   reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 1}},
+			action: policy.Grow, code: policy.CodeGrowth,
+			want: reconcile.Plan{Grow: &reconcile.Grow{Type: a100, Count: 1}},
 		},
 		{
 			name:   "a step that does not pay is undone on the worker it added",
@@ -215,22 +217,22 @@ func TestReconcile(t *testing.T) {
 			state: func(s *reconcile.State) {
 				s.History = append(steady(t0.Add(-2*time.Minute), 100, main), steady(t0, 52.5, main, 101)...)
 			},
-			action: policy.Shrink, reason: "does not pay",
+			action: policy.Shrink, code: policy.CodeStepDoesNotPay, reason: "does not pay",
 			want: reconcile.Plan{Shrink: []uint32{101}},
 		},
 		{
 			name:   "below the max a straggler's successor joins first",
 			active: []uint32{main, 101, 102},
 			state:  func(s *reconcile.State) { s.History = stragglerHistory() },
-			action: policy.Replace,
-			want:   reconcile.Plan{Replace: &reconcile.Replacement{Straggler: 102, Type: a100, Size: 3}},
+			action: policy.Replace, code: policy.CodeStraggler,
+			want: reconcile.Plan{Replace: &reconcile.Replacement{Straggler: 102, Type: a100, Size: 3}},
 		},
 		{
 			name:   "at the max a straggler leaves first",
 			active: []uint32{main, 101, 102},
 			state:  func(s *reconcile.State) { s.Bounds.MaxWorkers = 3; s.History = stragglerHistory() },
-			action: policy.Replace,
-			want:   reconcile.Plan{Replace: &reconcile.Replacement{Straggler: 102, Type: a100, LeaveFirst: true, Size: 3}},
+			action: policy.Replace, code: policy.CodeStraggler,
+			want: reconcile.Plan{Replace: &reconcile.Replacement{Straggler: 102, Type: a100, LeaveFirst: true, Size: 3}},
 		},
 	}
 	for _, tc := range tests {
@@ -249,8 +251,8 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("decision %s (%s), want the last one to stand", got.Decision.Action, got.Decision.Reason)
 			case got.Decision == nil && (tc.action != policy.Hold || tc.reason != ""):
 				t.Errorf("no decision, want %s", tc.action)
-			case got.Decision != nil && (got.Decision.Action != tc.action || !strings.Contains(got.Decision.Reason, tc.reason)):
-				t.Errorf("decision %s (%s), want %s (%s)", got.Decision.Action, got.Decision.Reason, tc.action, tc.reason)
+			case got.Decision != nil && (got.Decision.Action != tc.action || got.Decision.Code != tc.code || !strings.Contains(got.Decision.Reason, tc.reason)):
+				t.Errorf("decision %s %s (%s), want %s %s (%s)", got.Decision.Action, got.Decision.Code, got.Decision.Reason, tc.action, tc.code, tc.reason)
 			}
 			got.Decision = nil
 			if !reflect.DeepEqual(got, tc.want) {
@@ -290,7 +292,7 @@ func TestSuccessionJoined(t *testing.T) {
 		{s: reconcile.Succession{Straggler: 7, Type: "v100"}, successor: 8, reason: "straggler 7 has left; its successor 8 joins"},
 	} {
 		got := tc.s.Joined(tc.successor)
-		if want := (policy.Decision{Action: policy.Hold, Reason: tc.reason}); !reflect.DeepEqual(got, want) {
+		if want := (policy.Decision{Action: policy.Hold, Code: reconcile.CodeReplacing, Reason: tc.reason}); !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v.Joined(%d) = %+v, want %+v", tc.s, tc.successor, got, want)
 		}
 	}

@@ -65,7 +65,7 @@ type RunPlan struct {
 //     measurements forgotten, and new workers get the new declaration.
 func FollowRun(r Run) RunPlan {
 	if !r.Running {
-		p := RunPlan{Decision: &policy.Decision{Action: policy.Hold, Reason: "main job is not running (" + r.State + ")"},
+		p := RunPlan{Decision: &policy.Decision{Action: policy.Hold, Code: CodeMainNotRunning, Reason: "main job is not running (" + r.State + ")"},
 			StopWhy: "main job requeued", ForgetRun: true}
 		for _, w := range r.Workers {
 			p.Stop = append(p.Stop, w.ID)
@@ -76,7 +76,7 @@ func FollowRun(r Run) RunPlan {
 		return RunPlan{GoOn: true}
 	}
 	if d := r.Declaration; d == nil || d.UID != r.Declared.UID || (d.Recorded == r.Declared.Recorded && d.Recorded < r.Start.Unix()) {
-		return RunPlan{Decision: &policy.Decision{Action: policy.Hold, Reason: fmt.Sprintf("main job restarted at %s; waiting for its new declaration (rendezvous endpoint)",
+		return RunPlan{Decision: &policy.Decision{Action: policy.Hold, Code: CodeMainRestarted, Reason: fmt.Sprintf("main job restarted at %s; waiting for its new declaration (rendezvous endpoint)",
 			r.Start.UTC().Format(time.RFC3339))}}
 	}
 	p := RunPlan{StopWhy: "worker of the main job's earlier run", NewRun: true, GoOn: true}

@@ -17,7 +17,8 @@ func TestFollowRun(t *testing.T) {
 	tests := []struct {
 		name   string
 		run    reconcile.Run
-		reason string // of the hold; "": no decision
+		code   policy.Code // of the hold; "": no decision
+		reason string      // a part of the hold's words: what it must name
 		want   reconcile.RunPlan
 	}{
 		{
@@ -27,26 +28,26 @@ func TestFollowRun(t *testing.T) {
 			reason: "",
 		},
 		{
-			name:   "a requeued main job stops every worker, forgets its run and holds",
-			run:    reconcile.Run{State: "PENDING", Start: first, Followed: first, Declared: declared, Workers: workers},
-			reason: "main job is not running (PENDING)",
-			want:   reconcile.RunPlan{Stop: []uint32{101, 102}, StopWhy: "main job requeued", ForgetRun: true},
+			name: "a requeued main job stops every worker, forgets its run and holds",
+			run:  reconcile.Run{State: "PENDING", Start: first, Followed: first, Declared: declared, Workers: workers},
+			code: reconcile.CodeMainNotRunning, reason: "main job is not running (PENDING)",
+			want: reconcile.RunPlan{Stop: []uint32{101, 102}, StopWhy: "main job requeued", ForgetRun: true},
 		},
 		{
-			name:   "a restarted main job holds until its new declaration is recorded",
-			run:    reconcile.Run{Running: true, Start: second, Followed: first, Declaration: &declared, Declared: declared, Workers: workers},
-			reason: "main job restarted at 2025-03-01T13:00:00Z; waiting for its new declaration (rendezvous endpoint)",
+			name: "a restarted main job holds until its new declaration is recorded",
+			run:  reconcile.Run{Running: true, Start: second, Followed: first, Declaration: &declared, Declared: declared, Workers: workers},
+			code: reconcile.CodeMainRestarted, reason: "main job restarted at 2025-03-01T13:00:00Z; waiting for its new declaration (rendezvous endpoint)",
 		},
 		{
-			name:   "a restarted main job without a readable declaration holds",
-			run:    reconcile.Run{Running: true, Start: second, Followed: first, Declared: declared, Workers: workers},
-			reason: "waiting for its new declaration",
+			name: "a restarted main job without a readable declaration holds",
+			run:  reconcile.Run{Running: true, Start: second, Followed: first, Declared: declared, Workers: workers},
+			code: reconcile.CodeMainRestarted, reason: "waiting for its new declaration",
 		},
 		{
 			name: "a declaration of another owner is not taken",
 			run: reconcile.Run{Running: true, Start: second, Followed: first, Declared: declared, Workers: workers,
 				Declaration: &reconcile.Declared{UID: 1001, Recorded: second.Unix()}},
-			reason: "waiting for its new declaration",
+			code: reconcile.CodeMainRestarted, reason: "waiting for its new declaration",
 		},
 		{
 			name: "the restarted run's declaration is taken and the earlier run's workers stopped",
@@ -67,10 +68,10 @@ func TestFollowRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := reconcile.FollowRun(tc.run)
 			switch {
-			case tc.reason == "" && got.Decision != nil:
+			case tc.code == "" && got.Decision != nil:
 				t.Errorf("decision %s (%s), want none", got.Decision.Action, got.Decision.Reason)
-			case tc.reason != "" && (got.Decision == nil || got.Decision.Action != policy.Hold || !strings.Contains(got.Decision.Reason, tc.reason)):
-				t.Errorf("decision %+v, want hold (%s)", got.Decision, tc.reason)
+			case tc.code != "" && (got.Decision == nil || got.Decision.Action != policy.Hold || got.Decision.Code != tc.code || !strings.Contains(got.Decision.Reason, tc.reason)):
+				t.Errorf("decision %+v, want hold %s (%s)", got.Decision, tc.code, tc.reason)
 			}
 			got.Decision = nil
 			if !reflect.DeepEqual(got, tc.want) {
