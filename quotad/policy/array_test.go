@@ -26,9 +26,9 @@ func TestArrayTasks(t *testing.T) {
 		name    string
 		cfg     *policy.Config
 		snap    func(*policytest.SnapshotWrapper) *policytest.SnapshotWrapper
-		want    []string          // moves as scontrol is told them
-		explain map[uint32]string // substrings of explanations
-		pending map[string]int    // account → pending GPUs in the guaranteed QOS
+		want    []string                   // moves as scontrol is told them
+		explain map[uint32]policytest.Says // substrings of explanations
+		pending map[string]int             // account → pending GPUs in the guaranteed QOS
 	}{
 		{
 			name: "3 idle a100 lend exactly 3 of 10 one-GPU tasks, the first ones",
@@ -37,7 +37,7 @@ func TestArrayTasks(t *testing.T) {
 				return b.Testbed(3, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(20, "proj-b").GPU("a100", 1).Array(seq(0, 9)...).Obj())
 			},
 			want:    []string{"lend 20_0 proj-b", "lend 20_1 proj-b", "lend 20_2 proj-b"},
-			explain: map[uint32]string{20: "job 20 (array 20, 10 pending tasks): tasks 0-2 are lent (moves from guar-proj-b to borrow-proj-b)"},
+			explain: map[uint32]policytest.Says{20: {Code: policy.CodeLent, Words: "job 20 (array 20, 10 pending tasks): tasks 0-2 are lent (moves from guar-proj-b to borrow-proj-b)"}},
 			pending: map[string]int{"proj-b": 10},
 		},
 		{
@@ -47,7 +47,7 @@ func TestArrayTasks(t *testing.T) {
 				return b.Testbed(5, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(20, "proj-b").GPU("a100", 2).Array(3, 5, 9).Obj())
 			},
 			want:    []string{"lend 20_3 proj-b", "lend 20_5 proj-b"},
-			explain: map[uint32]string{20: "the other 1 tasks wait: proj-b uses 4/4 guaranteed a100 and the job needs 2 a100 more; not enough idle GPUs for 2 a100: a100 has 1 a100"},
+			explain: map[uint32]policytest.Says{20: {Code: policy.CodeLent, Words: "the other 1 tasks wait: proj-b uses 4/4 guaranteed a100 and the job needs 2 a100 more; not enough idle GPUs for 2 a100: a100 has 1 a100"}},
 			pending: map[string]int{"proj-b": 6},
 		},
 		{
@@ -57,7 +57,7 @@ func TestArrayTasks(t *testing.T) {
 				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(20, "proj-b").GPU("a100", 1).Array(seq(1, 6)...).Obj())
 			},
 			want:    []string{"lend 20_1 proj-b", "lend 20_2 proj-b"},
-			explain: map[uint32]string{20: "borrowing limit reached: proj-b borrows 2 GPUs, limit 2"},
+			explain: map[uint32]policytest.Says{20: {Code: policy.CodeLent, Words: "borrowing limit reached: proj-b borrows 2 GPUs, limit 2"}},
 		},
 		{
 			name: "fair shares count tasks: an array does not take more than a project of single jobs",
@@ -81,7 +81,7 @@ func TestArrayTasks(t *testing.T) {
 			},
 			// 3 of the 4 idle a100 are kept for proj-a's 3 tasks; one is left to lend.
 			want:    []string{"lend 5 proj-b"},
-			explain: map[uint32]string{20: "3 a100 idle are kept for 3 of its 3 pending tasks, not lent"},
+			explain: map[uint32]policytest.Says{20: {Code: policy.CodeWaitsInQuota, Words: "3 a100 idle are kept for 3 of its 3 pending tasks, not lent"}},
 			pending: map[string]int{"proj-a": 3},
 		},
 		{
@@ -93,7 +93,7 @@ func TestArrayTasks(t *testing.T) {
 					Jobs(policytest.MakeJob(20, "proj-b").GPU("a100", 1).Borrowed().Reason("Priority").Array(7, 8, 9).Obj())
 			},
 			want:    []string{"return 20_7 proj-b", "return 20_8 proj-b"},
-			explain: map[uint32]string{20: "tasks 7-8: returns from borrow-proj-b to guar-proj-b"},
+			explain: map[uint32]policytest.Says{20: {Code: policy.CodeReturnGuaranteeRoom, Words: "tasks 7-8: returns from borrow-proj-b to guar-proj-b"}},
 		},
 	}
 	for _, tt := range tests {
@@ -102,11 +102,7 @@ func TestArrayTasks(t *testing.T) {
 			if got := policytest.TargetLines(plan); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("moves = %q, want %q\nnotes %q", got, tt.want, plan.Notes)
 			}
-			for id, want := range tt.explain {
-				if text, _ := plan.Explain(id); !strings.Contains(text, want) {
-					t.Errorf("explain %d = %q, want it to contain %q", id, text, want)
-				}
-			}
+			policytest.CheckExplains(t, plan, tt.explain)
 			for acct, want := range tt.pending {
 				for _, ps := range plan.Projects {
 					if ps.Account == acct && ps.ByType[0].Pending != want {

@@ -49,11 +49,11 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 					p.inUse[t] += n
 					p.inUseTotal += n
 				}
-				log.say(j, "runs within %s's guarantee in %s (%s): it is never reclaimed", p.cfg.Account, p.guarQOS, gpuList(held))
+				log.say(j, CodeInQuota, "runs within %s's guarantee in %s (%s): it is never reclaimed", p.cfg.Account, p.guarQOS, gpuList(held))
 			case p == nil:
-				log.say(j, "runs in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
+				log.say(j, CodeNoQuota, "runs in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
 			default:
-				log.say(j, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s, %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, p.borrowQOS, p.elasticQOS)
+				log.say(j, CodeOtherQOS, "runs in QOS %s, not in %s's guaranteed QOS %s: quotad does not manage it, and the account's QOS list is being restricted to %s, %s and %s", j.QOS, p.cfg.Account, p.guarQOS, p.guarQOS, p.borrowQOS, p.elasticQOS)
 			}
 		case j.State == StatePending:
 			switch {
@@ -70,9 +70,9 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 					out.inQuotaPending = append(out.inQuotaPending, j)
 				}
 			case p == nil:
-				log.say(j, "waits in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
+				log.say(j, CodeNoQuota, "waits in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
 			default:
-				log.say(j, "waits in QOS %s, not in %s's guaranteed QOS %s: quotad does not move it", j.QOS, p.cfg.Account, p.guarQOS)
+				log.say(j, CodeOtherQOS, "waits in QOS %s, not in %s's guaranteed QOS %s: quotad does not move it", j.QOS, p.cfg.Account, p.guarQOS)
 			}
 		}
 	}

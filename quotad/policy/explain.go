@@ -31,8 +31,8 @@ func newJournal(projects *ledger) *journal {
 	return &journal{projects: projects, explain: map[uint32]*JobExplanation{}}
 }
 
-func (log *journal) say(j *Job, format string, args ...any) {
-	x := &JobExplanation{JobID: j.ID, Account: j.Account, User: j.User, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
+func (log *journal) say(j *Job, code Code, format string, args ...any) {
+	x := &JobExplanation{JobID: j.ID, Account: j.Account, User: j.User, Code: code, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
 	if p := log.projects.jobProject(j); p != nil {
 		x.Project = p.cfg.Account
 	}

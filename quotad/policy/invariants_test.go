@@ -221,6 +221,25 @@ func checkInvariants(t *testing.T, seed uint64, cfg *policy.Config, snap *policy
 			t.Fatalf("seed %d: %s borrows %d over its limit %d", seed, acct, policy.Sum(borrowedBefore[acct])+total, *p.BorrowLimit)
 		}
 	}
+	// Every move and every explanation says its kind; a moved single job's explanation is of
+	// the same kind as its move.
+	explained := map[uint32]policy.JobExplanation{}
+	for _, x := range plan.Jobs {
+		if x.Code == "" {
+			t.Fatalf("seed %d: job %d explained without a code: %q", seed, x.JobID, x.Text)
+		}
+		explained[x.JobID] = x
+	}
+	for _, m := range plan.Moves {
+		switch {
+		case m.Kind == policy.Lend && m.Code != policy.CodeLent,
+			m.Kind == policy.Return && !strings.HasPrefix(string(m.Code), "return-") && m.Code != policy.CodeElasticWorkerReturned:
+			t.Fatalf("seed %d: %s has code %q", seed, m, m.Code)
+		}
+		if byID[m.JobID].Tasks() == 1 && explained[m.JobID].Code != m.Code {
+			t.Fatalf("seed %d: %s (code %s) explained as %s: %q", seed, m, m.Code, explained[m.JobID].Code, explained[m.JobID].Text)
+		}
+	}
 	for _, x := range plan.Jobs {
 		if strings.Contains(x.Text, "never cancel") || strings.Contains(x.Text, "never kill") {
 			t.Fatalf("seed %d: %q promises what Slurm's preemption does not", seed, x.Text)

@@ -41,17 +41,17 @@ func lend(c *cycle, in settled, log *journal) lent {
 			need := c.needs[j]
 			switch {
 			case j.notStartable() != "":
-				lg.log.say(j, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
+				lg.log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
 			case in.unaccountedText(p) != "":
-				log.say(j, "waits: it is not lent: %s", in.unaccountedText(p))
+				log.say(j, CodeUnaccounted, "waits: it is not lent: %s", in.unaccountedText(p))
 			case p.fits(need):
-				lg.log.say(j, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
+				lg.log.say(j, CodeGuaranteeHasRoom, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
 			case !j.Requeueable():
-				lg.log.say(j, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
+				lg.log.say(j, CodeNotRequeueable, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
 			case c.holdMoves != "":
-				log.say(j, "waits: %s; %s", p.quotaUsage(need), c.holdMoves)
+				log.say(j, CodeMovesHeld, "waits: %s; %s", p.quotaUsage(need), c.holdMoves)
 			case in.noLends != "":
-				log.say(j, "waits: nothing is lent this cycle: %s", in.noLends)
+				log.say(j, CodeNoLends, "waits: nothing is lent this cycle: %s", in.noLends)
 			default:
 				kept = append(kept, j)
 			}
@@ -96,10 +96,10 @@ func lend(c *cycle, in settled, log *journal) lent {
 		lg.invalidateHeads(best, bestPl)
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
-		lg.moves = append(lg.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Reason: why})
+		lg.moves = append(lg.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Code: CodeLent, Reason: why})
 		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, c.reclaimTerms(best))
 		if j.tasks() == 1 {
-			log.say(j, "is lent %s", text)
+			log.say(j, CodeLent, "is lent %s", text)
 			continue
 		}
 		a := lg.arrayNote(j)
@@ -124,7 +124,9 @@ func (lg *lending) arrayNote(j *Job) *arrayLends {
 func (lg *lending) sayArray(j *Job) {
 	a := lg.arrayNote(j)
 	var parts []string
+	code := CodeCannotBorrow
 	if len(a.lent) > 0 {
+		code = CodeLent
 		parts = append(parts, fmt.Sprintf("tasks %s are lent %s", taskList(a.lent), a.lentWhy))
 	}
 	switch {
@@ -134,7 +136,7 @@ func (lg *lending) sayArray(j *Job) {
 	default:
 		parts = append(parts, fmt.Sprintf("the other %d tasks wait: %s", j.tasks()-len(a.lent), a.waitWhy))
 	}
-	lg.log.say(j, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
+	lg.log.say(j, code, "(array %d, %d pending tasks): %s", j.ArrayJobID, j.tasks(), strings.Join(parts, "; "))
 }
 
 // allTasksFit says whether every pending task of an array record could borrow now: the limits
@@ -262,7 +264,7 @@ func (lg *lending) head(p *project) (placement, bool) {
 		// The record's other tasks ask for the same and would not fit either.
 		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), strings.Join(pl.problems, "; "))
 		if j.tasks() == 1 {
-			lg.log.say(j, "waits: %s", why)
+			lg.log.say(j, CodeCannotBorrow, "waits: %s", why)
 		} else {
 			lg.arrayNote(j).waitWhy = why
 			lg.sayArray(j)

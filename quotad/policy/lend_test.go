@@ -38,8 +38,8 @@ func TestMoves(t *testing.T) {
 		name    string
 		cfg     *policy.Config
 		snap    func(*policytest.SnapshotWrapper) *policytest.SnapshotWrapper
-		want    []string          // moves, in plan order
-		explain map[uint32]string // substrings of job explanations
+		want    []string                   // moves, in plan order
+		explain map[uint32]policytest.Says // substrings of job explanations
 		// unexplained are jobs quotad has nothing to say about (no GPUs: not a quota matter).
 		unexplained []uint32
 	}{
@@ -51,9 +51,9 @@ func TestMoves(t *testing.T) {
 					Jobs(pendingA100(5, 4, "proj-b")...)
 			},
 			want: []string{"lend 5 proj-b", "lend 6 proj-b", "lend 7 proj-b", "lend 8 proj-b"},
-			explain: map[uint32]string{
-				5: "job 5 is lent (moves from guar-proj-b to borrow-proj-b): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100",
-				1: "job 1 runs within proj-b's guarantee in guar-proj-b (1 a100): it is never reclaimed",
+			explain: map[uint32]policytest.Says{
+				5: {Code: policy.CodeLent, Words: "job 5 is lent (moves from guar-proj-b to borrow-proj-b): proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrows 1 a100 idle in partition a100"},
+				1: {Code: policy.CodeInQuota, Words: "job 1 runs within proj-b's guarantee in guar-proj-b (1 a100): it is never reclaimed"},
 			},
 		},
 		{
@@ -62,7 +62,7 @@ func TestMoves(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(0, 4, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj())
 			},
-			explain: map[uint32]string{5: "job 5 waits: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; not enough idle GPUs for 1 a100: a100 has 0 a100"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeCannotBorrow, Words: "job 5 waits: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; not enough idle GPUs for 1 a100: a100 has 0 a100"}},
 		},
 		{
 			name: "a job listing two partitions borrows from the first that has room",
@@ -71,7 +71,7 @@ func TestMoves(t *testing.T) {
 				return b.Testbed(1, 4, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 2).Partitions("a100", "a100-spot").Obj())
 			},
 			want:    []string{"lend 5 proj-b"},
-			explain: map[uint32]string{5: "borrows 2 a100 idle in partition a100-spot"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeLent, Words: "borrows 2 a100 idle in partition a100-spot"}},
 		},
 		{
 			name: "weights divide idle GPUs: weight 3 gets 3 of 4",
@@ -84,9 +84,9 @@ func TestMoves(t *testing.T) {
 			// fair shares 1 and 3: deficits b 3, a 1, b 2, then a 1 and b 1 tie and proj-a
 			// goes first by name; by then the pool is empty for b's third.
 			want: []string{"lend 11 proj-b", "lend 12 proj-b", "lend 1 proj-a", "lend 13 proj-b"},
-			explain: map[uint32]string{
-				11: "fair share 3.0 of 4 a100 for borrowers; deficit was 3.0, the largest",
-				2:  "job 2 waits: proj-a uses 0/0 guaranteed a100",
+			explain: map[uint32]policytest.Says{
+				11: {Code: policy.CodeLent, Words: "fair share 3.0 of 4 a100 for borrowers; deficit was 3.0, the largest"},
+				2:  {Code: policy.CodeCannotBorrow, Words: "job 2 waits: proj-a uses 0/0 guaranteed a100"},
 			},
 		},
 		{
@@ -101,9 +101,9 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(20, "proj-b").GPU("a100", 1).Obj(), policytest.MakeJob(21, "proj-b").GPU("a100", 1).Obj())
 			},
 			want: []string{"lend 20 proj-b", "lend 21 proj-b"},
-			explain: map[uint32]string{
-				3: "job 3 waits: proj-a uses 4/4 guaranteed a100 and the job needs 1 a100 more; not enough idle GPUs",
-				1: "job 1 runs borrowed in borrow-proj-a (2 a100): proj-a holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers; its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now",
+			explain: map[uint32]policytest.Says{
+				3: {Code: policy.CodeCannotBorrow, Words: "job 3 waits: proj-a uses 4/4 guaranteed a100 and the job needs 1 a100 more; not enough idle GPUs"},
+				1: {Code: policy.CodeReclaimable, Words: "job 1 runs borrowed in borrow-proj-a (2 a100): proj-a holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers; its PreemptExemptTime has passed; no project has unused guarantee of its GPU type now"},
 			},
 		},
 		{
@@ -133,7 +133,7 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 2).Nodes(2).Obj(), policytest.MakeJob(6, "proj-b").GPU("a100", 2).Obj())
 			},
 			want:    []string{"lend 6 proj-b"},
-			explain: map[uint32]string{5: "the job needs 4 a100 more; not enough idle GPUs for 4 a100: a100 has 2 a100"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeCannotBorrow, Words: "the job needs 4 a100 more; not enough idle GPUs for 4 a100: a100 has 2 a100"}},
 		},
 		{
 			name: "scenario 4: a --no-requeue job is never lent",
@@ -141,7 +141,7 @@ func TestMoves(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).NoRequeue().Obj())
 			},
-			explain: map[uint32]string{5: "job 5 waits for proj-b's guarantee in guar-proj-b: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; it is never lent: it has Requeue=0 (--no-requeue"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeNotRequeueable, Words: "job 5 waits for proj-b's guarantee in guar-proj-b: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; it is never lent: it has Requeue=0 (--no-requeue"}},
 		},
 		{
 			name: "borrowing limit per type",
@@ -151,7 +151,7 @@ func TestMoves(t *testing.T) {
 					Jobs(pendingA100(5, 3, "proj-b")...)
 			},
 			want:    []string{"lend 5 proj-b", "lend 6 proj-b"},
-			explain: map[uint32]string{7: "job 7 waits: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrowing limit of a100 reached: proj-b borrows 2 a100, limit 2"},
+			explain: map[uint32]policytest.Says{7: {Code: policy.CodeCannotBorrow, Words: "job 7 waits: proj-b uses 4/4 guaranteed a100 and the job needs 1 a100 more; borrowing limit of a100 reached: proj-b borrows 2 a100, limit 2"}},
 		},
 		{
 			name: "borrowing limit over all types",
@@ -161,7 +161,7 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj(), policytest.MakeJob(6, "proj-b").GPU("v100", 1).Partitions("v100").Obj())
 			},
 			want:    []string{"lend 5 proj-b"},
-			explain: map[uint32]string{6: "borrowing limit reached: proj-b borrows 1 GPUs, limit 1"},
+			explain: map[uint32]policytest.Says{6: {Code: policy.CodeCannotBorrow, Words: "borrowing limit reached: proj-b borrows 1 GPUs, limit 1"}},
 		},
 		{
 			name: "lending limit of a type counts running borrowers of every project",
@@ -172,7 +172,7 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj(), policytest.MakeJob(6, "proj-b").GPU("a100", 1).Obj())
 			},
 			want:    []string{"lend 5 proj-b"},
-			explain: map[uint32]string{6: "lending limit of a100 reached: 3/3 a100 lent"},
+			explain: map[uint32]policytest.Says{6: {Code: policy.CodeCannotBorrow, Words: "lending limit of a100 reached: 3/3 a100 lent"}},
 		},
 		{
 			name: "Slurm says QOSGrpGRES but the guarantee has room: not lent",
@@ -180,7 +180,7 @@ func TestMoves(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(4, 0, 8).Jobs(policytest.MakeJob(1, "proj-b").GPU("a100", 1).Running(time.Minute).Obj(), policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj())
 			},
-			explain: map[uint32]string{5: "job 5 waits with reason QOSGrpGRES, but proj-b's guarantee has room (a100 1/4 in use)"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeGuaranteeHasRoom, Words: "job 5 waits with reason QOSGrpGRES, but proj-b's guarantee has room (a100 1/4 in use)"}},
 		},
 		{
 			name: "idle GPUs wanted by a job within its guarantee are not lent",
@@ -189,9 +189,9 @@ func TestMoves(t *testing.T) {
 				return b.Testbed(2, 0, 8).Jobs(bobInQuota()...).
 					Jobs(policytest.MakeJob(20, "proj-a").GPU("a100", 2).Reason("Resources").Obj(), policytest.MakeJob(5, "proj-b").GPU("a100", 1).Obj())
 			},
-			explain: map[uint32]string{
-				20: "job 20 waits in proj-a's guarantee (a100 0/4 in use; reason Resources): Slurm starts it when GPUs are free, preempting borrowers if it must; 2 a100 idle in partition a100 are kept for it, not lent",
-				5:  "not enough idle GPUs for 1 a100: a100 has 0 a100",
+			explain: map[uint32]policytest.Says{
+				20: {Code: policy.CodeWaitsInQuota, Words: "job 20 waits in proj-a's guarantee (a100 0/4 in use; reason Resources): Slurm starts it when GPUs are free, preempting borrowers if it must; 2 a100 idle in partition a100 are kept for it, not lent"},
+				5:  {Code: policy.CodeCannotBorrow, Words: "not enough idle GPUs for 1 a100: a100 has 0 a100"},
 			},
 		},
 		{
@@ -202,7 +202,7 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("", 2).Partitions("a100-spot", "mixed", "v100").Obj())
 			},
 			want:    []string{"lend 5 proj-b"},
-			explain: map[uint32]string{5: "proj-b uses 4/4 guaranteed GPUs of all types and the job needs 2 any-type GPU more; borrows 2 v100 idle in partition mixed"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeLent, Words: "proj-b uses 4/4 guaranteed GPUs of all types and the job needs 2 any-type GPU more; borrows 2 v100 idle in partition mixed"}},
 		},
 		{
 			name: "scenario 3: a requeued borrower returns when its project is under quota again",
@@ -213,9 +213,9 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().Reason("Resources").Obj(), policytest.MakeJob(6, "proj-b").GPU("a100", 1).Borrowed().Obj())
 			},
 			want: []string{"return 5 proj-b"},
-			explain: map[uint32]string{
-				5: "job 5 returns from borrow-proj-b to guar-proj-b: proj-b is under quota again (a100 3/4 in use)",
-				6: "job 6 was lent and waits in borrow-proj-b for GPUs: proj-b is over its guarantee (a100 4/4 in use)",
+			explain: map[uint32]policytest.Says{
+				5: {Code: policy.CodeReturnGuaranteeRoom, Words: "job 5 returns from borrow-proj-b to guar-proj-b: proj-b is under quota again (a100 3/4 in use)"},
+				6: {Code: policy.CodeLentWaitsForGPUs, Words: "job 6 was lent and waits in borrow-proj-b for GPUs: proj-b is over its guarantee (a100 4/4 in use)"},
 			},
 		},
 		{
@@ -225,7 +225,7 @@ func TestMoves(t *testing.T) {
 				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().NoRequeue().Obj())
 			},
 			want:    []string{"return 5 proj-b"},
-			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it has Requeue=0 (--no-requeue, or no --requeue where slurm.conf has JobRequeue=0), so Slurm cannot requeue it: a reclaim would kill it"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReturnNotRequeueable, Words: "job 5 returns from borrow-proj-b to guar-proj-b: it has Requeue=0 (--no-requeue, or no --requeue where slurm.conf has JobRequeue=0), so Slurm cannot requeue it: a reclaim would kill it"}},
 		},
 		{
 			name: "a pending borrower over a lowered borrowing limit goes back",
@@ -235,7 +235,7 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().Obj(), policytest.MakeJob(6, "proj-b").GPU("a100", 1).Borrowed().Obj())
 			},
 			want:    []string{"return 6 proj-b"},
-			explain: map[uint32]string{6: "it may no longer borrow: borrowing limit reached: proj-b borrows 1 GPUs, limit 1"},
+			explain: map[uint32]policytest.Says{6: {Code: policy.CodeReturnOverLimit, Words: "it may no longer borrow: borrowing limit reached: proj-b borrows 1 GPUs, limit 1"}},
 		},
 		{
 			name: "pending borrowers keep the idle GPUs promised to them",
@@ -245,9 +245,9 @@ func TestMoves(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().Obj()).
 					Jobs(policytest.MakeJob(10, "proj-a").GPU("a100", 4).Running(time.Hour).Obj(), policytest.MakeJob(11, "proj-a").GPU("a100", 1).Obj())
 			},
-			explain: map[uint32]string{
-				5:  "1 a100 idle in partition a100 are promised to it",
-				11: "not enough idle GPUs for 1 a100: a100 has 0 a100",
+			explain: map[uint32]policytest.Says{
+				5:  {Code: policy.CodePromised, Words: "1 a100 idle in partition a100 are promised to it"},
+				11: {Code: policy.CodeCannotBorrow, Words: "not enough idle GPUs for 1 a100: a100 has 0 a100"},
 			},
 		},
 		{
@@ -260,9 +260,9 @@ func TestMoves(t *testing.T) {
 					policytest.MakeJob(7, "proj-b").Obj(), // no GPUs: not a quota matter
 				)
 			},
-			explain: map[uint32]string{
-				5: "job 5 waits in QOS normal, not in proj-b's guaranteed QOS guar-proj-b: quotad does not move it",
-				6: "job 6 waits in account other, which has no quota",
+			explain: map[uint32]policytest.Says{
+				5: {Code: policy.CodeOtherQOS, Words: "job 5 waits in QOS normal, not in proj-b's guaranteed QOS guar-proj-b: quotad does not move it"},
+				6: {Code: policy.CodeNoQuota, Words: "job 6 waits in account other, which has no quota"},
 			},
 			unexplained: []uint32{7},
 		},
@@ -272,7 +272,7 @@ func TestMoves(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(0, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().Running(10 * time.Second).Obj())
 			},
-			explain: map[uint32]string{5: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimable, Words: "it is exempt from reclaim until 2026-03-01T12:00:20Z (PreemptExemptTime 30s); it may be reclaimed by pending guaranteed jobs of proj-a"}},
 		},
 	}
 	for _, tt := range tests {
@@ -285,11 +285,7 @@ func TestMoves(t *testing.T) {
 			if got := policytest.MoveLines(plan); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("moves %q, want %q", got, tt.want)
 			}
-			for id, want := range tt.explain {
-				if got, ok := plan.Explain(id); !ok || !strings.Contains(got, want) {
-					t.Errorf("explain %d:\n got %q\nwant %q", id, got, want)
-				}
-			}
+			policytest.CheckExplains(t, plan, tt.explain)
 			for _, id := range tt.unexplained {
 				if got, ok := plan.Explain(id); ok {
 					t.Errorf("explain %d = %q, want none", id, got)
@@ -306,19 +302,19 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 	tests := []struct {
 		name    string
 		snap    func(*policytest.SnapshotWrapper) *policytest.SnapshotWrapper
-		want    []string          // moves, in plan order
-		explain map[uint32]string // substrings of job explanations
-		never   map[uint32]string // substrings a job's explanation must not hold
-		note    string            // a substring of one of the plan's notes
+		want    []string                   // moves, in plan order
+		explain map[uint32]policytest.Says // substrings of job explanations
+		never   map[uint32]string          // substrings a job's explanation must not hold
+		note    string                     // a substring of one of the plan's notes
 	}{
 		{
 			name: "salloc over quota: bob's guarantee is busy, his 4-GPU salloc waits in it",
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 4).Interactive().Obj())
 			},
-			explain: map[uint32]string{5: "job 5 waits for proj-b's guarantee in guar-proj-b: proj-b uses 4/4 guaranteed a100 and the job needs 4 a100 more; " +
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeNotRequeueable, Words: "job 5 waits for proj-b's guarantee in guar-proj-b: proj-b uses 4/4 guaranteed a100 and the job needs 4 a100 more; " +
 				"it is never lent: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs, " +
-				"and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue"},
+				"and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue"}},
 			never: map[uint32]string{5: "is lent"},
 		},
 		{
@@ -326,14 +322,14 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).NoRequeue().Obj())
 			},
-			explain: map[uint32]string{5: "it is never lent: it has Requeue=0"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeNotRequeueable, Words: "it is never lent: it has Requeue=0"}},
 		},
 		{
 			name: "an salloc within its guarantee is left to Slurm, which starts it in guar",
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(4, 0, 8).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 4).Interactive().Obj())
 			},
-			explain: map[uint32]string{5: "guarantee has room (a100 0/4 in use): Slurm should start it in guar-proj-b; not lent"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeGuaranteeHasRoom, Words: "guarantee has room (a100 0/4 in use): Slurm should start it in guar-proj-b; not lent"}},
 		},
 		{
 			name: "a batch job behind a higher-priority salloc still borrows",
@@ -342,7 +338,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Interactive().Priority(100).Obj(), policytest.MakeJob(6, "proj-b").GPU("a100", 1).Obj())
 			},
 			want:    []string{"lend 6 proj-b"},
-			explain: map[uint32]string{5: "it is never lent: it is an interactive allocation", 6: "job 6 is lent"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeNotRequeueable, Words: "it is never lent: it is an interactive allocation"}, 6: {Code: policy.CodeLent, Words: "job 6 is lent"}},
 		},
 		{
 			name: "a pending salloc found in borrow goes back to its guarantee",
@@ -350,8 +346,8 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().Interactive().Obj())
 			},
 			want: []string{"return 5 proj-b"},
-			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), " +
-				"and Slurm can requeue only batch jobs: a reclaim would kill it, so it must not borrow"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReturnNotRequeueable, Words: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), " +
+				"and Slurm can requeue only batch jobs: a reclaim would kill it, so it must not borrow"}},
 		},
 		{
 			name: "a pending salloc in borrow goes back even while idle GPUs could be promised to it",
@@ -365,9 +361,9 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(0, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 2).Borrowed().Interactive().Running(time.Hour).Obj())
 			},
-			explain: map[uint32]string{5: "job 5 runs borrowed in borrow-proj-b (2 a100): proj-b holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers; " +
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimWouldKill, Words: "job 5 runs borrowed in borrow-proj-b (2 a100): proj-b holds 6 GPUs (4 in quota, 2 borrowed) of a 4-GPU guarantee, 2 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers; " +
 				"its PreemptExemptTime has passed; it may be reclaimed by pending guaranteed jobs of proj-a (unused guarantee of its type); " +
-				"a reclaim would KILL it, not requeue it: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs. quotad cannot move a running job out of borrow-proj-b"},
+				"a reclaim would KILL it, not requeue it: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs. quotad cannot move a running job out of borrow-proj-b"}},
 			never: map[uint32]string{5: "requeues it"},
 			note:  "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it is an interactive allocation",
 		},
@@ -376,7 +372,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(0, 0, 8).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 2).Borrowed().Interactive().Running(time.Hour).Obj())
 			},
-			explain: map[uint32]string{5: "so no claim may reclaim it (quotad re-checks this every cycle); should its project go over its guarantee, a reclaim would KILL it, not requeue it: it is an interactive allocation"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeNotReclaimable, Words: "so no claim may reclaim it (quotad re-checks this every cycle); should its project go over its guarantee, a reclaim would KILL it, not requeue it: it is an interactive allocation"}},
 			never:   map[uint32]string{5: "requeues it"},
 			note:    "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it is an interactive allocation",
 		},
@@ -385,7 +381,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(0, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().NoRequeue().Running(time.Hour).Obj())
 			},
-			explain: map[uint32]string{5: "a reclaim would KILL it, not requeue it: it has Requeue=0"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimWouldKill, Words: "a reclaim would KILL it, not requeue it: it has Requeue=0"}},
 			never:   map[uint32]string{5: "requeues it"},
 			note:    "job 5 (proj-b) runs in borrow-proj-b but Slurm cannot requeue it (it has Requeue=0",
 		},
@@ -394,7 +390,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(0, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().Running(time.Hour).Obj())
 			},
-			explain: map[uint32]string{5: "a reclaim requeues it after a 10s grace period (it is a batch job with Requeue=1), so it runs again later"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimable, Words: "a reclaim requeues it after a 10s grace period (it is a batch job with Requeue=1), so it runs again later"}},
 			never:   map[uint32]string{5: "KILL"},
 		},
 		{
@@ -403,7 +399,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 				return b.Testbed(4, 0, 8).Jobs(policytest.MakeJob(5, "other").GPU("a100", 1).QOS("borrow-proj-b").Interactive().Obj())
 			},
 			want:    []string{"return 5 other"},
-			explain: map[uint32]string{5: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs: a reclaim would kill it"},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReturnNotRequeueable, Words: "job 5 returns from borrow-proj-b to guar-proj-b: it is an interactive allocation (salloc or srun, not sbatch), and Slurm can requeue only batch jobs: a reclaim would kill it"}},
 		},
 	}
 	for _, tt := range tests {
@@ -417,11 +413,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 			if got := policytest.MoveLines(plan); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("moves %q, want %q", got, tt.want)
 			}
-			for id, want := range tt.explain {
-				if got, ok := plan.Explain(id); !ok || !strings.Contains(got, want) {
-					t.Errorf("explain %d:\n got %q\nwant %q", id, got, want)
-				}
-			}
+			policytest.CheckExplains(t, plan, tt.explain)
 			for id, bad := range tt.never {
 				if got, _ := plan.Explain(id); strings.Contains(got, bad) {
 					t.Errorf("explain %d says %q: %q", id, bad, got)

@@ -38,11 +38,17 @@ func (p *Plan) HasActions() bool {
 
 // Explain returns the explanation for job id.
 func (p *Plan) Explain(id uint32) (string, bool) {
+	x, ok := p.Explanation(id)
+	return x.Text, ok
+}
+
+// Explanation returns job id's explanation, its code with its words.
+func (p *Plan) Explanation(id uint32) (JobExplanation, bool) {
 	i := sort.Search(len(p.Jobs), func(i int) bool { return p.Jobs[i].JobID >= id })
 	if i < len(p.Jobs) && p.Jobs[i].JobID == id {
-		return p.Jobs[i].Text, true
+		return p.Jobs[i], true
 	}
-	return "", false
+	return JobExplanation{}, false
 }
 
 // ExplainAccount returns the project's summary followed by the explanations of its jobs, the
@@ -174,6 +180,7 @@ type JobMove struct {
 	From             string
 	To               string
 	GPUs             map[string]int // the GPUs this decision counted, by type ("" any type)
+	Code             Code           // why, as a kind: CodeLent, or one of the CodeReturn... codes
 	Reason           string
 }
 
@@ -225,6 +232,7 @@ type JobExplanation struct {
 	Account string
 	Project string // the project the job counts for, "" for none
 	User    string // who may read it when explanations are private to their owners
+	Code    Code   // the kind of explanation: stable, for scripts and tests
 	Text    string
 }
 

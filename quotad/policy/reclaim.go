@@ -85,7 +85,7 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 		held := j.held()
 		p := books.jobProject(j)
 		if p == nil {
-			log.say(j, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
+			log.say(j, CodeNoQuota, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
 			continue
 		}
 		i, reclaimable := rank[p.cfg.Account]
@@ -102,7 +102,7 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 				text += fmt.Sprintf("; should its project go over its guarantee, a reclaim would KILL it, not requeue it: %s", why)
 				log.note(fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, why))
 			}
-			log.say(j, "%s", text)
+			log.say(j, CodeNotReclaimable, "%s", text)
 			continue
 		}
 		var by []string
@@ -123,14 +123,14 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, p.holdingText(), p.excess(), ordinal(i+1), len(order.reclaimable))
 		if !j.Requeueable() {
 			// It got here without quotad (a user's own update, or flags changed after a lend).
-			log.say(j, "%s: %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", subject, loses, when, who, j.whyNotRequeueable(), j.QOS)
+			log.say(j, CodeReclaimWouldKill, "%s: %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", subject, loses, when, who, j.whyNotRequeueable(), j.QOS)
 			log.note(fmt.Sprintf("job %d (%s) runs in %s but Slurm cannot requeue it (%s): a reclaim would kill it", j.ID, j.Account, j.QOS, j.whyNotRequeueable()))
 			continue
 		}
 		if books.isElastic(j) {
-			log.say(j, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; a reclaim requeues it after a %s grace period and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, c.cfg.Settings.GraceTime)
+			log.say(j, CodeReclaimable, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; a reclaim requeues it after a %s grace period and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, c.cfg.Settings.GraceTime)
 			continue
 		}
-		log.say(j, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", subject, loses, when, who, c.cfg.Settings.GraceTime)
+		log.say(j, CodeReclaimable, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", subject, loses, when, who, c.cfg.Settings.GraceTime)
 	}
 }

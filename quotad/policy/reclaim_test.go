@@ -39,7 +39,7 @@ func TestReclaimOrder(t *testing.T) {
 		jobs        []policy.Job
 		preemptable []string       // every guaranteed QOS' Preempt list, sorted
 		priority    map[string]int // borrow QOS → Priority
-		explain     map[uint32]string
+		explain     map[uint32]policytest.Says
 	}{
 		{
 			// bob had 4 in quota and 4 borrowed; his in-quota jobs ended; carol borrowed the
@@ -52,9 +52,9 @@ func TestReclaimOrder(t *testing.T) {
 				})),
 			preemptable: []string{"borrow-proj-c", "elastic-proj-c"},
 			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 3, "elastic-proj-b": 3, "elastic-proj-c": 0},
-			explain: map[uint32]string{
-				1: "job 1 runs borrowed in borrow-proj-b (1 a100): proj-b holds 4 GPUs (0 in quota, 4 borrowed) of a 4-GPU guarantee, borrowers counted, which is within its guarantee, so no claim may reclaim it",
-				5: "job 5 runs borrowed in borrow-proj-c (1 a100): proj-c holds 4 GPUs (0 in quota, 4 borrowed) of a 2-GPU guarantee, 4 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers",
+			explain: map[uint32]policytest.Says{
+				1: {Code: policy.CodeNotReclaimable, Words: "job 1 runs borrowed in borrow-proj-b (1 a100): proj-b holds 4 GPUs (0 in quota, 4 borrowed) of a 4-GPU guarantee, borrowers counted, which is within its guarantee, so no claim may reclaim it"},
+				5: {Code: policy.CodeReclaimable, Words: "job 5 runs borrowed in borrow-proj-c (1 a100): proj-c holds 4 GPUs (0 in quota, 4 borrowed) of a 2-GPU guarantee, 4 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers"},
 			},
 		},
 		{
@@ -73,9 +73,9 @@ func TestReclaimOrder(t *testing.T) {
 				borrowers(5, 2, "proj-a"), borrowers(7, 3, "proj-c")),
 			preemptable: []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"},
 			priority:    map[string]int{"borrow-proj-a": 5, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 1, "elastic-proj-c": 0},
-			explain: map[uint32]string{
-				5: "2 GPU(s) beyond its guarantee: 2nd of 2 over-quota projects to lose borrowers",
-				7: "3 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers",
+			explain: map[uint32]policytest.Says{
+				5: {Code: policy.CodeReclaimable, Words: "2 GPU(s) beyond its guarantee: 2nd of 2 over-quota projects to lose borrowers"},
+				7: {Code: policy.CodeReclaimable, Words: "3 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers"},
 			},
 		},
 		{
@@ -121,11 +121,7 @@ func TestReclaimOrder(t *testing.T) {
 				}
 			}
 			plan := policy.BuildPlan(tt.cfg, snap, policytest.T0)
-			for id, want := range tt.explain {
-				if got, ok := plan.Explain(id); !ok || !strings.Contains(got, want) {
-					t.Errorf("explain %d:\n got %q\nwant %q", id, got, want)
-				}
-			}
+			policytest.CheckExplains(t, plan, tt.explain)
 		})
 	}
 }

@@ -21,23 +21,23 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 		p := books.jobProject(j)
 		need := c.needs[j]
 		if why := j.notStartable(); why != "" {
-			log.say(j, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
+			log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
 			continue
 		}
 		if j.Reason == "JobArrayTaskLimit" && j.ArrayThrottle > 0 {
-			log.say(j, "waits in %s: its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent; Slurm starts the next task when one ends, so no idle GPUs are kept for it",
+			log.say(j, CodeArrayThrottled, "waits in %s: its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent; Slurm starts the next task when one ends, so no idle GPUs are kept for it",
 				p.guarQOS, j.ArrayThrottle, j.ArrayThrottle, books.arrayStarted[j.ArrayJobID])
 			continue
 		}
 		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, p.quotaText(need), j.Reason)
 		if !waitingForNodes[j.Reason] {
-			log.say(j, "%s", base)
+			log.say(j, CodeWaitsInQuota, "%s", base)
 			continue
 		}
 		if !p.fitsReserved(need) {
 			// Over its guarantee, but Slurm has not marked it QOSGrpGRES yet (it stopped at a
 			// job before it): it cannot start in its QOS, so it keeps nothing.
-			log.say(j, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
+			log.say(j, CodeOverQuotaUnmarked, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
 			continue
 		}
 		// Each task of an array record that fits the guarantee keeps its GPUs.
@@ -57,11 +57,11 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 		}
 		switch {
 		case keptTasks == 0:
-			log.say(j, "%s", base)
+			log.say(j, CodeWaitsInQuota, "%s", base)
 		case j.tasks() == 1:
-			log.say(j, "%s; %s idle in partition %s are kept for it, not lent", base, gpuList(kept), lastPart)
+			log.say(j, CodeWaitsInQuota, "%s; %s idle in partition %s are kept for it, not lent", base, gpuList(kept), lastPart)
 		default:
-			log.say(j, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
+			log.say(j, CodeWaitsInQuota, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
 		}
 	}
 	return reserved{in}

@@ -28,13 +28,13 @@ func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
 	s := &settling{c: c, in: in, books: in.books}
 	for _, j := range in.borrowPending {
 		if j.tasks() == 1 {
-			_, text := s.settleTask(j, 0)
-			log.say(j, "%s", text)
+			code, text := s.settleTask(j, 0)
+			log.say(j, code, "%s", text)
 			continue
 		}
 		// One line per outcome, naming its tasks and the first task's reasons.
-		var order []string
-		tasks, texts := map[string][]uint32{}, map[string]string{}
+		var order []Code
+		tasks, texts := map[Code][]uint32{}, map[Code]string{}
 		for i := range j.tasks() {
 			outcome, text := s.settleTask(j, i)
 			if _, seen := tasks[outcome]; !seen {
@@ -46,13 +46,13 @@ func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
 		for i, o := range order {
 			parts[i] = fmt.Sprintf("tasks %s: %s", taskList(tasks[o]), texts[o])
 		}
-		log.say(j, "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
+		log.say(j, order[0], "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
 	}
 	return settled{atWorst: in, returns: s.moves}
 }
 
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).
-func (s *settling) settleTask(j *Job, i int) (outcome, text string) {
+func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	need := s.c.needs[j]
 	p := s.books.jobProject(j)
 	if p != nil && s.books.isElastic(j) && j.Requeueable() {
@@ -60,9 +60,9 @@ func (s *settling) settleTask(j *Job, i int) (outcome, text string) {
 	}
 	if why := j.notStartable(); why != "" {
 		if p == nil {
-			return "no quota", fmt.Sprintf("waits in %s (reason %s): %s, so no GPUs are promised to it; account %s has no quota, so quotad cannot return it", j.QOS, j.Reason, why, j.Account)
+			return CodeNoQuota, fmt.Sprintf("waits in %s (reason %s): %s, so no GPUs are promised to it; account %s has no quota, so quotad cannot return it", j.QOS, j.Reason, why, j.Account)
 		}
-		return "return", s.returnJob(j, i, p, need, why+": a borrower must be ready to start, and this one would keep idle GPUs promised that nobody uses")
+		return s.returnJob(j, i, p, need, CodeReturnNotStartable, why+": a borrower must be ready to start, and this one would keep idle GPUs promised that nobody uses")
 	}
 	if p == nil {
 		// It still takes lendable GPUs when it starts, so count it.
@@ -72,22 +72,22 @@ func (s *settling) settleTask(j *Job, i int) (outcome, text string) {
 		}
 		addAll(s.books.lent, resolved(pl, ok, need))
 		if why := j.whyNotRequeueable(); why != "" {
-			return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
+			return CodeNoQuota, fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
 		}
-		return "no quota", fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
+		return CodeNoQuota, fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it", j.QOS, j.Account)
 	}
 	switch {
 	case !j.Requeueable():
-		return "return", s.returnJob(j, i, p, need, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
+		return s.returnJob(j, i, p, need, CodeReturnNotRequeueable, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
 	case p.fits(need) && s.in.unaccountedText(p) == "":
-		text := s.returnJob(j, i, p, need, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
+		code, text := s.returnJob(j, i, p, need, CodeReturnGuaranteeRoom, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
 		p.use(need) // promised: the next returned job must not count the same room
-		return "return", text
+		return code, text
 	}
 	pl, ok := s.books.place(j, need, nil)
 	gpus := resolved(pl, ok, need)
 	if over := s.books.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
-		return "return", s.returnJob(j, i, p, need, "it may no longer borrow: "+strings.Join(over, "; "))
+		return s.returnJob(j, i, p, need, CodeReturnOverLimit, "it may no longer borrow: "+strings.Join(over, "; "))
 	}
 	if ok {
 		s.books.nodes.take(pl)
@@ -99,9 +99,9 @@ func (s *settling) settleTask(j *Job, i int) (outcome, text string) {
 		over = "it is not returned: " + why
 	}
 	if ok {
-		return "promised", fmt.Sprintf("was lent and waits in %s to start: %s; %s idle in partition %s are promised to it", j.QOS, over, gpuList(gpus), pl.partition)
+		return CodePromised, fmt.Sprintf("was lent and waits in %s to start: %s; %s idle in partition %s are promised to it", j.QOS, over, gpuList(gpus), pl.partition)
 	}
-	return "waits", fmt.Sprintf("was lent and waits in %s for GPUs: %s; no idle GPUs it can use now", j.QOS, over)
+	return CodeLentWaitsForGPUs, fmt.Sprintf("was lent and waits in %s for GPUs: %s; no idle GPUs it can use now", j.QOS, over)
 }
 
 // settleWorker decides a pending elastic worker Slurm can requeue. Workers are elasticd's: it
@@ -111,15 +111,15 @@ func (s *settling) settleTask(j *Job, i int) (outcome, text string) {
 // as borrowed and keeps idle GPUs promised, within the project's borrowing limits or not:
 // Slurm starts it whenever the elastic QOS' own limit allows, and counting it too much only
 // lends a little less.
-func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) (outcome, text string) {
+func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) (outcome Code, text string) {
 	who := s.c.workerOf(j)
 	if why := j.notStartable(); why != "" {
-		return "worker", fmt.Sprintf("is an %s and waits in %s (reason %s): %s, so no GPUs are promised to it; elasticd ends a worker Slurm requeued (the job shrinks) and one that waits too long", who, j.QOS, j.Reason, why)
+		return CodeNotStartable, fmt.Sprintf("is an %s and waits in %s (reason %s): %s, so no GPUs are promised to it; elasticd ends a worker Slurm requeued (the job shrinks) and one that waits too long", who, j.QOS, j.Reason, why)
 	}
 	if p.fits(need) && s.in.unaccountedText(p) == "" {
-		text := s.returnJob(j, i, p, need, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, p.quotaText(need)))
+		code, text := s.returnJob(j, i, p, need, CodeElasticWorkerReturned, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, p.quotaText(need)))
 		p.use(need)
-		return "return", text
+		return code, text
 	}
 	pl, ok := s.books.place(j, need, nil)
 	gpus := resolved(pl, ok, need)
@@ -137,15 +137,16 @@ func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) 
 	if len(over) > 0 {
 		text += "; " + strings.Join(over, "; ") + ", but quotad leaves workers to elasticd and Slurm starts it within the elastic QOS' own limit"
 	}
-	return "worker", text + "; elastic workers are the first borrowers reclaimed"
+	return CodeElasticWorker, text + "; elastic workers are the first borrowers reclaimed"
 }
 
-// returnJob plans the move of task i of j back to its guaranteed QOS and says so.
-func (s *settling) returnJob(j *Job, i int, p *project, need map[string]int, why string) string {
+// returnJob plans the move of task i of j back to its guaranteed QOS and says so, with code
+// as the move's kind; while moves are held it only says so (CodeMovesHeld).
+func (s *settling) returnJob(j *Job, i int, p *project, need map[string]int, code Code, why string) (Code, string) {
 	if s.c.holdMoves != "" {
-		return fmt.Sprintf("waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, s.c.holdMoves)
+		return CodeMovesHeld, fmt.Sprintf("waits in %s and will return to %s: %s; not this cycle: %s", j.QOS, p.guarQOS, why, s.c.holdMoves)
 	}
 	arrayJob, task := j.target(i)
-	s.moves = append(s.moves, JobMove{Kind: Return, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Reason: why})
-	return fmt.Sprintf("returns from %s to %s: %s", j.QOS, p.guarQOS, why)
+	s.moves = append(s.moves, JobMove{Kind: Return, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS, GPUs: need, Code: code, Reason: why})
+	return code, fmt.Sprintf("returns from %s to %s: %s", j.QOS, p.guarQOS, why)
 }

@@ -54,7 +54,7 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 		qos := strings.ToLower(u.QOS)
 		managed := p != nil && (qos == strings.ToLower(p.guarQOS) || books.lenderOf(qos) != nil)
 		if !managed {
-			log.say(j, "cannot be read (%s); it is in no project's QOS, so quotad would not manage it anyway", u.Problem)
+			log.say(j, CodeUnreadable, "cannot be read (%s); it is in no project's QOS, so quotad would not manage it anyway", u.Problem)
 			continue
 		}
 		if _, known := out.unaccounted[p]; !known {
@@ -79,7 +79,7 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 			kept := books.keepBack(func(t string) int { return min(books.borrowRoom(p, t), books.lendRoom(t)) }, books.borrowRoom(p, ""))
 			what = fmt.Sprintf("it may start on as many GPUs as %s may still borrow: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))
 		}
-		log.say(j, "cannot be read (%s); counted at its worst: %s; no job of %s is lent or returned on its guarantee room while it is unaccounted", u.Problem, what, p.cfg.Account)
+		log.say(j, CodeUnreadable, "cannot be read (%s); counted at its worst: %s; no job of %s is lent or returned on its guarantee room while it is unaccounted", u.Problem, what, p.cfg.Account)
 	}
 	return out
 }

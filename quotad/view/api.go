@@ -90,6 +90,7 @@ type Job struct {
 	JobID       uint32 `json:"job_id"`
 	Account     string `json:"account"`
 	User        string `json:"user"`
+	Code        string `json:"code"` // the explanation's kind (policy.Code): stable, for scripts
 	Explanation string `json:"explanation"`
 	// Move is what this plan does with the job; null: nothing.
 	Move *Move `json:"move"`
@@ -197,7 +198,7 @@ func Jobs(plan *policy.Plan) []Job {
 	}
 	out := make([]Job, 0, len(plan.Jobs))
 	for _, x := range plan.Jobs {
-		j := Job{JobID: x.JobID, Account: x.Account, User: x.User, Explanation: x.Text}
+		j := Job{JobID: x.JobID, Account: x.Account, User: x.User, Code: string(x.Code), Explanation: x.Text}
 		if m, ok := moves[x.JobID]; ok {
 			j.Move = &Move{Kind: string(m.Kind), FromQOS: m.From, ToQOS: m.To}
 		}

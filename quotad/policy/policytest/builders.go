@@ -335,3 +335,21 @@ func MoveLines(plan *policy.Plan) []string {
 	}
 	return out
 }
+
+// Says is what a test expects a job's explanation to be: its kind, and a part of its words
+// (the figures or names it must give; "" when the kind says it all).
+type Says struct {
+	Code  policy.Code
+	Words string
+}
+
+// CheckExplains fails t unless plan explains each job of want as want says.
+func CheckExplains(t testing.TB, plan *policy.Plan, want map[uint32]Says) {
+	t.Helper()
+	for id, w := range want {
+		x, ok := plan.Explanation(id)
+		if !ok || x.Code != w.Code || !strings.Contains(x.Text, w.Words) {
+			t.Errorf("explain %d:\n got %s %q\nwant %s with %q", id, x.Code, x.Text, w.Code, w.Words)
+		}
+	}
+}
