@@ -30,6 +30,15 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
 
+// Refusal is why Route refuses a job, as a kind; each Candidate's Fit says why per pool.
+type Refusal string
+
+const (
+	RefusedNoGPUPool  Refusal = "no-gpu-pool-fits"   // a GPU job that names no partition: no GPU pool can run it
+	RefusedNoCPUPool  Refusal = "no-cpu-pool-fits"   // a CPU job that names no partition: no CPU pool can run it
+	RefusedNamedPools Refusal = "named-pools-cannot" // none of the pools the job names can run it
+)
+
 // Decision is the outcome of Route.
 type Decision struct {
 	Action    Action
@@ -37,6 +46,8 @@ type Decision struct {
 	// Message is for the user (sbatch prints err_msg): where the job went, or why it was
 	// refused. "" when the job keeps the partition it named.
 	Message string
+	// Refusal is the kind of a Reject, for logs and tests; Message says it to the user.
+	Refusal Refusal
 	Class   string         // the workload class the speeds were read for
 	GPUs    gpureq.Request // the job's GPU request as read
 	// Candidates has one entry per pool: those in Partition in their order first, then the
@@ -195,7 +206,7 @@ func (c *Config) routeGPU(d *Decision) {
 	var scratch [32]int
 	order := c.rank(d.Candidates, scratch[:0], func(cand *Candidate) bool { return cand.Fit == FitOK })
 	if len(order) == 0 {
-		d.Action = Reject
+		d.Action, d.Refusal = Reject, RefusedNoGPUPool
 		d.Message = "slurmbridge: no pool can run this job (" + d.GPUs.String() + "): " + reasons(d.Candidates, true)
 		return
 	}
@@ -242,7 +253,7 @@ func (c *Config) routeCPU(d *Decision) {
 		order = c.rank(d.Candidates, order, func(cand *Candidate) bool { return cand.Fit == FitOK && !cand.Pool.IsGPU() })
 	}
 	if len(order) == 0 {
-		d.Action = Reject
+		d.Action, d.Refusal = Reject, RefusedNoCPUPool
 		d.Message = "slurmbridge: no CPU pool can run this job: " + reasons(d.Candidates, false) + c.suggestAny(d.Candidates)
 		return
 	}
@@ -282,7 +293,7 @@ func (c *Config) checkNamed(d *Decision, partitions string, isGPU bool) {
 		return // every pool named fits: the job keeps its partitions
 	}
 	if len(kept) == 0 && others == 0 {
-		d.Action = Reject
+		d.Action, d.Refusal = Reject, RefusedNamedPools
 		d.Message = "slurmbridge: " + droppedPhrase(d.Candidates, dropped) + c.suggest(d.Candidates, isGPU)
 		return
 	}

@@ -20,6 +20,7 @@ func TestRoute(t *testing.T) {
 		wantAction    Action
 		wantPartition string
 		wantMessage   []string // substrings; a job that keeps its partition gets no message unless listed
+		wantRefusal   Refusal  // with Reject: its kind
 	}{
 		{
 			name: "CPU job goes to the default CPU pool", config: testbed, job: job(),
@@ -41,21 +42,21 @@ func TestRoute(t *testing.T) {
 		},
 		{
 			name: "more GPUs per node than any node holds", config: testbed, job: job(gres("gres:gpu:a100:5")),
-			wantAction: Reject,
+			wantAction: Reject, wantRefusal: RefusedNoGPUPool,
 			wantMessage: []string{"no pool can run this job (5 a100 GPUs per node)", "pool a100: its nodes have 4 GPUs; the job needs 5 on one node",
 				"pool v100: it has v100 GPUs; the job asks for a100"},
 		},
 		{
 			name: "GPU job named to a CPU pool is refused, naming the pools that fit", config: testbed,
 			job:        job(partition("cpu"), gres("gres:gpu:1")),
-			wantAction: Reject,
+			wantAction: Reject, wantRefusal: RefusedNamedPools,
 			wantMessage: []string{"pool cpu cannot run this job: it has no GPUs; the job needs 1 on a node",
 				"Pools that can run it: a100-spot,a100,v100 (submit with -p a100-spot,a100,v100"},
 		},
 		{
 			name: "a GPU type the named pool does not have", config: testbed,
 			job:        job(partition("a100"), gres("gres:gpu:v100:1")),
-			wantAction: Reject,
+			wantAction: Reject, wantRefusal: RefusedNamedPools,
 			wantMessage: []string{"pool a100 cannot run this job: it has a100 GPUs; the job asks for v100",
 				"Pools that can run it: v100 "},
 		},
@@ -79,7 +80,7 @@ func TestRoute(t *testing.T) {
 		},
 		{
 			name: "empty list entries are not partitions", config: testbed, job: job(partition("cpu,,"), gres("gres:gpu:1")),
-			wantAction: Reject, wantMessage: []string{"pool cpu cannot run this job"},
+			wantAction: Reject, wantRefusal: RefusedNamedPools, wantMessage: []string{"pool cpu cannot run this job"},
 		},
 		{
 			name: "a CPU job may name a GPU pool", config: testbed, job: job(partition("a100")),
@@ -106,11 +107,11 @@ func TestRoute(t *testing.T) {
 		},
 		{
 			name: "two GPU types at once fit no pool", config: testbed, job: job(gres("gres:gpu:a100:1,gres:gpu:v100:1")),
-			wantAction: Reject, wantMessage: []string{"the job asks for a100 and v100 GPUs at once"},
+			wantAction: Reject, wantRefusal: RefusedNoGPUPool, wantMessage: []string{"the job asks for a100 and v100 GPUs at once"},
 		},
 		{
 			name: "a CPU job too big for every node", config: testbed, job: job(memPerNodeMB(65536)),
-			wantAction: Reject,
+			wantAction: Reject, wantRefusal: RefusedNoCPUPool,
 			wantMessage: []string{"no CPU pool can run this job: pool cpu: its nodes have 32000 MB of memory; the job needs 65536 MB on one node",
 				"No pool can run it."},
 		},
@@ -128,15 +129,15 @@ func TestRoute(t *testing.T) {
 		},
 		{
 			name: "memory per CPU times CPUs per node", config: testbed, job: job(memPerCPUMB(8192), cpusPerTask(8)),
-			wantAction: Reject, wantMessage: []string{"the job needs 65536 MB on one node"},
+			wantAction: Reject, wantRefusal: RefusedNoCPUPool, wantMessage: []string{"the job needs 65536 MB on one node"},
 		},
 		{
 			name: "more CPUs per task than a node has", config: testbed, job: job(cpusPerTask(16), gres("gres:gpu:1")),
-			wantAction: Reject, wantMessage: []string{"pool a100: its nodes have 8 CPUs; the job needs 16 on one node"},
+			wantAction: Reject, wantRefusal: RefusedNoGPUPool, wantMessage: []string{"pool a100: its nodes have 8 CPUs; the job needs 16 on one node"},
 		},
 		{
 			name: "more nodes than a pool has", config: testbed, job: job(nodesRange(3, 3), gres("gres:gpu:1")),
-			wantAction: Reject, wantMessage: []string{"pool a100: it has 2 nodes; the job needs 3"},
+			wantAction: Reject, wantRefusal: RefusedNoGPUPool, wantMessage: []string{"pool a100: it has 2 nodes; the job needs 3"},
 		},
 		{
 			name: "GPUs per task over 8 tasks need two 4-GPU nodes", config: testbed, job: job(gpusPerTask("gres:gpu:1"), tasks(8)),
@@ -144,7 +145,7 @@ func TestRoute(t *testing.T) {
 		},
 		{
 			name: "GPUs per task with tasks per node", config: testbed, job: job(gpusPerTask("gres:gpu:1"), tasksPerNode(5)),
-			wantAction: Reject, wantMessage: []string{"its nodes have 4 GPUs; the job needs 5 on one node"},
+			wantAction: Reject, wantRefusal: RefusedNoGPUPool, wantMessage: []string{"its nodes have 4 GPUs; the job needs 5 on one node"},
 		},
 		{
 			name: "zero GPUs is a CPU job", config: testbed, job: job(gres("gres:gpu:0")),
@@ -164,7 +165,7 @@ func TestRoute(t *testing.T) {
 		},
 		{
 			name: "job_modify to a pool that cannot run it", config: testbed, job: job(modify(), partition("cpu"), gres("gres:gpu:1")),
-			wantAction: Reject, wantMessage: []string{"pool cpu cannot run this job"},
+			wantAction: Reject, wantRefusal: RefusedNamedPools, wantMessage: []string{"pool cpu cannot run this job"},
 		},
 		{
 			name: "no default CPU pool: Slurm's default partition", config: noCPUDefault, job: job(),
@@ -172,7 +173,7 @@ func TestRoute(t *testing.T) {
 		},
 		{
 			name: "a GPU job and no GPU pools", config: cpuOnly, job: job(gres("gres:gpu:1")),
-			wantAction: Reject, wantMessage: []string{"no GPU pools are configured"},
+			wantAction: Reject, wantRefusal: RefusedNoGPUPool, wantMessage: []string{"no GPU pools are configured"},
 		},
 	}
 	for _, tt := range tests {
@@ -182,8 +183,8 @@ func TestRoute(t *testing.T) {
 			if d.Err != nil {
 				t.Fatalf("Err = %v", d.Err)
 			}
-			if d.Action != tt.wantAction || d.Partition != tt.wantPartition {
-				t.Errorf("Route = %v %q, want %v %q (message %q)", d.Action, d.Partition, tt.wantAction, tt.wantPartition, d.Message)
+			if d.Action != tt.wantAction || d.Partition != tt.wantPartition || d.Refusal != tt.wantRefusal {
+				t.Errorf("Route = %v %q %s, want %v %q %s (message %q)", d.Action, d.Partition, d.Refusal, tt.wantAction, tt.wantPartition, tt.wantRefusal, d.Message)
 			}
 			if quiet := d.Action == Keep && len(tt.wantMessage) == 0; quiet != (d.Message == "") {
 				t.Errorf("Message = %q; a message is due exactly when the job does not keep its partition silently", d.Message)
