@@ -8,6 +8,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/pools/poolstest"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
 
 // parseExplainFlags runs args through explain's real flag parsing and returns the Request.
@@ -29,33 +30,37 @@ func parseExplainFlags(t *testing.T, args []string) (pools.Request, error) {
 	return req, reqErr
 }
 
-// TestRequestMatchesCapturedJobDescs compares explain's Request with what slurmctld 22.05.8
-// passed to job_submit for the same sbatch options (bridge/testdata/job_desc-22.05.8.txt).
+// TestRequestMatchesCapturedJobDescs compares explain's Request with what slurmctld passed to
+// job_submit for the same sbatch options (bridge/testdata/job_desc-*.txt), on every release
+// captured: explain must read options the way the running release will.
 func TestRequestMatchesCapturedJobDescs(t *testing.T) {
-	descs := poolstest.JobDescs(t)
-	compared := 0
-	for _, desc := range descs {
-		command := desc.Command
-		args, ok := explainArgs(command)
-		if !ok {
-			continue
-		}
-		got, err := parseExplainFlags(t, args)
-		if err != nil {
-			t.Errorf("%s: %v", command, err)
-			continue
-		}
-		want := desc.Request
-		if strings.Contains(command, "--sockets-per-node=") {
-			want.SocketsPerNode = got.SocketsPerNode // not in the capture
-		}
-		if got != want {
-			t.Errorf("%s:\n got %+v\nwant %+v", command, got, want)
-		}
-		compared++
-	}
-	if compared < 10 {
-		t.Fatalf("only %d captured commands compared", compared)
+	for _, capture := range slurmtest.JobDescCaptures(t) {
+		t.Run(slurmtest.CaptureVersion(capture), func(t *testing.T) {
+			compared := 0
+			for _, desc := range poolstest.JobDescs(t, capture) {
+				command := desc.Command
+				args, ok := explainArgs(command)
+				if !ok {
+					continue
+				}
+				got, err := parseExplainFlags(t, args)
+				if err != nil {
+					t.Errorf("%s: %v", command, err)
+					continue
+				}
+				want := desc.Request
+				if strings.Contains(command, "--sockets-per-node=") {
+					want.SocketsPerNode = got.SocketsPerNode // not in the capture
+				}
+				if got != want {
+					t.Errorf("%s:\n got %+v\nwant %+v", command, got, want)
+				}
+				compared++
+			}
+			if compared < 10 {
+				t.Fatalf("only %d captured commands compared", compared)
+			}
+		})
 	}
 }
 

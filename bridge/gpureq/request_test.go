@@ -9,8 +9,8 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
 
-// TestParseCapturedJobDescs reads every job_desc that slurmctld 22.05.8 really passed to a
-// job_submit plugin and checks the GPU request we read from it.
+// TestParseCapturedJobDescs reads every job_desc that slurmctld really passed to a job_submit
+// plugin, on every release captured, and checks the GPU request we read from it.
 func TestParseCapturedJobDescs(t *testing.T) {
 	want := map[string][]Count{
 		"sbatch --wrap true":                                       nil,
@@ -32,33 +32,37 @@ func TestParseCapturedJobDescs(t *testing.T) {
 		"scontrol update jobid=J partition=v100 gres=gpu:v100:1":   {{PerNode, "v100", 1}},
 		"scontrol update jobid=J numnodes=2":                       nil,
 	}
-	descs := slurmtest.JobDescs(t)
-	if len(descs) != len(want) {
-		t.Errorf("fixture has %d job_descs, the test expects %d", len(descs), len(want))
-	}
-	for _, d := range descs {
-		t.Run(d.Command, func(t *testing.T) {
-			wantGPUs, ok := want[d.Command]
-			if !ok {
-				t.Fatalf("no expectation for %q", d.Command)
+	for _, capture := range slurmtest.JobDescCaptures(t) {
+		t.Run(slurmtest.CaptureVersion(capture), func(t *testing.T) {
+			descs := slurmtest.JobDescs(t, capture)
+			if len(descs) != len(want) {
+				t.Errorf("capture has %d job_descs, the test expects %d", len(descs), len(want))
 			}
-			r, err := Parse(Fields{
-				PerJob:    d.Fields["tres_per_job"],
-				PerNode:   d.Fields["tres_per_node"],
-				PerSocket: d.Fields["tres_per_socket"],
-				PerTask:   d.Fields["tres_per_task"],
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(r.GPUs, wantGPUs) {
-				t.Errorf("GPUs = %+v, want %+v", r.GPUs, wantGPUs)
-			}
-			if r.IsGPU() != (wantGPUs != nil) {
-				t.Errorf("IsGPU = %v", r.IsGPU())
-			}
-			if len(r.Other) != 0 {
-				t.Errorf("Other = %+v, want none", r.Other)
+			for _, d := range descs {
+				t.Run(d.Command, func(t *testing.T) {
+					wantGPUs, ok := want[d.Command]
+					if !ok {
+						t.Fatalf("no expectation for %q", d.Command)
+					}
+					r, err := Parse(Fields{
+						PerJob:    d.Fields["tres_per_job"],
+						PerNode:   d.Fields["tres_per_node"],
+						PerSocket: d.Fields["tres_per_socket"],
+						PerTask:   d.Fields["tres_per_task"],
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(r.GPUs, wantGPUs) {
+						t.Errorf("GPUs = %+v, want %+v", r.GPUs, wantGPUs)
+					}
+					if r.IsGPU() != (wantGPUs != nil) {
+						t.Errorf("IsGPU = %v", r.IsGPU())
+					}
+					if len(r.Other) != 0 {
+						t.Errorf("Other = %+v, want none", r.Other)
+					}
+				})
 			}
 		})
 	}

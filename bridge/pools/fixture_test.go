@@ -6,9 +6,11 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/pools/poolstest"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
 )
 
-// TestRouteCapturedJobDescs routes every job_desc of the fixture with the testbed's pools.
+// TestRouteCapturedJobDescs routes every job_desc of every release's capture with the
+// testbed's pools: the same commands go to the same pools whatever the release spells.
 func TestRouteCapturedJobDescs(t *testing.T) {
 	type outcome struct {
 		action    pools.Action
@@ -39,22 +41,26 @@ func TestRouteCapturedJobDescs(t *testing.T) {
 		{"scontrol update jobid=J numnodes=2", outcome{pools.Keep, ""}},
 	}
 	cfg := pools.MustNew(t, pools.TestbedConfig())
-	descs := poolstest.JobDescs(t)
-	if len(descs) != len(want) {
-		t.Fatalf("fixture has %d commands, the test expects %d", len(descs), len(want))
-	}
-	for i, w := range want {
-		t.Run(w.command, func(t *testing.T) {
-			if descs[i].Command != w.command {
-				t.Fatalf("fixture command %d is %q", i, descs[i].Command)
+	for _, capture := range slurmtest.JobDescCaptures(t) {
+		t.Run(slurmtest.CaptureVersion(capture), func(t *testing.T) {
+			descs := poolstest.JobDescs(t, capture)
+			if len(descs) != len(want) {
+				t.Fatalf("capture has %d commands, the test expects %d", len(descs), len(want))
 			}
-			r := descs[i].Request
-			d := cfg.Route(&r)
-			if d.Err != nil {
-				t.Fatal(d.Err)
-			}
-			if got := (outcome{d.Action, d.Partition}); got != w.outcome {
-				t.Errorf("Route = %+v, want %+v (message %q)", got, w.outcome, d.Message)
+			for i, w := range want {
+				t.Run(w.command, func(t *testing.T) {
+					if descs[i].Command != w.command {
+						t.Fatalf("capture command %d is %q", i, descs[i].Command)
+					}
+					r := descs[i].Request
+					d := cfg.Route(&r)
+					if d.Err != nil {
+						t.Fatal(d.Err)
+					}
+					if got := (outcome{d.Action, d.Partition}); got != w.outcome {
+						t.Errorf("Route = %+v, want %+v (message %q)", got, w.outcome, d.Message)
+					}
+				})
 			}
 		})
 	}

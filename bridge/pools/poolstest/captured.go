@@ -20,11 +20,11 @@ type JobDesc struct {
 	Request pools.Request
 }
 
-// JobDescs reads bridge/testdata/job_desc-22.05.8.txt (slurmtest.JobDescs): what slurmctld
-// 22.05.8 passed to a logging job_submit.lua for each command written above its JOBDESC line.
-func JobDescs(t testing.TB) []JobDesc {
+// JobDescs reads one capture of bridge/testdata (slurmtest.JobDescCaptures): what slurmctld
+// passed to a logging job_submit.lua for each command written above its JOBDESC line.
+func JobDescs(t testing.TB, capture string) []JobDesc {
 	t.Helper()
-	captured := slurmtest.JobDescs(t)
+	captured := slurmtest.JobDescs(t, capture)
 	descs := make([]JobDesc, len(captured))
 	for i, c := range captured {
 		descs[i] = JobDesc{Command: c.Command, Request: capturedRequest(t, c)}
