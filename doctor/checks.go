@@ -311,9 +311,9 @@ func borrowQOS(conf slurm.Config, cfg *pools.Config, quotadUser string, preempts
 	for _, q := range slices.Sorted(maps.Keys(by)) {
 		preemptable = append(preemptable, q)
 		switch {
-		case pools.MatchBorrowQOS(pattern, q):
+		case pools.MatchQOS(pattern, q):
 			borrows++
-		case pools.MatchBorrowQOS(elastic, q):
+		case pools.MatchQOS(elastic, q):
 			elastics++
 		default:
 			preemptors := slices.Sorted(slices.Values(by[q]))
