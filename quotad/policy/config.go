@@ -38,10 +38,10 @@ var DefaultLendReasons = []string{"QOSGrpGRES"}
 type Config struct {
 	Settings Settings `yaml:"settings,omitempty"`
 	// LendLimits caps, per GPU type, how many GPUs all borrowers together may hold. A type
-	// without an entry may be lent without limit. Each project's borrow and elastic QOS gets
-	// it in its GrpTRES (the smaller of it and the project's borrowing limit: borrowCaps), so
-	// Slurm stops one project at it; the cluster-wide sum over all projects is quotad's to
-	// keep, since no single QOS counts it.
+	// without an entry may be lent without limit. Each project's borrow QOS and its elastic QOS
+	// get it in their GrpTRES, each on its own (the smaller of it and the project's limit for
+	// the type: borrowCaps), so Slurm stops either QOS at it; a project's two QOS together and
+	// the sum over all projects are quotad's to keep, since no single QOS counts them.
 	LendLimits map[string]int `yaml:"lendLimits,omitempty"`
 	Projects   []Project      `yaml:"projects"`
 
