@@ -7,7 +7,8 @@ import (
 )
 
 // The QOS naming rule: how quotad, elasticd, the job_submit plugin, doctor and the benchmarks
-// build each project's guaranteed, borrow and elastic QOS from its account, and recognise one.
+// build each project's guaranteed, borrow and elastic QOS names from its account, and how they
+// recognise one.
 //
 // Case: Slurm compares QOS names without case and sacctmgr stores them in lower case
 // ("sacctmgr add qos Borrow-A" creates borrow-a). A name is built in lower case, as Slurm will
@@ -23,8 +24,9 @@ import (
 // QOS lends in one and the plugin must guard it while that quotad runs.
 const (
 	AccountPlaceholder = "{account}"
-	// DefaultGuaranteedQOS, DefaultBorrowQOS and DefaultElasticQOS are quotad's patterns when
-	// the quota table (settings.guaranteedQOS, borrowQOS, elasticQOS) or pools.yaml names none.
+	// DefaultGuaranteedQOS, DefaultBorrowQOS and DefaultElasticQOS are the patterns when the
+	// quota table (settings.guaranteedQOS, borrowQOS, elasticQOS) names none, and pools.yaml's
+	// borrow_qos and elastic_qos when it names none.
 	DefaultGuaranteedQOS = "guar-{account}"
 	DefaultBorrowQOS     = "borrow-{account}"
 	DefaultElasticQOS    = "elastic-{account}"
