@@ -8,22 +8,24 @@
 #      guar-proj-a: all 8 GPUs busy.
 #   2. bob submits 4 more one-a100 jobs, over quota:
 #        A: in his default QOS (guar-proj-b); they pend QOSGrpGRES until quotad moves them to
-#           borrow (scontrol update qos=borrow), which it does only once GPUs are idle.
-#        B: with --qos=guar-proj-b,borrow (Slurm tries each QOS, highest QOS priority first);
+#           proj-b's borrow QOS (scontrol update qos=borrow-proj-b), which it does only once
+#           GPUs are idle.
+#        B: with --qos=guar-proj-b,borrow-proj-b (Slurm tries each QOS, highest QOS priority
+#           first);
 #           quotad stays running (B_QUOTAD=running, the default) or is stopped for B
 #           (B_QUOTAD=stopped; restarted for A).
 #   3. after a random 1-5 s (a random phase against quotad's cycle), alice's 4 jobs are
 #      cancelled: t0 = when scancel returns (the GPUs become idle).
 #   4. lend = t0 until all 4 over-quota jobs run (also printed: until the first runs); their QOS
-#      must then be borrow.
+#      must then be borrow-proj-b.
 #   5. B only (RECLAIM=1, the default): once the borrowers are past PreemptExemptTime, alice
 #      submits 4 jobs; reclaim = until all 4 run. sacct must show every borrower's run ended
 #      PREEMPTED or REQUEUED (never CANCELLED/FAILED), each borrower pending again afterwards, and
 #      slurmctld.log must not gain "had to be killed".
 #
-# The guaranteed QOS must outrank borrow in QOS priority (Slurm sorts a job's QOS list by it; with
-# equal priorities the order is not defined): for the run, guar-proj-a and guar-proj-b get
-# Priority=10 when they are not above borrow, and get their old value back at exit (quotad
+# The guaranteed QOS must outrank borrow-proj-b in QOS priority (Slurm sorts a job's QOS list by
+# it; with equal priorities the order is not defined): for the run, guar-proj-a and guar-proj-b
+# get Priority=10 when they are not above it, and get their old value back at exit (quotad
 # leaves QOS priority alone unless guaranteedPriority/borrowPriority are set).
 #
 # Usage (root, testbed up with quotad, inside a 24.11 or 26.05 release container):

@@ -91,16 +91,16 @@ func slurmctld(f Facts) []Verdict {
 // pluginForInstalled: with no slurmctld to ask, the plugin found where it would look must at
 // least suit the installed slurmctld; nothing is said when either is unknown.
 func pluginForInstalled(p PluginFacts, onDisk string) []Verdict {
-	next, err := SlurmVersionNumber(onDisk)
+	next, err := slurm.ParseMicroVersion(onDisk)
 	if err != nil || p.Path == "" || p.Err != nil {
 		return nil
 	}
-	if p.Info.Version == next {
+	if p.Info.BuiltFor() == next {
 		return []Verdict{ok("plugin", "%s built for Slurm %s, as the installed slurmctld", p.Path, onDisk)}
 	}
 	return []Verdict{problem("plugin", "install the slurmbridge-controller package built for Slurm "+onDisk+" (docs/operations.md, Upgrade Slurm)",
 		"%s is built for Slurm %s, but the installed slurmctld is %s: slurmctld refuses the plugin when it starts",
-		p.Path, SlurmVersionString(p.Info.Version), onDisk)}
+		p.Path, p.Info.BuiltFor(), onDisk)}
 }
 
 // plugin: slurmctld would load our plugin: listed in JobSubmitPlugins, found first in
@@ -124,25 +124,25 @@ func plugin(conf slurm.Config, p PluginFacts, onDisk string) []Verdict {
 		return append(vs, problem("plugin", "remove the file or install slurmbridge's plugin over it", "%s is plugin %q, not job_submit/pools", p.Path, p.Info.Type))
 	}
 	running := conf.Get("SLURM_VERSION")
-	want, err := SlurmVersionNumber(running)
+	want, err := slurm.ParseMicroVersion(running)
 	if err != nil {
 		return append(vs, problem("plugin", "check that scontrol talks to this cluster's slurmctld", "SLURM_VERSION of slurmctld: %v", err))
 	}
 	// Between a Slurm package upgrade and slurmctld's restart the two versions differ: the
 	// plugin must suit the installed one, or slurmctld will not start again.
-	if next, err := SlurmVersionNumber(onDisk); err == nil && next != want {
-		if p.Info.Version == next {
+	if next, err := slurm.ParseMicroVersion(onDisk); err == nil && next != want {
+		if p.Info.BuiltFor() == next {
 			return append(vs, problem("plugin", "restart slurmctld (systemctl restart slurmctld) to run the installed Slurm with this plugin",
 				"%s is built for Slurm %s, the installed slurmctld, while the running one is %s", p.Path, onDisk, running))
 		}
 		return append(vs, problem("plugin", "install the slurmbridge-controller package built for Slurm "+onDisk+" before restarting slurmctld (docs/operations.md, Upgrade Slurm)",
 			"%s is built for Slurm %s, but the installed slurmctld is %s (running %s): after its next restart slurmctld refuses the plugin and does not start",
-			p.Path, SlurmVersionString(p.Info.Version), onDisk, running))
+			p.Path, p.Info.BuiltFor(), onDisk, running))
 	}
-	if p.Info.Version != want {
+	if p.Info.BuiltFor() != want {
 		return append(vs, problem("plugin", rebuild,
 			"%s was built for Slurm %s but slurmctld runs %s: slurmctld refuses to load it (the version must match to the micro release)",
-			p.Path, SlurmVersionString(p.Info.Version), running))
+			p.Path, p.Info.BuiltFor(), running))
 	}
 	return append(vs, ok("plugin", "%s built for Slurm %s, as slurmctld runs", p.Path, running))
 }
@@ -311,9 +311,9 @@ func borrowQOS(conf slurm.Config, cfg *pools.Config, quotadUser string, preempts
 	for _, q := range slices.Sorted(maps.Keys(by)) {
 		preemptable = append(preemptable, q)
 		switch {
-		case pools.MatchBorrowQOS(pattern, q):
+		case pools.MatchQOS(pattern, q):
 			borrows++
-		case pools.MatchBorrowQOS(elastic, q):
+		case pools.MatchQOS(elastic, q):
 			elastics++
 		default:
 			preemptors := slices.Sorted(slices.Values(by[q]))

@@ -320,22 +320,6 @@ func mustPools(t *testing.T, lines ...string) *pools.Config {
 	return cfg
 }
 
-func TestSlurmVersionNumber(t *testing.T) {
-	for v, want := range map[string]uint32{"22.05.8": 0x160508, "23.11.10": 0x170b0a, "22.05.0-0rc1": 0x160500, " 21.08.8 ": 0x150808} {
-		if got, err := SlurmVersionNumber(v); err != nil || got != want {
-			t.Errorf("%q: %#x, %v; want %#x", v, got, err, want)
-		}
-	}
-	for _, v := range []string{"", "22.05", "22.x.1", "300.1.1"} {
-		if _, err := SlurmVersionNumber(v); err == nil {
-			t.Errorf("%q accepted", v)
-		}
-	}
-	if s := SlurmVersionString(0x160508); s != "22.05.8" {
-		t.Errorf("%s", s)
-	}
-}
-
 // slurmConfFile reads the Key=Value settings of a slurm.conf (the first word of each line),
 // as doctor sees them in scontrol's output.
 func slurmConfFile(t *testing.T, path string) slurm.Config {

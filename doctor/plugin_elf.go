@@ -20,6 +20,9 @@ type PluginInfo struct {
 	ByteOrder     binary.ByteOrder
 }
 
+// BuiltFor is the Slurm version the plugin was built for, the only one whose slurmctld loads it.
+func (i PluginInfo) BuiltFor() slurm.Version { return slurm.VersionOfNumber(i.Version) }
+
 // PluginInfoOf reads plugin_type and plugin_version from the dynamic symbols of a Slurm
 // plugin; path names it in errors (ReadPluginInfo opens the file).
 func PluginInfoOf(r io.ReaderAt, path string) (PluginInfo, error) {
@@ -75,16 +78,6 @@ func symbolBytes(f *elf.File, s elf.Symbol) ([]byte, int64, error) {
 	}
 	return b, int64(sec.Offset + s.Value - sec.Addr), nil
 }
-
-// SlurmVersionNumber is SLURM_VERSION_NUMBER for a version string such as "22.05.8"
-// (bridge/slurm's Version, the one version model).
-func SlurmVersionNumber(v string) (uint32, error) {
-	parsed, err := slurm.ParseMicroVersion(v)
-	return parsed.Number(), err
-}
-
-// SlurmVersionString spells a SLURM_VERSION_NUMBER as Slurm does ("22.05.8").
-func SlurmVersionString(n uint32) string { return slurm.VersionOfNumber(n).String() }
 
 // RunPath is the RUNPATH (or RPATH) an ELF binary finds its own libraries in.
 func RunPath(path string) (string, error) {

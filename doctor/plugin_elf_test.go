@@ -195,3 +195,6 @@ func TestRunPathOfThisTestBinary(t *testing.T) {
 		t.Errorf("RunPath(%s) = %q, %v; want no RUNPATH", exe, dir, err)
 	}
 }
+
+// SlurmVersionString spells a plugin_version as Slurm does ("22.05.8"), for the tests' messages.
+func SlurmVersionString(n uint32) string { return slurm.VersionOfNumber(n).String() }

@@ -160,7 +160,7 @@ func TestSbatchArgs(t *testing.T) {
 			t.Errorf("args %q lack %q", static, want)
 		}
 	}
-	if strings.Contains(static, "--qos=") || !strings.Contains(sb, "--qos=borrow-") {
+	if strings.Contains(static, "--qos=") || !strings.Contains(sb, "--qos=borrow-proj-c") {
 		t.Errorf("opportunistic job: static %q, slurmbridge %q; only slurmbridge borrows", static, sb)
 	}
 	j.Class = InQuota

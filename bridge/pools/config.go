@@ -35,7 +35,8 @@ type Config struct {
 	Policy         Policy // "" means DefaultFirst
 	Pools          []Pool
 	// BorrowQOS is quotad's borrow QOS (its settings.borrowQOS): a pattern with "{account}"
-	// for one per project, or one name; "" means DefaultBorrowQOS. The plugin refuses jobs
+	// for one per project, or the one shared name of a quotad from before per-project QOS;
+	// "" means DefaultBorrowQOS. The plugin refuses jobs
 	// there that Slurm could not requeue, since reclaiming their GPUs would kill them.
 	BorrowQOS string
 	// ElasticQOS is quotad's elastic QOS (its settings.elasticQOS), where elasticd runs the

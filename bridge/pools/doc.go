@@ -11,7 +11,7 @@
 //	default_cpu_pool: cpu        # CPU jobs without -p go here; omitted: Slurm's default partition
 //	default_gpu_pool: a100       # first under policy default-first; optional
 //	policy: cheapest             # default-first (default) | cheapest | fastest
-//	borrow_qos: borrow-{account} # quotad's borrow QOS pattern or name; this is the default
+//	borrow_qos: borrow-{account} # quotad's borrow QOS, one per project; this is the default
 //	elastic_qos: elastic-{account}  # quotad's elastic QOS (elasticd's workers beyond the guarantee); the default
 //	borrow_qos_admins: [slurmbridge]  # besides root and SlurmUser, may move jobs into them
 //	pools:
@@ -66,16 +66,22 @@
 //
 // Slurm requeues a preempted job only when it is a batch job (job_desc->script set) with
 // Requeue=1 (--requeue, or neither flag where slurm.conf has JobRequeue=1), and kills any other.
-// The borrow QOS is preemptable, so the plugin refuses a submission that names it (anywhere in
-// a comma-separated --qos list) when Slurm could not requeue the job: salloc and srun
-// allocations, --no-requeue, and no --requeue under JobRequeue=0. It reads JobRequeue from
-// slurmctld's memory. On job_modify it refuses an update into the borrow QOS unless it comes
-// from root, SlurmUser or borrow_qos_admins (quotad, which lends only jobs Slurm can requeue),
-// and, where it can read the job's record, a user's Requeue=0 or account change of a job
-// already in a borrow or elastic QOS. The elastic QOS (elastic_qos), where elasticd runs the workers it
+// Each project's borrow QOS is preemptable, so the plugin refuses a submission that names one
+// (anywhere in a comma-separated --qos list) when Slurm could not requeue the job: salloc and
+// srun allocations, --no-requeue, and no --requeue under JobRequeue=0. It reads JobRequeue from
+// slurmctld's memory. On job_modify it refuses an update into a borrow QOS unless it comes from
+// root, SlurmUser or borrow_qos_admins (quotad, which lends only jobs Slurm can requeue), and,
+// where it can read the job's record, a user's Requeue=0 or account change of a job already in
+// a borrow or elastic QOS. The elastic QOS (elastic_qos), where elasticd runs the workers it
 // grows a job by on borrowed GPUs, is preemptable too and guarded the same way. borrow_qos and
 // elastic_qos must match quotad's settings.borrowQOS and settings.elasticQOS; slurmbridge-doctor
 // checks them against the QOS that the others preempt.
+//
+// QOS names follow one rule (qosname.go), for the plugin, quotad, elasticd and doctor alike:
+// "{account}" in a pattern stands for the project's account, names are built in lower case and
+// compared without case, as Slurm does. A pattern without "{account}" names one shared QOS: the
+// borrow QOS of a quotad from before per-project QOS, which the plugin guards until that quotad
+// is upgraded; quotad itself accepts only per-project patterns.
 //
 // # Workload class
 //

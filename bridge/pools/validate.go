@@ -36,22 +36,18 @@ func (c *Config) Validate() Problems {
 	return v.problems.sorted()
 }
 
-// borrowQOS checks borrow_qos and elastic_qos (QOS names, "{account}" at most once, not the
-// same) and the admins.
+// borrowQOS checks borrow_qos and elastic_qos (CheckQOSPattern, and not the same QOS) and the
+// admins.
 func (v *validator) borrowQOS() {
 	for _, k := range []struct{ key, q string }{{"borrow_qos", v.c.BorrowQOS}, {"elastic_qos", v.c.ElasticQOS}} {
 		if k.q == "" {
 			continue
 		}
-		prefix, suffix, _ := strings.Cut(k.q, AccountPlaceholder)
-		switch {
-		case strings.Count(k.q, AccountPlaceholder) > 1:
-			v.top(k.key, "%s %q holds %s more than once", k.key, k.q, AccountPlaceholder)
-		case !qosChars(prefix+suffix) || prefix+suffix == "":
-			v.top(k.key, "%s %q is not a QOS name (letters, digits, '_', '-', '.', and %s for the account)", k.key, k.q, AccountPlaceholder)
+		if err := CheckQOSPattern(k.q); err != nil {
+			v.top(k.key, "%s %q %v", k.key, k.q, err)
 		}
 	}
-	if strings.EqualFold(v.c.BorrowQOSPattern(), v.c.ElasticQOSPattern()) {
+	if QOSKey(v.c.BorrowQOSPattern()) == QOSKey(v.c.ElasticQOSPattern()) {
 		v.top("elastic_qos", "elastic_qos %q is also borrow_qos: elastic workers need a QOS of their own, reclaimed before other borrowers", v.c.ElasticQOSPattern())
 	}
 	for i, u := range v.c.BorrowQOSAdmins {
@@ -59,16 +55,6 @@ func (v *validator) borrowQOS() {
 			v.top("borrow_qos_admins."+strconv.Itoa(i), "borrow_qos_admins: %q is not a user name", u)
 		}
 	}
-}
-
-// qosChars: what a QOS name may hold here (sacctmgr takes more, quotad's names need no more).
-func qosChars(s string) bool {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // validUser accepts the portable user names of POSIX (and a trailing '$' of Samba accounts).

@@ -26,6 +26,16 @@ func (r Release) NodesInScontrol() bool { return r.AtLeast(23, 2) }
 // for refusing an update reaches scontrol's user; 22.05 shows only the errno's text.
 func (r Release) ModifyRefusalReachesUser() bool { return r.AtLeast(23, 2) }
 
+// CallsJobSubmitConcurrently reports whether slurmctld may call job_submit from several
+// threads at once (23.11 on): its RPCs are served by a pool of worker threads (conmgr) and
+// job_submit runs under a read lock. 22.05 and 23.02 call it under a mutex, one at a time.
+func (r Release) CallsJobSubmitConcurrently() bool { return r.AtLeast(23, 11) }
+
+// SizesWorkersByCPUs reports whether slurmctld's default number of RPC worker threads (conmgr,
+// without conmgr_threads= in SlurmctldParameters) follows the CPUs it sees: twice their
+// number, at most 32 (25.05 on); 23.11 to 24.11 start 64.
+func (r Release) SizesWorkersByCPUs() bool { return r.AtLeast(25, 5) }
+
 // ReconfigureRestarts reports whether `scontrol reconfigure` replaces slurmctld by a new
 // process (fork and exec, 23.11 on), which loads every plugin afresh: a job_submit plugin keeps
 // nothing in memory across it.

@@ -28,20 +28,22 @@ func TestParseVersion(t *testing.T) {
 }
 
 func TestReleaseFacts(t *testing.T) {
-	type facts struct{ nodesInScontrol, modifyRefusal, restarts, splitTasks, sluid bool }
+	type facts struct{ nodesInScontrol, modifyRefusal, restarts, splitTasks, sluid, concurrentSubmit, workersByCPUs bool }
 	for _, tc := range []struct {
 		release Release
 		want    facts
 	}{
 		{Release{22, 5}, facts{}},
 		{Release{23, 2}, facts{nodesInScontrol: true, modifyRefusal: true, splitTasks: true}},
-		{Release{23, 11}, facts{true, true, true, true, false}},
-		{Release{24, 11}, facts{true, true, true, true, false}},
-		{Release{25, 11}, facts{true, true, true, true, true}},
-		{Release{26, 5}, facts{true, true, true, true, true}},
+		{Release{23, 11}, facts{true, true, true, true, false, true, false}},
+		{Release{24, 11}, facts{true, true, true, true, false, true, false}},
+		{Release{25, 5}, facts{true, true, true, true, false, true, true}},
+		{Release{25, 11}, facts{true, true, true, true, true, true, true}},
+		{Release{26, 5}, facts{true, true, true, true, true, true, true}},
 	} {
 		r := tc.release
-		got := facts{r.NodesInScontrol(), r.ModifyRefusalReachesUser(), r.ReconfigureRestarts(), r.StartsSplitArrayTasks(), r.NamesJobsBySLUID()}
+		got := facts{r.NodesInScontrol(), r.ModifyRefusalReachesUser(), r.ReconfigureRestarts(), r.StartsSplitArrayTasks(), r.NamesJobsBySLUID(),
+			r.CallsJobSubmitConcurrently(), r.SizesWorkersByCPUs()}
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", r, got, tc.want)
 		}

@@ -239,7 +239,8 @@ static int modify(job_desc_msg_t *job_desc, const void *job_ptr, uint32_t submit
 
 /* job_ptr is a job_record_t *, slurmctld-internal: only job_record.c looks inside, through
  * job_record_layout.h. 23.02 added err_msg to job_modify (src/interfaces/job_submit.c); 22.05
- * has none, and a rejection's reason goes only to the log and the errno. */
+ * has none, and a rejection's reason goes only to the log and the errno. The headers decide
+ * here, at build time; Go asks slurm.Release.ModifyRefusalReachesUser for the same fact. */
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid, char **err_msg)
 {

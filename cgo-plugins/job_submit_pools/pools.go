@@ -24,6 +24,7 @@ import (
 	"unsafe"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 )
 
@@ -84,9 +85,8 @@ func pools_go_init(poolsConfigEnv, slurmConfEnv *C.char) (rc C.int) {
 // sizeGoRuntime gives the Go runtime one P per slurmctld thread that may call in (see
 // jobsubmit.CallerThreads), so that no submission waits for a P while slurmctld's locks are held.
 func sizeGoRuntime() {
-	version := int(C.SLURM_VERSION_NUMBER)
-	major, minor := version>>16&0xff, version>>8&0xff
-	callers := jobsubmit.CallerThreads(major, minor, goString(C.pools_slurmctld_params()), runtime.NumCPU())
+	release := slurm.VersionOfNumber(uint32(C.SLURM_VERSION_NUMBER)).Release
+	callers := jobsubmit.CallerThreads(release, goString(C.pools_slurmctld_params()), runtime.NumCPU())
 	if callers > runtime.GOMAXPROCS(0) {
 		runtime.GOMAXPROCS(callers)
 		logToSlurm(jobsubmit.LevelInfo, fmt.Sprintf("Go runtime: GOMAXPROCS %d, one for each slurmctld thread that may submit at once", callers))

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
@@ -30,7 +31,7 @@ func (d *Daemon) readAssociations(ctx context.Context) ([]slurm.AssociationLimit
 func (d *Daemon) nextWorkerQOS(main slurm.Job, snap *snapshot, t policy.GPUType, gpus int) gpureq.TRES {
 	r := d.roomFor(main, snap, t)
 	qos, _ := r.take(gpus)
-	return snap.qos[strings.ToLower(qos)]
+	return snap.qos[pools.QOSKey(qos)]
 }
 
 // assocScope is one association that limits the main job's user: its limits, the jobs they

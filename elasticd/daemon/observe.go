@@ -286,7 +286,7 @@ func (d *Daemon) readQOS(ctx context.Context) map[string]gpureq.TRES {
 			d.log.Warn().Err(err).Str("qos", q.Name).Msg("QOS GrpTRES unreadable; taken as no limit")
 			t = gpureq.TRES{}
 		}
-		out[strings.ToLower(q.Name)] = t
+		out[pools.QOSKey(q.Name)] = t
 	}
 	return out
 }

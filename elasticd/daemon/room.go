@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/noderoom"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
@@ -98,7 +98,7 @@ func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRo
 	elastic, borrow := d.cfg.Pools.ElasticQOSFor(main.Account), d.cfg.Pools.BorrowQOSFor(main.Account)
 	mainBorrows := d.cfg.Pools.IsLendingQOS(main.QOS)
 	if !mainBorrows {
-		r.guarQOS = strings.ToLower(main.QOS)
+		r.guarQOS = pools.QOSKey(main.QOS)
 	}
 	if snap.qos == nil {
 		return r // unknown limits: the worker asks for the main job's QOS, as the main job did
@@ -230,11 +230,11 @@ func (d *Daemon) waitingJobs(snap *snapshot, own []slurm.Job) []policy.WaitingJo
 	return out
 }
 
-// distinctFold is qos without repeats, Slurm's QOS names being case-insensitive.
+// distinctFold is qos without repeats, compared as Slurm compares QOS names (pools.QOSKey).
 func distinctFold(qos []string) []string {
 	var out []string
 	for _, q := range qos {
-		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, q) }) {
+		if !slices.ContainsFunc(out, func(o string) bool { return pools.QOSKey(o) == pools.QOSKey(q) }) {
 			out = append(out, q)
 		}
 	}

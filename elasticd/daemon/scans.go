@@ -1,8 +1,7 @@
 package daemon
 
 import (
-	"strings"
-
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
@@ -33,9 +32,9 @@ func (s *snapshot) qosGPUs(qos, typ string) uint64 {
 		for _, j := range s.jobs {
 			switch {
 			case j.Running():
-				byQOS[strings.ToLower(j.QOS)] += j.TRESAlloc.GPUs(typ)
+				byQOS[pools.QOSKey(j.QOS)] += j.TRESAlloc.GPUs(typ)
 			case j.Pending():
-				byQOS[strings.ToLower(j.QOS)] += j.TRESReq.GPUs(typ)
+				byQOS[pools.QOSKey(j.QOS)] += j.TRESReq.GPUs(typ)
 			}
 		}
 		if sc.qosGPUs == nil {
@@ -43,7 +42,7 @@ func (s *snapshot) qosGPUs(qos, typ string) uint64 {
 		}
 		sc.qosGPUs[typ] = byQOS
 	}
-	return byQOS[strings.ToLower(qos)]
+	return byQOS[pools.QOSKey(qos)]
 }
 
 // usageOf is what the jobs an association scope covers hold or ask for.

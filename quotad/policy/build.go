@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
 // BuildPlan decides one quotad cycle: a pure function of the quota table, the snapshot and the
@@ -123,7 +124,7 @@ type ledger struct {
 	byAccount map[string]*project
 	borrowOf  map[string]*project // borrow QOS name → its project
 	elasticOf map[string]*project // elastic QOS name → its project
-	byQOS     map[string]*project // guaranteed QOS → its project (names are lower case)
+	byQOS     map[string]*project // guaranteed QOS → its project (each name a pools.QOSKey)
 
 	nodes     *idleNodes     // free capacity not yet promised
 	total     map[string]int // type → GPUs in the cluster
@@ -182,7 +183,7 @@ func (l *ledger) projectOf(account string) *project {
 // QOS it is in (Slurm counts it in that QOS's limits whatever its account), else the project
 // covering its account.
 func (l *ledger) jobProject(j *Job) *project {
-	q := strings.ToLower(j.QOS)
+	q := pools.QOSKey(j.QOS)
 	if p := l.byQOS[q]; p != nil {
 		return p
 	}
@@ -192,7 +193,7 @@ func (l *ledger) jobProject(j *Job) *project {
 	return l.projectOf(j.Account)
 }
 
-// lenderOf is the project whose borrow or elastic QOS qos (lower case) is, or nil: jobs there
+// lenderOf is the project whose borrow or elastic QOS qos (a pools.QOSKey) is, or nil: jobs there
 // run on borrowed GPUs.
 func (l *ledger) lenderOf(qos string) *project {
 	if p := l.borrowOf[qos]; p != nil {
@@ -203,5 +204,5 @@ func (l *ledger) lenderOf(qos string) *project {
 
 // isElastic says whether j runs or waits in an elastic QOS: a worker elasticd grew a job by.
 func (l *ledger) isElastic(j *Job) bool {
-	return l.elasticOf[strings.ToLower(j.QOS)] != nil
+	return l.elasticOf[pools.QOSKey(j.QOS)] != nil
 }

@@ -1,6 +1,6 @@
 package policy
 
-import "strings"
+import "github.com/slurmbridge/slurmbridge/bridge/pools"
 
 // counted is what classify hands on: the books with what every GPU job holds or wants counted
 // (and each project's over-quota candidates queued), and the other pending jobs sorted into
@@ -21,7 +21,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 	out := counted{books: books, arrayRecords: map[uint32]int{}}
 	for i := range c.snap.Jobs {
 		j := &c.snap.Jobs[i]
-		if j.ArrayThrottle > 0 && (j.State.holdsGPUs() || (j.State == StatePending && books.lenderOf(strings.ToLower(j.QOS)) != nil)) {
+		if j.ArrayThrottle > 0 && (j.State.holdsGPUs() || (j.State == StatePending && books.lenderOf(pools.QOSKey(j.QOS)) != nil)) {
 			books.arrayStarted[j.ArrayJobID] += j.tasks()
 		}
 		need := c.needs[j]
@@ -29,7 +29,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 			continue // quotas are about GPUs only
 		}
 		p := books.jobProject(j)
-		qos := strings.ToLower(j.QOS)
+		qos := pools.QOSKey(j.QOS)
 		borrowing := books.lenderOf(qos) != nil
 		switch {
 		case j.State.holdsGPUs():

@@ -38,10 +38,10 @@ var DefaultLendReasons = []string{"QOSGrpGRES"}
 type Config struct {
 	Settings Settings `yaml:"settings,omitempty"`
 	// LendLimits caps, per GPU type, how many GPUs all borrowers together may hold. A type
-	// without an entry may be lent without limit. Each project's borrow and elastic QOS gets
-	// it in its GrpTRES (the smaller of it and the project's borrowing limit: borrowCaps), so
-	// Slurm stops one project at it; the cluster-wide sum over all projects is quotad's to
-	// keep, since no single QOS counts it.
+	// without an entry may be lent without limit. Each project's borrow QOS and its elastic QOS
+	// get it in their GrpTRES, each on its own (the smaller of it and the project's limit for
+	// the type: borrowCaps), so Slurm stops either QOS at it; a project's two QOS together and
+	// the sum over all projects are quotad's to keep, since no single QOS counts them.
 	LendLimits map[string]int `yaml:"lendLimits,omitempty"`
 	Projects   []Project      `yaml:"projects"`
 
@@ -217,9 +217,10 @@ func (c *Config) Project(account string) (Project, bool) {
 	return Project{}, false
 }
 
-// slurmName is what may safely appear in an account, QOS or GPU type name: sacctmgr
-// lowercases names and uses ',' and '=' as separators in its arguments.
-var slurmName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+// gpuTypeName is what may safely appear in a GPU type name, which quotad writes into sacctmgr's
+// arguments (GrpTRES=gres/gpu:TYPE=N): sacctmgr lowercases names and uses ',' and '=' as
+// separators. Accounts and QOS names follow bridge/pools' naming rule.
+var gpuTypeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 // Validate reports every problem of the quota table, each with its YAML line when known.
 func (c *Config) Validate() error {
@@ -228,25 +229,25 @@ func (c *Config) Validate() error {
 		errs = append(errs, &ConfigError{Line: c.lines.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
 	s := c.Settings
-	if strings.Count(s.borrowPattern(), accountPlaceholder) != 1 {
-		// A table from before per-project borrow QOS names one shared QOS, e.g. "borrow".
-		bad("settings.borrowQOS", "%q must contain %s exactly once: each project borrows in its own QOS (e.g. %q), so that a project within its guarantee is never reclaimed", s.borrowPattern(), accountPlaceholder, DefaultBorrowQOS)
+	// Every QOS is per project (bridge/pools' naming rule): a table from before per-project
+	// borrow QOS names one shared QOS, e.g. "borrow".
+	guarPattern := cmp.Or(s.GuaranteedQOS, DefaultGuaranteedQOS)
+	for _, p := range []struct{ path, pattern, why string }{
+		{"settings.guaranteedQOS", guarPattern, ""},
+		{"settings.borrowQOS", s.borrowPattern(), fmt.Sprintf(": each project borrows in its own QOS (e.g. %q), so that a project within its guarantee is never reclaimed", DefaultBorrowQOS)},
+		{"settings.elasticQOS", s.elasticPattern(), fmt.Sprintf(": each project's elastic workers run in its own QOS (e.g. %q), so that a project within its guarantee is never reclaimed", DefaultElasticQOS)},
+	} {
+		if !pools.PerProject(p.pattern) {
+			bad(p.path, "%q must contain %s exactly once%s", p.pattern, accountPlaceholder, p.why)
+		} else if err := pools.CheckQOSPattern(p.pattern); err != nil {
+			bad(p.path, "%q %v", p.pattern, err)
+		}
 	}
-	if s.GuaranteedQOS != "" && strings.Count(s.GuaranteedQOS, accountPlaceholder) != 1 {
-		bad("settings.guaranteedQOS", "%q must contain %s exactly once", s.GuaranteedQOS, accountPlaceholder)
-	}
-	guarPattern := s.GuaranteedQOS
-	if guarPattern == "" {
-		guarPattern = DefaultGuaranteedQOS
-	}
-	if s.borrowPattern() == guarPattern {
+	if pools.QOSKey(s.borrowPattern()) == pools.QOSKey(guarPattern) {
 		bad("settings.borrowQOS", "%q is also the guaranteed QOS pattern", s.borrowPattern())
 	}
-	if strings.Count(s.elasticPattern(), accountPlaceholder) != 1 {
-		bad("settings.elasticQOS", "%q must contain %s exactly once: each project's elastic workers run in its own QOS (e.g. %q), so that a project within its guarantee is never reclaimed", s.elasticPattern(), accountPlaceholder, DefaultElasticQOS)
-	}
-	if p := s.elasticPattern(); p == guarPattern || p == s.borrowPattern() {
-		bad("settings.elasticQOS", "%q is also the guaranteed or borrow QOS pattern", p)
+	if p := pools.QOSKey(s.elasticPattern()); p == pools.QOSKey(guarPattern) || p == pools.QOSKey(s.borrowPattern()) {
+		bad("settings.elasticQOS", "%q is also the guaranteed or borrow QOS pattern", s.elasticPattern())
 	}
 	for _, d := range []struct {
 		path string
@@ -281,8 +282,8 @@ func (c *Config) Validate() error {
 		field := func(f string) string { return at + "." + f }
 		if p.Account == "" {
 			bad(field("account"), "project %s has no account", name)
-		} else if !slurmName.MatchString(p.Account) {
-			bad(field("account"), "account %q is not a valid Slurm account name (lowercase letters, digits, '_', '.', '-')", p.Account)
+		} else if err := pools.CheckAccount(p.Account); err != nil {
+			bad(field("account"), "account %q %v", p.Account, err)
 		} else if first, dup := seenAccount[p.Account]; dup {
 			bad(field("account"), "project %s is listed twice (first at line %d)", p.Account, c.lines.line(fmt.Sprintf("projects.%d", first)))
 		} else {
@@ -294,8 +295,8 @@ func (c *Config) Validate() error {
 			} {
 				if other, clash := seenQOS[q.name]; clash {
 					bad(field("account"), "%s QOS %q of %s is also the %s", q.kind, q.name, p.Account, other)
-				} else if !slurmName.MatchString(q.name) {
-					bad(field("account"), "%s QOS name %q of %s is not a valid QOS name (lowercase letters, digits, '_', '.', '-')", q.kind, q.name, p.Account)
+				} else if err := pools.CheckQOSName(q.name); err != nil {
+					bad(field("account"), "%s QOS name %q of %s %v", q.kind, q.name, p.Account, err)
 				}
 				seenQOS[q.name] = q.kind + " QOS of " + p.Account
 			}
@@ -332,7 +333,7 @@ func (c *Config) Validate() error {
 }
 
 func checkType(bad func(path, format string, args ...any), path, t string) {
-	if !slurmName.MatchString(t) {
+	if !gpuTypeName.MatchString(t) {
 		bad(path, "GPU type %q is not a valid name (lowercase letters, digits, '_', '.', '-')", t)
 	}
 }

@@ -114,6 +114,26 @@ func TestParseConfigErrors(t *testing.T) {
 			want: []string{`account "p,q" is not a valid Slurm account name`, `GPU type "A100" is not a valid name`},
 		},
 		{
+			name: "an account as Slurm stores it, lower case",
+			yaml: "projects:\n  - account: Proj-A\n",
+			want: []string{`line 2: projects.0.account: account "Proj-A" is not a valid Slurm account name: sacctmgr stores accounts in lower case, and jobs report this one as proj-a`},
+		},
+		{
+			name: "QOS names slurmdbd cannot store",
+			yaml: "projects:\n  - account: " + strings.Repeat("p", 250) + "\n",
+			want: []string{`borrow QOS name "borrow-ppp`, `is 257 bytes long, more than the 255 slurmdbd stores`},
+		},
+		{
+			name: "a QOS pattern that builds no QOS name",
+			yaml: "settings:\n  borrowQOS: \"lend me {account}\"\nprojects:\n  - account: p\n",
+			want: []string{`line 2: settings.borrowQOS: "lend me {account}" is not a QOS name`},
+		},
+		{
+			name: "patterns compared as Slurm compares QOS names",
+			yaml: "settings:\n  borrowQOS: \"Guar-{account}\"\nprojects:\n  - account: p\n",
+			want: []string{`line 2: settings.borrowQOS: "Guar-{account}" is also the guaranteed QOS pattern`},
+		},
+		{
 			name: "guaranteed QOS pattern needs the account",
 			yaml: "settings:\n  guaranteedQOS: guar\nprojects:\n  - account: p\n",
 			want: []string{"line 2: settings.guaranteedQOS", "must contain {account} exactly once"},

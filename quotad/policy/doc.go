@@ -8,15 +8,19 @@
 // (the reclaim order), never those of a project within its guarantee. Over-quota jobs pend
 // with QOSGrpGRES; the plan lends idle GPUs to them by moving them to their project's borrow
 // QOS (largest weighted fair-share deficit first), returns pending borrowers when their
-// guarantee has room again, and keeps the QOS and accounts in line with the table. A project's quota covers its account's whole subtree, as
-// Slurm's own limits do (sub-accounts inherit the guaranteed QOS); a project nested in another
-// has its own QOS, so the nearest project wins. Idle GPUs are counted per node, once however
-// many partitions list the node, and only where a job of the request's shape (GPUs, CPUs and
-// memory per node) can start now; held, dependent and future jobs reserve nothing, and a
-// job it could not read counts at its worst (unreadable.go). Reclaim is Slurm's own QOS preemption (requeue): a plan never
-// cancels, kills or requeues a job. Slurm can requeue only batch jobs with Requeue=1 and kills
-// any other job it preempts, so a plan never lends any other job (Job.Requeueable), returns such
-// a job found pending in a borrow QOS, and says so of one found running there.
+// guarantee has room again, and keeps the QOS and accounts in line with the table.
+//
+// A project's quota covers its account's whole subtree, as Slurm's own limits do (sub-accounts
+// inherit the guaranteed QOS); a project nested in another has its own QOS, so the nearest
+// project wins. Idle GPUs are counted per node, once however many partitions list the node,
+// and only where a job of the request's shape (GPUs, CPUs and memory per node) can start now;
+// held, dependent and future jobs reserve nothing, and a job it could not read counts at its
+// worst (unreadable.go).
+//
+// Reclaim is Slurm's own QOS preemption (requeue): a plan never cancels, kills or requeues a
+// job. Slurm can requeue only batch jobs with Requeue=1 and kills any other job it preempts,
+// so a plan never lends any other job (Job.Requeueable), returns such a job found pending in a
+// borrow QOS, and says so of one found running there.
 //
 // BuildPlan (build.go) calls the steps in order, each in a file named for it, and each takes
 // the previous step's result and returns its own, so the order is written once and two steps

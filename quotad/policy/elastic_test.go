@@ -42,13 +42,13 @@ func TestElasticQOSPriorityIsBelowEveryBorrowQOS(t *testing.T) {
 				maxElastic, minBorrow := -1, int(^uint(0)>>1)
 				var wantPreempt []string
 				for i, p := range cfg.Projects {
-					e, b := qosNamed(t, snap, "elastic-"+p.Account).Priority, qosNamed(t, snap, "borrow-"+p.Account).Priority
+					e, b := qosNamed(t, snap, cfg.Settings.ElasticQOSName(p.Account)).Priority, qosNamed(t, snap, cfg.Settings.BorrowQOSName(p.Account)).Priority
 					maxElastic, minBorrow = max(maxElastic, e), min(minBorrow, b)
 					if base != nil && e < *base {
 						t.Errorf("%s: elastic-%s priority %d below the base %d", name, p.Account, e, *base)
 					}
 					if i < over {
-						wantPreempt = append(wantPreempt, "borrow-"+p.Account, "elastic-"+p.Account)
+						wantPreempt = append(wantPreempt, cfg.Settings.BorrowQOSName(p.Account), cfg.Settings.ElasticQOSName(p.Account))
 					}
 				}
 				if maxElastic >= minBorrow {
@@ -56,7 +56,7 @@ func TestElasticQOSPriorityIsBelowEveryBorrowQOS(t *testing.T) {
 				}
 				wantPreempt = policy.NormalizeNames(wantPreempt)
 				for _, p := range cfg.Projects {
-					if got := policy.NormalizeNames(qosNamed(t, snap, "guar-"+p.Account).Preempt); !reflect.DeepEqual(got, wantPreempt) {
+					if got := policy.NormalizeNames(qosNamed(t, snap, cfg.Settings.GuaranteedQOSName(p.Account)).Preempt); !reflect.DeepEqual(got, wantPreempt) {
 						t.Errorf("%s: guar-%s preempts %q, want %q", name, p.Account, got, wantPreempt)
 					}
 				}
@@ -64,8 +64,8 @@ func TestElasticQOSPriorityIsBelowEveryBorrowQOS(t *testing.T) {
 				// one over, with the most borrowers) lowest.
 				for i := 1; i < over; i++ {
 					lo, hi := cfg.Projects[i].Account, cfg.Projects[i-1].Account
-					if qosNamed(t, snap, "elastic-"+lo).Priority >= qosNamed(t, snap, "elastic-"+hi).Priority ||
-						qosNamed(t, snap, "borrow-"+lo).Priority >= qosNamed(t, snap, "borrow-"+hi).Priority {
+					if qosNamed(t, snap, cfg.Settings.ElasticQOSName(lo)).Priority >= qosNamed(t, snap, cfg.Settings.ElasticQOSName(hi)).Priority ||
+						qosNamed(t, snap, cfg.Settings.BorrowQOSName(lo)).Priority >= qosNamed(t, snap, cfg.Settings.BorrowQOSName(hi)).Priority {
 						t.Errorf("%s: %s is further over than %s but not below it", name, lo, hi)
 					}
 				}

@@ -162,7 +162,7 @@ func (c UserChange) String() string {
 type MoveKind string
 
 const (
-	// Lend moves an over-quota job into the borrow QOS to run on idle GPUs.
+	// Lend moves an over-quota job into its project's borrow QOS to run on idle GPUs.
 	Lend MoveKind = "lend"
 	// Return moves a pending borrower back to its project's guaranteed QOS.
 	Return MoveKind = "return"

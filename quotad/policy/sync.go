@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
 const (
@@ -211,13 +213,13 @@ func isGPUTRES(name string) bool {
 	return name == gpuTRES || strings.HasPrefix(name, gpuTRESPrefix)
 }
 
-// normalizeNames sorts and lowercases a QOS name list: Slurm treats QOS names case-insensitively
-// and keeps lists unordered. Never nil, so an empty list compares equal to an absent one.
+// normalizeNames sorts a QOS name list and writes each name as its pools.QOSKey: Slurm compares
+// QOS names without case and keeps lists unordered. Never nil, so an empty list compares equal to an absent one.
 func normalizeNames(names []string) []string {
 	out := make([]string, 0, len(names))
 	for _, n := range names {
 		if n != "" {
-			out = append(out, strings.ToLower(n))
+			out = append(out, pools.QOSKey(n))
 		}
 	}
 	sort.Strings(out)
@@ -230,7 +232,7 @@ func normalizeNames(names []string) []string {
 func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) (qos []QOSChange, accounts []AccountChange, users []UserChange, notes []string) {
 	current := map[string]*QOS{}
 	for i := range snap.QOS {
-		current[strings.ToLower(snap.QOS[i].Name)] = &snap.QOS[i]
+		current[pools.QOSKey(snap.QOS[i].Name)] = &snap.QOS[i]
 	}
 	for _, want := range desiredQOSList(cfg, types, order) {
 		if c, changed := diffQOS(want, current[want.name]); changed {
@@ -350,7 +352,7 @@ func accountChanges(cfg *Config, accounts []Account) []AccountChange {
 				c.QOS = &Change[[]string]{From: normalizeNames(cur.QOS), To: want}
 				res.qos = want
 			}
-			if !strings.EqualFold(res.def, guar) {
+			if pools.QOSKey(res.def) != guar {
 				c.DefaultQOS = &Change[string]{From: cur.DefaultQOS, To: guar}
 				res.def = guar
 			}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
 // An unreadable job (a GPU request or TRES quotad cannot parse: a spelling a user found or a
@@ -51,8 +53,8 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 		u := &c.snap.Unreadable[i]
 		j := &Job{ID: u.ID, Account: u.Account, User: u.User, QOS: u.QOS, State: u.State}
 		p := books.jobProject(j)
-		qos := strings.ToLower(u.QOS)
-		managed := p != nil && (qos == strings.ToLower(p.guarQOS) || books.lenderOf(qos) != nil)
+		qos := pools.QOSKey(u.QOS)
+		managed := p != nil && (qos == p.guarQOS || books.lenderOf(qos) != nil)
 		if !managed {
 			log.say(j, CodeUnreadable, "cannot be read (%s); it is in no project's QOS, so quotad would not manage it anyway", u.Problem)
 			continue
@@ -69,9 +71,9 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 			what = "it holds borrowed GPUs quotad cannot count: nothing is lent this cycle"
 		case u.State.holdsGPUs():
 			what = "it holds GPUs quotad cannot count (its nodes' idle GPUs are still known)"
-		case keptBack[p] && qos == strings.ToLower(p.guarQOS):
+		case keptBack[p] && qos == p.guarQOS:
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee, kept back already", p.cfg.Account)
-		case qos == strings.ToLower(p.guarQOS):
+		case qos == p.guarQOS:
 			keptBack[p] = true
 			kept := books.keepBack(func(t string) int { return p.guaranteeRoom(t) - p.reserved[t] }, p.cfg.Total()-p.inUseTotal-sum(p.reserved))
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
@@ -218,7 +219,7 @@ func (b *Builder) splitArrayThrottles(ctx context.Context, cfg *policy.Config, j
 	kept := map[uint32]throttleRead{}
 	for i := range jobs {
 		j := &jobs[i]
-		if j.ArrayJobID == 0 || j.ID == j.ArrayJobID || !j.Pending() || !guaranteed[strings.ToLower(j.QOS)] {
+		if j.ArrayJobID == 0 || j.ID == j.ArrayJobID || !j.Pending() || !guaranteed[pools.QOSKey(j.QOS)] {
 			continue
 		}
 		if _, known := throttles[j.ArrayJobID]; known || asked[j.ArrayJobID] {
@@ -255,7 +256,7 @@ func (b *Builder) workerNames(ctx context.Context, cfg *policy.Config, jobs []sl
 	}
 	var qos []string
 	for i := range jobs {
-		if q := strings.ToLower(jobs[i].QOS); elastic[q] && !slices.Contains(qos, q) {
+		if q := pools.QOSKey(jobs[i].QOS); elastic[q] && !slices.Contains(qos, q) {
 			qos = append(qos, q)
 		}
 	}

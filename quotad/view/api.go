@@ -217,8 +217,9 @@ func TypeLabel(t string) string {
 }
 
 // LentFrom is how many of a project's unused guaranteed GPUs of a type borrowers hold now: its
-// unused guarantee, capped by what all borrowers hold of that type. The borrow QOS is shared,
-// so this is what the project would reclaim by submitting, not a per-loan ledger.
+// unused guarantee, capped by what all borrowers hold of that type. Each borrow QOS is the
+// borrowing project's and a loan names no lender, so this is what the project would reclaim by
+// submitting, not a per-loan ledger.
 func LentFrom(plan *policy.Plan, row policy.ProjectTypeStatus) int {
 	unused := row.Guaranteed - row.InUse
 	if unused <= 0 || row.Type == "" {

@@ -54,10 +54,11 @@ func scene(t *testing.T) (*policy.Config, *policy.Snapshot) {
 	// its own.
 	borrowGPUs := map[string]int64{"proj-a": 3, "proj-b": 2}
 	for _, a := range []string{"proj-a", "proj-b"} {
-		snap.QOS = append(snap.QOS, policy.QOS{Name: "guar-" + a, GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}},
-			policy.QOS{Name: "borrow-" + a, PreemptMode: "requeue", Priority: 5, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}},
-			policy.QOS{Name: "elastic-" + a, PreemptMode: "requeue", Priority: 2, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}})
-		snap.Accounts = append(snap.Accounts, policy.Account{Name: a, QOS: []string{"borrow-" + a, "elastic-" + a, "guar-" + a}, DefaultQOS: "guar-" + a})
+		guar, borrow, elastic := cfg.Settings.GuaranteedQOSName(a), cfg.Settings.BorrowQOSName(a), cfg.Settings.ElasticQOSName(a)
+		snap.QOS = append(snap.QOS, policy.QOS{Name: guar, GrpTRES: map[string]int64{"gres/gpu": 4, "gres/gpu:a100": 4}},
+			policy.QOS{Name: borrow, PreemptMode: "requeue", Priority: 5, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}},
+			policy.QOS{Name: elastic, PreemptMode: "requeue", Priority: 2, GrpTRES: map[string]int64{"gres/gpu": borrowGPUs[a], "gres/gpu:a100": 3}})
+		snap.Accounts = append(snap.Accounts, policy.Account{Name: a, QOS: []string{borrow, elastic, guar}, DefaultQOS: guar})
 	}
 	return cfg, snap
 }

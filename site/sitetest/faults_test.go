@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
 )
 
@@ -55,9 +56,9 @@ func startLoad(t *testing.T, s *Site) *load {
 				continue
 			}
 			switch {
-			case strings.HasPrefix(j.QOS, "guar-"):
+			case pools.MatchQOS(pools.DefaultGuaranteedQOS, j.QOS):
 				guar++
-			case strings.HasPrefix(j.QOS, "borrow-"):
+			case pools.MatchQOS(pools.DefaultBorrowQOS, j.QOS):
 				borrowed++
 			}
 		}
@@ -146,7 +147,7 @@ func (s *Site) whole(l *load, down ...string) string {
 	}
 	guar := 0
 	for _, id := range l.bob {
-		if q[id].State == "RUNNING" && strings.HasPrefix(q[id].QOS, "guar-") {
+		if q[id].State == "RUNNING" && pools.MatchQOS(pools.DefaultGuaranteedQOS, q[id].QOS) {
 			guar++
 		}
 	}

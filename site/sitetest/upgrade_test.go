@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
 // TestUpgradeSlurmbridge upgrades a site running the previous release's packages to this tree's
@@ -44,7 +46,7 @@ func TestUpgradeSlurmbridge(t *testing.T) {
 	WaitFor(t, "one of bob's jobs running borrowed again", 2*time.Minute, func() bool {
 		q, _ := s.Queue()
 		for _, id := range l.bob {
-			if q[id].State == "RUNNING" && strings.HasPrefix(q[id].QOS, "borrow-") {
+			if q[id].State == "RUNNING" && pools.MatchQOS(pools.DefaultBorrowQOS, q[id].QOS) {
 				return true
 			}
 		}

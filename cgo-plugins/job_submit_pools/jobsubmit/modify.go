@@ -42,8 +42,8 @@ type Job struct {
 }
 
 // Modify checks an update of a job, pending or running, by user uid. Its UserMessage reaches the
-// user from Slurm 23.02 on (job_modify's err_msg); 22.05 has none, so the cgo layer drops it
-// there and a refusal's reason is only in slurmctld's log.
+// user where job_modify has an err_msg (slurm.Release.ModifyRefusalReachesUser); elsewhere the
+// cgo layer drops it and a refusal's reason is only in slurmctld's log.
 //
 // With the job known, an update by anyone but root, SlurmUser and borrow_qos_admins keeps the
 // promises submission made: the job can run in the partitions it is left in (the update's

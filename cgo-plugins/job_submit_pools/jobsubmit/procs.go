@@ -3,10 +3,12 @@ package jobsubmit
 import (
 	"strconv"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
 // CallerThreads is how many of slurmctld's threads may call job_submit close together, for a
-// Slurm release (major, minor), its SlurmctldParameters and the CPUs it sees.
+// Slurm release, its SlurmctldParameters and the CPUs it sees.
 //
 // Why it matters: a slurmctld thread that has called into Go keeps one of Go's Ps (GOMAXPROCS of
 // them, the CPU count by default) until Go's monitor takes it back, after 20 µs to 10 ms. From
@@ -18,8 +20,8 @@ import (
 // 24.11 starts 64 workers; 25.05 on start twice the CPUs, at most 32; `conmgr_threads=N` in
 // SlurmctldParameters overrides both. 22.05 runs job_submit under the job write lock, one thread
 // at a time, and needs no more than the default: it returns 0 there (keep Go's default).
-func CallerThreads(major, minor int, slurmctldParams string, cpus int) int {
-	if major < 23 || (major == 23 && minor < 11) {
+func CallerThreads(release slurm.Release, slurmctldParams string, cpus int) int {
+	if !release.CallsJobSubmitConcurrently() {
 		return 0
 	}
 	for _, p := range strings.Split(slurmctldParams, ",") {
@@ -29,7 +31,7 @@ func CallerThreads(major, minor int, slurmctldParams string, cpus int) int {
 			}
 		}
 	}
-	if major < 25 {
+	if !release.SizesWorkersByCPUs() {
 		return 64
 	}
 	return min(32, 2*max(cpus, 1))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -33,11 +34,14 @@ func GPUs(kv ...any) map[string]int {
 // Requeue=1 (an sbatch job Slurm can requeue), submitted id seconds before T0 so that ids give the age order.
 type JobWrapper struct{ j policy.Job }
 
+// defaults names each project's QOS as a quota table that names none: the tests' tables.
+var defaults policy.Settings
+
 // MakeJob starts a job of account with its id (see JobWrapper for what it is until changed).
 func MakeJob(id uint32, account string) *JobWrapper {
 	return &JobWrapper{policy.Job{
 		ID: id, Account: account, User: "u-" + account, State: policy.StatePending, Reason: "QOSGrpGRES",
-		QOS: "guar-" + account, Partitions: []string{"a100"}, Nodes: 1, Requeue: true, Batch: true, Priority: 1,
+		QOS: defaults.GuaranteedQOSName(account), Partitions: []string{"a100"}, Nodes: 1, Requeue: true, Batch: true, Priority: 1,
 		SubmitTime: T0.Add(-time.Hour + time.Duration(id)*time.Second),
 	}}
 }
@@ -73,7 +77,7 @@ func (b *JobWrapper) NoRequeue() *JobWrapper             { b.j.Requeue = false; 
 func (b *JobWrapper) Interactive() *JobWrapper           { b.j.Batch = false; return b } // salloc, srun
 func (b *JobWrapper) Priority(p int64) *JobWrapper       { b.j.Priority = p; return b }
 func (b *JobWrapper) Alloc(g map[string]int) *JobWrapper { b.j.AllocatedGPUs = g; return b }
-func (b *JobWrapper) Borrowed() *JobWrapper              { b.j.QOS = "borrow-" + b.j.Account; return b }
+func (b *JobWrapper) Borrowed() *JobWrapper              { b.j.QOS = defaults.BorrowQOSName(b.j.Account); return b }
 func (b *JobWrapper) Running(since time.Duration) *JobWrapper {
 	b.j.State, b.j.Reason, b.j.StartTime = policy.StateRunning, "None", T0.Add(-since)
 	return b
@@ -97,7 +101,7 @@ func (b *JobWrapper) TaskOf(arrayJob, task uint32) *JobWrapper {
 // Worker makes the job an elastic worker of main job main: in its project's elastic QOS, named
 // like elasticd's workers.
 func (b *JobWrapper) Worker(main uint32) *JobWrapper {
-	b.j.QOS, b.j.ElasticMain = "elastic-"+b.j.Account, main
+	b.j.QOS, b.j.ElasticMain = defaults.ElasticQOSName(b.j.Account), main
 	return b
 }
 
@@ -234,7 +238,7 @@ func ApplySync(s *policy.Snapshot, plan *policy.Plan) {
 	for _, c := range plan.QOS {
 		var q *policy.QOS
 		for i := range s.QOS {
-			if strings.EqualFold(s.QOS[i].Name, c.Name) {
+			if pools.QOSKey(s.QOS[i].Name) == pools.QOSKey(c.Name) {
 				q = &s.QOS[i]
 			}
 		}
