@@ -31,8 +31,8 @@ var testbedQOS = map[string][]string{
 // for its Slurm, the testbed's pools and QOS, both daemons answering, a 0600 password file.
 func healthy(t *testing.T) Facts {
 	t.Helper()
-	conf := slurm.ParseConfig(slurmtest.Fixture(t, "scontrol-show-config-testbed.txt"))
-	nodes, err := slurm.ParseNodes(slurmtest.Fixture(t, "sinfo-testbed-idle.json"))
+	conf := slurm.ParseConfig(slurmtest.Fixture(t, "scontrol-show-config-22.05-testbed.txt"))
+	nodes, err := slurm.ParseNodes(slurmtest.Fixture(t, "sinfo-22.05-testbed-idle.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestJudge(t *testing.T) {
 }
 
 func TestBorrowQOSVerdictsBeforeAndAfterQuotadSetsUpItsQOS(t *testing.T) {
-	conf := slurm.ParseConfig(slurmtest.Fixture(t, "scontrol-show-config-testbed.txt"))
+	conf := slurm.ParseConfig(slurmtest.Fixture(t, "scontrol-show-config-22.05-testbed.txt"))
 	lend := mustPools(t, "borrow_qos: lend", "elastic_qos: grow-{account}")
 	for _, tc := range []struct {
 		name     string

@@ -41,7 +41,7 @@ func (r *replay) Run(_ context.Context, name string, args ...string) ([]byte, er
 	case "sinfo --version", "slurmctld -V": // the release of bridge/slurm's capture
 		return []byte("slurm 22.05.8\n"), nil
 	case "sinfo --json":
-		return slurmtest.Fixture(r.t, "sinfo-testbed-idle.json"), nil
+		return slurmtest.Fixture(r.t, "sinfo-22.05-testbed-idle.json"), nil
 	case "scontrol show config":
 		return []byte(r.config), nil
 	}
@@ -60,7 +60,7 @@ const systemctlShow = "systemctl show --property=LoadState,User quotad.service"
 func testbedReplay(t *testing.T, pluginDir string) *replay {
 	t.Helper()
 	return &replay{t: t,
-		config: setConfig(t, string(slurmtest.Fixture(t, "scontrol-show-config-testbed.txt")), "PluginDir", pluginDir+":/nonexistent/slurm-wlm"),
+		config: setConfig(t, string(slurmtest.Fixture(t, "scontrol-show-config-22.05-testbed.txt")), "PluginDir", pluginDir+":/nonexistent/slurm-wlm"),
 		outputs: map[string]string{
 			qosCommand: "normal|\nborrow-proj-a|\nborrow-proj-b|\nelastic-proj-a|\nelastic-proj-b|\nguar-proj-a|borrow-proj-b,elastic-proj-b\nguar-proj-b|borrow-proj-a,elastic-proj-a\n",
 		},

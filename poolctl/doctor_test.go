@@ -18,7 +18,7 @@ type slurmctldOnly struct{ t *testing.T }
 func (r slurmctldOnly) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	switch line := strings.Join(append([]string{name}, args...), " "); line {
 	case "scontrol show config":
-		return slurmtest.Fixture(r.t, "scontrol-show-config-testbed.txt"), nil
+		return slurmtest.Fixture(r.t, "scontrol-show-config-22.05-testbed.txt"), nil
 	case "sinfo --version":
 		return []byte("slurm 22.05.8\n"), nil
 	default:

@@ -103,7 +103,7 @@ func lineOf(t *testing.T, path, text string) string {
 }
 
 func TestValidateCleanConfig(t *testing.T) {
-	r := run(t, &fakeFetcher{t: t, sinfo: "sinfo-testbed-idle.json"}, "validate", testbedPools)
+	r := run(t, &fakeFetcher{t: t, sinfo: "sinfo-22.05-testbed-idle.json"}, "validate", testbedPools)
 	if r.code != 0 || r.out != testbedPools+": OK, 4 pools match the cluster\n" {
 		t.Fatalf("exit %d, out %q, err %q", r.code, r.out, r.errOut)
 	}
@@ -117,7 +117,7 @@ func TestValidateReportsEveryProblemWithItsLine(t *testing.T) {
 		[2]string{"description: On-demand A100 nodes", "description: On-demand A100 nodes\n    partition: h100"},
 		[2]string{"policy: cheapest", "policy: cheapest\nretries: 3"},
 	)
-	r := run(t, &fakeFetcher{t: t, sinfo: "sinfo-testbed-idle.json"}, "validate", path)
+	r := run(t, &fakeFetcher{t: t, sinfo: "sinfo-22.05-testbed-idle.json"}, "validate", path)
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1; out:\n%s", r.code, r.out)
 	}
@@ -162,7 +162,7 @@ func TestValidateDefaultsToThePluginsConfig(t *testing.T) {
 	}
 	t.Setenv("SLURMBRIDGE_POOLS_CONFIG", "")
 	t.Setenv("SLURM_CONF", filepath.Join(dir, "slurm.conf"))
-	r := run(t, &fakeFetcher{t: t, sinfo: "sinfo-testbed-idle.json"}, "validate")
+	r := run(t, &fakeFetcher{t: t, sinfo: "sinfo-22.05-testbed-idle.json"}, "validate")
 	if r.code != 0 || !strings.HasPrefix(r.out, filepath.Join(dir, "pools.yaml")+": OK") {
 		t.Fatalf("exit %d, out %q, err %q", r.code, r.out, r.errOut)
 	}
@@ -193,7 +193,7 @@ func statusJSON(t *testing.T, f *fakeFetcher) map[string]PoolStatus {
 }
 
 func TestStatusCountsGPUsAndJobsPerPool(t *testing.T) {
-	got := statusJSON(t, &fakeFetcher{t: t, sinfo: "sinfo-testbed-busy.json", squeue: "squeue-testbed-mixed.json"})
+	got := statusJSON(t, &fakeFetcher{t: t, sinfo: "sinfo-22.05-testbed-busy.json", squeue: "squeue-22.05-testbed-mixed.json"})
 	want := map[string]PoolStatus{
 		// a100: job 2 runs with 2 GPUs (job 1 completed); job 5 waits for 8.
 		"a100":      {GPUs: GPUCounts{8, 2, 6}, Nodes: NodeCounts{2, 0}, Jobs: JobCounts{1, 1, 0}},
@@ -213,7 +213,7 @@ func TestStatusCountsGPUsAndJobsPerPool(t *testing.T) {
 }
 
 func TestStatusDownNodesHaveNoFreeGPUs(t *testing.T) {
-	f := &fakeFetcher{t: t, sinfo: "sinfo-testbed-busy.json", squeue: "squeue-testbed-mixed.json",
+	f := &fakeFetcher{t: t, sinfo: "sinfo-22.05-testbed-busy.json", squeue: "squeue-22.05-testbed-mixed.json",
 		editNodes: func(nodes []slurm.Node) {
 			for i := range nodes {
 				if nodes[i].Name == "a100-1" { // 2 of 4 GPUs allocated, now draining
@@ -228,7 +228,7 @@ func TestStatusDownNodesHaveNoFreeGPUs(t *testing.T) {
 }
 
 func TestStatusCountsMultiPoolPendingJobsInEachPool(t *testing.T) {
-	f := &fakeFetcher{t: t, sinfo: "sinfo-testbed-idle.json", squeue: "squeue-testbed-held.json"}
+	f := &fakeFetcher{t: t, sinfo: "sinfo-22.05-testbed-idle.json", squeue: "squeue-22.05-testbed-held.json"}
 	got := statusJSON(t, f)
 	// Held job 1 lists v100,a100-spot; held job 2 is in v100 only.
 	if j := got["v100"].Jobs; j != (JobCounts{Pending: 2, PendingShared: 1}) {
@@ -259,7 +259,7 @@ func TestStatusCountsMultiPoolPendingJobsInEachPool(t *testing.T) {
 }
 
 func TestStatusFailsOnSlurmErrors(t *testing.T) {
-	f := &fakeFetcher{t: t, sinfo: "sinfo-slurmctld-unreachable.json", squeue: "squeue-slurmctld-unreachable.json"}
+	f := &fakeFetcher{t: t, sinfo: "sinfo-22.05-slurmctld-unreachable.json", squeue: "squeue-22.05-slurmctld-unreachable.json"}
 	r := run(t, f, "--config", testbedPools, "status")
 	if r.code != 1 || r.out != "" || !strings.Contains(r.errOut, "Unspecified error") {
 		t.Fatalf("exit %d, out %q, err %q; want exit 1, no table, Slurm's error", r.code, r.out, r.errOut)

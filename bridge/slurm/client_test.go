@@ -14,11 +14,11 @@ import (
 )
 
 // The fixtures in testdata/ are real output of the testbed's Slurm 22.05.8:
-//   - sinfo-testbed-idle.json, sinfo-testbed-busy.json: `sinfo --json`, idle and with GPU jobs
-//   - squeue-testbed-mixed.json: `squeue --json` with completed, running and pending jobs
-//   - squeue-testbed-held.json: `squeue --json` with two held jobs (one pending in the list
+//   - sinfo-22.05-testbed-idle.json, sinfo-22.05-testbed-busy.json: `sinfo --json`, idle and with GPU jobs
+//   - squeue-22.05-testbed-mixed.json: `squeue --json` with completed, running and pending jobs
+//   - squeue-22.05-testbed-held.json: `squeue --json` with two held jobs (one pending in the list
 //     v100,a100-spot, one routed by the pools plugin), filtered down to those two
-//   - sinfo-/squeue-slurmctld-unreachable.json: both commands with a slurm.conf whose
+//   - sinfo-/squeue-22.05-slurmctld-unreachable.json: both commands with a slurm.conf whose
 //     SlurmctldPort nobody listens on: exit status 0, an "errors" entry and no data
 //
 // The fixtures named by release (squeue-24.11-mixed.json, scontrol-nodes-26.05-busy.json...)
@@ -54,8 +54,8 @@ func (r *replayRunner) Run(_ context.Context, name string, args ...string) ([]by
 func TestCommandFetcherRunsSinfoAndSqueueWithJSON(t *testing.T) {
 	r := &replayRunner{t: t, outputs: map[string][]byte{
 		"sinfo --version": []byte("slurm 22.05.8\n"),
-		"sinfo --json":    fixture(t, "sinfo-testbed-busy.json"),
-		"squeue --json":   fixture(t, "squeue-testbed-mixed.json"),
+		"sinfo --json":    fixture(t, "sinfo-22.05-testbed-busy.json"),
+		"squeue --json":   fixture(t, "squeue-22.05-testbed-mixed.json"),
 	}}
 	f := Client{Runner: r}
 	nodes, err := f.Nodes(context.Background())
@@ -76,8 +76,8 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 	// list beside the error. Taking the list would show an empty cluster.
 	r := &replayRunner{t: t, outputs: map[string][]byte{
 		"sinfo --version": []byte("slurm 22.05.8\n"),
-		"sinfo --json":    fixture(t, "sinfo-slurmctld-unreachable.json"),
-		"squeue --json":   fixture(t, "squeue-slurmctld-unreachable.json"),
+		"sinfo --json":    fixture(t, "sinfo-22.05-slurmctld-unreachable.json"),
+		"squeue --json":   fixture(t, "squeue-22.05-slurmctld-unreachable.json"),
 	}}
 	f := Client{Runner: r}
 	nodes, err := f.Nodes(context.Background())
@@ -99,7 +99,7 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 
 func TestFailedCommandKeepsBothItsErrorAndSlurms(t *testing.T) {
 	cmdErr := &CommandError{Command: "squeue --json", ExitCode: 1, Err: errors.New("exit status 1")}
-	r := &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{"squeue --json": fixture(t, "squeue-slurmctld-unreachable.json")}}
+	r := &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{"squeue --json": fixture(t, "squeue-22.05-slurmctld-unreachable.json")}}
 	_, err := Client{Runner: r}.Jobs(context.Background())
 	var got *CommandError
 	if !errors.As(err, &got) || !strings.Contains(err.Error(), "Failed while looking for jobs") {
@@ -148,7 +148,7 @@ func parseNodesErr(b []byte) error { _, err := ParseNodes(b); return err }
 func parseJobsErr(b []byte) error  { _, err := ParseJobs(b); return err }
 
 func TestParseJobsReadsEveryField(t *testing.T) {
-	jobs, err := ParseJobs(fixture(t, "squeue-testbed-mixed.json"))
+	jobs, err := ParseJobs(fixture(t, "squeue-22.05-testbed-mixed.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestParseJobsReadsEveryField(t *testing.T) {
 		t.Fatalf("completed job counted: %+v", done)
 	}
 
-	held, err := ParseJobs(fixture(t, "squeue-testbed-held.json"))
+	held, err := ParseJobs(fixture(t, "squeue-22.05-testbed-held.json"))
 	if err != nil || len(held) != 2 {
 		t.Fatalf("held fixture: %d jobs, %v", len(held), err)
 	}

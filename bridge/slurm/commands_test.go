@@ -202,9 +202,9 @@ func TestCommandErrorsPassThrough(t *testing.T) {
 	}
 }
 
-// testdata/scontrol-show-config-testbed.txt is `scontrol show config` of the testbed's 22.05.8.
+// testdata/scontrol-show-config-22.05-testbed.txt is `scontrol show config` of the testbed's 22.05.8.
 func TestParseConfig(t *testing.T) {
-	conf := ParseConfig(fixture(t, "scontrol-show-config-testbed.txt"))
+	conf := ParseConfig(fixture(t, "scontrol-show-config-22.05-testbed.txt"))
 	for key, want := range map[string]string{"ClusterName": "testbed", "JobRequeue": "1", "PreemptMode": "REQUEUE",
 		"SLURM_VERSION": "22.05.8", "SlurmUser": "slurm(64030)", "AuthAltTypes": ""} {
 		if got := conf.Get(key); got != want {

@@ -158,7 +158,7 @@ func FuzzParseJobExtras(f *testing.F) {
 	// The small capture only: seeded with the 80 KB ones too, the fuzzer stalled after a few
 	// executions (10 s at 0/s, seen on Go's engine, not in ParseJobExtras, which reads each
 	// seed in well under a millisecond).
-	addFixtures(f, "squeue-testbed-mixed.json")
+	addFixtures(f, "squeue-22.05-testbed-mixed.json")
 	f.Add([]byte(`{"jobs":[{"job_id":7,"user_id":1001,"time_limit":{"set":true,"infinite":false,"number":60},"gres_detail":["gpu:a100:2(IDX:0,2-3)"],"tasks":2,"restart_cnt":1}],"errors":[]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseJobExtras(data)
@@ -228,7 +228,7 @@ func FuzzParseAssociationLimits(f *testing.F) {
 }
 
 func FuzzParseConfig(f *testing.F) {
-	addFixtures(f, "scontrol-show-config-testbed.txt")
+	addFixtures(f, "scontrol-show-config-22.05-testbed.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
 		if !reflect.DeepEqual(ParseConfig(out), ParseConfig(out)) {
 			t.Fatal("two reads differ")

@@ -6,11 +6,11 @@ import (
 )
 
 func TestParseJobExtrasReadsTheTestbedFixture(t *testing.T) {
-	extras, err := ParseJobExtras(fixture(t, "squeue-testbed-mixed.json"))
+	extras, err := ParseJobExtras(fixture(t, "squeue-22.05-testbed-mixed.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := ParseJobs(fixture(t, "squeue-testbed-mixed.json"))
+	jobs, err := ParseJobs(fixture(t, "squeue-22.05-testbed-mixed.json"))
 	if err != nil || len(extras) != len(jobs) {
 		t.Fatalf("%d extras for %d jobs (%v)", len(extras), len(jobs), err)
 	}
@@ -18,7 +18,7 @@ func TestParseJobExtrasReadsTheTestbedFixture(t *testing.T) {
 	if j.UserID != 1003 || j.GroupID != 1003 || j.WorkDir != "/tmp" || j.StdOut != "/dev/null" || j.BatchHost != "a100-spot-1" || j.Name != "wrap" {
 		t.Fatalf("job %d read as %+v", jobs[3].ID, j)
 	}
-	if _, err := ParseJobExtras(fixture(t, "squeue-slurmctld-unreachable.json")); err == nil {
+	if _, err := ParseJobExtras(fixture(t, "squeue-22.05-slurmctld-unreachable.json")); err == nil {
 		t.Fatal("an answer with errors must not parse")
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestParseNodesReadsEveryField(t *testing.T) {
-	nodes, err := ParseNodes(fixture(t, "sinfo-testbed-busy.json"))
+	nodes, err := ParseNodes(fixture(t, "sinfo-22.05-testbed-busy.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestNodeUp(t *testing.T) {
 }
 
 func TestClusterMatchesTheTestbedPools(t *testing.T) {
-	nodes, err := ParseNodes(fixture(t, "sinfo-testbed-idle.json"))
+	nodes, err := ParseNodes(fixture(t, "sinfo-22.05-testbed-idle.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -339,4 +340,25 @@ func jobNames(t *testing.T, rel string) map[uint32]string {
 		names[j.ID] = j.Name
 	}
 	return names
+}
+
+// Every capture names the release that printed it, so that a fixture of one release is never
+// read as another's.
+func TestEveryFixtureNamesItsRelease(t *testing.T) {
+	entries, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue // capture scripts and fuzz corpora
+		}
+		named := false
+		for _, rel := range releases {
+			named = named || strings.Contains(e.Name(), "-"+rel.name+"-") || strings.Contains(e.Name(), "-"+rel.name+".")
+		}
+		if !named {
+			t.Errorf("testdata/%s names none of the releases", e.Name())
+		}
+	}
 }

@@ -132,7 +132,7 @@ func TestConvertJobReadsShape(t *testing.T) {
 	}
 }
 
-// doctoredFetcher replays the captured queue (squeue-borrowing.txt) with lines doctored the
+// doctoredFetcher replays the captured queue (squeue-22.05-borrowing.txt) with lines doctored the
 // way a user's job could make them: edit gets the lines' fields and may change them.
 type doctoredFetcher struct {
 	fixtureFetcher
@@ -140,7 +140,7 @@ type doctoredFetcher struct {
 }
 
 func (f doctoredFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
-	data, err := os.ReadFile("testdata/squeue-borrowing.txt")
+	data, err := os.ReadFile("testdata/squeue-22.05-borrowing.txt")
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 
 // fixtureFetcher replays sinfo --json captured on the testbed (22.05) with bob's 4 jobs in his
 // guarantee, 2 borrowed and one --no-requeue job pending over quota; the queue is the same
-// moment's squeue --json capture written as the fast read prints it (squeue-borrowing.txt,
-// the unfinished jobs of squeue-borrowing.json; bridge/slurm checks the two forms agree on
+// moment's squeue --json capture written as the fast read prints it (squeue-22.05-borrowing.txt,
+// the unfinished jobs of squeue-22.05-borrowing.json; bridge/slurm checks the two forms agree on
 // real captures of every release).
 type fixtureFetcher struct {
 	jobsErr     error
@@ -60,7 +60,7 @@ func (f fixtureFetcher) ArrayThrottles(_ context.Context, qos []string) (map[uin
 }
 
 func (f fixtureFetcher) Nodes(context.Context) ([]slurm.Node, error) {
-	data, err := os.ReadFile("testdata/sinfo-borrowing.json")
+	data, err := os.ReadFile("testdata/sinfo-22.05-borrowing.json")
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func (f fixtureFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
 	if f.jobsErr != nil {
 		return nil, f.jobsErr
 	}
-	data, err := os.ReadFile("testdata/squeue-borrowing.txt")
+	data, err := os.ReadFile("testdata/squeue-22.05-borrowing.txt")
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestbedCluster(t testing.TB) pools.Cluster {
 			RealMemory uint64   `json:"real_memory"`
 		} `json:"nodes"`
 	}
-	if err := json.Unmarshal(slurmtest.Fixture(t, "sinfo-testbed-idle.json"), &sinfo); err != nil {
+	if err := json.Unmarshal(slurmtest.Fixture(t, "sinfo-22.05-testbed-idle.json"), &sinfo); err != nil {
 		t.Fatal(err)
 	}
 	cl := pools.Cluster{Partitions: map[string][]pools.ClusterNode{}}

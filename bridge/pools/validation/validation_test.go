@@ -17,7 +17,7 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := slurm.ParseNodes(slurmtest.Fixture(t, "sinfo-testbed-idle.json"))
+	nodes, err := slurm.ParseNodes(slurmtest.Fixture(t, "sinfo-22.05-testbed-idle.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

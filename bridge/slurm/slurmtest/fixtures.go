@@ -18,7 +18,7 @@ func Dir() string {
 	return filepath.Join(filepath.Dir(file), "..", "testdata")
 }
 
-// Fixture reads one capture, e.g. "sinfo-testbed-idle.json" or "squeue-24.11-requeue.json".
+// Fixture reads one capture, e.g. "sinfo-22.05-testbed-idle.json" or "squeue-24.11-requeue.json".
 func Fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(Dir(), name))
