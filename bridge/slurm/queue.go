@@ -487,8 +487,8 @@ func (f *textFormat) parse(out []byte) ([]Job, error) {
 			}
 		}
 		prevLine = line
-		l, err := f.parseLine(string(line))
-		if err != nil {
+		var l textLine
+		if err := f.parseLine(string(line), &l); err != nil {
 			if f.skipBad {
 				continue
 			}
@@ -498,10 +498,10 @@ func (f *textFormat) parse(out []byte) ([]Job, error) {
 			jobs = append(jobs, l.job)
 			continue
 		}
-		j := l.job
+		j := &l.job
 		if n := len(jobs); n > 0 && jobs[n-1].ID == j.ID {
 			prev := &jobs[n-1]
-			if err := sameRecord(prev, &j, l.task); err != nil {
+			if err := sameRecord(prev, j, l.task); err != nil {
 				return nil, &QueueError{Line: lineNo, Text: string(line), Err: err}
 			}
 			prev.ArrayTasks = append(prev.ArrayTasks, l.task)
@@ -511,29 +511,26 @@ func (f *textFormat) parse(out []byte) ([]Job, error) {
 			return nil, &QueueError{Line: lineNo, Text: string(line), Err: fmt.Errorf("job %d appears again after other jobs", j.ID)}
 		}
 		seen[j.ID] = true
-		jobs = append(jobs, j)
+		jobs = append(jobs, *j)
 	}
 	return jobs, nil
 }
 
-// parseLine reads one line, each field by its reader.
-func (f *textFormat) parseLine(line string) (textLine, error) {
+// parseLine reads one line into l, each field by its reader.
+func (f *textFormat) parseLine(line string, l *textLine) error {
 	values := strings.SplitN(line, queueSep, len(f.fields))
 	if len(values) != len(f.fields) {
-		return textLine{}, fmt.Errorf("%d fields, want %d: %s", len(values), len(f.fields), strings.Join(f.names(), " "))
+		return fmt.Errorf("%d fields, want %d: %s", len(values), len(f.fields), strings.Join(f.names(), " "))
 	}
-	var l textLine
 	for i, field := range f.fields {
-		if err := field.read(&l, values[i]); err != nil {
-			return textLine{}, err
+		if err := field.read(l, values[i]); err != nil {
+			return err
 		}
 	}
 	if f.check != nil {
-		if err := f.check(&l); err != nil {
-			return textLine{}, err
-		}
+		return f.check(l)
 	}
-	return l, nil
+	return nil
 }
 
 // sameButTask reports whether line equals prev but for its field at taskAt (ArrayTaskId), and
