@@ -38,6 +38,10 @@ func (r Release) ReconfigureRestarts() bool { return r.AtLeast(23, 11) }
 // never starts there. Seen on the testbed: 24.11 and 26.05 start it at their next pass.
 func (r Release) StartsSplitArrayTasks() bool { return r.AtLeast(23, 2) }
 
+// NamesJobsBySLUID reports whether a job may be named by its SLUID (scontrol -d show job prints
+// it) instead of its number: 25.11 on.
+func (r Release) NamesJobsBySLUID() bool { return r.AtLeast(25, 11) }
+
 // ParseVersion reads the release from what `sinfo --version` prints: "slurm 22.05.8", or with
 // Debian's packages "slurm-wlm 24.11.5".
 func ParseVersion(out string) (Release, error) {

@@ -26,3 +26,26 @@ func TestParseVersion(t *testing.T) {
 		}
 	}
 }
+
+// Each named release predicate, on the supported releases and on 23.02 and 25.11, where some
+// behaviours change.
+func TestReleasePredicates(t *testing.T) {
+	type facts struct{ nodesInScontrol, modifyRefusal, reconfigureRestarts, startsSplitTasks, sluid bool }
+	for _, tc := range []struct {
+		rel  Release
+		want facts
+	}{
+		{Release{22, 5}, facts{false, false, false, false, false}},
+		{Release{23, 2}, facts{true, true, false, true, false}},
+		{Release{23, 11}, facts{true, true, true, true, false}},
+		{Release{24, 11}, facts{true, true, true, true, false}},
+		{Release{25, 11}, facts{true, true, true, true, true}},
+		{Release{26, 5}, facts{true, true, true, true, true}},
+	} {
+		got := facts{tc.rel.NodesInScontrol(), tc.rel.ModifyRefusalReachesUser(), tc.rel.ReconfigureRestarts(),
+			tc.rel.StartsSplitArrayTasks(), tc.rel.NamesJobsBySLUID()}
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.rel, got, tc.want)
+		}
+	}
+}
