@@ -130,13 +130,13 @@ func (a *attack) lentJob(ctx context.Context, t *testing.T) string {
 		a.submit(ctx, t, "alice", "-p", "a100", "--gres=gpu:a100:1", "--requeue", "-t", "10", "--job-name=attack-lent", "--wrap", "sleep 600")
 	}
 	for {
-		rows, err := a.c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{"attack-lent"}})
+		rows, err := a.c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Names: []string{"attack-lent"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			if r.QOS == "borrow-proj-a" && r.State == "RUNNING" {
-				return r.ID
+			if r.QOS == "borrow-proj-a" && r.StateName() == "RUNNING" {
+				return r.PrintedID
 			}
 		}
 		select {

@@ -43,11 +43,14 @@ func (f *fakeFetcher) Nodes(context.Context) ([]slurm.Node, error) {
 	return nodes, err
 }
 
-func (f *fakeFetcher) Jobs(context.Context) ([]slurm.Job, error) {
+func (f *fakeFetcher) Queue(_ context.Context, r slurm.QueueRead) ([]slurm.Job, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return slurm.ParseJobs(slurmtest.Fixture(f.t, f.squeue))
+	if r.Fields != slurm.AllFields {
+		f.t.Fatalf("poolctl read the queue's fields %d, want squeue --json's", r.Fields)
+	}
+	return slurm.ParseQueue(slurmtest.Fixture(f.t, f.squeue), slurm.AllFields)
 }
 
 // readFixture reads one of the Slurm adapter's captures.

@@ -73,7 +73,7 @@ func statusCommand(env Env) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), exitProblems)
 			}
-			jobs, err := env.Fetcher.Jobs(c.Context)
+			jobs, err := env.Fetcher.Queue(c.Context, slurm.QueueRead{Fields: slurm.AllFields})
 			if err != nil {
 				return cli.Exit(err.Error(), exitProblems)
 			}

@@ -183,9 +183,15 @@ func TestArrayThrottleKeptWithASplitTask(t *testing.T) {
 	if out, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "update", "jobid="+task, "comment=split-off"); err != nil {
 		t.Fatalf("splitting task %s off: %v\n%s", task, err, out)
 	}
-	throttles, err := c.Slurm().ArrayThrottles(ctxFor(t, 10*time.Second), []string{"guar-proj-b"})
+	records, err := c.Slurm().Queue(ctxFor(t, 10*time.Second), slurm.QueueRead{Fields: slurm.ThrottleFields, QOS: []string{"guar-proj-b"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	throttles := map[uint32]int{}
+	for _, r := range records {
+		if r.ArrayThrottle > 0 {
+			throttles[r.ArrayJobID] = r.ArrayThrottle
+		}
 	}
 	t.Logf("squeue's throttle read with task %s split off: %v (array %s has no entry when the fold dropped its %%2)", task, throttles, arr)
 	id, _ := strconv.ParseUint(arr, 10, 32)
@@ -223,7 +229,7 @@ func arrayStates(t *testing.T, c *testbed.Cluster, arr string) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	jobs, err := c.Slurm().QueueJobs(ctx)
+	jobs, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SchedulingFields})
 	if err != nil {
 		t.Fatal(err)
 	}

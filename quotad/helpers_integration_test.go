@@ -28,13 +28,13 @@ func queue(t *testing.T, c *testbed.Cluster, ids []string) map[string]jobRow {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: ids, AllStates: true})
+	list, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: ids, AllStates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := map[string]jobRow{}
 	for _, r := range list {
-		rows[r.ID] = jobRow{r.ID, r.User, r.QOS, r.State, r.Reason}
+		rows[r.PrintedID] = jobRow{r.PrintedID, r.User, r.QOS, r.StateName(), r.StateReason}
 	}
 	return rows
 }

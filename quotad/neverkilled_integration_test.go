@@ -127,7 +127,7 @@ func drainAtEnd(t *testing.T, c *testbed.Cluster, ids *[]string) {
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: *ids})
+			rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: *ids})
 			cancel()
 			if err == nil && len(rows) == 0 {
 				return
@@ -143,7 +143,7 @@ func jobNamed(t *testing.T, c *testbed.Cluster, name string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{name}})
+	rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Names: []string{name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func jobNamed(t *testing.T, c *testbed.Cluster, name string) string {
 	if len(rows) == 0 {
 		return ""
 	}
-	return rows[0].ID
+	return rows[0].PrintedID
 }
 
 // The first report: bob's 4 guaranteed a100 are busy and he asks salloc for 4 more on one

@@ -45,7 +45,7 @@ func addSubAccount(t *testing.T, c *testbed.Cluster, name, parent, user string, 
 		defer cancel()
 		// sacctmgr refuses to delete an association with jobs still known to slurmctld.
 		for ctx.Err() == nil {
-			rows, _ := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Users: []string{user}})
+			rows, _ := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Users: []string{user}})
 			if len(rows) == 0 {
 				break
 			}

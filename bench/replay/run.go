@@ -206,12 +206,12 @@ func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Repo
 }
 
 // usersQueue is the testbed's users' jobs that are queued or running.
-func (r *Runner) usersQueue(ctx context.Context) ([]slurm.QueueRow, error) {
+func (r *Runner) usersQueue(ctx context.Context) ([]slurm.Job, error) {
 	users, err := testbed.Users()
 	if err != nil {
 		return nil, err
 	}
-	return r.Cluster.Slurm().QueueRows(ctx, slurm.QueueFilter{Users: slices.Sorted(maps.Keys(users))})
+	return r.Cluster.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Users: slices.Sorted(maps.Keys(users))})
 }
 
 func (r *Runner) checkIdle(ctx context.Context) error {
@@ -220,7 +220,7 @@ func (r *Runner) checkIdle(ctx context.Context) error {
 		return err
 	}
 	if len(rows) > 0 {
-		return fmt.Errorf("the testbed's users have %d jobs queued or running (%s...): a replay needs the GPUs to itself", len(rows), rows[0].ID)
+		return fmt.Errorf("the testbed's users have %d jobs queued or running (%s...): a replay needs the GPUs to itself", len(rows), rows[0].PrintedID)
 	}
 	return nil
 }
@@ -386,7 +386,7 @@ func (r *Runner) waitDone(ctx context.Context, subs []Submitted) error {
 		if err == nil {
 			left := 0
 			for _, row := range rows {
-				if want[row.ID] {
+				if want[row.PrintedID] {
 					left++
 				}
 			}

@@ -15,14 +15,14 @@ import (
 // tests replay captured output instead of a cluster.
 type Fetcher interface {
 	Nodes(ctx context.Context) ([]Node, error)
-	Jobs(ctx context.Context) ([]Job, error)
+	Queue(ctx context.Context, r QueueRead) ([]Job, error)
 }
 
 // Client is the Slurm adapter: every Slurm command slurmbridge runs (squeue, sinfo, scontrol,
 // sacctmgr, sacct, sbatch, scancel) is one of its methods, which also parses what the command
 // prints, so no caller builds a command line or reads Slurm's text. Commands go through Runner,
 // so tests replay captured output. It is also the Fetcher: jobs come from
-// `squeue --json` on every release; nodes from `sinfo --json` on 22.05 and from `scontrol show
+// squeue (Queue); nodes from `sinfo --json` on 22.05 and from `scontrol show
 // nodes --json` later, so Nodes needs the release: Release when set, else learned from `sinfo
 // --version` (once per NewClient, on each call for a bare Client{Runner: r}).
 type Client struct {
@@ -95,13 +95,6 @@ func (f Client) Nodes(ctx context.Context) ([]Node, error) {
 	return fetch(ctx, f.Runner, ParseNodes, "sinfo", "--json")
 }
 
-// Jobs runs `squeue --json`. Slurm 22.05 ignores squeue's filters (-t, -p, -u) with --json and
-// returns every job slurmctld still holds, finished ones included (for MinJobAge); callers
-// filter by state.
-func (f Client) Jobs(ctx context.Context) ([]Job, error) {
-	return fetch(ctx, wholeTaskLists(f.Runner), ParseJobs, "squeue", "--json")
-}
-
 // wholeTaskLists runs squeue with SLURM_BITSTR_LEN=0, where the runner can set it: libslurm
 // otherwise cuts a pending array's task list at 64 characters ("0-4,6-9,...") and the tasks
 // behind the cut could not be counted (ParseTaskIDs refuses such a list).
@@ -129,23 +122,6 @@ type envEdited struct {
 
 func (r envEdited) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return r.RunEnv(ctx, r.edit, name, args...)
-}
-
-// Queue is one `squeue --json` read twice: the jobs and their extra fields, of one moment.
-func (f Client) Queue(ctx context.Context) ([]Job, map[uint32]JobExtra, error) {
-	var extras map[uint32]JobExtra
-	jobs, err := fetch(ctx, wholeTaskLists(f.Runner), func(out []byte) ([]Job, error) {
-		jobs, err := ParseJobs(out)
-		if err != nil {
-			return nil, err
-		}
-		extras, err = ParseJobExtras(out)
-		return jobs, err
-	}, "squeue", "--json")
-	if err != nil {
-		return nil, nil, err
-	}
-	return jobs, extras, nil
 }
 
 func fetch[T any](ctx context.Context, r Runner, parse func([]byte) ([]T, error), name string, args ...string) ([]T, error) {

@@ -62,7 +62,7 @@ func TestCommandFetcherRunsSinfoAndSqueueWithJSON(t *testing.T) {
 	if err != nil || len(nodes) != 7 {
 		t.Fatalf("Nodes: %d nodes, %v; want 7", len(nodes), err)
 	}
-	jobs, err := f.Jobs(context.Background())
+	jobs, err := f.Queue(context.Background(), QueueRead{Fields: AllFields})
 	if err != nil || len(jobs) != 5 {
 		t.Fatalf("Jobs: %d jobs, %v; want 5", len(jobs), err)
 	}
@@ -88,7 +88,7 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "sinfo --json") || !strings.Contains(msg, "Unspecified error") {
 		t.Fatalf("Nodes error %q does not name the command and Slurm's message", msg)
 	}
-	jobs, err := f.Jobs(context.Background())
+	jobs, err := f.Queue(context.Background(), QueueRead{Fields: AllFields})
 	if !errors.As(err, &respErr) || jobs != nil {
 		t.Fatalf("Jobs: got %v, %v; want a ResponseError and no jobs", jobs, err)
 	}
@@ -100,7 +100,7 @@ func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 func TestFailedCommandKeepsBothItsErrorAndSlurms(t *testing.T) {
 	cmdErr := &CommandError{Command: "squeue --json", ExitCode: 1, Err: errors.New("exit status 1")}
 	r := &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{"squeue --json": fixture(t, "squeue-22.05-slurmctld-unreachable.json")}}
-	_, err := Client{Runner: r}.Jobs(context.Background())
+	_, err := Client{Runner: r}.Queue(context.Background(), QueueRead{Fields: AllFields})
 	var got *CommandError
 	if !errors.As(err, &got) || !strings.Contains(err.Error(), "Failed while looking for jobs") {
 		t.Fatalf("got %v; want Slurm's message wrapping the CommandError", err)
@@ -145,10 +145,10 @@ func TestParseRejectsAnswersWithoutData(t *testing.T) {
 }
 
 func parseNodesErr(b []byte) error { _, err := ParseNodes(b); return err }
-func parseJobsErr(b []byte) error  { _, err := ParseJobs(b); return err }
+func parseJobsErr(b []byte) error  { _, err := ParseQueue(b, AllFields); return err }
 
-func TestParseJobsReadsEveryField(t *testing.T) {
-	jobs, err := ParseJobs(fixture(t, "squeue-22.05-testbed-mixed.json"))
+func TestParseJSONReadsEveryField(t *testing.T) {
+	jobs, err := ParseQueue(fixture(t, "squeue-22.05-testbed-mixed.json"), AllFields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestParseJobsReadsEveryField(t *testing.T) {
 		t.Fatalf("completed job counted: %+v", done)
 	}
 
-	held, err := ParseJobs(fixture(t, "squeue-22.05-testbed-held.json"))
+	held, err := ParseQueue(fixture(t, "squeue-22.05-testbed-held.json"), AllFields)
 	if err != nil || len(held) != 2 {
 		t.Fatalf("held fixture: %d jobs, %v", len(held), err)
 	}

@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -88,10 +89,26 @@ func TestClientCommandLines(t *testing.T) {
 			_, err := c.SacctJobs(context.Background(), SacctFilter{AllUsers: true, Duplicates: true, Since: since, Names: []string{"a", "b"}}, "JobIDRaw", "JobName")
 			return err
 		}, []string{"sacct -a -D -X -n -P -S 2025-03-04T05:06:07 --name a,b -o JobIDRaw,JobName"}},
-		{"queue rows", "", func(c Client) error {
-			_, err := c.QueueRows(context.Background(), QueueFilter{JobIDs: []string{"5"}, Names: []string{"w"}, Users: []string{"alice", "bob"}, AllStates: true})
+		{"queue summary", "", func(c Client) error {
+			_, err := c.Queue(context.Background(), QueueRead{Fields: SummaryFields, JobIDs: []string{"5"}, Names: []string{"w"}, Users: []string{"alice", "bob"}, AllStates: true})
 			return err
-		}, []string{"squeue -h -t all -j 5 -n w -u alice,bob -o %i|%u|%q|%T|%r|%P|%N|%j"}},
+		}, []string{"squeue --noheader --states=all --jobs=5 --name=w --user=alice,bob --Format=JobId:0\x1f,JobArrayID:0\x1f,UserName:0\x1f,Account:0\x1f,QOS:0\x1f,Partition:0\x1f,State:0\x1f,Reason:0\x1f,NodeList:0\x1f,Name:0"}},
+		{"queue throttles", "", func(c Client) error {
+			_, err := c.Queue(context.Background(), QueueRead{Fields: ThrottleFields, QOS: []string{"guar-proj-a"}})
+			return err
+		}, []string{"squeue --all --noheader --states=PENDING --qos=guar-proj-a --Format=ArrayJobId:0\x1f,ArrayTaskId:0"}},
+		{"queue throttles of no QOS", "", func(c Client) error {
+			_, err := c.Queue(context.Background(), QueueRead{Fields: ThrottleFields})
+			return err
+		}, nil},
+		{"queue names of no QOS", "", func(c Client) error {
+			_, err := c.Queue(context.Background(), QueueRead{Fields: NameFields})
+			return err
+		}, nil},
+		{"queue as JSON", "{\"jobs\": []}", func(c Client) error {
+			_, err := c.Queue(context.Background(), QueueRead{Fields: AllFields})
+			return err
+		}, []string{"squeue --json"}},
 		{"cancel", "", func(c Client) error { return c.Cancel(context.Background(), 5, 6) }, []string{"scancel 5 6"}},
 		{"cancel nothing", "", func(c Client) error { return c.Cancel(context.Background()) }, nil},
 		{"cancel by name", "", func(c Client) error { return c.CancelNamed(context.Background(), "a", "b") }, []string{"scancel --name=a,b"}},
@@ -108,11 +125,11 @@ func TestClientCommandLines(t *testing.T) {
 			return c.AllocateNoShell(context.Background(), SubmitOptions{JobName: "b", Partition: "bench", Tasks: 1, MemMB: 1, TimeMinutes: 60, Output: "/dev/null"})
 		}, []string{"salloc --no-shell --job-name=b --partition=bench --ntasks=1 --mem=1M --time=60"}},
 		{"queue output", "", func(c Client) error { _, err := c.QueueOutput(context.Background(), QueueVariant{}); return err },
-			[]string{"squeue " + strings.Join(QueueArgs(), " ")}},
+			[]string{"squeue " + strings.Join(QueueArgs(QueueRead{}), " ")}},
 		{"queue output per record", "", func(c Client) error {
 			_, err := c.QueueOutput(context.Background(), QueueVariant{PerRecord: true, LocalTime: true})
 			return err
-		}, []string{"squeue --all --noheader --Format=" + QueueFormat()}},
+		}, []string{"squeue --all --noheader --Format=" + textFormats[SchedulingFields].spec()}},
 		{"submit", "77\n", func(c Client) error {
 			_, err := c.SubmitBatch(context.Background(), SubmitOptions{Output: "/dev/null", Args: []string{"-p", "cpu", "job.sh"}}, nil)
 			return err
@@ -222,21 +239,22 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-func TestParseQueueRows(t *testing.T) {
-	out := "12|alice|guar-proj-a|RUNNING|None|a100|a100-1|train\n" +
-		"13_2|bob|borrow|PENDING|Priority|a100,v100||name|with|pipes\n\n"
-	rows, err := ParseQueueRows([]byte(out))
+func TestParseQueueSummary(t *testing.T) {
+	line := func(f ...string) string { return strings.Join(f, queueSep) + "\n" }
+	out := line("12", "12", "alice", "proj-a", "guar-proj-a", "a100", "RUNNING", "None", "a100-1", "train") +
+		line("15", "13_2", "bob", "proj-b", "borrow", "a100,v100", "PENDING", "Priority", "", "name"+queueSep+"with|pipes") + "\n"
+	jobs, err := ParseQueue([]byte(out), SummaryFields)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []QueueRow{
-		{ID: "12", User: "alice", QOS: "guar-proj-a", State: "RUNNING", Reason: "None", Partition: "a100", Nodes: "a100-1", Name: "train"},
-		{ID: "13_2", User: "bob", QOS: "borrow", State: "PENDING", Reason: "Priority", Partition: "a100,v100", Nodes: "", Name: "name|with|pipes"},
+	want := []Job{
+		{ID: 12, PrintedID: "12", User: "alice", Account: "proj-a", QOS: "guar-proj-a", Partition: "a100", State: "RUNNING", StateReason: "None", Nodes: "a100-1", Name: "train"},
+		{ID: 15, PrintedID: "13_2", User: "bob", Account: "proj-b", QOS: "borrow", Partition: "a100,v100", State: "PENDING", StateReason: "Priority", Nodes: "", Name: "name" + queueSep + "with|pipes"},
 	}
-	if !slices.Equal(rows, want) {
-		t.Errorf("rows = %+v", rows)
+	if !reflect.DeepEqual(jobs, want) {
+		t.Errorf("jobs = %+v", jobs)
 	}
-	if _, err := ParseQueueRows([]byte("12|alice\n")); err == nil {
+	if _, err := ParseQueue([]byte(line("12", "12", "alice")), SummaryFields); err == nil {
 		t.Error("a short line is no error")
 	}
 }

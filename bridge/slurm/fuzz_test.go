@@ -25,17 +25,17 @@ func addFixtures(f *testing.F, pattern string) {
 	}
 }
 
-func FuzzParseJobs(f *testing.F) {
+func FuzzParseJSON(f *testing.F) {
 	addFixtures(f, "squeue-*.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		jobs, err := ParseJobs(data)
+		jobs, err := ParseQueue(data, AllFields)
 		if err != nil {
 			if jobs != nil {
 				t.Fatalf("jobs and an error: %v", err)
 			}
 			return
 		}
-		again, _ := ParseJobs(data)
+		again, _ := ParseQueue(data, AllFields)
 		if !reflect.DeepEqual(jobs, again) {
 			t.Fatal("two reads differ")
 		}
@@ -105,16 +105,16 @@ func FuzzParseArrayThrottles(f *testing.F) {
 	f.Add([]byte("12\x1f[0-9%2]\n"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, out []byte) {
-		m, err := ParseArrayThrottles(out)
+		jobs, err := ParseQueue(out, ThrottleFields)
 		if err != nil {
-			if m != nil {
+			if jobs != nil {
 				t.Fatalf("throttles and an error: %v", err)
 			}
 			return
 		}
-		for id, n := range m {
-			if id == 0 || n <= 0 {
-				t.Fatalf("array %d throttle %d", id, n)
+		for _, j := range jobs {
+			if j.ArrayJobID == 0 || j.ArrayThrottle < 0 {
+				t.Fatalf("array %d throttle %d", j.ArrayJobID, j.ArrayThrottle)
 			}
 		}
 		for _, id := range []uint32{1, 12} {
@@ -125,19 +125,23 @@ func FuzzParseArrayThrottles(f *testing.F) {
 	})
 }
 
-func FuzzParseQueueRows(f *testing.F) {
-	f.Add([]byte("12_3|alice|normal|PENDING|Resources|a100|(null)|train|x\n13+0|bob|guar|RUNNING|None|a100|a100-1|n\n"))
+func FuzzParseQueueSummary(f *testing.F) {
+	f.Add([]byte("12\x1f12_3\x1falice\x1fproj-a\x1fnormal\x1fa100\x1fPENDING\x1fResources\x1f(null)\x1ftrain\x1fx\n" +
+		"13\x1f13+0\x1fbob\x1fproj-b\x1fguar\x1fa100\x1fRUNNING\x1fNone\x1fa100-1\x1fn\n"))
 	f.Fuzz(func(t *testing.T, out []byte) {
-		rows, err := ParseQueueRows(out)
+		jobs, err := ParseQueue(out, SummaryFields)
 		if err != nil {
-			if rows != nil {
-				t.Fatalf("rows and an error: %v", err)
+			if jobs != nil {
+				t.Fatalf("jobs and an error: %v", err)
 			}
 			return
 		}
-		for _, r := range rows {
-			if strings.Contains(r.ID+r.User+r.QOS+r.State+r.Reason+r.Partition+r.Nodes, "|") || strings.Contains(r.Name, "\n") {
-				t.Fatalf("a field holds a separator: %+v", r)
+		for _, j := range jobs {
+			if strings.Contains(j.PrintedID+j.User+j.Account+j.QOS+j.StateName()+j.StateReason+j.Partition+j.Nodes, queueSep) || strings.Contains(j.Name, "\n") {
+				t.Fatalf("a field holds a separator: %+v", j)
+			}
+			if j.ID == 0 || j.PrintedID == "" {
+				t.Fatalf("a job without its ids: %+v", j)
 			}
 		}
 	})
@@ -146,24 +150,29 @@ func FuzzParseQueueRows(f *testing.F) {
 func FuzzParseJobNames(f *testing.F) {
 	f.Add([]byte("12\x1felastic-worker-of-7\n13\x1fx\x1fy\n"))
 	f.Fuzz(func(t *testing.T, out []byte) {
-		for id, name := range ParseJobNames(out) {
-			if id == 0 || strings.Contains(name, "\n") {
-				t.Fatalf("job %d named %q", id, name)
+		jobs, err := ParseQueue(out, NameFields)
+		if err != nil {
+			t.Fatalf("the names read skips what it cannot read, yet: %v", err)
+		}
+		for _, j := range jobs {
+			if j.ID == 0 || strings.Contains(j.Name, "\n") {
+				t.Fatalf("job %d named %q", j.ID, j.Name)
 			}
 		}
 	})
 }
 
-func FuzzParseJobExtras(f *testing.F) {
+// FuzzParseJSONExtraFields seeds squeue --json with the fields only the JSON read has.
+func FuzzParseJSONExtraFields(f *testing.F) {
 	// The small capture only: seeded with the 80 KB ones too, the fuzzer stalled after a few
-	// executions (10 s at 0/s, seen on Go's engine, not in ParseJobExtras, which reads each
-	// seed in well under a millisecond).
+	// executions (10 s at 0/s, seen on Go's engine, not in the parse, which reads each seed in
+	// well under a millisecond).
 	addFixtures(f, "squeue-22.05-testbed-mixed.json")
 	f.Add([]byte(`{"jobs":[{"job_id":7,"user_id":1001,"time_limit":{"set":true,"infinite":false,"number":60},"gres_detail":["gpu:a100:2(IDX:0,2-3)"],"tasks":2,"restart_cnt":1}],"errors":[]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := ParseJobExtras(data)
-		if err != nil && m != nil {
-			t.Fatalf("extras and an error: %v", err)
+		jobs, err := ParseQueue(data, AllFields)
+		if err != nil && jobs != nil {
+			t.Fatalf("jobs and an error: %v", err)
 		}
 	})
 }

@@ -14,8 +14,8 @@ import (
 func TestQueueArgsAreTheCapturedOnes(t *testing.T) {
 	for _, rel := range releases {
 		captured := strings.Split(strings.TrimSuffix(string(fixture(t, "squeue-"+rel.name+"-mixed.args")), "\n"), "\n")
-		if !slices.Equal(captured, QueueArgs()) {
-			t.Errorf("%s: capture.sh ran squeue %q, QueueArgs is %q", rel.name, captured, QueueArgs())
+		if !slices.Equal(captured, QueueArgs(QueueRead{})) {
+			t.Errorf("%s: capture.sh ran squeue %q, QueueArgs is %q", rel.name, captured, QueueArgs(QueueRead{}))
 		}
 	}
 }
@@ -24,11 +24,11 @@ func TestQueueArgsAreTheCapturedOnes(t *testing.T) {
 func TestParseQueueAgreesWithJSON(t *testing.T) {
 	for _, rel := range releases {
 		t.Run(rel.name, func(t *testing.T) {
-			text, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-mixed.txt"))
+			text, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-mixed.txt"), SchedulingFields)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fromJSON, err := ParseJobs(fixture(t, "squeue-"+rel.name+"-mixed.json"))
+			fromJSON, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-mixed.json"), AllFields)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,6 +48,8 @@ func TestParseQueueAgreesWithJSON(t *testing.T) {
 				// Fields the JSON reader does not fill, and the TRES the text prints as one.
 				w := want
 				w.ArrayJobID, w.ArrayTasks = got.ArrayJobID, got.ArrayTasks
+				w.Name, w.UserID, w.GroupID, w.BatchHost, w.WorkDir, w.GresDetail = "", 0, 0, "", "", nil
+				w.TimeLimit, w.StdOut, w.Tasks, w.Features, w.Restarts = 0, "", 0, "", 0
 				if got.Pending() {
 					w.TRESAlloc = got.TRESAlloc
 				} else {
@@ -81,7 +83,7 @@ func TestParseQueueAgreesWithJSON(t *testing.T) {
 // of its own, in the same array.
 func TestParseQueueArrays(t *testing.T) {
 	for _, rel := range releases {
-		jobs, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-array-updated.txt"))
+		jobs, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-array-updated.txt"), SchedulingFields)
 		if err != nil {
 			t.Fatalf("%s: %v", rel.name, err)
 		}
@@ -106,7 +108,7 @@ func TestParseQueueArrays(t *testing.T) {
 // their QOS: that output is refused, with its line.
 func TestParseQueueRefusesFoldedArrays(t *testing.T) {
 	for _, rel := range releases {
-		_, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-array-folded.txt"))
+		_, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-array-folded.txt"), SchedulingFields)
 		var qe *QueueError
 		if !errors.As(err, &qe) || qe.Line != 4 || !strings.Contains(err.Error(), "without --array") {
 			t.Errorf("%s: err = %v, want line 4 refused as a task range", rel.name, err)
@@ -138,7 +140,7 @@ func TestParseQueueLines(t *testing.T) {
 		{"no final newline", queueLine(goodLine("5", "5", "N/A")...), "", 0},
 		{"a separator in the reason stays in it", queueLine(append(goodLine("5", "5", "N/A"), "more")...), "", 0},
 		{"a field short", strings.TrimSuffix(queueLine(goodLine("5", "5", "N/A")...), queueSep+"QOSGrpGRES"), "20 fields, want 21", 1},
-		{"a header line", strings.Join(queueFields, queueSep), `"JobId" is not a job id`, 1},
+		{"a header line", strings.Join(textFormats[SchedulingFields].names(), queueSep), `"JobId" is not a job id`, 1},
 		{"unknown state", with(7, "WAITING"), `unknown state "WAITING"`, 1},
 		{"requeue not 0/1", with(9, "yes"), `Requeue "yes"`, 1},
 		{"batch flag", with(8, ""), `BatchFlag ""`, 1},
@@ -165,7 +167,7 @@ func TestParseQueueLines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			jobs, err := ParseQueue([]byte(tt.out))
+			jobs, err := ParseQueue([]byte(tt.out), SchedulingFields)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -186,17 +188,17 @@ func TestParseQueueLines(t *testing.T) {
 	for _, task := range []string{"3", "4", "9"} {
 		lines = append(lines, queueLine(goodLine("7", "7", task)...))
 	}
-	jobs, err := ParseQueue([]byte(strings.Join(lines, "\n") + "\n" + queueLine(goodLine("8", "8", "N/A")...)))
+	jobs, err := ParseQueue([]byte(strings.Join(lines, "\n")+"\n"+queueLine(goodLine("8", "8", "N/A")...)), SchedulingFields)
 	if err != nil || len(jobs) != 2 || !reflect.DeepEqual(jobs[0].ArrayTasks, []uint32{3, 4, 9}) || jobs[0].TaskCount() != 3 || jobs[1].ID != 8 {
 		t.Fatalf("array record folded to %+v, %v", jobs, err)
 	}
-	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
+	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)), SchedulingFields)
 	if err != nil || jobs[0].StateReason != "QOSGrpGRES"+queueSep+"more" {
 		t.Errorf("reason = %q, %v", jobs[0].StateReason, err)
 	}
 	// A TRES string we cannot read is the job's problem, not the queue's: one user's job must
 	// not blind quotad to every other job.
-	jobs, err = ParseQueue([]byte(queueLine(goodLine("4", "4", "N/A")...) + "\n" + with(19, "gres/gpu,license/x y=1") + "\n" + queueLine(goodLine("6", "6", "N/A")...)))
+	jobs, err = ParseQueue([]byte(queueLine(goodLine("4", "4", "N/A")...)+"\n"+with(19, "gres/gpu,license/x y=1")+"\n"+queueLine(goodLine("6", "6", "N/A")...)), SchedulingFields)
 	if err != nil || len(jobs) != 3 || jobs[0].Unreadable != "" || jobs[2].Unreadable != "" {
 		t.Fatalf("a bad TRES: %+v, %v; want 3 jobs", jobs, err)
 	}
@@ -204,7 +206,7 @@ func TestParseQueueLines(t *testing.T) {
 		!strings.Contains(bad.Unreadable, `tres-alloc: TRES: bad token "gres/gpu": want NAME=VALUE`) {
 		t.Errorf("job with a bad TRES = %+v", bad)
 	}
-	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)))
+	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)), SchedulingFields)
 	j := jobs[0]
 	if j.ID != 5 || j.User != "bob" || !j.Pending() || !j.Batch || !j.Requeue || j.Priority != 100 || j.Submit.Unix() != 1795473003 ||
 		!j.Start.IsZero() || j.TRESReq.GPUs("a100") != 1 || j.TRESAlloc != nil || j.TaskCount() != 1 {
@@ -223,11 +225,11 @@ func (r *envRunner) RunEnv(ctx context.Context, edit func([]string) []string, na
 	return r.Run(ctx, name, args...)
 }
 
-func TestQueueJobsRunsWithoutSqueueFilters(t *testing.T) {
+func TestSchedulingReadRunsWithoutSqueueFilters(t *testing.T) {
 	r := &envRunner{replayRunner: replayRunner{t: t, outputs: map[string][]byte{
-		"squeue " + strings.Join(QueueArgs(), " "): fixture(t, "squeue-24.11-mixed.txt"),
+		"squeue " + strings.Join(QueueArgs(QueueRead{}), " "): fixture(t, "squeue-24.11-mixed.txt"),
 	}}}
-	jobs, err := Client{Runner: r}.QueueJobs(context.Background())
+	jobs, err := Client{Runner: r}.Queue(context.Background(), QueueRead{})
 	if err != nil || len(jobs) != 9 {
 		t.Fatalf("%d jobs, %v", len(jobs), err)
 	}
@@ -240,7 +242,7 @@ func TestQueueJobsRunsWithoutSqueueFilters(t *testing.T) {
 // The benchmark's variant without TZ runs with the fast read's environment less TZ alone.
 func TestQueueOutputInLocalTime(t *testing.T) {
 	out := []byte("1|x\n")
-	r := &envRunner{replayRunner: replayRunner{t: t, outputs: map[string][]byte{"squeue " + strings.Join(QueueArgs(), " "): out}}}
+	r := &envRunner{replayRunner: replayRunner{t: t, outputs: map[string][]byte{"squeue " + strings.Join(QueueArgs(QueueRead{}), " "): out}}}
 	got, err := Client{Runner: r}.QueueOutput(context.Background(), QueueVariant{LocalTime: true})
 	if err != nil || string(got) != string(out) {
 		t.Fatalf("output %q, %v", got, err)
@@ -304,7 +306,7 @@ func FuzzParseQueue(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, out []byte) {
-		jobs, err := ParseQueue(out)
+		jobs, err := ParseQueue(out, SchedulingFields)
 		if err != nil {
 			var qe *QueueError
 			if !errors.As(err, &qe) || qe.Line < 1 {
@@ -350,10 +352,38 @@ func BenchmarkParseQueue(b *testing.B) {
 	out := []byte(sb.String())
 	b.SetBytes(int64(len(out)))
 	for b.Loop() {
-		if _, err := ParseQueue(out); err != nil {
+		if _, err := ParseQueue(out, SchedulingFields); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// throttlesOf reads the output of a ThrottleFields read into throttles by array.
+func throttlesOf(out []byte) (map[uint32]int, error) {
+	jobs, err := ParseQueue(out, ThrottleFields)
+	if err != nil {
+		return nil, err
+	}
+	throttles := map[uint32]int{}
+	for _, j := range jobs {
+		if j.ArrayThrottle > 0 {
+			throttles[j.ArrayJobID] = j.ArrayThrottle
+		}
+	}
+	return throttles, nil
+}
+
+// namesOf reads the output of a NameFields read into names by job id.
+func namesOf(out []byte) map[uint32]string {
+	jobs, err := ParseQueue(out, NameFields)
+	if err != nil {
+		panic(err) // the names read skips what it cannot read
+	}
+	names := map[uint32]string{}
+	for _, j := range jobs {
+		names[j.ID] = j.Name
+	}
+	return names
 }
 
 func TestParseArrayThrottles(t *testing.T) {
@@ -366,12 +396,12 @@ func TestParseArrayThrottles(t *testing.T) {
 		{"nothing pending", "", map[uint32]int{}, ""},
 		{"records without a throttle", "12\x1fN/A\n13\x1f0-9\n", map[uint32]int{}, ""},
 		{"a throttle after a task list cut short", "13\x1f0-9\n20\x1f0,2,4,6,8,10,12,14,16,18,2...%4\n21\x1f3-7%2\n", map[uint32]int{20: 4, 21: 2}, ""},
-		{"a one-field line", "20\n", nil, "want ArrayJobId and ArrayTaskId"},
+		{"a one-field line", "20\n", nil, "1 fields, want 2: ArrayJobId ArrayTaskId"},
 		{"a throttle that is no number", "20\x1f0-9%x\n", nil, `array throttle "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseArrayThrottles([]byte(tt.out))
+			got, err := throttlesOf([]byte(tt.out))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -387,7 +417,7 @@ func TestParseArrayThrottles(t *testing.T) {
 
 // The throttle read asks squeue for pending records of the given QOS only, one line a record.
 func TestArrayThrottleArgs(t *testing.T) {
-	args := ArrayThrottleArgs([]string{"guar-proj-a", "guar-proj-b"})
+	args := QueueArgs(QueueRead{Fields: ThrottleFields, QOS: []string{"guar-proj-a", "guar-proj-b"}})
 	if !slices.Contains(args, "--qos=guar-proj-a,guar-proj-b") || !slices.Contains(args, "--states=PENDING") || slices.Contains(args, "--array") {
 		t.Errorf("args = %q", args)
 	}
@@ -428,10 +458,10 @@ func TestParseArrayTaskThrottle(t *testing.T) {
 func TestParseJobNames(t *testing.T) {
 	out := "12\x1felastic-worker-7\n13\x1fa\x1fb|c\n14\x1ftwo\nlines\n\n"
 	want := map[uint32]string{12: "elastic-worker-7", 13: "a\x1fb|c", 14: "two"}
-	if got := ParseJobNames([]byte(out)); !reflect.DeepEqual(got, want) {
+	if got := namesOf([]byte(out)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
-	if args := JobNameArgs([]string{"elastic-a", "elastic-b"}); !slices.Contains(args, "--qos=elastic-a,elastic-b") || args[len(args)-1] != "--Format=JobId:0\x1f,Name:0" {
+	if args := QueueArgs(QueueRead{Fields: NameFields, QOS: []string{"elastic-a", "elastic-b"}}); !slices.Contains(args, "--qos=elastic-a,elastic-b") || args[len(args)-1] != "--Format=JobId:0\x1f,Name:0" {
 		t.Fatalf("args %q", args)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,7 +94,7 @@ var wantGPUs = map[uint32]struct {
 func TestEveryReleaseDecodesTheSameQueue(t *testing.T) {
 	for _, rel := range releases {
 		t.Run(rel.name, func(t *testing.T) {
-			jobs, extras, err := NewClient(replayRelease(t, rel.name, "busy")).Queue(context.Background())
+			jobs, err := NewClient(replayRelease(t, rel.name, "busy")).Queue(context.Background(), QueueRead{Fields: AllFields})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +119,7 @@ func TestEveryReleaseDecodesTheSameQueue(t *testing.T) {
 					t.Errorf("job %d: tres_req %v tres_alloc %v", id, j.TRESReq, j.TRESAlloc)
 				}
 
-				x := extras[id]
+				x := got[id]
 				if x.ID != id || x.UserID == 0 || x.UserID != x.GroupID || x.WorkDir != "/tmp" || filepath.Dir(x.StdOut) != "/tmp" {
 					t.Errorf("job %d extras %+v", id, x)
 				}
@@ -146,7 +147,7 @@ func TestEveryReleaseDecodesTheSameQueue(t *testing.T) {
 					t.Errorf("job %d GPU request %+v, %v; want %v", id, req, err, want)
 				}
 				var idx []int
-				for _, d := range extras[id].GresDetail {
+				for _, d := range j.GresDetail {
 					i, err := GPUIndices(d)
 					if err != nil {
 						t.Fatal(err)
@@ -154,7 +155,7 @@ func TestEveryReleaseDecodesTheSameQueue(t *testing.T) {
 					idx = append(idx, i...)
 				}
 				if !slices.Equal(idx, want.idx) {
-					t.Errorf("job %d GPU indices %v (gres_detail %q), want %v", id, idx, extras[id].GresDetail, want.idx)
+					t.Errorf("job %d GPU indices %v (gres_detail %q), want %v", id, idx, j.GresDetail, want.idx)
 				}
 			}
 		})
@@ -208,7 +209,7 @@ func TestEveryReleaseDecodesTheSameNodes(t *testing.T) {
 
 func TestEveryReleaseDecodesAnEmptyQueue(t *testing.T) {
 	for _, rel := range releases {
-		jobs, err := ParseJobs(fixture(t, "squeue-"+rel.name+"-idle.json"))
+		jobs, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-idle.json"), AllFields)
 		if err != nil || jobs == nil || len(jobs) != 0 {
 			t.Errorf("%s: %v, %v; want an empty, non-nil list", rel.name, jobs, err)
 		}
@@ -250,7 +251,7 @@ func TestJobStateArraysReadAs22Names(t *testing.T) {
 		{`["SUSPENDED"]`, "SUSPENDED", nil, "SUSPENDED", false, false},
 		{`["CANCELLED"]`, "CANCELLED", nil, "CANCELLED", false, false},
 	} {
-		jobs, err := ParseJobs([]byte(`{"jobs": [{"job_id": 1, "requeue": true, "batch_flag": true, "job_state": ` + tc.state + `}]}`))
+		jobs, err := ParseQueue([]byte(`{"jobs": [{"job_id": 1, "requeue": true, "batch_flag": true, "job_state": `+tc.state+`}]}`), AllFields)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.state, err)
 		}
@@ -301,7 +302,7 @@ func TestEveryReleaseReadsBatchFlagAndEffectiveRequeue(t *testing.T) {
 		"requeue-on-jr0":      {true, true},  // --requeue under JobRequeue=0
 	}
 	for _, rel := range releases {
-		jobs, err := ParseJobs(fixture(t, "squeue-"+rel.name+"-requeue.json"))
+		jobs, err := ParseQueue(fixture(t, "squeue-"+rel.name+"-requeue.json"), AllFields)
 		if err != nil {
 			t.Fatalf("%s: %v", rel.name, err)
 		}
@@ -322,7 +323,8 @@ func TestEveryReleaseReadsBatchFlagAndEffectiveRequeue(t *testing.T) {
 	}
 }
 
-// jobNames reads the job names of a release's requeue capture, which Job does not carry.
+// jobNames reads the job names of a release's requeue capture straight from its JSON, apart
+// from the reader under test.
 func jobNames(t *testing.T, rel string) map[uint32]string {
 	t.Helper()
 	var resp struct {
@@ -339,4 +341,25 @@ func jobNames(t *testing.T, rel string) map[uint32]string {
 		names[j.ID] = j.Name
 	}
 	return names
+}
+
+// Every capture names the release that printed it, so that a fixture of one release is never
+// read as another's.
+func TestEveryFixtureNamesItsRelease(t *testing.T) {
+	entries, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue // capture scripts and fuzz corpora
+		}
+		named := false
+		for _, rel := range releases {
+			named = named || strings.Contains(e.Name(), "-"+rel.name+"-") || strings.Contains(e.Name(), "-"+rel.name+".")
+		}
+		if !named {
+			t.Errorf("testdata/%s names none of the releases", e.Name())
+		}
+	}
 }

@@ -39,13 +39,13 @@ func TestDemoShowsEveryCapability(t *testing.T) {
 	if took > demoLimit {
 		t.Errorf("the demo took %s, over %s", took.Round(time.Second), demoLimit)
 	}
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{})
+	rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, row := range rows {
 		if strings.HasPrefix(row.Name, "demo-") || strings.HasPrefix(row.Name, "elastic-worker-") {
-			t.Errorf("the demo left job %s (%s, %s) behind", row.ID, row.Name, row.State)
+			t.Errorf("the demo left job %s (%s, %s) behind", row.PrintedID, row.Name, row.StateName())
 		}
 	}
 }

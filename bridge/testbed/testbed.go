@@ -217,17 +217,17 @@ func (c *Cluster) SubmitIn(ctx context.Context, username, dir string, args ...st
 }
 
 // row is the job's line of squeue (every state), or an error when slurmctld does not list it.
-func (c *Cluster) row(ctx context.Context, jobID string) (slurm.QueueRow, error) {
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: []string{jobID}, AllStates: true})
+func (c *Cluster) row(ctx context.Context, jobID string) (slurm.Job, error) {
+	rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: []string{jobID}, AllStates: true})
 	if err != nil {
-		return slurm.QueueRow{}, err
+		return slurm.Job{}, err
 	}
 	for _, r := range rows {
-		if r.ID == jobID {
+		if r.PrintedID == jobID {
 			return r, nil
 		}
 	}
-	return slurm.QueueRow{}, fmt.Errorf("job %s unknown to slurmctld", jobID)
+	return slurm.Job{}, fmt.Errorf("job %s unknown to slurmctld", jobID)
 }
 
 // Partition is the job's partition as slurmctld holds it: for a pending job routed to several
@@ -381,7 +381,7 @@ func (c *Cluster) Cancel(jobIDs ...string) {
 // RUNNING, COMPLETED.
 func (c *Cluster) JobState(ctx context.Context, jobID string) (string, error) {
 	r, err := c.row(ctx, jobID)
-	return r.State, err
+	return r.StateName(), err
 }
 
 // terminalStates end a job; waiting for anything else past one of them is pointless.

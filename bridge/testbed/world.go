@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 )
 
 // World is what an attack test records before the attack so that it can say afterwards that
@@ -99,7 +101,7 @@ func (c *Cluster) captureWorld(ctx context.Context, jobs, files []string) (World
 		return w, fmt.Errorf("sinfo listed no node:\n%s", out)
 	}
 	if len(jobs) > 0 {
-		all, err := c.Slurm().Jobs(ctx)
+		all, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields})
 		if err != nil {
 			return w, fmt.Errorf("squeue: %w", err)
 		}

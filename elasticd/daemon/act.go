@@ -100,7 +100,7 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap 
 	if err != nil {
 		return 0, err
 	}
-	extra := snap.extras[j.id]
+	extra := snap.jobs[j.id]
 	shape := d.shapeOf(j, main, extra)
 	gpus := strconv.Itoa(shape.gpus)
 	if t != "gpu" {
@@ -128,7 +128,7 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap 
 
 // timeLeft is the main job's remaining time limit in whole minutes (at least 1): a worker
 // never outlives its main job's limit. 0 when the main job has none.
-func (d *Daemon) timeLeft(main slurm.Job, extra slurm.JobExtra) uint32 {
+func (d *Daemon) timeLeft(main slurm.Job, extra slurm.Job) uint32 {
 	if extra.TimeLimit == 0 || main.Start.IsZero() {
 		return extra.TimeLimit
 	}
@@ -314,9 +314,8 @@ func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *snapshot,
 		uid, known = decl.UID, true
 	}
 	left := 0
-	for wid, extra := range snap.extras {
-		w := snap.jobs[wid]
-		if !known || extra.Name != name || extra.UserID != uid || !(w.Running() || w.Pending()) {
+	for wid, w := range snap.jobs {
+		if !known || w.Name != name || w.UserID != uid || !(w.Running() || w.Pending()) {
 			continue
 		}
 		left++

@@ -26,7 +26,7 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 	// being cancelled (the replay's, say) must be gone first.
 	drained := time.Now().Add(2 * time.Minute)
 	for {
-		jobs, err := c.Slurm().QueueJobs(context.Background())
+		jobs, err := c.Slurm().Queue(context.Background(), slurm.QueueRead{Fields: slurm.SchedulingFields})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 	}
 	for _, row := range rows {
 		if !rowRunning(row) || !strings.HasPrefix(row.QOS, "borrow-") && !strings.HasPrefix(row.QOS, "elastic-") {
-			t.Errorf("worker %s: %s in %s (%s); want running on borrowed GPUs", row.ID, row.State, row.QOS, row.Reason)
+			t.Errorf("worker %s: %s in %s (%s); want running on borrowed GPUs", row.PrintedID, row.StateName(), row.QOS, row.StateReason)
 		}
 	}
 	if len(rows) != 2 {
@@ -104,16 +104,16 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Cancel(probe)
-	var row slurm.QueueRow
-	for ctx.Err() == nil && !strings.HasPrefix(row.Reason, "AssocGrp") {
-		rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: []string{probe}})
+	var row slurm.Job
+	for ctx.Err() == nil && !strings.HasPrefix(row.StateReason, "AssocGrp") {
+		rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: []string{probe}})
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("squeue of job %s: %+v, %v", probe, rows, err)
 		}
 		if row = rows[0]; !rowPending(row) {
-			t.Fatalf("job %s: %s in %s; Slurm started what elasticd held back (the association limit does not hold it)", probe, row.State, row.QOS)
+			t.Fatalf("job %s: %s in %s; Slurm started what elasticd held back (the association limit does not hold it)", probe, row.StateName(), row.QOS)
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("alice's next GPU job %s pends in %s: %s", probe, row.QOS, row.Reason)
+	t.Logf("alice's next GPU job %s pends in %s: %s", probe, row.QOS, row.StateReason)
 }

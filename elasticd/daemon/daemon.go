@@ -122,9 +122,8 @@ func New(cfg Config, s Slurm, log zerolog.Logger, m *Metrics) *Daemon {
 
 // snapshot is one cycle's view of the queue.
 type snapshot struct {
-	jobs   map[uint32]slurm.Job
-	extras map[uint32]slurm.JobExtra
-	nodes  []slurm.Node
+	jobs  map[uint32]slurm.Job
+	nodes []slurm.Node
 	// qos is every QOS' GrpTRES by lower-case name; nil when they could not be read, and
 	// workers then run in their main job's QOS.
 	qos map[string]gpureq.TRES
@@ -163,7 +162,7 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 		// site's queue that read is the cycle's cost.
 		return nil
 	}
-	list, extras, err := d.slurm.Queue(ctx)
+	list, err := d.slurm.Queue(ctx)
 	if err != nil {
 		d.metrics.cycleErrors.Inc()
 		return fmt.Errorf("reading the queue: %w", err)
@@ -174,7 +173,7 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 		return fmt.Errorf("reading the nodes: %w", err)
 	}
 	d.notePlacement(list, nodes)
-	snap := snapshot{jobs: map[uint32]slurm.Job{}, extras: extras, nodes: nodes, qos: d.readQOS(ctx)}
+	snap := snapshot{jobs: map[uint32]slurm.Job{}, nodes: nodes, qos: d.readQOS(ctx)}
 	if len(ids) > 0 {
 		if snap.assocs, snap.assocErr = d.readAssociations(ctx); snap.assocErr != nil {
 			d.log.Warn().Err(snap.assocErr).Msg("cannot read the association limits; no worker is submitted this cycle")
@@ -265,7 +264,7 @@ func (d *Daemon) follow(ctx context.Context, id uint32, main slurm.Job, inQueue 
 		}
 		return nil
 	}
-	extra := snap.extras[id]
+	extra := snap.jobs[id]
 	if extra.UserID != decl.UID {
 		log.Warn().Uint32("declared_uid", decl.UID).Uint32("job_uid", extra.UserID).Msg("declaration does not belong to the job's owner; job left alone")
 		return nil

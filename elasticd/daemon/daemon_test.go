@@ -25,8 +25,10 @@ import (
 
 // fakeSlurm is a queue the test edits between cycles; it records every action.
 type fakeSlurm struct {
-	jobs      map[uint32]slurm.Job
-	extras    map[uint32]slurm.JobExtra
+	jobs map[uint32]slurm.Job
+	// extras are the fields only squeue --json gives (Name, UserID, ...), merged into the
+	// job of the same id by Queue; a job without one has them zero.
+	extras    map[uint32]slurm.Job
 	queueErr  error
 	onQueue   func() // runs while the queue is read, as events that happen meanwhile
 	nextID    uint32
@@ -42,18 +44,25 @@ type fakeSlurm struct {
 	script    string // the main job's batch script; "" a bare shebang
 }
 
-func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error) {
+func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, error) {
 	if f.queueErr != nil {
-		return nil, nil, f.queueErr
+		return nil, f.queueErr
 	}
 	if f.onQueue != nil {
 		f.onQueue()
 	}
 	var jobs []slurm.Job
 	for _, j := range f.jobs {
-		jobs = append(jobs, j)
+		jobs = append(jobs, withJSONFields(j, f.extras[j.ID]))
 	}
-	return jobs, f.extras, nil
+	return jobs, nil
+}
+
+// withJSONFields is j with the fields only squeue --json gives taken from x.
+func withJSONFields(j, x slurm.Job) slurm.Job {
+	j.Name, j.UserID, j.GroupID, j.BatchHost, j.WorkDir, j.GresDetail = x.Name, x.UserID, x.GroupID, x.BatchHost, x.WorkDir, x.GresDetail
+	j.TimeLimit, j.StdOut, j.Tasks, j.Features, j.Restarts = x.TimeLimit, x.StdOut, x.Tasks, x.Features, x.Restarts
+	return j
 }
 
 func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
@@ -104,7 +113,7 @@ func (f *fakeSlurm) Cancel(_ context.Context, id uint32) error {
 // run puts a job in the queue as running on a100-1.
 func (f *fakeSlurm) run(id uint32, name string, uid uint32, start time.Time) {
 	f.jobs[id] = slurm.Job{ID: id, User: "alice", Account: "proj-a", Partition: "a100", State: "RUNNING", NodeCount: 1, Nodes: "a100-1", Start: start}
-	f.extras[id] = slurm.JobExtra{ID: id, UserID: uid, Name: name, WorkDir: "/tmp", StdOut: "/tmp/out/main.out"}
+	f.extras[id] = slurm.Job{ID: id, UserID: uid, Name: name, WorkDir: "/tmp", StdOut: "/tmp/out/main.out"}
 }
 
 type harness struct {
@@ -129,7 +138,7 @@ func newHarnessValued(t *testing.T, min, max int, value float64) *harness {
 	t.Helper()
 	uid := uint32(os.Getuid())
 	h := &harness{t: t, dir: registry.Dir(t.TempDir()), uid: uid, now: time.Unix(1_800_000_000, 0),
-		slurm: &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.JobExtra{}, nextID: 200}}
+		slurm: &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.Job{}, nextID: 200}}
 	if err := os.MkdirAll(h.dir.ReportDir(mainID), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +264,7 @@ func TestUnreadableQueueDoesNothing(t *testing.T) {
 
 func TestJobWithoutDeclarationOrOfAnotherUserIsLeftAlone(t *testing.T) {
 	h := newHarness(t, 2, 4)
-	h.slurm.extras[mainID] = slurm.JobExtra{ID: mainID, UserID: h.uid + 1}
+	h.slurm.extras[mainID] = slurm.Job{ID: mainID, UserID: h.uid + 1}
 	h.cycle()
 	h.slurm.run(101, "plain", h.uid, h.now) // running, no directory
 	h.cycle()
@@ -623,7 +632,7 @@ func TestGrowthYieldsToWaitingJobs(t *testing.T) {
 // With no elastic job registered or followed, a cycle reads nothing of Slurm: on a site's
 // queue the whole-queue read is what a cycle costs.
 func TestIdleCycleReadsNoQueue(t *testing.T) {
-	f := &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.JobExtra{}, queueErr: errors.New("the queue was read")}
+	f := &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.Job{}, queueErr: errors.New("the queue was read")}
 	d := New(Config{Dir: registry.Dir(t.TempDir())}, f, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()))
 	if err := d.Cycle(context.Background()); err != nil {
 		t.Fatalf("an idle cycle: %v", err)

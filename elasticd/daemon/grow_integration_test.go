@@ -74,12 +74,12 @@ func TestShippedTorchrunExampleGrowsPastMin(t *testing.T) {
 	}
 	t.Logf("a world of more than MIN reported after %s", time.Since(start).Round(time.Second))
 	// Every worker asked for 4 typed GPUs on one node, requeueable, beside the main job.
-	jobs, extras, err := c.Slurm().Queue(ctx)
+	jobs, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range jobs {
-		if extras[j.ID].Name != WorkerName(main) {
+		if j.Name != WorkerName(main) {
 			continue
 		}
 		if !j.Requeue || !strings.Contains(j.TRESReq.String(), "gres/gpu=4") {
@@ -206,12 +206,12 @@ func TestBorrowedWorkerIsReclaimedAsAShrink(t *testing.T) {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)
 		}
-		jobs, extras, err := c.Slurm().Queue(ctx)
+		jobs, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range jobs {
-			if extras[j.ID].Name == WorkerName(main) && j.Running() {
+			if j.Name == WorkerName(main) && j.Running() {
 				worker = j
 			}
 		}
@@ -236,13 +236,13 @@ func TestBorrowedWorkerIsReclaimedAsAShrink(t *testing.T) {
 		t.Fatalf("bob's claim: %v", err)
 	}
 	// Requeued by the reclaim, then cancelled by elasticd: never killed by the preemption.
-	jobs, extras, err := c.Slurm().Queue(ctx)
+	jobs, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range jobs {
-		if j.ID == worker.ID && (j.Running() || extras[j.ID].Restarts == 0) {
-			t.Errorf("worker %d: %s, %d restarts; want requeued once and gone", j.ID, j.StateName(), extras[j.ID].Restarts)
+		if j.ID == worker.ID && (j.Running() || j.Restarts == 0) {
+			t.Errorf("worker %d: %s, %d restarts; want requeued once and gone", j.ID, j.StateName(), j.Restarts)
 		}
 	}
 	c.AssertNoneKilled(t, logFrom)
@@ -371,7 +371,7 @@ func bobRunning(ctx context.Context, t *testing.T, c *testbed.Cluster, bob []str
 	}
 	for _, row := range rows {
 		if !rowRunning(row) {
-			t.Fatalf("bob's borrower %s is %s (%s), want RUNNING: the claim took it, not the elastic worker", row.ID, row.State, row.Reason)
+			t.Fatalf("bob's borrower %s is %s (%s), want RUNNING: the claim took it, not the elastic worker", row.PrintedID, row.StateName(), row.StateReason)
 		}
 	}
 	if len(rows) != len(bob) {
@@ -389,12 +389,12 @@ func (r *elasticRun) runningWorker(ctx context.Context, t *testing.T, main uint3
 		if err := r.d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)
 		}
-		jobs, extras, err := r.c.Slurm().Queue(ctx)
+		jobs, err := r.c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range jobs {
-			if extras[j.ID].Name == WorkerName(main) && j.Running() {
+			if j.Name == WorkerName(main) && j.Running() {
 				return j
 			}
 		}

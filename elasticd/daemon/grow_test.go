@@ -74,15 +74,19 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	}
 	// With both workers there, the guarantee is full; of the borrowing limit (3) an elastic
 	// worker holds 1 and an ordinary borrower of proj-a waits for 1: 1 GPU is left.
-	snap := &snapshot{jobs: map[uint32]slurm.Job{}, extras: h.slurm.extras, qos: map[string]gpureq.TRES{
+	snap := &snapshot{jobs: map[uint32]slurm.Job{}, qos: map[string]gpureq.TRES{
 		"guar-proj-a": mustTRES(t, "gres/gpu:a100=4"), "borrow-proj-a": mustTRES(t, "gres/gpu:a100=3"), "elastic-proj-a": mustTRES(t, "gres/gpu:a100=3")}}
 	for id, j := range h.slurm.jobs {
-		snap.jobs[id] = j
+		snap.jobs[id] = withJSONFields(j, h.slurm.extras[id])
 	}
-	snap.jobs[201] = elastictest.QOSJob(201, "guar-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1"))
-	snap.jobs[202] = elastictest.QOSJob(202, "elastic-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1"))
-	snap.jobs[203] = elastictest.QOSJob(203, "borrow-proj-a", "PENDING", mustTRES(t, "gres/gpu:a100=1"))
-	snap.jobs[204] = elastictest.QOSJob(204, "borrow-proj-b", "RUNNING", mustTRES(t, "gres/gpu:a100=2"))
+	for id, j := range map[uint32]slurm.Job{
+		201: elastictest.QOSJob(201, "guar-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1")),
+		202: elastictest.QOSJob(202, "elastic-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1")),
+		203: elastictest.QOSJob(203, "borrow-proj-a", "PENDING", mustTRES(t, "gres/gpu:a100=1")),
+		204: elastictest.QOSJob(204, "borrow-proj-b", "RUNNING", mustTRES(t, "gres/gpu:a100=2")),
+	} {
+		snap.jobs[id] = withJSONFields(j, h.slurm.extras[id])
+	}
 	r := h.d.roomFor(main, snap, "a100")
 	if r.guar != 0 || r.borrowQOS != "elastic-proj-a" || r.borrow != 1 || r.workers(1) != 1 {
 		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow in elastic-proj-a", r, r.workers(1))
@@ -142,7 +146,7 @@ func TestRefusedWorkersHoldTheJob(t *testing.T) {
 func TestReclaimedWorkerIsCancelled(t *testing.T) {
 	h := newHarness(t, 1, 4)
 	h.slurm.jobs[300] = slurm.Job{ID: 300, User: "alice", Account: "proj-a", QOS: "borrow-proj-a", State: "PENDING", StateReason: "BeginTime"}
-	h.slurm.extras[300] = slurm.JobExtra{ID: 300, UserID: h.uid, Name: WorkerName(mainID), Restarts: 1}
+	h.slurm.extras[300] = slurm.Job{ID: 300, UserID: h.uid, Name: WorkerName(mainID), Restarts: 1}
 	h.cycle()
 	if !slices.Equal(h.slurm.cancel, []uint32{300}) {
 		t.Fatalf("cancelled %v, want the requeued worker 300", h.slurm.cancel)
@@ -162,7 +166,7 @@ func growWithThreeOfFourGuaranteedHeld(t *testing.T, h *harness) slurm.Job {
 	main.QOS, main.TRESAlloc = "guar-proj-a", mustTRES(t, "cpu=1,gres/gpu=1,gres/gpu:a100=1")
 	h.slurm.jobs[mainID] = main
 	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
-	h.slurm.extras[50] = slurm.JobExtra{ID: 50, Name: "other"}
+	h.slurm.extras[50] = slurm.Job{ID: 50, Name: "other"}
 	h.cycle()
 	return main
 }
@@ -185,7 +189,7 @@ func TestWorkerPendingTooLongIsCancelled(t *testing.T) {
 		t.Fatalf("%d submissions, want 1 to reach min 2", len(h.slurm.submits))
 	}
 	h.slurm.jobs[201] = slurm.Job{ID: 201, User: "alice", Account: "proj-a", Partition: "a100", State: "PENDING", Submit: h.now}
-	h.slurm.extras[201] = slurm.JobExtra{ID: 201, UserID: h.uid, Name: WorkerName(mainID)}
+	h.slurm.extras[201] = slurm.Job{ID: 201, UserID: h.uid, Name: WorkerName(mainID)}
 	h.cycle()
 	if len(h.slurm.cancel) != 0 || !strings.Contains(h.decision().Reason, "waiting for worker job(s) [201] to start") {
 		t.Fatalf("cancelled %v, decision %+v; want a hold on the pending worker", h.slurm.cancel, h.decision())

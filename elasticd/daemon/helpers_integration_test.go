@@ -13,30 +13,30 @@ import (
 
 // workerRows are the queue's rows of main's worker jobs (named after it), in the states squeue
 // lists by default: pending, running, completing.
-func workerRows(ctx context.Context, c *testbed.Cluster, main uint32) ([]slurm.QueueRow, error) {
-	return c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{WorkerName(main)}})
+func workerRows(ctx context.Context, c *testbed.Cluster, main uint32) ([]slurm.Job, error) {
+	return c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Names: []string{WorkerName(main)}})
 }
 
 // jobRows are the queue's rows of ids in every state.
-func jobRows(ctx context.Context, c *testbed.Cluster, ids []string) ([]slurm.QueueRow, error) {
-	return c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: ids, AllStates: true})
+func jobRows(ctx context.Context, c *testbed.Cluster, ids []string) ([]slurm.Job, error) {
+	return c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: ids, AllStates: true})
 }
 
 // Named predicates over one row ("row" in their names keeps them apart from the daemon's own
 // words for jobs).
-func rowRunning(r slurm.QueueRow) bool { return r.State == "RUNNING" }
-func rowPending(r slurm.QueueRow) bool { return r.State == "PENDING" }
+func rowRunning(r slurm.Job) bool { return r.StateName() == "RUNNING" }
+func rowPending(r slurm.Job) bool { return r.StateName() == "PENDING" }
 
-func runningIn(qos string) func(slurm.QueueRow) bool {
-	return func(r slurm.QueueRow) bool { return rowRunning(r) && r.QOS == qos }
+func runningIn(qos string) func(slurm.Job) bool {
+	return func(r slurm.Job) bool { return rowRunning(r) && r.QOS == qos }
 }
 
-func runningInPartition(partition string) func(slurm.QueueRow) bool {
-	return func(r slurm.QueueRow) bool { return rowRunning(r) && r.Partition == partition }
+func runningInPartition(partition string) func(slurm.Job) bool {
+	return func(r slurm.Job) bool { return rowRunning(r) && r.Partition == partition }
 }
 
 // countRows is how many of rows are.
-func countRows(rows []slurm.QueueRow, is func(slurm.QueueRow) bool) int {
+func countRows(rows []slurm.Job, is func(slurm.Job) bool) int {
 	n := 0
 	for _, r := range rows {
 		if is(r) {

@@ -58,7 +58,7 @@ func liveWorkers(ctx context.Context, t *testing.T, c *testbed.Cluster, main uin
 	var ids []string
 	for _, row := range rows {
 		if rowRunning(row) || rowPending(row) {
-			ids = append(ids, row.ID)
+			ids = append(ids, row.PrintedID)
 		}
 	}
 	return ids

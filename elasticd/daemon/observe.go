@@ -25,7 +25,7 @@ import (
 func (d *Daemon) queuedOf(workers []slurm.Job, snap *snapshot) []reconcile.Queued {
 	out := make([]reconcile.Queued, 0, len(workers))
 	for _, w := range workers {
-		out = append(out, reconcile.Queued{ID: w.ID, Running: w.Running(), Pending: w.Pending(), Restarts: snap.extras[w.ID].Restarts})
+		out = append(out, reconcile.Queued{ID: w.ID, Running: w.Running(), Pending: w.Pending(), Restarts: snap.jobs[w.ID].Restarts})
 	}
 	return out
 }
@@ -75,7 +75,7 @@ func (d *Daemon) observe(j *job, main slurm.Job, active []slurm.Job, current map
 		}
 	}
 	o.Capacity, o.CapacityLimit, o.GrowthCapacity, o.GrowthLimit = d.capacity(j, main, snap)
-	shape := d.shapeOf(j, main, snap.extras[j.id])
+	shape := d.shapeOf(j, main, snap.jobs[j.id])
 	qos := d.nextWorkerQOS(main, snap, o.MainType, shape.gpus)
 	o.MainTypeRoom.Workers, o.MainTypeRoom.Why = d.associationRoom(main, snap, shape, o.MainType, d.partitionsOf(j, main, o.MainType), qos)
 	return o
@@ -134,7 +134,7 @@ func (d *Daemon) workersOf(j *job, snap *snapshot) []slurm.Job {
 	var out []slurm.Job
 	for _, id := range snap.named(WorkerName(j.id)) {
 		w, ok := snap.jobs[id]
-		if ok && snap.extras[id].UserID == j.decl.UID && id != j.id {
+		if ok && snap.jobs[id].UserID == j.decl.UID && id != j.id {
 			out = append(out, w)
 		}
 	}

@@ -20,7 +20,9 @@ type workerShape struct {
 	gpus               int
 }
 
-func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.JobExtra) workerShape {
+// shapeOf is a worker's shape from the main job: main as the caller has it, extra as the
+// snapshot's squeue --json read gives it (the tasks it asked for).
+func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.Job) workerShape {
 	nodes := uint64(max(main.NodeCount, 1))
 	tasks := max(uint64(extra.Tasks)/nodes, 1)
 	cpus := max(main.TRESReq["cpu"]/nodes, 1)
@@ -181,7 +183,7 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 	if len(types) == 0 {
 		types = []policy.TypeOption{{Type: d.typeOf(main)}}
 	}
-	shape := d.shapeOf(j, main, snap.extras[j.id])
+	shape := d.shapeOf(j, main, snap.jobs[j.id])
 	out, limits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
 	growth, growthLimits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
 	waiting := d.waitingJobs(snap, d.workersOf(j, snap))

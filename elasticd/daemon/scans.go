@@ -64,7 +64,7 @@ func (s *snapshot) named(name string) []uint32 {
 	sc := s.scans()
 	if sc.named == nil {
 		sc.named = map[string][]uint32{}
-		for id, extra := range s.extras {
+		for id, extra := range s.jobs {
 			sc.named[extra.Name] = append(sc.named[extra.Name], id)
 		}
 	}

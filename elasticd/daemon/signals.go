@@ -161,7 +161,7 @@ func (d *Daemon) noteFollowedLocked(snap *snapshot) {
 	reads := map[string][]api.JobGPUs{}
 	for id := range followed {
 		j, ok := snap.jobs[id]
-		detail := snap.extras[id].GresDetail
+		detail := snap.jobs[id].GresDetail
 		if !ok || !j.Running() || j.NodeCount != 1 || len(detail) != 1 {
 			continue
 		}

@@ -14,8 +14,8 @@ import (
 
 // Slurm is what elasticd asks of Slurm. CommandSlurm is the adapter's; tests use a fake.
 type Slurm interface {
-	// Queue is one `squeue --json`: the jobs and their extra fields, one moment.
-	Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error)
+	// Queue is one `squeue --json`: every job with every field (slurm.AllFields), one moment.
+	Queue(ctx context.Context) ([]slurm.Job, error)
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	// QOS lists every QOS with its GrpTRES.
 	QOS(ctx context.Context) ([]slurm.QOSLimits, error)
@@ -53,8 +53,8 @@ type CommandSlurm struct {
 }
 
 // Queue implements Slurm.
-func (c CommandSlurm) Queue(ctx context.Context) ([]slurm.Job, map[uint32]slurm.JobExtra, error) {
-	return c.Client.Queue(ctx)
+func (c CommandSlurm) Queue(ctx context.Context) ([]slurm.Job, error) {
+	return c.Client.Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields})
 }
 
 // Nodes implements Slurm.

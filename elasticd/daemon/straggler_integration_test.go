@@ -183,7 +183,7 @@ func workerQueued(ctx context.Context, t *testing.T, c *testbed.Cluster, main ui
 		t.Logf("squeue: %v", err)
 		return true
 	}
-	return slices.ContainsFunc(rows, func(r slurm.QueueRow) bool { return r.ID == id })
+	return slices.ContainsFunc(rows, func(r slurm.Job) bool { return r.PrintedID == id })
 }
 
 // The main job is the slow one (--slow 0.5 on the main job's trainer): elasticd never replaces

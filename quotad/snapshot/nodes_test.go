@@ -139,7 +139,10 @@ type doctoredFetcher struct {
 	edit func(fields [][]string) [][]string
 }
 
-func (f doctoredFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
+func (f doctoredFetcher) Queue(ctx context.Context, r slurm.QueueRead) ([]slurm.Job, error) {
+	if r.Fields != slurm.SchedulingFields {
+		return f.fixtureFetcher.Queue(ctx, r)
+	}
 	data, err := os.ReadFile("testdata/squeue-22.05-borrowing.txt")
 	if err != nil {
 		f.t.Fatal(err)
@@ -152,7 +155,7 @@ func (f doctoredFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
 	for _, l := range f.edit(lines) {
 		out.WriteString(strings.Join(l, "\x1f") + "\n")
 	}
-	return slurm.ParseQueue([]byte(out.String()))
+	return slurm.ParseQueue([]byte(out.String()), slurm.SchedulingFields)
 }
 
 // The captured queue with three jobs doctored: bob's pending job 19 asks for gres in a spelling

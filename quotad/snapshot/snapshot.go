@@ -36,14 +36,13 @@ type Accounting interface {
 const DefaultUsageWindow = 7 * 24 * time.Hour
 
 // Live reads slurmctld (slurm.Client): nodes, and every queued job through the fast queue
-// read (squeue --Format, not --json, which is too slow at tens of thousands of jobs).
+// read (slurm.SchedulingFields: squeue --Format, not --json, which is too slow at tens of
+// thousands of jobs), with the array throttles and elastic workers' names it leaves out.
 type Live interface {
 	SlurmRelease(ctx context.Context) (slurm.Release, error)
 	Nodes(ctx context.Context) ([]slurm.Node, error)
-	QueueJobs(ctx context.Context) ([]slurm.Job, error)
-	ArrayThrottles(ctx context.Context, qos []string) (map[uint32]int, error)
+	Queue(ctx context.Context, r slurm.QueueRead) ([]slurm.Job, error)
 	ArrayTaskThrottle(ctx context.Context, arrayJobID uint32) (int, error)
-	JobNames(ctx context.Context, qos []string) (map[uint32]string, error)
 }
 
 // Builder takes snapshots.
@@ -138,7 +137,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	go func() {
 		defer wg.Done()
 		clock := time.Now()
-		if jobs, queueErr = b.Live.QueueJobs(ctx); queueErr != nil {
+		if jobs, queueErr = b.Live.Queue(ctx, slurm.QueueRead{Fields: slurm.SchedulingFields}); queueErr != nil {
 			queueErr = fmt.Errorf("slurmctld (squeue): %w", queueErr)
 		}
 		took.Queue = time.Since(clock)
@@ -151,8 +150,16 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 				guaranteed = append(guaranteed, cfg.Settings.GuaranteedQOSName(p.Account))
 			}
 		}
-		if throttles, throttleErr = b.Live.ArrayThrottles(ctx, guaranteed); throttleErr != nil {
-			throttleErr = fmt.Errorf("slurmctld (squeue, array throttles): %w", throttleErr)
+		records, err := b.Live.Queue(ctx, slurm.QueueRead{Fields: slurm.ThrottleFields, QOS: guaranteed})
+		if err != nil {
+			throttleErr = fmt.Errorf("slurmctld (squeue, array throttles): %w", err)
+			return
+		}
+		throttles = map[uint32]int{}
+		for _, r := range records {
+			if r.ArrayThrottle > 0 {
+				throttles[r.ArrayJobID] = r.ArrayThrottle
+			}
 		}
 	}()
 	wg.Wait()
@@ -160,10 +167,6 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 		if err != nil {
 			return nil, err
 		}
-	}
-	throttles = maps.Clone(throttles) // completed below; the reader's map stays as it gave it
-	if throttles == nil {
-		throttles = map[uint32]int{}
 	}
 	if err := b.splitArrayThrottles(ctx, cfg, jobs, throttles); err != nil {
 		return nil, err
@@ -244,7 +247,7 @@ func (b *Builder) splitArrayThrottles(ctx context.Context, cfg *policy.Config, j
 }
 
 // workerNames reads the names of the jobs in the elastic QOS that have any (see
-// slurm.JobNames): elastic workers are told by name. Only then, and only those QOS: a cluster
+// slurm.NameFields): elastic workers are told by name. Only then, and only those QOS: a cluster
 // without elastic jobs pays nothing for it.
 func (b *Builder) workerNames(ctx context.Context, cfg *policy.Config, jobs []slurm.Job) (map[uint32]string, error) {
 	if cfg == nil {
@@ -264,9 +267,13 @@ func (b *Builder) workerNames(ctx context.Context, cfg *policy.Config, jobs []sl
 		return nil, nil
 	}
 	slices.Sort(qos)
-	names, err := b.Live.JobNames(ctx, qos)
+	named, err := b.Live.Queue(ctx, slurm.QueueRead{Fields: slurm.NameFields, QOS: qos})
 	if err != nil {
 		return nil, fmt.Errorf("slurmctld (squeue, elastic workers' names): %w", err)
+	}
+	names := make(map[uint32]string, len(named))
+	for _, j := range named {
+		names[j.ID] = j.Name
 	}
 	return names, nil
 }

@@ -45,18 +45,32 @@ func (f fixtureFetcher) ArrayTaskThrottle(_ context.Context, arrayJobID uint32) 
 	return n, nil
 }
 
-func (f fixtureFetcher) JobNames(_ context.Context, qos []string) (map[uint32]string, error) {
-	if f.namesQOS != nil {
-		*f.namesQOS = qos
+// Queue answers the three reads quotad makes: the fast read from the capture, the throttle
+// and the name reads from the fetcher's maps, noting the QOS each of these was asked for.
+func (f fixtureFetcher) Queue(_ context.Context, r slurm.QueueRead) ([]slurm.Job, error) {
+	var jobs []slurm.Job
+	switch r.Fields {
+	case slurm.SchedulingFields:
+		return f.scheduling()
+	case slurm.ThrottleFields:
+		if f.askedQOS != nil {
+			*f.askedQOS = r.QOS
+		}
+		for id, n := range f.throttles {
+			jobs = append(jobs, slurm.Job{ArrayJobID: id, ArrayThrottle: n})
+		}
+		return jobs, f.throttleErr
+	case slurm.NameFields:
+		if f.namesQOS != nil {
+			*f.namesQOS = r.QOS
+		}
+		for id, name := range f.names {
+			jobs = append(jobs, slurm.Job{ID: id, Name: name})
+		}
+		return jobs, f.namesErr
 	}
-	return f.names, f.namesErr
-}
-
-func (f fixtureFetcher) ArrayThrottles(_ context.Context, qos []string) (map[uint32]int, error) {
-	if f.askedQOS != nil {
-		*f.askedQOS = qos
-	}
-	return f.throttles, f.throttleErr
+	f.t.Fatalf("quotad read the queue's fields %d", r.Fields)
+	return nil, nil
 }
 
 func (f fixtureFetcher) Nodes(context.Context) ([]slurm.Node, error) {
@@ -71,7 +85,7 @@ func (f fixtureFetcher) SlurmRelease(context.Context) (slurm.Release, error) {
 	return slurm.Release{Year: 22, Month: 5}, nil
 }
 
-func (f fixtureFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
+func (f fixtureFetcher) scheduling() ([]slurm.Job, error) {
 	if f.jobsErr != nil {
 		return nil, f.jobsErr
 	}
@@ -79,7 +93,7 @@ func (f fixtureFetcher) QueueJobs(context.Context) ([]slurm.Job, error) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	jobs, err := slurm.ParseQueue(data)
+	jobs, err := slurm.ParseQueue(data, slurm.SchedulingFields)
 	for i := range jobs {
 		if q, ok := f.qos[jobs[i].ID]; ok {
 			jobs[i].QOS = q
@@ -203,7 +217,7 @@ func TestConvertJobKeepsArrayTasks(t *testing.T) {
 // The 24.11 capture of jobs Slurm can and cannot requeue, through ConvertJob: only sbatch jobs
 // with Requeue=1 are Requeueable; salloc keeps Requeue=1 but is no batch job.
 func TestConvertJobKeepsBatchFlagAndRequeue(t *testing.T) {
-	jobs, err := slurm.ParseJobs(slurmtest.Fixture(t, "squeue-24.11-requeue.json"))
+	jobs, err := slurm.ParseQueue(slurmtest.Fixture(t, "squeue-24.11-requeue.json"), slurm.AllFields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,8 +272,11 @@ func TestTakeReadsArrayThrottlesOfGuaranteedQOS(t *testing.T) {
 // arrayFetcher adds to the captured queue a pending array record of bob's, tasks 0-2.
 type arrayFetcher struct{ fixtureFetcher }
 
-func (f arrayFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
-	jobs, err := f.fixtureFetcher.QueueJobs(ctx)
+func (f arrayFetcher) Queue(ctx context.Context, r slurm.QueueRead) ([]slurm.Job, error) {
+	jobs, err := f.fixtureFetcher.Queue(ctx, r)
+	if r.Fields != slurm.SchedulingFields {
+		return jobs, err
+	}
 	return append(jobs, slurm.Job{ID: 500, ArrayJobID: 500, ArrayTasks: []uint32{0, 1, 2}, User: "bob", Account: "proj-b", QOS: "guar-proj-b",
 		Partition: "a100", State: "PENDING", Batch: true, Requeue: true, NodeCount: 1, TRESPerNode: "gres:gpu:a100:1"}), err
 }
@@ -269,8 +286,11 @@ func (f arrayFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
 // its throttle still in the throttle read's line.
 type splitFetcher struct{ fixtureFetcher }
 
-func (f splitFetcher) QueueJobs(ctx context.Context) ([]slurm.Job, error) {
-	jobs, err := arrayFetcher(f).QueueJobs(ctx)
+func (f splitFetcher) Queue(ctx context.Context, r slurm.QueueRead) ([]slurm.Job, error) {
+	jobs, err := arrayFetcher(f).Queue(ctx, r)
+	if r.Fields != slurm.SchedulingFields {
+		return jobs, err
+	}
 	task := func(id, array, task uint32) slurm.Job {
 		return slurm.Job{ID: id, ArrayJobID: array, ArrayTasks: []uint32{task}, User: "bob", Account: "proj-b", QOS: "guar-proj-b",
 			Partition: "a100", State: "PENDING", Batch: true, Requeue: true, NodeCount: 1, TRESPerNode: "gres:gpu:a100:1"}

@@ -113,7 +113,7 @@ func oneRun(ctx context.Context, c *testbed.Cluster, examples string, l transiti
 		c.Cancel(id)
 		_ = c.Slurm().CancelNamed(ctx, daemon.WorkerName(main))
 		for range 60 {
-			rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{"elastictransition", daemon.WorkerName(main)}})
+			rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Names: []string{"elastictransition", daemon.WorkerName(main)}})
 			if err == nil && len(rows) == 0 {
 				return
 			}

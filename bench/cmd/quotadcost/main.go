@@ -435,7 +435,7 @@ func phases(out string) (timings, bool) {
 // readQueue times the queue reads alone: the fast one quotad uses, for the record.
 func (b *bench) readQueue(ctx context.Context) {
 	start := time.Now()
-	jobs, err := b.admin.QueueJobs(ctx)
+	jobs, err := b.admin.Queue(ctx, slurm.QueueRead{Fields: slurm.SchedulingFields})
 	if err != nil {
 		fmt.Println("fast queue read:", err)
 		return
@@ -464,7 +464,7 @@ func (b *bench) readQueue(ctx context.Context) {
 		return
 	}
 	start = time.Now()
-	jobs, err = b.admin.Jobs(ctx)
+	jobs, err = b.admin.Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields})
 	fmt.Printf("squeue --json read (parsed): %.3f s for %d records (err %v)\n", time.Since(start).Seconds(), len(jobs), err)
 }
 
@@ -496,7 +496,7 @@ func (b *bench) waitQueue(ctx context.Context) error {
 	o := b.o
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		jobs, err := b.admin.QueueJobs(ctx)
+		jobs, err := b.admin.Queue(ctx, slurm.QueueRead{Fields: slurm.SchedulingFields})
 		if err != nil {
 			return err
 		}

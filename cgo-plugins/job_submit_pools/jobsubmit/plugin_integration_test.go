@@ -250,14 +250,14 @@ func TestPartitionOnlyUpdateOfAGPUJobNeverRunsItOnCPUs(t *testing.T) {
 	}
 	// Two scheduling passes at the testbed's bf_interval of 5 s.
 	time.Sleep(12 * time.Second)
-	row, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{JobIDs: []string{id}, AllStates: true})
+	row, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: []string{id}, AllStates: true})
 	if err != nil || len(row) != 1 {
 		t.Fatalf("squeue of job %s: %v %v", id, row, err)
 	}
-	if row[0].State != "PENDING" {
-		t.Fatalf("a100 job moved to the CPU pool is %s on %q, want it PENDING", row[0].State, row[0].Nodes)
+	if row[0].StateName() != "PENDING" {
+		t.Fatalf("a100 job moved to the CPU pool is %s on %q, want it PENDING", row[0].StateName(), row[0].Nodes)
 	}
-	t.Logf("Slurm accepted the update; the job pends in cpu with reason %s", row[0].Reason)
+	t.Logf("Slurm accepted the update; the job pends in cpu with reason %s", row[0].StateReason)
 }
 
 // With every a100 busy (spot and on-demand), a new any-type GPU job starts in v100 at once
@@ -447,13 +447,13 @@ func TestSubmissionBurstLosesNothing(t *testing.T) {
 	if err := c.Slurm().Ping(ctx); err != nil {
 		t.Fatalf("slurmctld down after the burst: %v", err)
 	}
-	rows, err := c.Slurm().QueueRows(ctx, slurm.QueueFilter{Names: []string{name}, AllStates: true})
+	rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Names: []string{name}, AllStates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	inQueue := map[string]string{} // job id: partition
 	for _, r := range rows {
-		inQueue[r.ID] = r.Partition
+		inQueue[r.PrintedID] = r.Partition
 	}
 	// Most of the burst repeats a few requests, which the plugin answers from its decision
 	// cache: each answer must still be the one its own request gets.

@@ -1,6 +1,8 @@
 package slurm
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,10 +13,18 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 )
 
-// Job is one job of `squeue --json`, with the fields poolctl and quotad read. Every supported
+// Job is one job of the queue, whichever read listed it (Client.Queue): a read fills the fields
+// its JobFields name and leaves the others zero. From squeue --json (AllFields) every supported
 // release (22.05, 24.11, 26.05) decodes to the same values; see wire.go for what differs.
 type Job struct {
-	ID      uint32
+	// ID is the record's own job id: an array task with a record of its own has its own id,
+	// the pending tasks still in the array's record share the array's.
+	ID uint32
+	// PrintedID is the id as squeue prints it to people (SummaryFields): "12", "12_3" for an
+	// array task, "12_[4-9]" for a pending array record, "12+0" for a heterogeneous job's part.
+	PrintedID string
+	// Name is the job's name (--job-name); any user may name a job anything.
+	Name    string
 	User    string
 	Account string
 	// Partition is the job's partition; for a pending job routed to several pools, the
@@ -36,8 +46,9 @@ type Job struct {
 	// ArrayJobID is the job array of an array task or of a pending array record; 0 for a job
 	// that is not in an array. ArrayTasks are the task ids the record stands for, ascending:
 	// one for a task with a record of its own, several for the pending tasks Slurm still keeps
-	// in the array's record. QueueJobs fills both for every record; ParseJobs (squeue --json)
-	// fills ArrayTasks only for a pending array record (a task with a record of its own is one).
+	// in the array's record. SchedulingFields fill both for every record; AllFields (squeue
+	// --json) fill ArrayTasks only for a pending array record (a task with a record of its own
+	// is one).
 	ArrayJobID uint32
 	ArrayTasks []uint32
 	// The GPU request as Slurm prints it: "gres:gpu:a100:2" (22.05), "gres/gpu:a100:2" or
@@ -52,13 +63,38 @@ type Job struct {
 	// zero when unknown.
 	Start    time.Time
 	Priority uint32
-	// Unreadable says what of the job's line QueueJobs could not read ("" when all of it was):
+	// ArrayThrottle is the array's limit on tasks running at once (sbatch --array=...%N), 0 for
+	// none; only ThrottleFields reads it, for a pending array record.
+	ArrayThrottle int
+	// Unreadable says what of the job's line the text read could not read ("" when all of it was):
 	// its TRES (tres-alloc), whose names come from the user's request (licenses, burst
 	// buffers), and which a release may spell in a way we do not know. The job is still
 	// listed, with TRESReq and TRESAlloc nil, so that a reader can count it at its worst
-	// instead of failing the whole queue for one job. ParseJobs never sets it: a field it
+	// instead of failing the whole queue for one job. The JSON read never sets it: a field it
 	// cannot read fails the read.
 	Unreadable string
+
+	// The fields below only squeue --json gives (AllFields): who owns the job numerically, where
+	// its batch script runs, which GPU indices it holds on each node, and the parts of its
+	// request that elasticd asks for again for an elastic job's workers.
+	UserID    uint32
+	GroupID   uint32
+	BatchHost string // node running the batch script; "" while pending
+	WorkDir   string // current_working_directory
+	// GresDetail is one entry per allocated node, in the order of the job's node list, e.g.
+	// "gpu:a100:1(IDX:0)" or "gpu:a100:2(IDX:0-1)".
+	GresDetail []string
+	TimeLimit  uint32 // minutes; 0 when unlimited or unknown
+	// StdOut is the batch script's standard output: expanded (/tmp/slurm-12.out) on 24.11 and,
+	// through stdout_expanded, from 25.05; 22.05 prints the pattern as submitted
+	// (/tmp/slurm-%j.out). Its directory is the same either way.
+	StdOut string
+	// Tasks (0 when unknown) and Features (--constraint, "" none) are parts of the request as
+	// submitted; the CPUs and memory are in TRESReq.
+	Tasks    uint32
+	Features string
+	// Restarts is how often Slurm requeued the job (restart_cnt).
+	Restarts uint32
 }
 
 // jobBaseStates are the base states of a job (JOB_STATE_BASE); every other name is a flag.
@@ -147,12 +183,27 @@ type wireJob struct {
 	// The pending tasks an array record still holds, as a range list ("2-3%2", "0-9:3,12");
 	// "" for any other job. Printed whole only when SLURM_BITSTR_LEN=0 (Queue sets it).
 	ArrayTaskString string `json:"array_task_string"`
+
+	Name       string   `json:"name"`
+	UserID     uint32   `json:"user_id"`
+	GroupID    uint32   `json:"group_id"`
+	BatchHost  string   `json:"batch_host"`
+	WorkDir    string   `json:"current_working_directory"`
+	GresDetail []string `json:"gres_detail"`
+	TimeLimit  number   `json:"time_limit"`
+	// standard_output is expanded by 24.11 (data_parser v0.0.42) only; from v0.0.43 (25.05)
+	// stdout_expanded has the expanded path.
+	StdOut         string `json:"standard_output"`
+	StdOutExpanded string `json:"stdout_expanded"`
+	Tasks          number `json:"tasks"`
+	Features       string `json:"features"`
+	Restarts       number `json:"restart_cnt"`
 }
 
-// ParseJobs reads the output of `squeue --json` of any supported release. An answer with
+// parseJSON reads the output of `squeue --json` of any supported release. An answer with
 // errors, or without a "jobs" array, is an error: never a partial list that makes the queue
 // look shorter than it is.
-func ParseJobs(data []byte) ([]Job, error) {
+func parseJSON(data []byte) ([]Job, error) {
 	var resp struct {
 		envelope
 		Jobs *[]wireJob `json:"jobs"`
@@ -187,6 +238,8 @@ func (w *wireJob) job() (Job, error) {
 		TRESPerNode: w.TRESPerNode, TRESPerJob: w.TRESPerJob, TRESPerTask: w.TRESPerTask, TRESPerSocket: w.TRESPerSocket,
 		Nodes:  w.Nodes,
 		Submit: unixTime(w.SubmitTime.unixTime()), Start: unixTime(w.StartTime.unixTime()),
+		Name: w.Name, UserID: w.UserID, GroupID: w.GroupID, BatchHost: w.BatchHost, WorkDir: w.WorkDir,
+		GresDetail: w.GresDetail, StdOut: cmp.Or(w.StdOutExpanded, w.StdOut), Features: w.Features,
 	}
 	j.State, j.StateFlags = splitState(w.JobState, jobBaseStates)
 	var err error
@@ -212,6 +265,15 @@ func (w *wireJob) job() (Job, error) {
 	j.Requeue, j.Batch = *w.Requeue, *w.BatchFlag
 	if j.ArrayJobID, err = w.ArrayJobID.uint32(); err != nil {
 		return Job{}, fmt.Errorf("array_job_id: %w", err)
+	}
+	if j.TimeLimit, err = w.TimeLimit.uint32(); err != nil {
+		return Job{}, fmt.Errorf("time_limit: %w", err)
+	}
+	if j.Tasks, err = w.Tasks.uint32(); err != nil {
+		return Job{}, fmt.Errorf("tasks: %w", err)
+	}
+	if j.Restarts, err = w.Restarts.uint32(); err != nil {
+		return Job{}, fmt.Errorf("restart_cnt: %w", err)
 	}
 	if w.ArrayTaskString != "" {
 		if j.ArrayTasks, err = ParseTaskIDs(w.ArrayTaskString); err != nil {
@@ -268,4 +330,117 @@ func ParseTaskIDs(s string) ([]uint32, error) {
 		}
 	}
 	return ids, nil
+}
+
+// GPUIndices reads the GPU indices of one gres_detail entry: "gpu:a100:2(IDX:0,2-3)" gives
+// [0 2 3]; an entry without GPUs ("" or "gpu:0(IDX:N/A)") gives none.
+func GPUIndices(detail string) ([]int, error) {
+	_, idx, ok := strings.Cut(detail, "(IDX:")
+	if !ok {
+		return nil, nil
+	}
+	idx, ok = strings.CutSuffix(idx, ")")
+	if !ok {
+		return nil, fmt.Errorf("gres_detail %q: no closing parenthesis", detail)
+	}
+	if idx == "N/A" || idx == "" {
+		return nil, nil
+	}
+	var out []int
+	for part := range strings.SplitSeq(idx, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b-a > 1024 {
+			return nil, fmt.Errorf("gres_detail %q: bad index %q", detail, part)
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// elasticWorkerPrefix starts the name of every worker job elasticd submits.
+const elasticWorkerPrefix = "elastic-worker-"
+
+// ElasticWorkerName is the job name of the workers elasticd submits for main job main: what
+// elasticd finds its workers by, and quotad tells them by.
+func ElasticWorkerName(main uint32) string {
+	return elasticWorkerPrefix + strconv.FormatUint(uint64(main), 10)
+}
+
+// ElasticWorkerOf reads the main job's id from a worker's name; false when name is no
+// worker's. Any user may name a job so: whoever relies on it checks the main job.
+func ElasticWorkerOf(name string) (uint32, bool) {
+	rest, ok := strings.CutPrefix(name, elasticWorkerPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 10, 32)
+	if err != nil || n == 0 || strconv.FormatUint(n, 10) != rest {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+// ArrayTaskThrottle is an array's limit on tasks running at once (sbatch --array=...%N), 0 for
+// none, from `scontrol -o show job ARRAYJOBID`. The throttle read (ThrottleFields) loses it for an array
+// with a pending task split off in the same QOS: squeue folds that task back into the array's
+// line and rewrites the line's task list without the "%N". scontrol prints it
+// (ArrayTaskThrottle=N) on the array's own record whatever its tasks' records, on 22.05, 24.11
+// and 26.05 alike. One run per array, so only for the few arrays concerned.
+func (c Client) ArrayTaskThrottle(ctx context.Context, arrayJobID uint32) (int, error) {
+	out, err := c.Runner.Run(ctx, "scontrol", "-o", "show", "job", formatID(arrayJobID))
+	if err != nil {
+		return 0, err
+	}
+	return ParseArrayTaskThrottle(out, arrayJobID)
+}
+
+// ParseArrayTaskThrottle reads the throttle of array arrayJobID from `scontrol -o show job`
+// output: one line per record, fields "Key=value" split by spaces. Only the fields before
+// JobName are read: they are slurmctld's own (JobId, ArrayJobId, ArrayTaskId,
+// ArrayTaskThrottle), while a job's name, comment and paths are its owner's and may hold any
+// text, "ArrayTaskThrottle=..." too. A record of another job, or no record, is an error.
+func ParseArrayTaskThrottle(out []byte, arrayJobID uint32) (int, error) {
+	throttle, records := 0, 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var arrayJob string
+		limit := ""
+		for _, f := range strings.Fields(line) {
+			k, v, _ := strings.Cut(f, "=")
+			if k == "JobName" {
+				break
+			}
+			switch k {
+			case "ArrayJobId":
+				arrayJob = v
+			case "ArrayTaskThrottle":
+				limit = v
+			}
+		}
+		if arrayJob != formatID(arrayJobID) {
+			return 0, fmt.Errorf("scontrol show job %d: a record of array %q: %q", arrayJobID, arrayJob, line)
+		}
+		records++
+		if limit == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(limit, 10, 31)
+		if err != nil {
+			return 0, fmt.Errorf("scontrol show job %d: ArrayTaskThrottle %q is not a number", arrayJobID, limit)
+		}
+		throttle = max(throttle, int(n))
+	}
+	if records == 0 {
+		return 0, fmt.Errorf("scontrol show job %d printed no record", arrayJobID)
+	}
+	return throttle, nil
 }

@@ -5,20 +5,17 @@ import (
 	"testing"
 )
 
-func TestParseJobExtrasReadsTheTestbedFixture(t *testing.T) {
-	extras, err := ParseJobExtras(fixture(t, "squeue-22.05-testbed-mixed.json"))
+// The fields only squeue --json has: owner ids, batch host, working directory, output.
+func TestParseJSONReadsOwnerAndPlaceOfTheTestbedFixture(t *testing.T) {
+	jobs, err := ParseQueue(fixture(t, "squeue-22.05-testbed-mixed.json"), AllFields)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := ParseJobs(fixture(t, "squeue-22.05-testbed-mixed.json"))
-	if err != nil || len(extras) != len(jobs) {
-		t.Fatalf("%d extras for %d jobs (%v)", len(extras), len(jobs), err)
-	}
-	j := extras[jobs[3].ID]
+	j := jobs[3]
 	if j.UserID != 1003 || j.GroupID != 1003 || j.WorkDir != "/tmp" || j.StdOut != "/dev/null" || j.BatchHost != "a100-spot-1" || j.Name != "wrap" {
-		t.Fatalf("job %d read as %+v", jobs[3].ID, j)
+		t.Fatalf("job %d read as %+v", j.ID, j)
 	}
-	if _, err := ParseJobExtras(fixture(t, "squeue-22.05-slurmctld-unreachable.json")); err == nil {
+	if _, err := ParseQueue(fixture(t, "squeue-22.05-slurmctld-unreachable.json"), AllFields); err == nil {
 		t.Fatal("an answer with errors must not parse")
 	}
 }
@@ -46,13 +43,17 @@ func TestGPUIndices(t *testing.T) {
 
 // The request parts a worker asks for again: tasks on every release (22.05's plain numbers,
 // later releases' number objects).
-func TestParseJobExtrasReadsTasksOnEveryRelease(t *testing.T) {
+func TestParseJSONReadsTasksOnEveryRelease(t *testing.T) {
 	for _, release := range []string{"22.05", "24.11", "26.05"} {
-		extras, err := ParseJobExtras(fixture(t, "squeue-"+release+"-mixed.json"))
+		jobs, err := ParseQueue(fixture(t, "squeue-"+release+"-mixed.json"), AllFields)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e := extras[7]; e.Tasks != 2 || e.Features != "" || e.Restarts != 0 {
+		i := slices.IndexFunc(jobs, func(j Job) bool { return j.ID == 7 })
+		if i < 0 {
+			t.Fatalf("%s: no job 7", release)
+		}
+		if e := jobs[i]; e.Tasks != 2 || e.Features != "" || e.Restarts != 0 {
 			t.Errorf("%s: job 7 read as %+v, want 2 tasks", release, e)
 		}
 	}
