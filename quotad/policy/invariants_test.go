@@ -246,7 +246,11 @@ func checkInvariants(t *testing.T, seed uint64, cfg *policy.Config, snap *policy
 		}
 	}
 	for _, j := range snap.Jobs {
-		if text, _ := plan.Explain(j.ID); j.QOS == "borrow" && j.State == policy.StateRunning && len(j.Need()) > 0 {
+		// A borrower is in its project's borrow QOS (the random clusters' jobs borrow in their own
+		// account's: policytest's Borrowed).
+		_, hasQuota := cfg.Project(j.Account)
+		borrowing := hasQuota && j.QOS == cfg.Settings.BorrowQOSName(j.Account)
+		if text, _ := plan.Explain(j.ID); borrowing && j.State == policy.StateRunning && len(j.Need()) > 0 {
 			if killed := strings.Contains(text, "would KILL it"); killed == j.Requeueable() {
 				t.Fatalf("seed %d: running borrower %d (requeue %v, batch %v) explained as %q", seed, j.ID, j.Requeue, j.Batch, text)
 			}
@@ -258,7 +262,7 @@ func checkInvariants(t *testing.T, seed uint64, cfg *policy.Config, snap *policy
 			t.Fatalf("seed %d: pending job %d (%s, %s, %s) has no explanation", seed, j.ID, j.Account, j.QOS, j.Reason)
 		}
 		// A pending borrower Slurm could not requeue goes back whenever quotad can move it.
-		if _, hasQuota := cfg.Project(j.Account); hasQuota && j.QOS == "borrow" && !j.Requeueable() && len(j.Need()) > 0 && !movedRecord[j.ID] {
+		if borrowing && !j.Requeueable() && len(j.Need()) > 0 && !movedRecord[j.ID] {
 			t.Fatalf("seed %d: pending borrower %d (requeue %v, batch %v) is not returned", seed, j.ID, j.Requeue, j.Batch)
 		}
 	}
