@@ -59,7 +59,7 @@ func roomType(t policy.GPUType) string {
 // startsJobs: Slurm may start a worker on the node now in one of the partitions (see
 // slurm.Node.WhyNoNewJobs: up, not reserved, not planned by backfill for another job).
 func startsJobs(n *slurm.Node, parts []string) bool {
-	return n.WhyNoNewJobs() == "" && anyPartition(n, parts)
+	return anyPartition(n, parts) && n.WhyNoNewJobs() == ""
 }
 
 func anyPartition(n *slurm.Node, parts []string) bool {

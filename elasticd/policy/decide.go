@@ -45,8 +45,10 @@ func decide(in Input, s Settings) Decision {
 	}
 
 	p := planner{in: in, s: s, bounds: job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
-	if d, below := GrowToTarget(p.bounds, "", p.total, p.targetRooms()); below {
-		return d
+	if p.total < p.bounds.Target() { // the rooms are sorted and priced only for a job below it
+		if d, below := GrowToTarget(p.bounds, "", p.total, p.targetRooms()); below {
+			return d
+		}
 	}
 	if job.Bounds.Pin > 0 {
 		return p.pinned(latest)
