@@ -113,6 +113,10 @@ func TestProjectEditKeepsWhatItDoesNotName(t *testing.T) {
 			map[string]string{"proj-a": "gpus=a100:4", "proj-b": "gpus=a100:4 weight=3"}, ""},
 		{"a new project", ProjectEdit{Account: "proj-c", GPUs: map[string]int{"a100": 1}, BorrowLimit: &one},
 			map[string]string{"proj-a": "gpus=a100:4 borrowLimit=2", "proj-b": "gpus=a100:4 weight=3", "proj-c": "gpus=a100:1 borrowLimit=1"}, ""},
+		{"lending limits set", ProjectEdit{Account: "proj-b", LendLimits: map[string]int{"a100": 2}},
+			map[string]string{"proj-a": "gpus=a100:4 borrowLimit=2", "proj-b": "gpus=a100:4 lendLimitByType=a100:2 weight=3"}, ""},
+		{"lending limits removed", ProjectEdit{Account: "proj-b", LendLimits: map[string]int{}},
+			map[string]string{"proj-a": "gpus=a100:4 borrowLimit=2", "proj-b": "gpus=a100:4 weight=3"}, ""},
 		{"a new project needs gpus", ProjectEdit{Account: "proj-c", Weight: &w}, nil, "proj-c has no quota yet: give --gpus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

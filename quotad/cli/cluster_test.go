@@ -38,7 +38,7 @@ func TestWriteClusterShowsThePagesNumbers(t *testing.T) {
 		"a100       a100     3.00/GPU-h  on-demand  1/1            8     3        2        1     3/2            [###.xxxx]",
 		"a100-spot  a100     1.20/GPU-h  spot       1/0            4     0        0        4     0/0            [....]",
 		"cpu        -        0.05/CPU-h  on-demand  2/0            -     -        -        -     1/0",
-		"proj-b   a100     4          4      1         0     0        4 (all types)  none      1",
+		"proj-b   a100     4          4      1         0     0        4 (all types)  none         none      1",
 		"reclaim  job 36  proj-b",
 		"lend     job 36  proj-b  guar-proj-b -> borrow-proj-b",
 	} {

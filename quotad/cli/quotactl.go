@@ -45,14 +45,16 @@ func QuotactlApp() *ucli.App {
 				Flags: []ucli.Flag{
 					&ucli.StringFlag{Name: "gpus", Usage: "guaranteed GPUs per type, e.g. a100=4,v100=2 (replaces the project's list)"},
 					&ucli.IntFlag{Name: "borrow-limit", Usage: "most GPUs the project may borrow, all types (-1: no limit)"},
+					&ucli.StringFlag{Name: "lend-limit", Usage: "most of its guaranteed GPUs per type others may borrow, e.g. a100=2 (the rest stays idle for its own jobs; replaces the project's list; none: lends all)"},
 					&ucli.Float64Flag{Name: "weight", Usage: "share of idle GPUs among borrowers (> 0)"},
 				},
 				Action: withEnv(cmdSet, readWrite),
 			},
 			{
-				// Lending limits belong to a GPU type (the pools of that type), not to a project:
-				// a pending job may start in any pool it lists, so only a per-type cap, which the
-				// borrow QOS's GrpTRES enforces, holds whatever Slurm picks.
+				// The cluster's lending limit per GPU type caps all borrowers together in each
+				// borrow QOS's GrpTRES, so Slurm holds it whatever pool it picks. A project's own
+				// limit (set --lend-limit) is quotad's: Slurm cannot tell whose guarantee a
+				// borrower's GPUs come from, so quotad counts them.
 				Name: "lend-limit", Usage: "most GPUs of a type lent to borrowers at once (-1: no limit)", ArgsUsage: "TYPE N",
 				Action: withEnv(cmdLendLimit, readWrite),
 			},
@@ -127,7 +129,7 @@ func ParseGPUList(s string) (map[string]int, error) {
 		out[t] = count
 	}
 	if len(out) == 0 {
-		return nil, errors.New("--gpus is empty")
+		return nil, errors.New("empty list: want TYPE=COUNT, e.g. a100=4")
 	}
 	return out, nil
 }
@@ -135,7 +137,7 @@ func ParseGPUList(s string) (map[string]int, error) {
 func cmdSet(c *ucli.Context, e *env) error {
 	ctx := c.Context
 	if c.NArg() != 1 {
-		return errors.New("usage: quotactl set ACCOUNT --gpus a100=4[,v100=2] [--borrow-limit N] [--weight W]")
+		return errors.New("usage: quotactl set ACCOUNT --gpus a100=4[,v100=2] [--borrow-limit N] [--lend-limit a100=2|none] [--weight W]")
 	}
 	account := c.Args().First()
 	if err := requireAdmin(ctx, e.reader); err != nil {
@@ -148,23 +150,32 @@ func cmdSet(c *ucli.Context, e *env) error {
 	if !exists {
 		return fmt.Errorf("account %s does not exist in slurmdbd on cluster %s (create it with sacctmgr add account first)", account, c.String("cluster"))
 	}
-	var gpus map[string]int
+	edit := ProjectEdit{Account: account}
 	if c.IsSet("gpus") {
-		if gpus, err = ParseGPUList(c.String("gpus")); err != nil {
+		if edit.GPUs, err = ParseGPUList(c.String("gpus")); err != nil {
 			return fmt.Errorf("--gpus: %w", err)
 		}
+	}
+	if c.IsSet("lend-limit") {
+		edit.LendLimits = map[string]int{}
+		if v := strings.TrimSpace(c.String("lend-limit")); v != "none" {
+			if edit.LendLimits, err = ParseGPUList(v); err != nil {
+				return fmt.Errorf("--lend-limit: %w (or none)", err)
+			}
+		}
+	}
+	if len(edit.GPUs) > 0 || len(edit.LendLimits) > 0 {
 		tres, err := e.reader.TRESNames(ctx)
 		if err != nil {
 			return err
 		}
 		known := slurmdbd.GPUTypes(tres)
-		for t := range gpus {
+		for _, t := range slices.Sorted(maps.Keys(merged(edit.GPUs, edit.LendLimits))) {
 			if !known[t] {
 				return fmt.Errorf("GPU type %s is not a TRES in slurmdbd (known: %s); add gres/gpu:%s to AccountingStorageTRES", t, strings.Join(slices.Sorted(maps.Keys(known)), ", "), t)
 			}
 		}
 	}
-	edit := ProjectEdit{Account: account, GPUs: gpus}
 	if c.IsSet("borrow-limit") {
 		n := c.Int("borrow-limit")
 		edit.BorrowLimit = &n
@@ -199,7 +210,17 @@ type ProjectEdit struct {
 	Account     string
 	GPUs        map[string]int // replaces the project's list
 	BorrowLimit *int           // < 0 removes the limit
+	LendLimits  map[string]int // replaces the project's lending limits; empty, not nil, removes them
 	Weight      *float64
+}
+
+func merged(a, b map[string]int) map[string]int {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]int{}
+	}
+	maps.Copy(out, b)
+	return out
 }
 
 // Apply makes the edit in cfg, adding the project when it has no quota yet.
@@ -227,6 +248,12 @@ func (pe ProjectEdit) Apply(cfg *policy.Config) error {
 		} else {
 			n := *pe.BorrowLimit
 			p.BorrowLimit = &n
+		}
+	}
+	if pe.LendLimits != nil {
+		p.LendLimitByType = nil
+		if len(pe.LendLimits) > 0 {
+			p.LendLimitByType = maps.Clone(pe.LendLimits)
 		}
 	}
 	if pe.Weight != nil {

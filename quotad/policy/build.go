@@ -130,6 +130,7 @@ type ledger struct {
 	total     map[string]int // type → GPUs in the cluster
 	idleStart map[string]int // type → idle GPUs in the snapshot
 	lent      map[string]int // type → GPUs held or promised in the borrow and elastic QOS
+	limited   []*project     // projects with a lending limit: part of their idle guarantee is never lent
 	// arrayStarted counts, per throttled array, its tasks that run or were lent (pending in a
 	// borrow QOS): each takes one of the array's --array=...%N slots.
 	arrayStarted map[uint32]int
@@ -158,6 +159,9 @@ func newLedger(c *cycle) *ledger {
 			pending:    map[string]int{},
 		}
 		l.projects = append(l.projects, p)
+		if len(pc.LendLimitByType) > 0 {
+			l.limited = append(l.limited, p)
+		}
 		l.byAccount[pc.Account] = p
 		l.borrowOf[p.borrowQOS] = p
 		l.elasticOf[p.elasticQOS] = p

@@ -93,6 +93,11 @@ type Project struct {
 	BorrowLimit *int `yaml:"borrowLimit,omitempty"`
 	// BorrowLimitByType caps borrowed GPUs per type; a type without an entry has no cap.
 	BorrowLimitByType map[string]int `yaml:"borrowLimitByType,omitempty"`
+	// LendLimitByType caps, per type, how many of the project's guaranteed GPUs others may
+	// borrow while it does not use them (Kueue's lendingLimit): the rest of its guarantee,
+	// when idle, stays idle for its own jobs, which then start without waiting for a reclaim.
+	// A type without an entry lends all of its idle guarantee.
+	LendLimitByType map[string]int `yaml:"lendLimitByType,omitempty"`
 	// Weight is the project's share when idle GPUs are divided among borrowers; nil means 1.
 	Weight *float64 `yaml:"weight,omitempty"`
 }
@@ -130,6 +135,16 @@ func (s Settings) Reasons() []string {
 		return DefaultLendReasons
 	}
 	return s.LendReasons
+}
+
+// KeptFromLending is how many of the project's guaranteed GPUs of type t are never lent: its
+// guarantee less its lending limit; 0 for a type it lends without limit.
+func (p Project) KeptFromLending(t string) int {
+	lim, ok := p.LendLimitByType[t]
+	if !ok {
+		return 0
+	}
+	return max(0, p.GPUs[t]-lim)
 }
 
 // Total is the project's guarantee on gres/gpu.
@@ -323,6 +338,15 @@ func (c *Config) Validate() error {
 			checkType(bad, field("borrowLimitByType."+t), t)
 			if p.BorrowLimitByType[t] < 0 {
 				bad(field("borrowLimitByType."+t), "project %s: borrow limit of %s must not be negative, got %d", name, t, p.BorrowLimitByType[t])
+			}
+		}
+		for _, t := range slices.Sorted(maps.Keys(p.LendLimitByType)) {
+			checkType(bad, field("lendLimitByType."+t), t)
+			switch n, g := p.LendLimitByType[t], p.GPUs[t]; {
+			case n < 0:
+				bad(field("lendLimitByType."+t), "project %s: lend limit of %s must not be negative, got %d", name, t, n)
+			case n > g:
+				bad(field("lendLimitByType."+t), "project %s: lend limit of %s is %d, more than its %d guaranteed %s: a project lends only its own guarantee", name, t, n, g, t)
 			}
 		}
 		if p.Weight != nil && (!(*p.Weight > 0) || math.IsInf(*p.Weight, 0)) {

@@ -89,6 +89,15 @@ func TestParseConfigErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "a lending limit is of the project's own guarantee",
+			yaml: "projects:\n  - account: p\n    gpus: {a100: 4}\n    lendLimitByType: {a100: 5, v100: 1, h100: -1}\n",
+			want: []string{
+				"line 4: projects.0.lendLimitByType.a100: project p: lend limit of a100 is 5, more than its 4 guaranteed a100: a project lends only its own guarantee",
+				"projects.0.lendLimitByType.h100: project p: lend limit of h100 must not be negative, got -1",
+				"projects.0.lendLimitByType.v100: project p: lend limit of v100 is 1, more than its 0 guaranteed v100",
+			},
+		},
+		{
 			name: "duplicate project names both lines",
 			yaml: "projects:\n  - account: p\n  - account: q\n  - account: p\n",
 			want: []string{"line 4: projects.2.account: project p is listed twice (first at line 2)"},

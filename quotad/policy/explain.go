@@ -65,13 +65,20 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 		}
 		var parts []string
 		for _, t := range types {
-			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: p.inUse[t], Borrowed: p.borrowed[t], Elastic: p.elastic[t], Pending: p.pending[t]}
+			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: p.inUse[t], Borrowed: p.borrowed[t], Elastic: p.elastic[t], Pending: p.pending[t], LendLimit: -1}
+			if lim, ok := p.cfg.LendLimitByType[t]; ok {
+				row.LendLimit, row.KeptIdle = lim, min(books.keptFor(p, t), books.idleStart[t])
+			}
 			st.ByType = append(st.ByType, row)
 			borrowed := fmt.Sprintf("%d borrowed", row.Borrowed)
 			if row.Elastic > 0 {
 				borrowed += fmt.Sprintf(" (%d by elastic workers)", row.Elastic)
 			}
-			parts = append(parts, fmt.Sprintf("%s %d/%d guaranteed in use, %s, %d pending", typeName(t), row.InUse, row.Guaranteed, borrowed, row.Pending))
+			lends := ""
+			if row.LendLimit >= 0 {
+				lends = fmt.Sprintf(", lends at most %d (%d idle kept for its own jobs)", row.LendLimit, row.KeptIdle)
+			}
+			parts = append(parts, fmt.Sprintf("%s %d/%d guaranteed in use, %s, %d pending%s", typeName(t), row.InUse, row.Guaranteed, borrowed, row.Pending, lends))
 		}
 		st.Summary = fmt.Sprintf("%s (QOS %s, weight %g): %s; all types %d/%d guaranteed in use, %d borrowed", p.cfg.Account, p.guarQOS, p.weight, strings.Join(parts, "; "), p.inUseTotal, p.cfg.Total(), p.borrowedTotal)
 		out = append(out, st)

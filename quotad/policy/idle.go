@@ -23,6 +23,7 @@ type idleNodes struct {
 	all         []*nodeRoom // by name
 	byPartition map[string][]*nodeRoom
 	idle        map[string]map[string]int // partition → type → idle GPUs on its nodes, kept with take
+	free        map[string]int            // type → idle GPUs on all usable nodes, each node once, kept with take
 	partitions  []string                  // sorted, for jobs that list none
 	// unfit are the partitions and shapes a scan of the nodes found no room for. Room only
 	// shrinks while a plan lends (take), so they stay unfit until giveBack: without this, a
@@ -69,6 +70,7 @@ func newIdleNodes(nodes []Node) (in *idleNodes, total, idle map[string]int) {
 		}
 	}
 	sort.Strings(in.partitions)
+	in.free = clone(idle)
 	return in, total, idle
 }
 
@@ -165,6 +167,7 @@ func (in *idleNodes) take(pl placement) {
 	for _, r := range pl.nodes {
 		for t, n := range pl.perNode {
 			r.free.GPUs[t] -= n
+			in.free[t] -= n
 			for _, part := range r.parts {
 				in.idle[part][t] -= n
 			}
@@ -180,6 +183,7 @@ func (in *idleNodes) giveBack(pl placement) {
 	for _, r := range pl.nodes {
 		for t, n := range pl.perNode {
 			r.free.GPUs[t] += n
+			in.free[t] += n
 			for _, part := range r.parts {
 				in.idle[part][t] += n
 			}

@@ -31,6 +31,9 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*policy
 			opts = append(opts, policytest.BorrowLimitOf(types[r.IntN(3)], r.IntN(6)))
 		}
 		opts = append(opts, policytest.Weight(float64(1+r.IntN(4))))
+		if t := types[r.IntN(3)]; r.IntN(4) == 0 && g[t] > 0 {
+			opts = append(opts, policytest.LendLimitOf(t, r.IntN(g[t]+1)))
+		}
 		cb.Project(fmt.Sprintf("proj-%03d", i), g, opts...)
 	}
 	cfg := cb.Obj()

@@ -175,6 +175,57 @@ func TestMoves(t *testing.T) {
 			explain: map[uint32]policytest.Says{6: {Code: policy.CodeCannotBorrow, Words: "lending limit of a100 reached: 3/3 a100 lent"}},
 		},
 		{
+			name: "a project's lending limit keeps the rest of its idle guarantee for its own jobs",
+			cfg: policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4), policytest.LendLimitOf("a100", 1)).
+				Project("proj-b", policytest.GPUs("a100", 4)).Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).Jobs(pendingA100(5, 2, "proj-b")...)
+			},
+			want: []string{"lend 5 proj-b"},
+			explain: map[uint32]policytest.Says{6: {Code: policy.CodeCannotBorrow,
+				Words: "lending limits keep 3 of the 3 idle a100 for their owners' own jobs (proj-a keeps 3 of its 4 a100 (lends at most 1))"}},
+		},
+		{
+			name: "what the owner runs in its guarantee counts toward what it keeps",
+			cfg: policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4), policytest.LendLimitOf("a100", 1)).
+				Project("proj-b", policytest.GPUs("a100", 4)).Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(2, 0, 8).Jobs(bobInQuota()...).Jobs(runningA100(20, 2, "proj-a", time.Minute)...).
+					Jobs(pendingA100(5, 2, "proj-b")...)
+			},
+			want:    []string{"lend 5 proj-b"},
+			explain: map[uint32]policytest.Says{6: {Code: policy.CodeCannotBorrow, Words: "keep 1 of the 1 idle a100"}},
+		},
+		{
+			name: "a lending limit of 0 keeps a type whole: an untyped borrower takes another type or waits",
+			cfg: policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4), policytest.LendLimitOf("a100", 0)).
+				Project("proj-b", policytest.GPUs("a100", 4)).Project("proj-c", policytest.GPUs("v100", 2)).Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 1).Jobs(bobInQuota()...).
+					Jobs(policytest.MakeJob(5, "proj-b").GPU("", 1).Partitions("a100", "v100").Obj(), policytest.MakeJob(6, "proj-b").GPU("", 1).Partitions("a100", "v100").Obj())
+			},
+			want: []string{"lend 5 proj-b"},
+			explain: map[uint32]policytest.Says{
+				5: {Code: policy.CodeLent, Words: "borrows 1 v100 idle in partition v100"},
+				6: {Code: policy.CodeCannotBorrow, Words: "lending limits keep 4 of the 4 idle a100 for their owners' own jobs (proj-a keeps 4 of its 4 a100 (lends at most 0)); not enough idle GPUs"},
+			},
+		},
+		{
+			name: "a borrower waiting on GPUs a lending limit now keeps is returned",
+			cfg: policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4), policytest.LendLimitOf("a100", 2)).
+				Project("proj-b", policytest.GPUs("a100", 4)).Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).Jobs(bobInQuota()...).
+					Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 2).Borrowed().Reason("Resources").Obj(),
+						policytest.MakeJob(6, "proj-b").GPU("a100", 1).Borrowed().Reason("Resources").Obj())
+			},
+			want: []string{"return 6 proj-b"},
+			explain: map[uint32]policytest.Says{
+				5: {Code: policy.CodePromised},
+				6: {Code: policy.CodeReturnOverLimit, Words: "lending limits keep 2 of the 2 idle a100"},
+			},
+		},
+		{
 			name: "Slurm says QOSGrpGRES but the guarantee has room: not lent",
 			cfg:  twoProjects().Obj(),
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
@@ -478,8 +529,8 @@ func TestStatuses(t *testing.T) {
 	}
 	b := plan.Projects[1]
 	if b.Account != "proj-b" || !reflect.DeepEqual(b.ByType, []policy.ProjectTypeStatus{
-		{Type: "a100", Guaranteed: 4, InUse: 4, Borrowed: 4, Pending: 3},
-		{Type: "v100", Guaranteed: 0},
+		{Type: "a100", Guaranteed: 4, InUse: 4, Borrowed: 4, Pending: 3, LendLimit: -1},
+		{Type: "v100", Guaranteed: 0, LendLimit: -1},
 	}) {
 		t.Errorf("proj-b %+v", b)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // placement is where a job's GPUs would come from; untyped requests resolved to one type.
@@ -32,7 +33,7 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 	if p != nil {
 		pl.problems = l.limitProblems(p, typed, sum(need))
 		if anyN > 0 && !slices.ContainsFunc(l.c.types, func(t string) bool {
-			return min(l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t]) >= anyN
+			return t != "" && min(l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t]) >= anyN
 		}) {
 			pl.problems = append(pl.problems, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN))
 		}
@@ -73,6 +74,15 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 		}
 		return pl, false
 	}
+	if p != nil && anyN > 0 {
+		// Idle GPUs of a type may be there and kept by lending limits: say so, not only that
+		// no node has room.
+		for _, t := range l.c.types {
+			if kept := l.keptForOwners(t); kept > 0 && l.nodes.free[t]-typed[t] >= anyN && l.nodes.free[t]-kept-typed[t] < anyN {
+				pl.problems = append(pl.problems, l.keptProblem(t, kept))
+			}
+		}
+	}
 	pl.problems = append(pl.problems, l.idleText(need, sh, parts))
 	return pl, false
 }
@@ -91,6 +101,9 @@ func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []str
 		}
 		if lim, ok := l.c.cfg.LendLimits[t]; ok && l.lent[t]+n > lim {
 			out = append(out, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t))
+		}
+		if kept := l.keptForOwners(t); kept > 0 && l.nodes.free[t]-kept < n {
+			out = append(out, l.keptProblem(t, kept))
 		}
 	}
 	if lim := p.cfg.BorrowLimit; lim != nil && p.borrowedTotal+total > *lim {
@@ -113,10 +126,43 @@ func (l *ledger) borrowRoom(p *project, t string) int {
 }
 
 func (l *ledger) lendRoom(t string) int {
+	room := int(^uint(0) >> 1)
 	if lim, ok := l.c.cfg.LendLimits[t]; ok {
-		return lim - l.lent[t]
+		room = lim - l.lent[t]
 	}
-	return int(^uint(0) >> 1)
+	if kept := l.keptForOwners(t); kept > 0 {
+		room = min(room, l.nodes.free[t]-kept)
+	}
+	return room
+}
+
+// keptForOwners is how many idle GPUs of type t the projects' lending limits keep for their
+// own jobs: of each limited guarantee, the part never lent, less what the project runs in it
+// and the idle GPUs already kept for its in-quota pending jobs. The GPUs are counted, not
+// placed: a borrower may start on any idle GPU of the type as long as that many stay idle, as
+// Kueue counts a lendingLimit.
+func (l *ledger) keptForOwners(t string) int {
+	kept := 0
+	for _, p := range l.limited {
+		kept += l.keptFor(p, t)
+	}
+	return kept
+}
+
+func (l *ledger) keptFor(p *project, t string) int {
+	return max(0, p.cfg.KeptFromLending(t)-p.inUse[t]-p.reserved[t])
+}
+
+// keptProblem says that lending limits keep kept idle GPUs of type t, naming whose, e.g.
+// "proj-a keeps 6 of its 8 a100 (lends at most 2)".
+func (l *ledger) keptProblem(t string, kept int) string {
+	var parts []string
+	for _, p := range l.limited {
+		if n := l.keptFor(p, t); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s keeps %d of its %d %s (lends at most %d)", p.cfg.Account, n, p.cfg.GPUs[t], t, p.cfg.LendLimitByType[t]))
+		}
+	}
+	return fmt.Sprintf("lending limits keep %d of the %d idle %s for their owners' own jobs (%s)", kept, l.nodes.free[t], t, strings.Join(parts, ", "))
 }
 
 // resolved is the GPUs a job counts against limits: its placement when there is one, else its

@@ -215,6 +215,8 @@ type ProjectTypeStatus struct {
 	Borrowed   int // held or promised (pending after a lend) in the borrow and elastic QOS
 	Elastic    int // the part of Borrowed held or promised by elastic workers (the elastic QOS)
 	Pending    int // requested by pending jobs in the guaranteed QOS
+	LendLimit  int // most of the guarantee others may borrow; -1: no limit
+	KeptIdle   int // idle GPUs the lending limit keeps for the project's own jobs now
 }
 
 // TypeStatus is the cluster-wide position of one GPU type.

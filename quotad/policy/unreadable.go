@@ -113,6 +113,7 @@ func (in *idleNodes) holdBack(t string, n int) int {
 			continue
 		}
 		r.free.GPUs[t] -= c
+		in.free[t] -= c
 		for _, part := range r.parts {
 			in.idle[part][t] -= c
 		}

@@ -57,6 +57,12 @@ var migrations = []string{
 		detail TEXT NOT NULL,
 		KEY audit_at (at)
 	) ENGINE=InnoDB`,
+	7: `CREATE TABLE IF NOT EXISTS quota_project_lend_limits (
+		account VARCHAR(64) NOT NULL,
+		gpu_type VARCHAR(64) NOT NULL,
+		lend_limit INT NOT NULL,
+		PRIMARY KEY (account, gpu_type)
+	) ENGINE=InnoDB`,
 }
 
 // Store is quotad's database.
@@ -193,6 +199,9 @@ func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
 		return nil, err
 	}
 	if err := loadByType(ctx, q, cfg, index, "quota_borrow_limits", "borrow_limit", lock, func(p *policy.Project) *map[string]int { return &p.BorrowLimitByType }); err != nil {
+		return nil, err
+	}
+	if err := loadByType(ctx, q, cfg, index, "quota_project_lend_limits", "lend_limit", lock, func(p *policy.Project) *map[string]int { return &p.LendLimitByType }); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -350,7 +359,7 @@ func (s *Store) Update(ctx context.Context, actor string, edit func(current *pol
 	if len(changes) == 0 {
 		return nil, nil
 	}
-	for _, stmt := range []string{"DELETE FROM quota_settings", "DELETE FROM quota_lend_limits", "DELETE FROM quota_gpus", "DELETE FROM quota_borrow_limits", "DELETE FROM quota_projects"} {
+	for _, stmt := range []string{"DELETE FROM quota_settings", "DELETE FROM quota_lend_limits", "DELETE FROM quota_gpus", "DELETE FROM quota_borrow_limits", "DELETE FROM quota_project_lend_limits", "DELETE FROM quota_projects"} {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return nil, err
 		}
@@ -377,6 +386,11 @@ func (s *Store) Update(ctx context.Context, actor string, edit func(current *pol
 		}
 		for t, n := range p.BorrowLimitByType {
 			if _, err := tx.ExecContext(ctx, "INSERT INTO quota_borrow_limits (account, gpu_type, borrow_limit) VALUES (?, ?, ?)", p.Account, t, n); err != nil {
+				return nil, err
+			}
+		}
+		for t, n := range p.LendLimitByType {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO quota_project_lend_limits (account, gpu_type, lend_limit) VALUES (?, ?, ?)", p.Account, t, n); err != nil {
 				return nil, err
 			}
 		}
@@ -459,6 +473,9 @@ func ProjectText(p policy.Project) string {
 	}
 	if len(p.BorrowLimitByType) > 0 {
 		parts = append(parts, "borrowLimitByType="+typeList(p.BorrowLimitByType))
+	}
+	if len(p.LendLimitByType) > 0 {
+		parts = append(parts, "lendLimitByType="+typeList(p.LendLimitByType))
 	}
 	if p.Weight != nil {
 		parts = append(parts, "weight="+strconv.FormatFloat(*p.Weight, 'g', -1, 64))

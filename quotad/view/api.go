@@ -63,6 +63,7 @@ type ProjectLimits struct {
 	TotalGPUs         *int           `json:"total_gpus"`
 	BorrowLimit       *int           `json:"borrow_limit"`
 	BorrowLimitByType map[string]int `json:"borrow_limit_by_type"`
+	LendLimitByType   map[string]int `json:"lend_limit_by_type"`
 }
 
 // ProjectGPUs is one project's count of one GPU type ("any": requests of no type).
@@ -74,6 +75,8 @@ type ProjectGPUs struct {
 	Elastic    int    `json:"elastic"`  // the part of borrowed held or promised by elastic workers
 	Lent       int    `json:"lent"`     // unused guarantee borrowers hold now
 	Pending    int    `json:"pending"`  // requested by pending jobs in the guaranteed QOS
+	LendLimit  *int   `json:"lend_limit"` // most of the guarantee others may borrow; null: no limit
+	KeptIdle   int    `json:"kept_idle"`  // idle GPUs the lending limit keeps for the project's own jobs now
 }
 
 // GPUType is the cluster-wide position of one GPU type.
@@ -165,11 +168,14 @@ func Projects(plan *policy.Plan, cfg *policy.Config) []Project {
 		p := Project{Account: ps.Account, GuaranteedQOS: ps.GuaranteedQOS, Weight: ps.Weight, UsageGPUSeconds: ps.Usage,
 			Summary: ps.Summary, GPUs: []ProjectGPUs{}}
 		if pc, ok := cfg.Project(ps.Account); ok {
-			p.Limits = ProjectLimits{TotalGPUs: copyPtr(pc.TotalGPUs), BorrowLimit: copyPtr(pc.BorrowLimit), BorrowLimitByType: copyMap(pc.BorrowLimitByType)}
+			p.Limits = ProjectLimits{TotalGPUs: copyPtr(pc.TotalGPUs), BorrowLimit: copyPtr(pc.BorrowLimit), BorrowLimitByType: copyMap(pc.BorrowLimitByType), LendLimitByType: copyMap(pc.LendLimitByType)}
 		}
 		for _, row := range ps.ByType {
 			p.GPUs = append(p.GPUs, ProjectGPUs{GPUType: TypeLabel(row.Type), Guaranteed: row.Guaranteed, InUse: row.InUse,
-				Borrowed: row.Borrowed, Elastic: row.Elastic, Lent: LentFrom(plan, row), Pending: row.Pending})
+				Borrowed: row.Borrowed, Elastic: row.Elastic, Lent: LentFrom(plan, row), Pending: row.Pending, KeptIdle: row.KeptIdle})
+			if row.LendLimit >= 0 {
+				p.GPUs[len(p.GPUs)-1].LendLimit = copyPtr(&row.LendLimit)
+			}
 		}
 		out = append(out, p)
 	}

@@ -30,6 +30,7 @@ var (
 		"fmtTimePtr":  fmtTimePtr,
 		"intPtr":      intPtr,
 		"borrowLimit": BorrowLimit,
+		"lendLimit":   LendLimit,
 	}).Parse(pageHTML))
 
 	pageCSP = fmt.Sprintf("default-src 'none'; style-src '%s'; script-src '%s'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
@@ -139,6 +140,15 @@ func BorrowLimit(l ProjectLimits, gpuType string) string {
 		return strconv.Itoa(*l.BorrowLimit) + " (all types)"
 	}
 	return "none"
+}
+
+// LendLimit is how much of a project's guarantee of one GPU type others may borrow, with the
+// idle GPUs the limit keeps for the project now, e.g. "2 (3 kept idle)".
+func LendLimit(g ProjectGPUs) string {
+	if g.LendLimit == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d (%d kept idle)", *g.LendLimit, g.KeptIdle)
 }
 
 // lookupJob answers the search box from the served plan. It never shows an explanation: the

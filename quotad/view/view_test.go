@@ -25,6 +25,7 @@ const table = `lendLimits: {a100: 3}
 projects:
   - account: proj-a
     gpus: {a100: 4}
+    lendLimitByType: {a100: 2}
   - account: proj-b
     gpus: {a100: 4}
     borrowLimit: 2
@@ -182,11 +183,20 @@ func TestProjectsAndTypesCarryTheNumbersAndLimits(t *testing.T) {
 		t.Errorf("proj-b = %+v", b)
 	}
 	a := got["proj-a"]
-	if len(a.GPUs) != 1 || a.GPUs[0] != (ProjectGPUs{GPUType: "a100", Guaranteed: 4, InUse: 1, Lent: 1}) {
-		t.Errorf("proj-a gpus = %+v, want 1 in use and 1 of its unused 3 lent", a.GPUs)
+	// proj-a lends at most 2 of its 4: of its 3 unused, it keeps 1 idle for its own jobs.
+	if len(a.GPUs) != 1 || a.GPUs[0].LendLimit == nil || *a.GPUs[0].LendLimit != 2 {
+		t.Fatalf("proj-a gpus = %+v, want its lending limit of 2", a.GPUs)
+	}
+	g := a.GPUs[0]
+	g.LendLimit = nil
+	if g != (ProjectGPUs{GPUType: "a100", Guaranteed: 4, InUse: 1, Lent: 1, KeptIdle: 1}) {
+		t.Errorf("proj-a gpus = %+v, want 1 in use, 1 of its unused 3 lent and 1 kept idle", g)
+	}
+	if a.Limits.LendLimitByType["a100"] != 2 || LendLimit(a.GPUs[0]) != "2 (1 kept idle)" {
+		t.Errorf("proj-a limits = %+v, page shows %q", a.Limits, LendLimit(a.GPUs[0]))
 	}
 	// The JSON names are the API: a page built on it breaks if they change.
-	for _, field := range []string{`"api_version": "v1"`, `"snapshot_taken_at"`, `"max_snapshot_age_seconds": 15`, `"stale": false`, `"guaranteed_qos"`, `"in_use": 4`, `"borrow_limit": 2`, `"total_gpus": null`} {
+	for _, field := range []string{`"api_version": "v1"`, `"snapshot_taken_at"`, `"max_snapshot_age_seconds": 15`, `"stale": false`, `"guaranteed_qos"`, `"in_use": 4`, `"borrow_limit": 2`, `"total_gpus": null`, `"lend_limit": 2`, `"kept_idle": 1`, `"lend_limit_by_type"`} {
 		if !strings.Contains(string(body), field) {
 			t.Errorf("projects JSON lacks %s:\n%s", field, body)
 		}

@@ -225,12 +225,16 @@ func (b *ConfigWrapper) LendLimit(t string, n int) *ConfigWrapper {
 // Obj is the quota table built.
 func (b *ConfigWrapper) Obj() *policy.Config { return &b.c }
 
-// Weight, BorrowLimit and BorrowLimitOf set a project's fair-share weight, its borrowing limit
-// in all, and its borrowing limit of type t (options of ConfigWrapper.Project).
+// Weight, BorrowLimit, BorrowLimitOf and LendLimitOf set a project's fair-share weight, its
+// borrowing limit in all, its borrowing limit of type t, and how many of its guaranteed GPUs
+// of type t it lends at most (options of ConfigWrapper.Project).
 func Weight(w float64) func(*policy.Project)  { return func(p *policy.Project) { p.Weight = &w } }
 func BorrowLimit(n int) func(*policy.Project) { return func(p *policy.Project) { p.BorrowLimit = &n } }
 func BorrowLimitOf(t string, n int) func(*policy.Project) {
 	return func(p *policy.Project) { setCount(&p.BorrowLimitByType, t, n) }
+}
+func LendLimitOf(t string, n int) func(*policy.Project) {
+	return func(p *policy.Project) { setCount(&p.LendLimitByType, t, n) }
 }
 
 // ApplySync is the fake adapter for sync actions: it changes the snapshot as sacctmgr would.

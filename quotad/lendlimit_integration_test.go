@@ -1,0 +1,97 @@
+//go:build integration
+
+package quotad_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// TestLendingLimitKeepsTheOwnersGPUs: proj-a lends at most 1 of its 4 a100. bob (proj-b)
+// fills his guarantee and wants 8 more; of the 8 idle a100 quotad lends him 5 and keeps 3 idle
+// for proj-a. alice's 3 jobs then start on them at once, with no reclaim: no borrower of bob's
+// is requeued, and nothing is killed.
+func TestLendingLimitKeepsTheOwnersGPUs(t *testing.T) {
+	c := testbed.Require(t)
+	logStart := ctldLogSize(t, c)
+	ensureQuotad(t, c)
+	t.Cleanup(func() { importTestbedQuotas(t, c) })
+	quotactl(t, c, "set", "proj-a", "--lend-limit", "a100=1")
+
+	// No partition given: the plugin sends an a100 job to a100-spot and a100, all 12 a100.
+	bob := submitTyped(t, c, "bob", 12)
+	waitLent(t, c, bob, "guar-proj-b", 4, "borrow-proj-b", 5, 30*time.Second)
+	// A few more cycles (quotad runs every 2 s here): still 5, the other 3 wait.
+	time.Sleep(testbed.Patience(6 * time.Second))
+	rows := queue(t, c, bob)
+	if n := count(rows, bob, inQOS("borrow-proj-b")); n != 5 {
+		t.Fatalf("%d of bob's jobs lent, want 5 (8 idle less the 3 proj-a keeps):\n%s", n, listRows(rows, bob))
+	}
+	_, borrowers := splitBorrowers(t, c, bob, "borrow-proj-b")
+	var waiting string
+	for _, id := range bob {
+		if r := rows[id]; r.state == "PENDING" && r.qos == "guar-proj-b" {
+			waiting = id
+			break
+		}
+	}
+	if waiting == "" {
+		t.Fatalf("none of bob's jobs waits in guar-proj-b:\n%s", listRows(rows, bob))
+	}
+	code, words := explainCode(t, c, waiting)
+	if code != "cannot-borrow" || !strings.Contains(words, "lending limits keep 3 of the 3 idle a100") {
+		t.Errorf("explain %s: code %q, %q; want cannot-borrow naming proj-a's lending limit", waiting, code, words)
+	}
+	if out := quotactl(t, c, "explain", "proj-a"); !strings.Contains(out, "lends at most 1 (3 idle kept for its own jobs)") {
+		t.Errorf("quotactl explain proj-a does not show its lending limit and the 3 a100 it keeps:\n%s", out)
+	}
+
+	alice := submitTyped(t, c, "alice", 3)
+	// Well within the borrowers' PreemptExemptTime: no claim could have made this room.
+	d := waitQueue(t, c, alice, "alice's 3 jobs running on the GPUs her lending limit kept", 15*time.Second, exactly(3, alice, running))
+	t.Logf("alice's 3 jobs running %s after submission, no reclaim", d.Round(100*time.Millisecond))
+	if p := preemptedIn(t, c, borrowers); len(p) > 0 {
+		t.Errorf("bob's borrowers %v were preempted: the kept GPUs should have been idle", p)
+	}
+	if n := count(queue(t, c, borrowers), borrowers, runningIn("borrow-proj-b")); n != 5 {
+		t.Errorf("%d of bob's 5 borrowers still running, want 5", n)
+	}
+	assertNoneKilled(t, c, logStart)
+}
+
+// submitTyped submits n one-a100 jobs of user with no partition (the plugin routes them), and
+// cancels them when the test ends.
+func submitTyped(t *testing.T, c *testbed.Cluster, user string, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ids []string
+	for range n {
+		id, err := c.Submit(ctx, user, "--gres=gpu:a100:1", "--wrap", "sleep 600")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	t.Cleanup(func() { c.Cancel(ids...) })
+	return ids
+}
+
+// explainCode is quotactl explain's code and words for one job (its JSON form).
+func explainCode(t *testing.T, c *testbed.Cluster, id string) (code, words string) {
+	t.Helper()
+	var got struct {
+		Code        string `json:"code"`
+		Explanation string `json:"explanation"`
+	}
+	out := quotactl(t, c, "explain", "--json", id)
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("quotactl explain --json %s: %v\n%s", id, err, out)
+	}
+	return got.Code, got.Explanation
+}
