@@ -50,7 +50,12 @@ ver=$(sinfo -V | awk '{print $2}')
 EXEMPT=$(awk '/preemptExemptTime:/ {gsub(/s/, "", $2); print $2}' "$REPO_ROOT/slurm-conf/testbed/quotas.yaml")
 CTLD_LOG=$TESTBED_DIR/log/slurmctld.log
 TAG=bench-mqos-$$
-BORROW=borrow-proj-b GUAR_B=guar-proj-b
+# The projects' QOS as quotad names them (bridge/pools.QOSName), from the facts the testbed
+# keeps (testbed-render shell: QOS_GUARANTEED and QOS_BORROW, by account).
+# shellcheck source=/dev/null
+. "$TESTBED_DIR/etc/facts.sh"
+declare -p QOS_BORROW >/dev/null 2>&1 || { echo "$TESTBED_DIR/etc/facts.sh names no QOS: the testbed is from an older tree (make testbed-up)" >&2; exit 1; }
+BORROW=${QOS_BORROW[proj-b]} GUAR_A=${QOS_GUARANTEED[proj-a]} GUAR_B=${QOS_GUARANTEED[proj-b]}
 # quotad gives the accounts their QOS on its first cycles after testbed-up: wait for it.
 for _ in $(seq 1 60); do
 	[ "$(sacctmgr -nP show assoc user=bob account=proj-b format=defaultqos | head -1)" = "$GUAR_B" ] && break
@@ -68,15 +73,15 @@ restore() {
 	quotad status >/dev/null 2>&1 || quotad start >/dev/null 2>&1 || true
 }
 trap restore EXIT
-bp=$(prio_of $BORROW)
-for q in guar-proj-a $GUAR_B; do
+bp=$(prio_of "$BORROW")
+for q in $GUAR_A $GUAR_B; do
 	p=$(prio_of $q)
 	if [ "$p" -le "$bp" ]; then
 		OLD_PRIO[$q]=$p
 		sacctmgr -i modify qos where name="$q" set priority=$((bp + 10)) >/dev/null
 	fi
 done
-echo "# Slurm $ver; QOS priority: borrow $(prio_of $BORROW), guar-proj-a $(prio_of guar-proj-a), $GUAR_B $(prio_of $GUAR_B); B with quotad $B_QUOTAD; PreemptExemptTime ${EXEMPT}s"
+echo "# Slurm $ver; QOS priority: borrow $(prio_of "$BORROW"), $GUAR_A $(prio_of "$GUAR_A"), $GUAR_B $(prio_of "$GUAR_B"); B with quotad $B_QUOTAD; PreemptExemptTime ${EXEMPT}s"
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }

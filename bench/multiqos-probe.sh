@@ -21,17 +21,23 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 EXEMPT=$(awk '/preemptExemptTime:/ {gsub(/s/, "", $2); print $2}' "$REPO_ROOT/slurm-conf/testbed/quotas.yaml")
 CTLD_LOG=$TESTBED_DIR/log/slurmctld.log
 TAG=probe-mqos-$$
+# The projects' QOS as quotad names them (bridge/pools.QOSName), from the facts the testbed
+# keeps (testbed-render shell: QOS_GUARANTEED and QOS_BORROW, by account).
+# shellcheck source=/dev/null
+. "$TESTBED_DIR/etc/facts.sh"
+declare -p QOS_BORROW >/dev/null 2>&1 || { echo "$TESTBED_DIR/etc/facts.sh names no QOS: the testbed is from an older tree (make testbed-up)" >&2; exit 1; }
+BORROW=${QOS_BORROW[proj-b]} GUAR_A=${QOS_GUARANTEED[proj-a]} GUAR_B=${QOS_GUARANTEED[proj-b]}
 declare -A OLD_PRIO=()
-for q in guar-proj-a guar-proj-b borrow-proj-b; do OLD_PRIO[$q]=$(sacctmgr -nP show qos "$q" format=priority); done
+for q in $GUAR_A $GUAR_B $BORROW; do OLD_PRIO[$q]=$(sacctmgr -nP show qos "$q" format=priority); done
 setprio() { sacctmgr -i modify qos where name="$1" set priority="$2" >/dev/null; }
 restore() {
 	scancel --name="$TAG" 2>/dev/null
 	for q in "${!OLD_PRIO[@]}"; do setprio "$q" "${OLD_PRIO[$q]}"; done
 }
 trap restore EXIT
-setprio borrow-proj-b 0
-setprio guar-proj-a 10
-setprio guar-proj-b 10
+setprio "$BORROW" 0
+setprio "$GUAR_A" 10
+setprio "$GUAR_B" 10
 
 say() { printf '\n== %s\n' "$*"; }
 submit() {
@@ -59,33 +65,33 @@ show() { # show JOBID...: every view of the jobs
 		echo "sacct -D -X qos/state: $(sacct -n -P -D -X -j "$j" -o jobid,qos,state | tr '\n' ' ')"
 	done
 }
-usage_guar() { scontrol show assoc_mgr flags=qos qos=guar-proj-b | grep -oE 'GrpTRES=[^ ]*' | head -1; }
+usage_guar() { scontrol show assoc_mgr flags=qos qos=$GUAR_B | grep -oE 'GrpTRES=[^ ]*' | head -1; }
 
 for _ in $(seq 1 60); do
-	[ "$(sacctmgr -nP show assoc user=bob account=proj-b format=defaultqos | head -1)" = guar-proj-b ] && break
+	[ "$(sacctmgr -nP show assoc user=bob account=proj-b format=defaultqos | head -1)" = "$GUAR_B" ] && break
 	sleep 1
 done
 echo "Slurm $(sinfo -V); QOS priority now: $(sacctmgr -nP show qos format=name,priority | tr '\n' ' ')"
 echo "bob's association: $(sacctmgr -nP show assoc user=bob format=account,qos,defaultqos | tr '\n' ' ')"
 killed0=$(grep -c "had to be killed" "$CTLD_LOG")
 
-say "1. a100 full (bob 4 in quota, alice 4); X (--requeue) and Y (--no-requeue) with --qos=guar-proj-b,borrow-proj-b"
+say "1. a100 full (bob 4 in quota, alice 4); X (--requeue) and Y (--no-requeue) with --qos=$GUAR_B,$BORROW"
 for _ in 1 2 3 4; do submit bob --requeue >/dev/null; submit alice --requeue >/dev/null; done
 wait_until 60 ge running_of bob 4
 wait_until 60 ge running_of alice 4
 ALICE=$(squeue -h -u alice -n "$TAG" -o %i | tr '\n' ' ')
-X=$(submit bob --requeue --qos=guar-proj-b,borrow-proj-b)
-Y=$(submit bob --no-requeue --qos=guar-proj-b,borrow-proj-b)
+X=$(submit bob --requeue --qos=$GUAR_B,$BORROW)
+Y=$(submit bob --no-requeue --qos=$GUAR_B,$BORROW)
 sleep 3
 show "$X" "$Y"
-echo "guar-proj-b usage: $(usage_guar)"
+echo "$GUAR_B usage: $(usage_guar)"
 
 say "2. alice's jobs end"
 # shellcheck disable=SC2086
 scancel $ALICE
 wait_until 20 bash -c "[ \"\$(squeue -h -j $X,$Y -t running | wc -l)\" -ge 2 ]"
 show "$X" "$Y"
-echo "guar-proj-b usage: $(usage_guar)"
+echo "$GUAR_B usage: $(usage_guar)"
 
 say "3. past PreemptExemptTime (${EXEMPT}s) alice submits 4"
 sleep $((EXEMPT + 1))
@@ -97,20 +103,20 @@ echo "slurmctld.log 'had to be killed' since start: $(($(grep -c "had to be kill
 grep -E "JobId=($X|$Y)\b" "$CTLD_LOG" | grep -iE "preempt|requeue|kill" | tail -n 6
 
 say "4. one of bob's guaranteed jobs ends: where does the requeued X start?"
-B1=$(squeue -h -u bob -n "$TAG" -t running -q guar-proj-b -o %i | head -1)
+B1=$(squeue -h -u bob -n "$TAG" -t running -q "$GUAR_B" -o %i | head -1)
 scancel "$B1"
 wait_until 30 bash -c "[ \"\$(squeue -h -j $X -t running | wc -l)\" -ge 1 ]"
 show "$X"
-echo "guar-proj-b usage: $(usage_guar)"
+echo "$GUAR_B usage: $(usage_guar)"
 
 say "5. a borrower Z runs, then slurmctld restarts"
 A1=$(squeue -h -u alice -n "$TAG" -t running -o %i | head -1)
-Z=$(submit bob --requeue --qos=guar-proj-b,borrow-proj-b)
+Z=$(submit bob --requeue --qos=$GUAR_B,$BORROW)
 sleep 1
 scancel "$A1"
 wait_until 20 bash -c "[ \"\$(squeue -h -j $Z -t running | wc -l)\" -ge 1 ]"
 show "$Z"
-echo "guar-proj-b usage before restart: $(usage_guar); borrow-proj-b: $(scontrol show assoc_mgr flags=qos qos=borrow-proj-b | grep -oE 'GrpTRES=[^ ]*' | head -1)"
+echo "$GUAR_B usage before restart: $(usage_guar); $BORROW: $(scontrol show assoc_mgr flags=qos qos=$BORROW | grep -oE 'GrpTRES=[^ ]*' | head -1)"
 pid=$(tr -dc 0-9 <"$TESTBED_DIR/run/slurmctld.pid")
 kill -TERM "$pid"
 wait_until 30 bash -c "! kill -0 $pid 2>/dev/null"
@@ -118,25 +124,25 @@ wait_until 30 bash -c "! kill -0 $pid 2>/dev/null"
 wait_until 30 scontrol ping >/dev/null
 sleep 2
 show "$Z"
-echo "guar-proj-b usage after restart: $(usage_guar); borrow-proj-b: $(scontrol show assoc_mgr flags=qos qos=borrow-proj-b | grep -oE 'GrpTRES=[^ ]*' | head -1)"
+echo "$GUAR_B usage after restart: $(usage_guar); $BORROW: $(scontrol show assoc_mgr flags=qos qos=$BORROW | grep -oE 'GrpTRES=[^ ]*' | head -1)"
 echo "bob's running jobs by QOS: $(squeue -h -u bob -n "$TAG" -t running -o %q | sort | uniq -c | tr '\n' ' ')"
 
-say "6. equal QOS priorities (borrow-proj-b 0, guar-proj-b 0); all idle; bob in quota"
+say "6. equal QOS priorities ($BORROW 0, $GUAR_B 0); all idle; bob in quota"
 scancel --name="$TAG"
 wait_until 30 bash -c "[ -z \"\$(squeue -h -n $TAG)\" ]"
-setprio guar-proj-b 0
+setprio "$GUAR_B" 0
 sleep 1
-E1=$(submit bob --requeue --qos=borrow-proj-b,guar-proj-b)
-E2=$(submit bob --requeue --qos=guar-proj-b,borrow-proj-b)
+E1=$(submit bob --requeue --qos=$BORROW,$GUAR_B)
+E2=$(submit bob --requeue --qos=$GUAR_B,$BORROW)
 wait_until 20 bash -c "[ \"\$(squeue -h -j $E1,$E2 -t running | wc -l)\" -ge 2 ]"
-echo "E1 (--qos=borrow-proj-b,guar-proj-b): $(squeue -h -j "$E1" -o '%q %T')"
-echo "E2 (--qos=guar-proj-b,borrow-proj-b): $(squeue -h -j "$E2" -o '%q %T')"
+echo "E1 (--qos=$BORROW,$GUAR_B): $(squeue -h -j "$E1" -o '%q %T')"
+echo "E2 (--qos=$GUAR_B,$BORROW): $(squeue -h -j "$E2" -o '%q %T')"
 scancel --name="$TAG"
 wait_until 30 bash -c "[ -z \"\$(squeue -h -n $TAG)\" ]"
-setprio guar-proj-b 10
-E3=$(submit bob --requeue --qos=borrow-proj-b,guar-proj-b)
+setprio "$GUAR_B" 10
+E3=$(submit bob --requeue --qos=$BORROW,$GUAR_B)
 wait_until 20 bash -c "[ \"\$(squeue -h -j $E3 -t running | wc -l)\" -ge 1 ]"
-echo "E3 (--qos=borrow-proj-b,guar-proj-b, guar-proj-b priority 10): $(squeue -h -j "$E3" -o '%q %T')"
+echo "E3 (--qos=$BORROW,$GUAR_B, $GUAR_B priority 10): $(squeue -h -j "$E3" -o '%q %T')"
 scancel --name="$TAG"
 wait_until 30 bash -c "[ -z \"\$(squeue -h -n $TAG)\" ]"
 echo "done"

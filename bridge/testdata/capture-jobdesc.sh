@@ -13,6 +13,15 @@
 # Numbers are printed as Lua 5.1 prints a double (%.14g) on every release, so the sentinels
 # of 64-bit fields lose their low bits the same way everywhere (poolstest rebuilds them).
 set -euo pipefail
+# The cluster's set-up, shared with bridge/slurm/testdata/capture/capture.sh: there on the host,
+# /setup.sh beside this script in the container (capture_in_container).
+if [ "${1:-}" = --inside ]; then
+	# shellcheck source=/dev/null
+	. "$(dirname "$0")/setup.sh"
+else
+	# shellcheck source=bridge/slurm/testdata/capture/setup.sh
+	. "$(dirname "$0")/../slurm/testdata/capture/setup.sh"
+fi
 
 # The commands, as typed; J is the id of a held job that the job_modify lines update.
 COMMANDS=(
@@ -39,39 +48,9 @@ COMMANDS=(
 if [ "${1:-}" = --inside ]; then
 	# Runs in the container, as root.
 	rel=$2
-	export DEBIAN_FRONTEND=noninteractive
-	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d
-	# A release-host image (testbed/container.sh) has Slurm already; a plain Debian image does not.
-	if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null; then
-		apt-get -o Acquire::Check-Valid-Until=false update -qq
-		apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge procps >/dev/null
-	fi
-	mkdir -p /etc/slurm /var/spool/slurmctld /var/lib/fakegpu/n1 /var/lib/fakegpu/n2 /out
-	for n in n1 n2; do for i in 0 1 2 3; do : >/var/lib/fakegpu/$n/nvidia$i; done; done
-	cat >/etc/slurm/slurm.conf <<-CONF
-		ClusterName=capture
-		SlurmctldHost=localhost(127.0.0.1)
-		SlurmUser=root
-		SlurmdUser=root
-		AuthType=auth/munge
-		StateSaveLocation=/var/spool/slurmctld
-		SlurmdSpoolDir=/var/spool/slurmd-%n
-		SlurmdPidFile=/run/slurmd-%n.pid
-		SlurmctldLogFile=/var/log/slurmctld.log
-		SlurmdLogFile=/var/log/slurmd-%n.log
-		ProctrackType=proctrack/linuxproc
-		TaskPlugin=task/none
-		JobAcctGatherType=jobacct_gather/none
-		AccountingStorageType=accounting_storage/none
-		MpiDefault=none
-		MailProg=/bin/true
-		SlurmdParameters=config_overrides
-		ReturnToService=2
-		SchedulerType=sched/backfill
-		SelectType=select/cons_tres
-		SelectTypeParameters=CR_Core_Memory
-		DefMemPerCPU=100
-		GresTypes=gpu
+	install_slurm --if-missing
+	write_slurm_conf "$rel" a100 v100
+	cat >>/etc/slurm/slurm.conf <<-CONF
 		JobSubmitPlugins=lua
 		NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=localhost Port=17001 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:a100:4 Feature=a100
 		NodeName=n2 NodeAddr=127.0.0.1 NodeHostname=localhost Port=17002 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:v100:4 Feature=v100
@@ -80,12 +59,6 @@ if [ "${1:-}" = --inside ]; then
 		PartitionName=a100 Nodes=n1
 		PartitionName=v100 Nodes=n2
 	CONF
-	cat >/etc/slurm/gres.conf <<-CONF
-		AutoDetect=off
-		NodeName=n1 Name=gpu Type=a100 File=/var/lib/fakegpu/n1/nvidia[0-3]
-		NodeName=n2 Name=gpu Type=v100 File=/var/lib/fakegpu/n2/nvidia[0-3]
-	CONF
-	if [ "$rel" != 22.05 ]; then echo CgroupPlugin=disabled >/etc/slurm/cgroup.conf; fi
 	# Each job_desc as one line: the fields the plugin reads, "nil" where Slurm passes none.
 	cat >/etc/slurm/job_submit.lua <<-'LUA'
 		local fields = {"partition", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
@@ -112,17 +85,7 @@ if [ "${1:-}" = --inside ]; then
 			return slurm.SUCCESS
 		end
 	LUA
-	[ -s /etc/munge/munge.key ] || mungekey --create
-	mkdir -p /run/munge && chown munge: /run/munge
-	runuser -u munge -- /usr/sbin/munged
-	slurmctld
-	slurmd -N n1
-	slurmd -N n2
-	for _ in $(seq 60); do
-		[ "$(sinfo -h -N -o %t 2>/dev/null | sort -u)" = idle ] && break
-		sleep 1
-	done
-	sinfo -N || { tail -n 20 /var/log/slurmctld.log; exit 1; }
+	start_slurm
 	useradd -m alice
 	# The job the updates change: held, so it stays pending; its own job_desc is not kept.
 	job=$(runuser -u alice -- sbatch --parsable -H -p cpu --chdir=/tmp -o /dev/null --wrap true)
@@ -162,12 +125,7 @@ image=${1:?usage: capture-jobdesc.sh IMAGE RELEASE [OUTDIR]}
 rel=${2:?usage: capture-jobdesc.sh IMAGE RELEASE [OUTDIR]}
 out=${3:-$(cd "$(dirname "$0")" && pwd)}
 name=slurmbridge-capture-jobdesc-$rel-$$
-net=$name
-docker network create "$net" >/dev/null
-trap 'docker rm -f "$name" >/dev/null 2>&1; docker network rm "$net" >/dev/null 2>&1' EXIT
-docker run -d --name "$name" --network "$net" --hostname localhost "$image" sleep infinity >/dev/null
-docker cp "$0" "$name:/capture-jobdesc.sh"
-docker exec "$name" bash /capture-jobdesc.sh --inside "$rel"
+capture_in_container "$image" "$rel" "$0"
 mkdir -p "$out"
 docker cp "$name:/out/." "$out/"
 ls -l "$out"/job_desc-"$rel"*

@@ -64,9 +64,12 @@ trap 'rm -rf "$TMPDIR_SMOKE"' EXIT
 
 # The testbed's facts as the running image holds them (slurm-conf/testbed/facts.yaml, printed
 # by testbed-render through the entry point): CLUSTER, NODES, POOLS, GPU_POOLS, PROJECTS
-# (account:user), FACT_CONTAINER_* and FACT_QUOTA_PREEMPT_EXEMPT_SECONDS.
+# (account:user), FACT_CONTAINER_*, FACT_QUOTA_PREEMPT_EXEMPT_SECONDS and each project's QOS
+# (QOS_GUARANTEED, QOS_BORROW by account, named by bridge/pools.QOSName).
 facts=$(as root slurmbridge-entrypoint facts) || fail "cannot read the testbed's facts from the slurmctld container"
 eval "$facts"
+# bob's project's QOS, where quotad keeps his in-quota jobs and lends to him.
+GUAR_B=${QOS_GUARANTEED[proj-b]} BORROW_B=${QOS_BORROW[proj-b]}
 ACCOUNTS=()
 for entry in "${PROJECTS[@]}"; do ACCOUNTS+=("${entry%%:*}"); done
 
@@ -160,10 +163,10 @@ submit_n() {
 grep -qx quotad <<<"$(compose config --services)" || fail "no quotad service in $COMPOSE_FILE"
 qsync() {
 	compose exec -T quotad slurmbridge-entrypoint health quotad >/dev/null 2>&1 &&
-		[ "$(as root sacctmgr -n -P show assoc where cluster="$CLUSTER" account=proj-a,proj-b format=defaultqos | grep -c '^guar-proj-')" -ge 4 ]
+		[ "$(as root sacctmgr -n -P show assoc where cluster="$CLUSTER" account=proj-a,proj-b format=defaultqos | grep -cxF -e "${QOS_GUARANTEED[proj-a]}" -e "$GUAR_B")" -ge 4 ]
 }
 t=$SECONDS
-wait_until 90 "quotad serving metrics and proj-a/proj-b associations on their guar-proj-* QOS" qsync
+wait_until 90 "quotad serving metrics and proj-a/proj-b associations on their guaranteed QOS (${QOS_GUARANTEED[proj-a]}, $GUAR_B)" qsync
 quser=$(compose exec -T quotad ps -o user:20= -C quotad | sort -u | tr -d ' \r\n')
 [ "$quser" = slurmbridge ] || fail "quotad runs as '$quser', want the unprivileged user slurmbridge"
 pass "quotad up as user $quser, QOS synced (waited $((SECONDS - t))s)"
@@ -174,16 +177,16 @@ read -r -a bob <<<"$(submit_n bob 8 | tr '\n' ' ')"
 ROUND_IDS=("${bob[@]}")
 bob_borrowing() {
 	rows=$(queue "${bob[@]}")
-	[ "$(count_in "$rows" "${bob[*]}" 'bob\|guar-proj-b\|RUNNING')" -eq 4 ] &&
-		[ "$(count_in "$rows" "${bob[*]}" 'bob\|borrow-proj-b\|RUNNING')" -eq 4 ]
+	[ "$(count_in "$rows" "${bob[*]}" "bob\|$GUAR_B\|RUNNING")" -eq 4 ] &&
+		[ "$(count_in "$rows" "${bob[*]}" "bob\|$BORROW_B\|RUNNING")" -eq 4 ]
 }
-wait_until 30 "bob's 8 a100 jobs running, 4 in QOS guar-proj-b and 4 in QOS borrow-proj-b" bob_borrowing
+wait_until 30 "bob's 8 a100 jobs running, 4 in QOS $GUAR_B and 4 in QOS $BORROW_B" bob_borrowing
 borrowed_at=$SECONDS
 borrowers=() in_quota=()
 for id in "${bob[@]}"; do
-	if grep -q "^$id|bob|borrow-proj-b|" <<<"$rows"; then borrowers+=("$id"); else in_quota+=("$id"); fi
+	if grep -q "^$id|bob|$BORROW_B|" <<<"$rows"; then borrowers+=("$id"); else in_quota+=("$id"); fi
 done
-pass "quotad lending: bob's 8 a100 jobs running $((borrowed_at - t))s after submission, 4 in quota (${in_quota[*]}), 4 borrowed in QOS borrow-proj-b (${borrowers[*]})"
+pass "quotad lending: bob's 8 a100 jobs running $((borrowed_at - t))s after submission, 4 in quota (${in_quota[*]}), 4 borrowed in QOS $BORROW_B (${borrowers[*]})"
 
 # The borrow QOS's PreemptExemptTime (the facts' quotas.preemptExemptTime, in quotas.yaml) from
 # the borrowers' start: until then alice could not reclaim, so she submits after it.
@@ -193,8 +196,8 @@ slurm_clock() {
 	[ "$1" -lt 86400 ] || printf '%d-' $(($1 / 86400))
 	printf '%02d:%02d:%02d' $(($1 / 3600 % 24)) $(($1 / 60 % 60)) $(($1 % 60))
 }
-exempt=$(as root sacctmgr -n -P show qos borrow-proj-b format=preemptexempttime)
-[ "$exempt" = "$(slurm_clock "$EXEMPT")" ] || fail "QOS borrow-proj-b has PreemptExemptTime '$exempt', want $(slurm_clock "$EXEMPT") (quotas.yaml)"
+exempt=$(as root sacctmgr -n -P show qos "$BORROW_B" format=preemptexempttime)
+[ "$exempt" = "$(slurm_clock "$EXEMPT")" ] || fail "QOS $BORROW_B has PreemptExemptTime '$exempt', want $(slurm_clock "$EXEMPT") (quotas.yaml)"
 [ -z "$(preempted "${borrowers[@]}")" ] || fail "borrowers reclaimed before alice submitted: $(preempted "${borrowers[@]}" | tr '\n' ' ')"
 sleep $((borrowed_at + EXEMPT + 1 - SECONDS > 0 ? borrowed_at + EXEMPT + 1 - SECONDS : 0))
 t=$SECONDS
@@ -212,7 +215,7 @@ requeued() { [ "$(count_in "$(queue "${borrowers[@]}")" "${borrowers[*]}" 'bob\|
 wait_until 30 "bob's 4 preempted jobs PENDING again (requeued, not cancelled)" requeued
 [ -z "$(preempted "${in_quota[@]}")" ] || fail "bob's in-quota jobs preempted: $(preempted "${in_quota[@]}" | tr '\n' ' ')"
 rows=$(queue "${in_quota[@]}")
-[ "$(count_in "$rows" "${in_quota[*]}" 'bob\|guar-proj-b\|RUNNING')" -eq 4 ] || fail "bob's in-quota jobs not all running in guar-proj-b: $rows"
+[ "$(count_in "$rows" "${in_quota[*]}" "bob\|$GUAR_B\|RUNNING")" -eq 4 ] || fail "bob's in-quota jobs not all running in $GUAR_B: $rows"
 pass "requeue: bob's 4 borrowers PREEMPTED in sacct and PENDING again ($((SECONDS - t))s), his 4 in-quota jobs still RUNNING, never preempted"
 cancel_round
 ROUND_IDS=()

@@ -79,7 +79,7 @@ func TestElasticAcrossHosts(t *testing.T) {
 		q, _ := s.Queue()
 		for _, j := range append(workers(q, main, "RUNNING"), q[main]) {
 			if j.State == "RUNNING" {
-				hosts[j.ID] = j.Nodes
+				hosts[j.PrintedID] = j.Nodes
 			}
 		}
 		records, err := transition.ReadDir(dir)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/daemon"
 )
 
@@ -99,19 +100,26 @@ func startLoad(t *testing.T, s *Site) *load {
 }
 
 // workers are the worker jobs elasticd runs for elastic job id, in state (any when "").
-func workers(q map[string]Job, id, state string) []Job {
+func workers(q map[string]slurm.Job, id, state string) []slurm.Job {
 	main, err := strconv.ParseUint(id, 10, 32)
 	if err != nil {
 		return nil
 	}
 	name := daemon.WorkerName(uint32(main))
-	var w []Job
+	var w []slurm.Job
 	for _, j := range q {
 		if j.Name == name && (state == "" || j.State == state) {
 			w = append(w, j)
 		}
 	}
 	return w
+}
+
+// stateOf is job id's state as squeue prints it, one name (a flag such as COMPLETING in place
+// of the base state); "" for a job not in q.
+func stateOf(q map[string]slurm.Job, id string) string {
+	j := q[id]
+	return j.StateName()
 }
 
 // whole says what is not yet as it must be, "" when the cluster is whole: one slurmctld in
@@ -156,7 +164,7 @@ func (s *Site) whole(l *load, down ...string) string {
 	}
 	for _, id := range append(slices.Clone(l.alice), l.elastic) {
 		if q[id].State != "RUNNING" {
-			return fmt.Sprintf("alice's job %s is %s", id, q[id].State)
+			return fmt.Sprintf("alice's job %s is %s", id, stateOf(q, id))
 		}
 	}
 	return ""
@@ -399,7 +407,7 @@ func (s *Site) settle(t *testing.T, l *load, quiet time.Duration) time.Duration 
 		q, _ := s.Queue()
 		var b strings.Builder
 		for _, id := range slices.Sorted(maps.Keys(q)) {
-			fmt.Fprintf(&b, "%s:%s ", id, q[id].State)
+			fmt.Fprintf(&b, "%s:%s ", id, stateOf(q, id))
 		}
 		if b.String() != last {
 			last, since = b.String(), time.Now()

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed/facts"
 )
 
@@ -141,24 +142,31 @@ func (s *Site) Submit(t *testing.T, user string, args ...string) string {
 	return id
 }
 
-// Job is a job as squeue shows it.
-type Job struct {
-	ID, User, Account, Partition, QOS, State, Name, Nodes string
-}
-
-// Queue is every job in the queue, by id. ok is false when slurmctld did not answer.
-func (s *Site) Queue() (map[string]Job, bool) {
-	out, err := s.Exec(s.Facts.Site.Login, "squeue", "-h", "-a", "-o", "%i|%u|%a|%P|%q|%T|%j|%N")
+// Queue is every job in the queue, by id as squeue prints it (slurm.Job.PrintedID: "12",
+// "12_3"), read the way bridge/slurm reads it (SummaryFields) but in the login host's
+// container; --all adds the jobs of hidden partitions, as an admin's `squeue -a` would. ok is
+// false when slurmctld did not answer or squeue printed what the read does not parse.
+func (s *Site) Queue() (map[string]slurm.Job, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"exec"}
+	// The container's environment is its image's: the read's variables are added to it.
+	for _, kv := range slurm.QueueEnv(nil) {
+		args = append(args, "-e", kv)
+	}
+	read := slurm.QueueRead{Fields: slurm.SummaryFields}
+	args = append(append(args, s.Container(s.Facts.Site.Login), "squeue", "--all"), slurm.QueueArgs(read)...)
+	out, err := exec.CommandContext(ctx, "docker", args...).Output() // stdout alone: stderr is no job
 	if err != nil {
 		return nil, false
 	}
-	jobs := map[string]Job{}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Split(line, "|")
-		if len(f) != 8 {
-			continue
-		}
-		jobs[f[0]] = Job{ID: f[0], User: f[1], Account: f[2], Partition: f[3], QOS: f[4], State: f[5], Name: f[6], Nodes: f[7]}
+	list, err := slurm.ParseQueue(out, read.Fields)
+	if err != nil {
+		return nil, false
+	}
+	jobs := map[string]slurm.Job{}
+	for _, j := range list {
+		jobs[j.PrintedID] = j
 	}
 	return jobs, true
 }
@@ -267,8 +275,4 @@ func WaitFor(t *testing.T, what string, limit time.Duration, cond func() bool) t
 		}
 		time.Sleep(time.Second)
 	}
-}
-
-func (j Job) String() string {
-	return fmt.Sprintf("%s %s/%s %s %s %s on %s", j.ID, j.User, j.Account, j.Partition, j.QOS, j.State, j.Nodes)
 }

@@ -123,12 +123,12 @@ func (s *Site) loadState(t *testing.T, l *load) string {
 		if q[id].State == "RUNNING" {
 			parts = append(parts, fmt.Sprintf("%s:RUNNING/%s", id, q[id].QOS))
 		} else {
-			parts = append(parts, id+":"+q[id].State)
+			parts = append(parts, id+":"+stateOf(q, id))
 		}
 	}
 	var w []string
 	for _, j := range workers(q, l.elastic, "RUNNING") {
-		w = append(w, j.ID)
+		w = append(w, j.PrintedID)
 	}
 	sort.Strings(w)
 	return strings.Join(parts, " ") + " workers:" + strings.Join(w, ",")

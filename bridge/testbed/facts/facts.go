@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
 // File is the facts file's path relative to the repository root.
@@ -124,6 +126,14 @@ type QuotaSettings struct {
 	PreemptExemptTime string `yaml:"preemptExemptTime"`
 	MaxSnapshotAge    string `yaml:"maxSnapshotAge"`
 }
+
+// GuaranteedQOS and BorrowQOS are quotas.yaml's QOS patterns (settings.guaranteedQOS,
+// borrowQOS): bridge/pools' defaults on every testbed. The scripts get each project's names
+// (WriteShell), built by pools.QOSName.
+func (QuotaSettings) GuaranteedQOS() string { return pools.DefaultGuaranteedQOS }
+
+// BorrowQOS: see GuaranteedQOS.
+func (QuotaSettings) BorrowQOS() string { return pools.DefaultBorrowQOS }
 
 // Load reads a facts file; an unknown key or a missing fact is an error.
 func Load(path string) (*Facts, error) {

@@ -118,6 +118,8 @@ func TestWriteShellGivesTheScriptsTheirVariables(t *testing.T) {
 		"FACT_CONTAINER_DB_HOST=mariadb",
 		"FACT_CONTAINER_FIRST_UID=2001",
 		"FACT_QUOTA_PREEMPT_EXEMPT_SECONDS=20",
+		"declare -gA QOS_GUARANTEED=([proj-a]=guar-proj-a [proj-b]=guar-proj-b [proj-c]=guar-proj-c) " +
+			"QOS_BORROW=([proj-a]=borrow-proj-a [proj-b]=borrow-proj-b [proj-c]=borrow-proj-c)",
 	} {
 		if !slices.Contains(strings.Split(out.String(), "\n"), line) {
 			t.Errorf("no line %q in:\n%s", line, out.String())

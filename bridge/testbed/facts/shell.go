@@ -6,20 +6,26 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
 // WriteShell writes the facts the testbeds' shell scripts need as bash assignments, for eval:
 // CLUSTER, NODES, GPU_NODES (and GPU_NODE_GPUS, each one's GPU count), POOLS, GPU_POOLS (sorted), PROJECTS (account:user), GPUS_PER_NODE,
 // the local and container ports as FACT_LOCAL_*_PORT and FACT_CONTAINER_*_PORT, the containers'
 // database host and their users' first uid, and the quotas' PreemptExemptTime in seconds as
-// FACT_QUOTA_PREEMPT_EXEMPT_SECONDS.
+// FACT_QUOTA_PREEMPT_EXEMPT_SECONDS, and each project's QOS by account, named by bridge/pools'
+// rule (pools.QOSName) so that no script spells one: QOS_GUARANTEED[proj-a]=guar-proj-a,
+// QOS_BORROW[proj-a]=borrow-proj-a (associative arrays, global where a function evals them).
 func (f *Facts) WriteShell(w io.Writer) error {
-	var projects, pools []string
+	var projects, poolNames, guaranteed, borrow []string
 	for _, p := range f.Projects {
 		projects = append(projects, p.Account+":"+p.User)
+		guaranteed = append(guaranteed, "["+shellQuote(p.Account)+"]="+shellQuote(pools.QOSName(f.Quotas.GuaranteedQOS(), p.Account)))
+		borrow = append(borrow, "["+shellQuote(p.Account)+"]="+shellQuote(pools.QOSName(f.Quotas.BorrowQOS(), p.Account)))
 	}
 	for _, p := range f.Pools {
-		pools = append(pools, p.Name)
+		poolNames = append(poolNames, p.Name)
 	}
 	exempt, err := time.ParseDuration(f.Quotas.PreemptExemptTime)
 	if err != nil {
@@ -31,7 +37,7 @@ func (f *Facts) WriteShell(w io.Writer) error {
 		"NODES=(" + shellWords(f.NodeNames()) + ")",
 		"GPU_NODES=(" + shellWords(f.GPUNodeNames()) + ")",
 		"GPU_NODE_GPUS=(" + shellWords(itoa(f.GPUNodeCounts())) + ")",
-		"POOLS=(" + shellWords(pools) + ")",
+		"POOLS=(" + shellWords(poolNames) + ")",
 		"GPU_POOLS=(" + shellWords(f.GPUPools()) + ")",
 		"PROJECTS=(" + shellWords(projects) + ")",
 		fmt.Sprintf("GPUS_PER_NODE=%d", f.GPUsPerNode),
@@ -46,6 +52,7 @@ func (f *Facts) WriteShell(w io.Writer) error {
 		"SITE_CONTROLLERS=(" + shellWords(f.Site.Controllers) + ")",
 		"SITE_DB=" + shellQuote(f.Site.DB) + " SITE_LOGIN=" + shellQuote(f.Site.Login),
 		fmt.Sprintf("FACT_QUOTA_PREEMPT_EXEMPT_SECONDS=%d", int64(exempt/time.Second)),
+		"declare -gA QOS_GUARANTEED=(" + strings.Join(guaranteed, " ") + ") QOS_BORROW=(" + strings.Join(borrow, " ") + ")",
 	}
 	_, err = io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err

@@ -18,6 +18,10 @@ import struct
 import sys
 
 JOB_MAGIC, DETAILS_MAGIC = 0xF0B7392C, 0x0DEA84E7
+# How a QOS name begins, in lower case as Slurm stores it: bridge/pools.QOSName of the default
+# patterns (DefaultGuaranteedQOS "guar-{account}", DefaultBorrowQOS "borrow-{account}"), the
+# part before {account}. Only a string argument that begins so is looked for as a QOS name.
+QOS_PREFIXES = ("guar-", "borrow-")
 
 
 def regions(pid):
@@ -80,7 +84,7 @@ def main():
                 if inner:
                     for k in range(0, 256, 8):
                         q = struct.unpack_from("<Q", inner, k)[0]
-                        if q >= 4096 and cstr(q) in strings and cstr(q).startswith(("guar-", "borrow-")):
+                        if q >= 4096 and cstr(q) in strings and cstr(q).lower().startswith(QOS_PREFIXES):
                             print(f"  +{o}: struct * -> +{k}: char * -> {cstr(q)!r}")
                 d = read(p, 4)
                 if d and struct.unpack("<I", d)[0] == DETAILS_MAGIC:

@@ -19,42 +19,16 @@
 #                             under JobRequeue=1 and (after a reconfigure) JobRequeue=0
 # 22.05 has no `scontrol show nodes --json`; its capture skips those files.
 set -euo pipefail
+# The cluster's set-up, shared with bridge/testdata/capture-jobdesc.sh; in the container it is
+# /setup.sh, beside this script (capture_in_container).
+# shellcheck source=bridge/slurm/testdata/capture/setup.sh
+. "$(dirname "$0")/setup.sh"
 
 if [ "${1:-}" = --inside ]; then
 	# Runs in the container, as root.
-	export DEBIAN_FRONTEND=noninteractive
-	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d
-	# sid's Release file may be older than its Valid-Until on a slow mirror.
-	apt-get -o Acquire::Check-Valid-Until=false update -qq
-	apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge procps >/dev/null
-
-	mkdir -p /etc/slurm /var/spool/slurmctld /var/lib/fakegpu/n1 /var/lib/fakegpu/n2 /out
-	# slurmd only stats the device files when no cgroup confines them.
-	for n in n1 n2; do for i in 0 1 2 3; do : >/var/lib/fakegpu/$n/nvidia$i; done; done
-	cat >/etc/slurm/slurm.conf <<-CONF
-		ClusterName=capture
-		SlurmctldHost=localhost(127.0.0.1)
-		SlurmUser=root
-		SlurmdUser=root
-		AuthType=auth/munge
-		StateSaveLocation=/var/spool/slurmctld
-		SlurmdSpoolDir=/var/spool/slurmd-%n
-		SlurmdPidFile=/run/slurmd-%n.pid
-		SlurmctldLogFile=/var/log/slurmctld.log
-		SlurmdLogFile=/var/log/slurmd-%n.log
-		ProctrackType=proctrack/linuxproc
-		TaskPlugin=task/none
-		JobAcctGatherType=jobacct_gather/none
-		AccountingStorageType=accounting_storage/none
-		MpiDefault=none
-		MailProg=/bin/true
-		SlurmdParameters=config_overrides
-		ReturnToService=2
-		SchedulerType=sched/backfill
-		SelectType=select/cons_tres
-		SelectTypeParameters=CR_Core_Memory
-		DefMemPerCPU=100
-		GresTypes=gpu
+	install_slurm
+	write_slurm_conf "$2" a100 a100
+	cat >>/etc/slurm/slurm.conf <<-CONF
 		MinJobAge=300
 		NodeName=DEFAULT Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:a100:4
 		NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=localhost Port=17001
@@ -63,25 +37,7 @@ if [ "${1:-}" = --inside ]; then
 		PartitionName=cpu Nodes=n[1-2] Default=YES
 		PartitionName=a100 Nodes=n[1-2]
 	CONF
-	cat >/etc/slurm/gres.conf <<-CONF
-		AutoDetect=off
-		NodeName=n1 Name=gpu Type=a100 File=/var/lib/fakegpu/n1/nvidia[0-3]
-		NodeName=n2 Name=gpu Type=a100 File=/var/lib/fakegpu/n2/nvidia[0-3]
-	CONF
-	# From 24.05 slurmd sets up cgroups unless told not to; a container has none to give.
-	if [ "$2" != 22.05 ]; then echo CgroupPlugin=disabled >/etc/slurm/cgroup.conf; fi
-
-	[ -s /etc/munge/munge.key ] || mungekey --create
-	mkdir -p /run/munge && chown munge: /run/munge
-	runuser -u munge -- /usr/sbin/munged
-	slurmctld
-	slurmd -N n1
-	slurmd -N n2
-	for _ in $(seq 60); do
-		[ "$(sinfo -h -N -o %t 2>/dev/null | sort -u)" = idle ] && break
-		sleep 1
-	done
-	sinfo -N || { tail -n 20 /var/log/slurmctld.log; exit 1; }
+	start_slurm
 
 	useradd -m alice
 	# The same files on every release; errors are kept, they are part of the capture.
@@ -159,12 +115,7 @@ image=${1:?usage: capture.sh IMAGE RELEASE [OUTDIR]}
 rel=${2:?usage: capture.sh IMAGE RELEASE [OUTDIR]}
 out=${3:-$(cd "$(dirname "$0")/.." && pwd)}
 name=slurmbridge-capture-$rel-$$
-net=$name
-docker network create "$net" >/dev/null
-trap 'docker rm -f "$name" >/dev/null 2>&1; docker network rm "$net" >/dev/null 2>&1' EXIT
-docker run -d --name "$name" --network "$net" --hostname localhost "$image" sleep infinity >/dev/null
-docker cp "$0" "$name:/capture.sh"
-docker exec "$name" bash /capture.sh --inside "$rel"
+capture_in_container "$image" "$rel" "$0"
 mkdir -p "$out"
 tmp=$(mktemp -d)
 docker cp "$name:/out/." "$tmp/"
