@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // placement is where a job's GPUs would come from; untyped requests resolved to one type.
@@ -13,7 +14,22 @@ type placement struct {
 	nodes     []*nodeRoom    // the nodes it would start on
 	perNode   map[string]int // GPUs taken on each of them, by type
 	shape     shape
-	problems  []string // why there is no placement
+	problems  []problem // why there is no placement
+}
+
+// problem is one thing that stops a job from borrowing now: its kind and its words.
+type problem struct {
+	code Code
+	text string
+}
+
+// joinProblems is the words of problems, joined.
+func joinProblems(ps []problem) string {
+	texts := make([]string, len(ps))
+	for i, pr := range ps {
+		texts[i] = pr.text
+	}
+	return strings.Join(texts, "; ")
 }
 
 // place finds the first of the job's partitions with enough nodes where a job of its shape
@@ -34,7 +50,7 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 		if anyN > 0 && !slices.ContainsFunc(l.c.types, func(t string) bool {
 			return min(l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t]) >= anyN
 		}) {
-			pl.problems = append(pl.problems, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN))
+			pl.problems = append(pl.problems, problem{CodeNoTypeRoom, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN)})
 		}
 	}
 	sh := jobShape(j)
@@ -73,28 +89,28 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 		}
 		return pl, false
 	}
-	pl.problems = append(pl.problems, l.idleText(need, sh, parts))
+	pl.problems = append(pl.problems, problem{CodeNoIdleGPUs, l.idleText(need, sh, parts)})
 	return pl, false
 }
 
 // limitProblems lists the borrowing and lending limits that typed GPUs gpus, total GPUs in
 // all, would break.
-func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []string {
-	var out []string
+func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []problem {
+	var out []problem
 	for _, t := range slices.Sorted(maps.Keys(gpus)) {
 		n := gpus[t]
 		if t == "" {
 			continue
 		}
 		if lim, ok := p.cfg.BorrowLimitByType[t]; ok && p.borrowed[t]+n > lim {
-			out = append(out, fmt.Sprintf("borrowing limit of %s reached: %s borrows %d %s, limit %d", t, p.cfg.Account, p.borrowed[t], t, lim))
+			out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit of %s reached: %s borrows %d %s, limit %d", t, p.cfg.Account, p.borrowed[t], t, lim)})
 		}
 		if lim, ok := l.c.cfg.LendLimits[t]; ok && l.lent[t]+n > lim {
-			out = append(out, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t))
+			out = append(out, problem{CodeLendLimit, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t)})
 		}
 	}
 	if lim := p.cfg.BorrowLimit; lim != nil && p.borrowedTotal+total > *lim {
-		out = append(out, fmt.Sprintf("borrowing limit reached: %s borrows %d GPUs, limit %d", p.cfg.Account, p.borrowedTotal, *lim))
+		out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit reached: %s borrows %d GPUs, limit %d", p.cfg.Account, p.borrowedTotal, *lim)})
 	}
 	return out
 }
