@@ -16,6 +16,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
 // bobFillsGuarantee submits bob's 4 one-a100 jobs and waits until they run in his guarantee
@@ -114,9 +115,7 @@ func TestArrayLendsOnlyTasksThatFit(t *testing.T) {
 // after it is lent whole, all 4 tasks running borrowed.
 func wholeArraysOnly(t *testing.T, c *testbed.Cluster, arr10 string) {
 	time.Sleep(6 * time.Second) // three quotad cycles with 4 idle a100 and 10 tasks
-	if out := quotactl(t, c, "explain", arr10); !strings.Contains(out, "lent together or not at all") {
-		t.Errorf("explain of the 10-task array does not say why it is not lent:\n%s", out)
-	}
+	wantCode(t, c, arr10, policy.CodeArrayNotWhole)
 	arr4 := submitN(t, c, "bob", 1, "--array=0-3")[0]
 	waitFor(t, "the 4-task array running borrowed", 30*time.Second, func() bool { return arrayStates(t, c, arr4)["borrow-proj-b/RUNNING"] == 4 })
 	time.Sleep(6 * time.Second) // three more quotad cycles
@@ -152,9 +151,7 @@ func TestArrayThrottleLimitsLends(t *testing.T) {
 	if got := arrayStates(t, c, arr); !maps.Equal(got, want) {
 		t.Errorf("array %s: %v, want %v", arr, got, want)
 	}
-	if out := quotactl(t, c, "explain", arr); !strings.Contains(out, "its array runs at most 2 tasks at once") {
-		t.Errorf("explain of the throttled array does not name its throttle:\n%s", out)
-	}
+	wantCode(t, c, arr, policy.CodeArrayThrottled)
 	assertNoneKilled(t, c, 0)
 }
 
@@ -205,9 +202,7 @@ func TestArrayThrottleKeptWithASplitTask(t *testing.T) {
 	if !rel.StartsSplitArrayTasks() {
 		want = map[string]int{"guar-proj-b/PENDING": 3}
 		defer func() {
-			if out := quotactl(t, c, "explain", arr); !strings.Contains(out, "some were split off") {
-				t.Errorf("explain of array %s does not say why it is not lent:\n%s", arr, out)
-			}
+			wantCode(t, c, arr, policy.CodeArraySplit)
 		}()
 	} else {
 		for start := time.Now(); arrayStates(t, c, arr)["borrow-proj-b/RUNNING"] != 2; time.Sleep(250 * time.Millisecond) {

@@ -6,15 +6,76 @@ package quotad_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
+
+// explained is `quotactl explain --json JOBID` as root (args before explain, such as --quotad,
+// and after it, such as --via quotad, as given): the API's view of the job, its code included.
+func explained(t *testing.T, c *testbed.Cluster, id string, args ...string) view.Job {
+	t.Helper()
+	out := quotactl(t, c, append(append([]string{}, args...), "explain", "--json", id)...)
+	return parseExplained(t, id, out)
+}
+
+func parseExplained(t *testing.T, id, out string) view.Job {
+	t.Helper()
+	var j view.Job
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("quotactl explain --json %s: %v\n%s", id, err, out)
+	}
+	if fmt.Sprint(j.JobID) != id {
+		t.Fatalf("quotactl explain --json %s explained job %d:\n%s", id, j.JobID, out)
+	}
+	return j
+}
+
+// wantCode fails t unless quotactl explain gives job id one of codes; it returns the job's view.
+func wantCode(t *testing.T, c *testbed.Cluster, id string, codes ...policy.Code) view.Job {
+	t.Helper()
+	j := explained(t, c, id)
+	if !slices.Contains(codes, policy.Code(j.Code)) {
+		t.Errorf("explain %s: code %s, want %v: %s", id, j.Code, codes, j.Explanation)
+	}
+	return j
+}
+
+// assertRefused fails t unless slurmctld logged since offset a refusal by the job_submit
+// plugin of kind code (its line ends with code=KIND), and the user was told by slurmbridge.
+func assertRefused(t *testing.T, c *testbed.Cluster, offset int64, code pools.Refusal, told string) {
+	t.Helper()
+	logged := false
+	for _, line := range strings.Split(c.CtldLogSince(t, offset), "\n") {
+		if strings.Contains(line, " refused: ") && strings.HasSuffix(strings.TrimSpace(line), " code="+string(code)) {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Errorf("slurmctld.log lacks a refusal with code=%s", code)
+	}
+	if !strings.Contains(told, "slurmbridge: ") {
+		t.Errorf("the user was not told by slurmbridge: %q", told)
+	}
+}
+
+// runsBorrowed are the codes of a started borrower: whether a claim may take it depends on its
+// project's holdings at that cycle, which the callers do not pin down.
+var runsBorrowed = []policy.Code{policy.CodeNotReclaimable, policy.CodeReclaimable}
+
+// refusedBorrow is the plugin's refusal of a new job in a borrow QOS that Slurm could not requeue.
+const refusedBorrow = jobsubmit.RefusedBorrowNotRequeueable
 
 type jobRow struct{ id, user, qos, state, reason string }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
 // addPartition creates a partition over nodes for the test and deletes it at its end, after the
@@ -101,8 +102,8 @@ func TestNodeInTwoPartitionsLendsItsGPUsOnce(t *testing.T) {
 	waitFor(t, "quotad's plan finding no idle a100 for the 2 jobs not lent", 90*time.Second, func() bool {
 		for _, id := range waiting {
 			if _, ok := seen[id]; !ok {
-				if explain := quotactl(t, c, "explain", id); strings.Contains(explain, "not enough idle GPUs") && strings.Contains(explain, "has 0 a100") {
-					seen[id] = explain
+				if j := explained(t, c, id); j.Code == string(policy.CodeNoIdleGPUs) {
+					seen[id] = j.Explanation
 				}
 			}
 		}
@@ -216,11 +217,7 @@ func TestPlannedNodeLendsNothing(t *testing.T) {
 	if r.state != "PENDING" || r.qos != "guar-proj-c" {
 		t.Fatalf("carol's over-quota job %s is %s in %s, want PENDING in guar-proj-c: a100-2 is planned for job %s", over, r.state, r.qos, wide)
 	}
-	explain := quotactl(t, c, "explain", over)
-	t.Logf("quotactl explain %s:\n%s", over, explain)
-	if !strings.Contains(explain, "not enough idle GPUs") {
-		t.Errorf("explain of %s does not say it found no idle GPUs:\n%s", over, explain)
-	}
+	t.Logf("quotactl explain %s:\n%s", over, wantCode(t, c, over, policy.CodeNoIdleGPUs).Explanation)
 	if w := row(t, c, wide); w.state != "PENDING" {
 		t.Errorf("the 2-node job %s is %s, want still PENDING behind the short job", wide, w.state)
 	}

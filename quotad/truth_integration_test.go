@@ -14,6 +14,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -102,10 +103,7 @@ func TestSubAccountCountsInProjectGuarantee(t *testing.T) {
 	third := submitAs(t, c, "carol", "-A", "team-a1")
 	waitQueue(t, c, []string{third}, "carol's third team-a1 job lent and running", 30*time.Second,
 		exactly(1, []string{third}, runningIn("borrow-proj-a")))
-	explain := quotactl(t, c, "explain", third)
-	if !strings.Contains(explain, "runs borrowed in borrow-proj-a") {
-		t.Errorf("explain of the sub-account's borrower:\n%s", explain)
-	}
+	wantCode(t, c, third, runsBorrowed...)
 	// One in quota starts when the sub-account's guaranteed jobs end.
 	c.Cancel(sub...)
 	late := submitN(t, c, "alice", 1)[0]
@@ -175,9 +173,7 @@ func TestHeldBorrowerIsReturned(t *testing.T) {
 	if r.reason != "JobHeldUser" {
 		t.Errorf("held job's reason is %q, want JobHeldUser", r.reason)
 	}
-	if explain := quotactl(t, c, "explain", held); !strings.Contains(explain, "held by its user") {
-		t.Errorf("explain of the held job:\n%s", explain)
-	}
+	wantCode(t, c, held, policy.CodeNotStartable)
 	// Held in its guaranteed QOS, it is not lent either.
 	time.Sleep(5 * time.Second) // two cycles of the test's quotad
 	if r := row(t, c, held); r.qos != "guar-proj-b" || r.state != "PENDING" {
@@ -248,9 +244,7 @@ func TestUserWithOwnQOSListBorrows(t *testing.T) {
 	if got[lent] != "borrow-proj-b/proj-b" {
 		t.Errorf("sacct: lent job %s ran as %s, want borrow-proj-b/proj-b", lent, got[lent])
 	}
-	if explain := quotactl(t, c, "explain", lent); !strings.Contains(explain, "runs borrowed in borrow-proj-b") {
-		t.Errorf("explain of the lent job:\n%s", explain)
-	}
+	wantCode(t, c, lent, runsBorrowed...)
 	assertNotPreempted(t, c, bob)
 	assertNoneKilled(t, c, logStart)
 }

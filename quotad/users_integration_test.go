@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
 // apiAddr waits until the quotad of logPath serves its API and returns its address.
@@ -120,12 +121,14 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, "403") || !strings.Contains(stderr, "is not alice's") || strings.Contains(out, "job "+borrowed+" ") {
 		t.Errorf("alice explains bob's job %s: err %v\nstdout %s\nstderr %s", borrowed, err, out, stderr)
 	}
-	out, stderr, err = as("bob", "explain", borrowed)
-	if err != nil || !strings.Contains(out, "job "+borrowed+" ") || !strings.Contains(out, "borrow") {
+	out, stderr, err = as("bob", "explain", "--json", borrowed)
+	if err != nil {
 		t.Errorf("bob explains his borrowed job %s: %v\n%s%s", borrowed, err, out, stderr)
+	} else if j := parseExplained(t, borrowed, out); !slices.Contains(append(runsBorrowed, policy.CodePromised, policy.CodeLentWaitsForGPUs), policy.Code(j.Code)) {
+		t.Errorf("bob's borrowed job %s explained as %s: %s", borrowed, j.Code, j.Explanation)
 	}
-	if out := quotactl(t, c, append(append([]string{}, where...), "explain", "--via", "quotad", borrowed)...); !strings.Contains(out, "job "+borrowed+" ") {
-		t.Errorf("root explains bob's job through the API:\n%s", out)
+	if j := explained(t, c, borrowed, append(append([]string{}, where...), "--via", "quotad")...); j.Code == "" {
+		t.Errorf("root explains bob's job through the API without a code: %+v", j)
 	}
 	out, stderr, err = as("alice", "explain", "proj-a")
 	if err != nil || !strings.Contains(out, "proj-a (QOS guar-proj-a") || !strings.Contains(out, "job "+alice[0]+" ") {

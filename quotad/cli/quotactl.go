@@ -61,7 +61,8 @@ func QuotactlApp() *ucli.App {
 			{Name: "list", Usage: "quota, in use, borrowed, lent and pending GPUs per project and type", Flags: append([]ucli.Flag{viaFlag()}, outFlags...),
 				Action: readCommand(cmdList, listFromQuotad)},
 			{Name: "explain", Usage: "why a job runs or waits (your own jobs; all for root and Slurm operators), or a project's position", ArgsUsage: "JOBID|ACCOUNT",
-				Flags: []ucli.Flag{viaFlag()}, Action: readCommand(cmdExplain, explainFromQuotad)},
+				Flags:  []ucli.Flag{viaFlag(), &ucli.BoolFlag{Name: "json", Usage: "JSON: a job as the API's job view (job_id, account, user, state, code, explanation, move), or an account's project and jobs"}},
+				Action: readCommand(cmdExplain, explainFromQuotad)},
 			{Name: "cluster", Usage: "the cluster page as text: pools, projects and quotad's recent actions, from quotad's read-only view (no secret needed)",
 				Flags: []ucli.Flag{&ucli.BoolFlag{Name: "json", Usage: "the page's JSON (" + view.ClusterPath + ")"}},
 				Action: func(c *ucli.Context) error {
@@ -349,15 +350,21 @@ func Overcommit(cfg *policy.Config, nodes []policy.Node) []string {
 
 // planNow builds the plan quotad would build now.
 func planNow(ctx context.Context, e *env) (*policy.Plan, *snapshot.Snapshot, error) {
+	plan, snap, _, err := planAndConfigNow(ctx, e)
+	return plan, snap, err
+}
+
+// planAndConfigNow is planNow, with the quota table the plan was built on.
+func planAndConfigNow(ctx context.Context, e *env) (*policy.Plan, *snapshot.Snapshot, *policy.Config, error) {
 	cfg, err := e.store.Load(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	snap, err := e.builder.Take(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the cluster: %w", err)
+		return nil, nil, nil, fmt.Errorf("cannot read the cluster: %w", err)
 	}
-	return policy.BuildPlan(cfg, snap.Snapshot, time.Now()), snap, nil
+	return policy.BuildPlan(cfg, snap.Snapshot, time.Now()), snap, cfg, nil
 }
 
 // ListRow is one line of quotactl list.
@@ -438,12 +445,19 @@ func cmdExplain(c *ucli.Context, e *env) error {
 		return errors.New("usage: quotactl explain JOBID|ACCOUNT")
 	}
 	arg := c.Args().First()
-	plan, _, err := planNow(c.Context, e)
+	plan, _, cfg, err := planAndConfigNow(c.Context, e)
 	if err != nil {
 		return err
 	}
+	notes := c.App.Writer
+	if c.Bool("json") {
+		notes = c.App.ErrWriter // stdout is the JSON alone
+	}
 	for _, n := range plan.Notes {
-		fmt.Fprintln(c.App.Writer, "note:", n)
+		fmt.Fprintln(notes, "note:", n)
+	}
+	if c.Bool("json") {
+		return ExplainJSON(c.App.Writer, plan, cfg, arg)
 	}
 	return Explain(c.App.Writer, plan, arg)
 }
@@ -453,7 +467,7 @@ func Explain(w io.Writer, plan *policy.Plan, arg string) error {
 	if id, err := strconv.ParseUint(arg, 10, 32); err == nil {
 		text, ok := plan.Explain(uint32(id))
 		if !ok {
-			return fmt.Errorf("job %d is not a GPU job slurmctld knows as pending or running: quotad has nothing to say about it", id)
+			return noJobError(id)
 		}
 		fmt.Fprintln(w, text)
 		return nil
@@ -466,6 +480,51 @@ func Explain(w io.Writer, plan *policy.Plan, arg string) error {
 		fmt.Fprintln(w, l)
 	}
 	return nil
+}
+
+func noJobError(id uint64) error {
+	return fmt.Errorf("job %d is not a GPU job slurmctld knows as pending or running: quotad has nothing to say about it", id)
+}
+
+// AccountExplanation is quotactl explain --json ACCOUNT: the account's project (null when it
+// is none) and its jobs, as the API shows them.
+type AccountExplanation struct {
+	Project *view.Project `json:"project"`
+	Jobs    []view.Job    `json:"jobs"`
+}
+
+// ExplainJSON prints as JSON what Explain prints: a job as the API's job view (with its code),
+// or an account's project and jobs (those of its sub-accounts included).
+func ExplainJSON(w io.Writer, plan *policy.Plan, cfg *policy.Config, arg string) error {
+	if id, err := strconv.ParseUint(arg, 10, 32); err == nil {
+		j, ok := view.PlanJob(plan, uint32(id))
+		if !ok {
+			return noJobError(id)
+		}
+		return writeJSON(w, j)
+	}
+	out := AccountExplanation{Jobs: []view.Job{}}
+	for _, p := range view.Projects(plan, cfg) {
+		if p.Account == arg {
+			out.Project = &p
+		}
+	}
+	for _, x := range plan.Jobs {
+		if x.Account == arg || x.Project == arg {
+			j, _ := view.PlanJob(plan, x.JobID)
+			out.Jobs = append(out.Jobs, j)
+		}
+	}
+	if out.Project == nil && len(out.Jobs) == 0 {
+		return fmt.Errorf("account %s has no quota", arg)
+	}
+	return writeJSON(w, out)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func cmdHistory(c *ucli.Context, e *env) error {

@@ -123,30 +123,44 @@ func explainFromQuotad(c *ucli.Context, q *view.Client) error {
 	if c.NArg() != 1 {
 		return errors.New("usage: quotactl explain JOBID|ACCOUNT")
 	}
-	arg := c.Args().First()
+	arg, asJSON := c.Args().First(), c.Bool("json")
+	out, status := c.App.Writer, c.App.Writer
+	if asJSON {
+		status = c.App.ErrWriter // stdout is the JSON alone
+	}
 	if id, err := strconv.ParseUint(arg, 10, 32); err == nil {
 		resp, err := q.Job(c.Context, uint32(id))
 		if err != nil {
 			return err
 		}
-		warnStatus(c.App.Writer, resp.Status)
-		fmt.Fprintln(c.App.Writer, resp.Job.Explanation)
+		warnStatus(status, resp.Status)
+		if asJSON {
+			return writeJSON(out, resp.Job)
+		}
+		fmt.Fprintln(out, resp.Job.Explanation)
 		return nil
 	}
 	resp, err := q.Project(c.Context, arg)
 	if err != nil {
 		return err
 	}
-	warnStatus(c.App.Writer, resp.Status)
-	fmt.Fprintln(c.App.Writer, resp.Project.Summary)
+	warnStatus(status, resp.Status)
 	jobs, err := q.Jobs(c.Context)
 	if err != nil {
 		return fmt.Errorf("the account's jobs: %w", err)
 	}
+	account := AccountExplanation{Project: &resp.Project, Jobs: []view.Job{}}
 	for _, j := range jobs.Jobs {
 		if j.Account == arg {
-			fmt.Fprintln(c.App.Writer, j.Explanation)
+			account.Jobs = append(account.Jobs, j)
 		}
+	}
+	if asJSON {
+		return writeJSON(out, account)
+	}
+	fmt.Fprintln(out, resp.Project.Summary)
+	for _, j := range account.Jobs {
+		fmt.Fprintln(out, j.Explanation)
 	}
 	return nil
 }

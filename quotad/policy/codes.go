@@ -14,12 +14,13 @@ const (
 
 	// reserveInQuota: pending in the guaranteed QOS.
 	CodeNotStartable      Code = "not-startable"       // held, dependent, begin time or the like: Slurm would not start it now
-	CodeArrayThrottled    Code = "array-throttled"     // its array runs at most N tasks at once
+	CodeArrayThrottled    Code = "array-throttled"     // its array runs at most N tasks at once (lend says it too, of tasks it does not lend)
 	CodeWaitsInQuota      Code = "waits-in-quota"      // Slurm starts it within the guarantee; idle GPUs may be kept for it
 	CodeOverQuotaUnmarked Code = "over-quota-unmarked" // over its guarantee, not yet marked so by Slurm
 
 	// countUnreadable.
-	CodeUnreadable Code = "unreadable" // quotad cannot read the job: counted at its worst
+	CodeUnreadable          Code = "unreadable"           // quotad cannot read the job: counted at its worst
+	CodeUnreadableUnmanaged Code = "unreadable-unmanaged" // quotad cannot read the job, in no project's QOS: not counted
 
 	// settleBorrowers: pending in a borrow or elastic QOS.
 	CodeReturnNotStartable    Code = "return-not-startable"    // returned: a borrower must be ready to start
@@ -32,13 +33,19 @@ const (
 	CodeElasticWorkerReturned Code = "elastic-worker-returned" // elasticd's worker moved into its guarantee, which has room again
 
 	// lend: over-quota pending jobs.
-	CodeUnaccounted      Code = "unaccounted"        // its project has a job quotad cannot read
+	CodeUnaccounted      Code = "unaccounted"        // its project has a job quotad cannot read: not lent (nor returned, if lent)
 	CodeGuaranteeHasRoom Code = "guarantee-has-room" // marked over quota, yet the guarantee has room: Slurm should start it
 	CodeNotRequeueable   Code = "not-requeueable"    // never lent: a reclaim would kill it
 	CodeMovesHeld        Code = "moves-held"         // no job moves while QOS or accounts are being synced
 	CodeNoLends          Code = "no-lends"           // nothing is lent this cycle (a lending limit cannot be checked)
 	CodeLent             Code = "lent"               // moved to its borrow QOS this cycle
-	CodeCannotBorrow     Code = "cannot-borrow"      // no idle GPUs fit it, or a limit stops it
+	CodeNoIdleGPUs       Code = "no-idle-gpus"       // cannot borrow: no idle GPUs (on nodes with the CPUs and memory it needs) fit it
+	CodeBorrowLimit      Code = "borrow-limit"       // cannot borrow: its project's borrowing limit (in all or of a type) stops it
+	CodeLendLimit        Code = "lend-limit"         // cannot borrow: the lending limit of its GPU type stops it
+	CodeOwnersKeep       Code = "owners-keep"        // cannot borrow: the idle GPUs left are those projects' lending limits keep for their own jobs
+	CodeNoTypeRoom       Code = "no-type-room"       // cannot borrow: no GPU type has both borrowing and lending room for its any-type GPUs
+	CodeArraySplit       Code = "array-split"        // not lent: its array's pending tasks are in several records, on a release that lends arrays whole
+	CodeArrayNotWhole    Code = "array-not-whole"    // not lent: not all its array's pending tasks fit at once, on a release that lends arrays whole
 
 	// explainRunning: started borrowers.
 	CodeNotReclaimable   Code = "not-reclaimable"    // its project is within its guarantee: no claim may take it

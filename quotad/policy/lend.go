@@ -8,9 +8,10 @@ import (
 
 // arrayLends collects the lend decisions on one array record's tasks, for its explanation.
 type arrayLends struct {
-	lent    []uint32
-	lentWhy string // the first lent task's explanation
-	waitWhy string // why the tasks not lent wait; "" when every task was lent
+	lent     []uint32
+	lentWhy  string // the first lent task's explanation
+	waitWhy  string // why the tasks not lent wait; "" when every task was lent
+	waitCode Code   // the kind of waitWhy: what stops the first of them
 }
 
 // lent is what lend hands on: the books with every lend counted, and the lends it planned.
@@ -124,7 +125,7 @@ func (lg *lending) arrayNote(j *Job) *arrayLends {
 func (lg *lending) sayArray(j *Job) {
 	a := lg.arrayNote(j)
 	var parts []string
-	code := CodeCannotBorrow
+	code := a.waitCode
 	if len(a.lent) > 0 {
 		code = CodeLent
 		parts = append(parts, fmt.Sprintf("tasks %s are lent %s", taskList(a.lent), a.lentWhy))
@@ -144,7 +145,7 @@ func (lg *lending) sayArray(j *Job) {
 func (lg *lending) allTasksFit(j *Job, need map[string]int, p *project) (string, bool) {
 	n := j.tasks()
 	if over := lg.books.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
-		return strings.Join(over, "; "), false
+		return joinProblems(over), false
 	}
 	// Placing task after task costs a scan of the nodes each: first the count the partitions'
 	// idle GPUs could hold at most, so a large record that cannot fit costs no scan at all.
@@ -241,20 +242,20 @@ func (lg *lending) head(p *project) (placement, bool) {
 			}
 			if started := lg.books.arrayStarted[j.ArrayJobID]; started+want > j.ArrayThrottle {
 				ok = false
-				pl.problems = append(pl.problems, fmt.Sprintf("its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent", j.ArrayThrottle, j.ArrayThrottle, started))
+				pl.problems = append(pl.problems, problem{CodeArrayThrottled, fmt.Sprintf("its array runs at most %d tasks at once (--array=...%%%d) and %d run or were lent", j.ArrayThrottle, j.ArrayThrottle, started)})
 			}
 		}
 		if ok && lg.c.snap.WholeArrays && j.ArrayJobID != 0 && lg.in.arrayRecords[j.ArrayJobID] > 1 {
 			// Slurm would try the array's tasks that still wait in the guaranteed QOS first and
 			// skip the others of the array, the lent ones included (see Snapshot.WholeArrays).
 			ok = false
-			pl.problems = append(pl.problems, fmt.Sprintf("on this Slurm release a task lent does not start while another of its array waits, and array %d's pending tasks are in %d records (some were split off), which quotad does not lend together", j.ArrayJobID, lg.in.arrayRecords[j.ArrayJobID]))
+			pl.problems = append(pl.problems, problem{CodeArraySplit, fmt.Sprintf("on this Slurm release a task lent does not start while another of its array waits, and array %d's pending tasks are in %d records (some were split off), which quotad does not lend together", j.ArrayJobID, lg.in.arrayRecords[j.ArrayJobID])})
 		}
 		if ok && lg.c.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
 			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
 			if short, all := lg.allTasksFit(j, need, p); !all {
 				ok = false
-				pl.problems = append(pl.problems, fmt.Sprintf("%s; on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", short, j.tasks()))
+				pl.problems = append(pl.problems, problem{CodeArrayNotWhole, fmt.Sprintf("%s; on this Slurm release a task lent alone does not start while the rest of its array waits, so the array's %d pending tasks are lent together or not at all", short, j.tasks())})
 			}
 		}
 		if ok {
@@ -262,11 +263,12 @@ func (lg *lending) head(p *project) (placement, bool) {
 			return pl, true
 		}
 		// The record's other tasks ask for the same and would not fit either.
-		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), strings.Join(pl.problems, "; "))
+		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), joinProblems(pl.problems))
 		if j.tasks() == 1 {
-			lg.log.say(j, CodeCannotBorrow, "waits: %s", why)
+			lg.log.say(j, pl.problems[0].code, "waits: %s", why)
 		} else {
-			lg.arrayNote(j).waitWhy = why
+			a := lg.arrayNote(j)
+			a.waitWhy, a.waitCode = why, pl.problems[0].code
 			lg.sayArray(j)
 		}
 		p.next, p.nextTask = p.next+1, 0

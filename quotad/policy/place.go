@@ -14,7 +14,22 @@ type placement struct {
 	nodes     []*nodeRoom    // the nodes it would start on
 	perNode   map[string]int // GPUs taken on each of them, by type
 	shape     shape
-	problems  []string // why there is no placement
+	problems  []problem // why there is no placement
+}
+
+// problem is one thing that stops a job from borrowing now: its kind and its words.
+type problem struct {
+	code Code
+	text string
+}
+
+// joinProblems is the words of problems, joined.
+func joinProblems(ps []problem) string {
+	texts := make([]string, len(ps))
+	for i, pr := range ps {
+		texts[i] = pr.text
+	}
+	return strings.Join(texts, "; ")
 }
 
 // place finds the first of the job's partitions with enough nodes where a job of its shape
@@ -35,7 +50,7 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 		if anyN > 0 && !slices.ContainsFunc(l.c.types, func(t string) bool {
 			return t != "" && min(l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t]) >= anyN
 		}) {
-			pl.problems = append(pl.problems, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN))
+			pl.problems = append(pl.problems, problem{CodeNoTypeRoom, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN)})
 		}
 	}
 	sh := jobShape(j)
@@ -83,31 +98,31 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 			}
 		}
 	}
-	pl.problems = append(pl.problems, l.idleText(need, sh, parts))
+	pl.problems = append(pl.problems, problem{CodeNoIdleGPUs, l.idleText(need, sh, parts)})
 	return pl, false
 }
 
 // limitProblems lists the borrowing and lending limits that typed GPUs gpus, total GPUs in
 // all, would break.
-func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []string {
-	var out []string
+func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []problem {
+	var out []problem
 	for _, t := range slices.Sorted(maps.Keys(gpus)) {
 		n := gpus[t]
 		if t == "" {
 			continue
 		}
 		if lim, ok := p.cfg.BorrowLimitByType[t]; ok && p.borrowed[t]+n > lim {
-			out = append(out, fmt.Sprintf("borrowing limit of %s reached: %s borrows %d %s, limit %d", t, p.cfg.Account, p.borrowed[t], t, lim))
+			out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit of %s reached: %s borrows %d %s, limit %d", t, p.cfg.Account, p.borrowed[t], t, lim)})
 		}
 		if lim, ok := l.c.cfg.LendLimits[t]; ok && l.lent[t]+n > lim {
-			out = append(out, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t))
+			out = append(out, problem{CodeLendLimit, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t)})
 		}
 		if kept := l.keptForOwners(t); kept > 0 && l.nodes.free[t]-kept < n {
 			out = append(out, l.keptProblem(t, kept))
 		}
 	}
 	if lim := p.cfg.BorrowLimit; lim != nil && p.borrowedTotal+total > *lim {
-		out = append(out, fmt.Sprintf("borrowing limit reached: %s borrows %d GPUs, limit %d", p.cfg.Account, p.borrowedTotal, *lim))
+		out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit reached: %s borrows %d GPUs, limit %d", p.cfg.Account, p.borrowedTotal, *lim)})
 	}
 	return out
 }
@@ -155,14 +170,14 @@ func (l *ledger) keptFor(p *project, t string) int {
 
 // keptProblem says that lending limits keep kept idle GPUs of type t, naming whose, e.g.
 // "proj-a keeps 6 of its 8 a100 (lends at most 2)".
-func (l *ledger) keptProblem(t string, kept int) string {
+func (l *ledger) keptProblem(t string, kept int) problem {
 	var parts []string
 	for _, p := range l.limited {
 		if n := l.keptFor(p, t); n > 0 {
 			parts = append(parts, fmt.Sprintf("%s keeps %d of its %d %s (lends at most %d)", p.cfg.Account, n, p.cfg.GPUs[t], t, p.cfg.LendLimitByType[t]))
 		}
 	}
-	return fmt.Sprintf("lending limits keep %d of the %d idle %s for their owners' own jobs (%s)", kept, l.nodes.free[t], t, strings.Join(parts, ", "))
+	return problem{CodeOwnersKeep, fmt.Sprintf("lending limits keep %d of the %d idle %s for their owners' own jobs (%s)", kept, l.nodes.free[t], t, strings.Join(parts, ", "))}
 }
 
 // resolved is the GPUs a job counts against limits: its placement when there is one, else its

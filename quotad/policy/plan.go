@@ -232,9 +232,10 @@ type TypeStatus struct {
 type JobExplanation struct {
 	JobID   uint32
 	Account string
-	Project string // the project the job counts for, "" for none
-	User    string // who may read it when explanations are private to their owners
-	Code    Code   // the kind of explanation: stable, for scripts and tests
+	Project string   // the project the job counts for, "" for none
+	User    string   // who may read it when explanations are private to their owners
+	State   JobState // the job's state in the snapshot (PENDING, RUNNING, ...)
+	Code    Code     // the kind of explanation: stable, for scripts and tests
 	Text    string
 }
 

@@ -87,21 +87,21 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	pl, ok := s.books.place(j, need, nil)
 	gpus := resolved(pl, ok, need)
 	if over := s.books.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
-		return s.returnJob(j, i, p, need, CodeReturnOverLimit, "it may no longer borrow: "+strings.Join(over, "; "))
+		return s.returnJob(j, i, p, need, CodeReturnOverLimit, "it may no longer borrow: "+joinProblems(over))
 	}
 	if ok {
 		s.books.nodes.take(pl)
 	}
 	addAll(s.books.lent, gpus)
 	p.borrow(gpus)
-	over := fmt.Sprintf("%s is over its guarantee (%s)", p.cfg.Account, p.quotaText(need))
+	over, promised, waits := fmt.Sprintf("%s is over its guarantee (%s)", p.cfg.Account, p.quotaText(need)), CodePromised, CodeLentWaitsForGPUs
 	if why := s.in.unaccountedText(p); why != "" {
-		over = "it is not returned: " + why
+		over, promised, waits = "it is not returned: "+why, CodeUnaccounted, CodeUnaccounted
 	}
 	if ok {
-		return CodePromised, fmt.Sprintf("was lent and waits in %s to start: %s; %s idle in partition %s are promised to it", j.QOS, over, gpuList(gpus), pl.partition)
+		return promised, fmt.Sprintf("was lent and waits in %s to start: %s; %s idle in partition %s are promised to it", j.QOS, over, gpuList(gpus), pl.partition)
 	}
-	return CodeLentWaitsForGPUs, fmt.Sprintf("was lent and waits in %s for GPUs: %s; no idle GPUs it can use now", j.QOS, over)
+	return waits, fmt.Sprintf("was lent and waits in %s for GPUs: %s; no idle GPUs it can use now", j.QOS, over)
 }
 
 // settleWorker decides a pending elastic worker Slurm can requeue. Workers are elasticd's: it
@@ -135,7 +135,7 @@ func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) 
 		text += fmt.Sprintf("; %s idle in partition %s are promised to it", gpuList(gpus), pl.partition)
 	}
 	if len(over) > 0 {
-		text += "; " + strings.Join(over, "; ") + ", but quotad leaves workers to elasticd and Slurm starts it within the elastic QOS' own limit"
+		text += "; " + joinProblems(over) + ", but quotad leaves workers to elasticd and Slurm starts it within the elastic QOS' own limit"
 	}
 	return CodeElasticWorker, text + "; elastic workers are the first borrowers reclaimed"
 }

@@ -217,11 +217,7 @@ func TestNoMovesWhileSyncIsPending(t *testing.T) {
 	if len(plan.QOS) != 1 || len(plan.Moves) != 0 {
 		t.Fatalf("qos %v moves %v", plan.QOS, plan.Moves)
 	}
-	for _, id := range []uint32{2, 3} {
-		if text, _ := plan.Explain(id); !strings.Contains(text, "quotad first applies 1 QOS/account change(s)") {
-			t.Errorf("job %d: %q", id, text)
-		}
-	}
+	policytest.CheckExplains(t, plan, map[uint32]policytest.Says{2: {Code: policy.CodeMovesHeld}, 3: {Code: policy.CodeMovesHeld}})
 }
 
 func containsLine(lines []string, sub string) bool {

@@ -56,7 +56,7 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 		qos := pools.QOSKey(u.QOS)
 		managed := p != nil && (qos == p.guarQOS || books.lenderOf(qos) != nil)
 		if !managed {
-			log.say(j, CodeUnreadable, "cannot be read (%s); it is in no project's QOS, so quotad would not manage it anyway", u.Problem)
+			log.say(j, CodeUnreadableUnmanaged, "cannot be read (%s); it is in no project's QOS, so quotad would not manage it anyway", u.Problem)
 			continue
 		}
 		if _, known := out.unaccounted[p]; !known {

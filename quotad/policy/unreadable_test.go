@@ -25,9 +25,10 @@ func TestUnreadableJobCountsAtItsWorst(t *testing.T) {
 					Unreadable(77, proj("proj-a"), "guar-proj-a", policy.StatePending, badGres)
 			},
 			want: []string{"lend 5 proj-b", "lend 6 proj-b"},
-			explain: map[uint32]string{
-				77: "job 77 cannot be read (" + badGres + "); counted at its worst: it may start on what is left of proj-a's guarantee: 2 a100 idle kept back, not lent",
-				7:  "not enough idle GPUs",
+			explain: map[uint32]policytest.Says{
+				// The figure is the case: the guarantee's 2 left are kept back.
+				77: {Code: policy.CodeUnreadable, Words: "2 a100 idle kept back, not lent"},
+				7:  {Code: policy.CodeNoIdleGPUs},
 			},
 		},
 		{
@@ -38,7 +39,7 @@ func TestUnreadableJobCountsAtItsWorst(t *testing.T) {
 					Unreadable(77, "proj-c", "guar-proj-c", policy.StatePending, badGres)
 			},
 			want:    []string{"lend 5 proj-b"},
-			explain: map[uint32]string{77: "2 v100 idle kept back"},
+			explain: map[uint32]policytest.Says{77: {Code: policy.CodeUnreadable, Words: "2 v100 idle kept back"}}, // the figure: proj-c's room
 		},
 		{
 			name: "its own project is neither lent to nor returned on its counts; other projects are lent",
@@ -52,10 +53,10 @@ func TestUnreadableJobCountsAtItsWorst(t *testing.T) {
 					Unreadable(77, "proj-b", "guar-proj-b", policy.StateRunning, "tres-alloc: TRES: bad token")
 			},
 			want: []string{"lend 30 proj-a"},
-			explain: map[uint32]string{
-				5:  "it is not lent: proj-b has a job quotad cannot read (job 77)",
-				9:  "it is not returned: proj-b has a job quotad cannot read (job 77)",
-				77: "it holds GPUs quotad cannot count",
+			explain: map[uint32]policytest.Says{
+				5:  {Code: policy.CodeUnaccounted},
+				9:  {Code: policy.CodeUnaccounted},
+				77: {Code: policy.CodeUnreadable},
 			},
 		},
 		{
@@ -77,7 +78,7 @@ func TestUnreadableJobCountsAtItsWorst(t *testing.T) {
 					Unreadable(77, "proj-b", "borrow-proj-b", policy.StatePending, badGres)
 			},
 			want:    []string{"lend 30 proj-a"},
-			explain: map[uint32]string{77: "it may start on as many GPUs as proj-b may still borrow: 1 a100 idle kept back"},
+			explain: map[uint32]policytest.Says{77: {Code: policy.CodeUnreadable, Words: "1 a100 idle kept back"}}, // the figure: proj-b's borrowing limit
 			check: func(t *testing.T, plan *policy.Plan) {
 				for _, m := range plan.Moves {
 					if m.JobID == 77 {
@@ -94,7 +95,7 @@ func TestUnreadableJobCountsAtItsWorst(t *testing.T) {
 					Jobs(pendingA100(30, 1, "proj-a")...).
 					Unreadable(77, "proj-b", "borrow-proj-b", policy.StatePending, badGres)
 			},
-			explain: map[uint32]string{77: "4 a100 + 8 v100 idle kept back", 30: "not enough idle GPUs"},
+			explain: map[uint32]policytest.Says{77: {Code: policy.CodeUnreadable, Words: "4 a100 + 8 v100 idle kept back"}, 30: {Code: policy.CodeNoIdleGPUs}}, // the figure: every idle GPU
 		},
 		{
 			name: "running in a borrow QOS under lending limits: nothing is lent",
@@ -104,7 +105,7 @@ func TestUnreadableJobCountsAtItsWorst(t *testing.T) {
 					Jobs(pendingA100(30, 1, "proj-a")...).
 					Unreadable(77, "proj-b", "borrow-proj-b", policy.StateRunning, badGres)
 			},
-			explain: map[uint32]string{30: "nothing is lent this cycle: job 77 holds borrowed GPUs quotad cannot count"},
+			explain: map[uint32]policytest.Says{30: {Code: policy.CodeNoLends}},
 			check: func(t *testing.T, plan *policy.Plan) {
 				// A guess must never make a project's borrowers preemptible: proj-b holds its
 				// guarantee and nothing known beyond it.
@@ -133,7 +134,7 @@ func TestUnreadableJobCountsAtItsWorst(t *testing.T) {
 					Unreadable(77, "other", "normal", policy.StatePending, badGres)
 			},
 			want:    []string{"lend 5 proj-b"},
-			explain: map[uint32]string{77: "it is in no project's QOS"},
+			explain: map[uint32]policytest.Says{77: {Code: policy.CodeUnreadableUnmanaged}},
 		},
 	})
 }
@@ -151,7 +152,8 @@ func TestUnreadableJobsAreNamedInTheNotes(t *testing.T) {
 		!strings.HasPrefix(plan.Notes[1], "job 78 ") {
 		t.Errorf("notes = %q", plan.Notes)
 	}
-	// Both wait in proj-c's guarantee: its room (2 v100) is kept back once, not twice.
+	// Both wait in proj-c's guarantee: its room (2 v100) is kept back once, not twice. Both are
+	// CodeUnreadable; only the words say which kept the room back, so they are what is checked.
 	if got, _ := plan.Explain(78); !strings.Contains(got, "kept back already") {
 		if got77, _ := plan.Explain(77); !strings.Contains(got77, "kept back already") {
 			t.Errorf("explain 77 %q, 78 %q: want one of them to say the room is kept back already", got77, got)

@@ -171,8 +171,8 @@ func TestTakeFromFixtures(t *testing.T) {
 			t.Errorf("plan lends the --no-requeue job: %s", m)
 		}
 	}
-	if text, _ := plan.Explain(noRequeue.ID); !strings.Contains(text, "Requeue=0") {
-		t.Errorf("explain of the --no-requeue job = %q, want it to name Requeue=0", text)
+	if x, _ := plan.Explanation(noRequeue.ID); x.Code != policy.CodeNotRequeueable {
+		t.Errorf("explain of the --no-requeue job = %s %q, want %s", x.Code, x.Text, policy.CodeNotRequeueable)
 	}
 }
 

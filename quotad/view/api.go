@@ -70,11 +70,11 @@ type ProjectLimits struct {
 type ProjectGPUs struct {
 	GPUType    string `json:"gpu_type"`
 	Guaranteed int    `json:"guaranteed"`
-	InUse      int    `json:"in_use"`   // held by started jobs in the guaranteed QOS
-	Borrowed   int    `json:"borrowed"` // held or promised in the borrow and elastic QOS
-	Elastic    int    `json:"elastic"`  // the part of borrowed held or promised by elastic workers
-	Lent       int    `json:"lent"`     // unused guarantee borrowers hold now
-	Pending    int    `json:"pending"`  // requested by pending jobs in the guaranteed QOS
+	InUse      int    `json:"in_use"`     // held by started jobs in the guaranteed QOS
+	Borrowed   int    `json:"borrowed"`   // held or promised in the borrow and elastic QOS
+	Elastic    int    `json:"elastic"`    // the part of borrowed held or promised by elastic workers
+	Lent       int    `json:"lent"`       // unused guarantee borrowers hold now
+	Pending    int    `json:"pending"`    // requested by pending jobs in the guaranteed QOS
 	LendLimit  *int   `json:"lend_limit"` // most of the guarantee others may borrow; null: no limit
 	KeptIdle   int    `json:"kept_idle"`  // idle GPUs the lending limit keeps for the project's own jobs now
 }
@@ -93,7 +93,8 @@ type Job struct {
 	JobID       uint32 `json:"job_id"`
 	Account     string `json:"account"`
 	User        string `json:"user"`
-	Code        string `json:"code"` // the explanation's kind (policy.Code): stable, for scripts
+	State       string `json:"state"` // Slurm's: PENDING, RUNNING, ...
+	Code        string `json:"code"`  // the explanation's kind (policy.Code): stable, for scripts
 	Explanation string `json:"explanation"`
 	// Move is what this plan does with the job; null: nothing.
 	Move *Move `json:"move"`
@@ -204,14 +205,37 @@ func Jobs(plan *policy.Plan) []Job {
 	}
 	out := make([]Job, 0, len(plan.Jobs))
 	for _, x := range plan.Jobs {
-		j := Job{JobID: x.JobID, Account: x.Account, User: x.User, Code: string(x.Code), Explanation: x.Text}
+		var move *policy.JobMove
 		if m, ok := moves[x.JobID]; ok {
-			j.Move = &Move{Kind: string(m.Kind), FromQOS: m.From, ToQOS: m.To}
+			move = &m
 		}
-		out = append(out, j)
+		out = append(out, jobOf(x, move))
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].JobID < out[b].JobID })
 	return out
+}
+
+// PlanJob is the API's view of one job of a plan: its explanation and its move, if any.
+func PlanJob(plan *policy.Plan, id uint32) (Job, bool) {
+	x, ok := plan.Explanation(id)
+	if !ok {
+		return Job{}, false
+	}
+	var move *policy.JobMove
+	for i := range plan.Moves { // the last, as Jobs does
+		if plan.Moves[i].JobID == id {
+			move = &plan.Moves[i]
+		}
+	}
+	return jobOf(x, move), true
+}
+
+func jobOf(x policy.JobExplanation, m *policy.JobMove) Job {
+	j := Job{JobID: x.JobID, Account: x.Account, User: x.User, State: string(x.State), Code: string(x.Code), Explanation: x.Text}
+	if m != nil {
+		j.Move = &Move{Kind: string(m.Kind), FromQOS: m.From, ToQOS: m.To}
+	}
+	return j
 }
 
 // TypeLabel names the type of untyped requests "any", as the metrics do.

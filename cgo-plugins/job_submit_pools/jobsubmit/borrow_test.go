@@ -121,10 +121,11 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 
 	missing := newFixture(t, "")
 	missing.p.SlurmConf = conf
-	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || !strings.Contains(out.UserMessage, "salloc or srun") {
+	// "salloc or srun": the words say why Slurm could not requeue it, which no code tells apart.
+	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || out.Refusal != RefusedBorrowNotRequeueable || !strings.Contains(out.UserMessage, "salloc or srun") {
 		t.Fatalf("without pools.yaml: %+v, want the salloc refused", out)
 	}
-	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: QOS borrow-proj-b is preemptable") {
+	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: ") || !missing.log.endsWith(" code="+string(RefusedBorrowNotRequeueable)) {
 		t.Fatalf("refusal not logged: %q", missing.log.lines)
 	}
 

@@ -54,11 +54,21 @@ const (
 	RejectAccount
 )
 
+// The plugin's own refusals, as kinds beside routing's (pools.Refused...): a refusal's line in
+// slurmctld's log ends with code=KIND, for admins and tests to match while the words may change.
+const (
+	RefusedBorrowNotRequeueable pools.Refusal = "borrow-qos-not-requeueable" // a new job asks for a borrow QOS, and Slurm could not requeue it
+	RefusedBorrowQuotadOnly     pools.Refusal = "borrow-qos-quotad-only"     // a user's update moves a job into a borrow QOS: quotad's alone
+	RefusedLentNoRequeue        pools.Refusal = "lent-job-no-requeue"        // an update sets Requeue=0 on a job in a lending QOS
+	RefusedLentAccount          pools.Refusal = "lent-job-account"           // an update changes the account of a job in a lending QOS
+)
+
 // Outcome is what the cgo layer applies to one job_desc.
 type Outcome struct {
 	Reject       Rejection
-	SetPartition string // "" leaves job_desc->partition as it is
-	UserMessage  string // shown by sbatch/srun/salloc ("" for none)
+	Refusal      pools.Refusal // the kind of a Reject ("" when not rejected)
+	SetPartition string        // "" leaves job_desc->partition as it is
+	UserMessage  string        // shown by sbatch/srun/salloc ("" for none)
 	// Logged: deciding wrote a line to slurmctld's log. The cgo layer may answer a repeated
 	// request from its cache only when not: a line an admin relies on must be written each time.
 	Logged bool
@@ -185,8 +195,7 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 		conf = p.slurmConf()
 	}
 	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {
-		p.log(LevelInfo, fmt.Sprintf("submit by uid %d refused: %s", uid, msg))
-		return Outcome{Reject: RejectQOS, UserMessage: msg, Logged: true}
+		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: RefusedBorrowNotRequeueable, UserMessage: msg})
 	}
 	if cfg == nil {
 		return Outcome{}
@@ -204,12 +213,11 @@ func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
 		}
 		return out
 	case pools.Reject:
-		p.log(LevelInfo, fmt.Sprintf("%s by uid %d refused: %s", op, uid, d.Message))
 		kind := RejectPartition
 		if d.GPUs.IsGPU() {
 			kind = RejectGRES
 		}
-		return Outcome{Reject: kind, UserMessage: d.Message, Logged: true}
+		return p.refuse(fmt.Sprintf("%s by uid %d", op, uid), Outcome{Reject: kind, Refusal: d.Refusal, UserMessage: d.Message})
 	default:
 		out := Outcome{UserMessage: d.Message}
 		if d.Err != nil && p.logs(LevelVerbose) {
@@ -219,6 +227,13 @@ func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {
 		}
 		return out
 	}
+}
+
+// refuse logs a refusal, "WHO refused: MESSAGE code=KIND", and returns it.
+func (p *Plugin) refuse(who string, out Outcome) Outcome {
+	p.log(LevelInfo, fmt.Sprintf("%s refused: %s code=%s", who, out.UserMessage, out.Refusal))
+	out.Logged = true
+	return out
 }
 
 // setConfig swaps the loaded config (nil: none) and tells the cgo layer, after the swap: a

@@ -57,6 +57,18 @@ func (r *recorder) log(_ Level, msg string) {
 	r.lines = append(r.lines, msg)
 }
 
+// endsWith says whether a line ends with s: a refusal's line ends with its code.
+func (r *recorder) endsWith(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.lines {
+		if strings.HasSuffix(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *recorder) contains(s string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -124,7 +136,7 @@ func TestLinesSlurmctldDropsAreNotBuilt(t *testing.T) {
 	if f.log.contains("partition a100") {
 		t.Fatalf("verbose routing line sent at info level: %q", f.log.lines)
 	}
-	if out := f.p.Submit(gpuJob("gres:gpu:h100:1"), 1001); out.Reject == NotRejected {
+	if out := f.p.Submit(gpuJob("gres:gpu:h100:1"), 1001); out.Reject == NotRejected || out.Refusal != pools.RefusedNoGPUPool {
 		t.Fatalf("impossible request outcome = %+v, want a refusal", out)
 	}
 	if !f.log.contains("refused") {
@@ -200,8 +212,11 @@ func TestSubmitRejectsWithGRESErrorForImpossibleGPURequest(t *testing.T) {
 	req := gpuJob("gres:gpu:a100:1")
 	req.Partition = "cpu"
 	out := f.p.Submit(req, 1001)
-	if out.Reject != RejectGRES || out.SetPartition != "" || !strings.Contains(out.UserMessage, "a100") {
-		t.Fatalf("outcome = %+v, want a GRES rejection naming a100", out)
+	if out.Reject != RejectGRES || out.Refusal != pools.RefusedNamedPools || out.SetPartition != "" || !strings.HasPrefix(out.UserMessage, "slurmbridge: ") {
+		t.Fatalf("outcome = %+v, want a GRES rejection of kind %s", out, pools.RefusedNamedPools)
+	}
+	if !f.log.endsWith(" code=" + string(pools.RefusedNamedPools)) {
+		t.Fatalf("refusal not logged with its code: %q", f.log.lines)
 	}
 }
 
@@ -212,10 +227,10 @@ func TestModifyRefusalCarriesAMessageAndIsLogged(t *testing.T) {
 	req.Partition = "cpu"
 	out := f.p.Modify(&Update{Request: *req, Set: FieldPartition | FieldTRESPerNode}, nil, 0)
 	// The cgo layer hands the message to job_modify's err_msg from 23.02 on and drops it on 22.05.
-	if out.Reject != RejectGRES || !strings.Contains(out.UserMessage, "a100") {
-		t.Fatalf("outcome = %+v, want a GRES rejection naming a100", out)
+	if out.Reject != RejectGRES || out.Refusal != pools.RefusedNamedPools || !strings.HasPrefix(out.UserMessage, "slurmbridge: ") {
+		t.Fatalf("outcome = %+v, want a GRES rejection of kind %s", out, pools.RefusedNamedPools)
 	}
-	if !f.log.contains("update by uid 0 refused") {
+	if !f.log.contains("update by uid 0 refused") || !f.log.endsWith(" code="+string(pools.RefusedNamedPools)) {
 		t.Fatalf("refusal not logged: %q", f.log.lines)
 	}
 }

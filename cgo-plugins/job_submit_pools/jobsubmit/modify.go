@@ -57,15 +57,13 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	}
 	conf := p.slurmConf()
 	if msg := modifyBorrowRefusal(l.cfg, &upd.Request, uid, conf, l.admins); msg != "" {
-		p.log(LevelInfo, fmt.Sprintf("update by uid %d refused: %s", uid, msg))
-		return Outcome{Reject: RejectQOS, UserMessage: msg, Logged: true}
+		return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: RefusedBorrowQuotadOnly, UserMessage: msg})
 	}
 	if job == nil || isPrivileged(uid, conf, l.admins) {
 		return p.outcome(l.cfg.Route(&upd.Request), "update", uid)
 	}
-	if kind, msg := lentJobRefusal(l.cfg, upd, job); msg != "" {
-		p.log(LevelInfo, fmt.Sprintf("update of job %d by uid %d refused: %s", job.ID, uid, msg))
-		return Outcome{Reject: kind, UserMessage: msg, Logged: true}
+	if kind, refusal, msg := lentJobRefusal(l.cfg, upd, job); msg != "" {
+		return p.refuse(fmt.Sprintf("update of job %d by uid %d", job.ID, uid), Outcome{Reject: kind, Refusal: refusal, UserMessage: msg})
 	}
 	if !upd.changesRouting() {
 		return Outcome{}
@@ -163,24 +161,24 @@ func Merge(job *Job, upd *Update) pools.Request {
 }
 
 // lentJobRefusal refuses an update that would break what a job in a lending QOS relies on, and
-// says which Slurm error goes with it: "" when the update may go on. A job stays in the
+// says which Slurm error and which kind go with it: "" when the update may go on. A job stays in the
 // lending QOS unless the update moves it out (into a QOS that lends nothing; a move into
 // another lending QOS is modifyBorrowRefusal's).
-func lentJobRefusal(cfg *pools.Config, upd *Update, job *Job) (Rejection, string) {
+func lentJobRefusal(cfg *pools.Config, upd *Update, job *Job) (Rejection, pools.Refusal, string) {
 	qos := borrowQOSAsked(cfg, job.Request.QOS)
 	if qos == "" || (upd.Set&FieldQOS != 0 && upd.Request.QOS != "" && borrowQOSAsked(cfg, upd.Request.QOS) == "") {
-		return NotRejected, ""
+		return NotRejected, "", ""
 	}
 	// Slurm requeues only batch jobs whose requeue flag is 1; any other it preempts it kills.
 	if upd.Request.Requeue == 0 {
-		return RejectQOS, fmt.Sprintf("slurmbridge: job %d is in QOS %s, which is preemptable: with Requeue=0 it would be killed "+
+		return RejectQOS, RefusedLentNoRequeue, fmt.Sprintf("slurmbridge: job %d is in QOS %s, which is preemptable: with Requeue=0 it would be killed "+
 			"instead of requeued when its GPUs are reclaimed. Keep Requeue=1, or move it out of %s first (scontrol update jobid=%d qos=...).",
 			job.ID, qos, qos, job.ID)
 	}
 	if upd.Account != "" && !strings.EqualFold(upd.Account, job.Account) {
-		return RejectAccount, fmt.Sprintf("slurmbridge: job %d was lent GPUs in QOS %s on behalf of account %s; only quotad "+
+		return RejectAccount, RefusedLentAccount, fmt.Sprintf("slurmbridge: job %d was lent GPUs in QOS %s on behalf of account %s; only quotad "+
 			"changes the account of a lent job. Move it out of %s first (scontrol update jobid=%d qos=...), then change its account.",
 			job.ID, qos, job.Account, qos, job.ID)
 	}
-	return NotRejected, ""
+	return NotRejected, "", ""
 }

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 )
 
 // jobFields is the part of `scontrol show job -o` an update could change.
@@ -127,17 +129,19 @@ func (a *attack) update(user, id string, args ...string) (string, error) {
 	return strings.TrimSpace(stderr), err
 }
 
-// refused asserts that alice's update of job id is refused with the plugin's reason (23.02 on)
-// or slurmErr (every release: the errno the plugin returns), and that the job is unchanged.
-func (a *attack) refused(id string, args []string, reason, slurmErr string) {
+// refused asserts that alice's update of job id is refused: slurmctld's log has the plugin's
+// refusal of kind code, the user reads the plugin's message (23.02 on) and slurmErr (every
+// release: the errno the plugin returns), and the job is unchanged.
+func (a *attack) refused(id string, args []string, code pools.Refusal, slurmErr string) {
 	a.t.Helper()
-	a.refusedAs(id, id, args, reason, slurmErr)
+	a.refusedAs(id, id, args, code, slurmErr)
 }
 
 // refusedAs is refused for an update that names job id as target (its SLUID, say).
-func (a *attack) refusedAs(id, target string, args []string, reason, slurmErr string) {
+func (a *attack) refusedAs(id, target string, args []string, code pools.Refusal, slurmErr string) {
 	a.t.Helper()
 	before := showJob(a.t, a.c, a.ctx, id)
+	logStart := a.c.CtldLogSize(a.t)
 	stderr, err := a.update("alice", target, args...)
 	if err == nil {
 		a.t.Fatalf("alice's scontrol update %s of job %s was accepted; job now %v", strings.Join(args, " "), id, showJob(a.t, a.c, a.ctx, id))
@@ -146,11 +150,11 @@ func (a *attack) refusedAs(id, target string, args []string, reason, slurmErr st
 	if !strings.Contains(stderr, slurmErr) {
 		a.t.Errorf("refusal says %q, want Slurm's %q", stderr, slurmErr)
 	}
-	if a.release.ModifyRefusalReachesUser() && !strings.Contains(stderr, reason) {
-		a.t.Errorf("Slurm %s: refusal says %q, want the plugin's reason %q", a.release, stderr, reason)
+	if a.release.ModifyRefusalReachesUser() && !strings.Contains(stderr, "slurmbridge: ") {
+		a.t.Errorf("Slurm %s: refusal says %q, want the plugin's message", a.release, stderr)
 	}
-	if log := a.c.CtldLogSince(a.t, a.logStart); !strings.Contains(log, reason) {
-		a.t.Errorf("slurmctld.log lacks the refusal %q", reason)
+	if log := a.c.CtldLogSince(a.t, logStart); !loggedRefusal(log, code) {
+		a.t.Errorf("slurmctld.log lacks a refusal with code=%s:\n%s", code, log)
 	}
 	if after := showJob(a.t, a.c, a.ctx, id); !equal(after, before) {
 		a.t.Errorf("job %s changed by a refused update: %v, was %v", id, after, before)
@@ -162,7 +166,7 @@ func (a *attack) refusedAs(id, target string, args []string, reason, slurmErr st
 func TestAttackPartitionOnlyMoveOfAGPUJobToTheCPUPool(t *testing.T) {
 	a := newAttack(t)
 	id := a.submit("--hold", "--job-name=attack-cpu", "--gres=gpu:a100:1", "--wrap", "true")
-	a.refused(id, []string{"partition=cpu"}, "pool cpu cannot run this job: it has no GPUs", "Invalid generic resource")
+	a.refused(id, []string{"partition=cpu"}, pools.RefusedNamedPools, "Invalid generic resource")
 	if job := showJob(t, a.c, a.ctx, id); job["JobState"] != "PENDING" || job["Partition"] != "a100-spot,a100" {
 		t.Fatalf("job after the refused move: %v, want PENDING in a100-spot,a100", job)
 	}
@@ -180,7 +184,7 @@ func TestAttackPartitionOnlyMoveOfAGPUJobToTheCPUPool(t *testing.T) {
 		if !strings.HasPrefix(sluid, "s") {
 			t.Fatalf("Slurm %s: no SLUID for job %s in %s", a.release, id, out)
 		}
-		a.refusedAs(id, sluid, []string{"partition=cpu"}, "pool cpu cannot run this job: it has no GPUs", "Invalid generic resource")
+		a.refusedAs(id, sluid, []string{"partition=cpu"}, pools.RefusedNamedPools, "Invalid generic resource")
 	}
 	// A list that still holds a pool that fits is narrowed to it, as on submission.
 	if stderr, err := a.update("alice", id, "partition=cpu,a100"); err != nil {
@@ -202,7 +206,7 @@ func TestAttackPartitionMoveOfAGPUJobArray(t *testing.T) {
 		t.Fatalf("time limit of task %s_2: %v %s", id, err, stderr)
 	}
 	for _, target := range []string{id, id + "_2"} {
-		a.refused(target, []string{"partition=cpu"}, "pool cpu cannot run this job: it has no GPUs", "Invalid generic resource")
+		a.refused(target, []string{"partition=cpu"}, pools.RefusedNamedPools, "Invalid generic resource")
 	}
 	if stderr, err := a.update("alice", id, "arraytaskthrottle=1"); err != nil {
 		t.Fatalf("arraytaskthrottle=1: %v %s", err, stderr)
@@ -226,8 +230,8 @@ func TestAttackPartitionMoveOfAGPUJobArray(t *testing.T) {
 func TestAttackGPUTypeNoListedPoolHas(t *testing.T) {
 	a := newAttack(t)
 	id := a.submit("--hold", "--job-name=attack-type", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "true")
-	a.refused(id, []string{"gres=gpu:v100:1"}, "pool a100 cannot run this job: it has a100 GPUs; the job asks for v100", "Invalid generic resource")
-	a.refused(id, []string{"gres=gpu:a100:8"}, "pool a100 cannot run this job: its nodes have 4 GPUs", "Invalid generic resource")
+	a.refused(id, []string{"gres=gpu:v100:1"}, pools.RefusedNamedPools, "Invalid generic resource")
+	a.refused(id, []string{"gres=gpu:a100:8"}, pools.RefusedNamedPools, "Invalid generic resource")
 }
 
 // A job in a lending QOS must stay one Slurm can requeue: with Requeue=0 a reclaim of its
@@ -241,9 +245,9 @@ func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{pending, running} {
-		a.refused(id, []string{"requeue=0"}, "is in QOS borrow-proj-a, which is preemptable: with Requeue=0", "Invalid qos specification")
+		a.refused(id, []string{"requeue=0"}, jobsubmit.RefusedLentNoRequeue, "Invalid qos specification")
 	}
-	a.refused(pending, []string{"account=proj-b"}, "only quotad changes the account of a lent job", "Invalid account")
+	a.refused(pending, []string{"account=proj-b"}, jobsubmit.RefusedLentAccount, "Invalid account")
 	if job := showJob(t, a.c, a.ctx, running); job["JobState"] != "RUNNING" || job["Requeue"] != "1" || job["QOS"] != "borrow-proj-a" {
 		t.Fatalf("running lent job after the refusals: %v", job)
 	}
@@ -255,7 +259,7 @@ func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 		t.Fatalf("job after qos=guar-proj-a requeue=0: %v", job)
 	}
 	// And back into a lending QOS it may not go, by alice's hand.
-	a.refused(pending, []string{"qos=borrow-proj-a"}, "only quotad moves jobs into QOS borrow-proj-a", "Invalid qos specification")
+	a.refused(pending, []string{"qos=borrow-proj-a"}, jobsubmit.RefusedBorrowQuotadOnly, "Invalid qos specification")
 }
 
 // What alice may do still works, and root (the testbed's quotad runs as root) keeps its rights.

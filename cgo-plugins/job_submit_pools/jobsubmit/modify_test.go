@@ -33,26 +33,29 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 		uid           uint32
 		want          Rejection
 		wantPartition string
-		wantMessage   string // part of the message to the user; "": none
+		code          pools.Refusal // the refusal's kind
+		wantMessage   string        // part of the message to the user, where the words are the case; "": none unless refused
 	}{
 		{name: "GPU job moved to the CPU pool", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu", FieldPartition },
-			uid:    alice, want: RejectGRES, wantMessage: "update of job 77 refused: pool cpu cannot run this job: it has no GPUs; the job needs 1 on a node. Pools that can run it: a100 (scontrol update jobid=77 partition=a100)."},
+			uid:    alice, want: RejectGRES, code: pools.RefusedNamedPools,
+			// The words are the case: an update is told the scontrol line, not sbatch -p.
+			wantMessage: "update of job 77 refused: pool cpu cannot run this job: it has no GPUs; the job needs 1 on a node. Pools that can run it: a100 (scontrol update jobid=77 partition=a100)."},
 		{name: "22.05 spelling of the job's GPU request", job: pendingJob("a100", "gres:gpu:a100:1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu", FieldPartition },
-			uid:    alice, want: RejectGRES, wantMessage: "no GPUs"},
+			uid:    alice, want: RejectGRES, code: pools.RefusedNamedPools},
 		{name: "GPU type no listed pool has", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.TRESPerNode, u.Set = "gres/gpu:h100=1", FieldTRESPerNode },
-			uid:    alice, want: RejectGRES, wantMessage: "it has a100 GPUs; the job asks for h100"},
+			uid:    alice, want: RejectGRES, code: pools.RefusedNamedPools},
 		{name: "more GPUs per node than the pool's nodes hold", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.TRESPerNode, u.Set = "gres/gpu:a100=8", FieldTRESPerNode },
-			uid:    alice, want: RejectGRES, wantMessage: "its nodes have 4 GPUs"},
+			uid:    alice, want: RejectGRES, code: pools.RefusedNamedPools},
 		{name: "GPU request added to a CPU job in the CPU pool", job: pendingJob("cpu", "", "normal"),
 			change: func(u *Update) { u.Request.TRESPerNode, u.Set = "gres/gpu=1", FieldTRESPerNode },
-			uid:    alice, want: RejectGRES, wantMessage: "pool cpu cannot run this job"},
+			uid:    alice, want: RejectGRES, code: pools.RefusedNamedPools},
 		{name: "more CPUs than the job's pool's nodes have", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.MinCPUs, u.Request.MaxNodes = 64, 1 },
-			uid:    alice, want: RejectGRES, wantMessage: "its nodes have 8 CPUs"},
+			uid:    alice, want: RejectGRES, code: pools.RefusedNamedPools},
 		{name: "partition list with a pool that fits is narrowed", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu,a100", FieldPartition },
 			uid:    alice, wantPartition: "a100", wantMessage: "job sent to a100 only: pool cpu cannot run this job: it has no GPUs"},
@@ -74,10 +77,10 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 			uid:    0},
 		{name: "requeue=0 of a lent job", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
 			change: func(u *Update) { u.Request.Requeue = 0 },
-			uid:    alice, want: RejectQOS, wantMessage: "job 77 is in QOS borrow-proj-a, which is preemptable: with Requeue=0"},
+			uid:    alice, want: RejectQOS, code: RefusedLentNoRequeue},
 		{name: "requeue=0 of a job in the elastic QOS", job: pendingJob("a100", "gres/gpu:a100=1", "elastic-proj-a"),
 			change: func(u *Update) { u.Request.Requeue = 0 },
-			uid:    alice, want: RejectQOS, wantMessage: "QOS elastic-proj-a"},
+			uid:    alice, want: RejectQOS, code: RefusedLentNoRequeue},
 		{name: "requeue=0 with a move out of the lending QOS", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
 			change: func(u *Update) { u.Request.Requeue, u.Request.QOS, u.Set = 0, "normal", FieldQOS },
 			uid:    alice},
@@ -89,14 +92,14 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 			change: func(u *Update) { u.Request.Requeue = 1 }, uid: alice},
 		{name: "account change of a lent job", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
 			change: func(u *Update) { u.Account = "proj-b" },
-			uid:    alice, want: RejectAccount, wantMessage: "only quotad changes the account of a lent job"},
+			uid:    alice, want: RejectAccount, code: RefusedLentAccount},
 		{name: "account change of a job that is not lent", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Account = "proj-b" }, uid: alice},
 		{name: "quotad moves a lent job back to its guarantee", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
 			change: func(u *Update) { u.Request.QOS, u.Set = "normal", FieldQOS }, uid: quotad},
 		{name: "user moves a requeueable job into the borrow QOS", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS },
-			uid:    alice, want: RejectQOS, wantMessage: "only quotad moves jobs into QOS borrow-proj-a"},
+			uid:    alice, want: RejectQOS, code: RefusedBorrowQuotadOnly},
 		{name: "quotad lends a job", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS }, uid: quotad},
 	}
@@ -113,12 +116,13 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 			u := update()
 			tt.change(u)
 			out := f.p.Modify(u, tt.job, tt.uid)
-			if out.Reject != tt.want || out.SetPartition != tt.wantPartition || !strings.Contains(out.UserMessage, tt.wantMessage) ||
-				tt.wantMessage == "" && out.UserMessage != "" {
-				t.Fatalf("outcome = %+v, want rejection %d, partition %q, a message with %q", out, tt.want, tt.wantPartition, tt.wantMessage)
+			refused := tt.want != NotRejected
+			if out.Reject != tt.want || out.Refusal != tt.code || out.SetPartition != tt.wantPartition || !strings.Contains(out.UserMessage, tt.wantMessage) ||
+				!refused && tt.wantMessage == "" && out.UserMessage != "" || refused && !strings.HasPrefix(out.UserMessage, "slurmbridge: ") {
+				t.Fatalf("outcome = %+v, want rejection %d (%s), partition %q, a message with %q", out, tt.want, tt.code, tt.wantPartition, tt.wantMessage)
 			}
-			if tt.want != NotRejected && !f.log.contains("update of job 77 by uid") && !f.log.contains("update by uid") {
-				t.Fatalf("refusal not logged: %q", f.log.lines)
+			if refused && !f.log.endsWith(" refused: "+out.UserMessage+" code="+string(tt.code)) {
+				t.Fatalf("refusal not logged with code=%s: %q", tt.code, f.log.lines)
 			}
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
@@ -86,31 +87,46 @@ func TestPluginRoutesPendingJobsToPools(t *testing.T) {
 	}
 }
 
+// loggedRefusal says whether slurmctld's log holds a refusal by the plugin of kind code: its
+// line ends with code=KIND.
+func loggedRefusal(log string, code pools.Refusal) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, " refused: ") && strings.HasSuffix(strings.TrimSpace(line), " code="+string(code)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Each refusal is logged with its kind, and sbatch prints the plugin's message, then Slurm's
+// error. The message's words (which pool, what to do) are bridge/pools' to word and test.
 func TestPluginRejectsImpossibleRequestsWithUsefulMessage(t *testing.T) {
 	c, ctx := setup(t)
 	cases := []struct {
 		name string
 		args []string
-		want []string
+		code pools.Refusal
 	}{
-		{"GPU job to the CPU pool", []string{"-p", "cpu", "--gpus=1"}, []string{"pool cpu", "no GPUs", "a100-spot,a100,v100"}},
-		{"GPU type the pool lacks", []string{"-p", "a100", "--gres=gpu:v100:1"}, []string{"pool a100", "v100", "-p v100"}},
-		{"more GPUs per node than any node has", []string{"-p", "v100", "--gpus-per-node=8"}, []string{"pool v100", "8", "No pool can run it"}},
-		{"unknown GPU type", []string{"--gres=gpu:h100:1"}, []string{"h100"}},
+		{"GPU job to the CPU pool", []string{"-p", "cpu", "--gpus=1"}, pools.RefusedNamedPools},
+		{"GPU type the pool lacks", []string{"-p", "a100", "--gres=gpu:v100:1"}, pools.RefusedNamedPools},
+		{"more GPUs per node than any node has", []string{"-p", "v100", "--gpus-per-node=8"}, pools.RefusedNamedPools},
+		{"unknown GPU type", []string{"--gres=gpu:h100:1"}, pools.RefusedNoGPUPool},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--hold", "--job-name=pools-reject"}, tc.args...)
 			args = append(args, "--wrap", "true")
+			logStart := c.CtldLogSize(t)
 			id, msg, err := c.SubmitWithMessage(ctx, "bob", args...)
 			if err == nil {
 				c.Cancel(id)
 				t.Fatalf("job %s accepted; want a refusal", id)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("sbatch said %q; want it to mention %q", msg, w)
-				}
+			if log := c.CtldLogSince(t, logStart); !loggedRefusal(log, tc.code) {
+				t.Errorf("slurmctld.log lacks a refusal with code=%s:\n%s", tc.code, log)
+			}
+			if !strings.Contains(msg, "slurmbridge: ") {
+				t.Errorf("sbatch said %q; want the plugin's message", msg)
 			}
 			if !strings.Contains(msg, "Invalid generic resource") {
 				t.Errorf("sbatch said %q; want Slurm's GRES error after ours", msg)
