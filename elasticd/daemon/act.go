@@ -25,7 +25,7 @@ func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapsho
 	room := d.roomFor(main, snap, t)
 	for range count {
 		qos, borrowed := room.take(j.decl.GPUsPerWorker)
-		id, err := d.submitWorker(ctx, j, main, snap, t, qos)
+		id, err := d.submitWorker(ctx, j, main, t, qos)
 		if err != nil {
 			d.metrics.actionErrors.WithLabelValues("grow").Inc()
 			j.refusals++
@@ -88,7 +88,7 @@ func (d *Daemon) partitionFor(j *job, main slurm.Job, t policy.GPUType) (string,
 // since sbatch would merge them with these options and refuse, for one, a script's untyped
 // --gpus-per-node beside a typed GPU request. Every worker is requeueable: a borrowed one's
 // GPUs are reclaimed by requeue, never by killing it.
-func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType, qos string) (uint32, error) {
+func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t policy.GPUType, qos string) (uint32, error) {
 	if j.script == nil {
 		script, err := d.slurm.BatchScript(ctx, j.id)
 		if err != nil {
@@ -100,8 +100,7 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap 
 	if err != nil {
 		return 0, err
 	}
-	extra := snap.jobs[j.id]
-	shape := d.shapeOf(j, main, extra)
+	shape := d.shapeOf(j, main)
 	gpus := strconv.Itoa(shape.gpus)
 	if t != "gpu" {
 		gpus = string(t) + ":" + gpus
@@ -116,23 +115,23 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, snap 
 		CPUsPerTask: shape.cpusPerTask,
 		GPUsPerNode: gpus,
 		MemMB:       shape.memMB,
-		Constraint:  extra.Features,
+		Constraint:  main.Features,
 		Requeue:     true,
-		WorkDir:     extra.WorkDir,
-		Output:      workerOutput(extra.StdOut),
-		TimeMinutes: d.timeLeft(main, extra),
+		WorkDir:     main.WorkDir,
+		Output:      workerOutput(main.StdOut),
+		TimeMinutes: d.timeLeft(main),
 		Args:        []string{"--ignore-pbs"},
 	}
-	return d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Options: opts, Env: d.contract(j), Script: j.script, Dir: extra.WorkDir})
+	return d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Options: opts, Env: d.contract(j), Script: j.script, Dir: main.WorkDir})
 }
 
 // timeLeft is the main job's remaining time limit in whole minutes (at least 1): a worker
 // never outlives its main job's limit. 0 when the main job has none.
-func (d *Daemon) timeLeft(main slurm.Job, extra slurm.Job) uint32 {
-	if extra.TimeLimit == 0 || main.Start.IsZero() {
-		return extra.TimeLimit
+func (d *Daemon) timeLeft(main slurm.Job) uint32 {
+	if main.TimeLimit == 0 || main.Start.IsZero() {
+		return main.TimeLimit
 	}
-	left := main.Start.Add(time.Duration(extra.TimeLimit) * time.Minute).Sub(d.now())
+	left := main.Start.Add(time.Duration(main.TimeLimit) * time.Minute).Sub(d.now())
 	return uint32(max((left+time.Minute-1)/time.Minute, 1))
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
 // alice's association in proj-a allows 6 GPUs (GrpTRES=gres/gpu=6). Her elastic job's main
@@ -69,13 +70,14 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 	_, main := r.submitMain(ctx, t, "#!/bin/bash\n#SBATCH --elastic=1:4:1\n#SBATCH --elastic-pools=a100\n"+
 		"exec python3 "+example(t, "synthetic_trainer.py")+" --interval 0.5 --duration 600 --curve 1:100,2:200,3:300,4:400\n",
 		"-p", "a100", "--gres=gpu:a100:4")
-	const why = "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=6, and its jobs hold or wait for 6)"
+	// The words are checked for the limit that holds the job, its figures: no code carries them.
+	const why = "(the association of user alice in account proj-a has GrpTRES gres/gpu=6, and its jobs hold or wait for 6)"
 	held := 0
 	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		if st.Size["a100"] > 3 {
 			t.Fatalf("grew past the association's 6 GPUs: %+v", st)
 		}
-		if strings.Contains(st.Reason, why) {
+		if st.ReasonCode == string(policy.CodeNoCapacity) && strings.Contains(st.Reason, why) {
 			held++ // for several cycles: it stays held, and nothing pends meanwhile
 		}
 		return held >= 5

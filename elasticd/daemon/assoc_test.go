@@ -88,6 +88,8 @@ func TestAssociationLimitsCapWorkers(t *testing.T) {
 		{"the tightest limit wins", set("proj-a", "alice", func(a *slurm.AssociationLimits) { a.GrpTRES = "gres/gpu=10"; a.MaxJobs = 3 }),
 			1, "MaxJobs=3"},
 	}
+	// why is a limit in words, with the figures (the limit, what its jobs hold) each case is
+	// about: no code carries them, so the words are checked.
 	d := &Daemon{}
 	shape := workerShape{tasks: 1, cpusPerTask: 1, memMB: 1000, gpus: 1}
 	for _, tc := range tests {
@@ -115,7 +117,7 @@ func TestAssociationLimitsCapWorkers(t *testing.T) {
 	}
 
 	snap = &snapshot{jobs: map[uint32]slurm.Job{100: main}, assocErr: errors.New("sacctmgr: Problem talking to the database")}
-	if n, why := d.associationRoom(main, snap, shape, "a100", []string{"a100"}, nil); n != 0 || !strings.Contains(why, "unreadable") {
+	if n, why := d.associationRoom(main, snap, shape, "a100", []string{"a100"}, nil); n != 0 || !strings.Contains(why, "Problem talking to the database") {
 		t.Fatalf("unreadable limits: room %d (%q), want none", n, why)
 	}
 }
@@ -149,9 +151,10 @@ func TestAssociationLimitHoldsGrowthAndBelowMinSaysWhy(t *testing.T) {
 			workers = append(workers, id)
 		}
 	}
+	// The words are checked for the limit that holds the job, which no code carries.
 	st := h.d.Status()[0]
-	if len(workers) != 2 || st.Decision != "hold" ||
-		!strings.Contains(st.Reason, "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2)") {
+	if len(workers) != 2 || st.Decision != "hold" || st.ReasonCode != string(policy.CodeNoCapacity) ||
+		!strings.Contains(st.Reason, "(the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2)") {
 		t.Fatalf("%d workers, status %s %q; want 2 and a hold naming the association's GrpTRES", len(workers), st.Decision, st.Reason)
 	}
 
@@ -159,7 +162,9 @@ func TestAssociationLimitHoldsGrowthAndBelowMinSaysWhy(t *testing.T) {
 	below.slurm.assocs = h.slurm.assocs
 	below.slurm.jobs[mainID] = h.slurm.jobs[mainID]
 	below.cycle()
-	if d := below.decision(); len(below.slurm.submits) != 1 || !strings.Contains(d.Reason, "adding 1: the association of user alice") {
+	// Here too the words are checked for the limit that stops the rest.
+	if d := below.decision(); len(below.slurm.submits) != 1 || d.Action != policy.Grow || d.Code != policy.CodeBelowTarget || d.Count != 1 ||
+		!strings.Contains(d.Reason, "the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
 		t.Fatalf("below min: %d submitted, decision %+v; want 1 worker, as far as the limit allows", len(below.slurm.submits), d)
 	}
 	below.slurm.run(201, WorkerName(mainID), below.uid, below.now)
@@ -167,7 +172,7 @@ func TestAssociationLimitHoldsGrowthAndBelowMinSaysWhy(t *testing.T) {
 	w.TRESAlloc = gpus
 	below.slurm.jobs[201] = w
 	below.cycle()
-	if d := below.decision(); len(below.slurm.submits) != 1 || d.Action != policy.Hold || d.Code != policy.CodeBelowTarget || !strings.Contains(d.Reason, "the association of user alice") {
+	if d := below.decision(); len(below.slurm.submits) != 1 || d.Action != policy.Hold || d.Code != policy.CodeBelowTarget || !strings.Contains(d.Reason, "GrpTRES gres/gpu=2") {
 		t.Fatalf("below min at the limit: %d submitted, decision %+v; want a hold naming the limit", len(below.slurm.submits), d)
 	}
 }

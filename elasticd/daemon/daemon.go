@@ -264,9 +264,8 @@ func (d *Daemon) follow(ctx context.Context, id uint32, main slurm.Job, inQueue 
 		}
 		return nil
 	}
-	extra := snap.jobs[id]
-	if extra.UserID != decl.UID {
-		log.Warn().Uint32("declared_uid", decl.UID).Uint32("job_uid", extra.UserID).Msg("declaration does not belong to the job's owner; job left alone")
+	if main.UserID != decl.UID {
+		log.Warn().Uint32("declared_uid", decl.UID).Uint32("job_uid", main.UserID).Msg("declaration does not belong to the job's owner; job left alone")
 		return nil
 	}
 	j := &job{id: id, decl: decl, user: main.User, account: main.Account,

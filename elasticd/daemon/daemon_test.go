@@ -224,7 +224,7 @@ func TestGrowsWhileStepsPayThenShrinksGracefully(t *testing.T) {
 	if len(h.slurm.submits) != 2 || !slices.Equal(h.slurm.terminate, []uint32{202}) {
 		t.Fatalf("submits %d, terminated %v; want 2 grows and TERM to worker 202 (decision %+v)", len(h.slurm.submits), h.slurm.terminate, h.decision())
 	}
-	if h.decision().Action != policy.Shrink || !strings.Contains(h.decision().Reason, "does not pay") {
+	if h.decision().Action != policy.Shrink || h.decision().Code != policy.CodeStepDoesNotPay {
 		t.Fatalf("decision %+v", h.decision())
 	}
 	// Within the grace period nothing more; after it, a plain cancel; never the main job.
@@ -354,7 +354,9 @@ func TestElasticValueWeighsTheGainAgainstThePrice(t *testing.T) {
 	if st := marginal.d.Status(); len(st) != 1 || st[0].ValuePerMillionSamples != 9 {
 		t.Fatalf("status %+v, want the job's value 9", st)
 	}
-	if d := marginal.decision(); d.Action != policy.Shrink || !strings.Contains(d.Reason, "worth $2.92/h") || !strings.Contains(d.Reason, "cost $3.00/h") {
+	// The words are checked for the worth and the cost, the figures this test is about.
+	if d := marginal.decision(); d.Action != policy.Shrink || d.Code != policy.CodeStepNotWorthCost ||
+		!strings.Contains(d.Reason, "worth $2.92/h") || !strings.Contains(d.Reason, "cost $3.00/h") {
 		t.Fatalf("value 9: decision %+v, want a shrink that names the worth and the cost", d)
 	}
 
@@ -364,7 +366,7 @@ func TestElasticValueWeighsTheGainAgainstThePrice(t *testing.T) {
 	if len(poor.slurm.submits) != 0 {
 		t.Fatalf("value 5: %d submissions, want none", len(poor.slurm.submits))
 	}
-	if d := poor.decision(); d.Action != policy.Hold || !strings.Contains(d.Reason, "worth at most $1.80/h for $3.00/h") {
+	if d := poor.decision(); d.Action != policy.Hold || d.Code != policy.CodeNotWorthCost || !strings.Contains(d.Reason, "worth at most $1.80/h for $3.00/h") {
 		t.Fatalf("value 5: decision %+v, want a hold that names the worth and the cost", d)
 	}
 }
@@ -410,18 +412,18 @@ func TestSlowMainJobHoldsAndSaysSoOnce(t *testing.T) {
 		h.cycle()
 	}
 	d := h.decision()
-	if d.Action != policy.Hold || !d.MainStraggler || !strings.Contains(d.Reason, "the main job 100 is the straggler") {
+	if d.Action != policy.Hold || d.Code != policy.CodeMainStraggler || !d.MainStraggler {
 		t.Fatalf("decision %+v, want a hold naming the main job", d)
 	}
 	if len(h.slurm.submits) != 0 || len(h.slurm.terminate) != 0 || len(h.slurm.cancel) != 0 {
 		t.Fatalf("submits %d, terminated %v, cancelled %v: a slow main job must not start replacements", len(h.slurm.submits), h.slurm.terminate, h.slurm.cancel)
 	}
 	st := h.d.Status()
-	if len(st) != 1 || st[0].Decision != "hold" || !strings.Contains(st[0].Reason, "never replaces the main job") ||
+	if len(st) != 1 || st[0].Decision != "hold" || st[0].ReasonCode != string(policy.CodeMainStraggler) ||
 		len(st[0].Workers) != 2 || st[0].Workers[0].ComputeSecondsPerStep != 0.3 {
 		t.Fatalf("status %+v", st)
 	}
-	if n := strings.Count(logged.String(), "is the straggler"); n != 1 {
+	if n := strings.Count(logged.String(), `"code":"main-straggler"`); n != 1 {
 		t.Fatalf("the slow main job was logged %d times, want once:\n%s", n, logged.String())
 	}
 	if !strings.Contains(logged.String(), `"level":"warn"`) {
@@ -431,7 +433,7 @@ func TestSlowMainJobHoldsAndSaysSoOnce(t *testing.T) {
 		h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.100})
 		h.cycle()
 	}
-	if d := h.decision(); d.MainStraggler || strings.Contains(d.Reason, "straggler") {
+	if d := h.decision(); d.MainStraggler || d.Code == policy.CodeMainStraggler || d.Code == policy.CodeStraggler {
 		t.Fatalf("after the main job recovered: %+v", d)
 	}
 }
@@ -441,7 +443,7 @@ func TestSlowWorkerBySynchronousComputeTimeIsReplaced(t *testing.T) {
 	h := newHarness(t, 2, 3)
 	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
 	h.slowWorkerCyclesUntil(func() bool { return len(h.slurm.submits) > 0 })
-	if d := h.decision(); d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"150"}) || !strings.Contains(d.Reason, "300 ms of compute per step") {
+	if d := h.decision(); d.Action != policy.Replace || d.Code != policy.CodeStraggler || !slices.Equal(d.Workers, []string{"150"}) {
 		t.Fatalf("decision %+v, want replace 150", d)
 	}
 	if len(h.slurm.submits) != 1 {
@@ -487,7 +489,7 @@ func TestThrottledGPUFromTheAgentReplacesItsWorker(t *testing.T) {
 		}
 	}
 	d := h.decision()
-	if d.Action != policy.Replace || !slices.Equal(d.Workers, []string{"150"}) || !strings.Contains(d.Reason, "SM clock 846 MHz") {
+	if d.Action != policy.Replace || d.Code != policy.CodeStragglerLeaves || !slices.Equal(d.Workers, []string{"150"}) { // at its max of 2
 		t.Fatalf("decision %+v, want replace 150 for its throttled GPU", d)
 	}
 }
@@ -527,7 +529,7 @@ func TestAtMaxTheStragglerLeavesBeforeItsSuccessorJoins(t *testing.T) {
 	h := newHarness(t, 1, 2)
 	h.slurm.run(150, WorkerName(mainID), h.uid, h.now)
 	h.slowWorkerCyclesUntil(func() bool { return len(h.slurm.submits) > 0 || len(h.slurm.terminate) > 0 })
-	if d := h.decision(); d.Action != policy.Replace || !d.LeaveFirst || !strings.Contains(d.Reason, "it leaves first") {
+	if d := h.decision(); d.Action != policy.Replace || d.Code != policy.CodeStragglerLeaves || !d.LeaveFirst {
 		t.Fatalf("decision %+v, want a replacement that leaves first", d)
 	}
 	if len(h.slurm.submits) != 0 || !slices.Equal(h.slurm.terminate, []uint32{150}) {
@@ -536,7 +538,7 @@ func TestAtMaxTheStragglerLeavesBeforeItsSuccessorJoins(t *testing.T) {
 	h.reportCompute(100, map[uint32]float64{mainID: 0.100, 150: 0.300})
 	h.cycle()
 	st := h.d.Status()
-	if len(h.slurm.submits) != 0 || !strings.Contains(st[0].Reason, "straggler 150 leaves before its successor joins") ||
+	if len(h.slurm.submits) != 0 || st[0].ReasonCode != string(reconcile.CodeStragglerLeaving) ||
 		!slices.Equal(st[0].Leaving, []string{"150 leaves before its a100 successor joins"}) {
 		t.Fatalf("submits %d, status %+v; want a hold while 150 leaves", len(h.slurm.submits), st[0])
 	}
@@ -596,7 +598,8 @@ func TestRefusedSuccessorHoldsTheJob(t *testing.T) {
 	for range 10 {
 		h.cycle()
 	}
-	if h.slurm.attempts != reconcile.MaxRefusals || h.decision().Action != policy.Hold || !strings.Contains(h.decision().Reason, "Invalid account") {
+	// The words are checked for Slurm's answer, which the hold passes on and no code carries.
+	if d := h.decision(); h.slurm.attempts != reconcile.MaxRefusals || d.Action != policy.Hold || d.Code != reconcile.CodeWorkersRefused || !strings.Contains(d.Reason, "Invalid account") {
 		t.Fatalf("%d attempts, decision %+v; want %d, then a hold with Slurm's answer", h.slurm.attempts, h.decision(), reconcile.MaxRefusals)
 	}
 }
@@ -614,7 +617,8 @@ func TestGrowthYieldsToWaitingJobs(t *testing.T) {
 		h.report(100, mainID)
 		h.cycle()
 	}
-	if d := h.decision(); len(h.slurm.submits) != 0 || !strings.Contains(d.Reason, "jobs waiting in a100 ask for 4 GPUs, 4 of a100 free there: growth yields to them") {
+	// The words are checked for the GPUs asked for, 4: bob's tasks, not carol's allocation.
+	if d := h.decision(); len(h.slurm.submits) != 0 || d.Code != policy.CodeYieldsToWaiting || !strings.Contains(d.Reason, "ask for 4 GPUs, 4 of a100 free") {
 		t.Fatalf("%d workers submitted, decision %+v; want none while bob's 4 tasks wait for the 4 free a100s", len(h.slurm.submits), d)
 	}
 	held := h.slurm.jobs[300]

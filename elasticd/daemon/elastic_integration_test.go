@@ -126,7 +126,7 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 				shrunk = time.Since(start)
 			}
 			if shrunk > 0 && st.Decision == "hold" && st.Size["a100"] == 2 && len(st.Stopping) == 0 &&
-				strings.Contains(st.Reason, "did not pay") {
+				st.ReasonCode == string(policy.CodeCooldown) {
 				held = time.Since(start)
 				break
 			}

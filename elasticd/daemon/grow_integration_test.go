@@ -61,7 +61,7 @@ func TestShippedTorchrunExampleGrowsPastMin(t *testing.T) {
 			last = now
 			t.Logf("%5.1fs size %v: %s", time.Since(start).Seconds(), st.Size, now)
 		}
-		if strings.Contains(st.Reason, "refused") {
+		if st.ReasonCode == string(reconcile.CodeWorkersRefused) {
 			t.Fatalf("workers refused: %s", st.Reason)
 		}
 		for _, p := range st.Throughput {
@@ -165,12 +165,12 @@ func TestRefusedWorkersHoldTheJobAndSayWhy(t *testing.T) {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)
 		}
-		if st = jobStatus(d, main); st != nil && strings.Contains(st.Reason, "Slurm refused") {
+		if st = jobStatus(d, main); st != nil && st.ReasonCode == string(reconcile.CodeWorkersRefused) {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	if st == nil || !strings.Contains(st.Reason, "Slurm refused 3 worker submissions in a row") {
+	if st == nil || st.ReasonCode != string(reconcile.CodeWorkersRefused) {
 		t.Fatalf("status %+v; want the job held on Slurm's refusal", st)
 	}
 	t.Logf("held after %s: %s", time.Since(start).Round(time.Second), st.Reason)

@@ -120,7 +120,7 @@ func TestCapacityCountsCPUsAndMemory(t *testing.T) {
 		{Name: "d", Partitions: []string{"a100"}, State: "idle", StateFlags: []string{"DRAIN"}, CPUs: 8, MemoryMB: 32000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
 	}
 	s := workerShape{tasks: 1, cpusPerTask: 4, memMB: 16000, gpus: 2}
-	if got := s.fits(nodes, []string{"a100"}, policy.GPUType("a100")); got != 2 {
+	if got := s.fits(&snapshot{nodes: nodes}, []string{"a100"}, policy.GPUType("a100")); got != 2 {
 		t.Fatalf("%d workers fit, want 2 (both on node c)", got)
 	}
 }
@@ -137,7 +137,8 @@ func TestRefusedWorkersHoldTheJob(t *testing.T) {
 		t.Fatalf("%d submissions tried, want %d", h.slurm.attempts, reconcile.MaxRefusals)
 	}
 	dec := h.decision()
-	if dec.Action != policy.Hold || !strings.Contains(dec.Reason, "Slurm refused 3 worker submissions in a row") || !strings.Contains(dec.Reason, "Invalid generic resource") {
+	// The words are checked for Slurm's answer, which the hold passes on and no code carries.
+	if dec.Action != policy.Hold || dec.Code != reconcile.CodeWorkersRefused || !strings.Contains(dec.Reason, "Invalid generic resource") {
 		t.Fatalf("decision %+v", dec)
 	}
 }
@@ -191,7 +192,7 @@ func TestWorkerPendingTooLongIsCancelled(t *testing.T) {
 	h.slurm.jobs[201] = slurm.Job{ID: 201, User: "alice", Account: "proj-a", Partition: "a100", State: "PENDING", Submit: h.now}
 	h.slurm.extras[201] = slurm.Job{ID: 201, UserID: h.uid, Name: WorkerName(mainID)}
 	h.cycle()
-	if len(h.slurm.cancel) != 0 || !strings.Contains(h.decision().Reason, "waiting for worker job(s) [201] to start") {
+	if len(h.slurm.cancel) != 0 || h.decision().Code != reconcile.CodeWaitingForWorkers {
 		t.Fatalf("cancelled %v, decision %+v; want a hold on the pending worker", h.slurm.cancel, h.decision())
 	}
 	h.now = h.now.Add(h.d.cfg.PendingTimeout)

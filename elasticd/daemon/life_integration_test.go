@@ -20,6 +20,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
@@ -190,7 +191,7 @@ func TestEvaluationPauseDoesNotShrinkTheJob(t *testing.T) {
 	defer cancel()
 	_, main := r.submitMain(ctx, t, synthetic(t, "1:2:1", "--interval 0.25 --curve 1:100,2:190 --pause-every 8 --pause-for 1.5"))
 	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
-		return st.Size["a100"] == 2 && st.Decision == "hold" && strings.Contains(st.Reason, "at max")
+		return st.Size["a100"] == 2 && st.Decision == "hold" && st.ReasonCode == string(policy.CodeAtMax)
 	})
 	atMax := time.Now()
 	var dips int
@@ -221,7 +222,10 @@ func TestMaxBatchStopsGrowth(t *testing.T) {
 	defer cancel()
 	mainID, main := r.submitMain(ctx, t, strings.Replace(synthetic(t, "1:4:1", "--interval 0.5 --curve 1:100,2:200,3:300,4:400"),
 		"#SBATCH --elastic=", "#SBATCH --elastic-max-batch=64:32\n#SBATCH --elastic=", 1))
-	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return st.Decision == "hold" && strings.Contains(st.Reason, "at max") })
+	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
+		return st.Decision == "hold" && st.ReasonCode == string(policy.CodeAtMax)
+	})
+	// The words are checked for the batch that lowers the max, its figures: no code carries them.
 	if st.Size["a100"] != 2 || st.MaxWorkers != 2 || !strings.Contains(st.Reason, "max global batch 64 at 32 per GPU") {
 		t.Fatalf("status %+v, want held at 2 by the batch", st)
 	}
@@ -289,7 +293,7 @@ func TestOwnerPinsASize(t *testing.T) {
 		t.Fatalf("alice: elasticd pin: %v: %s", err, out)
 	}
 	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
-		return st.Size["a100"] == 3 && st.Decision == "hold" && st.ReasonCode == "pinned" && strings.Contains(st.Reason, "pinned at 3")
+		return st.Size["a100"] == 3 && st.Decision == "hold" && st.ReasonCode == string(policy.CodePinned)
 	})
 	if st.PinnedBy != "alice" {
 		t.Fatalf("pinned by %q", st.PinnedBy)

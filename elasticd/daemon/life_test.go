@@ -18,6 +18,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
+	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
 
 // restartDaemon replaces the harness's elasticd by a new one on the same state directory, as
@@ -118,7 +119,7 @@ func TestRequeuedMainJobStopsItsWorkersAndNewOnesGetTheNewEndpoint(t *testing.T)
 	h.slurm.run(mainID, "train", h.uid, h.now)
 	submits := len(h.slurm.submits)
 	h.cycle()
-	if len(h.slurm.submits) != submits || !strings.Contains(h.decision().Reason, "waiting for its new declaration") {
+	if len(h.slurm.submits) != submits || h.decision().Code != reconcile.CodeMainRestarted {
 		t.Fatalf("submitted %d before the new declaration; decision %+v", len(h.slurm.submits)-submits, h.decision())
 	}
 	decl := fmt.Sprintf(`{"version":1,"job_id":%d,"uid":%d,"gid":%d,"min_workers":2,"max_workers":4,"gpus_per_worker":1,"rdzv_endpoint":"other-node:29500","pools":["a100"],"recorded":%d}`,
@@ -146,6 +147,7 @@ func TestMaxBatchLowersTheMaxAndReachesTheContract(t *testing.T) {
 			t.Errorf("worker environment %v lacks %s", env, want)
 		}
 	}
+	// MaxReason is words alone, checked for the figure it must give: the max global batch.
 	if b := h.d.bounds(h.d.jobs[mainID]); b.MaxWorkers != 3 || !strings.Contains(b.MaxReason, "max global batch 96") {
 		t.Fatalf("bounds %+v", b)
 	}
@@ -196,7 +198,7 @@ func TestOnlyTheOwnerOrRootPins(t *testing.T) {
 	if h.d.jobs[mainID].pin != 2 {
 		t.Fatalf("pin after restart: %d", h.d.jobs[mainID].pin)
 	}
-	if d := h.decision(); d.Action != policy.Grow || !strings.Contains(d.Reason, "pinned by alice") {
+	if d := h.decision(); d.Action != policy.Grow || d.Code != policy.CodeBelowTarget || h.d.jobs[mainID].pinnedBy != "alice" {
 		t.Fatalf("decision after restart: %+v, want growth to the pin", d)
 	}
 	if err := h.d.Pin(99, 2, auth.Caller{User: "alice"}); !errors.Is(err, errNotFollowed) {

@@ -75,7 +75,7 @@ func (d *Daemon) observe(j *job, main slurm.Job, active []slurm.Job, current map
 		}
 	}
 	o.Capacity, o.CapacityLimit, o.GrowthCapacity, o.GrowthLimit = d.capacity(j, main, snap)
-	shape := d.shapeOf(j, main, snap.jobs[j.id])
+	shape := d.shapeOf(j, main)
 	qos := d.nextWorkerQOS(main, snap, o.MainType, shape.gpus)
 	o.MainTypeRoom.Workers, o.MainTypeRoom.Why = d.associationRoom(main, snap, shape, o.MainType, d.partitionsOf(j, main, o.MainType), qos)
 	return o

@@ -20,11 +20,11 @@ type workerShape struct {
 	gpus               int
 }
 
-// shapeOf is a worker's shape from the main job: main as the caller has it, extra as the
-// snapshot's squeue --json read gives it (the tasks it asked for).
-func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.Job) workerShape {
+// shapeOf is a worker's shape from the main job as the snapshot read it (squeue --json: the
+// tasks it asked for too).
+func (d *Daemon) shapeOf(j *job, main slurm.Job) workerShape {
 	nodes := uint64(max(main.NodeCount, 1))
-	tasks := max(uint64(extra.Tasks)/nodes, 1)
+	tasks := max(uint64(main.Tasks)/nodes, 1)
 	cpus := max(main.TRESReq["cpu"]/nodes, 1)
 	return workerShape{
 		tasks:       int(tasks),
@@ -34,15 +34,16 @@ func (d *Daemon) shapeOf(j *job, main slurm.Job, extra slurm.Job) workerShape {
 	}
 }
 
-// fits is how many workers of shape s the nodes of the partitions can start now: GPUs of type
-// t, CPUs and memory free on nodes Slurm may start jobs on, each node once (bridge/noderoom's
-// rule, quotad's too).
-func (s workerShape) fits(nodes []slurm.Node, parts []string, t policy.GPUType) int {
+// fits is how many workers of shape s the snapshot's nodes of the partitions can start now:
+// GPUs of type t, CPUs and memory free on nodes Slurm may start jobs on, each node once
+// (bridge/noderoom's rule, quotad's too).
+func (s workerShape) fits(snap *snapshot, parts []string, t policy.GPUType) int {
 	each := noderoom.Shape{GPUs: []noderoom.GPUCount{{Type: roomType(t), Count: s.gpus}}, CPUs: s.tasks * s.cpusPerTask, MemoryMB: int64(s.memMB)}
+	free := snap.free()
 	total := 0
-	for i := range nodes {
-		if startsJobs(&nodes[i], parts) {
-			total += nodes[i].Free().Fits(each)
+	for i := range snap.nodes {
+		if startsJobs(&snap.nodes[i], parts) {
+			total += free[i].Fits(each)
 		}
 	}
 	return total
@@ -69,11 +70,6 @@ func anyPartition(n *slurm.Node, parts []string) bool {
 		}
 	}
 	return false
-}
-
-// freeGPUs is the node's unallocated GPUs of type t ("gpu": of any type).
-func freeGPUs(n *slurm.Node, t policy.GPUType) int {
-	return n.Free().GPUsOf(roomType(t))
 }
 
 // unlimited is a QOS room without a limit.
@@ -183,13 +179,13 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 	if len(types) == 0 {
 		types = []policy.TypeOption{{Type: d.typeOf(main)}}
 	}
-	shape := d.shapeOf(j, main, snap.jobs[j.id])
+	shape := d.shapeOf(j, main)
 	out, limits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
 	growth, growthLimits = map[policy.GPUType]int{}, map[policy.GPUType]string{}
 	waiting := d.waitingJobs(snap, d.workersOf(j, snap))
 	for _, o := range types {
 		parts := d.partitionsOf(j, main, o.Type)
-		out[o.Type] = shape.fits(snap.nodes, parts, o.Type)
+		out[o.Type] = shape.fits(snap, parts, o.Type)
 		if n := d.roomFor(main, snap, o.Type).workers(shape.gpus); n != unlimited {
 			out[o.Type] = min(out[o.Type], n)
 		}
@@ -197,7 +193,7 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 		if n, why := d.associationRoom(main, snap, shape, o.Type, parts, qos); n != unlimited && n <= out[o.Type] {
 			out[o.Type], limits[o.Type] = n, why
 		}
-		if n, why, yields := policy.GrowthRoom(waiting, parts, o.Type, freeGPUsIn(snap.nodes, parts, o.Type), shape.gpus); yields {
+		if n, why, yields := policy.GrowthRoom(waiting, parts, o.Type, freeGPUsIn(snap, parts, o.Type), shape.gpus); yields {
 			growth[o.Type], growthLimits[o.Type] = n, why
 		}
 	}
@@ -243,15 +239,17 @@ func distinctFold(qos []string) []string {
 	return out
 }
 
-// freeGPUsIn is the GPUs of type t free on the nodes that start jobs in the partitions.
-func freeGPUsIn(nodes []slurm.Node, parts []string, t policy.GPUType) int {
-	free := 0
-	for i := range nodes {
-		if startsJobs(&nodes[i], parts) {
-			free += freeGPUs(&nodes[i], t)
+// freeGPUsIn is the GPUs of type t ("gpu": of any type) free on the snapshot's nodes that
+// start jobs in the partitions.
+func freeGPUsIn(snap *snapshot, parts []string, t policy.GPUType) int {
+	free := snap.free()
+	n := 0
+	for i := range snap.nodes {
+		if startsJobs(&snap.nodes[i], parts) {
+			n += free[i].GPUsOf(roomType(t))
 		}
 	}
-	return free
+	return n
 }
 
 // partitionsOf are the partitions a worker of type t may run in: the declared pools of that

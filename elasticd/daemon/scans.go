@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/slurmbridge/slurmbridge/bridge/noderoom"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
@@ -13,6 +14,7 @@ type scans struct {
 	named   map[string][]uint32          // job name → ids
 	pending []policy.WaitingJob          // every pending job, Own unset
 	pendIDs []uint32                     // and their ids, in the same order
+	free    []noderoom.Free              // each node's unallocated GPUs, CPUs and memory, in node order
 }
 
 func (s *snapshot) scans() *scans {
@@ -20,6 +22,19 @@ func (s *snapshot) scans() *scans {
 		s.sums = &scans{}
 	}
 	return s.sums
+}
+
+// free is what each node of the snapshot has unallocated (slurm.Node.Free), in the order of
+// s.nodes: every elastic job's capacity asks for it, per GPU type, twice (fits, freeGPUsIn).
+func (s *snapshot) free() []noderoom.Free {
+	sc := s.scans()
+	if sc.free == nil {
+		sc.free = make([]noderoom.Free, len(s.nodes))
+		for i := range s.nodes {
+			sc.free[i] = s.nodes[i].Free()
+		}
+	}
+	return sc.free
 }
 
 // qosGPUs is the GPUs of type typ ("" all) that the running jobs in QOS qos hold and its

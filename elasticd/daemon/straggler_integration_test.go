@@ -20,6 +20,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
+	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
 // stragglerWatch follows a job one of whose workers is slowed (the worker's job script writes
@@ -34,6 +35,7 @@ type stragglerWatch struct {
 	last   string
 
 	slowID, successor, replaceReason string
+	replaceCode                      policy.Code       // the replace decision's
 	leaveFirst                       bool              // the replacement let the straggler leave first
 	replaceWorkers                   []api.WorkerPoint // the workers at the replace decision
 	replacedAt, goneAt               time.Time
@@ -74,7 +76,8 @@ func (w *stragglerWatch) cycle(ctx context.Context, t *testing.T) *api.JobStatus
 	}
 	if st.Decision == "replace" && w.replacedAt.IsZero() {
 		w.replaceReason, w.replaceWorkers, w.replacedAt, w.size = st.Reason, st.Workers, time.Now(), st.Size["a100"]
-		w.leaveFirst = strings.Contains(st.Reason, "it leaves first")
+		w.replaceCode = policy.Code(st.ReasonCode)
+		w.leaveFirst = w.replaceCode == policy.CodeStragglerLeaves
 	}
 	for _, rep := range st.Replacements {
 		if id, old, ok := strings.Cut(rep, " replaces "); ok && old == w.slowID {
@@ -98,9 +101,9 @@ func (w *stragglerWatch) cycle(ctx context.Context, t *testing.T) *api.JobStatus
 	return st
 }
 
-// checkReplaced fails the test unless the slow worker was named, by the text why, and a
-// successor took its place.
-func (w *stragglerWatch) checkReplaced(t *testing.T, why string) {
+// checkReplaced fails the test unless the replace decision was of the kind code and named the
+// slow worker, and a successor took its place.
+func (w *stragglerWatch) checkReplaced(t *testing.T, code policy.Code) {
 	t.Helper()
 	if w.goneAt.IsZero() {
 		t.Fatalf("no replacement within the deadline: slow worker %q, successor %q, replace %q, status %+v",
@@ -108,8 +111,10 @@ func (w *stragglerWatch) checkReplaced(t *testing.T, why string) {
 	}
 	t.Logf("replaced %s by %s: decided after %s, done after %s", w.slowID, w.successor,
 		w.replacedAt.Sub(w.start).Round(time.Second), w.goneAt.Sub(w.start).Round(time.Second))
-	if !strings.Contains(w.replaceReason, "worker "+w.slowID+" does") || !strings.Contains(w.replaceReason, why) {
-		t.Fatalf("replace reason %q does not name the slow worker %s by %q", w.replaceReason, w.slowID, why)
+	// The status gives the decision's workers in its words alone: they are checked for the
+	// slow worker's id.
+	if w.replaceCode != code || !strings.Contains(w.replaceReason, "worker "+w.slowID+" does") {
+		t.Fatalf("replace %s (%q), want %s naming the slow worker %s", w.replaceCode, w.replaceReason, code, w.slowID)
 	}
 }
 
@@ -147,12 +152,12 @@ func TestSlowWorkerAtMaxIsReplacedItLeavesFirst(t *testing.T) {
 	w := newStragglerWatch(r, main, marker)
 	for ctx.Err() == nil {
 		st := w.cycle(ctx, t)
-		if st != nil && !w.goneAt.IsZero() && st.Decision == "hold" && st.Size["a100"] == 3 && strings.Contains(st.Reason, "at max") {
+		if st != nil && !w.goneAt.IsZero() && st.Decision == "hold" && st.Size["a100"] == 3 && st.ReasonCode == string(policy.CodeAtMax) {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	w.checkReplaced(t, "it leaves first")
+	w.checkReplaced(t, policy.CodeStragglerLeaves)
 	if w.sizes[4] {
 		t.Errorf("4 workers ran at once: the successor joined before the straggler left")
 	}
@@ -207,7 +212,7 @@ func TestSlowMainJobHoldsAndSaysSo(t *testing.T) {
 		if err := d.Cycle(ctx); err != nil {
 			t.Logf("cycle: %v", err)
 		}
-		if st = jobStatus(d, main); st != nil && strings.Contains(st.Reason, fmt.Sprintf("the main job %d is the straggler", main)) {
+		if st = jobStatus(d, main); st != nil && st.ReasonCode == string(policy.CodeMainStraggler) {
 			held++
 			if st.Decision != "hold" || st.Size["a100"] != 2 {
 				t.Fatalf("status %+v, want a hold at 2 workers", st)

@@ -40,8 +40,8 @@ func decide(in Input, s Settings) Decision {
 	if age := in.Now.Sub(latest.Time); age > s.StaleAfter {
 		return hold(CodeStaleReport, "last throughput report is %s old (stale after %s); the job's probe may be down", age.Round(time.Second), s.StaleAfter)
 	}
-	if problem := incomplete(latest); problem != "" {
-		return hold(CodeIncompleteReport, "latest report is incomplete: %s", problem)
+	if code, problem := incomplete(latest); code != "" {
+		return hold(code, "latest report is incomplete: %s", problem)
 	}
 
 	p := planner{in: in, s: s, bounds: job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
@@ -130,7 +130,10 @@ func (p *planner) costPerHour(alloc map[GPUType]int) float64 {
 type step struct {
 	efficiency float64
 	pays       bool
-	text       string
+	// costly: the step pays on efficiency, but its samples are worth no more than its GPUs
+	// cost (Settings.ValuePerMillionSamples).
+	costly bool
+	text   string
 }
 
 // judge computes s for the step from lo to hi (hi has more workers of t).
@@ -159,7 +162,7 @@ func (p *planner) judge(lo, hi window, loAlloc, hiAlloc map[GPUType]int, t GPUTy
 		worth := gain * 3600 / 1e6 * v
 		cost := added * float64(p.bounds.GPUsPerWorker) * p.price(t)
 		if worth <= cost {
-			st.pays = false
+			st.pays, st.costly = false, true
 			st.text += fmt.Sprintf("; the gain is worth $%.2f/h, the added GPUs cost $%.2f/h", worth, cost)
 		}
 	}
@@ -228,7 +231,11 @@ func (p *planner) judgeStepsIn() stepsIn {
 	if p.total-worst.count > totalWorkers(worst.lower.alloc) {
 		reason += fmt.Sprintf(" (min is %d)", p.bounds.MinWorkers)
 	}
-	out.undo = &Decision{Action: Shrink, Code: CodeStepDoesNotPay, Type: worst.t, Count: worst.count, Workers: workers, Reason: reason}
+	code := CodeStepDoesNotPay
+	if worst.step.costly {
+		code = CodeStepNotWorthCost
+	}
+	out.undo = &Decision{Action: Shrink, Code: code, Type: worst.t, Count: worst.count, Workers: workers, Reason: reason}
 	return out
 }
 
@@ -293,16 +300,21 @@ func (p *planner) growOrHold(paid []string) Decision {
 	}
 	var options []growthOption
 	var blocked []string
+	var code Code // what blocks every type, when one reason does; else CodeNoGrowth
 	for _, t := range p.allowedTypes() {
-		o, why, ok := p.growthOption(t)
+		o, c, why, ok := p.growthOption(t)
 		if !ok {
 			blocked = append(blocked, why)
+			if len(blocked) > 1 && c != code {
+				c = CodeNoGrowth
+			}
+			code = c
 			continue
 		}
 		options = append(options, o)
 	}
 	if len(options) == 0 {
-		return hold(CodeNoGrowth, "no growth: %s", strings.Join(blocked, "; "))
+		return hold(code, "no growth: %s", strings.Join(blocked, "; "))
 	}
 	slices.SortFunc(options, betterGrowth)
 	best := options[0]
@@ -316,13 +328,13 @@ func (p *planner) growOrHold(paid []string) Decision {
 	return Decision{Action: Grow, Code: CodeGrowth, Type: best.t, Count: best.count, Reason: reason}
 }
 
-// growthOption is growth by workers of type t, or why there is none: no room, a larger size
-// of t that did not pay left less than a cooldown ago, or samples worth less than the GPUs
-// cost.
-func (p *planner) growthOption(t GPUType) (o growthOption, why string, ok bool) {
-	count, why := p.growthRoom(t)
+// growthOption is growth by workers of type t, or why there is none, with its code: no room,
+// a larger size of t that did not pay left less than a cooldown ago, or samples worth less
+// than the GPUs cost.
+func (p *planner) growthOption(t GPUType) (o growthOption, code Code, why string, ok bool) {
+	count, code, why := p.growthRoom(t)
 	if count == 0 {
-		return growthOption{}, why, false
+		return growthOption{}, code, why, false
 	}
 	if upper, ok := neighbour(p.sizes, p.alloc, t, false); ok && upper.alloc[t] <= p.alloc[t]+count {
 		// Judged from the window's best report: a dip at this size must not make the
@@ -332,7 +344,7 @@ func (p *planner) growthOption(t GPUType) (o growthOption, why string, ok bool) 
 		// clear evidence, so noise cannot make the job flap.
 		clearlyPays := st.pays && st.efficiency > p.s.Threshold*(1+p.s.NoiseTolerance)
 		if reprobe := upper.end.Add(p.s.Cooldown); !clearlyPays && p.in.Now.Before(reprobe) && !p.changed {
-			return growthOption{}, fmt.Sprintf("step %s did not pay; holding, re-probe at %s or when throughput moves more than %.0f%%",
+			return growthOption{}, CodeCooldown, fmt.Sprintf("step %s did not pay; holding, re-probe at %s or when throughput moves more than %.0f%%",
 				st.text, reprobe.UTC().Format(time.RFC3339), 100*p.s.NoiseTolerance), false
 		}
 	}
@@ -341,11 +353,11 @@ func (p *planner) growthOption(t GPUType) (o growthOption, why string, ok bool) 
 		worth := o.rate * 3600 / 1e6 * v
 		cost := float64(p.bounds.GPUsPerWorker) * o.price
 		if worth <= cost {
-			return growthOption{}, fmt.Sprintf("a %s worker (%s) would bring samples worth at most $%.2f/h for $%.2f/h",
+			return growthOption{}, CodeNotWorthCost, fmt.Sprintf("a %s worker (%s) would bring samples worth at most $%.2f/h for $%.2f/h",
 				t, o.estimate, worth, cost), false
 		}
 	}
-	return o, "", true
+	return o, "", "", true
 }
 
 // betterGrowth orders growth options best first: an estimate from measurements before a
@@ -400,8 +412,8 @@ func (p *planner) allowedTypes() []GPUType {
 }
 
 // growthRoom is how many workers of t the next step adds, within max, the
-// type's own max and the free capacity; with 0 it says what stops it.
-func (p *planner) growthRoom(t GPUType) (int, string) {
+// type's own max and the free capacity; with 0 it says what stops it, with its code.
+func (p *planner) growthRoom(t GPUType) (int, Code, string) {
 	n := p.s.Step
 	if p.s.Doubling {
 		n = p.total
@@ -411,14 +423,14 @@ func (p *planner) growthRoom(t GPUType) (int, string) {
 		if o.Type == t && o.MaxWorkers > 0 {
 			n = min(n, o.MaxWorkers-p.alloc[t])
 			if n <= 0 {
-				return 0, fmt.Sprintf("%s at its max of %d workers", t, o.MaxWorkers)
+				return 0, CodeTypeAtMax, fmt.Sprintf("%s at its max of %d workers", t, o.MaxWorkers)
 			}
 		}
 	}
 	if p.in.Capacity != nil {
 		n = min(n, p.in.Capacity[t])
 		if n <= 0 {
-			return 0, fmt.Sprintf("no free %s capacity%s", t, p.capacityLimit(t))
+			return 0, CodeNoCapacity, fmt.Sprintf("no free %s capacity%s", t, p.capacityLimit(t))
 		}
 	}
 	if g, ok := p.in.GrowthCapacity[t]; ok {
@@ -428,10 +440,10 @@ func (p *planner) growthRoom(t GPUType) (int, string) {
 			if w := p.in.GrowthLimit[t]; w != "" {
 				why = " (" + w + ")"
 			}
-			return 0, fmt.Sprintf("no free %s capacity%s", t, why)
+			return 0, CodeYieldsToWaiting, fmt.Sprintf("no free %s capacity%s", t, why)
 		}
 	}
-	return n, ""
+	return n, "", ""
 }
 
 // expected estimates what a new worker of t brings: the per-worker rate of

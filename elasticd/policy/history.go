@@ -57,30 +57,37 @@ func totalWorkers(alloc map[GPUType]int) int {
 	return n
 }
 
-// incomplete says what is wrong with a report, or "" when every allocated
-// worker reported a usable rate.
-func incomplete(m Measurement) string {
+// incomplete says what is wrong with a report, with its code (CodeIncompleteReport for a
+// worker missing, CodeInvalidReport for one reported twice or an unusable rate), or "" when
+// every allocated worker reported a usable rate.
+func incomplete(m Measurement) (Code, string) {
 	reported := map[GPUType]int{}
 	seen := map[string]bool{}
 	for _, w := range m.Workers {
 		if seen[w.Worker] {
-			return fmt.Sprintf("worker %s reported twice", w.Worker)
+			return CodeInvalidReport, fmt.Sprintf("worker %s reported twice", w.Worker)
 		}
 		seen[w.Worker] = true
 		if math.IsNaN(w.SamplesPerSec) || math.IsInf(w.SamplesPerSec, 0) || w.SamplesPerSec < 0 {
-			return fmt.Sprintf("worker %s reported %v samples/s", w.Worker, w.SamplesPerSec)
+			return CodeInvalidReport, fmt.Sprintf("worker %s reported %v samples/s", w.Worker, w.SamplesPerSec)
 		}
 		if c := w.ComputeSecondsPerStep; math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
-			return fmt.Sprintf("worker %s reported %v s of compute per step", w.Worker, c)
+			return CodeInvalidReport, fmt.Sprintf("worker %s reported %v s of compute per step", w.Worker, c)
 		}
 		reported[w.Type]++
 	}
 	for _, t := range sortedTypes(m.Allocated, reported) {
 		if m.Allocated[t] != reported[t] {
-			return fmt.Sprintf("%d of %d %s workers reported", reported[t], m.Allocated[t], t)
+			return CodeIncompleteReport, fmt.Sprintf("%d of %d %s workers reported", reported[t], m.Allocated[t], t)
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// complete: every allocated worker reported a usable rate.
+func complete(m Measurement) bool {
+	code, _ := incomplete(m)
+	return code == ""
 }
 
 // splitEpochs cuts the history into epochs. It runs over the whole history
@@ -148,7 +155,7 @@ func sameAlloc(a, b map[GPUType]int) bool {
 func (e epoch) settled(history []Measurement, settle time.Duration, n int, fromEnd bool) []int {
 	var out []int
 	ok := func(i int) bool {
-		return history[i].Time.Sub(e.start) >= settle && incomplete(history[i]) == ""
+		return history[i].Time.Sub(e.start) >= settle && complete(history[i])
 	}
 	if fromEnd {
 		for i := e.last; i >= e.first && len(out) < n; i-- {

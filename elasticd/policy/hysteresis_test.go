@@ -15,18 +15,19 @@ func TestDipShorterThanTheWindowDoesNotShrink(t *testing.T) {
 		name  string
 		scale []float64 // the last reports, oldest first; the window is the last 3
 		want  Action
+		code  Code
 	}{
-		{"one report at a fifth", []float64{1, 1, 0.2}, Hold},
-		{"two reports paused", []float64{1, 0, 0.1}, Hold},
-		{"the dip in the middle", []float64{1, 0.1, 1}, Hold},
-		{"as long as the window", []float64{1, 0.3, 0.3, 0.3}, Shrink},
+		// A hold is the cooldown's, as without the dip.
+		{"one report at a fifth", []float64{1, 1, 0.2}, Hold, CodeCooldown},
+		{"two reports paused", []float64{1, 0, 0.1}, Hold, CodeCooldown},
+		{"the dip in the middle", []float64{1, 0.1, 1}, Hold, CodeCooldown},
+		{"as long as the window", []float64{1, 0.3, 0.3, 0.3}, Shrink, CodeStepDoesNotPay},
 	}
 	for _, tc := range dips {
 		t.Run(tc.name, func(t *testing.T) {
 			s, job := afterFailedStep(t, Settings{})
 			s.report(len(tc.scale), func(i int) float64 { return tc.scale[i] })
-			// A hold is the cooldown's, as without the dip.
-			wantAction(t, Decide(s.input(job, Settings{})), tc.want, "did not pay")
+			wantAction(t, Decide(s.input(job, Settings{})), tc.want, tc.code)
 		})
 	}
 }
@@ -39,10 +40,11 @@ func TestStepWithinTheNoiseMarginIsNotUndone(t *testing.T) {
 		name  string
 		scale float64
 		want  Action
+		code  Code
 	}{
-		{"down 5%: s = 0.47, within the margin", 0.95, Hold},
-		{"down 8%", 0.92, Hold},
-		{"down 15%: a real drop", 0.85, Shrink},
+		{"down 5%: s = 0.47, within the margin", 0.95, Hold, CodeWithinNoise},
+		{"down 8%", 0.92, Hold, CodeWithinNoise},
+		{"down 15%: a real drop", 0.85, Shrink, CodeStepDoesNotPay},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestStepWithinTheNoiseMarginIsNotUndone(t *testing.T) {
 				t.Fatalf("setup: got %s (%s), want hold at max", d.Action, d.Reason)
 			}
 			s.report(3, func(int) float64 { return tc.scale })
-			wantAction(t, Decide(s.input(job, Settings{})), tc.want, "within the noise margin")
+			wantAction(t, Decide(s.input(job, Settings{})), tc.want, tc.code)
 		})
 	}
 }
@@ -67,8 +69,8 @@ func TestStepThatNeverPaidIsUndoneEvenNearTheThreshold(t *testing.T) {
 	s.settle(Settings{})
 	s.add("a100", 1)
 	s.settle(Settings{})
-	if d := Decide(s.input(job, Settings{})); d.Action != Shrink {
-		t.Fatalf("got %s (%s), want shrink", d.Action, d.Reason)
+	if d := Decide(s.input(job, Settings{})); d.Action != Shrink || d.Code != CodeStepDoesNotPay {
+		t.Fatalf("got %s %s (%s), want shrink %s", d.Action, d.Code, d.Reason, CodeStepDoesNotPay)
 	}
 }
 
@@ -91,7 +93,7 @@ func TestPinnedSize(t *testing.T) {
 		s := newSim(linear, "a100", "a100", "a100")
 		s.settle(Settings{})
 		d := Decide(s.input(pinned(2), Settings{}))
-		if d.Action != Shrink || d.Code != CodePinned || d.Count != 1 || !strings.Contains(d.Reason, "pinned at 2") {
+		if d.Action != Shrink || d.Code != CodePinned || d.Count != 1 {
 			t.Fatalf("got %s %d (%s), want shrink by 1", d.Action, d.Count, d.Reason)
 		}
 	})
@@ -115,7 +117,7 @@ func TestPinnedSize(t *testing.T) {
 		s := newSim(linear, "a100", "a100")
 		s.settle(Settings{})
 		d := Decide(s.input(pinned(2), Settings{}))
-		if d.Action != Hold || d.Code != CodePinned || !strings.Contains(d.Reason, "pinned at 2") {
+		if d.Action != Hold || d.Code != CodePinned {
 			t.Fatalf("got %s (%s), want hold", d.Action, d.Reason)
 		}
 	})
@@ -135,13 +137,14 @@ func TestPinnedSize(t *testing.T) {
 	t.Run("a pin outside the bounds holds", func(t *testing.T) {
 		s := newSim(linear, "a100")
 		s.report(1, nil)
-		if d := Decide(s.input(pinned(9), Settings{})); d.Action != Hold || d.Code != CodeInvalidDeclaration || !strings.Contains(d.Reason, "outside 1 to 8") {
+		if d := Decide(s.input(pinned(9), Settings{})); d.Action != Hold || d.Code != CodeInvalidDeclaration {
 			t.Fatalf("got %s (%s), want hold", d.Action, d.Reason)
 		}
 	})
 }
 
-// A max lowered by the job's batch limit says so when the job reaches it.
+// A max lowered by the job's batch limit says so when the job reaches it. The words are what
+// the test is about: they must quote the batch limit (its figures), which no code carries.
 func TestMaxReasonIsShown(t *testing.T) {
 	s := newSim(curve(map[int]float64{1: 100, 64: 6400}), "a100", "a100")
 	s.settle(Settings{})

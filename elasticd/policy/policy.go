@@ -376,16 +376,24 @@ const (
 	CodeNoReports          Code = "no-reports"          // hold: no throughput reported yet
 	CodeStaleReport        Code = "stale-report"        // hold: the last report is too old
 	CodeIncompleteReport   Code = "incomplete-report"   // hold: the last report misses a worker
+	CodeInvalidReport      Code = "invalid-report"      // hold: the last report names a worker twice, or a rate that is no number ≥ 0
 	CodeBelowTarget        Code = "below-target"        // grow (or hold without room) to the min or the pinned size
 	CodePinned             Code = "pinned"              // hold at, or shrink to, the size the owner pinned
 	CodeAboveMax           Code = "above-max"           // shrink: more workers than the max
 	CodeMeasuring          Code = "measuring"           // hold: too few settled reports at this size
 	CodeNoProgress         Code = "no-progress"         // hold: 0 samples/s
-	CodeStraggler          Code = "straggler"           // replace a slow worker, or hold without a free one
+	CodeStraggler          Code = "straggler"           // replace a slow worker (its successor joins first), or hold without a free one
+	CodeStragglerLeaves    Code = "straggler-leaves"    // replace at the max: the slow worker leaves before its successor joins
 	CodeMainStraggler      Code = "main-straggler"      // hold: the main job is the slowest, never replaced
 	CodeStepDoesNotPay     Code = "step-does-not-pay"   // shrink: the step into this size is at or below the threshold
+	CodeStepNotWorthCost   Code = "step-not-worth-cost" // shrink: the step into this size pays, but its samples are worth no more than its GPUs cost
 	CodeWithinNoise        Code = "within-noise"        // hold: a step stopped paying within the noise margin
 	CodeAtMax              Code = "at-max"              // hold: at the max
-	CodeNoGrowth           Code = "no-growth"           // hold: no type may grow now
+	CodeNoGrowth           Code = "no-growth"           // hold: no type may grow now, not all for one of the reasons below
+	CodeTypeAtMax          Code = "type-at-max"         // hold: each type the job may grow by is at its own max
+	CodeNoCapacity         Code = "no-capacity"         // hold: no room for a worker of any type (free nodes, or a limit the hold quotes)
+	CodeYieldsToWaiting    Code = "yields-to-waiting"   // hold: the free GPUs go to the jobs waiting for them
+	CodeCooldown           Code = "cooldown"            // hold: a larger size did not pay; re-probed after the cooldown
+	CodeNotWorthCost       Code = "not-worth-cost"      // hold: a new worker would bring samples worth no more than it costs
 	CodeGrowth             Code = "growth"              // grow: the best next step
 )

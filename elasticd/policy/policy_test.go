@@ -17,8 +17,7 @@ func TestScalingRuns(t *testing.T) {
 		job       Job
 		settings  Settings
 		wantSizes []int
-		wantHold  string
-		wantSteps []string // parts of the reasons, in order
+		wantCodes []Code // of every decision, in order: the last one holds
 	}{
 		{
 			// The paper's curve: 16, 32, 64 GPUs → 2200, 4000, 5000 img/s;
@@ -28,15 +27,14 @@ func TestScalingRuns(t *testing.T) {
 			job:       elasticJob(1, 4, 16),
 			settings:  Settings{Doubling: true},
 			wantSizes: []int{2, 4, 2},
-			wantHold:  "step a100=2 → a100=4: 4000 → 5000 samples/s, s = 0.25 (threshold 0.50) did not pay",
-			wantSteps: []string{"grow a100=1 by 1 a100 worker(s): a100 workers do 2200 samples/s each", "a100=1 → a100=2: 2200 → 4000 samples/s, s = 0.82 (threshold 0.50) pays", "s = 0.25 (threshold 0.50) does not pay; back to 2 workers"},
+			wantCodes: []Code{CodeGrowth, CodeGrowth, CodeStepDoesNotPay, CodeCooldown},
 		},
 		{
 			name:      "linear scaling grows to max",
 			rate:      linear,
 			job:       elasticJob(1, 6, 4),
 			wantSizes: []int{2, 3, 4, 5, 6},
-			wantHold:  "at max 6 workers",
+			wantCodes: []Code{CodeGrowth, CodeGrowth, CodeGrowth, CodeGrowth, CodeGrowth, CodeAtMax},
 		},
 		{
 			name:      "doubling stops at max",
@@ -44,7 +42,7 @@ func TestScalingRuns(t *testing.T) {
 			job:       elasticJob(1, 6, 4),
 			settings:  Settings{Doubling: true},
 			wantSizes: []int{2, 4, 6},
-			wantHold:  "at max 6 workers",
+			wantCodes: []Code{CodeGrowth, CodeGrowth, CodeGrowth, CodeAtMax},
 		},
 		{
 			// s(2→3) = (200−190)/1 / (190/2) = 0.11
@@ -52,7 +50,7 @@ func TestScalingRuns(t *testing.T) {
 			rate:      curve(map[int]float64{1: 100, 2: 190, 3: 200}),
 			job:       elasticJob(1, 8, 4),
 			wantSizes: []int{2, 3, 2},
-			wantHold:  "s = 0.11",
+			wantCodes: []Code{CodeGrowth, CodeGrowth, CodeStepDoesNotPay, CodeCooldown},
 		},
 		{
 			// s(1→2) = 0.70, below a threshold of 0.75: back to 1 worker.
@@ -61,7 +59,7 @@ func TestScalingRuns(t *testing.T) {
 			job:       elasticJob(1, 8, 4),
 			settings:  Settings{Threshold: 0.75},
 			wantSizes: []int{2, 1},
-			wantHold:  "a100=1 → a100=2: 100 → 170 samples/s, s = 0.70",
+			wantCodes: []Code{CodeGrowth, CodeStepDoesNotPay, CodeCooldown},
 		},
 	}
 
@@ -72,14 +70,12 @@ func TestScalingRuns(t *testing.T) {
 			if !slices.Equal(sizes, tc.wantSizes) {
 				t.Errorf("sizes = %v, want %v", sizes, tc.wantSizes)
 			}
-			for i, part := range tc.wantSteps {
-				if !strings.Contains(decisions[i].Reason, part) {
-					t.Errorf("decision %d: %q does not contain %q", i, decisions[i].Reason, part)
-				}
+			var codes []Code
+			for _, d := range decisions {
+				codes = append(codes, d.Code)
 			}
-			final := decisions[len(decisions)-1]
-			if !strings.Contains(final.Reason, tc.wantHold) {
-				t.Errorf("final hold %q does not contain %q", final.Reason, tc.wantHold)
+			if !slices.Equal(codes, tc.wantCodes) {
+				t.Errorf("codes = %v, want %v", codes, tc.wantCodes)
 			}
 		})
 	}
@@ -156,16 +152,17 @@ func TestCooldown(t *testing.T) {
 		name  string
 		after time.Duration // more steady reports at 2 workers
 		want  Action
+		code  Code
 	}{
-		{"just reverted: hold", 0, Hold},
-		{"within cooldown: hold", 8 * time.Minute, Hold},
-		{"cooldown over: probe again", 10 * time.Minute, Grow},
+		{"just reverted: hold", 0, Hold, CodeCooldown},
+		{"within cooldown: hold", 8 * time.Minute, Hold, CodeCooldown},
+		{"cooldown over: probe again", 10 * time.Minute, Grow, CodeGrowth},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s, job := afterFailedStep(t, st)
 			s.report(int(tc.after/reportEvery), nil)
-			wantAction(t, Decide(s.input(job, st)), tc.want, "re-probe at")
+			wantAction(t, Decide(s.input(job, st)), tc.want, tc.code)
 		})
 	}
 }
@@ -209,6 +206,7 @@ func TestShrinkWhenEfficiencyFalls(t *testing.T) {
 	fast = false
 	s.report(6, nil)
 	d := Decide(s.input(job, Settings{}))
+	// The words are checked for the figure the test is about, s = 0.10, which no code carries.
 	if d.Action != Shrink || d.Code != CodeStepDoesNotPay || d.Count != 1 || !strings.Contains(d.Reason, "s = 0.10") {
 		t.Fatalf("got %s %d (%s), want shrink by 1 with s = 0.10", d.Action, d.Count, d.Reason)
 	}
@@ -266,8 +264,19 @@ func TestBounds(t *testing.T) {
 			t.Fatalf("capacity: got %s %d (%s), want grow by 1", d.Action, d.Count, d.Reason)
 		}
 		in.Capacity = map[GPUType]int{}
-		if d := Decide(in); d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "no free a100 capacity") {
-			t.Fatalf("no capacity: got %s (%s), want hold", d.Action, d.Reason)
+		if d := Decide(in); d.Action != Hold || d.Code != CodeNoCapacity {
+			t.Fatalf("no capacity: got %s %s (%s), want hold %s", d.Action, d.Code, d.Reason, CodeNoCapacity)
+		}
+		in.Capacity = nil
+		in.Job = elasticJob(1, 16, 4, TypeOption{Type: "a100", MaxWorkers: 1})
+		if d := Decide(in); d.Action != Hold || d.Code != CodeTypeAtMax {
+			t.Fatalf("type at its max: got %s %s (%s), want hold %s", d.Action, d.Code, d.Reason, CodeTypeAtMax)
+		}
+		// One type at its max, the other without room: no one reason holds both.
+		in.Job = elasticJob(1, 16, 4, TypeOption{Type: "a100", MaxWorkers: 1}, TypeOption{Type: "v100"})
+		in.Capacity = map[GPUType]int{"a100": 4}
+		if d := Decide(in); d.Action != Hold || d.Code != CodeNoGrowth {
+			t.Fatalf("two types held for two reasons: got %s %s (%s), want hold %s", d.Action, d.Code, d.Reason, CodeNoGrowth)
 		}
 	})
 }
@@ -283,56 +292,51 @@ func TestHoldsWithReason(t *testing.T) {
 		name  string
 		input func() Input
 		code  Code
-		// reason is a part of the words the hold must have: the figure or name it must give.
-		reason string
 	}{
 		{"not elastic", func() Input {
 			in := steady().input(job, Settings{})
 			in.Job.Elastic = false
 			return in
-		}, CodeNotElastic, "not elastic"},
-		{"no reports", func() Input { return newSim(nil, "a100").input(job, Settings{}) }, CodeNoReports, "no throughput reported yet"},
+		}, CodeNotElastic},
+		{"no reports", func() Input { return newSim(nil, "a100").input(job, Settings{}) }, CodeNoReports},
 		{"stale report", func() Input {
 			in := steady().input(job, Settings{})
 			in.Now = in.Now.Add(5 * time.Minute)
 			return in
-		}, CodeStaleReport, "stale after 2m0s"},
+		}, CodeStaleReport},
 		{"a worker did not report", func() Input {
 			s := steady()
 			last := &s.history[len(s.history)-1]
 			last.Workers = last.Workers[:1]
 			return s.input(job, Settings{})
-		}, CodeIncompleteReport, "1 of 2 a100 workers reported"},
+		}, CodeIncompleteReport},
 		{"rate is NaN", func() Input {
 			s := steady()
 			s.history[len(s.history)-1].Workers = []WorkerRate{{Worker: "1000", Type: "a100", SamplesPerSec: math.NaN()}, {Worker: "1001", Type: "a100", SamplesPerSec: 50}}
 			return s.input(job, Settings{})
-		}, CodeIncompleteReport, "worker 1000 reported NaN samples/s"},
+		}, CodeInvalidReport},
+		{"a report twice from a worker", func() Input {
+			s := steady()
+			last := &s.history[len(s.history)-1]
+			last.Workers = append(last.Workers[:1], last.Workers[0])
+			return s.input(job, Settings{})
+		}, CodeInvalidReport},
 		{"not settled after a change", func() Input {
 			s := steady()
 			s.add("a100", 1)
 			s.report(4, nil)
 			return s.input(job, Settings{})
-		}, CodeMeasuring, "measuring a100=3: 1 of 3 settled reports"},
-		{"incomplete reports are not counted as settled", func() Input {
-			s := steady()
-			s.add("a100", 1)
-			s.report(7, nil) // settled from the 4th on
-			for _, i := range []int{len(s.history) - 3, len(s.history) - 2} {
-				s.history[i].Workers = s.history[i].Workers[:2]
-			}
-			return s.input(job, Settings{})
-		}, CodeMeasuring, "measuring a100=3: 2 of 3 settled reports"},
+		}, CodeMeasuring},
 		{"no progress", func() Input {
 			s := newSim(func(map[GPUType]int, WorkerRate) float64 { return 0 }, "a100")
 			s.settle(Settings{})
 			return s.input(job, Settings{})
-		}, CodeNoProgress, "no progress"},
-		{"min above max", func() Input { return steady().input(elasticJob(4, 2, 4), Settings{}) }, CodeInvalidDeclaration, "invalid declaration: max workers 2 is below min workers 4"},
+		}, CodeNoProgress},
+		{"min above max", func() Input { return steady().input(elasticJob(4, 2, 4), Settings{}) }, CodeInvalidDeclaration},
 		{"per-dollar objective without prices", func() Input {
 			return steady().input(elasticJob(1, 4, 4, TypeOption{Type: "a100"}), Settings{Objective: MaxThroughputPerDollar})
-		}, CodeInvalidDeclaration, "a100 has no price"},
-		{"bad threshold", func() Input { return steady().input(job, Settings{Threshold: -1}) }, CodeInvalidSettings, "invalid settings: threshold"},
+		}, CodeInvalidDeclaration},
+		{"bad threshold", func() Input { return steady().input(job, Settings{Threshold: -1}) }, CodeInvalidSettings},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -340,8 +344,39 @@ func TestHoldsWithReason(t *testing.T) {
 			if d.Action != Hold || d.Count != 0 || d.Workers != nil {
 				t.Fatalf("got %s %d %v (%s), want a plain hold", d.Action, d.Count, d.Workers, d.Reason)
 			}
-			if d.Code != tc.code || !strings.Contains(d.Reason, tc.reason) {
-				t.Errorf("hold %s (%q), want %s with %q", d.Code, d.Reason, tc.code, tc.reason)
+			if d.Code != tc.code {
+				t.Errorf("hold %s (%q), want %s", d.Code, d.Reason, tc.code)
+			}
+		})
+	}
+}
+
+// While it measures a size the job holds and counts the settled reports; an incomplete report
+// is not one. The count is the figure these cases are about, and no code carries it: the
+// words are checked for it.
+func TestMeasuringCountsOnlySettledCompleteReports(t *testing.T) {
+	job := elasticJob(1, 8, 4)
+	for _, tc := range []struct {
+		name       string
+		reports    int // at the new size, settled from the 4th on
+		incomplete int // of the last reports but one, so many miss a worker
+		count      string
+	}{
+		{"not settled after a change", 4, 0, "measuring a100=3: 1 of 3 settled reports"},
+		{"incomplete reports are not counted as settled", 7, 2, "measuring a100=3: 2 of 3 settled reports"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(curve(map[int]float64{1: 100, 64: 6400}), "a100", "a100")
+			s.settle(Settings{})
+			s.add("a100", 1)
+			s.report(tc.reports, nil)
+			for i := range tc.incomplete {
+				last := &s.history[len(s.history)-2-i]
+				last.Workers = last.Workers[:2]
+			}
+			d := Decide(s.input(job, Settings{}))
+			if d.Action != Hold || d.Code != CodeMeasuring || !strings.Contains(d.Reason, tc.count) {
+				t.Fatalf("got %s %s (%q), want a hold %s saying %q", d.Action, d.Code, d.Reason, CodeMeasuring, tc.count)
 			}
 		})
 	}
@@ -368,20 +403,19 @@ func TestHeterogeneousTypes(t *testing.T) {
 		history  [][]GPUType // earlier sizes, each settled, before start
 		types    []TypeOption
 		settings Settings
-		want     Action
-		wantType GPUType
-		reason   string
+		wantType GPUType // of the growth each case makes
 	}{
 		{"fastest per worker without prices", []GPUType{"a100", "v100"}, nil,
-			[]TypeOption{{Type: "a100"}, {Type: "v100"}}, Settings{}, Grow, "a100", "a100 workers do 200 samples/s each"},
+			[]TypeOption{{Type: "a100"}, {Type: "v100"}}, Settings{}, "a100"},
 		{"best per dollar with prices", []GPUType{"a100", "v100"}, nil,
-			[]TypeOption{a100, v100}, Settings{}, Grow, "v100", "100 samples/s per $/GPU-hour"},
+			[]TypeOption{a100, v100}, Settings{}, "v100"},
 		{"a type never measured is probed when the measured one is full", []GPUType{"a100"}, nil,
-			[]TypeOption{{Type: "a100", MaxWorkers: 1}, {Type: "v100"}}, Settings{}, Grow, "v100", "no v100 throughput measured yet"},
+			[]TypeOption{{Type: "a100", MaxWorkers: 1}, {Type: "v100"}}, Settings{}, "v100"},
+		// Unmeasured, v100 would come after the measured a100 (an estimate before a guess).
 		{"a type measured earlier keeps its rate", []GPUType{"a100"}, [][]GPUType{{"a100", "v100"}},
-			[]TypeOption{a100, v100}, Settings{}, Grow, "v100", "at a100=1,v100=1"},
+			[]TypeOption{a100, v100}, Settings{}, "v100"},
 		{"types the job is not allowed are ignored", []GPUType{"a100", "v100"}, nil,
-			[]TypeOption{{Type: "v100"}}, Settings{}, Grow, "v100", "grow a100=1,v100=1 by 1 v100 worker(s): v100 workers do 100 samples/s each"},
+			[]TypeOption{{Type: "v100"}}, Settings{}, "v100"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -394,8 +428,8 @@ func TestHeterogeneousTypes(t *testing.T) {
 				s.settle(tc.settings)
 			}
 			d := Decide(s.input(elasticJob(1, 8, 4, tc.types...), tc.settings))
-			if d.Action != tc.want || d.Type != tc.wantType || !strings.Contains(d.Reason, tc.reason) {
-				t.Fatalf("got %s %s (%s), want %s %s with %q", d.Action, d.Type, d.Reason, tc.want, tc.wantType, tc.reason)
+			if d.Action != Grow || d.Code != CodeGrowth || d.Type != tc.wantType {
+				t.Fatalf("got %s %s %s (%s), want grow %s by %s", d.Action, d.Code, d.Type, d.Reason, CodeGrowth, tc.wantType)
 			}
 		})
 	}
@@ -471,6 +505,8 @@ func TestPricesAndUtility(t *testing.T) {
 			t.Fatalf("per worker: got %s (%s), want grow", d.Action, d.Reason)
 		}
 		d := Decide(s.input(job, Settings{Threshold: 0.7, Objective: MaxThroughputPerDollar}))
+		// The words are checked for the figure the case is about, s on cost (0.67), which no
+		// code carries.
 		if d.Action != Shrink || d.Code != CodeStepDoesNotPay || d.Type != "a100" || !strings.Contains(d.Reason, "s = 0.67") {
 			t.Fatalf("per dollar: got %s %s (%s), want shrink of an a100 at s = 0.67", d.Action, d.Type, d.Reason)
 		}
@@ -482,8 +518,8 @@ func TestPricesAndUtility(t *testing.T) {
 		s.settle(Settings{})
 		job := elasticJob(1, 8, 4, priced[0])
 		cheap := Settings{ValuePerMillionSamples: 0.01}
-		if d := Decide(s.input(job, cheap)); d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "would bring samples worth") {
-			t.Fatalf("got %s (%s), want hold for cost", d.Action, d.Reason)
+		if d := Decide(s.input(job, cheap)); d.Action != Hold || d.Code != CodeNotWorthCost {
+			t.Fatalf("got %s %s (%s), want hold %s", d.Action, d.Code, d.Reason, CodeNotWorthCost)
 		}
 		valuable := Settings{ValuePerMillionSamples: 100} // 200 samples/s is worth $72/h
 		if d := Decide(s.input(job, valuable)); d.Action != Grow {
@@ -491,8 +527,8 @@ func TestPricesAndUtility(t *testing.T) {
 		}
 		s.add("a100", 1)
 		s.settle(Settings{})
-		if d := Decide(s.input(job, cheap)); d.Action != Shrink || d.Code != CodeStepDoesNotPay || !strings.Contains(d.Reason, "added GPUs cost $12.00/h") {
-			t.Fatalf("got %s (%s), want shrink for cost", d.Action, d.Reason)
+		if d := Decide(s.input(job, cheap)); d.Action != Shrink || d.Code != CodeStepNotWorthCost {
+			t.Fatalf("got %s %s (%s), want shrink %s", d.Action, d.Code, d.Reason, CodeStepNotWorthCost)
 		}
 	})
 }
@@ -533,44 +569,44 @@ func TestStragglers(t *testing.T) {
 		capacity    map[GPUType]int
 		want        Action
 		wantWorkers []string
-		reason      string
+		code        Code
 		flags       map[string]string // worker → part of its flag
 	}{
 		{"slow worker is replaced", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"}, nil, nil,
-			Replace, []string{"1002"}, "120 samples/s, below 0.80 × the median 200 of a100 workers", map[string]string{"1002": "throughput"}},
+			Replace, []string{"1002"}, CodeStraggler, map[string]string{"1002": "throughput"}},
 		{"NVML explains the replacement", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{busy("1000"), busy("1001"), throttled, busy("1003")}, nil,
-			Replace, []string{"1002"}, "GPU 1 throttled to 900 of 1410 MHz (hw_thermal_slowdown)", map[string]string{"1002": "NVML: GPU 1 throttled"}},
+			Replace, []string{"1002"}, CodeStraggler, map[string]string{"1002": "NVML: GPU 1 throttled"}},
 		{"the slowest of two is replaced first", slow("1001", "1003"), []GPUType{"a100", "a100", "a100", "a100", "a100"}, nil, nil,
-			Replace, []string{"1001"}, "worker 1001 does 120 samples/s, below 0.80 × the median 200 of a100 workers", map[string]string{"1001": "throughput", "1003": "throughput"}},
+			Replace, []string{"1001"}, CodeStraggler, map[string]string{"1001": "throughput", "1003": "throughput"}},
 		{"utilisation alone never replaces", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{busy("1000"), idle, busy("1002"), busy("1003")}, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1001": "GPU utilisation 20% while peers' median is 98%"}},
+			Grow, nil, CodeGrowth, map[string]string{"1001": "GPU utilisation 20% while peers' median is 98%"}},
 		{"synchronous training: a throttled GPU well below its peers' clocks is replaced at equal samples/s", slow(),
 			[]GPUType{"a100", "a100", "a100", "a100"}, []GPUSignal{busy("1000"), busy("1001"), throttled, busy("1003")}, nil,
-			Replace, []string{"1002"}, "SM clock 900 MHz, below 0.80 × the median 1410 of a100 workers: GPU 1 throttled to 900 of 1410 MHz",
+			Replace, []string{"1002"}, CodeStraggler,
 			map[string]string{"1002": "NVML: GPU 1 throttled"}},
 		{"a throttled GPU still near its peers' clocks is only flagged", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{busy("1000"), busy("1001"), {Worker: "1002", GPU: 1, SMClockMHz: 1180, MaxSMClockMHz: 1410,
 				ThermalOrPowerThrottled: true, PowerCapOnly: true, ThrottleReasons: []string{"sw_power_cap"}}, busy("1003")}, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1002": "NVML: GPU 1 throttled to 1180 of 1410 MHz (sw_power_cap)"}},
+			Grow, nil, CodeGrowth, map[string]string{"1002": "NVML: GPU 1 throttled to 1180 of 1410 MHz (sw_power_cap)"}},
 		{"every GPU at its power limit, as H200s run a dense job, is no sign of trouble", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{powerCapped("1000", 1440), powerCapped("1001", 1425), powerCapped("1002", 1440), powerCapped("1003", 1440)}, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", nil},
+			Grow, nil, CodeGrowth, nil},
 		{"one GPU at its power limit well below its like peers is flagged", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{powerCapped("1000", 1440), powerCapped("1001", 1440), powerCapped("1002", 1180), powerCapped("1003", 1440)}, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1002": "NVML: GPU 0 throttled to 1180 of 1980 MHz (sw_power_cap)"}},
+			Grow, nil, CodeGrowth, map[string]string{"1002": "NVML: GPU 0 throttled to 1180 of 1980 MHz (sw_power_cap)"}},
 		{"a thermal slowdown is flagged even where every GPU shares it", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{hot("1000"), hot("1001"), hot("1002"), hot("1003")}, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", map[string]string{"1000": "(sw_power_cap,hw_thermal_slowdown)", "1001": "(sw_power_cap,hw_thermal_slowdown)",
+			Grow, nil, CodeGrowth, map[string]string{"1000": "(sw_power_cap,hw_thermal_slowdown)", "1001": "(sw_power_cap,hw_thermal_slowdown)",
 				"1002": "(sw_power_cap,hw_thermal_slowdown)", "1003": "NVML: GPU 0 throttled to 1440 of 1980 MHz (sw_power_cap,hw_thermal_slowdown)"}},
 		{"a slower type is no straggler", slow(), []GPUType{"a100", "a100", "v100", "v100"}, nil, nil,
-			Grow, nil, "grow a100=2,v100=2 by 1 a100 worker(s): a100 workers do 200 samples/s each", nil},
+			Grow, nil, CodeGrowth, nil},
 		{"no capacity to replace: hold", slow("1002"), []GPUType{"a100", "a100", "a100", "a100"}, nil, map[GPUType]int{"a100": 0},
-			Hold, nil, "no free a100 worker to replace it with", map[string]string{"1002": "throughput"}},
+			Hold, nil, CodeStraggler, map[string]string{"1002": "throughput"}},
 		{"stale NVML signals are ignored", slow(), []GPUType{"a100", "a100", "a100", "a100"},
 			[]GPUSignal{{Worker: "1002", Time: t0.Add(-time.Hour), SMClockMHz: 900, MaxSMClockMHz: 1410, ThermalOrPowerThrottled: true}}, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 200 samples/s each", nil},
+			Grow, nil, CodeGrowth, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -585,7 +621,7 @@ func TestStragglers(t *testing.T) {
 			}
 			in.Capacity = tc.capacity
 			d := Decide(in)
-			wantStraggler(t, d, tc.want, tc.wantWorkers, tc.reason)
+			wantStraggler(t, d, tc.want, tc.wantWorkers, tc.code)
 			if d.Action == Replace && (d.Count != 1 || d.Type != "a100") {
 				t.Errorf("replace %d %s, want 1 a100", d.Count, d.Type)
 			}
@@ -624,23 +660,16 @@ func TestAPauseOneWorkerReportedFirstMakesNoStraggler(t *testing.T) {
 	s.settle(Settings{})
 	in = s.input(elasticJob(1, 2, 4), Settings{})
 	paused(in.History, "1000")
-	wantStraggler(t, Decide(in), Replace, []string{"1001"}, "50 samples/s, below 0.80 × the median")
+	wantStraggler(t, Decide(in), Replace, []string{"1001"}, CodeStragglerLeaves) // at its max of 2
 }
 
-// wantStraggler stops the test unless d is action on workers, of the kind its action and
-// reason say (a replacement or a hold for a straggler, the main job as the straggler, or
-// growth when nobody is one), with reason in its words.
-func wantStraggler(t *testing.T, d Decision, action Action, workers []string, reason string) {
+// wantStraggler stops the test unless d is action on workers, of the kind code (a
+// replacement or a hold for a straggler, the main job as the straggler, or growth when nobody
+// is one).
+func wantStraggler(t *testing.T, d Decision, action Action, workers []string, code Code) {
 	t.Helper()
-	code := CodeStraggler
-	switch {
-	case action == Grow:
-		code = CodeGrowth
-	case action == Hold && strings.HasPrefix(reason, "the main job"):
-		code = CodeMainStraggler
-	}
-	if d.Action != action || d.Code != code || !slices.Equal(d.Workers, workers) || !strings.Contains(d.Reason, reason) {
-		t.Fatalf("got %s %s %v (%s), want %s %s %v with %q", d.Action, d.Code, d.Workers, d.Reason, action, code, workers, reason)
+	if d.Action != action || d.Code != code || !slices.Equal(d.Workers, workers) {
+		t.Fatalf("got %s %s %v (%s), want %s %s %v", d.Action, d.Code, d.Workers, d.Reason, action, code, workers)
 	}
 }
 
@@ -694,36 +723,36 @@ func TestStragglersInSynchronousTraining(t *testing.T) {
 		capacity    map[GPUType]int
 		want        Action
 		wantWorkers []string
-		reason      string
+		code        Code
 		flags       map[string]string
 		rate        func(map[GPUType]int, WorkerRate) float64 // samples/s each reports; nil: the same for all
 	}{
 		{"the worker computing longest is replaced", compute(map[string]float64{"1002": 0.250}), "1000", nil, nil,
-			Replace, []string{"1002"}, "worker 1002 does 250 ms of compute per step, 2.5 × the median 100 ms of a100 workers",
+			Replace, []string{"1002"}, CodeStraggler,
 			map[string]string{"1002": "compute: 250 ms"}, nil},
 		{"within 1/0.8 of the median is no straggler", compute(map[string]float64{"1002": 0.120}), "1000", nil, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 150 samples/s each", nil, nil},
+			Grow, nil, CodeGrowth, nil, nil},
 		{"a worker without compute times: compute is not compared", compute(map[string]float64{"1001": 0, "1002": 0.300}), "1000", nil, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 150 samples/s each", nil, nil},
+			Grow, nil, CodeGrowth, nil, nil},
 		{"of two slow workers the slower goes first", compute(map[string]float64{"1001": 0.200, "1003": 0.300}), "1000", nil, nil,
-			Replace, []string{"1003"}, "worker 1003 does 300 ms", map[string]string{"1001": "compute: 200 ms", "1003": "compute: 300 ms"}, nil},
+			Replace, []string{"1003"}, CodeStraggler, map[string]string{"1001": "compute: 200 ms", "1003": "compute: 300 ms"}, nil},
 		{"a slow main job is never replaced: the job holds and says so", compute(map[string]float64{"1000": 0.250}), "1000", nil, nil,
-			Hold, nil, "the main job 1000 is the straggler (250 ms of compute per step, 2.5 × the median 100 ms of a100 workers (straggler above 1.25 ×)); elasticd never replaces the main job",
+			Hold, nil, CodeMainStraggler,
 			map[string]string{"1000": "compute: 250 ms"}, nil},
 		{"a slow main job beside a slow worker: the worker is replaced", compute(map[string]float64{"1000": 0.400, "1002": 0.250}), "1000", nil, nil,
-			Replace, []string{"1002"}, "worker 1002 does 250 ms", map[string]string{"1000": "compute: 400 ms", "1002": "compute: 250 ms"}, nil},
+			Replace, []string{"1002"}, CodeStraggler, map[string]string{"1000": "compute: 400 ms", "1002": "compute: 250 ms"}, nil},
 		{"a main job on a throttled GPU: hold", compute(nil), "1000",
 			[]GPUSignal{throttledMain, clock("1001"), clock("1002"), clock("1003")}, nil,
-			Hold, nil, "the main job 1000 is the straggler (SM clock 700 MHz", map[string]string{"1000": "NVML: GPU 0 throttled to 700 of 1410 MHz (hw_slowdown)"}, nil},
+			Hold, nil, CodeMainStraggler, map[string]string{"1000": "NVML: GPU 0 throttled to 700 of 1410 MHz (hw_slowdown)"}, nil},
 		{"compute and NVML agree: both are said", compute(map[string]float64{"1003": 0.200}), "1000",
 			[]GPUSignal{clock("1000"), clock("1001"), clock("1002"), {Worker: "1003", SMClockMHz: 705, MaxSMClockMHz: 1410,
 				ThermalOrPowerThrottled: true, ThrottleReasons: []string{"hw_thermal_slowdown"}}}, nil,
-			Replace, []string{"1003"}, "worker 1003 does 200 ms of compute per step, 2.0 × the median 100 ms of a100 workers (straggler above 1.25 ×); SM clock 705 MHz",
+			Replace, []string{"1003"}, CodeStraggler,
 			map[string]string{"1003": "compute: 200 ms"}, nil},
 		{"with compute times, samples/s that differ by report windows name nobody", func(w WorkerRate) float64 { return 0.100 }, "1000", nil, nil,
-			Grow, nil, "grow a100=4 by 1 a100 worker(s): a100 workers do 139 samples/s each", nil, reportWindowsApart},
+			Grow, nil, CodeGrowth, nil, reportWindowsApart},
 		{"no capacity for a successor: hold", compute(map[string]float64{"1002": 0.250}), "1000", nil, map[GPUType]int{"a100": 0},
-			Hold, nil, "no free a100 worker to replace it with", map[string]string{"1002": "compute"}, nil},
+			Hold, nil, CodeStraggler, map[string]string{"1002": "compute"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -742,8 +771,8 @@ func TestStragglersInSynchronousTraining(t *testing.T) {
 			}
 			in.Capacity = tc.capacity
 			d := Decide(in)
-			wantStraggler(t, d, tc.want, tc.wantWorkers, tc.reason)
-			if want := strings.HasPrefix(tc.reason, "the main job"); d.MainStraggler != want {
+			wantStraggler(t, d, tc.want, tc.wantWorkers, tc.code)
+			if want := tc.code == CodeMainStraggler; d.MainStraggler != want {
 				t.Errorf("MainStraggler = %v, want %v", d.MainStraggler, want)
 			}
 			wantFlags(t, d, tc.flags)
@@ -761,35 +790,40 @@ func TestStragglerAtMaxLeavesFirst(t *testing.T) {
 		}
 		return 0.100
 	}
+	input := func(max int, capacity map[GPUType]int, limit map[GPUType]string) Input {
+		s := newSim(func(map[GPUType]int, WorkerRate) float64 { return 150 }, "a100", "a100", "a100", "a100")
+		s.compute = compute
+		s.settle(Settings{})
+		in := s.input(elasticJob(2, max, 1), Settings{})
+		in.Main, in.Capacity, in.CapacityLimit = "1000", capacity, limit
+		return in
+	}
+	limit := map[GPUType]string{"a100": "account proj-a has GrpTRES gres/gpu=4"}
 	for _, tc := range []struct {
 		name     string
 		max      int
 		capacity map[GPUType]int
-		limit    map[GPUType]string
 		want     Action
+		code     Code
 		leave    bool
-		reason   string
+		workers  []string
 	}{
-		{"at max: leaves first", 4, nil, nil, Replace, true, "at max 4 workers no successor can join beside it: it leaves first, then a new a100 worker joins"},
-		{"below max: joins first", 5, nil, nil, Replace, false, "a new a100 worker joins before it leaves"},
-		{"at max without a free worker: hold, and say which limit", 4, map[GPUType]int{"a100": 0},
-			map[GPUType]string{"a100": "account proj-a has GrpTRES gres/gpu=4"}, Hold, false,
-			"no free a100 worker to replace it with (account proj-a has GrpTRES gres/gpu=4)"},
+		{"at max: leaves first", 4, nil, Replace, CodeStragglerLeaves, true, []string{"1002"}},
+		{"below max: joins first", 5, nil, Replace, CodeStraggler, false, []string{"1002"}},
+		{"at max without a free worker: hold", 4, map[GPUType]int{"a100": 0}, Hold, CodeStraggler, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSim(func(map[GPUType]int, WorkerRate) float64 { return 150 }, "a100", "a100", "a100", "a100")
-			s.compute = compute
-			s.settle(Settings{})
-			in := s.input(elasticJob(2, tc.max, 1), Settings{})
-			in.Main, in.Capacity, in.CapacityLimit = "1000", tc.capacity, tc.limit
-			d := Decide(in)
-			if d.Action != tc.want || d.Code != CodeStraggler || d.LeaveFirst != tc.leave || !strings.Contains(d.Reason, tc.reason) {
-				t.Fatalf("got %s leave-first %v (%s), want %s leave-first %v with %q", d.Action, d.LeaveFirst, d.Reason, tc.want, tc.leave, tc.reason)
-			}
-			if d.Action == Replace && !slices.Equal(d.Workers, []string{"1002"}) {
-				t.Fatalf("replaces %v, want 1002", d.Workers)
+			d := Decide(input(tc.max, tc.capacity, limit))
+			if d.Action != tc.want || d.Code != tc.code || d.LeaveFirst != tc.leave || !slices.Equal(d.Workers, tc.workers) {
+				t.Fatalf("got %s %s leave-first %v %v (%s), want %s %s leave-first %v %v", d.Action, d.Code, d.LeaveFirst, d.Workers, d.Reason,
+					tc.want, tc.code, tc.leave, tc.workers)
 			}
 		})
+	}
+	// The hold quotes the limit that leaves no free worker: the words are checked for the
+	// limit's figures, which no code carries.
+	if d := Decide(input(4, map[GPUType]int{"a100": 0}, limit)); !strings.Contains(d.Reason, "(account proj-a has GrpTRES gres/gpu=4)") {
+		t.Fatalf("hold %q does not quote the limit", d.Reason)
 	}
 }
 
@@ -808,21 +842,22 @@ func TestAfterALeaveFirstReplacementTheNewWorldIsMeasuredAfresh(t *testing.T) {
 	s.settle(Settings{})
 	job := elasticJob(2, 4, 1)
 	d := Decide(s.input(job, Settings{}))
-	if d.Action != Replace || !d.LeaveFirst {
-		t.Fatalf("got %s leave-first %v (%s), want a replacement that leaves first", d.Action, d.LeaveFirst, d.Reason)
+	if d.Action != Replace || d.Code != CodeStragglerLeaves || !d.LeaveFirst {
+		t.Fatalf("got %s %s leave-first %v (%s), want a replacement that leaves first", d.Action, d.Code, d.LeaveFirst, d.Reason)
 	}
 	s.apply(t, d) // 1002 gone, 1004 in its place: the same allocation
 	s.report(2, nil)
-	if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeMeasuring || !strings.Contains(d.Reason, "measuring a100=4") {
+	if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeMeasuring {
 		t.Fatalf("right after the replacement: %s (%s), want a hold while the new world settles", d.Action, d.Reason)
 	}
 	s.settle(Settings{})
-	if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeAtMax || !strings.Contains(d.Reason, "at max 4 workers") || len(d.Flags) != 0 {
+	if d := Decide(s.input(job, Settings{})); d.Action != Hold || d.Code != CodeAtMax || len(d.Flags) != 0 {
 		t.Fatalf("once settled: %s (%s, flags %v), want a hold at max with nothing flagged", d.Action, d.Reason, d.Flags)
 	}
 }
 
-// An association limit that holds growth is named in the hold.
+// An association limit that holds growth is named in the hold. The words are checked for the
+// limit's figures, which no code carries.
 func TestCapacityLimitIsQuotedWhenItStopsGrowth(t *testing.T) {
 	s := newSim(curve(map[int]float64{1: 100, 2: 200, 3: 300}), "a100", "a100")
 	s.settle(Settings{})
@@ -830,7 +865,7 @@ func TestCapacityLimitIsQuotedWhenItStopsGrowth(t *testing.T) {
 	in.Capacity = map[GPUType]int{"a100": 0}
 	in.CapacityLimit = map[GPUType]string{"a100": "the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2"}
 	d := Decide(in)
-	if d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "no free a100 capacity (the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
+	if d.Action != Hold || d.Code != CodeNoCapacity || !strings.Contains(d.Reason, "(the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
 		t.Fatalf("decision %s %q, want a hold naming the association limit", d.Action, d.Reason)
 	}
 }
@@ -844,8 +879,8 @@ func TestGrowthCapacityHoldsGrowthButNotAReplacement(t *testing.T) {
 	in.Capacity = map[GPUType]int{"a100": 2}
 	in.GrowthCapacity = map[GPUType]int{"a100": 0}
 	in.GrowthLimit = map[GPUType]string{"a100": "jobs waiting in a100 ask for 4 GPUs, 2 of a100 free there: growth yields to them"}
-	if d := Decide(in); d.Action != Hold || d.Code != CodeNoGrowth || !strings.Contains(d.Reason, "no free a100 capacity (jobs waiting in a100 ask for 4 GPUs") {
-		t.Fatalf("decision %s %q, want a hold naming the waiting jobs", d.Action, d.Reason)
+	if d := Decide(in); d.Action != Hold || d.Code != CodeYieldsToWaiting {
+		t.Fatalf("decision %s %s %q, want a hold %s", d.Action, d.Code, d.Reason, CodeYieldsToWaiting)
 	}
 
 	st := newSim(func(map[GPUType]int, WorkerRate) float64 { return 150 }, "a100", "a100", "a100", "a100")
@@ -858,7 +893,7 @@ func TestGrowthCapacityHoldsGrowthButNotAReplacement(t *testing.T) {
 	st.settle(Settings{})
 	in = st.input(elasticJob(2, 5, 1), Settings{})
 	in.Main, in.Capacity, in.GrowthCapacity = "1000", map[GPUType]int{"a100": 1}, map[GPUType]int{"a100": 0}
-	if d := Decide(in); d.Action != Replace || !slices.Equal(d.Workers, []string{"1002"}) {
+	if d := Decide(in); d.Action != Replace || d.Code != CodeStraggler || !slices.Equal(d.Workers, []string{"1002"}) {
 		t.Fatalf("decision %s %v (%s), want straggler 1002 replaced while growth yields", d.Action, d.Workers, d.Reason)
 	}
 }

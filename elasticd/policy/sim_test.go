@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -148,13 +147,10 @@ func elasticJob(minW, maxW, gpusPerWorker int, types ...TypeOption) Job {
 	return Job{ID: "4242", Elastic: true, Bounds: Bounds{MinWorkers: minW, MaxWorkers: maxW, GPUsPerWorker: gpusPerWorker, Types: types}}
 }
 
-// wantAction stops the test unless d is action and, when it holds, its reason contains part.
-func wantAction(t *testing.T, d Decision, action Action, part string) {
+// wantAction stops the test unless d is action, of the kind code.
+func wantAction(t *testing.T, d Decision, action Action, code Code) {
 	t.Helper()
-	if d.Action != action {
-		t.Fatalf("got %s (%s), want %s", d.Action, d.Reason, action)
-	}
-	if d.Action == Hold && !strings.Contains(d.Reason, part) {
-		t.Fatalf("hold reason %q does not contain %q", d.Reason, part)
+	if d.Action != action || d.Code != code {
+		t.Fatalf("got %s %s (%s), want %s %s", d.Action, d.Code, d.Reason, action, code)
 	}
 }

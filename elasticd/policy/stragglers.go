@@ -305,7 +305,7 @@ func (p *planner) replaceStraggler(flags []Flag) (Decision, bool) {
 	if p.total >= p.bounds.MaxWorkers {
 		// A rendezvous at its max admits no one more: the successor would wait beside the
 		// straggler for ever.
-		return Decision{Action: Replace, Code: CodeStraggler, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags, LeaveFirst: true,
+		return Decision{Action: Replace, Code: CodeStragglerLeaves, Type: worst.t, Count: 1, Workers: []string{worst.worker}, Flags: flags, LeaveFirst: true,
 			Reason: reason + fmt.Sprintf("; at max %d workers no successor can join beside it: it leaves first, then a new %s worker joins",
 				p.bounds.MaxWorkers, worst.t)}, true
 	}

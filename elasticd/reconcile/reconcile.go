@@ -187,7 +187,7 @@ func Reconcile(s State, snap Snapshot, now time.Time) Plan {
 	case len(s.Leaving) > 0:
 		return succeedLeavers(s, snap)
 	case len(s.Stopping) > 0:
-		return hold(CodeWaitingForWorkers, fmt.Sprintf("waiting for %d worker(s) to stop", len(s.Stopping)))
+		return hold(CodeWorkersStopping, fmt.Sprintf("waiting for %d worker(s) to stop", len(s.Stopping)))
 	case HoldsOnRefusals(s.Refusals):
 		return hold(CodeWorkersRefused, fmt.Sprintf("Slurm refused %d worker submissions in a row: %s", s.Refusals, s.Refused))
 	}
@@ -198,7 +198,7 @@ func Reconcile(s State, snap Snapshot, now time.Time) Plan {
 		// The last measurement is of another size, or of workers since replaced: deciding on
 		// it would repeat the last action (grow again before the new worker has even
 		// reported, replace a straggler that has left).
-		return hold(CodeWaitingForWorkers, fmt.Sprintf("waiting for every worker of %d to report", len(snap.Active)))
+		return hold(CodeWaitingForReports, fmt.Sprintf("waiting for every worker of %d to report", len(snap.Active)))
 	}
 	return decide(s, snap, now)
 }
@@ -209,9 +209,12 @@ func hold(code policy.Code, reason string) Plan {
 
 // The kinds of hold a cycle makes before it asks the policy (policy.Code's other values).
 const (
-	CodeWaitingForWorkers policy.Code = "waiting-for-workers" // workers submitted, pending, stopping or not all reported
+	CodeWaitingForWorkers policy.Code = "waiting-for-workers" // workers submitted, not yet in the queue or pending there
+	CodeWorkersStopping   policy.Code = "workers-stopping"    // workers sent TERM or cancelled, not yet gone
+	CodeWaitingForReports policy.Code = "waiting-for-reports" // the last measurement is not of every active worker
 	CodeWorkersRefused    policy.Code = "workers-refused"     // Slurm refused MaxRefusals submissions in a row
-	CodeReplacing         policy.Code = "replacing"           // a straggler's successor is joining, or it leaves first
+	CodeReplacing         policy.Code = "replacing"           // a straggler's successor is joining
+	CodeStragglerLeaving  policy.Code = "straggler-leaving"   // a straggler leaving first is still in the queue; its successor waits
 	CodeMainNotRunning    policy.Code = "main-not-running"    // the main job was requeued or is not running
 	CodeMainRestarted     policy.Code = "main-restarted"      // waiting for the restarted main job's new declaration
 )
@@ -260,7 +263,7 @@ func succeedLeavers(s State, snap Snapshot) Plan {
 	olds := slices.Sorted(maps.Keys(s.Leaving))
 	for _, old := range olds {
 		if snap.Queued[old] {
-			return hold(CodeReplacing, fmt.Sprintf("straggler %d leaves before its successor joins (the rendezvous is at its max)", old))
+			return hold(CodeStragglerLeaving, fmt.Sprintf("straggler %d leaves before its successor joins (the rendezvous is at its max)", old))
 		}
 	}
 	var p Plan

@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,39 +14,37 @@ func TestFollowRun(t *testing.T) {
 	declared := reconcile.Declared{UID: 1000, Recorded: first.Unix()}
 	workers := []reconcile.Worker{{ID: 101, Since: first.Add(time.Minute)}, {ID: 102, Since: second.Add(time.Minute)}}
 	tests := []struct {
-		name   string
-		run    reconcile.Run
-		code   policy.Code // of the hold; "": no decision
-		reason string      // a part of the hold's words: what it must name
-		want   reconcile.RunPlan
+		name string
+		run  reconcile.Run
+		code policy.Code // of the hold; "": no decision
+		want reconcile.RunPlan
 	}{
 		{
-			name:   "the followed run goes on",
-			run:    reconcile.Run{Running: true, Start: first, Followed: first, Declared: declared, Workers: workers},
-			want:   reconcile.RunPlan{GoOn: true},
-			reason: "",
+			name: "the followed run goes on",
+			run:  reconcile.Run{Running: true, Start: first, Followed: first, Declared: declared, Workers: workers},
+			want: reconcile.RunPlan{GoOn: true},
 		},
 		{
 			name: "a requeued main job stops every worker, forgets its run and holds",
 			run:  reconcile.Run{State: "PENDING", Start: first, Followed: first, Declared: declared, Workers: workers},
-			code: reconcile.CodeMainNotRunning, reason: "main job is not running (PENDING)",
+			code: reconcile.CodeMainNotRunning,
 			want: reconcile.RunPlan{Stop: []uint32{101, 102}, StopWhy: "main job requeued", ForgetRun: true},
 		},
 		{
 			name: "a restarted main job holds until its new declaration is recorded",
 			run:  reconcile.Run{Running: true, Start: second, Followed: first, Declaration: &declared, Declared: declared, Workers: workers},
-			code: reconcile.CodeMainRestarted, reason: "main job restarted at 2025-03-01T13:00:00Z; waiting for its new declaration (rendezvous endpoint)",
+			code: reconcile.CodeMainRestarted,
 		},
 		{
 			name: "a restarted main job without a readable declaration holds",
 			run:  reconcile.Run{Running: true, Start: second, Followed: first, Declared: declared, Workers: workers},
-			code: reconcile.CodeMainRestarted, reason: "waiting for its new declaration",
+			code: reconcile.CodeMainRestarted,
 		},
 		{
 			name: "a declaration of another owner is not taken",
 			run: reconcile.Run{Running: true, Start: second, Followed: first, Declared: declared, Workers: workers,
 				Declaration: &reconcile.Declared{UID: 1001, Recorded: second.Unix()}},
-			code: reconcile.CodeMainRestarted, reason: "waiting for its new declaration",
+			code: reconcile.CodeMainRestarted,
 		},
 		{
 			name: "the restarted run's declaration is taken and the earlier run's workers stopped",
@@ -70,8 +67,8 @@ func TestFollowRun(t *testing.T) {
 			switch {
 			case tc.code == "" && got.Decision != nil:
 				t.Errorf("decision %s (%s), want none", got.Decision.Action, got.Decision.Reason)
-			case tc.code != "" && (got.Decision == nil || got.Decision.Action != policy.Hold || got.Decision.Code != tc.code || !strings.Contains(got.Decision.Reason, tc.reason)):
-				t.Errorf("decision %+v, want hold %s (%s)", got.Decision, tc.code, tc.reason)
+			case tc.code != "" && (got.Decision == nil || got.Decision.Action != policy.Hold || got.Decision.Code != tc.code):
+				t.Errorf("decision %+v, want hold %s", got.Decision, tc.code)
 			}
 			got.Decision = nil
 			if !reflect.DeepEqual(got, tc.want) {
