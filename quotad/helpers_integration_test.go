@@ -17,7 +17,6 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
-	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -75,7 +74,7 @@ func assertRefused(t *testing.T, c *testbed.Cluster, offset int64, code pools.Re
 var runsBorrowed = []policy.Code{policy.CodeNotReclaimable, policy.CodeReclaimable}
 
 // refusedBorrow is the plugin's refusal of a new job in a borrow QOS that Slurm could not requeue.
-const refusedBorrow = jobsubmit.RefusedBorrowNotRequeueable
+const refusedBorrow = pools.RefusedBorrowNotRequeueable
 
 type jobRow struct{ id, user, qos, state, reason string }
 

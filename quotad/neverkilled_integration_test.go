@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
-	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -296,6 +296,6 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	if !release.ModifyRefusalReachesUser() {
 		told = "slurmbridge: " // nothing reaches the user to check
 	}
-	assertRefused(t, c, offset, jobsubmit.RefusedBorrowQuotadOnly, told)
+	assertRefused(t, c, offset, pools.RefusedBorrowQuotadOnly, told)
 	assertNoneKilled(t, c, logStart)
 }

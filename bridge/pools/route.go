@@ -39,6 +39,16 @@ const (
 	RefusedNamedPools Refusal = "named-pools-cannot" // none of the pools the job names can run it
 )
 
+// The job_submit plugin's refusals beside routing's, about the lending QOS (borrow and
+// elastic): its log line for a refusal ends with code=KIND, for admins and tests to match
+// while the words may change.
+const (
+	RefusedBorrowNotRequeueable Refusal = "borrow-qos-not-requeueable" // a new job asks for a borrow QOS, and Slurm could not requeue it
+	RefusedBorrowQuotadOnly     Refusal = "borrow-qos-quotad-only"     // a user's update moves a job into a borrow QOS: quotad's alone
+	RefusedLentNoRequeue        Refusal = "lent-job-no-requeue"        // an update sets Requeue=0 on a job in a lending QOS
+	RefusedLentAccount          Refusal = "lent-job-account"           // an update changes the account of a job in a lending QOS
+)
+
 // Decision is the outcome of Route.
 type Decision struct {
 	Action    Action

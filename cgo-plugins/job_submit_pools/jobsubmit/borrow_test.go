@@ -122,10 +122,10 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 	missing := newFixture(t, "")
 	missing.p.SlurmConf = conf
 	// "salloc or srun": the words say why Slurm could not requeue it, which no code tells apart.
-	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || out.Refusal != RefusedBorrowNotRequeueable || !strings.Contains(out.UserMessage, "salloc or srun") {
+	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || out.Refusal != pools.RefusedBorrowNotRequeueable || !strings.Contains(out.UserMessage, "salloc or srun") {
 		t.Fatalf("without pools.yaml: %+v, want the salloc refused", out)
 	}
-	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: ") || !missing.log.endsWith(" code="+string(RefusedBorrowNotRequeueable)) {
+	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: ") || !missing.log.endsWith(" code="+string(pools.RefusedBorrowNotRequeueable)) {
 		t.Fatalf("refusal not logged: %q", missing.log.lines)
 	}
 

@@ -54,15 +54,6 @@ const (
 	RejectAccount
 )
 
-// The plugin's own refusals, as kinds beside routing's (pools.Refused...): a refusal's line in
-// slurmctld's log ends with code=KIND, for admins and tests to match while the words may change.
-const (
-	RefusedBorrowNotRequeueable pools.Refusal = "borrow-qos-not-requeueable" // a new job asks for a borrow QOS, and Slurm could not requeue it
-	RefusedBorrowQuotadOnly     pools.Refusal = "borrow-qos-quotad-only"     // a user's update moves a job into a borrow QOS: quotad's alone
-	RefusedLentNoRequeue        pools.Refusal = "lent-job-no-requeue"        // an update sets Requeue=0 on a job in a lending QOS
-	RefusedLentAccount          pools.Refusal = "lent-job-account"           // an update changes the account of a job in a lending QOS
-)
-
 // Outcome is what the cgo layer applies to one job_desc.
 type Outcome struct {
 	Reject       Rejection
@@ -195,7 +186,7 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 		conf = p.slurmConf()
 	}
 	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {
-		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: RefusedBorrowNotRequeueable, UserMessage: msg})
+		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowNotRequeueable, UserMessage: msg})
 	}
 	if cfg == nil {
 		return Outcome{}

@@ -57,7 +57,7 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	}
 	conf := p.slurmConf()
 	if msg := modifyBorrowRefusal(l.cfg, &upd.Request, uid, conf, l.admins); msg != "" {
-		return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: RefusedBorrowQuotadOnly, UserMessage: msg})
+		return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowQuotadOnly, UserMessage: msg})
 	}
 	if job == nil || isPrivileged(uid, conf, l.admins) {
 		return p.outcome(l.cfg.Route(&upd.Request), "update", uid)
@@ -171,12 +171,12 @@ func lentJobRefusal(cfg *pools.Config, upd *Update, job *Job) (Rejection, pools.
 	}
 	// Slurm requeues only batch jobs whose requeue flag is 1; any other it preempts it kills.
 	if upd.Request.Requeue == 0 {
-		return RejectQOS, RefusedLentNoRequeue, fmt.Sprintf("slurmbridge: job %d is in QOS %s, which is preemptable: with Requeue=0 it would be killed "+
+		return RejectQOS, pools.RefusedLentNoRequeue, fmt.Sprintf("slurmbridge: job %d is in QOS %s, which is preemptable: with Requeue=0 it would be killed "+
 			"instead of requeued when its GPUs are reclaimed. Keep Requeue=1, or move it out of %s first (scontrol update jobid=%d qos=...).",
 			job.ID, qos, qos, job.ID)
 	}
 	if upd.Account != "" && !strings.EqualFold(upd.Account, job.Account) {
-		return RejectAccount, RefusedLentAccount, fmt.Sprintf("slurmbridge: job %d was lent GPUs in QOS %s on behalf of account %s; only quotad "+
+		return RejectAccount, pools.RefusedLentAccount, fmt.Sprintf("slurmbridge: job %d was lent GPUs in QOS %s on behalf of account %s; only quotad "+
 			"changes the account of a lent job. Move it out of %s first (scontrol update jobid=%d qos=...), then change its account.",
 			job.ID, qos, job.Account, qos, job.ID)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
-	"github.com/slurmbridge/slurmbridge/cgo-plugins/job_submit_pools/jobsubmit"
 )
 
 // jobFields is the part of `scontrol show job -o` an update could change.
@@ -245,9 +244,9 @@ func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{pending, running} {
-		a.refused(id, []string{"requeue=0"}, jobsubmit.RefusedLentNoRequeue, "Invalid qos specification")
+		a.refused(id, []string{"requeue=0"}, pools.RefusedLentNoRequeue, "Invalid qos specification")
 	}
-	a.refused(pending, []string{"account=proj-b"}, jobsubmit.RefusedLentAccount, "Invalid account")
+	a.refused(pending, []string{"account=proj-b"}, pools.RefusedLentAccount, "Invalid account")
 	if job := showJob(t, a.c, a.ctx, running); job["JobState"] != "RUNNING" || job["Requeue"] != "1" || job["QOS"] != "borrow-proj-a" {
 		t.Fatalf("running lent job after the refusals: %v", job)
 	}
@@ -259,7 +258,7 @@ func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 		t.Fatalf("job after qos=guar-proj-a requeue=0: %v", job)
 	}
 	// And back into a lending QOS it may not go, by alice's hand.
-	a.refused(pending, []string{"qos=borrow-proj-a"}, jobsubmit.RefusedBorrowQuotadOnly, "Invalid qos specification")
+	a.refused(pending, []string{"qos=borrow-proj-a"}, pools.RefusedBorrowQuotadOnly, "Invalid qos specification")
 }
 
 // What alice may do still works, and root (the testbed's quotad runs as root) keeps its rights.
