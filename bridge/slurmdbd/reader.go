@@ -253,6 +253,27 @@ func (r *Reader) Preemptions(ctx context.Context, qosID uint32, since time.Time)
 	return rows, nil
 }
 
+// PreemptedRun is one run of a job that ended when Slurm preempted and requeued it, with the
+// QOS it ran in.
+type PreemptedRun struct {
+	JobID uint32 `db:"id_job"`
+	QOS   string `db:"qos"`
+	Start int64  `db:"time_start"`
+	End   int64  `db:"time_end"`
+}
+
+// PreemptedRuns lists the runs slurmdbd recorded as PREEMPTED that ended after since, oldest
+// first: one query, whatever the number of QOS.
+func (r *Reader) PreemptedRuns(ctx context.Context, since time.Time) ([]PreemptedRun, error) {
+	var rows []PreemptedRun
+	err := r.DB.SelectContext(ctx, &rows, "SELECT j.id_job, IFNULL(q.name, '') AS qos, j.time_start, j.time_end FROM "+r.table("job_table")+
+		" j LEFT JOIN qos_table q ON q.id = j.id_qos WHERE j.state = ? AND j.time_end > ? ORDER BY j.time_end, j.id_job", jobStatePreempted, since.Unix())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s_job_table: %w", r.Cluster, err)
+	}
+	return rows, nil
+}
+
 // QOSID returns the id of a live QOS, or false.
 func (r *Reader) QOSID(ctx context.Context, name string) (uint32, bool, error) {
 	var id uint32

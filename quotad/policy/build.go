@@ -87,11 +87,13 @@ type cycle struct {
 	tree      *accountTree            // which project covers an account
 	mains     map[uint32]*Job         // the main jobs elastic workers name, by id
 	needs     map[*Job]map[string]int // each GPU job's need, computed once
+	backoffs  map[uint32]backoff      // jobs a claim took back that are not lent yet (backoff.go)
 }
 
 func newCycle(cfg *Config, snap *Snapshot, types []string, now time.Time) *cycle {
 	c := &cycle{cfg: cfg, snap: snap, now: now, types: types, reasons: map[string]bool{},
-		tree: newAccountTree(cfg, snap.Accounts), mains: map[uint32]*Job{}, needs: map[*Job]map[string]int{}}
+		tree: newAccountTree(cfg, snap.Accounts), mains: map[uint32]*Job{}, needs: map[*Job]map[string]int{},
+		backoffs: reclaimBackoffs(cfg.Settings, snap.Reclaims, now)}
 	for _, r := range cfg.Settings.Reasons() {
 		c.reasons[r] = true
 	}

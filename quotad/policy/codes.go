@@ -27,6 +27,7 @@ const (
 	CodeReturnNotRequeueable  Code = "return-not-requeueable"  // returned: a reclaim would kill it
 	CodeReturnGuaranteeRoom   Code = "return-guarantee-room"   // returned: its guarantee has room again
 	CodeReturnOverLimit       Code = "return-over-limit"       // returned: a borrowing or lending limit no longer allows it
+	CodeReturnBackoff         Code = "return-reclaim-backoff"  // returned: a claim took it back, and its reclaim backoff has not ended
 	CodePromised              Code = "promised"                // lent, and idle GPUs are promised to it
 	CodeLentWaitsForGPUs      Code = "lent-waits-for-gpus"     // lent, and no idle GPUs it can use now
 	CodeElasticWorker         Code = "elastic-worker"          // elasticd's worker on borrowed GPUs: elasticd's to end
@@ -36,6 +37,7 @@ const (
 	CodeUnaccounted      Code = "unaccounted"        // its project has a job quotad cannot read: not lent (nor returned, if lent)
 	CodeGuaranteeHasRoom Code = "guarantee-has-room" // marked over quota, yet the guarantee has room: Slurm should start it
 	CodeNotRequeueable   Code = "not-requeueable"    // never lent: a reclaim would kill it
+	CodeReclaimBackoff   Code = "reclaim-backoff"    // not lent: a claim took it back, and its reclaim backoff has not ended
 	CodeMovesHeld        Code = "moves-held"         // no job moves while QOS or accounts are being synced
 	CodeNoLends          Code = "no-lends"           // nothing is lent this cycle (a lending limit cannot be checked)
 	CodeLent             Code = "lent"               // moved to its borrow QOS this cycle

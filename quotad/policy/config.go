@@ -30,6 +30,14 @@ const (
 	accountPlaceholder    = pools.AccountPlaceholder
 )
 
+// DefaultReclaimBackoffReset is how long a borrower must run before a reclaim for its
+// backoff to start over, when the table does not say; ReclaimWindow is how far back the
+// snapshot reads reclaims, and bounds ReclaimBackoffMax.
+const (
+	DefaultReclaimBackoffReset = 30 * time.Minute
+	ReclaimWindow              = 24 * time.Hour
+)
+
 // DefaultLendReasons are the pending reasons with which Slurm says a job is held by its QOS's
 // GPU group limit, i.e. the job is over its project's guarantee.
 var DefaultLendReasons = []string{"QOSGrpGRES"}
@@ -75,6 +83,14 @@ type Settings struct {
 	// lowest priority first, so elastic workers before any other borrower.
 	GuaranteedPriority *int `yaml:"guaranteedPriority,omitempty"`
 	BorrowPriority     *int `yaml:"borrowPriority,omitempty"`
+	// ReclaimBackoff is how long a borrower that a claim took back (Slurm preempted and
+	// requeued it) waits in its guaranteed QOS before it is lent again, so it does not
+	// start on lent GPUs only to lose its work again at once. Each further reclaim in a row
+	// doubles the wait, up to ReclaimBackoffMax; a run of ReclaimBackoffReset or longer before a
+	// reclaim starts the count again. 0 (the default) lends it again as soon as GPUs are idle.
+	ReclaimBackoff      time.Duration `yaml:"reclaimBackoff,omitempty"`
+	ReclaimBackoffMax   time.Duration `yaml:"reclaimBackoffMax,omitempty"`   // 0: 16 × ReclaimBackoff
+	ReclaimBackoffReset time.Duration `yaml:"reclaimBackoffReset,omitempty"` // 0: DefaultReclaimBackoffReset
 	// MaxSnapshotAge: a snapshot older than this yields a plan without actions.
 	MaxSnapshotAge time.Duration `yaml:"maxSnapshotAge,omitempty"`
 	// LendReasons are the pending reasons that make a job a candidate for lending.
@@ -119,6 +135,18 @@ func (s Settings) elasticPattern() string { return cmp.Or(s.ElasticQOS, DefaultE
 // GuaranteedQOSName is the name of account's guaranteed QOS (bridge/pools.QOSName: lower case).
 func (s Settings) GuaranteedQOSName(account string) string {
 	return pools.QOSName(cmp.Or(s.GuaranteedQOS, DefaultGuaranteedQOS), account)
+}
+
+// BackoffMax is the longest reclaim backoff; BackoffReset the run after which it starts over.
+func (s Settings) BackoffMax() time.Duration {
+	if s.ReclaimBackoffMax > 0 {
+		return s.ReclaimBackoffMax
+	}
+	return 16 * s.ReclaimBackoff
+}
+
+func (s Settings) BackoffReset() time.Duration {
+	return cmp.Or(s.ReclaimBackoffReset, DefaultReclaimBackoffReset)
 }
 
 // SnapshotMaxAge is the oldest snapshot that may still lead to actions.
@@ -267,10 +295,17 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		path string
 		v    time.Duration
-	}{{"settings.graceTime", s.GraceTime}, {"settings.preemptExemptTime", s.PreemptExemptTime}, {"settings.maxSnapshotAge", s.MaxSnapshotAge}} {
+	}{{"settings.graceTime", s.GraceTime}, {"settings.preemptExemptTime", s.PreemptExemptTime}, {"settings.maxSnapshotAge", s.MaxSnapshotAge},
+		{"settings.reclaimBackoff", s.ReclaimBackoff}, {"settings.reclaimBackoffMax", s.ReclaimBackoffMax}, {"settings.reclaimBackoffReset", s.ReclaimBackoffReset}} {
 		if d.v < 0 {
 			bad(d.path, "must not be negative, got %s", d.v)
 		}
+	}
+	switch {
+	case s.ReclaimBackoffMax > 0 && s.ReclaimBackoffMax < s.ReclaimBackoff:
+		bad("settings.reclaimBackoffMax", "%s is shorter than reclaimBackoff %s", s.ReclaimBackoffMax, s.ReclaimBackoff)
+	case s.BackoffMax() > ReclaimWindow:
+		bad("settings.reclaimBackoffMax", "%s is longer than the %s of reclaims quotad reads", s.BackoffMax(), ReclaimWindow)
 	}
 	for i, r := range s.LendReasons {
 		if strings.TrimSpace(r) == "" {

@@ -48,6 +48,17 @@ type Snapshot struct {
 	// WholeArrays is set where Slurm does not start an array task lent alone while the rest of
 	// its array waits (22.05): an array record is then lent only when all its tasks fit.
 	WholeArrays bool
+	// Reclaims are the runs Slurm ended by preemption (and requeue) within ReclaimWindow, any
+	// QOS, oldest first: the reclaim backoff reads those of borrow QOS.
+	Reclaims []Reclaim
+}
+
+// Reclaim is one run of a job that Slurm preempted and requeued: in a borrow QOS, a claim
+// took its GPUs back.
+type Reclaim struct {
+	JobID          uint32
+	QOS            string // the QOS it ran in
+	Started, Ended time.Time
 }
 
 // UnreadableJob is a job in the queue that the adapter could not turn into a Job: what of it

@@ -338,3 +338,17 @@ func SumUsage(rows []slurmdbd.UsageRow, gpuID uint32, since, now time.Time) (map
 	}
 	return usage, nil
 }
+
+// Reclaims are the runs of jobs Slurm preempted (and requeued) that ended after since, for the
+// policy's reclaim backoff; the policy keeps those of borrow QOS.
+func (r *Reader) Reclaims(ctx context.Context, since time.Time) ([]policy.Reclaim, error) {
+	rows, err := r.PreemptedRuns(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]policy.Reclaim, 0, len(rows))
+	for _, row := range rows {
+		out = append(out, policy.Reclaim{JobID: row.JobID, QOS: row.QOS, Started: time.Unix(row.Start, 0).UTC(), Ended: time.Unix(row.End, 0).UTC()})
+	}
+	return out, nil
+}

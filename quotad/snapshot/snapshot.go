@@ -30,6 +30,7 @@ type Accounting interface {
 	QOS(ctx context.Context, tres map[uint32]string) ([]policy.QOS, error)
 	Associations(ctx context.Context) ([]policy.Account, []policy.UserAssociation, error)
 	Usage(ctx context.Context, gpuID uint32, since, now time.Time) (map[string]float64, error)
+	Reclaims(ctx context.Context, since time.Time) ([]policy.Reclaim, error)
 }
 
 // DefaultUsageWindow is how far back GPU usage counts for tie-breaks among borrowers.
@@ -102,11 +103,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	started := b.now()
 	var (
 		wg                         sync.WaitGroup
-		tres                       map[uint32]string
-		qos                        []policy.QOS
-		accounts                   []policy.Account
-		users                      []policy.UserAssociation
-		usage                      map[string]float64
+		acc                        accounting
 		rel                        slurm.Release
 		nodes                      []slurm.Node
 		jobs                       []slurm.Job
@@ -119,7 +116,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	go func() {
 		defer wg.Done()
 		clock := time.Now()
-		tres, qos, accounts, users, usage, accErr = b.readAccounting(ctx, started)
+		acc, accErr = b.readAccounting(ctx, cfg, started)
 		took.Accounting = time.Since(clock)
 	}()
 	go func() {
@@ -172,9 +169,9 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 		return nil, err
 	}
 	snap := &Snapshot{
-		Snapshot: &policy.Snapshot{TakenAt: started, QOS: qos, Accounts: accounts, Users: users, Usage: usage, Nodes: Nodes(nodes),
-			WholeArrays: !rel.StartsSplitArrayTasks()},
-		TRES:       tres,
+		Snapshot: &policy.Snapshot{TakenAt: started, QOS: acc.qos, Accounts: acc.accounts, Users: acc.users, Usage: acc.usage, Nodes: Nodes(nodes),
+			WholeArrays: !rel.StartsSplitArrayTasks(), Reclaims: acc.reclaims},
+		TRES:       acc.tres,
 		SlurmNodes: nodes,
 		Took:       took,
 	}
@@ -278,32 +275,46 @@ func (b *Builder) workerNames(ctx context.Context, cfg *policy.Config, jobs []sl
 	return names, nil
 }
 
+// accounting is what the snapshot reads from slurmdbd's database.
+type accounting struct {
+	tres     map[uint32]string
+	qos      []policy.QOS
+	accounts []policy.Account
+	users    []policy.UserAssociation
+	usage    map[string]float64
+	reclaims []policy.Reclaim
+}
+
 // readAccounting reads slurmdbd's database: TRES names, QOS, accounts, users with their own QOS
-// list and GPU usage over the usage window up to started.
-func (b *Builder) readAccounting(ctx context.Context, started time.Time) (tres map[uint32]string, qos []policy.QOS, accounts []policy.Account, users []policy.UserAssociation, usage map[string]float64, err error) {
-	fail := func(err error) (map[uint32]string, []policy.QOS, []policy.Account, []policy.UserAssociation, map[string]float64, error) {
-		return nil, nil, nil, nil, nil, fmt.Errorf("slurmdbd database: %w", err)
-	}
-	if tres, err = b.Accounting.TRESNames(ctx); err != nil {
+// list, GPU usage over the usage window up to started, and, when the table sets a reclaim
+// backoff, the preemptions of the reclaim window.
+func (b *Builder) readAccounting(ctx context.Context, cfg *policy.Config, started time.Time) (acc accounting, err error) {
+	fail := func(err error) (accounting, error) { return accounting{}, fmt.Errorf("slurmdbd database: %w", err) }
+	if acc.tres, err = b.Accounting.TRESNames(ctx); err != nil {
 		return fail(err)
 	}
-	if qos, err = b.Accounting.QOS(ctx, tres); err != nil {
+	if acc.qos, err = b.Accounting.QOS(ctx, acc.tres); err != nil {
 		return fail(err)
 	}
-	if accounts, users, err = b.Accounting.Associations(ctx); err != nil {
+	if acc.accounts, acc.users, err = b.Accounting.Associations(ctx); err != nil {
 		return fail(err)
 	}
-	usage = map[string]float64{}
-	if gpuID, ok := slurmdbd.TRESID(tres, "gres/gpu"); ok {
+	acc.usage = map[string]float64{}
+	if gpuID, ok := slurmdbd.TRESID(acc.tres, "gres/gpu"); ok {
 		window := b.UsageWindow
 		if window <= 0 {
 			window = DefaultUsageWindow
 		}
-		if usage, err = b.Accounting.Usage(ctx, gpuID, started.Add(-window), started); err != nil {
+		if acc.usage, err = b.Accounting.Usage(ctx, gpuID, started.Add(-window), started); err != nil {
 			return fail(err)
 		}
 	}
-	return tres, qos, accounts, users, usage, nil
+	if cfg != nil && cfg.Settings.ReclaimBackoff > 0 {
+		if acc.reclaims, err = b.Accounting.Reclaims(ctx, started.Add(-policy.ReclaimWindow)); err != nil {
+			return fail(err)
+		}
+	}
+	return acc, nil
 }
 
 // ConvertJob maps a squeue job to the policy's terms; ok is false for jobs that hold and want

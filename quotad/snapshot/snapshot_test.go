@@ -111,6 +111,10 @@ func (fakeAccounting) QOS(context.Context, map[uint32]string) ([]policy.QOS, err
 func (fakeAccounting) Associations(context.Context) ([]policy.Account, []policy.UserAssociation, error) {
 	return nil, nil, nil
 }
+func (fakeAccounting) Reclaims(context.Context, time.Time) ([]policy.Reclaim, error) {
+	return nil, nil
+}
+
 func (fakeAccounting) Usage(context.Context, uint32, time.Time, time.Time) (map[string]float64, error) {
 	return map[string]float64{"proj-b": 10}, nil
 }

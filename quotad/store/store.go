@@ -236,7 +236,7 @@ func loadByType(ctx context.Context, q querier, cfg *policy.Config, index map[st
 func ptr[T any](v T) *T { return &v }
 
 // settingNames are the quota_settings rows, one per Settings field.
-var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons"}
+var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons", "reclaimBackoff", "reclaimBackoffMax", "reclaimBackoffReset"}
 
 func settingValues(s policy.Settings) map[string]string {
 	out := map[string]string{}
@@ -254,8 +254,11 @@ func settingValues(s policy.Settings) map[string]string {
 	if s.PreemptExemptTime != 0 {
 		put("preemptExemptTime", s.PreemptExemptTime.String())
 	}
-	if s.MaxSnapshotAge != 0 {
-		put("maxSnapshotAge", s.MaxSnapshotAge.String())
+	for name, d := range map[string]time.Duration{"maxSnapshotAge": s.MaxSnapshotAge, "reclaimBackoff": s.ReclaimBackoff,
+		"reclaimBackoffMax": s.ReclaimBackoffMax, "reclaimBackoffReset": s.ReclaimBackoffReset} {
+		if d != 0 {
+			put(name, d.String())
+		}
 	}
 	if s.GuaranteedPriority != nil {
 		put("guaranteedPriority", strconv.Itoa(*s.GuaranteedPriority))
@@ -282,6 +285,12 @@ func setSetting(s *policy.Settings, name, value string) error {
 		s.PreemptExemptTime, err = time.ParseDuration(value)
 	case "maxSnapshotAge":
 		s.MaxSnapshotAge, err = time.ParseDuration(value)
+	case "reclaimBackoff":
+		s.ReclaimBackoff, err = time.ParseDuration(value)
+	case "reclaimBackoffMax":
+		s.ReclaimBackoffMax, err = time.ParseDuration(value)
+	case "reclaimBackoffReset":
+		s.ReclaimBackoffReset, err = time.ParseDuration(value)
 	case "guaranteedPriority", "borrowPriority":
 		var n int
 		if n, err = strconv.Atoi(value); err == nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"testing"
+	"time"
 
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
@@ -38,14 +39,16 @@ func TestDiffNamesEachChange(t *testing.T) {
 
 func TestSettingsRoundTrip(t *testing.T) {
 	prio := 10
-	s := policy.Settings{BorrowQOS: "lend", GraceTime: 3e9, PreemptExemptTime: 20e9, BorrowPriority: &prio, LendReasons: []string{"QOSGrpGRES", "QOSGrpTRES"}}
+	s := policy.Settings{BorrowQOS: "lend", GraceTime: 3e9, PreemptExemptTime: 20e9, BorrowPriority: &prio, LendReasons: []string{"QOSGrpGRES", "QOSGrpTRES"},
+		ReclaimBackoff: time.Minute, ReclaimBackoffMax: time.Hour, ReclaimBackoffReset: 10 * time.Minute}
 	var back policy.Settings
 	for k, v := range settingValues(s) {
 		if err := setSetting(&back, k, v); err != nil {
 			t.Fatal(k, err)
 		}
 	}
-	if back.BorrowQOS != "lend" || back.GraceTime != s.GraceTime || back.PreemptExemptTime != s.PreemptExemptTime || *back.BorrowPriority != 10 || len(back.LendReasons) != 2 {
+	if back.BorrowQOS != "lend" || back.GraceTime != s.GraceTime || back.PreemptExemptTime != s.PreemptExemptTime || *back.BorrowPriority != 10 || len(back.LendReasons) != 2 ||
+		back.ReclaimBackoff != time.Minute || back.ReclaimBackoffMax != time.Hour || back.ReclaimBackoffReset != 10*time.Minute {
 		t.Errorf("round trip = %+v", back)
 	}
 	if err := setSetting(&back, "futureKnob", "1"); err == nil {

@@ -168,6 +168,14 @@ func (b *SnapshotWrapper) Usage(account string, gpuSeconds float64) *SnapshotWra
 }
 func (b *SnapshotWrapper) TakenAt(t time.Time) *SnapshotWrapper { b.s.TakenAt = t; return b }
 
+// Reclaimed records that Slurm preempted and requeued job id in qos after a run of ran that
+// ended ago before T0 (a claim took it back, when qos is a borrow QOS).
+func (b *SnapshotWrapper) Reclaimed(id uint32, qos string, ran, ago time.Duration) *SnapshotWrapper {
+	end := T0.Add(-ago)
+	b.s.Reclaims = append(b.s.Reclaims, policy.Reclaim{JobID: id, QOS: qos, Started: end.Add(-ran), Ended: end})
+	return b
+}
+
 // WholeArrays marks the snapshot as from a Slurm release that starts an array's tasks only
 // together (see policy.Snapshot.WholeArrays).
 func (b *SnapshotWrapper) WholeArrays(whole bool) *SnapshotWrapper { b.s.WholeArrays = whole; return b }
