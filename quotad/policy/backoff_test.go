@@ -26,6 +26,7 @@ func TestReclaimBackoff(t *testing.T) {
 		snap    func(*policytest.SnapshotWrapper) *policytest.SnapshotWrapper
 		want    []string
 		explain map[uint32]policytest.Says
+		backing int // proj-b's jobs waiting out a backoff, for the page
 	}{
 		{
 			name: "a job a claim took back 30 s ago waits out its 1 min backoff; another is lent",
@@ -36,6 +37,7 @@ func TestReclaimBackoff(t *testing.T) {
 			want: []string{"lend 6 proj-b"},
 			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimBackoff,
 				Words: "claims took it back once, the last at 11:59:30 UTC: it is lent again from 12:00:30 UTC (reclaim backoff 1m0s)"}},
+			backing: 1,
 		},
 		{
 			name: "once its backoff has passed it is lent again",
@@ -57,6 +59,7 @@ func TestReclaimBackoff(t *testing.T) {
 			},
 			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimBackoff,
 				Words: "claims took it back 3 times in a row, each after a run shorter than 10m0s, the last at 11:57:00 UTC: it is lent again from 12:01:00 UTC (reclaim backoff 4m0s)"}},
+			backing: 1,
 		},
 		{
 			name: "a long run before the last reclaim starts the count over",
@@ -81,6 +84,7 @@ func TestReclaimBackoff(t *testing.T) {
 				return b
 			},
 			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimBackoff, Words: "(reclaim backoff 3m0s)"}},
+			backing: 1,
 		},
 		{
 			name: "requeued into its borrow QOS, it is returned to its guarantee until the backoff ends",
@@ -91,6 +95,7 @@ func TestReclaimBackoff(t *testing.T) {
 			},
 			want:    []string{"return 5 proj-b"},
 			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReturnBackoff}},
+			backing: 1,
 		},
 		{
 			name: "preempted in a QOS that is no borrow QOS: not a reclaim",
@@ -119,6 +124,11 @@ func TestReclaimBackoff(t *testing.T) {
 				t.Errorf("moves %q, want %q", got, tt.want)
 			}
 			policytest.CheckExplains(t, plan, tt.explain)
+			for _, p := range plan.Projects {
+				if p.Account == "proj-b" && p.BackingOff != tt.backing {
+					t.Errorf("proj-b has %d jobs backing off, want %d", p.BackingOff, tt.backing)
+				}
+			}
 		})
 	}
 }

@@ -57,8 +57,16 @@ func ordinal(n int) string {
 
 func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 	out := make([]ProjectStatus, 0, len(books.projects))
+	backingOff := map[*project]int{}
+	for i := range c.snap.Jobs {
+		if j := &c.snap.Jobs[i]; j.State == StatePending && c.backoffs[j.ID].streak > 0 {
+			if p := books.jobProject(j); p != nil {
+				backingOff[p]++
+			}
+		}
+	}
 	for _, p := range books.projects {
-		st := ProjectStatus{Account: p.cfg.Account, GuaranteedQOS: p.guarQOS, Weight: p.weight, Usage: p.usage}
+		st := ProjectStatus{Account: p.cfg.Account, GuaranteedQOS: p.guarQOS, Weight: p.weight, Usage: p.usage, BackingOff: backingOff[p]}
 		types := slices.Clone(c.types)
 		if p.inUse[""]+p.borrowed[""]+p.pending[""] > 0 {
 			types = append([]string{""}, types...)
@@ -81,6 +89,9 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 			parts = append(parts, fmt.Sprintf("%s %d/%d guaranteed in use, %s, %d pending%s", typeName(t), row.InUse, row.Guaranteed, borrowed, row.Pending, lends))
 		}
 		st.Summary = fmt.Sprintf("%s (QOS %s, weight %g): %s; all types %d/%d guaranteed in use, %d borrowed", p.cfg.Account, p.guarQOS, p.weight, strings.Join(parts, "; "), p.inUseTotal, p.cfg.Total(), p.borrowedTotal)
+		if st.BackingOff > 0 {
+			st.Summary += fmt.Sprintf("; %d job(s) a claim took back wait out their reclaim backoff", st.BackingOff)
+		}
 		out = append(out, st)
 	}
 	return out

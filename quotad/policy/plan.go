@@ -203,7 +203,10 @@ type ProjectStatus struct {
 	Weight        float64
 	Usage         float64 // GPU-seconds in the fairness window
 	ByType        []ProjectTypeStatus
-	Summary       string
+	// BackingOff counts its pending jobs that a claim took back and that wait out their
+	// reclaim backoff before they are lent again.
+	BackingOff int
+	Summary    string
 }
 
 // ProjectTypeStatus counts one project's GPUs of one type ("" for requests of any type whose

@@ -55,7 +55,9 @@ type Project struct {
 	UsageGPUSeconds float64       `json:"usage_gpu_seconds"`
 	Limits          ProjectLimits `json:"limits"`
 	GPUs            []ProjectGPUs `json:"gpus"`
-	Summary         string        `json:"summary"`
+	// BackingOff counts its jobs a claim took back that wait out their reclaim backoff.
+	BackingOff int    `json:"backing_off"`
+	Summary    string `json:"summary"`
 }
 
 // ProjectLimits are the quota table's limits; null means none.
@@ -167,7 +169,7 @@ func Projects(plan *policy.Plan, cfg *policy.Config) []Project {
 	out := []Project{}
 	for _, ps := range plan.Projects {
 		p := Project{Account: ps.Account, GuaranteedQOS: ps.GuaranteedQOS, Weight: ps.Weight, UsageGPUSeconds: ps.Usage,
-			Summary: ps.Summary, GPUs: []ProjectGPUs{}}
+			Summary: ps.Summary, GPUs: []ProjectGPUs{}, BackingOff: ps.BackingOff}
 		if pc, ok := cfg.Project(ps.Account); ok {
 			p.Limits = ProjectLimits{TotalGPUs: copyPtr(pc.TotalGPUs), BorrowLimit: copyPtr(pc.BorrowLimit), BorrowLimitByType: copyMap(pc.BorrowLimitByType), LendLimitByType: copyMap(pc.LendLimitByType)}
 		}
