@@ -40,6 +40,8 @@ func TestClientCommandLines(t *testing.T) {
 		want []string
 	}{
 		{"ping", "", func(c Client) error { return c.Ping(context.Background()) }, []string{"scontrol ping"}},
+		{"decayed gpu usage", "proj-a||gres/gpu=2\n", func(c Client) error { _, err := c.DecayedGPUUsage(context.Background()); return err },
+			[]string{"sshare -P -n -o Account,User,GrpTRESRaw"}},
 		{"reconfigure", "", func(c Client) error { return c.Reconfigure(context.Background()) }, []string{"scontrol reconfigure"}},
 		{"batch script", "#!/bin/sh\n", func(c Client) error { _, err := c.BatchScript(context.Background(), 12); return err },
 			[]string{"scontrol write batch_script 12 -"}},

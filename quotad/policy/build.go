@@ -176,6 +176,7 @@ func newLedger(c *cycle) *ledger {
 			p.usage += u
 		}
 	}
+	l.weighByDecayedUsage()
 	l.nodes, l.total, l.idleStart = newIdleNodes(c.snap.Nodes)
 	return l
 }

@@ -30,6 +30,12 @@ const (
 	accountPlaceholder    = pools.AccountPlaceholder
 )
 
+// The lend orders (Settings.LendOrder).
+const (
+	LendByHoldings     = "holdings"
+	LendByDecayedUsage = "decayed-usage"
+)
+
 // DefaultReclaimBackoffReset is how long a borrower must run before a reclaim for its
 // backoff to start over, when the table does not say; ReclaimWindow is how far back the
 // snapshot reads reclaims, and bounds ReclaimBackoffMax.
@@ -91,6 +97,12 @@ type Settings struct {
 	ReclaimBackoff      time.Duration `yaml:"reclaimBackoff,omitempty"`
 	ReclaimBackoffMax   time.Duration `yaml:"reclaimBackoffMax,omitempty"`   // 0: 16 × ReclaimBackoff
 	ReclaimBackoffReset time.Duration `yaml:"reclaimBackoffReset,omitempty"` // 0: DefaultReclaimBackoffReset
+	// LendOrder is how idle GPUs are divided among borrowers. LendByHoldings (the default):
+	// each project's weighted share of what borrowers hold now. LendByDecayedUsage: the same
+	// shares, each weight scaled by Slurm's own fair-share factor of the project's decayed GPU
+	// usage (sshare; the site's PriorityDecayHalfLife), so a project that used much of the
+	// cluster lately gets less of what is idle now.
+	LendOrder string `yaml:"lendOrder,omitempty"`
 	// MaxSnapshotAge: a snapshot older than this yields a plan without actions.
 	MaxSnapshotAge time.Duration `yaml:"maxSnapshotAge,omitempty"`
 	// LendReasons are the pending reasons that make a job a candidate for lending.
@@ -148,6 +160,9 @@ func (s Settings) BackoffMax() time.Duration {
 func (s Settings) BackoffReset() time.Duration {
 	return cmp.Or(s.ReclaimBackoffReset, DefaultReclaimBackoffReset)
 }
+
+// ByDecayedUsage says whether borrowers' shares follow their decayed GPU usage.
+func (s Settings) ByDecayedUsage() bool { return s.LendOrder == LendByDecayedUsage }
 
 // SnapshotMaxAge is the oldest snapshot that may still lead to actions.
 func (s Settings) SnapshotMaxAge() time.Duration {
@@ -306,6 +321,9 @@ func (c *Config) Validate() error {
 		bad("settings.reclaimBackoffMax", "%s is shorter than reclaimBackoff %s", s.ReclaimBackoffMax, s.ReclaimBackoff)
 	case s.BackoffMax() > ReclaimWindow:
 		bad("settings.reclaimBackoffMax", "%s is longer than the %s of reclaims quotad reads", s.BackoffMax(), ReclaimWindow)
+	}
+	if s.LendOrder != "" && s.LendOrder != LendByHoldings && s.LendOrder != LendByDecayedUsage {
+		bad("settings.lendOrder", "%q is not a lend order (%s or %s)", s.LendOrder, LendByHoldings, LendByDecayedUsage)
 	}
 	for i, r := range s.LendReasons {
 		if strings.TrimSpace(r) == "" {

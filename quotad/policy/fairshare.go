@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 )
@@ -13,6 +14,27 @@ import (
 type shares struct {
 	pool    map[string]float64
 	weights map[string]float64 // type → sum of contending projects' weights
+}
+
+// weighByDecayedUsage sets each project's lendWeight: its weight times Slurm's classic
+// fair-share factor 2^(-U/S) of its decayed GPU usage, U its part of all projects' usage and S
+// its part of all weights, so a project that used twice its share of the cluster lately
+// counts a quarter of its weight. Without that order, or with no usage at all, the weight.
+func (l *ledger) weighByDecayedUsage() {
+	var used, weights float64
+	for _, p := range l.projects {
+		p.lendWeight, p.usageFactor = p.weight, 1
+		used += l.c.snap.DecayedUsage[p.cfg.Account]
+		weights += p.weight
+	}
+	if !l.c.cfg.Settings.ByDecayedUsage() || used <= 0 || weights <= 0 {
+		return
+	}
+	for _, p := range l.projects {
+		u, s := l.c.snap.DecayedUsage[p.cfg.Account]/used, p.weight/weights
+		p.usageFactor = math.Exp2(-u / s)
+		p.lendWeight = p.weight * p.usageFactor
+	}
 }
 
 func (l *ledger) fairShares() shares {
@@ -42,7 +64,7 @@ func (l *ledger) fairShares() shares {
 		}
 		for _, t := range slices.Sorted(maps.Keys(wants)) {
 			s.pool[t] += float64(p.borrowed[t])
-			s.weights[t] += p.weight
+			s.weights[t] += p.lendWeight
 		}
 	}
 	return s
@@ -65,7 +87,7 @@ func (s shares) fair(p *project, t string) float64 {
 	if s.weights[t] == 0 {
 		return 0
 	}
-	return s.pool[t] * p.weight / s.weights[t]
+	return s.pool[t] * p.lendWeight / s.weights[t]
 }
 
 func (s shares) describe(p *project, gpus map[string]int, deficit float64) string {
@@ -73,5 +95,9 @@ func (s shares) describe(p *project, gpus map[string]int, deficit float64) strin
 	for _, t := range slices.Sorted(maps.Keys(gpus)) {
 		parts = append(parts, fmt.Sprintf("fair share %.1f of %.0f %s for borrowers", s.fair(p, t), s.pool[t], t))
 	}
-	return fmt.Sprintf("%s; deficit was %.1f, the largest", strings.Join(parts, ", "), deficit)
+	by := ""
+	if p.usageFactor != 1 {
+		by = fmt.Sprintf(" (weight %g × %.2f for its decayed GPU use)", p.weight, p.usageFactor)
+	}
+	return fmt.Sprintf("%s%s; deficit was %.1f, the largest", strings.Join(parts, ", "), by, deficit)
 }

@@ -13,8 +13,12 @@ type project struct {
 	borrowQOS     string
 	elasticQOS    string
 	weight, usage float64
-	inUse         map[string]int // type → GPUs of started jobs in the guaranteed QOS
-	inUseTotal    int
+	// lendWeight is weight as borrowers divide idle GPUs: weight itself, or scaled by the
+	// fair-share factor of the project's decayed GPU usage (fairshare.go).
+	lendWeight  float64
+	usageFactor float64        // that factor; 1 when the lend order does not use it
+	inUse       map[string]int // type → GPUs of started jobs in the guaranteed QOS
+	inUseTotal  int
 	// borrowed counts the borrow QOS and the elastic QOS together: the project's borrowing
 	// limits, its fair share and its place in the reclaim order see both.
 	borrowed      map[string]int // type → GPUs held or promised in the borrow and elastic QOS

@@ -45,6 +45,9 @@ type Snapshot struct {
 	// Usage is GPU-seconds per account over the fairness window; it breaks ties among
 	// borrowers with equal deficits in favour of the one that used less.
 	Usage map[string]float64
+	// DecayedUsage is each account's GPU-seconds as Slurm's fair share keeps them, decayed by
+	// the site's half-life (sshare), read when the table's lendOrder is decayed-usage.
+	DecayedUsage map[string]float64
 	// WholeArrays is set where Slurm does not start an array task lent alone while the rest of
 	// its array waits (22.05): an array record is then lent only when all its tasks fit.
 	WholeArrays bool

@@ -44,6 +44,7 @@ type Live interface {
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	Queue(ctx context.Context, r slurm.QueueRead) ([]slurm.Job, error)
 	ArrayTaskThrottle(ctx context.Context, arrayJobID uint32) (int, error)
+	DecayedGPUUsage(ctx context.Context) (map[string]float64, error)
 }
 
 // Builder takes snapshots.
@@ -104,6 +105,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	var (
 		wg                         sync.WaitGroup
 		acc                        accounting
+		decayed                    map[string]float64
 		rel                        slurm.Release
 		nodes                      []slurm.Node
 		jobs                       []slurm.Job
@@ -128,6 +130,12 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 		}
 		if nodes, nodesErr = b.Live.Nodes(ctx); nodesErr != nil {
 			nodesErr = fmt.Errorf("slurmctld (sinfo): %w", nodesErr)
+			return
+		}
+		if cfg != nil && cfg.Settings.ByDecayedUsage() {
+			if decayed, nodesErr = b.Live.DecayedGPUUsage(ctx); nodesErr != nil {
+				nodesErr = fmt.Errorf("slurmctld (sshare): %w", nodesErr)
+			}
 		}
 		took.Nodes = time.Since(clock)
 	}()
@@ -170,7 +178,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	}
 	snap := &Snapshot{
 		Snapshot: &policy.Snapshot{TakenAt: started, QOS: acc.qos, Accounts: acc.accounts, Users: acc.users, Usage: acc.usage, Nodes: Nodes(nodes),
-			WholeArrays: !rel.StartsSplitArrayTasks(), Reclaims: acc.reclaims},
+			WholeArrays: !rel.StartsSplitArrayTasks(), Reclaims: acc.reclaims, DecayedUsage: decayed},
 		TRES:       acc.tres,
 		SlurmNodes: nodes,
 		Took:       took,

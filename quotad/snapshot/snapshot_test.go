@@ -34,6 +34,10 @@ type fixtureFetcher struct {
 	t             *testing.T
 }
 
+func (f fixtureFetcher) DecayedGPUUsage(context.Context) (map[string]float64, error) {
+	return map[string]float64{"proj-a": 120}, nil
+}
+
 func (f fixtureFetcher) ArrayTaskThrottle(_ context.Context, arrayJobID uint32) (int, error) {
 	if f.askedArrays != nil {
 		*f.askedArrays = append(*f.askedArrays, arrayJobID)

@@ -236,7 +236,7 @@ func loadByType(ctx context.Context, q querier, cfg *policy.Config, index map[st
 func ptr[T any](v T) *T { return &v }
 
 // settingNames are the quota_settings rows, one per Settings field.
-var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons", "reclaimBackoff", "reclaimBackoffMax", "reclaimBackoffReset"}
+var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons", "reclaimBackoff", "reclaimBackoffMax", "reclaimBackoffReset", "lendOrder"}
 
 func settingValues(s policy.Settings) map[string]string {
 	out := map[string]string{}
@@ -267,6 +267,7 @@ func settingValues(s policy.Settings) map[string]string {
 		put("borrowPriority", strconv.Itoa(*s.BorrowPriority))
 	}
 	put("lendReasons", strings.Join(s.LendReasons, ","))
+	put("lendOrder", s.LendOrder)
 	return out
 }
 
@@ -302,6 +303,8 @@ func setSetting(s *policy.Settings, name, value string) error {
 		}
 	case "lendReasons":
 		s.LendReasons = strings.Split(value, ",")
+	case "lendOrder":
+		s.LendOrder = value
 	default:
 		// A newer quotad may know more settings; an older one must not silently drop them.
 		return fmt.Errorf("unknown setting (written by a newer version?)")

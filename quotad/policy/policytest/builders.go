@@ -168,6 +168,15 @@ func (b *SnapshotWrapper) Usage(account string, gpuSeconds float64) *SnapshotWra
 }
 func (b *SnapshotWrapper) TakenAt(t time.Time) *SnapshotWrapper { b.s.TakenAt = t; return b }
 
+// DecayedUsage sets account's GPU-seconds as Slurm's fair share keeps them (sshare).
+func (b *SnapshotWrapper) DecayedUsage(account string, gpuSeconds float64) *SnapshotWrapper {
+	if b.s.DecayedUsage == nil {
+		b.s.DecayedUsage = map[string]float64{}
+	}
+	b.s.DecayedUsage[account] = gpuSeconds
+	return b
+}
+
 // Reclaimed records that Slurm preempted and requeued job id in qos after a run of ran that
 // ended ago before T0 (a claim took it back, when qos is a borrow QOS).
 func (b *SnapshotWrapper) Reclaimed(id uint32, qos string, ran, ago time.Duration) *SnapshotWrapper {
