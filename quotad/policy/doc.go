@@ -17,6 +17,12 @@
 // held, dependent and future jobs reserve nothing, and a job it could not read counts at its
 // worst (unreadable.go).
 //
+// A project's lending limit (Project.LendLimitByType) keeps the rest of its idle guarantee
+// unlent: the GPUs are counted per type (place.go, keptForOwners), not placed. A borrower a
+// claim took back waits out a reclaim backoff before it is lent again (backoff.go, from
+// slurmdbd's PREEMPTED runs). Settings.LendOrder may scale the borrowers' weights by their
+// decayed GPU usage (fairshare.go, from sshare).
+//
 // Reclaim is Slurm's own QOS preemption (requeue): a plan never cancels, kills or requeues a
 // job. Slurm can requeue only batch jobs with Requeue=1 and kills any other job it preempts,
 // so a plan never lends any other job (Job.Requeueable), returns such a job found pending in a
