@@ -2,7 +2,8 @@
 # Runs bin/quotad against the local testbed ($TESTBED_DIR, default /tmp/slurmbridge-testbed).
 #
 #   quotad.sh start    import the quota table testbed.sh up rendered ($TESTBED_DIR/etc/quotas.yaml,
-#                      slurm-conf/testbed/quotas.yaml's twin on the testbed), start quotad in the background
+#                      slurm-conf/testbed/quotas.yaml's twin on the testbed; QUOTAD_QUOTAS names
+#                      another, e.g. the replay's with settings of its own), start quotad in the background
 #                      (pid file $TESTBED_DIR/run/quotad.pid, log $TESTBED_DIR/log/quotad.log,
 #                      metrics on 127.0.0.1, the port testbed.sh up chose: the facts' quotad
 #                      port, or QUOTAD_METRICS_PORT given to it); harmless when it runs
@@ -51,8 +52,8 @@ cmd_start() {
 	local QUOTAD_METRICS_PORT quotas
 	kept_facts "$TESTBED_DIR"
 	# The quota table testbed.sh up rendered from its facts (a preset's projects among them).
-	quotas=$TESTBED_DIR/etc/quotas.yaml
-	[ -f "$quotas" ] || quotas=$REPO_ROOT/slurm-conf/testbed/quotas.yaml
+	quotas=${QUOTAD_QUOTAS:-$TESTBED_DIR/etc/quotas.yaml}
+	[ -f "$quotas" ] || [ -n "${QUOTAD_QUOTAS:-}" ] || quotas=$REPO_ROOT/slurm-conf/testbed/quotas.yaml
 	"$BIN/quotactl" import "$quotas" >/dev/null
 	mkdir -p "$(dirname "$LOGFILE")" "$(dirname "$PIDFILE")"
 	setsid "$BIN/quotad" --interval "$QUOTAD_INTERVAL" --listen "127.0.0.1:$QUOTAD_METRICS_PORT" \

@@ -104,8 +104,8 @@ type Report struct {
 	// its length, since a requeued job starts over. Elastic workers' preempted runs are not in
 	// it: their job goes on with fewer workers.
 	LostGPUSeconds float64
-	// BorrowRuns counts runs in the borrow QOS.
-	BorrowRuns int
+	// BorrowRuns counts runs in the borrow QOS, BorrowedJobs the trace jobs with one or more.
+	BorrowRuns, BorrowedJobs int
 	// PeakGuaranteed is the most GPUs each account held at once outside the borrow QOS.
 	PeakGuaranteed map[string]int
 	Timeline       []Point
@@ -244,7 +244,7 @@ func countJobs(rep *Report, subs []Submitted, byJob map[string][]Record, alloc *
 		}
 		rep.Accounted++
 		var submit, start, done int64
-		completed := false
+		completed, borrowed := false, false
 		last := runs[0]
 		for _, r := range runs {
 			if r.Submit > 0 && (submit == 0 || r.Submit < submit) {
@@ -267,12 +267,16 @@ func countJobs(rep *Report, subs []Submitted, byJob map[string][]Record, alloc *
 			}
 			if IsBorrowQOS(r.QOS) {
 				rep.BorrowRuns++
+				borrowed = true
 			}
 			alloc.add(r)
 			if r.Submit > 0 && (rep.Start == 0 || r.Submit < rep.Start) {
 				rep.Start = r.Submit
 			}
 			rep.End = max(rep.End, r.End)
+		}
+		if borrowed {
+			rep.BorrowedJobs++
 		}
 		if !completed {
 			rep.Lost = append(rep.Lost, s.JobID+" ("+last.State+")")
@@ -351,7 +355,12 @@ func (r *Report) Print(w io.Writer) {
 	if r.Preemptions > 0 {
 		perRequeue = r.LostGPUSeconds / float64(r.Preemptions)
 	}
-	fmt.Fprintf(w, "  preemptions %d (work lost %.0f GPU-s, %.0f per preemption), runs in the borrow QOS %d\n", r.Preemptions, r.LostGPUSeconds, perRequeue, r.BorrowRuns)
+	perBorrowed := 0.0
+	if r.BorrowedJobs > 0 {
+		perBorrowed = float64(r.Preemptions) / float64(r.BorrowedJobs)
+	}
+	fmt.Fprintf(w, "  preemptions %d (work lost %.0f GPU-s, %.0f per preemption), runs in the borrow QOS %d by %d jobs (%.2f requeues per borrowed job)\n",
+		r.Preemptions, r.LostGPUSeconds, perRequeue, r.BorrowRuns, r.BorrowedJobs, perBorrowed)
 	var peaks []string
 	for _, a := range slices.Sorted(maps.Keys(r.PeakGuaranteed)) {
 		peaks = append(peaks, fmt.Sprintf("%s %d", a, r.PeakGuaranteed[a]))

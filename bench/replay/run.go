@@ -118,6 +118,10 @@ type Runner struct {
 	// it). Time is compressed, so the daemons' intervals are too: at ÷240 the testbed's 5 s
 	// cycle stands for 20 minutes of trace time, a production 30 s one for 0.125 s.
 	QuotadInterval time.Duration
+	// QuotaSettings are lines added to the testbed quota table's settings for the modes where
+	// quotad runs (e.g. "reclaimBackoff: 15s", "lendOrder: decayed-usage"), to compare quota
+	// policies on one window.
+	QuotaSettings []string
 	// SampleEvery is how often the daemons' cycles and memory are sampled (default 5 s).
 	SampleEvery time.Duration
 }
@@ -245,6 +249,13 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 	if r.QuotadInterval > 0 {
 		quotadEnv = []string{"QUOTAD_INTERVAL=" + r.QuotadInterval.String()}
 	}
+	if len(r.QuotaSettings) > 0 && mode != Static {
+		table, err := r.quotaTable()
+		if err != nil {
+			return err
+		}
+		quotadEnv = append(quotadEnv, "QUOTAD_QUOTAS="+table)
+	}
 	if r.QuotadInterval > 0 || mode != Static {
 		// Restarted, so the cycle is the replay's whatever quotad ran with before.
 		if _, err := r.Cluster.Daemon(ctx, "quotad", "stop"); err != nil {
@@ -281,6 +292,24 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 		return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
 	}
 	return r.checkStaticQuotas(ctx, projects)
+}
+
+// quotaTable writes the testbed's quota table with QuotaSettings added to its settings, and
+// returns its path.
+func (r *Runner) quotaTable() (string, error) {
+	data, err := os.ReadFile(filepath.Join(r.Cluster.Dir, "etc", "quotas.yaml"))
+	if err != nil {
+		return "", fmt.Errorf("the testbed's quota table: %w", err)
+	}
+	if !strings.Contains(string(data), "\nsettings:\n") {
+		return "", errors.New("the testbed's quota table has no settings section to add to")
+	}
+	table := strings.Replace(string(data), "\nsettings:\n", "\nsettings:\n  "+strings.Join(r.QuotaSettings, "\n  ")+"\n", 1)
+	path := filepath.Join(r.Cluster.Dir, "run", "replay-quotas.yaml")
+	if err := os.WriteFile(path, []byte(table), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // checkStaticQuotas makes sure each project runs capped: its account's default QOS is its

@@ -37,6 +37,7 @@ func main() {
 // options are the flags; a preset fills the ones not given.
 type options struct {
 	preset, trace, modes, out             string
+	quotaSettings                         string
 	from, span                            int64
 	keep, factor                          float64
 	minRun, maxRun, limit, quotadInterval time.Duration
@@ -106,6 +107,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	r := &replay.Runner{Cluster: cluster, Log: w, Timeout: o.limit, ElasticdMetrics: cluster.ElasticdURL() + "/metrics",
 		QuotadInterval: o.quotadInterval}
+	for line := range strings.SplitSeq(o.quotaSettings, ";") {
+		if line = strings.TrimSpace(line); line != "" {
+			r.QuotaSettings = append(r.QuotaSettings, line)
+		}
+	}
+	if len(r.QuotaSettings) > 0 {
+		fmt.Fprintf(w, "quota settings where quotad runs: %s\n", strings.Join(r.QuotaSettings, "; "))
+	}
 	if strings.Contains(o.modes, string(replay.Elastic)) {
 		if r.Elastic, err = elasticSetup(ctx, cluster, o.out, plan.Params.Projects[0].User); err != nil {
 			return err
@@ -146,6 +155,7 @@ func parseOptions(args []string) (options, string, error) {
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds of all modes (alternating)")
 	fs.DurationVar(&o.limit, "timeout", 0, "how long one mode may run after its last submission")
 	fs.DurationVar(&o.quotadInterval, "quotad-interval", time.Second, "quotad's cycle during the replay (time is compressed; 0: the testbed's own, 5 s)")
+	fs.StringVar(&o.quotaSettings, "quota-settings", "", "settings added to the testbed's quota table where quotad runs, ';' between them, e.g. 'reclaimBackoff: 15s; lendOrder: decayed-usage'")
 	fs.StringVar(&o.out, "out", "", "output directory (default bench/results/replay-<preset>-<time>)")
 	if err := fs.Parse(args); err != nil {
 		return o, "", err
