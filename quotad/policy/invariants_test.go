@@ -87,6 +87,13 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*policy
 		sb.Jobs(b.Obj())
 	}
 	sb.WholeArrays(r.IntN(2) == 0) // before the sync: lends decide the reclaim order
+	// Some jobs a claim took back 10 s ago: with a 1 min backoff none of them may be lent.
+	cfg.Settings.ReclaimBackoff = time.Minute
+	for id := uint32(1); id < uint32(nPending); id++ {
+		if r.IntN(15) == 0 {
+			sb.Reclaimed(id, cfg.Settings.BorrowQOSName(fmt.Sprintf("proj-%03d", r.IntN(nProjects))), time.Minute, 10*time.Second)
+		}
+	}
 	snap := sb.Synced(tb, cfg).Obj()
 	return cfg, snap
 }
@@ -130,6 +137,15 @@ func checkInvariants(t *testing.T, seed uint64, cfg *policy.Config, snap *policy
 	byID := map[uint32]*policy.Job{}
 	for i := range snap.Jobs {
 		byID[snap.Jobs[i].ID] = &snap.Jobs[i]
+	}
+	reclaimed := map[uint32]bool{} // all within their backoff (randomCluster)
+	for _, r := range snap.Reclaims {
+		reclaimed[r.JobID] = true
+	}
+	for _, m := range plan.Moves {
+		if m.Kind == policy.Lend && reclaimed[m.JobID] {
+			t.Fatalf("seed %d: job %d lent within its reclaim backoff", seed, m.JobID)
+		}
 	}
 	lentBefore := map[string]int{}
 	borrowedBefore := map[string]map[string]int{}
