@@ -26,6 +26,17 @@ func TestParseShareGPUUsage(t *testing.T) {
 			t.Errorf("usage of %s = %v, want %v", a, got[a], n)
 		}
 	}
+	// 24.11 and 26.05 on a fresh testbed: more GPU TRES (gpumem, gpuutil), the same columns.
+	for _, release := range []string{"24.11", "26.05"} {
+		out, err := os.ReadFile("testdata/sshare-" + release + "-testbed-idle.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseShareGPUUsage(out)
+		if err != nil || len(got) != 4 || got["proj-b"] != 0 {
+			t.Errorf("%s: usage %v, %v; want root and the three projects, none used", release, got, err)
+		}
+	}
 	for _, bad := range []string{
 		"proj-a||cpu=2,mem=2424\n",     // no gres/gpu tracked
 		"proj-a||gres/gpu=lots\n",      // not a number
