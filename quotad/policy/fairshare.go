@@ -14,6 +14,7 @@ import (
 type shares struct {
 	pool    map[string]float64
 	weights map[string]float64 // type → sum of contending projects' weights
+	byUsage bool               // weights scaled by decayed usage (Settings.LendOrder)
 }
 
 // weighByDecayedUsage sets each project's lendWeight: its weight times Slurm's classic
@@ -38,7 +39,7 @@ func (l *ledger) weighByDecayedUsage() {
 }
 
 func (l *ledger) fairShares() shares {
-	s := shares{pool: map[string]float64{}, weights: map[string]float64{}}
+	s := shares{pool: map[string]float64{}, weights: map[string]float64{}, byUsage: l.c.cfg.Settings.ByDecayedUsage()}
 	lendable := map[string]int{}
 	for _, t := range l.c.types {
 		lendable[t] = max(0, min(l.nodes.lendable(t), l.lendRoom(t)))
@@ -96,7 +97,7 @@ func (s shares) describe(p *project, gpus map[string]int, deficit float64) strin
 		parts = append(parts, fmt.Sprintf("fair share %.1f of %.0f %s for borrowers", s.fair(p, t), s.pool[t], t))
 	}
 	by := ""
-	if p.usageFactor != 1 {
+	if s.byUsage {
 		by = fmt.Sprintf(" (weight %g × %.2f for its decayed GPU use)", p.weight, p.usageFactor)
 	}
 	return fmt.Sprintf("%s%s; deficit was %.1f, the largest", strings.Join(parts, ", "), by, deficit)
