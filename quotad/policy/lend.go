@@ -36,6 +36,8 @@ type lending struct {
 // lendable GPUs goes first.
 func lend(c *cycle, in settled, log *journal) lent {
 	lg := &lending{c: c, in: in, books: in.books, log: log, arrays: map[*Job]*arrayLends{}}
+	lg.books.keptMemo = map[string]int{}
+	defer func() { lg.books.keptMemo = nil }()
 	for _, p := range lg.books.projects {
 		kept := p.candidates[:0]
 		for _, j := range p.candidates {

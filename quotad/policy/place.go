@@ -53,6 +53,9 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 			pl.problems = append(pl.problems, problem{CodeNoTypeRoom, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN)})
 		}
 	}
+	if len(pl.problems) > 0 {
+		return pl, false // a limit holds it: no need to look for nodes
+	}
 	sh := jobShape(j)
 	parts := j.Partitions
 	if len(parts) == 0 {
@@ -157,9 +160,15 @@ func (l *ledger) lendRoom(t string) int {
 // placed: a borrower may start on any idle GPU of the type as long as that many stay idle, as
 // Kueue counts a lendingLimit.
 func (l *ledger) keptForOwners(t string) int {
+	if kept, ok := l.keptMemo[t]; ok {
+		return kept
+	}
 	kept := 0
 	for _, p := range l.limited {
 		kept += l.keptFor(p, t)
+	}
+	if l.keptMemo != nil {
+		l.keptMemo[t] = kept
 	}
 	return kept
 }
