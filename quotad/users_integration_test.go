@@ -127,7 +127,8 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 	} else if j := parseExplained(t, borrowed, out); !slices.Contains(append(runsBorrowed, policy.CodePromised, policy.CodeLentWaitsForGPUs), policy.Code(j.Code)) {
 		t.Errorf("bob's borrowed job %s explained as %s: %s", borrowed, j.Code, j.Explanation)
 	}
-	if j := explained(t, c, borrowed, append(append([]string{}, where...), "--via", "quotad")...); j.Code == "" {
+	viaAPI := quotactl(t, c, append(append([]string{}, where...), "explain", "--via", "quotad", "--json", borrowed)...)
+	if j := parseExplained(t, borrowed, viaAPI); j.Code == "" {
 		t.Errorf("root explains bob's job through the API without a code: %+v", j)
 	}
 	out, stderr, err = as("alice", "explain", "proj-a")
