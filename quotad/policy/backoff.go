@@ -47,6 +47,12 @@ func reclaimBackoffs(s Settings, reclaims []Reclaim, now time.Time) map[uint32]b
 	return out
 }
 
+// backingOff says whether job j waits out a reclaim backoff now (c.backoffs holds only those).
+func (c *cycle) backingOff(j *Job) bool {
+	_, ok := c.backoffs[j.ID]
+	return ok
+}
+
 // backoffOf is the backoff after a job's reclaims rs, oldest first.
 func backoffOf(s Settings, rs []Reclaim) backoff {
 	short := 0

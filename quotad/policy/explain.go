@@ -59,7 +59,7 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 	out := make([]ProjectStatus, 0, len(books.projects))
 	backingOff := map[*project]int{}
 	for i := range c.snap.Jobs {
-		if j := &c.snap.Jobs[i]; j.State == StatePending && c.backoffs[j.ID].streak > 0 {
+		if j := &c.snap.Jobs[i]; j.State == StatePending && c.backingOff(j) {
 			if p := books.jobProject(j); p != nil {
 				backingOff[p]++
 			}

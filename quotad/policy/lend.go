@@ -51,7 +51,7 @@ func lend(c *cycle, in settled, log *journal) lent {
 				lg.log.say(j, CodeGuaranteeHasRoom, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
 			case !j.Requeueable():
 				lg.log.say(j, CodeNotRequeueable, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
-			case c.backoffs[j.ID].streak > 0:
+			case c.backingOff(j):
 				lg.log.say(j, CodeReclaimBackoff, "waits for %s's guarantee in %s: %s; %s", p.cfg.Account, p.guarQOS, p.quotaUsage(need), c.backoffs[j.ID].text())
 			case c.holdMoves != "":
 				log.say(j, CodeMovesHeld, "waits: %s; %s", p.quotaUsage(need), c.holdMoves)

@@ -87,10 +87,7 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 		if anyType != "" {
 			gpus[anyType] += anyN
 		}
-		if len(pl.problems) == 0 {
-			return placement{partition: part, gpus: gpus, nodes: nodes, perNode: sh.resolve(anyType), shape: sh}, true
-		}
-		return pl, false
+		return placement{partition: part, gpus: gpus, nodes: nodes, perNode: sh.resolve(anyType), shape: sh}, true
 	}
 	if p != nil && anyN > 0 {
 		// Idle GPUs of a type may be there and kept by lending limits: say so, not only that

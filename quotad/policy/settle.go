@@ -83,7 +83,7 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 		code, text := s.returnJob(j, i, p, need, CodeReturnGuaranteeRoom, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
 		p.use(need) // promised: the next returned job must not count the same room
 		return code, text
-	case s.c.backoffs[j.ID].streak > 0:
+	case s.c.backingOff(j):
 		// Requeued by a claim: it would start again on lent GPUs as soon as some are idle.
 		return s.returnJob(j, i, p, need, CodeReturnBackoff, s.c.backoffs[j.ID].text())
 	}
