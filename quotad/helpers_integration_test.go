@@ -109,13 +109,24 @@ func row(t *testing.T, c *testbed.Cluster, id string) jobRow {
 // when the test ends.
 func submitN(t *testing.T, c *testbed.Cluster, user string, n int, extra ...string) []string {
 	t.Helper()
+	return submitJobs(t, c, user, n, append([]string{"-p", "a100", "--gres=gpu:a100:1"}, extra...)...)
+}
+
+// submitTyped submits n one-a100 jobs of user with no partition (the plugin routes them to
+// a100-spot and a100), and cancels them when the test ends.
+func submitTyped(t *testing.T, c *testbed.Cluster, user string, n int) []string {
+	t.Helper()
+	return submitJobs(t, c, user, n, "--gres=gpu:a100:1")
+}
+
+// submitJobs submits n jobs of user with args (sleep 600), and cancels them when the test ends.
+func submitJobs(t *testing.T, c *testbed.Cluster, user string, n int, args ...string) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var ids []string
 	for range n {
-		args := append([]string{"-p", "a100", "--gres=gpu:a100:1"}, extra...)
-		args = append(args, "--wrap", "sleep 600")
-		id, err := c.Submit(ctx, user, args...)
+		id, err := c.Submit(ctx, user, append(slices.Clone(args), "--wrap", "sleep 600")...)
 		if err != nil {
 			t.Fatal(err)
 		}

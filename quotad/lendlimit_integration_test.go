@@ -3,7 +3,6 @@
 package quotad_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -62,22 +61,4 @@ func TestLendingLimitKeepsTheOwnersGPUs(t *testing.T) {
 		t.Errorf("%d of bob's 5 borrowers still running, want 5", n)
 	}
 	assertNoneKilled(t, c, logStart)
-}
-
-// submitTyped submits n one-a100 jobs of user with no partition (the plugin routes them), and
-// cancels them when the test ends.
-func submitTyped(t *testing.T, c *testbed.Cluster, user string, n int) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var ids []string
-	for range n {
-		id, err := c.Submit(ctx, user, "--gres=gpu:a100:1", "--wrap", "sleep 600")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	t.Cleanup(func() { c.Cancel(ids...) })
-	return ids
 }
