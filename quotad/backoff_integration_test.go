@@ -5,7 +5,6 @@ package quotad_test
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,9 +20,12 @@ func importTestbedQuotasWith(t *testing.T, c *testbed.Cluster, settings ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := strings.Replace(string(data), "settings:\n", "settings:\n  "+strings.Join(settings, "\n  ")+"\n", 1)
+	table, err := testbed.QuotaTableWith(data, settings...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "quotas.yaml")
-	if err := os.WriteFile(path, []byte(table), 0o644); err != nil {
+	if err := os.WriteFile(path, table, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	quotactl(t, c, "import", path)

@@ -301,12 +301,12 @@ func (r *Runner) quotaTable() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the testbed's quota table: %w", err)
 	}
-	if !strings.Contains(string(data), "\nsettings:\n") {
-		return "", errors.New("the testbed's quota table has no settings section to add to")
+	table, err := testbed.QuotaTableWith(data, r.QuotaSettings...)
+	if err != nil {
+		return "", fmt.Errorf("the testbed's quota table: %w", err)
 	}
-	table := strings.Replace(string(data), "\nsettings:\n", "\nsettings:\n  "+strings.Join(r.QuotaSettings, "\n  ")+"\n", 1)
 	path := filepath.Join(r.Cluster.Dir, "run", "replay-quotas.yaml")
-	if err := os.WriteFile(path, []byte(table), 0o600); err != nil {
+	if err := os.WriteFile(path, table, 0o600); err != nil {
 		return "", err
 	}
 	return path, nil

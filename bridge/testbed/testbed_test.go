@@ -94,3 +94,14 @@ func TestOneHeavyAtATimeHoldsTheLockUntilTheTestEnds(t *testing.T) {
 		t.Error("the lock is still held after the heavy test ended")
 	}
 }
+
+func TestQuotaTableWith(t *testing.T) {
+	got, err := QuotaTableWith([]byte("# a table\nsettings:\n  graceTime: 0s\nprojects: []\n"), "reclaimBackoff: 60s", "lendOrder: decayed-usage")
+	want := "# a table\nsettings:\n  reclaimBackoff: 60s\n  lendOrder: decayed-usage\n  graceTime: 0s\nprojects: []\n"
+	if err != nil || string(got) != want {
+		t.Errorf("QuotaTableWith = %q, %v; want %q", got, err, want)
+	}
+	if _, err := QuotaTableWith([]byte("projects: []\n"), "reclaimBackoff: 60s"); err == nil {
+		t.Error("a table without settings was accepted")
+	}
+}
