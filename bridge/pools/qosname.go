@@ -3,6 +3,7 @@ package pools
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -56,6 +57,35 @@ func MatchQOS(pattern, qos string) bool {
 		return qos == pattern
 	}
 	return len(qos) > len(prefix)+len(suffix) && strings.HasPrefix(qos, prefix) && strings.HasSuffix(qos, suffix)
+}
+
+// BorrowTierName is the QOS, under a borrow QOS pattern, of account's borrowers of at most
+// gpus GPUs (quotad's settings.borrowSizeTiers): the pattern's name for the account
+// "ACCOUNT-gN", so that every rule recognising a borrow QOS by its pattern (MatchQOS: the
+// job_submit plugin's guard, doctor, the reclaim backoff) recognises the tiers too.
+func BorrowTierName(pattern, account string, gpus int) string {
+	return QOSName(pattern, account+"-g"+strconv.Itoa(gpus))
+}
+
+// BorrowTierOf reads a name BorrowTierName built under pattern: the account and the tier's
+// GPUs. An account that itself ends in "-gN" reads as a tier; quotad refuses a quota table
+// where the two names meet.
+func BorrowTierOf(pattern, qos string) (account string, gpus int, ok bool) {
+	prefix, suffix, templated := strings.Cut(QOSKey(pattern), AccountPlaceholder)
+	qos = QOSKey(qos)
+	if !templated || len(qos) <= len(prefix)+len(suffix) || !strings.HasPrefix(qos, prefix) || !strings.HasSuffix(qos, suffix) {
+		return "", 0, false
+	}
+	inner := qos[len(prefix) : len(qos)-len(suffix)]
+	i := strings.LastIndex(inner, "-g")
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(inner[i+2:])
+	if err != nil || n < 1 || strconv.Itoa(n) != inner[i+2:] {
+		return "", 0, false
+	}
+	return inner[:i], n, true
 }
 
 // PerProject says whether pattern names one QOS per project: it holds "{account}" exactly once.

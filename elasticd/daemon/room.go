@@ -107,7 +107,14 @@ func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRo
 		r.guar = room(limit, snap, t, r.guarQOS)
 	}
 	if limit, ok := snap.qos[elastic]; ok {
-		r.borrowQOS, r.borrow = elastic, room(limit, snap, t, elastic, borrow)
+		// The borrowing limit counts the project's borrowers in every size tier too.
+		counted := []string{elastic, borrow}
+		for q := range snap.qos {
+			if d.cfg.Pools.IsBorrowQOSOf(main.Account, q) {
+				counted = append(counted, q)
+			}
+		}
+		r.borrowQOS, r.borrow = elastic, room(limit, snap, t, counted...)
 	} else if limit, ok := snap.qos[borrow]; ok {
 		r.borrowQOS, r.borrow = borrow, room(limit, snap, t, borrow)
 	}

@@ -341,7 +341,7 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 	var rows []slurmdbd.Preemption
 	elastic := map[string]bool{} // "job@end" of the reclaimed elastic workers
 	for _, p := range cfg.Projects {
-		for _, q := range []string{cfg.Settings.BorrowQOSName(p.Account), cfg.Settings.ElasticQOSName(p.Account)} {
+		for _, q := range append(cfg.Settings.BorrowQOSNames(p.Account), cfg.Settings.ElasticQOSName(p.Account)) {
 			id, ok, err := d.Preemptions.QOSID(ctx, q)
 			if err != nil || !ok {
 				continue

@@ -124,7 +124,7 @@ type ledger struct {
 	c         *cycle
 	projects  []*project // sorted by account
 	byAccount map[string]*project
-	borrowOf  map[string]*project // borrow QOS name → its project
+	borrowOf  map[string]*project // borrow QOS name (size tiers too) → its project; nil: known not one
 	elasticOf map[string]*project // elastic QOS name → its project
 	byQOS     map[string]*project // guaranteed QOS → its project (each name a pools.QOSKey)
 
@@ -168,7 +168,9 @@ func newLedger(c *cycle) *ledger {
 			l.limited = append(l.limited, p)
 		}
 		l.byAccount[pc.Account] = p
-		l.borrowOf[p.borrowQOS] = p
+		for _, q := range c.cfg.Settings.BorrowQOSNames(pc.Account) {
+			l.borrowOf[q] = p
+		}
 		l.elasticOf[p.elasticQOS] = p
 		l.byQOS[p.guarQOS] = p
 	}
@@ -206,10 +208,20 @@ func (l *ledger) jobProject(j *Job) *project {
 // lenderOf is the project whose borrow or elastic QOS qos (a pools.QOSKey) is, or nil: jobs there
 // run on borrowed GPUs.
 func (l *ledger) lenderOf(qos string) *project {
-	if p := l.borrowOf[qos]; p != nil {
+	if p, known := l.borrowOf[qos]; known {
 		return p
 	}
-	return l.elasticOf[qos]
+	if p := l.elasticOf[qos]; p != nil {
+		return p
+	}
+	// A size tier the table dropped (borrowTiers) still holds borrowers; the answer is kept,
+	// nil too, so each other QOS is read once per cycle.
+	var p *project
+	if acct, _, ok := l.c.cfg.Settings.borrowTierOf(qos); ok {
+		p = l.byAccount[acct]
+	}
+	l.borrowOf[qos] = p
+	return p
 }
 
 // isElastic says whether j runs or waits in an elastic QOS: a worker elasticd grew a job by.

@@ -41,7 +41,9 @@ const (
 // snapshot reads reclaims, and bounds ReclaimBackoffMax.
 const (
 	DefaultReclaimBackoffReset = 30 * time.Minute
-	ReclaimWindow              = 24 * time.Hour
+	// MaxBorrowSizeTiers bounds BorrowSizeTiers: 1 to 2^15 GPUs in powers of two.
+	MaxBorrowSizeTiers = 16
+	ReclaimWindow      = 24 * time.Hour
 )
 
 // DefaultLendReasons are the pending reasons with which Slurm says a job is held by its QOS's
@@ -89,6 +91,15 @@ type Settings struct {
 	// lowest priority first, so elastic workers before any other borrower.
 	GuaranteedPriority *int `yaml:"guaranteedPriority,omitempty"`
 	BorrowPriority     *int `yaml:"borrowPriority,omitempty"`
+	// BorrowSizeTiers splits each project's borrow QOS by job size, so that a claim takes the
+	// project's smallest borrowers first. Slurm's QOS preemption tries the lowest QOS Priority
+	// first and, among equals, the oldest job whatever its size: with one borrow QOS a claim
+	// for one GPU can requeue a 4-GPU borrower although a 1-GPU one would do. With tiers
+	// [1, 2, 4, 8] a job lent with at most N GPUs (the smallest tier that holds it) borrows
+	// in its own QOS (BorrowTierQOSName, e.g. borrow-proj-b-g2) and a larger one in the borrow
+	// QOS itself; inside the project's place in the reclaim order each tier's Priority is one
+	// above the smaller tier's. Empty (the default): one borrow QOS per project.
+	BorrowSizeTiers []int `yaml:"borrowSizeTiers,omitempty,flow"`
 	// ReclaimBackoff is how long a borrower that a claim took back (Slurm preempted and
 	// requeued it) waits in its guaranteed QOS before it is lent again, so it does not
 	// start on lent GPUs only to lose its work again at once. Each further reclaim in a row
@@ -136,6 +147,38 @@ func (s Settings) BorrowQOSName(account string) string {
 }
 
 func (s Settings) borrowPattern() string { return cmp.Or(s.BorrowQOS, DefaultBorrowQOS) }
+
+// BorrowTierQOSName is the QOS a job lent with gpus GPUs borrows in: its size tier's
+// (BorrowSizeTiers), or the project's borrow QOS when no tier holds it.
+func (s Settings) BorrowTierQOSName(account string, gpus int) string {
+	for _, n := range s.BorrowSizeTiers {
+		if gpus <= n {
+			return s.borrowTierName(account, n)
+		}
+	}
+	return s.BorrowQOSName(account)
+}
+
+// borrowTierName is the QOS of account's borrowers of at most n GPUs (bridge/pools.BorrowTierName).
+func (s Settings) borrowTierName(account string, n int) string {
+	return pools.BorrowTierName(s.borrowPattern(), account, n)
+}
+
+// borrowTierOf reads a borrow tier's QOS name: the project's account and the tier's GPUs. It
+// knows tiers the table no longer lists, whose borrowers may still run.
+func (s Settings) borrowTierOf(qos string) (account string, n int, ok bool) {
+	return pools.BorrowTierOf(s.borrowPattern(), qos)
+}
+
+// BorrowQOSNames is every QOS account's borrowers run in: its size tiers, smallest first,
+// then its borrow QOS.
+func (s Settings) BorrowQOSNames(account string) []string {
+	out := make([]string, 0, len(s.BorrowSizeTiers)+1)
+	for _, n := range s.BorrowSizeTiers {
+		out = append(out, s.borrowTierName(account, n))
+	}
+	return append(out, s.BorrowQOSName(account))
+}
 
 // ElasticQOSName is the name of account's elastic QOS (bridge/pools.QOSName: lower case).
 func (s Settings) ElasticQOSName(account string) string {
@@ -322,6 +365,17 @@ func (c *Config) Validate() error {
 	case s.BackoffMax() > ReclaimWindow:
 		bad("settings.reclaimBackoffMax", "%s is longer than the %s of reclaims quotad reads", s.BackoffMax(), ReclaimWindow)
 	}
+	for i, n := range s.BorrowSizeTiers {
+		switch {
+		case n < 1:
+			bad(fmt.Sprintf("settings.borrowSizeTiers.%d", i), "a size tier is a number of GPUs, at least 1; got %d", n)
+		case i > 0 && n <= s.BorrowSizeTiers[i-1]:
+			bad(fmt.Sprintf("settings.borrowSizeTiers.%d", i), "tiers go from the smallest up: %d follows %d", n, s.BorrowSizeTiers[i-1])
+		}
+	}
+	if len(s.BorrowSizeTiers) > MaxBorrowSizeTiers {
+		bad("settings.borrowSizeTiers", "%d tiers; at most %d (each is one more QOS per project)", len(s.BorrowSizeTiers), MaxBorrowSizeTiers)
+	}
 	if s.LendOrder != "" && s.LendOrder != LendByHoldings && s.LendOrder != LendByDecayedUsage {
 		bad("settings.lendOrder", "%q is not a lend order (%s or %s)", s.LendOrder, LendByHoldings, LendByDecayedUsage)
 	}
@@ -356,11 +410,15 @@ func (c *Config) Validate() error {
 			bad(field("account"), "project %s is listed twice (first at line %d)", p.Account, c.lines.line(fmt.Sprintf("projects.%d", first)))
 		} else {
 			seenAccount[p.Account] = i
-			for _, q := range []struct{ kind, name string }{
+			qos := []struct{ kind, name string }{
 				{"guaranteed", s.GuaranteedQOSName(p.Account)},
 				{"borrow", s.BorrowQOSName(p.Account)},
 				{"elastic", s.ElasticQOSName(p.Account)},
-			} {
+			}
+			for _, n := range s.BorrowSizeTiers {
+				qos = append(qos, struct{ kind, name string }{fmt.Sprintf("borrow tier %d", n), s.borrowTierName(p.Account, n)})
+			}
+			for _, q := range qos {
 				if other, clash := seenQOS[q.name]; clash {
 					bad(field("account"), "%s QOS %q of %s is also the %s", q.kind, q.name, p.Account, other)
 				} else if err := pools.CheckQOSName(q.name); err != nil {

@@ -101,8 +101,9 @@ func lend(c *cycle, in settled, log *journal) lent {
 		lg.invalidateHeads(best, bestPl)
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
-		lg.moves = append(lg.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: best.borrowQOS, GPUs: bestPl.gpus, Code: CodeLent, Reason: why})
-		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, best.borrowQOS, why, c.reclaimTerms(best))
+		to := c.cfg.Settings.BorrowTierQOSName(best.cfg.Account, sum(bestPl.gpus))
+		lg.moves = append(lg.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: to, GPUs: bestPl.gpus, Code: CodeLent, Reason: why})
+		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, to, why, c.reclaimTerms(best))
 		if j.tasks() == 1 {
 			log.say(j, CodeLent, "is lent %s", text)
 			continue

@@ -58,30 +58,39 @@ type reclaimOrder struct {
 	reclaimable []string
 }
 
-// desiredQOSList is every QOS the table wants: each project's borrow QOS, then each project's
-// elastic QOS, then each project's guaranteed QOS, whose Preempt lists name the others. Without
-// an order (nil) the reclaim fields (the guaranteed QOS' Preempt lists and the elastic and
-// borrow QOS' Priority) are left unmanaged: that is the structure lends rely on.
+// desiredQOSList is every QOS the table wants: each project's borrow QOS (its size tiers
+// first), then each project's elastic QOS, then each project's guaranteed QOS, whose Preempt
+// lists name the others. Without an order (nil) the reclaim fields (the guaranteed QOS' Preempt
+// lists and the elastic and borrow QOS' Priority) are left unmanaged: that is the structure
+// lends rest on. tiers is each project's borrow size tiers (borrowTiers).
 //
-// Priorities, with base BorrowPriority and n projects: a project's elastic QOS gets base plus
-// its rank in the order, its borrow QOS base+n+1 plus the rank, and a project out of the order
-// rank n (out of reach: the value only avoids churn). Every elastic QOS is below every borrow
-// QOS, so Slurm's preemption (lowest QOS priority first) takes elastic workers before any other
-// borrower, and within each kind follows the order.
-func desiredQOSList(cfg *Config, types []string, order *reclaimOrder) []desiredQOS {
+// Priorities, with base BorrowPriority, n projects and at most k tiers in a project: a
+// project's elastic QOS gets base plus its rank in the order, its borrow QOS base+n+1 plus
+// rank×(k+1) plus k, its tiers the same plus their place, smallest first (0 up), and a project
+// out of the order rank n (out of reach: the value only avoids churn). Every elastic QOS is
+// below every borrow QOS, so Slurm's preemption (lowest QOS priority first) takes elastic
+// workers before any other borrower, and within each kind follows the order; inside a
+// project, its smaller borrowers go first.
+func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[string][]int) []desiredQOS {
 	s := cfg.Settings
 	requeue := "requeue"
 	grace, exempt := s.GraceTime, s.PreemptExemptTime
 	none := []string{} // a borrow or elastic QOS preempts nobody
 	var preempt []string
 	ranks := map[string]int{}
-	base, n := 0, len(cfg.Projects)
+	base, n, band := 0, len(cfg.Projects), 1
 	if s.BorrowPriority != nil {
 		base = *s.BorrowPriority
+	}
+	for _, ts := range tiers {
+		band = max(band, len(ts)+1)
 	}
 	if order != nil {
 		preempt = make([]string, 0, 2*len(order.reclaimable))
 		for rank, acct := range order.reclaimable {
+			for _, size := range tiers[acct] {
+				preempt = append(preempt, s.borrowTierName(acct, size))
+			}
 			preempt = append(preempt, s.BorrowQOSName(acct), s.ElasticQOSName(acct))
 			ranks[acct] = rank
 		}
@@ -108,7 +117,11 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder) []desiredQ
 			return q
 		}
 		rank := ranks[p.Account]
-		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), base+n+1+rank))
+		first := base + n + 1 + rank*band
+		for i, size := range tiers[p.Account] {
+			borrows = append(borrows, lending(s.borrowTierName(p.Account, size), first+i))
+		}
+		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), first+band-1))
 		elastics = append(elastics, lending(s.ElasticQOSName(p.Account), base+rank))
 		limits := map[string]int64{gpuTRES: int64(p.Total())}
 		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
@@ -127,6 +140,25 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder) []desiredQ
 		guars = append(guars, guar)
 	}
 	return slices.Concat(borrows, elastics, guars)
+}
+
+// borrowTiers is, per project, the borrow size tiers its QOS are kept for, smallest first: the
+// table's, and any other tier QOS that exists in Slurm (the table dropped it, and borrowers
+// may still run there: it must stay in the claimants' Preempt lists until it empties).
+func borrowTiers(cfg *Config, snap *Snapshot) map[string][]int {
+	out := map[string][]int{}
+	projects := map[string]bool{}
+	for _, p := range cfg.Projects {
+		projects[p.Account] = true
+		out[p.Account] = slices.Clone(cfg.Settings.BorrowSizeTiers)
+	}
+	for _, q := range snap.QOS {
+		if acct, size, ok := cfg.Settings.borrowTierOf(q.Name); ok && projects[acct] && !slices.Contains(out[acct], size) {
+			out[acct] = append(out[acct], size)
+			slices.Sort(out[acct])
+		}
+	}
+	return out
 }
 
 // borrowCaps is a project's borrow QOS GrpTRES, and its elastic QOS', so that Slurm enforces
@@ -234,7 +266,8 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 	for i := range snap.QOS {
 		current[pools.QOSKey(snap.QOS[i].Name)] = &snap.QOS[i]
 	}
-	for _, want := range desiredQOSList(cfg, types, order) {
+	tiers := borrowTiers(cfg, snap)
+	for _, want := range desiredQOSList(cfg, types, order, tiers) {
 		if c, changed := diffQOS(want, current[want.name]); changed {
 			qos = append(qos, c)
 		}
@@ -250,7 +283,7 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 			notes = append(notes, "account "+p.Account+" is in the quota table but not in slurmdbd: it is not managed until an administrator creates it")
 		}
 	}
-	return qos, accountChanges(cfg, snap.Accounts), userChanges(cfg, snap.Accounts, snap.Users), notes
+	return qos, accountChanges(cfg, snap.Accounts, tiers), userChanges(cfg, snap.Accounts, snap.Users, tiers), notes
 }
 
 // structureBehind counts the changes that would bring the QOS (their reclaim fields left out),
@@ -263,10 +296,14 @@ func structureBehind(cfg *Config, snap *Snapshot, types []string) int {
 }
 
 // projectQOS is every QOS of the project's an account (or user) under it must be allowed,
-// normalized: the guaranteed, borrow and elastic QOS.
-func projectQOS(cfg *Config, proj string) []string {
+// normalized: the guaranteed, borrow (with its size tiers) and elastic QOS.
+func projectQOS(cfg *Config, proj string, tiers map[string][]int) []string {
 	s := cfg.Settings
-	return normalizeNames([]string{s.GuaranteedQOSName(proj), s.BorrowQOSName(proj), s.ElasticQOSName(proj)})
+	names := []string{s.GuaranteedQOSName(proj), s.BorrowQOSName(proj), s.ElasticQOSName(proj)}
+	for _, size := range tiers[proj] {
+		names = append(names, s.borrowTierName(proj, size))
+	}
+	return normalizeNames(names)
 }
 
 // userChanges adds the project's QOS (projectQOS) to every user association under a project
@@ -275,7 +312,7 @@ func projectQOS(cfg *Config, proj string) []string {
 // their job into the elastic QOS. Only
 // what is missing is added; the QOS the site gave the user stay, unlike an account's list,
 // which quotad owns.
-func userChanges(cfg *Config, accounts []Account, users []UserAssociation) []UserChange {
+func userChanges(cfg *Config, accounts []Account, users []UserAssociation, tiers map[string][]int) []UserChange {
 	tree := newAccountTree(cfg, accounts)
 	var out []UserChange
 	for _, u := range users {
@@ -285,7 +322,7 @@ func userChanges(cfg *Config, accounts []Account, users []UserAssociation) []Use
 		}
 		have := normalizeNames(u.QOS)
 		var add []string
-		for _, q := range projectQOS(cfg, proj) {
+		for _, q := range projectQOS(cfg, proj, tiers) {
 			if !slices.Contains(have, q) {
 				add = append(add, q)
 			}
@@ -313,7 +350,7 @@ func userChanges(cfg *Config, accounts []Account, users []UserAssociation) []Use
 // unreclaimable. A sub-account that inherits both from its parent needs no change of its own
 // once the parent is right, so accounts are walked from the root down and a change is planned
 // only where inheritance will not give the wanted values.
-func accountChanges(cfg *Config, accounts []Account) []AccountChange {
+func accountChanges(cfg *Config, accounts []Account, tiers map[string][]int) []AccountChange {
 	tree := newAccountTree(cfg, accounts)
 	byName := map[string]*Account{}
 	children := map[string][]string{}
@@ -346,7 +383,7 @@ func accountChanges(cfg *Config, accounts []Account) []AccountChange {
 		}
 		if proj := tree.projectOf(name); proj != "" {
 			guar := cfg.Settings.GuaranteedQOSName(proj)
-			want := projectQOS(cfg, proj)
+			want := projectQOS(cfg, proj, tiers)
 			c := AccountChange{Account: name}
 			if !slices.Equal(res.qos, want) {
 				c.QOS = &Change[[]string]{From: normalizeNames(cur.QOS), To: want}

@@ -236,7 +236,7 @@ func loadByType(ctx context.Context, q querier, cfg *policy.Config, index map[st
 func ptr[T any](v T) *T { return &v }
 
 // settingNames are the quota_settings rows, one per Settings field.
-var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons", "reclaimBackoff", "reclaimBackoffMax", "reclaimBackoffReset", "lendOrder"}
+var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons", "reclaimBackoff", "reclaimBackoffMax", "reclaimBackoffReset", "lendOrder", "borrowSizeTiers"}
 
 func settingValues(s policy.Settings) map[string]string {
 	out := map[string]string{}
@@ -268,6 +268,11 @@ func settingValues(s policy.Settings) map[string]string {
 	}
 	put("lendReasons", strings.Join(s.LendReasons, ","))
 	put("lendOrder", s.LendOrder)
+	tiers := make([]string, len(s.BorrowSizeTiers))
+	for i, n := range s.BorrowSizeTiers {
+		tiers[i] = strconv.Itoa(n)
+	}
+	put("borrowSizeTiers", strings.Join(tiers, ","))
 	return out
 }
 
@@ -305,6 +310,15 @@ func setSetting(s *policy.Settings, name, value string) error {
 		s.LendReasons = strings.Split(value, ",")
 	case "lendOrder":
 		s.LendOrder = value
+	case "borrowSizeTiers":
+		s.BorrowSizeTiers = nil
+		for f := range strings.SplitSeq(value, ",") {
+			var n int
+			if n, err = strconv.Atoi(strings.TrimSpace(f)); err != nil {
+				return err
+			}
+			s.BorrowSizeTiers = append(s.BorrowSizeTiers, n)
+		}
 	default:
 		// A newer quotad may know more settings; an older one must not silently drop them.
 		return fmt.Errorf("unknown setting (written by a newer version?)")

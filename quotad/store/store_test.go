@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -40,7 +41,8 @@ func TestDiffNamesEachChange(t *testing.T) {
 func TestSettingsRoundTrip(t *testing.T) {
 	prio := 10
 	s := policy.Settings{BorrowQOS: "lend", GraceTime: 3e9, PreemptExemptTime: 20e9, BorrowPriority: &prio, LendReasons: []string{"QOSGrpGRES", "QOSGrpTRES"},
-		ReclaimBackoff: time.Minute, ReclaimBackoffMax: time.Hour, ReclaimBackoffReset: 10 * time.Minute, LendOrder: policy.LendByDecayedUsage}
+		ReclaimBackoff: time.Minute, ReclaimBackoffMax: time.Hour, ReclaimBackoffReset: 10 * time.Minute, LendOrder: policy.LendByDecayedUsage,
+		BorrowSizeTiers: []int{1, 2, 4, 8}}
 	var back policy.Settings
 	for k, v := range settingValues(s) {
 		if err := setSetting(&back, k, v); err != nil {
@@ -48,7 +50,8 @@ func TestSettingsRoundTrip(t *testing.T) {
 		}
 	}
 	if back.BorrowQOS != "lend" || back.GraceTime != s.GraceTime || back.PreemptExemptTime != s.PreemptExemptTime || *back.BorrowPriority != 10 || len(back.LendReasons) != 2 ||
-		back.ReclaimBackoff != time.Minute || back.ReclaimBackoffMax != time.Hour || back.ReclaimBackoffReset != 10*time.Minute || back.LendOrder != policy.LendByDecayedUsage {
+		back.ReclaimBackoff != time.Minute || back.ReclaimBackoffMax != time.Hour || back.ReclaimBackoffReset != 10*time.Minute || back.LendOrder != policy.LendByDecayedUsage ||
+		!slices.Equal(back.BorrowSizeTiers, s.BorrowSizeTiers) {
 		t.Errorf("round trip = %+v", back)
 	}
 	if err := setSetting(&back, "futureKnob", "1"); err == nil {
