@@ -1,0 +1,85 @@
+//go:build integration
+
+package quotad_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// TestReclaimTakesWhatTheClaimNeeds pins down which borrowers Slurm's preemption takes for a
+// claim, and that borrow size tiers make the claim take no more GPUs than it needs.
+//
+// a100-1 runs bob's 4-GPU job in his guarantee; on a100-2 he borrows a 3-GPU job, then a
+// 1-GPU one: partition a100 is full. Once they are past PreemptExemptTime, alice claims one
+// a100 of her guarantee in partition a100.
+//   - One borrow QOS: Slurm tries its candidates by QOS Priority, then node count, then job
+//     record order (docs/slurm-preemption.md), never by size. Both borrowers tie, so it takes
+//     the older, 3-GPU one: 3 GPUs of work lost where 1 would do.
+//   - Size tiers [1 2 4]: the 1-GPU borrower is in a QOS one Priority below the 3-GPU one's,
+//     so Slurm takes it alone: the claim requeues the 1 GPU it needs.
+//
+// In both, bob's job in his guarantee is never touched, and nothing is killed.
+func TestReclaimTakesWhatTheClaimNeeds(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	for _, tt := range []struct {
+		name     string
+		settings []string
+		small    string // the 1-GPU borrower's QOS
+		large    string // the 3-GPU borrower's
+		takes    string // "small" or "large": whom Slurm requeues
+	}{
+		{"one borrow QOS: Slurm takes the oldest borrower, whatever its size", nil, "borrow-proj-b", "borrow-proj-b", "large"},
+		{"size tiers: the claim takes only the GPU it needs", []string{"borrowSizeTiers: [1, 2, 4]"}, "borrow-proj-b-g1", "borrow-proj-b-g4", "small"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			logStart := ctldLogSize(t, c)
+			importTestbedQuotasWith(t, c, tt.settings...)
+			inQuota := submitJobs(t, c, "bob", 1, "-p", "a100", "-w", "a100-1", "--gres=gpu:a100:4")
+			waitQueue(t, c, inQuota, "bob's 4-GPU job running in his guarantee", 20*time.Second, exactly(1, inQuota, runningIn("guar-proj-b")))
+			large := submitJobs(t, c, "bob", 1, "-p", "a100", "-w", "a100-2", "--gres=gpu:a100:3")
+			waitQueue(t, c, large, "bob's 3-GPU job lent and running", 30*time.Second, exactly(1, large, runningIn(tt.large)))
+			small := submitJobs(t, c, "bob", 1, "-p", "a100", "-w", "a100-2", "--gres=gpu:a100:1")
+			waitQueue(t, c, small, "bob's 1-GPU job lent and running", 30*time.Second, exactly(1, small, runningIn(tt.small)))
+			time.Sleep(exemptTime) // both borrowers past PreemptExemptTime
+
+			alice := submitJobs(t, c, "alice", 1, "-p", "a100", "--gres=gpu:a100:1")
+			waitQueue(t, c, alice, "alice's claim running", 40*time.Second, exactly(1, alice, runningIn("guar-proj-a")))
+			bob := slices.Concat(inQuota, large, small)
+			var want []string
+			wantGPUs := 3
+			if tt.takes == "small" {
+				want, wantGPUs = small, 1
+			} else {
+				want = large
+			}
+			var got []string
+			waitFor(t, "the reclaim recorded in sacct", 20*time.Second, func() bool { got = preemptedIn(t, c, bob); return len(got) > 0 })
+			time.Sleep(testbed.Patience(3 * time.Second)) // a second victim would be recorded by now
+			got = preemptedIn(t, c, bob)
+			gpus := 0
+			for _, id := range got {
+				switch {
+				case slices.Contains(inQuota, id):
+					t.Errorf("the claim requeued bob's job %s, which runs in his guarantee", id)
+				case slices.Contains(large, id):
+					gpus += 3
+				case slices.Contains(small, id):
+					gpus++
+				}
+			}
+			t.Logf("alice's 1-GPU claim requeued %v: %d GPU(s) of bob's borrowed work", got, gpus)
+			if !slices.Equal(got, want) || gpus != wantGPUs {
+				t.Errorf("the claim requeued %v (%d GPUs), want %v (%d)", got, gpus, want, wantGPUs)
+			}
+			if tt.takes == "small" && gpus > 1 {
+				t.Errorf("a 1-GPU claim requeued %d GPUs", gpus)
+			}
+			assertNoneKilled(t, c, logStart)
+		})
+	}
+}
