@@ -234,19 +234,29 @@ func (r *Reader) CompletedJobs(ctx context.Context, since time.Time) ([]Complete
 	return jobs, nil
 }
 
-// Preemption is one requeue of a job recorded by slurmdbd: each requeue closes the job's row
-// with state PREEMPTED and opens a new one.
-type Preemption struct {
-	JobID   uint32 `db:"id_job"`
-	Account string `db:"account"`
-	End     int64  `db:"time_end"`
+// Run is one run of a job from the job table: its account, QOS, nodes (a hostlist), TRES
+// (tres_alloc: "id=count,...") and times (End 0 while it runs).
+type Run struct {
+	JobID     uint32 `db:"id_job"`
+	Account   string `db:"account"`
+	QOS       string `db:"qos"`
+	NodeList  string `db:"nodelist"`
+	TRESAlloc string `db:"tres_alloc"`
+	Start     int64  `db:"time_start"`
+	End       int64  `db:"time_end"`
+	State     int    `db:"state"`
 }
 
-// Preemptions lists jobs of QOS qosID that slurmdbd recorded as PREEMPTED after since.
-func (r *Reader) Preemptions(ctx context.Context, qosID uint32, since time.Time) ([]Preemption, error) {
-	var rows []Preemption
-	err := r.DB.SelectContext(ctx, &rows, "SELECT id_job, IFNULL(account, '') AS account, time_end FROM "+r.table("job_table")+
-		" WHERE state = ? AND id_qos = ? AND time_end > ? ORDER BY time_end", jobStatePreempted, qosID, since.Unix())
+// Preempted says whether the run ended because Slurm preempted it.
+func (r Run) Preempted() bool { return r.State == jobStatePreempted }
+
+// RunsBetween lists the runs that overlap [from, to]: started by to, not ended before from.
+func (r *Reader) RunsBetween(ctx context.Context, from, to time.Time) ([]Run, error) {
+	var rows []Run
+	err := r.DB.SelectContext(ctx, &rows, "SELECT j.id_job, IFNULL(j.account, '') AS account, IFNULL(q.name, '') AS qos, IFNULL(j.nodelist, '') AS nodelist, "+
+		"IFNULL(j.tres_alloc, '') AS tres_alloc, j.time_start, j.time_end, j.state FROM "+r.table("job_table")+
+		" j LEFT JOIN qos_table q ON q.id = j.id_qos WHERE j.time_start > 0 AND j.time_start <= ? AND (j.time_end = 0 OR j.time_end >= ?) ORDER BY j.time_start, j.id_job",
+		to.Unix(), from.Unix())
 	if err != nil {
 		return nil, fmt.Errorf("reading %s_job_table: %w", r.Cluster, err)
 	}
@@ -256,17 +266,18 @@ func (r *Reader) Preemptions(ctx context.Context, qosID uint32, since time.Time)
 // PreemptedRun is one run of a job that ended when Slurm preempted and requeued it, with the
 // QOS it ran in.
 type PreemptedRun struct {
-	JobID uint32 `db:"id_job"`
-	QOS   string `db:"qos"`
-	Start int64  `db:"time_start"`
-	End   int64  `db:"time_end"`
+	JobID   uint32 `db:"id_job"`
+	Account string `db:"account"`
+	QOS     string `db:"qos"`
+	Start   int64  `db:"time_start"`
+	End     int64  `db:"time_end"`
 }
 
 // PreemptedRuns lists the runs slurmdbd recorded as PREEMPTED that ended after since, oldest
 // first: one query, whatever the number of QOS.
 func (r *Reader) PreemptedRuns(ctx context.Context, since time.Time) ([]PreemptedRun, error) {
 	var rows []PreemptedRun
-	err := r.DB.SelectContext(ctx, &rows, "SELECT j.id_job, IFNULL(q.name, '') AS qos, j.time_start, j.time_end FROM "+r.table("job_table")+
+	err := r.DB.SelectContext(ctx, &rows, "SELECT j.id_job, IFNULL(j.account, '') AS account, IFNULL(q.name, '') AS qos, j.time_start, j.time_end FROM "+r.table("job_table")+
 		" j LEFT JOIN qos_table q ON q.id = j.id_qos WHERE j.state = ? AND j.time_end > ? ORDER BY j.time_end, j.id_job", jobStatePreempted, since.Unix())
 	if err != nil {
 		return nil, fmt.Errorf("reading %s_job_table: %w", r.Cluster, err)

@@ -45,15 +45,19 @@ type Lease interface {
 	Check(ctx context.Context) error
 }
 
-// PreemptionReader lists borrowers Slurm preempted (slurmdb.Reader).
+// PreemptionReader lists the runs Slurm preempted (slurmdb.Reader).
 type PreemptionReader interface {
-	QOSID(ctx context.Context, name string) (uint32, bool, error)
-	Preemptions(ctx context.Context, qosID uint32, since time.Time) ([]slurmdbd.Preemption, error)
+	// PreemptedRuns are the runs recorded as PREEMPTED that ended after since, in any QOS.
+	PreemptedRuns(ctx context.Context, since time.Time) ([]slurmdbd.PreemptedRun, error)
+	// Runs are the job runs overlapping [from, to], for the reclaim audit.
+	Runs(ctx context.Context, from, to time.Time) ([]policy.Run, error)
 }
 
-// AuditReader reads quotad's audit trail (store.Store), for the cluster page's recent actions.
-type AuditReader interface {
+// AuditTrail is quotad's audit trail (store.Store): the cluster page's recent actions are read
+// from it, and each reclaim Slurm made is written to it once judged.
+type AuditTrail interface {
 	History(ctx context.Context, kind string, limit int) ([]store.Entry, error)
+	Record(ctx context.Context, e store.Entry) error
 }
 
 // RecentActions is how many of its latest actions quotad shows on the cluster page.
@@ -76,7 +80,7 @@ type Daemon struct {
 	// For the cluster page: pools.yaml (nil: no pools shown) and the audit trail of moves
 	// (nil: lends and returns not shown).
 	Pools func() (*pools.Config, error)
-	Audit AuditReader
+	Audit AuditTrail
 	Log   zerolog.Logger
 	// DryRun prints each cycle's plan to Out and changes nothing; it needs no lease.
 	DryRun bool
@@ -91,6 +95,8 @@ type Daemon struct {
 	reclaimsFrom time.Time
 	reclaimsSeen map[string]int64
 	reclaims     []view.Action // the latest reclaims observed, newest last
+	// unaudited are the reclaims seen whose claim is not judged yet (auditReclaims).
+	unaudited []slurmdbd.PreemptedRun
 }
 
 // reclaimLag is how far behind the newest preemption seen the next read starts: slurmdbd may
@@ -130,6 +136,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	res.Plan = d.plan(c)
 	if c.active {
 		d.observeReclaims(ctx, c.cfg)
+		d.auditReclaims(ctx, c.cfg, c.snap.Nodes)
 	}
 	switch {
 	case d.DryRun:
@@ -338,26 +345,29 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		d.reclaimsSeen = map[string]int64{}
 		d.reclaimsFrom = d.now()
 	}
-	var rows []slurmdbd.Preemption
-	elastic := map[string]bool{} // "job@end" of the reclaimed elastic workers
+	// One read for every QOS. The guaranteed QOS count too: no claim may take a job there,
+	// and the audit says so if one did.
+	got, err := d.Preemptions.PreemptedRuns(ctx, d.reclaimsFrom)
+	if err != nil {
+		d.Log.Debug().Err(err).Msg("reading preemptions")
+		return
+	}
+	watched, elasticQOS := map[string]bool{}, map[string]bool{}
 	for _, p := range cfg.Projects {
-		for _, q := range append(cfg.Settings.BorrowQOSNames(p.Account), cfg.Settings.ElasticQOSName(p.Account)) {
-			id, ok, err := d.Preemptions.QOSID(ctx, q)
-			if err != nil || !ok {
-				continue
-			}
-			got, err := d.Preemptions.Preemptions(ctx, id, d.reclaimsFrom)
-			if err != nil {
-				d.Log.Debug().Err(err).Msg("reading preemptions")
-				return
-			}
-			for _, r := range got {
-				if q == cfg.Settings.ElasticQOSName(p.Account) {
-					elastic[fmt.Sprintf("%d@%d", r.JobID, r.End)] = true
-				}
-			}
-			rows = append(rows, got...)
+		watched[cfg.Settings.GuaranteedQOSName(p.Account)] = true
+		elasticQOS[cfg.Settings.ElasticQOSName(p.Account)] = true
+	}
+	var rows []slurmdbd.PreemptedRun
+	elastic := map[string]bool{} // "job@end" of the reclaimed elastic workers
+	for _, r := range got {
+		q := pools.QOSKey(r.QOS)
+		switch {
+		case elasticQOS[q]:
+			elastic[fmt.Sprintf("%d@%d", r.JobID, r.End)] = true
+		case !watched[q] && !cfg.Settings.IsBorrowQOS(q):
+			continue // preempted by the site's own QOS, not a claim
 		}
+		rows = append(rows, r)
 	}
 	newest := d.reclaimsFrom.Unix()
 	for _, r := range rows {
@@ -378,12 +388,113 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 			d.reclaims = d.reclaims[len(d.reclaims)-RecentActions:]
 		}
 		d.Log.Info().Uint32("job", r.JobID).Str("account", r.Account).Msg("borrower reclaimed: Slurm preempted and requeued it")
+		if len(d.unaudited) < maxUnaudited {
+			d.unaudited = append(d.unaudited, r)
+		}
 	}
 	if from := time.Unix(newest, 0).Add(-reclaimLag); from.After(d.reclaimsFrom) {
 		d.reclaimsFrom = from
 		for key, end := range d.reclaimsSeen {
 			if end <= from.Unix() {
 				delete(d.reclaimsSeen, key) // the next read starts after it
+			}
+		}
+	}
+}
+
+// maxUnaudited bounds the reclaims waiting for their audit: past it (slurmdbd unreadable for
+// long while claims go on) a reclaim is counted and shown, not judged.
+const maxUnaudited = 1000
+
+// auditGrace is how long after ClaimWindow a reclaim waits for its runs to reach slurmdbd
+// before it is audited with what is there.
+const auditGrace = time.Minute
+
+// auditReclaims judges each reclaim seen once its claim has started, or ClaimWindow has passed
+// without one: who claimed, who lost what, and whether Slurm took the fewest borrowed GPUs
+// that would do (policy.AuditReclaims). Each judgement goes to the audit trail (kind reclaim),
+// the log and the cluster page. A read that fails is tried again next cycle.
+func (d *Daemon) auditReclaims(ctx context.Context, cfg *policy.Config, nodes []policy.Node) {
+	if len(d.unaudited) == 0 || d.Preemptions == nil {
+		return
+	}
+	first, last := d.unaudited[0].End, d.unaudited[0].End
+	for _, r := range d.unaudited {
+		first, last = min(first, r.End), max(last, r.End)
+	}
+	runs, err := d.Preemptions.Runs(ctx, time.Unix(first, 0), time.Unix(last, 0).Add(policy.ClaimWindow))
+	if err != nil {
+		d.Log.Debug().Err(err).Msg("reading the runs around reclaims")
+		return
+	}
+	nodeGPUs := map[string]int{}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			nodeGPUs[n.Name] += g
+		}
+	}
+	now := d.now()
+	key := func(job uint32, end int64) string { return fmt.Sprintf("%d@%d", job, end) }
+	waiting := map[string]bool{}
+	for _, r := range d.unaudited {
+		waiting[key(r.JobID, r.End)] = true
+	}
+	done := map[string]bool{}
+	for _, a := range policy.AuditReclaims(cfg, runs, nodeGPUs) {
+		mine := false
+		for _, v := range a.Lost {
+			mine = mine || waiting[key(v.JobID, v.Ended.Unix())]
+		}
+		if !mine || (a.Claimant == nil && now.Before(a.At.Add(policy.ClaimWindow))) {
+			continue
+		}
+		for _, v := range a.Lost {
+			done[key(v.JobID, v.Ended.Unix())] = true
+		}
+		d.recordReclaim(ctx, a)
+	}
+	kept := d.unaudited[:0]
+	for _, r := range d.unaudited {
+		switch k := key(r.JobID, r.End); {
+		case done[k]:
+		case now.After(time.Unix(r.End, 0).Add(policy.ClaimWindow + auditGrace)):
+			d.Log.Warn().Uint32("job", r.JobID).Str("account", r.Account).Msg("reclaim not audited: slurmdbd has no run of it")
+		default:
+			kept = append(kept, r)
+		}
+	}
+	d.unaudited = kept
+}
+
+// recordReclaim writes one judged reclaim to the audit trail and the log, and gives its
+// victims' actions on the cluster page the judgement.
+func (d *Daemon) recordReclaim(ctx context.Context, a policy.ReclaimAudit) {
+	var lost []string
+	for _, v := range a.Lost {
+		lost = append(lost, fmt.Sprintf("job %d", v.JobID))
+	}
+	subject := "unknown claim"
+	if a.Claimant != nil {
+		subject = fmt.Sprintf("job %d", a.Claimant.JobID)
+	}
+	text := a.Text()
+	if d.Audit != nil {
+		e := store.Entry{At: a.At, Actor: "slurmctld (seen by quotad)", Kind: store.KindReclaim, Subject: subject,
+			Old: strings.Join(lost, ","), New: "requeued", Detail: text}
+		if err := d.Audit.Record(ctx, e); err != nil {
+			d.Log.Warn().Err(err).Msg("writing a reclaim to the audit trail")
+		}
+	}
+	ev := d.Log.Info()
+	if !a.Minimal() && a.Claimant != nil {
+		ev = d.Log.Warn()
+	}
+	ev.Str("claim", subject).Str("project", a.Project).Strs("lost", lost).Int("lost_gpus", a.LostGPUs).Int("fewest_gpus", a.Fewest).
+		Bool("minimal", a.Minimal()).Msg("reclaim audited: " + text)
+	for i := range d.reclaims {
+		for _, v := range a.Lost {
+			if d.reclaims[i].Job == strconv.FormatUint(uint64(v.JobID), 10) && d.reclaims[i].At.Equal(v.Ended) {
+				d.reclaims[i].Detail += "; " + text
 			}
 		}
 	}

@@ -281,21 +281,29 @@ func TestUnreadableJobIsCountedLoggedOnceAndStopsNothing(t *testing.T) {
 	}
 }
 
-// preemptionRows is slurmdbd's job table of preempted borrowers, read as Preemptions reads it.
+// preemptionRows is slurmdbd's job table of preempted runs, read as PreemptedRuns reads it,
+// and the runs around them, as Runs reads them.
 type preemptionRows struct {
-	rows   []slurmdbd.Preemption
+	rows   []slurmdbd.PreemptedRun
 	sinces []int64
+	runs   []policy.Run
 }
 
-func (p *preemptionRows) QOSID(_ context.Context, name string) (uint32, bool, error) {
-	return 7, name == "borrow-proj-b", nil
-}
-
-func (p *preemptionRows) Preemptions(_ context.Context, _ uint32, since time.Time) ([]slurmdbd.Preemption, error) {
+func (p *preemptionRows) PreemptedRuns(_ context.Context, since time.Time) ([]slurmdbd.PreemptedRun, error) {
 	p.sinces = append(p.sinces, since.Unix())
-	var out []slurmdbd.Preemption
+	var out []slurmdbd.PreemptedRun
 	for _, r := range p.rows {
 		if r.End > since.Unix() {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (p *preemptionRows) Runs(_ context.Context, from, to time.Time) ([]policy.Run, error) {
+	var out []policy.Run
+	for _, r := range p.runs {
+		if !r.Started.After(to) && (r.Ended.IsZero() || !r.Ended.Before(from)) {
 			out = append(out, r)
 		}
 	}
@@ -312,7 +320,8 @@ func TestReclaimsAreCountedOnceAndTheirMemoryStaysSmall(t *testing.T) {
 	d := &Daemon{Preemptions: rows, Metrics: NewMetrics(), Log: zerolog.Nop(), Now: func() time.Time { return now }}
 	for i := range 100 {
 		now = start.Add(time.Duration(i) * time.Minute)
-		rows.rows = append(rows.rows, slurmdbd.Preemption{JobID: uint32(1000 + i), Account: "proj-b", End: now.Unix() - 30})
+		rows.rows = append(rows.rows, slurmdbd.PreemptedRun{JobID: uint32(1000 + i), Account: "proj-b", QOS: "borrow-proj-b", End: now.Unix() - 30},
+			slurmdbd.PreemptedRun{JobID: uint32(5000 + i), Account: "other", QOS: "site-scavenger", End: now.Unix() - 30})
 		d.observeReclaims(context.Background(), cfg)
 		d.observeReclaims(context.Background(), cfg) // the same rows again: not counted twice
 	}
@@ -324,5 +333,66 @@ func TestReclaimsAreCountedOnceAndTheirMemoryStaysSmall(t *testing.T) {
 	}
 	if last := rows.sinces[len(rows.sinces)-1]; last < now.Add(-reclaimLag-time.Minute).Unix() {
 		t.Errorf("the last read started at %d, %s before the newest reclaim: the reads do not move on", last, time.Unix(now.Unix()-last, 0).Sub(time.Unix(0, 0)))
+	}
+}
+
+// auditTrail is the audit trail as the store keeps it.
+type auditTrail struct{ entries []store.Entry }
+
+func (a *auditTrail) History(context.Context, string, int) ([]store.Entry, error) { return nil, nil }
+func (a *auditTrail) Record(_ context.Context, e store.Entry) error {
+	a.entries = append(a.entries, e)
+	return nil
+}
+
+// A reclaim is audited once its claimant has started: who claimed, who lost what, whether
+// that was the fewest GPUs; a reclaim with no claimant waits ClaimWindow, then is audited
+// without one. Each is written once.
+func TestReclaimsAreAuditedOnce(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0).UTC()
+	cfg := policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4)).Project("proj-b", policytest.GPUs("a100", 4)).Obj()
+	rows := &preemptionRows{}
+	trail := &auditTrail{}
+	d := &Daemon{Preemptions: rows, Metrics: NewMetrics(), Audit: trail, Log: zerolog.Nop(), Now: func() time.Time { return now }}
+	nodes := []policy.Node{policytest.GPUNode("a100-2", "a100", 4, 0, 8, 1000, "a100")}
+	d.observeReclaims(context.Background(), cfg) // quotad starts
+
+	end := now.Add(time.Second)
+	rows.rows = []slurmdbd.PreemptedRun{
+		{JobID: 2, Account: "proj-b", QOS: "borrow-proj-b", Start: end.Add(-time.Minute).Unix(), End: end.Unix()},
+		{JobID: 4, Account: "proj-b", QOS: "borrow-proj-b", Start: end.Add(-time.Minute).Unix(), End: end.Unix()},
+	}
+	rows.runs = []policy.Run{
+		{JobID: 2, Account: "proj-b", QOS: "borrow-proj-b", GPUs: 3, Nodes: []string{"a100-2"}, Started: end.Add(-time.Minute), Ended: end, Preempted: true},
+		{JobID: 3, Account: "proj-b", QOS: "borrow-proj-b", GPUs: 1, Nodes: []string{"a100-2"}, Started: end.Add(-time.Minute)},
+		{JobID: 4, Account: "proj-b", QOS: "borrow-proj-b", GPUs: 2, Nodes: []string{"a100-3"}, Started: end.Add(-time.Minute), Ended: end, Preempted: true},
+	}
+	now = end.Add(time.Second)
+	d.observeReclaims(context.Background(), cfg)
+	d.auditReclaims(context.Background(), cfg, nodes)
+	if len(trail.entries) != 0 {
+		t.Fatalf("audited before any claimant started or ClaimWindow passed: %+v", trail.entries)
+	}
+	rows.runs = append(rows.runs, policy.Run{JobID: 9, Account: "proj-a", QOS: "guar-proj-a", GPUs: 1, Nodes: []string{"a100-2"}, Started: end.Add(2 * time.Second)})
+	now = end.Add(3 * time.Second)
+	for range 2 {
+		d.observeReclaims(context.Background(), cfg)
+		d.auditReclaims(context.Background(), cfg, nodes)
+	}
+	if len(trail.entries) != 1 {
+		t.Fatalf("%d audit rows, want 1 (job 2's claim): %+v", len(trail.entries), trail.entries)
+	}
+	e := trail.entries[0]
+	if e.Kind != store.KindReclaim || e.Subject != "job 9" || e.Old != "job 2" || !strings.Contains(e.Detail, "not minimal: 3 GPU(s) requeued where 1 would do (job(s) [3])") {
+		t.Errorf("audit row %+v", e)
+	}
+	now = end.Add(policy.ClaimWindow + 2*time.Second) // job 4's claim never started
+	d.observeReclaims(context.Background(), cfg)
+	d.auditReclaims(context.Background(), cfg, nodes)
+	if len(trail.entries) != 2 || !strings.Contains(trail.entries[1].Detail, "no job of a guaranteed QOS started") || len(d.unaudited) != 0 {
+		t.Errorf("after ClaimWindow: %+v, %d unaudited", trail.entries, len(d.unaudited))
+	}
+	if len(d.reclaims) != 2 || !strings.Contains(d.reclaims[0].Detail, "not minimal") {
+		t.Errorf("the page's reclaims %+v", d.reclaims)
 	}
 }

@@ -170,6 +170,10 @@ func (s Settings) borrowTierOf(qos string) (account string, n int, ok bool) {
 	return pools.BorrowTierOf(s.borrowPattern(), qos)
 }
 
+// IsBorrowQOS says whether qos is a borrow QOS or a size tier of one, of any project (by the
+// pattern, bridge/pools.MatchQOS).
+func (s Settings) IsBorrowQOS(qos string) bool { return pools.MatchQOS(s.borrowPattern(), qos) }
+
 // BorrowQOSNames is every QOS account's borrowers run in: its size tiers, smallest first,
 // then its borrow QOS.
 func (s Settings) BorrowQOSNames(account string) []string {

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
@@ -349,6 +350,51 @@ func (r *Reader) Reclaims(ctx context.Context, since time.Time) ([]policy.Reclai
 	out := make([]policy.Reclaim, 0, len(rows))
 	for _, row := range rows {
 		out = append(out, policy.Reclaim{JobID: row.JobID, QOS: row.QOS, Started: time.Unix(row.Start, 0).UTC(), Ended: time.Unix(row.End, 0).UTC()})
+	}
+	return out, nil
+}
+
+// Runs are the runs that overlap [from, to] in the reclaim audit's terms: nodes expanded and
+// GPUs counted (gres/gpu of tres_alloc). A row that cannot be read fails the read: an audit of
+// partial data would judge a claim wrongly.
+func (r *Reader) Runs(ctx context.Context, from, to time.Time) ([]policy.Run, error) {
+	names, err := r.TRESNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.RunsBetween(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return ConvertRuns(rows, names)
+}
+
+// ConvertRuns turns job table rows into policy.Runs; tres maps TRES ids to names.
+func ConvertRuns(rows []slurmdbd.Run, tres map[uint32]string) ([]policy.Run, error) {
+	gpuID, hasGPU := uint32(0), false
+	for id, name := range tres {
+		if name == "gres/gpu" {
+			gpuID, hasGPU = id, true
+		}
+	}
+	out := make([]policy.Run, 0, len(rows))
+	for _, row := range rows {
+		nodes, err := slurm.ExpandHostList(row.NodeList)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: nodelist: %w", row.JobID, err)
+		}
+		run := policy.Run{JobID: row.JobID, Account: row.Account, QOS: row.QOS, Nodes: nodes, Started: time.Unix(row.Start, 0).UTC(), Preempted: row.Preempted()}
+		if row.End > 0 {
+			run.Ended = time.Unix(row.End, 0).UTC()
+		}
+		if hasGPU && row.TRESAlloc != "" {
+			ids, err := gpureq.ParseTRESIDs(row.TRESAlloc)
+			if err != nil {
+				return nil, fmt.Errorf("job %d: tres_alloc: %w", row.JobID, err)
+			}
+			run.GPUs = int(ids[gpuID])
+		}
+		out = append(out, run)
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ const (
 	KindQOS     = "qos"     // a QOS created or modified by quotad
 	KindAccount = "account" // an account's QOS list or default QOS rewritten by quotad
 	KindMove    = "move"    // a pending job moved between QOS (lend or return)
+	KindReclaim = "reclaim" // borrowers Slurm preempted for a claim, judged by quotad (who claimed, who lost what, minimal or not)
 )
 
 // Entry is one audit row: who changed what, when, from what to what.
