@@ -3,11 +3,13 @@
 package quotad_test
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/store"
 )
 
 // TestReclaimTakesWhatTheClaimNeeds pins down which borrowers Slurm's preemption takes for a
@@ -22,7 +24,8 @@ import (
 //   - Size tiers [1 2 4]: the 1-GPU borrower is in a QOS one Priority below the 3-GPU one's,
 //     so Slurm takes it alone: the claim requeues the 1 GPU it needs.
 //
-// In both, bob's job in his guarantee is never touched, and nothing is killed.
+// In both, bob's job in his guarantee is never touched, nothing is killed, and quotad's audit
+// trail judges the claim: not minimal, then minimal.
 func TestReclaimTakesWhatTheClaimNeeds(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
@@ -78,6 +81,26 @@ func TestReclaimTakesWhatTheClaimNeeds(t *testing.T) {
 			}
 			if tt.takes == "small" && gpus > 1 {
 				t.Errorf("a 1-GPU claim requeued %d GPUs", gpus)
+			}
+			// quotad's audit of the reclaim: alice's job claimed, bob's lost, minimal or not.
+			verdict := map[string]string{"small": "minimal", "large": "not minimal"}[tt.takes]
+			var audit store.Entry
+			waitFor(t, "the reclaim in quotad's audit trail", 30*time.Second, func() bool {
+				var rows []store.Entry
+				if err := json.Unmarshal([]byte(quotactl(t, c, "history", "--kind", "reclaim", "--limit", "20", "--json")), &rows); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rows {
+					if r.Subject == "job "+alice[0] {
+						audit = r
+						return true
+					}
+				}
+				return false
+			})
+			t.Logf("audit: %s", audit.Detail)
+			if audit.Old != "job "+want[0] || audit.New != verdict {
+				t.Errorf("audit of alice's claim: lost %q, %q; want job %s, %q", audit.Old, audit.New, want[0], verdict)
 			}
 			assertNoneKilled(t, c, logStart)
 		})

@@ -76,7 +76,7 @@ func QuotactlApp() *ucli.App {
 				Name: "history", Usage: "audit trail of quota changes and of quotad's QOS, account and job changes",
 				Flags: append([]ucli.Flag{
 					&ucli.IntFlag{Name: "limit", Value: 50},
-					&ucli.StringFlag{Name: "kind", Usage: "quota, qos, account or move"},
+					&ucli.StringFlag{Name: "kind", Usage: "quota, qos, account, move or reclaim (a claim Slurm made: who claimed, who lost what, minimal or not; --json for the whole judgement)"},
 				}, outFlags...),
 				Action: withEnv(cmdHistory, readOnly),
 			},

@@ -480,7 +480,7 @@ func (d *Daemon) recordReclaim(ctx context.Context, a policy.ReclaimAudit) {
 	text := a.Text()
 	if d.Audit != nil {
 		e := store.Entry{At: a.At, Actor: "slurmctld (seen by quotad)", Kind: store.KindReclaim, Subject: subject,
-			Old: strings.Join(lost, ","), New: "requeued", Detail: text}
+			Old: strings.Join(lost, ","), New: a.Verdict(), Detail: text}
 		if err := d.Audit.Record(ctx, e); err != nil {
 			d.Log.Warn().Err(err).Msg("writing a reclaim to the audit trail")
 		}

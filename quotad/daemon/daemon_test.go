@@ -383,7 +383,7 @@ func TestReclaimsAreAuditedOnce(t *testing.T) {
 		t.Fatalf("%d audit rows, want 1 (job 2's claim): %+v", len(trail.entries), trail.entries)
 	}
 	e := trail.entries[0]
-	if e.Kind != store.KindReclaim || e.Subject != "job 9" || e.Old != "job 2" || !strings.Contains(e.Detail, "not minimal: 3 GPU(s) requeued where 1 would do (job(s) [3])") {
+	if e.Kind != store.KindReclaim || e.Subject != "job 9" || e.Old != "job 2" || e.New != "not minimal" || !strings.Contains(e.Detail, "not minimal: 3 GPU(s) requeued where 1 would do (job(s) [3])") {
 		t.Errorf("audit row %+v", e)
 	}
 	now = end.Add(policy.ClaimWindow + 2*time.Second) // job 4's claim never started

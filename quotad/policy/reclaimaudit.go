@@ -69,6 +69,17 @@ func (a ReclaimAudit) Minimal() bool {
 	return a.Claimant != nil && len(a.NotBorrowing) == 0 && a.LostGPUs <= a.Fewest
 }
 
+// Verdict is the judgement in a word or two: minimal, not minimal, or no claimant.
+func (a ReclaimAudit) Verdict() string {
+	switch {
+	case a.Minimal():
+		return "minimal"
+	case a.Claimant == nil && len(a.NotBorrowing) == 0:
+		return "no claimant"
+	}
+	return "not minimal"
+}
+
 // Text is the audit line, e.g. "job 9 of proj-a (1 GPU on a100-2) claimed: Slurm requeued job 2
 // of proj-b (3 GPUs in borrow-proj-b, after 45s); not minimal: 1 GPU would do (job 3)".
 func (a ReclaimAudit) Text() string {
