@@ -143,8 +143,8 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[
 }
 
 // borrowTiers is, per project, the borrow size tiers its QOS are kept for, smallest first: the
-// table's, and any other tier QOS that exists in Slurm (the table dropped it, and borrowers
-// may still run there: it must stay in the claimants' Preempt lists until it empties).
+// table's, and any other tier a job still runs or waits in (the table dropped it: the tier
+// must stay in the claimants' Preempt lists until it empties, then it is left alone).
 func borrowTiers(cfg *Config, snap *Snapshot) map[string][]int {
 	out := map[string][]int{}
 	projects := map[string]bool{}
@@ -152,11 +152,21 @@ func borrowTiers(cfg *Config, snap *Snapshot) map[string][]int {
 		projects[p.Account] = true
 		out[p.Account] = slices.Clone(cfg.Settings.BorrowSizeTiers)
 	}
-	for _, q := range snap.QOS {
-		if acct, size, ok := cfg.Settings.borrowTierOf(q.Name); ok && projects[acct] && !slices.Contains(out[acct], size) {
+	add := func(qos string) {
+		if acct, size, ok := cfg.Settings.borrowTierOf(qos); ok && projects[acct] && !slices.Contains(out[acct], size) {
 			out[acct] = append(out[acct], size)
 			slices.Sort(out[acct])
 		}
+	}
+	seen := map[string]bool{}
+	for i := range snap.Jobs {
+		if q := snap.Jobs[i].QOS; !seen[q] {
+			seen[q] = true
+			add(q)
+		}
+	}
+	for _, u := range snap.Unreadable {
+		add(u.QOS)
 	}
 	return out
 }

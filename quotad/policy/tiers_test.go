@@ -84,6 +84,7 @@ func TestLendPicksTheSizeTier(t *testing.T) {
 
 // Dropping a tier from the table while borrowers run in it leaves them reclaimable: the tier's
 // QOS stays in the claimants' Preempt lists and its jobs count as the project's borrowers.
+// Once it empties, it leaves the lists.
 func TestDroppedSizeTierStaysReclaimable(t *testing.T) {
 	cfg := tiered(1, 4)
 	jobs := slices.Concat(bobInQuota(), []policy.Job{sized(5, "proj-b", 3, "borrow-proj-b-g4")})
@@ -96,13 +97,21 @@ func TestDroppedSizeTierStaysReclaimable(t *testing.T) {
 		}
 	}
 	for _, a := range plan.Accounts {
-		if a.QOS != nil && !slices.Contains(a.QOS.To, "borrow-proj-b-g4") {
+		if a.Account == "proj-b" && a.QOS != nil && !slices.Contains(a.QOS.To, "borrow-proj-b-g4") {
 			t.Errorf("%s", a)
 		}
 	}
 	policytest.CheckExplains(t, plan, map[uint32]policytest.Says{
 		5: {Code: policy.CodeReclaimable, Words: "runs borrowed in borrow-proj-b-g4"},
 	})
+
+	snap.Jobs = slices.Concat(bobInQuota(), []policy.Job{sized(6, "proj-b", 1, "borrow-proj-b-g1")})
+	plan = policy.BuildPlan(cfg, snap, policytest.T0)
+	for _, c := range plan.QOS {
+		if c.Name == "guar-proj-a" && (c.Preempt == nil || slices.Contains(c.Preempt.To, "borrow-proj-b-g4")) {
+			t.Errorf("the emptied tier stays: %s", c)
+		}
+	}
 }
 
 func TestBorrowSizeTiersValidation(t *testing.T) {
