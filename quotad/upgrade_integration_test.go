@@ -65,10 +65,11 @@ func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 		sacctmgrRun(t, c, "modify", "account", "where", "name="+p, "cluster="+cluster, "set", "qos=guar-"+p+",borrow", "defaultqos=guar-"+p)
 		sacctmgrRun(t, c, "modify", "qos", "where", "name=guar-"+p, "set", "preempt=borrow")
 	}
-	// The per-project borrow QOS, and the elastic QOS of later versions, did not exist then.
-	for _, p := range []string{"proj-a", "proj-b", "proj-c"} {
-		for _, q := range []string{"borrow-" + p, "elastic-" + p} {
-			_, _ = c.Run(ctxFor(t, 30*time.Second), "sacctmgr", "-i", "delete", "qos", "where", "name="+q)
+	// The per-project borrow QOS, and the elastic QOS and borrow size tiers of later versions,
+	// did not exist then.
+	for name := range qosPreempts(t, c) {
+		if strings.HasPrefix(name, "borrow-") || strings.HasPrefix(name, "elastic-") {
+			_, _ = c.Run(ctxFor(t, 30*time.Second), "sacctmgr", "-i", "delete", "qos", "where", "name="+name)
 		}
 	}
 	for name := range qosPreempts(t, c) {
