@@ -43,13 +43,3 @@ func (c *Config) ElasticQOSFor(account string) string {
 func (c *Config) BorrowQOSFor(account string) string {
 	return QOSName(c.BorrowQOSPattern(), account)
 }
-
-// IsBorrowQOSOf says whether qos is one that account's project borrows in: its borrow QOS or
-// one of its size tiers (BorrowTierName).
-func (c *Config) IsBorrowQOSOf(account, qos string) bool {
-	if QOSKey(qos) == c.BorrowQOSFor(account) {
-		return true
-	}
-	acct, _, ok := BorrowTierOf(c.BorrowQOSPattern(), qos)
-	return ok && acct == QOSKey(account)
-}

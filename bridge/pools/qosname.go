@@ -52,11 +52,21 @@ func MatchQOS(pattern, qos string) bool {
 	if qos == "" {
 		return false
 	}
-	prefix, suffix, templated := strings.Cut(pattern, AccountPlaceholder)
-	if !templated {
+	if !strings.Contains(pattern, AccountPlaceholder) {
 		return qos == pattern
 	}
-	return len(qos) > len(prefix)+len(suffix) && strings.HasPrefix(qos, prefix) && strings.HasSuffix(qos, suffix)
+	_, ok := accountIn(pattern, qos)
+	return ok
+}
+
+// accountIn is what stands for "{account}" in qos under a templated pattern, both QOSKeys;
+// false when qos is not a name the pattern builds.
+func accountIn(pattern, qos string) (string, bool) {
+	prefix, suffix, _ := strings.Cut(pattern, AccountPlaceholder)
+	if len(qos) <= len(prefix)+len(suffix) || !strings.HasPrefix(qos, prefix) || !strings.HasSuffix(qos, suffix) {
+		return "", false
+	}
+	return qos[len(prefix) : len(qos)-len(suffix)], true
 }
 
 // BorrowTierName is the QOS, under a borrow QOS pattern, of account's borrowers of at most
@@ -71,14 +81,13 @@ func BorrowTierName(pattern, account string, gpus int) string {
 // GPUs. An account that itself ends in "-gN" reads as a tier; quotad refuses a quota table
 // where the two names meet.
 func BorrowTierOf(pattern, qos string) (account string, gpus int, ok bool) {
-	prefix, suffix, templated := strings.Cut(QOSKey(pattern), AccountPlaceholder)
-	qos = QOSKey(qos)
-	if !templated || len(qos) <= len(prefix)+len(suffix) || !strings.HasPrefix(qos, prefix) || !strings.HasSuffix(qos, suffix) {
+	pattern = QOSKey(pattern)
+	if !strings.Contains(pattern, AccountPlaceholder) {
 		return "", 0, false
 	}
-	inner := qos[len(prefix) : len(qos)-len(suffix)]
+	inner, ok := accountIn(pattern, QOSKey(qos))
 	i := strings.LastIndex(inner, "-g")
-	if i <= 0 {
+	if !ok || i <= 0 {
 		return "", 0, false
 	}
 	n, err := strconv.Atoi(inner[i+2:])

@@ -91,6 +91,17 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	if r.guar != 0 || r.borrowQOS != "elastic-proj-a" || r.borrow != 1 || r.workers(1) != 1 {
 		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow in elastic-proj-a", r, r.workers(1))
 	}
+	// A borrower of proj-a in one of its borrow size tiers counts too; one of proj-b's does not.
+	snap.qos["borrow-proj-a-g1"], snap.qos["borrow-proj-b-g1"] = mustTRES(t, "gres/gpu:a100=3"), mustTRES(t, "gres/gpu:a100=3")
+	snap.jobs[205] = withJSONFields(elastictest.QOSJob(205, "borrow-proj-a-g1", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[205])
+	snap.jobs[206] = withJSONFields(elastictest.QOSJob(206, "borrow-proj-b-g1", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[206])
+	snap.sums = nil // the sums are per snapshot
+	if r := h.d.roomFor(main, snap, "a100"); r.borrow != 0 {
+		t.Fatalf("room %+v: proj-a's tier borrower not counted in its borrowing limit", r)
+	}
+	delete(snap.jobs, 205)
+	delete(snap.jobs, 206)
+	snap.sums = nil
 	// A main job that borrows itself (lent by quotad) has no guarantee room: its workers borrow.
 	main.QOS = "borrow-proj-a"
 	if r := h.d.roomFor(main, snap, "a100"); r.guar != 0 || r.borrowQOS != "elastic-proj-a" {

@@ -108,12 +108,7 @@ func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRo
 	}
 	if limit, ok := snap.qos[elastic]; ok {
 		// The borrowing limit counts the project's borrowers in every size tier too.
-		counted := []string{elastic, borrow}
-		for q := range snap.qos {
-			if d.cfg.Pools.IsBorrowQOSOf(main.Account, q) {
-				counted = append(counted, q)
-			}
-		}
+		counted := append([]string{elastic, borrow}, snap.borrowTiers(d.cfg.Pools.BorrowQOSPattern(), main.Account)...)
 		r.borrowQOS, r.borrow = elastic, room(limit, snap, t, counted...)
 	} else if limit, ok := snap.qos[borrow]; ok {
 		r.borrowQOS, r.borrow = borrow, room(limit, snap, t, borrow)

@@ -15,6 +15,7 @@ type scans struct {
 	pending []policy.WaitingJob          // every pending job, Own unset
 	pendIDs []uint32                     // and their ids, in the same order
 	free    []noderoom.Free              // each node's unallocated GPUs, CPUs and memory, in node order
+	tiers   map[string][]string          // account → the QOS of its borrow size tiers among the snapshot's QOS
 }
 
 func (s *snapshot) scans() *scans {
@@ -35,6 +36,22 @@ func (s *snapshot) free() []noderoom.Free {
 		}
 	}
 	return sc.free
+}
+
+// borrowTiers is the QOS of account's borrow size tiers (bridge/pools.BorrowTierName under the
+// borrow pattern) among the snapshot's QOS: every elastic job's room asks, so the QOS are read
+// once per snapshot.
+func (s *snapshot) borrowTiers(pattern, account string) []string {
+	sc := s.scans()
+	if sc.tiers == nil {
+		sc.tiers = map[string][]string{}
+		for q := range s.qos {
+			if acct, _, ok := pools.BorrowTierOf(pattern, q); ok {
+				sc.tiers[acct] = append(sc.tiers[acct], q)
+			}
+		}
+	}
+	return sc.tiers[pools.QOSKey(account)]
 }
 
 // qosGPUs is the GPUs of type typ ("" all) that the running jobs in QOS qos hold and its
