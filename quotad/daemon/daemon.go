@@ -363,7 +363,7 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		q := pools.QOSKey(r.QOS)
 		switch {
 		case elasticQOS[q]:
-			elastic[fmt.Sprintf("%d@%d", r.JobID, r.End)] = true
+			elastic[reclaimKey(r.JobID, r.End)] = true
 		case !watched[q] && !cfg.Settings.IsBorrowQOS(q):
 			continue // preempted by the site's own QOS, not a claim
 		}
@@ -372,7 +372,7 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 	newest := d.reclaimsFrom.Unix()
 	for _, r := range rows {
 		newest = max(newest, r.End)
-		key := fmt.Sprintf("%d@%d", r.JobID, r.End)
+		key := reclaimKey(r.JobID, r.End)
 		if _, seen := d.reclaimsSeen[key]; seen {
 			continue
 		}
@@ -401,6 +401,9 @@ func (d *Daemon) observeReclaims(ctx context.Context, cfg *policy.Config) {
 		}
 	}
 }
+
+// reclaimKey names one reclaim, "job@end": a requeued job may be reclaimed again later.
+func reclaimKey(job uint32, end int64) string { return fmt.Sprintf("%d@%d", job, end) }
 
 // maxUnaudited bounds the reclaims waiting for their audit: past it (slurmdbd unreadable for
 // long while claims go on) a reclaim is counted and shown, not judged.
@@ -434,28 +437,27 @@ func (d *Daemon) auditReclaims(ctx context.Context, cfg *policy.Config, nodes []
 		}
 	}
 	now := d.now()
-	key := func(job uint32, end int64) string { return fmt.Sprintf("%d@%d", job, end) }
 	waiting := map[string]bool{}
 	for _, r := range d.unaudited {
-		waiting[key(r.JobID, r.End)] = true
+		waiting[reclaimKey(r.JobID, r.End)] = true
 	}
 	done := map[string]bool{}
 	for _, a := range policy.AuditReclaims(cfg, runs, nodeGPUs) {
 		mine := false
 		for _, v := range a.Lost {
-			mine = mine || waiting[key(v.JobID, v.Ended.Unix())]
+			mine = mine || waiting[reclaimKey(v.JobID, v.Ended.Unix())]
 		}
 		if !mine || (a.Claimant == nil && now.Before(a.At.Add(policy.ClaimWindow))) {
 			continue
 		}
 		for _, v := range a.Lost {
-			done[key(v.JobID, v.Ended.Unix())] = true
+			done[reclaimKey(v.JobID, v.Ended.Unix())] = true
 		}
 		d.recordReclaim(ctx, a)
 	}
 	kept := d.unaudited[:0]
 	for _, r := range d.unaudited {
-		switch k := key(r.JobID, r.End); {
+		switch k := reclaimKey(r.JobID, r.End); {
 		case done[k]:
 		case now.After(time.Unix(r.End, 0).Add(policy.ClaimWindow + auditGrace)):
 			d.Log.Warn().Uint32("job", r.JobID).Str("account", r.Account).Msg("reclaim not audited: slurmdbd has no run of it")

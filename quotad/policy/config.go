@@ -174,6 +174,12 @@ func (s Settings) borrowTierOf(qos string) (account string, n int, ok bool) {
 // pattern, bridge/pools.MatchQOS).
 func (s Settings) IsBorrowQOS(qos string) bool { return pools.MatchQOS(s.borrowPattern(), qos) }
 
+// isLendingQOS says whether qos is a borrow QOS (tiers too) or an elastic QOS of any project:
+// its jobs run on lent GPUs.
+func (s Settings) isLendingQOS(qos string) bool {
+	return s.IsBorrowQOS(qos) || pools.MatchQOS(s.elasticPattern(), qos)
+}
+
 // BorrowQOSNames is every QOS account's borrowers run in: its size tiers, smallest first,
 // then its borrow QOS.
 func (s Settings) BorrowQOSNames(account string) []string {

@@ -105,13 +105,10 @@ func (a ReclaimAudit) Text() string {
 
 // AuditReclaims pairs each preempted run among runs with the claim it made room for and judges
 // it. runs are the runs around the reclaims (RunsBetween: all that overlap [first end, last
-// end + ClaimWindow]); nodeGPUs the GPUs each node has; guaranteed and lending say which QOS
-// are guaranteed and which are borrow or elastic QOS (of any project, tiers too).
+// end + ClaimWindow]); nodeGPUs the GPUs each node has.
 func AuditReclaims(cfg *Config, runs []Run, nodeGPUs map[string]int) []ReclaimAudit {
 	s := cfg.Settings
-	guaranteed, lending := map[string]string{}, func(q string) bool {
-		return pools.MatchQOS(s.borrowPattern(), q) || pools.MatchQOS(s.elasticPattern(), q)
-	}
+	guaranteed := map[string]string{}
 	for _, p := range cfg.Projects {
 		guaranteed[s.GuaranteedQOSName(p.Account)] = p.Account
 	}
@@ -147,13 +144,13 @@ func AuditReclaims(cfg *Config, runs []Run, nodeGPUs map[string]int) []ReclaimAu
 		a.At = minTime(a.At, v.Ended)
 		a.Lost = append(a.Lost, v)
 		a.LostGPUs += v.GPUs
-		if !lending(v.QOS) {
+		if !s.isLendingQOS(v.QOS) {
 			a.NotBorrowing = append(a.NotBorrowing, v.JobID)
 		}
 	}
 	for _, a := range out {
 		if a.Claimant != nil {
-			a.Needed, a.Fewest, a.Would = fewestToFree(s, *a.Claimant, a.At, runs, nodeGPUs, lending)
+			a.Needed, a.Fewest, a.Would = fewestToFree(s, *a.Claimant, a.At, runs, nodeGPUs)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
@@ -167,7 +164,7 @@ func AuditReclaims(cfg *Config, runs []Run, nodeGPUs map[string]int) []ReclaimAu
 // fewestToFree is what claimant c had to take from borrowers at t, the moment of the
 // preemption, and the fewest GPUs of borrowers past PreemptExemptTime on its nodes that cover
 // it (a small subset sum: a node has a handful of GPUs), with who gives them.
-func fewestToFree(s Settings, c Run, t time.Time, runs []Run, nodeGPUs map[string]int, lending func(string) bool) (needed, fewest int, who []uint32) {
+func fewestToFree(s Settings, c Run, t time.Time, runs []Run, nodeGPUs map[string]int) (needed, fewest int, who []uint32) {
 	free := 0
 	for _, n := range c.Nodes {
 		free += nodeGPUs[n]
@@ -185,7 +182,7 @@ func fewestToFree(s Settings, c Run, t time.Time, runs []Run, nodeGPUs map[strin
 		}
 		on := r.gpusOn(c.Nodes)
 		free -= on
-		if on > 0 && lending(r.QOS) && !t.Before(r.Started.Add(s.PreemptExemptTime)) {
+		if on > 0 && s.isLendingQOS(r.QOS) && !t.Before(r.Started.Add(s.PreemptExemptTime)) {
 			givers = append(givers, giver{r.JobID, on, r.GPUs})
 		}
 	}
