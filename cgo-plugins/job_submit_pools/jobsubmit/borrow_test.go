@@ -47,6 +47,9 @@ func TestSubmitIntoBorrowQOSOnlyWhenSlurmCanRequeue(t *testing.T) {
 		{"a named borrow QOS makes the default ordinary", "lend", salloc("borrow-proj-b", 0), jr1, ""},
 		{"per-project pattern (the default) named", "borrow-{account}", salloc("borrow-proj-b", pools.NoVal16), jr1, "QOS borrow-proj-b is preemptable"},
 		{"per-project pattern, batch --requeue", "borrow-{account}", sbatch("borrow-proj-b", 1), jr1, ""},
+		// quotad's borrow size tiers are named by the same pattern, and guarded alike.
+		{"salloc into a borrow size tier", "", salloc("borrow-proj-b-g1", pools.NoVal16), jr1, "QOS borrow-proj-b-g1 is preemptable"},
+		{"sbatch --no-requeue into a tier of a suffixed pattern", `"{account}-lent"`, sbatch("proj-b-g4-lent", 0), jr1, "QOS proj-b-g4-lent is preemptable"},
 		// The elastic QOS is preemptable too (elasticd's workers beyond the guarantee, reclaimed first).
 		{"salloc into the elastic QOS", "", salloc("elastic-proj-b", pools.NoVal16), jr1, "QOS elastic-proj-b is preemptable"},
 		{"sbatch --no-requeue into the elastic QOS", "", sbatch("elastic-proj-a", 0), jr1, "this job was submitted with --no-requeue, so it would be killed"},
@@ -94,6 +97,8 @@ func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 		{"SlurmUser's uid unknown", "borrow-proj-b", 64030, SlurmConf{}, true},
 		{"a borrow_qos_admins user (quotad as slurmbridge)", "borrow-proj-b", 998, conf, false},
 		{"an update that does not touch the QOS", "", 1001, conf, false},
+		{"a user into a borrow size tier", "borrow-proj-b-g2", 1001, conf, true},
+		{"root into a borrow size tier", "borrow-proj-b-g2", 0, conf, false},
 		{"a user into the elastic QOS", "elastic-proj-b", 1001, conf, true},
 		{"root into the elastic QOS", "elastic-proj-b", 0, conf, false},
 		{"a borrow_qos_admins user into the elastic QOS", "elastic-proj-b", 998, conf, false},
