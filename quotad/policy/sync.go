@@ -148,11 +148,18 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[
 func borrowTiers(cfg *Config, snap *Snapshot) map[string][]int {
 	out := map[string][]int{}
 	projects := map[string]bool{}
+	// A project's own borrow QOS is never another's tier: account team-g2's borrow-team-g2
+	// reads like tier 2 of team.
+	own := map[string]bool{}
 	for _, p := range cfg.Projects {
 		projects[p.Account] = true
+		own[cfg.Settings.BorrowQOSName(p.Account)] = true
 		out[p.Account] = slices.Clone(cfg.Settings.BorrowSizeTiers)
 	}
 	add := func(qos string) {
+		if own[pools.QOSKey(qos)] {
+			return
+		}
 		if acct, size, ok := cfg.Settings.borrowTierOf(qos); ok && projects[acct] && !slices.Contains(out[acct], size) {
 			out[acct] = append(out[acct], size)
 			slices.Sort(out[acct])

@@ -114,6 +114,25 @@ func TestDroppedSizeTierStaysReclaimable(t *testing.T) {
 	}
 }
 
+// Without tiers, projects team and team-g2 may both exist: team-g2's borrowers run in its own
+// borrow QOS, borrow-team-g2, which reads like tier 2 of team but is not one.
+func TestAnAccountNamedLikeATierIsNotOne(t *testing.T) {
+	cfg := policytest.MakeConfig().Project("team", policytest.GPUs("a100", 4)).Project("team-g2", policytest.GPUs("a100", 4)).Obj()
+	jobs := slices.Concat(runningA100(1, 4, "team-g2", time.Minute), []policy.Job{sized(5, "team-g2", 2, "borrow-team-g2")})
+	snap := policytest.MakeSnapshot().Testbed(0, 2, 8).Jobs(jobs...).Synced(t, cfg).Obj()
+	if got := policy.NormalizeNames(qosNamed(t, snap, "guar-team").Preempt); !reflect.DeepEqual(got, []string{"borrow-team-g2", "elastic-team-g2"}) {
+		t.Errorf("guar-team preempts %q", got)
+	}
+	for _, a := range snap.Accounts {
+		if a.Name == "team" && slices.Contains(a.QOS, "borrow-team-g2") {
+			t.Errorf("team may use %q: team-g2's borrow QOS taken for a tier of team's", a.QOS)
+		}
+	}
+	policytest.CheckExplains(t, policy.BuildPlan(cfg, snap, policytest.T0), map[uint32]policytest.Says{
+		5: {Code: policy.CodeReclaimable, Words: "runs borrowed in borrow-team-g2"},
+	})
+}
+
 func TestBorrowSizeTiersValidation(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
