@@ -78,8 +78,9 @@ func BorrowTierName(pattern, account string, gpus int) string {
 }
 
 // BorrowTierOf reads a name BorrowTierName built under pattern: the account and the tier's
-// GPUs. An account that itself ends in "-gN" reads as a tier; quotad refuses a quota table
-// where the two names meet.
+// GPUs. An account that itself ends in "-gN" reads as a tier: a caller that knows the projects
+// tells the two apart (quotad), and quotad refuses a table whose tiers are another project's
+// borrow QOS.
 func BorrowTierOf(pattern, qos string) (account string, gpus int, ok bool) {
 	pattern = QOSKey(pattern)
 	if !strings.Contains(pattern, AccountPlaceholder) {
