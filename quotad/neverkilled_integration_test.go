@@ -261,6 +261,25 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	drainAtEnd(t, c, &all)
 	waitQueue(t, c, []string{id}, "bob's --requeue job running in borrow-proj-b", 20*time.Second, exactly(1, []string{id}, runningIn("borrow-proj-b")))
 
+	// A borrow size tier is quotad's alone, --requeue or not: each tier carries the borrow cap,
+	// so a user submitting into every tier would hold it once per tier. With -A and without.
+	for _, args := range [][]string{{"-A", "proj-b"}, {}} {
+		offset := ctldLogSize(t, c)
+		sbatch := append([]string{"--qos=borrow-proj-b-g1", "--requeue", "-p", "a100", "--gres=gpu:a100:1"}, args...)
+		tid, msg, err := c.SubmitWithMessage(ctx, "bob", append(sbatch, "--wrap", "sleep 300")...)
+		if err == nil {
+			c.Cancel(tid)
+			t.Fatalf("sbatch %s accepted as job %s", strings.Join(sbatch, " "), tid)
+		}
+		t.Logf("sbatch %s:\n%s", strings.Join(sbatch, " "), msg)
+		assertRefused(t, c, offset, pools.RefusedBorrowTierQuotadOnly, msg)
+		for _, want := range []string{"only quotad moves jobs into it", "--qos=borrow-proj-b.", "Invalid qos specification"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("tier refusal lacks %q:\n%s", want, msg)
+			}
+		}
+	}
+
 	// Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it requeueable, which
 	// the plugin reads from slurmctld's own slurm_conf (unread, it would refuse the job).
 	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")

@@ -53,6 +53,9 @@ type Request struct {
 	Features       string // --constraint; not interpreted (see the package doc)
 	// QOS is the requested QOS, possibly a comma-separated list (24.11 on).
 	QOS string
+	// Account is --account, "" for the user's default account (Slurm fills it in after
+	// job_submit). Routing never reads it: only the borrow QOS guard does.
+	Account string
 	// Batch is job_desc->script != NULL: an sbatch job, not an salloc or srun allocation.
 	// Unknown (false) on Modify.
 	Batch bool

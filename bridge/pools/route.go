@@ -45,6 +45,7 @@ const (
 const (
 	RefusedBorrowNotRequeueable Refusal = "borrow-qos-not-requeueable" // a new job asks for a borrow QOS, and Slurm could not requeue it
 	RefusedBorrowQuotadOnly     Refusal = "borrow-qos-quotad-only"     // a user's update moves a job into a borrow QOS: quotad's alone
+	RefusedBorrowTierQuotadOnly Refusal = "borrow-tier-quotad-only"    // a new job asks for a borrow size tier: quotad's alone
 	RefusedLentNoRequeue        Refusal = "lent-job-no-requeue"        // an update sets Requeue=0 on a job in a lending QOS
 	RefusedLentAccount          Refusal = "lent-job-account"           // an update changes the account of a job in a lending QOS
 )

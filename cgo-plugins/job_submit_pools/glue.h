@@ -25,6 +25,7 @@ enum pools_request_string {
 	POOLS_COMMENT,
 	POOLS_FEATURES,
 	POOLS_QOS,
+	POOLS_ACCOUNT, /* --account; NULL for the user's default account */
 	POOLS_STRINGS
 };
 enum pools_request_number {

@@ -141,6 +141,7 @@ static void request_from(const job_desc_msg_t *d, uint32_t uid, struct pools_req
 	r->s[POOLS_COMMENT] = d->comment;
 	r->s[POOLS_FEATURES] = d->features;
 	r->s[POOLS_QOS] = d->qos;
+	r->s[POOLS_ACCOUNT] = d->account;
 	r->n[POOLS_MIN_CPUS] = d->min_cpus;
 	r->n[POOLS_CPUS_PER_TASK] = d->cpus_per_task;
 	r->n[POOLS_PN_MIN_CPUS] = d->pn_min_cpus;

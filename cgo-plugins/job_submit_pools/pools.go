@@ -233,6 +233,7 @@ func requestFrom(req *C.struct_pools_request, op pools.Op) pools.Request {
 		Comment:        str(C.POOLS_COMMENT),
 		Features:       str(C.POOLS_FEATURES),
 		QOS:            str(C.POOLS_QOS),
+		Account:        str(C.POOLS_ACCOUNT),
 		Batch:          num(C.POOLS_BATCH) != 0,
 		Requeue:        uint16(num(C.POOLS_REQUEUE)),
 	}

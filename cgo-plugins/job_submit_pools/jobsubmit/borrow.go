@@ -62,6 +62,35 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 		"or use sbatch --requeue.", qos, why)
 }
 
+// submitTierRefusal is the message refusing a new job that asks for one of quotad's borrow
+// size tiers (borrow-<account>-gN), or "". quotad moves a lent job into the tier of its size;
+// each tier has the borrow QOS' caps, so a user submitting straight into every tier could hold
+// the borrow cap once per tier. Root, SlurmUser and borrow_qos_admins may. An account that
+// itself ends in -gN names its own borrow QOS with --account: the job's account is the only
+// way to tell team-g2's borrow QOS from tier 2 of team's (Slurm fills a default account in only
+// after job_submit).
+func submitTierRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
+	if req.QOS == "" || uid == 0 || (conf.Known && uid == conf.SlurmUserID) || admins[uid] {
+		return ""
+	}
+	pattern := cfg.BorrowQOSPattern()
+	for q := range strings.SplitSeq(req.QOS, ",") {
+		q = strings.TrimSpace(q)
+		account, gpus, ok := pools.BorrowTierOf(pattern, q)
+		if !ok || (req.Account != "" && pools.QOSKey(cfg.BorrowQOSFor(req.Account)) == pools.QOSKey(q)) {
+			continue
+		}
+		own := ""
+		if req.Account == "" {
+			own = fmt.Sprintf(" If %s is the borrow QOS of your own account %s-g%d, name that account: --account=%s-g%d.", q, account, gpus, account, gpus)
+		}
+		return fmt.Sprintf("slurmbridge: QOS %s holds %s's borrowed jobs of at most %d GPU(s), and only quotad moves jobs into it "+
+			"when it lends them. Submit without --qos (quotad lends idle GPUs to eligible jobs), or with sbatch --requeue --qos=%s.%s",
+			q, account, gpus, cfg.BorrowQOSFor(account), own)
+	}
+	return ""
+}
+
 // modifyBorrowRefusal is the message refusing a user's update of a job into a borrow QOS, or "".
 // Only quotad (root, SlurmUser or a borrow_qos_admins user) may move jobs there: it lends only
 // jobs Slurm can requeue, and it alone keeps the account's borrowing within what it lends (the

@@ -117,6 +117,69 @@ func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 	}
 }
 
+// A user who submits straight into each of quotad's borrow size tiers would hold the borrow
+// cap once per tier (each tier carries the borrow QOS' GrpTRES): only quotad moves jobs there.
+// An account that itself ends in -gN keeps its own borrow QOS when it names that account.
+func TestSubmitIntoBorrowSizeTierOnlyByQuotad(t *testing.T) {
+	conf := SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030}
+	admins := map[uint32]bool{998: true}
+	sbatch := func(qos, account string) *pools.Request {
+		r := gpuJob("gres/gpu:a100:1")
+		r.QOS, r.Account, r.Requeue = qos, account, 1
+		return r
+	}
+	tests := []struct {
+		name    string
+		pattern string
+		req     *pools.Request
+		uid     uint32
+		conf    SlurmConf
+		want    string // a substring of the refusal; "" to accept
+	}{
+		{"a user into tier 1", "", sbatch("borrow-proj-b-g1", ""), 1001, conf, "QOS borrow-proj-b-g1 holds proj-b's borrowed jobs of at most 1 GPU(s)"},
+		{"a user into tier 1 naming the project", "", sbatch("borrow-proj-b-g1", "proj-b"), 1001, conf, "or with sbatch --requeue --qos=borrow-proj-b."},
+		{"upper case", "", sbatch("BORROW-PROJ-B-G4", "proj-b"), 1001, conf, "QOS BORROW-PROJ-B-G4 holds proj-b's"},
+		{"a tier second in a QOS list (24.11 on)", "", sbatch("guar-proj-b, borrow-proj-b-g2", ""), 1001, conf, "QOS borrow-proj-b-g2 holds"},
+		{"a tier of a suffixed pattern", `"{account}-lent"`, sbatch("proj-b-g8-lent", ""), 1001, conf, "or with sbatch --requeue --qos=proj-b-lent."},
+		{"without --account: the way out for an account ending in -gN", "", sbatch("borrow-team-g2", ""), 1001, conf, "--account=team-g2"},
+		{"account team-g2 in its own borrow QOS", "", sbatch("borrow-team-g2", "team-g2"), 1001, conf, ""},
+		{"account Team-G2 (as typed) in its own borrow QOS", "", sbatch("borrow-team-g2", "Team-G2"), 1001, conf, ""},
+		{"account team in tier 2", "", sbatch("borrow-team-g2", "team"), 1001, conf, "QOS borrow-team-g2 holds team's"},
+		{"the borrow QOS itself", "", sbatch("borrow-proj-b", ""), 1001, conf, ""},
+		{"a guaranteed QOS", "", sbatch("guar-proj-b-g2", ""), 1001, conf, ""},
+		{"no --qos", "", sbatch("", ""), 1001, conf, ""},
+		{"not a tier: -g0", "", sbatch("borrow-proj-b-g0", ""), 1001, conf, ""},
+		{"not a tier: -g01", "", sbatch("borrow-proj-b-g01", ""), 1001, conf, ""},
+		{"a named borrow QOS has no tiers", "lend", sbatch("lend-g1", ""), 1001, conf, ""},
+		{"root", "", sbatch("borrow-proj-b-g1", ""), 0, conf, ""},
+		{"SlurmUser", "", sbatch("borrow-proj-b-g1", ""), 64030, conf, ""},
+		{"SlurmUser's uid unknown", "", sbatch("borrow-proj-b-g1", ""), 64030, SlurmConf{}, "holds proj-b's"},
+		{"a borrow_qos_admins user", "", sbatch("borrow-proj-b-g1", ""), 998, conf, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := configWithBorrow(t, tt.pattern)
+			got := submitTierRefusal(cfg, tt.req, tt.uid, tt.conf, admins)
+			if tt.want == "" && got != "" {
+				t.Fatalf("refused: %q", got)
+			}
+			if tt.want != "" && (!strings.Contains(got, tt.want) || !strings.Contains(got, "only quotad moves jobs into it")) {
+				t.Fatalf("refusal %q, want it to say %q and why", got, tt.want)
+			}
+		})
+	}
+	// Without a usable pools.yaml the default pattern guards the tiers, through the plugin, with
+	// its own refusal code.
+	missing := newFixture(t, "")
+	missing.p.SlurmConf = func() SlurmConf { return conf }
+	if out := missing.p.Submit(sbatch("borrow-proj-b-g1", ""), 1001); out.Reject != RejectQOS || out.Refusal != pools.RefusedBorrowTierQuotadOnly {
+		t.Fatalf("without pools.yaml: %+v, want the tier refused", out)
+	}
+	if !missing.log.endsWith(" code=" + string(pools.RefusedBorrowTierQuotadOnly)) {
+		t.Fatalf("refusal not logged: %q", missing.log.lines)
+	}
+}
+
 // Through the plugin: no usable pools.yaml still refuses an salloc into quotad's default
 // borrow QOS; the refusal is QOS-kind (ESLURM_INVALID_QOS) and logged; admins resolve at load.
 func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {

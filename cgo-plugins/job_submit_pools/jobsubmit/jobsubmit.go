@@ -174,11 +174,13 @@ func (p *Plugin) checkGuarded() {
 }
 
 // Submit routes a new job. A job that asks for a borrow QOS although Slurm could not requeue
-// it is refused even without a usable config (the borrow QOS is then quotad's default).
+// it, or for a borrow size tier, is refused even without a usable config (the borrow QOS is
+// then quotad's default).
 func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 	var cfg *pools.Config
+	var admins map[uint32]bool
 	if l := p.cfg.Load(); l != nil {
-		cfg = l.cfg
+		cfg, admins = l.cfg, l.admins
 	}
 	// slurmctld's settings matter only to a job that names a QOS: the rest skip two calls out of Go.
 	var conf SlurmConf
@@ -187,6 +189,9 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 	}
 	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {
 		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowNotRequeueable, UserMessage: msg})
+	}
+	if msg := submitTierRefusal(cfg, req, uid, conf, admins); msg != "" {
+		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowTierQuotadOnly, UserMessage: msg})
 	}
 	if cfg == nil {
 		return Outcome{}
