@@ -98,6 +98,32 @@ func BorrowTierOf(pattern, qos string) (account string, gpus int, ok bool) {
 	return inner[:i], n, true
 }
 
+// protectedSuffix ends the account part of a protected borrow QOS' name.
+const protectedSuffix = "-hipri"
+
+// ProtectedBorrowName is the QOS, under a borrow QOS pattern, of account's borrowers that a
+// claim below the project's reclaim priority threshold may not take (quotad's
+// reclaimPriorityThreshold): the pattern's name for the account "ACCOUNT-hipri", so that every
+// rule recognising a borrow QOS by its pattern recognises it too, as BorrowTierName.
+func ProtectedBorrowName(pattern, account string) string {
+	return QOSName(pattern, account+protectedSuffix)
+}
+
+// ProtectedBorrowOf reads a name ProtectedBorrowName built under pattern: the project's account.
+// An account that itself ends in "-hipri" reads as one, as with BorrowTierOf.
+func ProtectedBorrowOf(pattern, qos string) (account string, ok bool) {
+	pattern = QOSKey(pattern)
+	if !strings.Contains(pattern, AccountPlaceholder) {
+		return "", false
+	}
+	inner, ok := accountIn(pattern, QOSKey(qos))
+	account, found := strings.CutSuffix(inner, protectedSuffix)
+	if !ok || !found || account == "" {
+		return "", false
+	}
+	return account, true
+}
+
 // PerProject says whether pattern names one QOS per project: it holds "{account}" exactly once.
 func PerProject(pattern string) bool { return strings.Count(pattern, AccountPlaceholder) == 1 }
 

@@ -132,3 +132,42 @@ func checkErr(t *testing.T, fn, arg string, err error, problem string) {
 		t.Errorf("%s(%q): %v, want %q", fn, arg, err, problem)
 	}
 }
+
+// quotad's size tiers and protected borrow QOS are named by the borrow pattern and read back
+// from it; a fixed pattern (one shared QOS) has neither.
+func TestBorrowSubQOSNames(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, qos string
+		tierAcct     string
+		tierGPUs     int
+		protected    string
+	}{
+		{"borrow-{account}", "borrow-proj-b-g4", "proj-b", 4, ""},
+		{"borrow-{account}", "Borrow-Proj-B-G4", "proj-b", 4, ""},
+		{"borrow-{account}", "borrow-proj-b-hipri", "", 0, "proj-b"},
+		{"{account}-lent", "proj-b-g2-lent", "proj-b", 2, ""},
+		{"{account}-lent", "proj-b-hipri-lent", "", 0, "proj-b"},
+		{"borrow-{account}", "borrow-proj-b", "", 0, ""},
+		{"borrow-{account}", "borrow-hipri", "", 0, ""},
+		{"borrow-{account}", "borrow--hipri", "", 0, ""},
+		{"borrow-{account}", "borrow-proj-b-g0", "", 0, ""},
+		{"borrow-{account}", "borrow-proj-b-g02", "", 0, ""},
+		{"borrow-{account}", "guar-proj-b-hipri", "", 0, ""},
+		{"borrow", "borrow-hipri", "", 0, ""},
+	} {
+		acct, n, ok := BorrowTierOf(tt.pattern, tt.qos)
+		if acct != tt.tierAcct || n != tt.tierGPUs || ok != (tt.tierAcct != "") {
+			t.Errorf("BorrowTierOf(%q, %q) = %q, %d, %v; want %q, %d", tt.pattern, tt.qos, acct, n, ok, tt.tierAcct, tt.tierGPUs)
+		}
+		if ok && QOSKey(BorrowTierName(tt.pattern, acct, n)) != QOSKey(tt.qos) {
+			t.Errorf("BorrowTierName(%q, %q, %d) = %q, want %q", tt.pattern, acct, n, BorrowTierName(tt.pattern, acct, n), tt.qos)
+		}
+		acct, ok = ProtectedBorrowOf(tt.pattern, tt.qos)
+		if acct != tt.protected || ok != (tt.protected != "") {
+			t.Errorf("ProtectedBorrowOf(%q, %q) = %q, %v; want %q", tt.pattern, tt.qos, acct, ok, tt.protected)
+		}
+		if ok && QOSKey(ProtectedBorrowName(tt.pattern, acct)) != QOSKey(tt.qos) {
+			t.Errorf("ProtectedBorrowName(%q, %q) = %q, want %q", tt.pattern, acct, ProtectedBorrowName(tt.pattern, acct), tt.qos)
+		}
+	}
+}

@@ -101,6 +101,14 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	}
 	delete(snap.jobs, 205)
 	delete(snap.jobs, 206)
+	// So does one in its protected borrow QOS (its reclaim priority threshold).
+	snap.qos["borrow-proj-a-hipri"] = mustTRES(t, "gres/gpu:a100=3")
+	snap.jobs[207] = withJSONFields(elastictest.QOSJob(207, "borrow-proj-a-hipri", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[207])
+	snap.sums = nil
+	if r := h.d.roomFor(main, snap, "a100"); r.borrow != 0 {
+		t.Fatalf("room %+v: proj-a's protected borrower not counted in its borrowing limit", r)
+	}
+	delete(snap.jobs, 207)
 	snap.sums = nil
 	// A main job that borrows itself (lent by quotad) has no guarantee room: its workers borrow.
 	main.QOS = "borrow-proj-a"

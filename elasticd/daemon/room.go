@@ -107,7 +107,8 @@ func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRo
 		r.guar = room(limit, snap, t, r.guarQOS)
 	}
 	if limit, ok := snap.qos[elastic]; ok {
-		// The borrowing limit counts the project's borrowers in every size tier too.
+		// The borrowing limit counts the project's borrowers in every size tier and in its
+		// protected borrow QOS too.
 		counted := append([]string{elastic, borrow}, snap.borrowTiers(d.cfg.Pools.BorrowQOSPattern(), main.Account)...)
 		r.borrowQOS, r.borrow = elastic, room(limit, snap, t, counted...)
 	} else if limit, ok := snap.qos[borrow]; ok {

@@ -15,7 +15,7 @@ type scans struct {
 	pending []policy.WaitingJob          // every pending job, Own unset
 	pendIDs []uint32                     // and their ids, in the same order
 	free    []noderoom.Free              // each node's unallocated GPUs, CPUs and memory, in node order
-	tiers   map[string][]string          // account → the QOS of its borrow size tiers among the snapshot's QOS
+	tiers   map[string][]string          // account → the QOS of its borrow size tiers and protected QOS among the snapshot's QOS
 }
 
 func (s *snapshot) scans() *scans {
@@ -38,15 +38,17 @@ func (s *snapshot) free() []noderoom.Free {
 	return sc.free
 }
 
-// borrowTiers is the QOS of account's borrow size tiers (bridge/pools.BorrowTierName under the
-// borrow pattern) among the snapshot's QOS: every elastic job's room asks, so the QOS are read
-// once per snapshot.
+// borrowTiers is the QOS of account's borrow size tiers and its protected borrow QOS
+// (bridge/pools.BorrowTierName and ProtectedBorrowName under the borrow pattern) among the
+// snapshot's QOS: every elastic job's room asks, so the QOS are read once per snapshot.
 func (s *snapshot) borrowTiers(pattern, account string) []string {
 	sc := s.scans()
 	if sc.tiers == nil {
 		sc.tiers = map[string][]string{}
 		for q := range s.qos {
 			if acct, _, ok := pools.BorrowTierOf(pattern, q); ok {
+				sc.tiers[acct] = append(sc.tiers[acct], q)
+			} else if acct, ok := pools.ProtectedBorrowOf(pattern, q); ok {
 				sc.tiers[acct] = append(sc.tiers[acct], q)
 			}
 		}

@@ -99,6 +99,7 @@ func TestProjectEditKeepsWhatItDoesNotName(t *testing.T) {
 	}
 	one, minus := 1, -1
 	w := 2.5
+	prio, noPrio := int64(5000), int64(-1)
 	for _, tc := range []struct {
 		name    string
 		edit    ProjectEdit
@@ -116,6 +117,10 @@ func TestProjectEditKeepsWhatItDoesNotName(t *testing.T) {
 		{"lending limits set", ProjectEdit{Account: "proj-b", LendLimits: map[string]int{"a100": 2}},
 			map[string]string{"proj-a": "gpus=a100:4 borrowLimit=2", "proj-b": "gpus=a100:4 lendLimitByType=a100:2 weight=3"}, ""},
 		{"lending limits removed", ProjectEdit{Account: "proj-b", LendLimits: map[string]int{}},
+			map[string]string{"proj-a": "gpus=a100:4 borrowLimit=2", "proj-b": "gpus=a100:4 weight=3"}, ""},
+		{"reclaim priority threshold set", ProjectEdit{Account: "proj-a", ReclaimPriorityThreshold: &prio},
+			map[string]string{"proj-a": "gpus=a100:4 borrowLimit=2 reclaimPriorityThreshold=5000", "proj-b": "gpus=a100:4 weight=3"}, ""},
+		{"reclaim priority threshold removed", ProjectEdit{Account: "proj-a", ReclaimPriorityThreshold: &noPrio},
 			map[string]string{"proj-a": "gpus=a100:4 borrowLimit=2", "proj-b": "gpus=a100:4 weight=3"}, ""},
 		{"a new project needs gpus", ProjectEdit{Account: "proj-c", Weight: &w}, nil, "proj-c has no quota yet: give --gpus"},
 	} {

@@ -77,15 +77,19 @@ func WriteCluster(w io.Writer, r view.ClusterResponse, pageURL string) error {
 
 	fmt.Fprintln(w, "\nPROJECTS  (in use: in the guarantee; borrowed: over it; lent: unused guarantee borrowers hold)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "Project\tGPUType\tGuarantee\tInUse\tBorrowed\tLent\tPending\tBorrowLimit\tLendsAtMost\tGPULimit\tWeight\tBackingOff")
+	fmt.Fprintln(tw, "Project\tGPUType\tGuarantee\tInUse\tBorrowed\tLent\tPending\tBorrowLimit\tLendsAtMost\tGPULimit\tWeight\tBackingOff\tReclaimPriority")
 	for _, p := range r.Projects {
 		limit := "none"
 		if p.Limits.TotalGPUs != nil {
 			limit = strconv.Itoa(*p.Limits.TotalGPUs)
 		}
+		threshold := "none"
+		if t := p.Limits.ReclaimPriorityThreshold; t != nil {
+			threshold = strconv.FormatInt(*t, 10)
+		}
 		for _, g := range p.GPUs {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", p.Account, g.GPUType, g.Guaranteed, g.InUse, g.Borrowed, g.Lent, g.Pending,
-				view.BorrowLimit(p.Limits, g.GPUType), view.LendLimit(g), limit, strconv.FormatFloat(p.Weight, 'g', -1, 64), p.BackingOff)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Account, g.GPUType, g.Guaranteed, g.InUse, g.Borrowed, g.Lent, g.Pending,
+				view.BorrowLimit(p.Limits, g.GPUType), view.LendLimit(g), limit, strconv.FormatFloat(p.Weight, 'g', -1, 64), p.BackingOff, threshold)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -47,6 +47,7 @@ func QuotactlApp() *ucli.App {
 					&ucli.IntFlag{Name: "borrow-limit", Usage: "most GPUs the project may borrow, all types (-1: no limit)"},
 					&ucli.StringFlag{Name: "lend-limit", Usage: "most of its guaranteed GPUs per type others may borrow, e.g. a100=2 (the rest stays idle for its own jobs; replaces the project's list; none: lends all)"},
 					&ucli.Float64Flag{Name: "weight", Usage: "share of idle GPUs among borrowers (> 0)"},
+					&ucli.Int64Flag{Name: "reclaim-priority-threshold", Usage: "its borrowed jobs of at least this Slurm priority are reclaimed only by claims of at least this priority (-1: none)"},
 				},
 				Action: withEnv(cmdSet, readWrite),
 			},
@@ -138,7 +139,7 @@ func ParseGPUList(s string) (map[string]int, error) {
 func cmdSet(c *ucli.Context, e *env) error {
 	ctx := c.Context
 	if c.NArg() != 1 {
-		return errors.New("usage: quotactl set ACCOUNT --gpus a100=4[,v100=2] [--borrow-limit N] [--lend-limit a100=2|none] [--weight W]")
+		return errors.New("usage: quotactl set ACCOUNT --gpus a100=4[,v100=2] [--borrow-limit N] [--lend-limit a100=2|none] [--weight W] [--reclaim-priority-threshold P]")
 	}
 	account := c.Args().First()
 	if err := requireAdmin(ctx, e.reader); err != nil {
@@ -185,6 +186,10 @@ func cmdSet(c *ucli.Context, e *env) error {
 		w := c.Float64("weight")
 		edit.Weight = &w
 	}
+	if c.IsSet("reclaim-priority-threshold") {
+		n := c.Int64("reclaim-priority-threshold")
+		edit.ReclaimPriorityThreshold = &n
+	}
 	// The edit applies to the table as it is inside the store's transaction, not to a copy
 	// read earlier: a concurrent set of another project is kept.
 	var saved *policy.Config
@@ -213,6 +218,8 @@ type ProjectEdit struct {
 	BorrowLimit *int           // < 0 removes the limit
 	LendLimits  map[string]int // replaces the project's lending limits; empty, not nil, removes them
 	Weight      *float64
+	// ReclaimPriorityThreshold: < 0 removes it.
+	ReclaimPriorityThreshold *int64
 }
 
 func merged(a, b map[string]int) map[string]int {
@@ -260,6 +267,12 @@ func (pe ProjectEdit) Apply(cfg *policy.Config) error {
 	if pe.Weight != nil {
 		w := *pe.Weight
 		p.Weight = &w
+	}
+	if pe.ReclaimPriorityThreshold != nil {
+		p.ReclaimPriorityThreshold = nil
+		if n := *pe.ReclaimPriorityThreshold; n >= 0 {
+			p.ReclaimPriorityThreshold = &n
+		}
 	}
 	return nil
 }

@@ -171,6 +171,9 @@ func newLedger(c *cycle) *ledger {
 		for _, q := range c.cfg.Settings.BorrowQOSNames(pc.Account) {
 			l.borrowOf[q] = p
 		}
+		if pc.ReclaimPriorityThreshold != nil {
+			l.borrowOf[c.cfg.Settings.ProtectedBorrowQOSName(pc.Account)] = p
+		}
 		l.elasticOf[p.elasticQOS] = p
 		l.byQOS[p.guarQOS] = p
 	}
@@ -214,10 +217,12 @@ func (l *ledger) lenderOf(qos string) *project {
 	if p := l.elasticOf[qos]; p != nil {
 		return p
 	}
-	// A size tier the table dropped (borrowTiers) still holds borrowers; the answer is kept,
-	// nil too, so each other QOS is read once per cycle.
+	// A size tier or protected QOS the table dropped (keptBorrowQOSOf) still holds borrowers;
+	// the answer is kept, nil too, so each other QOS is read once per cycle.
 	var p *project
 	if acct, _, ok := l.c.cfg.Settings.borrowTierOf(qos); ok {
+		p = l.byAccount[acct]
+	} else if acct, ok := l.c.cfg.Settings.protectedBorrowOf(qos); ok {
 		p = l.byAccount[acct]
 	}
 	l.borrowOf[qos] = p

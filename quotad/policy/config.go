@@ -139,6 +139,20 @@ type Project struct {
 	LendLimitByType map[string]int `yaml:"lendLimitByType,omitempty"`
 	// Weight is the project's share when idle GPUs are divided among borrowers; nil means 1.
 	Weight *float64 `yaml:"weight,omitempty"`
+	// ReclaimPriorityThreshold protects the project's most important borrowed work from
+	// low-priority claims (Kueue's maxPriorityThreshold): a job lent while its Slurm priority
+	// is at least this borrows in the project's protected QOS (ProtectedBorrowQOSName), which
+	// only claims of at least this priority may preempt. nil: every borrower is reclaimable
+	// by any claim.
+	ReclaimPriorityThreshold *int64 `yaml:"reclaimPriorityThreshold,omitempty"`
+}
+
+// MaxJobPriority is the highest priority Slurm gives a job (a uint32; 0 means held).
+const MaxJobPriority = 1<<32 - 2
+
+// protects says whether p's borrower of the given Slurm priority goes to its protected QOS.
+func (p Project) protects(priority int64) bool {
+	return p.ReclaimPriorityThreshold != nil && priority >= *p.ReclaimPriorityThreshold
 }
 
 // BorrowQOSName is the name of account's borrow QOS (bridge/pools.QOSName: lower case).
@@ -168,6 +182,17 @@ func (s Settings) borrowTierName(account string, n int) string {
 // knows tiers the table no longer lists, whose borrowers may still run.
 func (s Settings) borrowTierOf(qos string) (account string, n int, ok bool) {
 	return pools.BorrowTierOf(s.borrowPattern(), qos)
+}
+
+// ProtectedBorrowQOSName is the QOS of account's borrowers above its reclaim priority
+// threshold (bridge/pools.ProtectedBorrowName, e.g. borrow-proj-b-hipri).
+func (s Settings) ProtectedBorrowQOSName(account string) string {
+	return pools.ProtectedBorrowName(s.borrowPattern(), account)
+}
+
+// protectedBorrowOf reads a protected borrow QOS' name: the project's account.
+func (s Settings) protectedBorrowOf(qos string) (account string, ok bool) {
+	return pools.ProtectedBorrowOf(s.borrowPattern(), qos)
 }
 
 // IsBorrowQOS says whether qos is a borrow QOS or a size tier of one, of any project (by the
@@ -428,6 +453,9 @@ func (c *Config) Validate() error {
 			for _, n := range s.BorrowSizeTiers {
 				qos = append(qos, struct{ kind, name string }{fmt.Sprintf("borrow tier %d", n), s.borrowTierName(p.Account, n)})
 			}
+			if p.ReclaimPriorityThreshold != nil {
+				qos = append(qos, struct{ kind, name string }{"protected borrow", s.ProtectedBorrowQOSName(p.Account)})
+			}
 			for _, q := range qos {
 				if other, clash := seenQOS[q.name]; clash {
 					bad(field("account"), "%s QOS %q of %s is also the %s", q.kind, q.name, p.Account, other)
@@ -469,6 +497,9 @@ func (c *Config) Validate() error {
 			case n > g:
 				bad(field("lendLimitByType."+t), "project %s: lend limit of %s is %d, more than its %d guaranteed %s: a project lends only its own guarantee", name, t, n, g, t)
 			}
+		}
+		if t := p.ReclaimPriorityThreshold; t != nil && (*t < 1 || *t > MaxJobPriority) {
+			bad(field("reclaimPriorityThreshold"), "project %s: a Slurm job priority, 1 to %d; got %d", name, int64(MaxJobPriority), *t)
 		}
 		if p.Weight != nil && (!(*p.Weight > 0) || math.IsInf(*p.Weight, 0)) {
 			bad(field("weight"), "project %s: weight must be a finite number > 0, got %v", name, *p.Weight)

@@ -92,6 +92,9 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 		if st.BackingOff > 0 {
 			st.Summary += fmt.Sprintf("; %d job(s) a claim took back wait out their reclaim backoff", st.BackingOff)
 		}
+		if t := p.cfg.ReclaimPriorityThreshold; t != nil {
+			st.Summary += fmt.Sprintf("; its borrowed jobs of priority %d or more run in %s, which only claims of priority %d or more may take", *t, c.cfg.Settings.ProtectedBorrowQOSName(p.cfg.Account), *t)
+		}
 		out = append(out, st)
 	}
 	return out

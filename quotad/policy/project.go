@@ -26,9 +26,13 @@ type project struct {
 	elastic       map[string]int // type → the part of borrowed in the elastic QOS
 	pending       map[string]int // type → GPUs wanted by pending jobs in the guaranteed QOS
 	reserved      map[string]int // type → GPUs of in-quota pending jobs that fit the guarantee
-	candidates    []*Job         // over-quota pending jobs, in serving order
-	next          int            // candidates[:next] are decided
-	nextTask      int            // and of candidates[next], its first nextTask array tasks
+	// claiming: an in-quota job waits for GPUs (a claim Slurm may preempt for); claimPriority
+	// is the highest Slurm priority among such jobs.
+	claiming      bool
+	claimPriority int64
+	candidates    []*Job // over-quota pending jobs, in serving order
+	next          int    // candidates[:next] are decided
+	nextTask      int    // and of candidates[next], its first nextTask array tasks
 	// head is where candidates[next] would borrow, while headKnown; headAny marks an
 	// untyped request, whose type choice any lend may change.
 	head               placement

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"maps"
 	"slices"
 	"sort"
@@ -38,9 +39,14 @@ func reclaimOrderOf(books *ledger) reclaimOrder {
 		}
 		return x.cfg.Account < y.cfg.Account
 	})
-	o := reclaimOrder{}
+	o := reclaimOrder{claims: map[string]int64{}}
 	for _, p := range over {
 		o.reclaimable = append(o.reclaimable, p.cfg.Account)
+	}
+	for _, p := range books.projects {
+		if p.claiming {
+			o.claims[p.cfg.Account] = p.claimPriority
+		}
 	}
 	return o
 }
@@ -114,6 +120,18 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 		who := "no project has unused guarantee of its GPU type now, so nobody would reclaim it"
 		if len(by) > 0 {
 			who = "it may be reclaimed by pending guaranteed jobs of " + strings.Join(by, ", ") + " (unused guarantee of its type)"
+		}
+		if t := p.cfg.ReclaimPriorityThreshold; t != nil && pools.QOSKey(j.QOS) == c.cfg.Settings.ProtectedBorrowQOSName(p.cfg.Account) {
+			var open []string
+			for _, acct := range slices.Sorted(maps.Keys(order.claims)) {
+				if order.claims[acct] >= *t && acct != p.cfg.Account {
+					open = append(open, acct)
+				}
+			}
+			who = fmt.Sprintf("it is protected by %s's reclaim priority threshold %d: only a claim of Slurm priority %d or more may reclaim it, and no such claim waits now", p.cfg.Account, *t, *t)
+			if len(open) > 0 {
+				who = fmt.Sprintf("it is protected by %s's reclaim priority threshold %d: only a claim of Slurm priority %d or more may reclaim it, and %s has one waiting now", p.cfg.Account, *t, *t, strings.Join(open, ", "))
+			}
 		}
 		exempt := j.StartTime.Add(c.cfg.Settings.PreemptExemptTime)
 		when := "its PreemptExemptTime has passed"

@@ -40,6 +40,7 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 			log.say(j, CodeOverQuotaUnmarked, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
 			continue
 		}
+		p.claiming, p.claimPriority = true, max(p.claimPriority, j.Priority)
 		// Each task of an array record that fits the guarantee keeps its GPUs.
 		kept, keptTasks, lastPart := map[string]int{}, 0, ""
 		for i := range j.tasks() {

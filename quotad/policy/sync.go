@@ -56,22 +56,33 @@ type desiredQOS struct {
 // within their guarantee, borrowers counted, and no guaranteed QOS may preempt them.
 type reclaimOrder struct {
 	reclaimable []string
+	// claims is, per project with a claim waiting (an in-quota job pending for GPUs), the
+	// highest Slurm priority among those claims: it opens the protected borrow QOS of each
+	// project in reclaimable whose reclaim priority threshold it reaches.
+	claims map[string]int64
 }
 
 // desiredQOSList is every QOS the table wants: each project's borrow QOS (its size tiers
 // first), then each project's elastic QOS, then each project's guaranteed QOS, whose Preempt
 // lists name the others. Without an order (nil) the reclaim fields (the guaranteed QOS' Preempt
 // lists and the elastic and borrow QOS' Priority) are left unmanaged: that is the structure
-// lends rest on. tiers is each project's borrow size tiers (borrowTiers).
+// lends rest on. kept is the borrow QOS kept beside each project's borrow QOS (keptBorrowQOSOf).
 //
 // Priorities, with base BorrowPriority, n projects and at most k tiers in a project: a
 // project's elastic QOS gets base plus its rank in the order, its borrow QOS base+n+1 plus
 // rank×(k+1) plus k, its tiers the same plus their place, smallest first (0 up), and a project
-// out of the order rank n (out of reach: the value only avoids churn). Every elastic QOS is
+// out of the order rank n (out of reach: the value only avoids churn). With any protected QOS
+// kept the band is k+2 wide and each project's protected QOS takes its top, above its borrow
+// QOS: its protected borrowers are the last of it to go. Every elastic QOS is
 // below every borrow QOS, so Slurm's preemption (lowest QOS priority first) takes elastic
 // workers before any other borrower, and within each kind follows the order; inside a
 // project, its smaller borrowers go first.
-func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[string][]int) []desiredQOS {
+//
+// A project's protected borrow QOS (its reclaim priority threshold) sits above its borrow QOS in
+// its band, and is in a guaranteed QOS' Preempt list only while that project has a claim
+// waiting of at least the threshold's priority (order.claims); with the threshold removed, in
+// every list, as any borrow QOS.
+func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptBorrowQOS) []desiredQOS {
 	s := cfg.Settings
 	requeue := "requeue"
 	grace, exempt := s.GraceTime, s.PreemptExemptTime
@@ -82,8 +93,16 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[
 	if s.BorrowPriority != nil {
 		base = *s.BorrowPriority
 	}
+	tiers := kept.tiers
 	for _, ts := range tiers {
 		band = max(band, len(ts)+1)
+	}
+	if len(kept.protected) > 0 {
+		band++
+	}
+	threshold := map[string]*int64{}
+	for _, p := range cfg.Projects {
+		threshold[p.Account] = p.ReclaimPriorityThreshold
 	}
 	if order != nil {
 		preempt = make([]string, 0, 2*len(order.reclaimable))
@@ -92,6 +111,9 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[
 				preempt = append(preempt, s.borrowTierName(acct, size))
 			}
 			preempt = append(preempt, s.BorrowQOSName(acct), s.ElasticQOSName(acct))
+			if kept.protected[acct] && threshold[acct] == nil {
+				preempt = append(preempt, s.ProtectedBorrowQOSName(acct))
+			}
 			ranks[acct] = rank
 		}
 		for _, p := range cfg.Projects {
@@ -121,7 +143,14 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[
 		for i, size := range tiers[p.Account] {
 			borrows = append(borrows, lending(s.borrowTierName(p.Account, size), first+i))
 		}
-		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), first+band-1))
+		top := first + band - 1
+		if kept.protected[p.Account] {
+			borrows = append(borrows, lending(s.ProtectedBorrowQOSName(p.Account), top))
+		}
+		if len(kept.protected) > 0 {
+			top--
+		}
+		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), top))
 		elastics = append(elastics, lending(s.ElasticQOSName(p.Account), base+rank))
 		limits := map[string]int64{gpuTRES: int64(p.Total())}
 		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
@@ -135,18 +164,36 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, tiers map[
 			priority: s.GuaranteedPriority,
 		}
 		if order != nil {
-			guar.preempt = &preempt
+			own := preempt
+			if claim, ok := order.claims[p.Account]; ok {
+				own = slices.Clone(preempt)
+				for _, acct := range order.reclaimable {
+					if t := threshold[acct]; acct != p.Account && kept.protected[acct] && t != nil && claim >= *t {
+						own = append(own, s.ProtectedBorrowQOSName(acct))
+					}
+				}
+			}
+			guar.preempt = &own
 		}
 		guars = append(guars, guar)
 	}
 	return slices.Concat(borrows, elastics, guars)
 }
 
-// borrowTiers is, per project, the borrow size tiers its QOS are kept for, smallest first: the
-// table's, and any other tier a job still runs or waits in (the table dropped it: the tier
-// must stay in the claimants' Preempt lists until it empties, then it is left alone).
-func borrowTiers(cfg *Config, snap *Snapshot) map[string][]int {
+// keptBorrowQOS is, per project, the borrow QOS beside its borrow QOS itself that quotad keeps:
+// its size tiers, smallest first, and whether its protected borrow QOS is kept.
+type keptBorrowQOS struct {
+	tiers     map[string][]int
+	protected map[string]bool
+}
+
+// keptBorrowQOSOf is what the table asks (its tiers, a protected QOS where a project has a
+// reclaim priority threshold), and any other tier or protected QOS a job still runs or waits
+// in (the table dropped it: it must stay in the claimants' Preempt lists until it empties,
+// then it is left alone).
+func keptBorrowQOSOf(cfg *Config, snap *Snapshot) keptBorrowQOS {
 	out := map[string][]int{}
+	protected := map[string]bool{}
 	projects := map[string]bool{}
 	// A project's own borrow QOS is never another's tier: account team-g2's borrow-team-g2
 	// reads like tier 2 of team.
@@ -155,9 +202,16 @@ func borrowTiers(cfg *Config, snap *Snapshot) map[string][]int {
 		projects[p.Account] = true
 		own[cfg.Settings.BorrowQOSName(p.Account)] = true
 		out[p.Account] = slices.Clone(cfg.Settings.BorrowSizeTiers)
+		if p.ReclaimPriorityThreshold != nil {
+			protected[p.Account] = true
+		}
 	}
 	add := func(qos string) {
 		if own[pools.QOSKey(qos)] {
+			return
+		}
+		if acct, ok := cfg.Settings.protectedBorrowOf(qos); ok && projects[acct] {
+			protected[acct] = true
 			return
 		}
 		if acct, size, ok := cfg.Settings.borrowTierOf(qos); ok && projects[acct] && !slices.Contains(out[acct], size) {
@@ -175,7 +229,7 @@ func borrowTiers(cfg *Config, snap *Snapshot) map[string][]int {
 	for _, u := range snap.Unreadable {
 		add(u.QOS)
 	}
-	return out
+	return keptBorrowQOS{tiers: out, protected: protected}
 }
 
 // borrowCaps is a project's borrow QOS GrpTRES, and its elastic QOS', so that Slurm enforces
@@ -283,8 +337,8 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 	for i := range snap.QOS {
 		current[pools.QOSKey(snap.QOS[i].Name)] = &snap.QOS[i]
 	}
-	tiers := borrowTiers(cfg, snap)
-	for _, want := range desiredQOSList(cfg, types, order, tiers) {
+	kept := keptBorrowQOSOf(cfg, snap)
+	for _, want := range desiredQOSList(cfg, types, order, kept) {
 		if c, changed := diffQOS(want, current[want.name]); changed {
 			qos = append(qos, c)
 		}
@@ -300,7 +354,7 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 			notes = append(notes, "account "+p.Account+" is in the quota table but not in slurmdbd: it is not managed until an administrator creates it")
 		}
 	}
-	return qos, accountChanges(cfg, snap.Accounts, tiers), userChanges(cfg, snap.Accounts, snap.Users, tiers), notes
+	return qos, accountChanges(cfg, snap.Accounts, kept), userChanges(cfg, snap.Accounts, snap.Users, kept), notes
 }
 
 // structureBehind counts the changes that would bring the QOS (their reclaim fields left out),
@@ -313,12 +367,15 @@ func structureBehind(cfg *Config, snap *Snapshot, types []string) int {
 }
 
 // projectQOS is every QOS of the project's an account (or user) under it must be allowed,
-// normalized: the guaranteed, borrow (with its size tiers) and elastic QOS.
-func projectQOS(cfg *Config, proj string, tiers map[string][]int) []string {
+// normalized: the guaranteed, borrow (with its size tiers and protected QOS) and elastic QOS.
+func projectQOS(cfg *Config, proj string, kept keptBorrowQOS) []string {
 	s := cfg.Settings
 	names := []string{s.GuaranteedQOSName(proj), s.BorrowQOSName(proj), s.ElasticQOSName(proj)}
-	for _, size := range tiers[proj] {
+	for _, size := range kept.tiers[proj] {
 		names = append(names, s.borrowTierName(proj, size))
+	}
+	if kept.protected[proj] {
+		names = append(names, s.ProtectedBorrowQOSName(proj))
 	}
 	return normalizeNames(names)
 }
@@ -329,7 +386,7 @@ func projectQOS(cfg *Config, proj string, tiers map[string][]int) []string {
 // their job into the elastic QOS. Only
 // what is missing is added; the QOS the site gave the user stay, unlike an account's list,
 // which quotad owns.
-func userChanges(cfg *Config, accounts []Account, users []UserAssociation, tiers map[string][]int) []UserChange {
+func userChanges(cfg *Config, accounts []Account, users []UserAssociation, kept keptBorrowQOS) []UserChange {
 	tree := newAccountTree(cfg, accounts)
 	var out []UserChange
 	for _, u := range users {
@@ -339,7 +396,7 @@ func userChanges(cfg *Config, accounts []Account, users []UserAssociation, tiers
 		}
 		have := normalizeNames(u.QOS)
 		var add []string
-		for _, q := range projectQOS(cfg, proj, tiers) {
+		for _, q := range projectQOS(cfg, proj, kept) {
 			if !slices.Contains(have, q) {
 				add = append(add, q)
 			}
@@ -367,7 +424,7 @@ func userChanges(cfg *Config, accounts []Account, users []UserAssociation, tiers
 // unreclaimable. A sub-account that inherits both from its parent needs no change of its own
 // once the parent is right, so accounts are walked from the root down and a change is planned
 // only where inheritance will not give the wanted values.
-func accountChanges(cfg *Config, accounts []Account, tiers map[string][]int) []AccountChange {
+func accountChanges(cfg *Config, accounts []Account, kept keptBorrowQOS) []AccountChange {
 	tree := newAccountTree(cfg, accounts)
 	byName := map[string]*Account{}
 	children := map[string][]string{}
@@ -400,7 +457,7 @@ func accountChanges(cfg *Config, accounts []Account, tiers map[string][]int) []A
 		}
 		if proj := tree.projectOf(name); proj != "" {
 			guar := cfg.Settings.GuaranteedQOSName(proj)
-			want := projectQOS(cfg, proj, tiers)
+			want := projectQOS(cfg, proj, kept)
 			c := AccountChange{Account: name}
 			if !slices.Equal(res.qos, want) {
 				c.QOS = &Change[[]string]{From: normalizeNames(cur.QOS), To: want}

@@ -63,6 +63,12 @@ var migrations = []string{
 		lend_limit INT NOT NULL,
 		PRIMARY KEY (account, gpu_type)
 	) ENGINE=InnoDB`,
+	// A table of its own, not a column of quota_projects: a quotad or quotactl of an older
+	// release, writing the table during an upgrade, leaves it as it is.
+	8: `CREATE TABLE IF NOT EXISTS quota_project_reclaim_thresholds (
+		account VARCHAR(64) NOT NULL PRIMARY KEY,
+		priority BIGINT NOT NULL
+	) ENGINE=InnoDB`,
 }
 
 // Store is quotad's database.
@@ -203,6 +209,20 @@ func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
 	}
 	if err := loadByType(ctx, q, cfg, index, "quota_project_lend_limits", "lend_limit", lock, func(p *policy.Project) *map[string]int { return &p.LendLimitByType }); err != nil {
 		return nil, err
+	}
+	var thresholds []struct {
+		Account  string `db:"account"`
+		Priority int64  `db:"priority"`
+	}
+	if err := q.SelectContext(ctx, &thresholds, "SELECT account, priority FROM quota_project_reclaim_thresholds ORDER BY account"+lock); err != nil {
+		return nil, fmt.Errorf("reading quota_project_reclaim_thresholds: %w", err)
+	}
+	for _, r := range thresholds {
+		i, ok := index[r.Account]
+		if !ok {
+			return nil, fmt.Errorf("quota_project_reclaim_thresholds has %s, which is not in quota_projects", r.Account)
+		}
+		cfg.Projects[i].ReclaimPriorityThreshold = ptr(r.Priority)
 	}
 	return cfg, nil
 }
@@ -385,7 +405,7 @@ func (s *Store) Update(ctx context.Context, actor string, edit func(current *pol
 	if len(changes) == 0 {
 		return nil, nil
 	}
-	for _, stmt := range []string{"DELETE FROM quota_settings", "DELETE FROM quota_lend_limits", "DELETE FROM quota_gpus", "DELETE FROM quota_borrow_limits", "DELETE FROM quota_project_lend_limits", "DELETE FROM quota_projects"} {
+	for _, stmt := range []string{"DELETE FROM quota_settings", "DELETE FROM quota_lend_limits", "DELETE FROM quota_gpus", "DELETE FROM quota_borrow_limits", "DELETE FROM quota_project_lend_limits", "DELETE FROM quota_project_reclaim_thresholds", "DELETE FROM quota_projects"} {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return nil, err
 		}
@@ -417,6 +437,11 @@ func (s *Store) Update(ctx context.Context, actor string, edit func(current *pol
 		}
 		for t, n := range p.LendLimitByType {
 			if _, err := tx.ExecContext(ctx, "INSERT INTO quota_project_lend_limits (account, gpu_type, lend_limit) VALUES (?, ?, ?)", p.Account, t, n); err != nil {
+				return nil, err
+			}
+		}
+		if t := p.ReclaimPriorityThreshold; t != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO quota_project_reclaim_thresholds (account, priority) VALUES (?, ?)", p.Account, *t); err != nil {
 				return nil, err
 			}
 		}
@@ -505,6 +530,9 @@ func ProjectText(p policy.Project) string {
 	}
 	if p.Weight != nil {
 		parts = append(parts, "weight="+strconv.FormatFloat(*p.Weight, 'g', -1, 64))
+	}
+	if p.ReclaimPriorityThreshold != nil {
+		parts = append(parts, fmt.Sprintf("reclaimPriorityThreshold=%d", *p.ReclaimPriorityThreshold))
 	}
 	return strings.Join(parts, " ")
 }

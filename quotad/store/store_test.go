@@ -18,12 +18,12 @@ func TestDiffNamesEachChange(t *testing.T) {
 		return c
 	}
 	old := parse("settings: {graceTime: 2s}\nprojects:\n  - account: proj-a\n    gpus: {a100: 4}\n  - account: proj-b\n    gpus: {a100: 4}\n")
-	cur := parse("settings: {graceTime: 5s}\nlendLimits: {a100: 6}\nprojects:\n  - account: proj-a\n    gpus: {a100: 4}\n  - account: proj-b\n    gpus: {a100: 2, v100: 2}\n    borrowLimit: 3\n    weight: 2\n")
+	cur := parse("settings: {graceTime: 5s}\nlendLimits: {a100: 6}\nprojects:\n  - account: proj-a\n    gpus: {a100: 4}\n  - account: proj-b\n    gpus: {a100: 2, v100: 2}\n    borrowLimit: 3\n    weight: 2\n    reclaimPriorityThreshold: 5000\n")
 	got := Diff(old, cur)
 	want := []Change{
 		{Subject: "setting graceTime", Old: "2s", New: "5s"},
 		{Subject: "lend limit a100", Old: "", New: "6"},
-		{Subject: "project proj-b", Old: "gpus=a100:4", New: "gpus=a100:2,v100:2 borrowLimit=3 weight=2"},
+		{Subject: "project proj-b", Old: "gpus=a100:4", New: "gpus=a100:2,v100:2 borrowLimit=3 weight=2 reclaimPriorityThreshold=5000"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Diff = %+v, want %+v", got, want)

@@ -66,6 +66,9 @@ type ProjectLimits struct {
 	BorrowLimit       *int           `json:"borrow_limit"`
 	BorrowLimitByType map[string]int `json:"borrow_limit_by_type"`
 	LendLimitByType   map[string]int `json:"lend_limit_by_type"`
+	// ReclaimPriorityThreshold: its borrowers of at least this Slurm priority are reclaimed
+	// only by claims of at least this priority.
+	ReclaimPriorityThreshold *int64 `json:"reclaim_priority_threshold"`
 }
 
 // ProjectGPUs is one project's count of one GPU type ("any": requests of no type).
@@ -171,7 +174,7 @@ func Projects(plan *policy.Plan, cfg *policy.Config) []Project {
 		p := Project{Account: ps.Account, GuaranteedQOS: ps.GuaranteedQOS, Weight: ps.Weight, UsageGPUSeconds: ps.Usage,
 			Summary: ps.Summary, GPUs: []ProjectGPUs{}, BackingOff: ps.BackingOff}
 		if pc, ok := cfg.Project(ps.Account); ok {
-			p.Limits = ProjectLimits{TotalGPUs: copyPtr(pc.TotalGPUs), BorrowLimit: copyPtr(pc.BorrowLimit), BorrowLimitByType: copyMap(pc.BorrowLimitByType), LendLimitByType: copyMap(pc.LendLimitByType)}
+			p.Limits = ProjectLimits{TotalGPUs: copyPtr(pc.TotalGPUs), BorrowLimit: copyPtr(pc.BorrowLimit), BorrowLimitByType: copyMap(pc.BorrowLimitByType), LendLimitByType: copyMap(pc.LendLimitByType), ReclaimPriorityThreshold: copyPtr(pc.ReclaimPriorityThreshold)}
 		}
 		for _, row := range ps.ByType {
 			p.GPUs = append(p.GPUs, ProjectGPUs{GPUType: TypeLabel(row.Type), Guaranteed: row.Guaranteed, InUse: row.InUse,

@@ -63,12 +63,14 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 }
 
 // submitTierRefusal is the message refusing a new job that asks for one of quotad's borrow
-// size tiers (borrow-<account>-gN), or "". quotad moves a lent job into the tier of its size;
-// each tier has the borrow QOS' caps, so a user submitting straight into every tier could hold
-// the borrow cap once per tier. Root, SlurmUser and borrow_qos_admins may. An account that
-// itself ends in -gN names its own borrow QOS with --account: the job's account is the only
-// way to tell team-g2's borrow QOS from tier 2 of team's (Slurm fills a default account in only
-// after job_submit).
+// size tiers (borrow-<account>-gN) or protected borrow QOS (borrow-<account>-hipri), or "".
+// quotad moves a lent job into the tier of its size, or the protected QOS by its priority;
+// each has the borrow QOS' caps, so a user submitting straight into every one could hold the
+// borrow cap once per QOS, and into the protected one would escape low-priority claims at any
+// priority. Root, SlurmUser and borrow_qos_admins may. An account that itself ends in -gN or
+// -hipri names its own borrow QOS with --account: the job's account is the only way to tell
+// team-g2's borrow QOS from tier 2 of team's (Slurm fills a default account in only after
+// job_submit).
 func submitTierRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
 	if req.QOS == "" || uid == 0 || (conf.Known && uid == conf.SlurmUserID) || admins[uid] {
 		return ""
@@ -76,17 +78,23 @@ func submitTierRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf S
 	pattern := cfg.BorrowQOSPattern()
 	for q := range strings.SplitSeq(req.QOS, ",") {
 		q = strings.TrimSpace(q)
+		var holds, suffix string
 		account, gpus, ok := pools.BorrowTierOf(pattern, q)
+		if ok {
+			holds, suffix = fmt.Sprintf("%s's borrowed jobs of at most %d GPU(s)", account, gpus), fmt.Sprintf("-g%d", gpus)
+		} else if account, ok = pools.ProtectedBorrowOf(pattern, q); ok {
+			holds, suffix = fmt.Sprintf("%s's borrowed jobs above its reclaim priority threshold", account), "-hipri"
+		}
 		if !ok || (req.Account != "" && pools.QOSKey(cfg.BorrowQOSFor(req.Account)) == pools.QOSKey(q)) {
 			continue
 		}
 		own := ""
 		if req.Account == "" {
-			own = fmt.Sprintf(" If %s is the borrow QOS of your own account %s-g%d, name that account: --account=%s-g%d.", q, account, gpus, account, gpus)
+			own = fmt.Sprintf(" If %s is the borrow QOS of your own account %s%s, name that account: --account=%s%s.", q, account, suffix, account, suffix)
 		}
-		return fmt.Sprintf("slurmbridge: QOS %s holds %s's borrowed jobs of at most %d GPU(s), and only quotad moves jobs into it "+
+		return fmt.Sprintf("slurmbridge: QOS %s holds %s, and only quotad moves jobs into it "+
 			"when it lends them. Submit without --qos (quotad lends idle GPUs to eligible jobs), or with sbatch --requeue --qos=%s.%s",
-			q, account, gpus, cfg.BorrowQOSFor(account), own)
+			q, holds, cfg.BorrowQOSFor(account), own)
 	}
 	return ""
 }

@@ -254,6 +254,12 @@ func LendLimitOf(t string, n int) func(*policy.Project) {
 	return func(p *policy.Project) { setCount(&p.LendLimitByType, t, n) }
 }
 
+// ReclaimPriorityThreshold protects the project's borrowers of at least priority t from claims
+// below it (an option of ConfigWrapper.Project).
+func ReclaimPriorityThreshold(t int64) func(*policy.Project) {
+	return func(p *policy.Project) { p.ReclaimPriorityThreshold = &t }
+}
+
 // ApplySync is the fake adapter for sync actions: it changes the snapshot as sacctmgr would.
 func ApplySync(s *policy.Snapshot, plan *policy.Plan) {
 	for _, c := range plan.QOS {
