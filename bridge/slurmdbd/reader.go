@@ -245,6 +245,7 @@ type Run struct {
 	Start     int64  `db:"time_start"`
 	End       int64  `db:"time_end"`
 	State     int    `db:"state"`
+	Priority  int64  `db:"priority"` // as slurmdbd last recorded it: at the start for a started run
 }
 
 // Preempted says whether the run ended because Slurm preempted it.
@@ -254,7 +255,7 @@ func (r Run) Preempted() bool { return r.State == jobStatePreempted }
 func (r *Reader) RunsBetween(ctx context.Context, from, to time.Time) ([]Run, error) {
 	var rows []Run
 	err := r.DB.SelectContext(ctx, &rows, "SELECT j.id_job, IFNULL(j.account, '') AS account, IFNULL(q.name, '') AS qos, IFNULL(j.nodelist, '') AS nodelist, "+
-		"IFNULL(j.tres_alloc, '') AS tres_alloc, j.time_start, j.time_end, j.state FROM "+r.table("job_table")+
+		"IFNULL(j.tres_alloc, '') AS tres_alloc, j.time_start, j.time_end, j.state, j.priority FROM "+r.table("job_table")+
 		" j LEFT JOIN qos_table q ON q.id = j.id_qos WHERE j.time_start > 0 AND j.time_start <= ? AND (j.time_end = 0 OR j.time_end >= ?) ORDER BY j.time_start, j.id_job",
 		to.Unix(), from.Unix())
 	if err != nil {

@@ -136,7 +136,7 @@ func (d *Daemon) Cycle(ctx context.Context) (res CycleResult, err error) {
 	res.Plan = d.plan(c)
 	if c.active {
 		d.observeReclaims(ctx, c.cfg)
-		d.auditReclaims(ctx, c.cfg, c.snap.Nodes)
+		d.auditReclaims(ctx, c.cfg, c.snap.Snapshot)
 	}
 	switch {
 	case d.DryRun:
@@ -417,7 +417,7 @@ const auditGrace = time.Minute
 // without one: who claimed, who lost what, and whether Slurm took the fewest borrowed GPUs
 // that would do (policy.AuditReclaims). Each judgement goes to the audit trail (kind reclaim),
 // the log and the cluster page. A read that fails is tried again next cycle.
-func (d *Daemon) auditReclaims(ctx context.Context, cfg *policy.Config, nodes []policy.Node) {
+func (d *Daemon) auditReclaims(ctx context.Context, cfg *policy.Config, snap *policy.Snapshot) {
 	if len(d.unaudited) == 0 || d.Preemptions == nil {
 		return
 	}
@@ -430,8 +430,9 @@ func (d *Daemon) auditReclaims(ctx context.Context, cfg *policy.Config, nodes []
 		d.Log.Debug().Err(err).Msg("reading the runs around reclaims")
 		return
 	}
+	policy.WithQueuePriorities(runs, snap.Jobs)
 	nodeGPUs := map[string]int{}
-	for _, n := range nodes {
+	for _, n := range snap.Nodes {
 		for _, g := range n.GPUs {
 			nodeGPUs[n.Name] += g
 		}

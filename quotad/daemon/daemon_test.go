@@ -369,7 +369,7 @@ func TestReclaimsAreAuditedOnce(t *testing.T) {
 	}
 	now = end.Add(time.Second)
 	d.observeReclaims(context.Background(), cfg)
-	d.auditReclaims(context.Background(), cfg, nodes)
+	d.auditReclaims(context.Background(), cfg, &policy.Snapshot{Nodes: nodes})
 	if len(trail.entries) != 0 {
 		t.Fatalf("audited before any claimant started or ClaimWindow passed: %+v", trail.entries)
 	}
@@ -377,7 +377,7 @@ func TestReclaimsAreAuditedOnce(t *testing.T) {
 	now = end.Add(3 * time.Second)
 	for range 2 {
 		d.observeReclaims(context.Background(), cfg)
-		d.auditReclaims(context.Background(), cfg, nodes)
+		d.auditReclaims(context.Background(), cfg, &policy.Snapshot{Nodes: nodes})
 	}
 	if len(trail.entries) != 1 {
 		t.Fatalf("%d audit rows, want 1 (job 2's claim): %+v", len(trail.entries), trail.entries)
@@ -388,7 +388,7 @@ func TestReclaimsAreAuditedOnce(t *testing.T) {
 	}
 	now = end.Add(policy.ClaimWindow + 2*time.Second) // job 4's claim never started
 	d.observeReclaims(context.Background(), cfg)
-	d.auditReclaims(context.Background(), cfg, nodes)
+	d.auditReclaims(context.Background(), cfg, &policy.Snapshot{Nodes: nodes})
 	if len(trail.entries) != 2 || !strings.Contains(trail.entries[1].Detail, "no job of a guaranteed QOS started") || len(d.unaudited) != 0 {
 		t.Errorf("after ClaimWindow: %+v, %d unaudited", trail.entries, len(d.unaudited))
 	}

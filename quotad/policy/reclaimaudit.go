@@ -21,6 +21,7 @@ type Run struct {
 	Started   time.Time
 	Ended     time.Time // zero while it runs
 	Preempted bool      // the run ended because Slurm preempted (requeued) it
+	Priority  int64     // the job's Slurm priority as slurmdbd recorded it (at its start)
 }
 
 func (r Run) runningAt(t time.Time) bool {
@@ -62,11 +63,15 @@ type ReclaimAudit struct {
 	// NotBorrowing are lost runs outside every borrow and elastic QOS: jobs within a
 	// guarantee, which no claim may take.
 	NotBorrowing []uint32
+	// Protected are lost runs in a project's protected borrow QOS that the claim, below that
+	// project's reclaim priority threshold, should not have reached (another claim of its
+	// project above the threshold opened the QOS while this one also waited).
+	Protected []uint32
 }
 
 // Minimal says whether the claim took no more borrowed GPUs than it had to, and only borrowers.
 func (a ReclaimAudit) Minimal() bool {
-	return a.Claimant != nil && len(a.NotBorrowing) == 0 && a.LostGPUs <= a.Fewest
+	return a.Claimant != nil && len(a.NotBorrowing) == 0 && len(a.Protected) == 0 && a.LostGPUs <= a.Fewest
 }
 
 // Verdict is the judgement in a word or two: minimal, not minimal, or no claimant.
@@ -95,6 +100,8 @@ func (a ReclaimAudit) Text() string {
 	switch {
 	case len(a.NotBorrowing) > 0:
 		return fmt.Sprintf("%s; NOT MINIMAL: job(s) %v ran in no borrow QOS", text, a.NotBorrowing)
+	case len(a.Protected) > 0:
+		return fmt.Sprintf("%s; NOT MINIMAL: job(s) %v were protected by their project's reclaim priority threshold, above the claim's priority %d", text, a.Protected, a.Claimant.Priority)
 	case a.Claimant == nil:
 		return text
 	case a.Minimal():
@@ -149,9 +156,15 @@ func AuditReclaims(cfg *Config, runs []Run, nodeGPUs map[string]int) []ReclaimAu
 		}
 	}
 	for _, a := range out {
-		if a.Claimant != nil {
-			a.Needed, a.Fewest, a.Would = fewestToFree(s, *a.Claimant, a.At, runs, nodeGPUs)
+		if a.Claimant == nil {
+			continue
 		}
+		for _, v := range a.Lost {
+			if !takeable(cfg, *a.Claimant, v) && s.isLendingQOS(v.QOS) {
+				a.Protected = append(a.Protected, v.JobID)
+			}
+		}
+		a.Needed, a.Fewest, a.Would = fewestToFree(cfg, *a.Claimant, a.At, runs, nodeGPUs)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	res := make([]ReclaimAudit, len(out))
@@ -164,7 +177,8 @@ func AuditReclaims(cfg *Config, runs []Run, nodeGPUs map[string]int) []ReclaimAu
 // fewestToFree is what claimant c had to take from borrowers at t, the moment of the
 // preemption, and the fewest GPUs of borrowers past PreemptExemptTime on its nodes that cover
 // it (a small subset sum: a node has a handful of GPUs), with who gives them.
-func fewestToFree(s Settings, c Run, t time.Time, runs []Run, nodeGPUs map[string]int) (needed, fewest int, who []uint32) {
+func fewestToFree(cfg *Config, c Run, t time.Time, runs []Run, nodeGPUs map[string]int) (needed, fewest int, who []uint32) {
+	s := cfg.Settings
 	free := 0
 	for _, n := range c.Nodes {
 		free += nodeGPUs[n]
@@ -182,7 +196,7 @@ func fewestToFree(s Settings, c Run, t time.Time, runs []Run, nodeGPUs map[strin
 		}
 		on := r.gpusOn(c.Nodes)
 		free -= on
-		if on > 0 && s.isLendingQOS(r.QOS) && !t.Before(r.Started.Add(s.PreemptExemptTime)) {
+		if on > 0 && takeable(cfg, c, r) && !t.Before(r.Started.Add(s.PreemptExemptTime)) {
 			givers = append(givers, giver{r.JobID, on, r.GPUs})
 		}
 	}
@@ -222,6 +236,42 @@ func fewestToFree(s Settings, c Run, t time.Time, runs []Run, nodeGPUs map[strin
 		}
 	}
 	return needed, fewest, who
+}
+
+// takeable says whether claimant c may take run r: r borrows (a borrow or elastic QOS), and not
+// in a protected QOS whose project's reclaim priority threshold is above c's priority.
+func takeable(cfg *Config, c, r Run) bool {
+	if !cfg.Settings.isLendingQOS(r.QOS) {
+		return false
+	}
+	acct, ok := cfg.Settings.protectedBorrowOf(r.QOS)
+	if !ok {
+		return true
+	}
+	for _, p := range cfg.Projects {
+		if p.Account == acct && p.ReclaimPriorityThreshold != nil {
+			return c.Priority >= *p.ReclaimPriorityThreshold
+		}
+	}
+	return true
+}
+
+// WithQueuePriorities sets the Priority of each run whose job is still in the queue, started,
+// to the queue's: slurmdbd keeps the priority a job had when it became eligible, not one an
+// admin set later, and a started job keeps the priority it started with, which is what opened
+// (or not) a protected borrow QOS to its claim.
+func WithQueuePriorities(runs []Run, jobs []Job) {
+	started := map[uint32]int64{}
+	for i := range jobs {
+		if jobs[i].State == StateRunning {
+			started[jobs[i].ID] = jobs[i].Priority
+		}
+	}
+	for i := range runs {
+		if p, ok := started[runs[i].JobID]; ok && runs[i].Ended.IsZero() {
+			runs[i].Priority = p
+		}
+	}
 }
 
 func overlaps(a, b []string) bool {

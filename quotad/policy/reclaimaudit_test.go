@@ -118,3 +118,64 @@ func TestAuditReclaimsGroupsVictimsByClaim(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 }
+
+// A borrower in a protected QOS is the claim's to take only at or above its project's reclaim
+// priority threshold: below it, the audit flags it, and does not count it among what the claim
+// could have taken instead.
+func TestAuditReclaimsOfProtectedBorrowers(t *testing.T) {
+	cfg := protectedB() // proj-b protects priority 1000 and up
+	nodes := map[string]int{"a100-1": 4, "a100-2": 4}
+	bobInQuota := run(1, "proj-b", "guar-proj-b", 4, -time.Hour, 0, "a100-1")
+	hi := preempted(run(2, "proj-b", "borrow-proj-b-hipri", 2, -time.Minute, time.Nanosecond, "a100-2"))
+	lo := run(3, "proj-b", "borrow-proj-b", 2, -time.Minute, 0, "a100-2")
+	for _, tt := range []struct {
+		name      string
+		priority  int64
+		protected []uint32
+		fewest    int
+		would     []uint32
+		verdict   string
+	}{
+		{"a claim of priority 999 reached it", 999, []uint32{2}, 2, []uint32{3}, "not minimal"},
+		{"a claim of priority 1000 may take it", 1000, nil, 2, []uint32{2}, "minimal"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			claim := run(9, "proj-a", "guar-proj-a", 2, 2*time.Second, 0, "a100-2")
+			claim.Priority = tt.priority
+			got := policy.AuditReclaims(cfg, []policy.Run{bobInQuota, claim, hi, lo}, nodes)
+			if len(got) != 1 {
+				t.Fatalf("%d audits, want 1: %+v", len(got), got)
+			}
+			a := got[0]
+			if !reflect.DeepEqual(a.Protected, tt.protected) || a.Fewest != tt.fewest || !reflect.DeepEqual(a.Would, tt.would) || a.Verdict() != tt.verdict {
+				t.Errorf("protected %v, fewest %d by %v, %s; want %v, %d by %v, %s\n%s", a.Protected, a.Fewest, a.Would, a.Verdict(), tt.protected, tt.fewest, tt.would, tt.verdict, a.Text())
+			}
+			if tt.protected != nil && !strings.Contains(a.Text(), "protected by their project's reclaim priority threshold, above the claim's priority 999") {
+				t.Errorf("text: %s", a.Text())
+			}
+		})
+	}
+}
+
+// A started claim's priority is the queue's: slurmdbd recorded the one it had when it became
+// eligible, before an admin raised it. A run that ended, or a job gone, keeps slurmdbd's.
+func TestWithQueuePriorities(t *testing.T) {
+	runs := []policy.Run{
+		{JobID: 9, Priority: 11000},
+		{JobID: 10, Priority: 500},
+		{JobID: 11, Priority: 700, Ended: at(time.Second)},
+		{JobID: 12, Priority: 800},
+	}
+	policy.WithQueuePriorities(runs, []policy.Job{
+		policytest.MakeJob(9, "proj-a").Priority(2000000).Running(time.Minute).Obj(),
+		policytest.MakeJob(10, "proj-a").Priority(9).Obj(), // pending again: its run is not this one
+		policytest.MakeJob(11, "proj-a").Priority(9).Running(time.Minute).Obj(),
+	})
+	var got []int64
+	for _, r := range runs {
+		got = append(got, r.Priority)
+	}
+	if want := []int64{2000000, 500, 700, 800}; !reflect.DeepEqual(got, want) {
+		t.Errorf("priorities %v, want %v", got, want)
+	}
+}

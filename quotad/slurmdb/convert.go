@@ -383,7 +383,7 @@ func ConvertRuns(rows []slurmdbd.Run, tres map[uint32]string) ([]policy.Run, err
 		if err != nil {
 			return nil, fmt.Errorf("job %d: nodelist: %w", row.JobID, err)
 		}
-		run := policy.Run{JobID: row.JobID, Account: row.Account, QOS: row.QOS, Nodes: nodes, Started: time.Unix(row.Start, 0).UTC(), Preempted: row.Preempted()}
+		run := policy.Run{JobID: row.JobID, Account: row.Account, QOS: row.QOS, Nodes: nodes, Started: time.Unix(row.Start, 0).UTC(), Preempted: row.Preempted(), Priority: row.Priority}
 		if row.End > 0 {
 			run.Ended = time.Unix(row.End, 0).UTC()
 		}
