@@ -84,25 +84,33 @@ func TestReclaimTakesWhatTheClaimNeeds(t *testing.T) {
 			}
 			// quotad's audit of the reclaim: alice's job claimed, bob's lost, minimal or not.
 			verdict := map[string]string{"small": "minimal", "large": "not minimal"}[tt.takes]
-			var audit store.Entry
-			waitFor(t, "the reclaim in quotad's audit trail", 30*time.Second, func() bool {
-				var rows []store.Entry
-				if err := json.Unmarshal([]byte(quotactl(t, c, "history", "--kind", "reclaim", "--limit", "20", "--json")), &rows); err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range rows {
-					if r.Subject == "job "+alice[0] {
-						audit = r
-						return true
-					}
-				}
-				return false
-			})
-			t.Logf("audit: %s", audit.Detail)
+			audit := reclaimAuditOf(t, c, alice[0])
 			if audit.Old != "job "+want[0] || audit.New != verdict {
 				t.Errorf("audit of alice's claim: lost %q, %q; want job %s, %q", audit.Old, audit.New, want[0], verdict)
 			}
 			assertNoneKilled(t, c, logStart)
 		})
 	}
+}
+
+// reclaimAuditOf waits for quotad's audit row of the reclaim claimant made room for (quotactl
+// history --kind reclaim) and logs it.
+func reclaimAuditOf(t *testing.T, c *testbed.Cluster, claimant string) store.Entry {
+	t.Helper()
+	var audit store.Entry
+	waitFor(t, "the reclaim in quotad's audit trail", 30*time.Second, func() bool {
+		var rows []store.Entry
+		if err := json.Unmarshal([]byte(quotactl(t, c, "history", "--kind", "reclaim", "--limit", "20", "--json")), &rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Subject == "job "+claimant {
+				audit = r
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("audit: %s", audit.Detail)
+	return audit
 }

@@ -3,7 +3,6 @@
 package quotad_test
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
-	"github.com/slurmbridge/slurmbridge/quotad/store"
 )
 
 // TestReclaimPriorityThresholdKeepsImportantBorrowers: proj-b protects its borrowed jobs of
@@ -84,21 +82,7 @@ func TestReclaimPriorityThresholdKeepsImportantBorrowers(t *testing.T) {
 	t.Logf("alice's claim at priority %s requeued %v", important, got)
 	// quotad's audit: her claim needed all 4 GPUs of a100-2, and at her priority she could take
 	// the protected borrower: minimal.
-	var audit store.Entry
-	waitFor(t, "the reclaim in quotad's audit trail", 30*time.Second, func() bool {
-		var rows []store.Entry
-		if err := json.Unmarshal([]byte(quotactl(t, c, "history", "--kind", "reclaim", "--limit", "20", "--json")), &rows); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			if r.Subject == "job "+alice[0] {
-				audit = r
-				return true
-			}
-		}
-		return false
-	})
-	t.Logf("audit: %s", audit.Detail)
+	audit := reclaimAuditOf(t, c, alice[0])
 	if audit.New != "minimal" || !strings.Contains(audit.Old, "job "+hi[0]) || !strings.Contains(audit.Old, "job "+lo[0]) {
 		t.Errorf("audit of alice's claim: lost %q, %q; want jobs %s and %s, minimal", audit.Old, audit.New, hi[0], lo[0])
 	}
