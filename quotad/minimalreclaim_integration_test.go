@@ -114,3 +114,51 @@ func reclaimAuditOf(t *testing.T, c *testbed.Cluster, claimant string) store.Ent
 	t.Logf("audit: %s", audit.Detail)
 	return audit
 }
+
+// TestReclaimReachesBorrowersOfAnotherPartitionOnASharedNode: a site's partitions often share
+// nodes. An admin adds partition a100-shared over a100-2 (scontrol create partition). a100-1
+// runs bob's 4-GPU job in his guarantee; on a100-2 he borrows 2 GPUs in partition a100-shared,
+// then 2 in partition a100. Past PreemptExemptTime, alice claims 2 a100 in partition a100.
+// Slurm's preemption goes by node, not partition: of the two equal borrowers it requeues the
+// older, the one in a100-shared, and only it. The audit judges the claim minimal.
+func TestReclaimReachesBorrowersOfAnotherPartitionOnASharedNode(t *testing.T) {
+	c := testbed.Require(t)
+	logStart := ctldLogSize(t, c)
+	ensureQuotad(t, c)
+	importTestbedQuotasWith(t, c)
+	if out, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "create", "partitionname=a100-shared", "nodes=a100-2", "state=up"); err != nil {
+		t.Fatalf("scontrol create partition: %v\n%s", err, out)
+	}
+	// Registered first, so it runs after the jobs' cancellation: a partition with jobs in it
+	// cannot be deleted, and cancelled jobs take a moment to leave it.
+	t.Cleanup(func() {
+		waitFor(t, "partition a100-shared deleted", 30*time.Second, func() bool {
+			_, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "delete", "partitionname=a100-shared")
+			return err == nil
+		})
+	})
+
+	inQuota := submitJobs(t, c, "bob", 1, "-p", "a100", "-w", "a100-1", "--gres=gpu:a100:4")
+	waitQueue(t, c, inQuota, "bob's 4-GPU job running in his guarantee", 20*time.Second, exactly(1, inQuota, runningIn("guar-proj-b")))
+	shared := submitJobs(t, c, "bob", 1, "-p", "a100-shared", "--gres=gpu:a100:2")
+	waitQueue(t, c, shared, "bob's job in a100-shared lent and running", 30*time.Second, exactly(1, shared, runningIn("borrow-proj-b")))
+	own := submitJobs(t, c, "bob", 1, "-p", "a100", "-w", "a100-2", "--gres=gpu:a100:2")
+	waitQueue(t, c, own, "bob's job in a100 lent and running", 30*time.Second, exactly(1, own, runningIn("borrow-proj-b")))
+	time.Sleep(exemptTime)
+
+	alice := submitJobs(t, c, "alice", 1, "-p", "a100", "--gres=gpu:a100:2")
+	waitQueue(t, c, alice, "alice's claim running", 40*time.Second, exactly(1, alice, runningIn("guar-proj-a")))
+	bob := slices.Concat(inQuota, shared, own)
+	var got []string
+	waitFor(t, "the reclaim recorded in sacct", 20*time.Second, func() bool { got = preemptedIn(t, c, bob); return len(got) > 0 })
+	time.Sleep(testbed.Patience(3 * time.Second)) // a second victim would be recorded by now
+	got = preemptedIn(t, c, bob)
+	t.Logf("alice's 2-GPU claim in partition a100 requeued %v (a100-shared: %v, a100: %v)", got, shared, own)
+	if !slices.Equal(got, shared) {
+		t.Errorf("the claim requeued %v, want bob's older borrower %v in the other partition on the shared node", got, shared)
+	}
+	if audit := reclaimAuditOf(t, c, alice[0]); audit.New != "minimal" {
+		t.Errorf("audit of alice's claim: %q, want minimal", audit.New)
+	}
+	assertNoneKilled(t, c, logStart)
+}
