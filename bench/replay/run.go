@@ -134,7 +134,8 @@ func (r *Runner) sampleEvery() time.Duration {
 }
 
 // Run replays the plan under mode and returns its report. It refuses to start while the
-// testbed's users have jobs, since those would share the GPUs being measured.
+// testbed's users have jobs (after waiting idleWait for them to end), since those would share
+// the GPUs being measured.
 func (r *Runner) Run(ctx context.Context, mode Mode, pl *Plan, tag string) (Report, []Submitted, error) {
 	if err := r.checkIdle(ctx); err != nil {
 		return Report{}, nil, err
@@ -218,15 +219,30 @@ func (r *Runner) usersQueue(ctx context.Context) ([]slurm.Job, error) {
 	return r.Cluster.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, Users: slices.Sorted(maps.Keys(users))})
 }
 
+// idleWait is how long checkIdle waits for the users' jobs to leave the queue: jobs a previous
+// run cancelled a moment ago stay listed (COMPLETING) until their epilog is done.
+const idleWait = 60 * time.Second
+
 func (r *Runner) checkIdle(ctx context.Context) error {
-	rows, err := r.usersQueue(ctx)
-	if err != nil {
-		return err
+	deadline := time.Now().Add(testbed.Patience(idleWait))
+	for {
+		rows, err := r.usersQueue(ctx)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the testbed's users have %d jobs queued or running (%s in state %s...) after %s: a replay needs the GPUs to itself",
+				len(rows), rows[0].PrintedID, rows[0].State, testbed.Patience(idleWait))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
-	if len(rows) > 0 {
-		return fmt.Errorf("the testbed's users have %d jobs queued or running (%s...): a replay needs the GPUs to itself", len(rows), rows[0].PrintedID)
-	}
-	return nil
 }
 
 // setMode starts or stops quotad and elasticd. Static mode needs the guaranteed QOS quotad
