@@ -102,15 +102,13 @@ func lend(c *cycle, in settled, log *journal) lent {
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
 		to := c.cfg.Settings.BorrowTierQOSName(best.cfg.Account, sum(bestPl.gpus))
-		if best.cfg.protects(j.Priority) {
-			to = c.cfg.Settings.ProtectedBorrowQOSName(best.cfg.Account)
-		}
-		lg.moves = append(lg.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: to, GPUs: bestPl.gpus, Code: CodeLent, Reason: why})
 		terms := c.reclaimTerms(best)
 		if best.cfg.protects(j.Priority) {
+			to = c.cfg.Settings.ProtectedBorrowQOSName(best.cfg.Account)
 			t := *best.cfg.ReclaimPriorityThreshold
 			terms += fmt.Sprintf("; its priority %d is at least %s's reclaim priority threshold %d, so only a claim of priority %d or more may take it", j.Priority, best.cfg.Account, t, t)
 		}
+		lg.moves = append(lg.moves, JobMove{Kind: Lend, JobID: j.ID, ArrayJobID: arrayJob, Task: taskID, Account: j.Account, Project: best.cfg.Account, From: j.QOS, To: to, GPUs: bestPl.gpus, Code: CodeLent, Reason: why})
 		text := fmt.Sprintf("(moves from %s to %s): %s; %s", j.QOS, to, why, terms)
 		if j.tasks() == 1 {
 			log.say(j, CodeLent, "is lent %s", text)

@@ -128,10 +128,11 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 					open = append(open, acct)
 				}
 			}
-			who = fmt.Sprintf("it is protected by %s's reclaim priority threshold %d: only a claim of Slurm priority %d or more may reclaim it, and no such claim waits now", p.cfg.Account, *t, *t)
+			waiting := "no such claim waits now"
 			if len(open) > 0 {
-				who = fmt.Sprintf("it is protected by %s's reclaim priority threshold %d: only a claim of Slurm priority %d or more may reclaim it, and %s has one waiting now", p.cfg.Account, *t, *t, strings.Join(open, ", "))
+				waiting = strings.Join(open, ", ") + " has one waiting now"
 			}
+			who = fmt.Sprintf("it is protected by %s's reclaim priority threshold %d: only a claim of Slurm priority %d or more may reclaim it, and %s", p.cfg.Account, *t, *t, waiting)
 		}
 		exempt := j.StartTime.Add(c.cfg.Settings.PreemptExemptTime)
 		when := "its PreemptExemptTime has passed"

@@ -160,7 +160,7 @@ func AuditReclaims(cfg *Config, runs []Run, nodeGPUs map[string]int) []ReclaimAu
 			continue
 		}
 		for _, v := range a.Lost {
-			if !takeable(cfg, *a.Claimant, v) && s.isLendingQOS(v.QOS) {
+			if shielded(cfg, *a.Claimant, v) {
 				a.Protected = append(a.Protected, v.JobID)
 			}
 		}
@@ -238,22 +238,21 @@ func fewestToFree(cfg *Config, c Run, t time.Time, runs []Run, nodeGPUs map[stri
 	return needed, fewest, who
 }
 
-// takeable says whether claimant c may take run r: r borrows (a borrow or elastic QOS), and not
-// in a protected QOS whose project's reclaim priority threshold is above c's priority.
+// takeable says whether claimant c may take run r: r borrows (a borrow or elastic QOS), and is
+// not shielded from c.
 func takeable(cfg *Config, c, r Run) bool {
-	if !cfg.Settings.isLendingQOS(r.QOS) {
-		return false
-	}
+	return cfg.Settings.isLendingQOS(r.QOS) && !shielded(cfg, c, r)
+}
+
+// shielded says whether run r is in a protected borrow QOS whose project's reclaim priority
+// threshold is above claimant c's priority.
+func shielded(cfg *Config, c, r Run) bool {
 	acct, ok := cfg.Settings.protectedBorrowOf(r.QOS)
 	if !ok {
-		return true
+		return false
 	}
-	for _, p := range cfg.Projects {
-		if p.Account == acct && p.ReclaimPriorityThreshold != nil {
-			return c.Priority >= *p.ReclaimPriorityThreshold
-		}
-	}
-	return true
+	p, ok := cfg.Project(acct)
+	return ok && p.ReclaimPriorityThreshold != nil && c.Priority < *p.ReclaimPriorityThreshold
 }
 
 // WithQueuePriorities sets the Priority of each run whose job is still in the queue, started,

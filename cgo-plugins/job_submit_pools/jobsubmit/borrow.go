@@ -72,7 +72,7 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 // team-g2's borrow QOS from tier 2 of team's (Slurm fills a default account in only after
 // job_submit).
 func submitTierRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
-	if req.QOS == "" || uid == 0 || (conf.Known && uid == conf.SlurmUserID) || admins[uid] {
+	if req.QOS == "" || isPrivileged(uid, conf, admins) {
 		return ""
 	}
 	pattern := cfg.BorrowQOSPattern()
@@ -106,7 +106,7 @@ func submitTierRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf S
 // it should borrow). lentJobRefusal (modify.go) keeps a job already there requeueable.
 func modifyBorrowRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
 	qos := borrowQOSAsked(cfg, req.QOS)
-	if qos == "" || uid == 0 || (conf.Known && uid == conf.SlurmUserID) || admins[uid] {
+	if qos == "" || isPrivileged(uid, conf, admins) {
 		return ""
 	}
 	return fmt.Sprintf("slurmbridge: only quotad moves jobs into QOS %s: it is preemptable, and a job Slurm cannot requeue "+
