@@ -2,6 +2,10 @@
 # one way the testbed finds, waits for and stops the processes it started; and the fake GPUs
 # both testbeds give their nodes. Each script defines say() before sourcing this.
 
+# A daemon built with `make RACE=1` stops at its first data race, the report in its log: a race
+# that only printed would let the suite pass over it. Binaries built without -race ignore it.
+export GORACE=${GORACE:-halt_on_error=1}
+
 # find_pid PIDFILE PATTERN sets FOUND_PID to the pid recorded in PIDFILE when that process is
 # alive and its command line matches the glob PATTERN (a recycled pid is never signalled). It
 # forks nothing: a testbed of a site's size asks it for each of 1,523 slurmd on a loaded host.

@@ -61,7 +61,19 @@ type Request struct {
 	Batch bool
 	// Requeue is --requeue (1), --no-requeue (0) or neither (NoVal16: slurm.conf's JobRequeue).
 	Requeue uint16
+	// HetJob: the job is a component of a heterogeneous job (sbatch's hetjob, `:` between
+	// components of salloc or srun). Slurm preempts a heterogeneous job only through its leader.
+	HetJob bool
+	// OpenMode is --open-mode: OpenModeAppend, OpenModeTruncate, or 0 when the job leaves it to
+	// the cluster's JobFileAppend.
+	OpenMode uint8
 }
+
+// Slurm's --open-mode values (slurm.h OPEN_MODE_*, the same from 22.05 to 26.05).
+const (
+	OpenModeAppend   uint8 = 1
+	OpenModeTruncate uint8 = 2
+)
 
 // UnsetRequest is a submission that asks for nothing, as slurmctld fills job_desc for
 // `sbatch --wrap true` (bridge/testdata/job_desc-22.05.8.txt): every count at its NO_VAL

@@ -48,6 +48,7 @@ const (
 	RefusedBorrowTierQuotadOnly Refusal = "borrow-tier-quotad-only"    // a new job asks for a borrow size tier: quotad's alone
 	RefusedLentNoRequeue        Refusal = "lent-job-no-requeue"        // an update sets Requeue=0 on a job in a lending QOS
 	RefusedLentAccount          Refusal = "lent-job-account"           // an update changes the account of a job in a lending QOS
+	RefusedHetJobGPUs           Refusal = "hetjob-gpus"                // a heterogeneous job's component asks for GPUs
 )
 
 // Decision is the outcome of Route.

@@ -26,6 +26,7 @@ struct cache_entry {
 	int rc;
 	char *partition;
 	char *message;
+	int append_output;
 };
 
 static struct cache_entry cache[CACHE_SLOTS];
@@ -131,6 +132,8 @@ int pools_cache_apply(const struct pools_cache_key *key, job_desc_msg_t *desc, c
 			pools_set_partition(desc, e->partition);
 		if (e->message)
 			pools_set_err_msg(err_msg, e->message);
+		if (e->append_output)
+			desc->open_mode = OPEN_MODE_APPEND;
 		*rc = e->rc;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -153,6 +156,7 @@ void pools_cache_store(const struct pools_cache_key *key, uint64_t gen, struct p
 		e->rc = out->rc;
 		e->partition = out->partition;
 		e->message = out->message;
+		e->append_output = out->append_output;
 		e->generation = gen;
 		pthread_mutex_unlock(&e->lock);
 		out->partition = out->message = NULL;

@@ -41,6 +41,8 @@ enum pools_request_number {
 	POOLS_BATCH,   /* job_desc->script != NULL */
 	POOLS_REQUEUE,
 	POOLS_UID,     /* the submitting user: only in log lines today, kept in the key all the same */
+	POOLS_HET_JOB, /* 1: a component of a heterogeneous job (het_job_offset set; het_job_id in a record) */
+	POOLS_OPEN_MODE, /* --open-mode: OPEN_MODE_APPEND, OPEN_MODE_TRUNCATE, or 0 for the cluster's */
 	/* slurmctld's state the Go side reads through the functions below: part of the cache key
 	 * so that a reconfigure or a new debug level never meets an answer made under the old.
 	 * They stay last: plugin.c compares them as one run. */
@@ -62,6 +64,9 @@ struct pools_outcome {
 	char *partition;
 	char *message;
 	int cacheable;
+	/* 1: set job_desc->open_mode to OPEN_MODE_APPEND, so that a rerun after a requeue adds to
+	 * the job's output files instead of truncating them. */
+	int append_output;
 };
 
 /* Replace job_desc->partition, freeing the old list (a named list the plugin narrowed). */

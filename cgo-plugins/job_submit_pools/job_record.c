@@ -125,6 +125,7 @@ const char *pools_job_read(const struct pools_job_layout *layout, const void *jo
 		return "the job's details' magic cookie is not DETAILS_MAGIC: its layout differs from job_record_layout.h";
 
 	job->job_id = job_id;
+	job->req.n[POOLS_HET_JOB] = het_job_id != 0;
 	job->req.s[POOLS_PARTITION] = read_ptr(job_ptr, jf[POOLS_JOB_PARTITION], &ok);
 	job->req.s[POOLS_TRES_PER_JOB] = read_ptr(job_ptr, jf[POOLS_JOB_TRES_PER_JOB], &ok);
 	job->req.s[POOLS_TRES_PER_NODE] = read_ptr(job_ptr, jf[POOLS_JOB_TRES_PER_NODE], &ok);

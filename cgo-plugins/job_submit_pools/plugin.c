@@ -155,6 +155,11 @@ static void request_from(const job_desc_msg_t *d, uint32_t uid, struct pools_req
 	r->n[POOLS_BATCH] = d->script != NULL;
 	r->n[POOLS_REQUEUE] = d->requeue;
 	r->n[POOLS_UID] = uid;
+	/* slurmctld sets het_job_offset to each component's index before job_submit, NO_VAL for a
+	 * job of one component (proc_req.c, 22.05 to 26.05). On job_modify job_desc carries none:
+	 * the record says (job_record.c). */
+	r->n[POOLS_HET_JOB] = d->het_job_offset != NO_VAL;
+	r->n[POOLS_OPEN_MODE] = d->open_mode;
 	read_settings(r->n);
 }
 
@@ -165,6 +170,8 @@ static int apply_outcome(job_desc_msg_t *desc, char **err_msg, const struct pool
 		pools_set_partition(desc, out->partition);
 	if (out->message)
 		pools_set_err_msg(err_msg, out->message);
+	if (out->append_output)
+		desc->open_mode = OPEN_MODE_APPEND;
 	return out->rc;
 }
 

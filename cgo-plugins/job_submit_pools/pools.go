@@ -175,6 +175,9 @@ func setOutcome(out *C.struct_pools_outcome, o jobsubmit.Outcome) {
 	if !o.Logged {
 		res.cacheable = 1
 	}
+	if o.AppendOutput {
+		res.append_output = 1
+	}
 	*out = res
 }
 
@@ -234,6 +237,8 @@ func requestFrom(req *C.struct_pools_request, op pools.Op) pools.Request {
 		Features:       str(C.POOLS_FEATURES),
 		QOS:            str(C.POOLS_QOS),
 		Account:        str(C.POOLS_ACCOUNT),
+		HetJob:         num(C.POOLS_HET_JOB) != 0,
+		OpenMode:       uint8(num(C.POOLS_OPEN_MODE)),
 		Batch:          num(C.POOLS_BATCH) != 0,
 		Requeue:        uint16(num(C.POOLS_REQUEUE)),
 	}

@@ -41,7 +41,9 @@ func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapsho
 		j.refusals, j.refused = 0, ""
 		d.metrics.actions.WithLabelValues("grow").Inc()
 		log.Info().Uint32("worker", id).Str("type", string(t)).Str("qos", qos).Bool("borrowed", borrowed).Msg("worker submitted")
+		d.mu.Lock()
 		j.submitted[id] = d.now()
+		d.mu.Unlock()
 		ids = append(ids, id)
 	}
 	return ids
@@ -177,7 +179,9 @@ func (d *Daemon) terminate(ctx context.Context, j *job, id uint32, now time.Time
 	}
 	d.metrics.actions.WithLabelValues("terminate").Inc()
 	log.Info().Uint32("worker", id).Dur("grace", d.cfg.Grace).Msg("worker sent TERM")
+	d.mu.Lock()
 	j.stopping[id] = now
+	d.mu.Unlock()
 }
 
 // finishStops cancels workers still there after the grace period and forgets those gone.
@@ -189,9 +193,11 @@ func (d *Daemon) finishStops(ctx context.Context, j *job, workers []slurm.Job, n
 		}
 	}
 	cancel, forget := reconcile.FinishStops(j.stopping, queue, d.cfg.Grace, now)
+	d.mu.Lock()
 	for _, id := range forget {
 		delete(j.stopping, id)
 	}
+	d.mu.Unlock()
 	for _, id := range cancel {
 		d.cancelWorker(ctx, j, id, "cancel", "still running after the grace period", now, log)
 	}
@@ -205,9 +211,11 @@ func (d *Daemon) sortWorkers(ctx context.Context, j *job, main slurm.Job, worker
 	for _, id := range sorted.Reclaimed {
 		d.reclaimed(ctx, j, id, now, log)
 	}
+	d.mu.Lock()
 	for _, id := range slices.Concat(sorted.Started, sorted.Vanished) {
 		delete(j.submitted, id)
 	}
+	d.mu.Unlock()
 	running := []slurm.Job{main}
 	for _, id := range sorted.Running {
 		running = append(running, snap.jobs[id])
@@ -223,8 +231,10 @@ func (d *Daemon) reclaimed(ctx context.Context, j *job, id uint32, now time.Time
 	if !d.cancelWorker(ctx, j, id, "reclaimed", "reclaimed (Slurm requeued it): the job shrinks", now, log) {
 		return
 	}
+	d.mu.Lock()
 	delete(j.submitted, id)
 	delete(j.replacing, id)
+	d.mu.Unlock()
 }
 
 // cancelStalePending cancels workers pending too long.
@@ -232,7 +242,9 @@ func (d *Daemon) cancelStalePending(ctx context.Context, j *job, stale []uint32,
 	for _, id := range stale {
 		why := fmt.Sprintf("pending for %s, too long", now.Sub(snap.jobs[id].Submit))
 		if d.cancelWorker(ctx, j, id, "cancel", why, now, log) {
+			d.mu.Lock()
 			delete(j.replacing, id) // a straggler whose successor never started stays
+			d.mu.Unlock()
 		}
 	}
 }
@@ -258,7 +270,9 @@ func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, snap *snap
 	}
 	ids := d.grow(ctx, j, main, snap, r.Type, 1, log)
 	if len(ids) == 1 {
+		d.mu.Lock()
 		j.replacing[ids[0]] = r.Straggler
+		d.mu.Unlock()
 	}
 }
 

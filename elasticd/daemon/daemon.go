@@ -59,8 +59,11 @@ type Daemon struct {
 	now     func() time.Time
 	metrics *Metrics
 
-	saveMu  sync.Mutex // one write of a state file at a time (cycles, pins)
-	mu      sync.Mutex // guards jobs, signals and lastCycle (the HTTP handlers read them)
+	saveMu sync.Mutex // one write of a state file at a time (cycles, pins)
+	// mu guards jobs, signals and lastCycle, and every field of a job that Status, Pin or save
+	// reads: the cycle is the only writer of a job's maps, but the HTTP handlers read them
+	// while it runs, and a Go map read during a write is a fatal error, not a stale value.
+	mu      sync.Mutex
 	jobs    map[uint32]*job
 	signals map[uint32]map[int]policy.GPUSignal // by worker job id, then GPU index
 	// placed is where each running one-node job ran and nodeAddrs each node's NodeAddr and
@@ -230,7 +233,9 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	workers := d.workersOf(j, snap)
 	d.finishStops(ctx, j, workers, now, log)
 	if main.Running() && j.mainStart.IsZero() {
+		d.mu.Lock()
 		j.mainStart = main.Start
+		d.mu.Unlock()
 	}
 	run, decl := d.runOf(j, main, workers)
 	if !d.carryOutRun(ctx, j, main, decl, reconcile.FollowRun(run), now, log) {

@@ -4,18 +4,23 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
@@ -108,6 +113,9 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Cancel(plainID)
+	// alice reads the status API all along, as any user with a MUNGE credential may, while
+	// the cycles grow, shrink and cancel: the suite runs under -race in CI.
+	stopReading := readStatusAsUser(t, d, "alice")
 
 	start := time.Now()
 	var sizes []int
@@ -136,7 +144,8 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 	if held == 0 {
 		t.Fatalf("no grow/shrink/hold cycle within the deadline: sizes %v, status %+v", sizes, jobStatus(d, main))
 	}
-	t.Logf("sizes %v; shrink after %s, holding at the knee after %s", sizes, shrunk.Round(time.Second), held.Round(time.Second))
+	t.Logf("sizes %v; shrink after %s, holding at the knee after %s; alice read the status %d times meanwhile",
+		sizes, shrunk.Round(time.Second), held.Round(time.Second), stopReading())
 	if !slices.Equal(sizes[:3], []int{1, 2, 3}) || sizes[len(sizes)-1] != 2 {
 		t.Fatalf("sizes %v, want 1, 2, 3 then back to 2", sizes)
 	}
@@ -156,6 +165,51 @@ func TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds(t *testing.T) {
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("workers of the plain job: %+v, %v", rows, err)
 	}
+}
+
+// readStatusAsUser serves d's API over HTTP and has user GET its status every 50 ms until the
+// returned function is called, which says how many reads there were; a read that fails or does
+// not decode fails the test.
+func readStatusAsUser(t *testing.T, d *Daemon, user string) func() int {
+	t.Helper()
+	srv := httptest.NewServer(d.Handler(Access{Callers: fakeAuth{auth.Caller{User: user}}}))
+	done, stopped := make(chan struct{}), make(chan int)
+	go func() {
+		reads := 0
+		defer func() { stopped <- reads }()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			resp, err := http.Get(srv.URL + api.StatusPath)
+			if err != nil {
+				t.Errorf("GET %s as %s: %v", api.StatusPath, user, err)
+				return
+			}
+			var st []api.JobStatus
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || err != nil {
+				t.Errorf("GET %s as %s: %s, %v", api.StatusPath, user, resp.Status, err)
+				return
+			}
+			reads++
+		}
+	}()
+	var once sync.Once
+	reads := 0
+	stop := func() int {
+		once.Do(func() {
+			close(done)
+			reads = <-stopped
+			srv.Close()
+		})
+		return reads
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 func jobStatus(d *Daemon, id uint32) *api.JobStatus {

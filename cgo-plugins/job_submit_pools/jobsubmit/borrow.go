@@ -58,45 +58,44 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 		return ""
 	}
 	return fmt.Sprintf("slurmbridge: QOS %s is preemptable and Slurm can only requeue batch jobs with --requeue; %s, "+
-		"so it would be killed when its GPUs are reclaimed. Submit without --qos (quotad lends idle GPUs to eligible jobs), "+
-		"or use sbatch --requeue.", qos, why)
+		"so it would be killed when its GPUs are reclaimed. Submit it without --qos: quotad lends idle GPUs to batch jobs "+
+		"Slurm can requeue (sbatch, with --requeue where the cluster's JobRequeue is 0).", qos, why)
 }
 
-// submitTierRefusal is the message refusing a new job that asks for one of quotad's borrow
-// size tiers (borrow-<account>-gN) or protected borrow QOS (borrow-<account>-hipri), or "".
-// quotad moves a lent job into the tier of its size, or the protected QOS by its priority;
-// each has the borrow QOS' caps, so a user submitting straight into every one could hold the
-// borrow cap once per QOS, and into the protected one would escape low-priority claims at any
-// priority. Root, SlurmUser and borrow_qos_admins may. An account that itself ends in -gN or
-// -hipri names its own borrow QOS with --account: the job's account is the only way to tell
-// team-g2's borrow QOS from tier 2 of team's (Slurm fills a default account in only after
-// job_submit).
-func submitTierRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
+// submitLendingRefusal refuses a new job of a user that asks for a QOS of the borrow pattern:
+// the borrow QOS, one of quotad's borrow size tiers (borrow-<account>-gN) or a protected borrow
+// QOS (borrow-<account>-hipri); "" lets it through. Only quotad moves jobs there. It lends only
+// the GPUs that every project's lending limit leaves idle, and no Slurm limit can say that: each
+// QOS' GrpTRES holds its own jobs alone, so a job submitted straight into a borrow QOS would run
+// on GPUs a lending limit keeps for their owner. Each tier and the protected QOS carry the
+// borrow cap on their own too (submitting into every one held the cap once per QOS), and the
+// protected one escapes low-priority claims. Root, SlurmUser and borrow_qos_admins may. The
+// job's --account tells an account that itself ends in -gN or -hipri (team-g2's borrow QOS is
+// not tier 2 of team's), for the message only: both are refused.
+func submitLendingRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) (pools.Refusal, string) {
 	if req.QOS == "" || isPrivileged(uid, conf, admins) {
-		return ""
+		return "", ""
 	}
 	pattern := cfg.BorrowQOSPattern()
 	for q := range strings.SplitSeq(req.QOS, ",") {
 		q = strings.TrimSpace(q)
-		var holds, suffix string
-		account, gpus, ok := pools.BorrowTierOf(pattern, q)
-		if ok {
-			holds, suffix = fmt.Sprintf("%s's borrowed jobs of at most %d GPU(s)", account, gpus), fmt.Sprintf("-g%d", gpus)
-		} else if account, ok = pools.ProtectedBorrowOf(pattern, q); ok {
-			holds, suffix = fmt.Sprintf("%s's borrowed jobs above its reclaim priority threshold", account), "-hipri"
-		}
-		if !ok || (req.Account != "" && pools.QOSKey(cfg.BorrowQOSFor(req.Account)) == pools.QOSKey(q)) {
+		if !cfg.IsBorrowQOS(q) {
 			continue
 		}
-		own := ""
-		if req.Account == "" {
-			own = fmt.Sprintf(" If %s is the borrow QOS of your own account %s%s, name that account: --account=%s%s.", q, account, suffix, account, suffix)
+		own := req.Account != "" && pools.QOSKey(cfg.BorrowQOSFor(req.Account)) == pools.QOSKey(q)
+		holds, refusal := "borrowed GPUs", pools.RefusedBorrowQuotadOnly
+		if account, gpus, ok := pools.BorrowTierOf(pattern, q); ok && !own {
+			holds, refusal = fmt.Sprintf("%s's borrowed jobs of at most %d GPU(s)", account, gpus), pools.RefusedBorrowTierQuotadOnly
+		} else if account, ok := pools.ProtectedBorrowOf(pattern, q); ok && !own {
+			holds, refusal = fmt.Sprintf("%s's borrowed jobs above its reclaim priority threshold", account), pools.RefusedBorrowTierQuotadOnly
 		}
-		return fmt.Sprintf("slurmbridge: QOS %s holds %s, and only quotad moves jobs into it "+
-			"when it lends them. Submit without --qos (quotad lends idle GPUs to eligible jobs), or with sbatch --requeue --qos=%s.%s",
-			q, holds, cfg.BorrowQOSFor(account), own)
+		return refusal, fmt.Sprintf("slurmbridge: QOS %s holds %s, and only quotad moves jobs into it when it lends them: "+
+			"it lends only GPUs that every project's lending limit leaves idle, within your project's borrowing limit, "+
+			"which a job submitted straight into it would bypass. Submit without --qos: a job over your project's guarantee "+
+			"waits in its guaranteed QOS, and quotad lends it idle GPUs within a cycle if it is a batch job Slurm can requeue "+
+			"(quotactl explain JOBID says why it waits).", q, holds)
 	}
-	return ""
+	return "", ""
 }
 
 // modifyBorrowRefusal is the message refusing a user's update of a job into a borrow QOS, or "".
@@ -110,6 +109,6 @@ func modifyBorrowRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf
 		return ""
 	}
 	return fmt.Sprintf("slurmbridge: only quotad moves jobs into QOS %s: it is preemptable, and a job Slurm cannot requeue "+
-		"(salloc, srun, --no-requeue) would be killed when its GPUs are reclaimed. Leave the QOS to quotad (it lends idle GPUs "+
-		"to eligible jobs), or submit with sbatch --requeue --qos=%s.", qos, qos)
+		"(salloc, srun, --no-requeue) would be killed when its GPUs are reclaimed, and quotad alone keeps every project's "+
+		"lending and borrowing limits. Leave the QOS to quotad: it lends idle GPUs to batch jobs Slurm can requeue.", qos)
 }

@@ -68,7 +68,7 @@ func TestSubmitIntoBorrowQOSOnlyWhenSlurmCanRequeue(t *testing.T) {
 			if tt.want != "" && !strings.Contains(got, tt.want) {
 				t.Fatalf("refusal %q, want it to say %q", got, tt.want)
 			}
-			if got != "" && !strings.Contains(got, "Submit without --qos (quotad lends idle GPUs to eligible jobs), or use sbatch --requeue") {
+			if got != "" && !strings.Contains(got, "Submit it without --qos: quotad lends idle GPUs to batch jobs Slurm can requeue") {
 				t.Fatalf("refusal %q does not say what to do", got)
 			}
 		})
@@ -117,10 +117,12 @@ func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 	}
 }
 
-// A user who submits straight into each of quotad's borrow size tiers would hold the borrow
-// cap once per tier (each tier carries the borrow QOS' GrpTRES): only quotad moves jobs there.
-// An account that itself ends in -gN keeps its own borrow QOS when it names that account.
-func TestSubmitIntoBorrowSizeTierOnlyByQuotad(t *testing.T) {
+// Only quotad moves jobs into a QOS of the borrow pattern: a user's job submitted straight into
+// the borrow QOS ran on GPUs a project's lending limit keeps for its owner (each QOS' GrpTRES
+// holds only its own jobs), and into each size tier it held the borrow cap once per tier. The
+// refusal's code tells the borrow QOS from a tier or the protected QOS; an account that itself
+// ends in -gN or -hipri is told apart by its --account.
+func TestSubmitIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 	conf := SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030}
 	admins := map[uint32]bool{998: true}
 	sbatch := func(qos, account string) *pools.Request {
@@ -128,59 +130,63 @@ func TestSubmitIntoBorrowSizeTierOnlyByQuotad(t *testing.T) {
 		r.QOS, r.Account, r.Requeue = qos, account, 1
 		return r
 	}
+	const borrow, tier = pools.RefusedBorrowQuotadOnly, pools.RefusedBorrowTierQuotadOnly
 	tests := []struct {
 		name    string
 		pattern string
 		req     *pools.Request
 		uid     uint32
 		conf    SlurmConf
-		want    string // a substring of the refusal; "" to accept
+		want    pools.Refusal // "" to accept
+		holds   string        // what the refusal says the QOS holds
 	}{
-		{"a user into tier 1", "", sbatch("borrow-proj-b-g1", ""), 1001, conf, "QOS borrow-proj-b-g1 holds proj-b's borrowed jobs of at most 1 GPU(s)"},
-		{"a user into tier 1 naming the project", "", sbatch("borrow-proj-b-g1", "proj-b"), 1001, conf, "or with sbatch --requeue --qos=borrow-proj-b."},
-		{"upper case", "", sbatch("BORROW-PROJ-B-G4", "proj-b"), 1001, conf, "QOS BORROW-PROJ-B-G4 holds proj-b's"},
-		{"a tier second in a QOS list (24.11 on)", "", sbatch("guar-proj-b, borrow-proj-b-g2", ""), 1001, conf, "QOS borrow-proj-b-g2 holds"},
-		{"a tier of a suffixed pattern", `"{account}-lent"`, sbatch("proj-b-g8-lent", ""), 1001, conf, "or with sbatch --requeue --qos=proj-b-lent."},
-		{"without --account: the way out for an account ending in -gN", "", sbatch("borrow-team-g2", ""), 1001, conf, "--account=team-g2"},
-		{"account team-g2 in its own borrow QOS", "", sbatch("borrow-team-g2", "team-g2"), 1001, conf, ""},
-		{"account Team-G2 (as typed) in its own borrow QOS", "", sbatch("borrow-team-g2", "Team-G2"), 1001, conf, ""},
-		{"account team in tier 2", "", sbatch("borrow-team-g2", "team"), 1001, conf, "QOS borrow-team-g2 holds team's"},
-		{"the borrow QOS itself", "", sbatch("borrow-proj-b", ""), 1001, conf, ""},
-		{"a guaranteed QOS", "", sbatch("guar-proj-b-g2", ""), 1001, conf, ""},
-		{"no --qos", "", sbatch("", ""), 1001, conf, ""},
-		{"not a tier: -g0", "", sbatch("borrow-proj-b-g0", ""), 1001, conf, ""},
-		{"not a tier: -g01", "", sbatch("borrow-proj-b-g01", ""), 1001, conf, ""},
-		{"a named borrow QOS has no tiers", "lend", sbatch("lend-g1", ""), 1001, conf, ""},
-		{"a user into the protected borrow QOS", "", sbatch("borrow-proj-b-hipri", "proj-b"), 1001, conf, "QOS borrow-proj-b-hipri holds proj-b's borrowed jobs above its reclaim priority threshold"},
-		{"without --account: the way out for an account ending in -hipri", "", sbatch("borrow-team-hipri", ""), 1001, conf, "--account=team-hipri"},
-		{"account team-hipri in its own borrow QOS", "", sbatch("borrow-team-hipri", "team-hipri"), 1001, conf, ""},
-		{"root into the protected borrow QOS", "", sbatch("borrow-proj-b-hipri", ""), 0, conf, ""},
-		{"root", "", sbatch("borrow-proj-b-g1", ""), 0, conf, ""},
-		{"SlurmUser", "", sbatch("borrow-proj-b-g1", ""), 64030, conf, ""},
-		{"SlurmUser's uid unknown", "", sbatch("borrow-proj-b-g1", ""), 64030, SlurmConf{}, "holds proj-b's"},
-		{"a borrow_qos_admins user", "", sbatch("borrow-proj-b-g1", ""), 998, conf, ""},
+		{"a user into the borrow QOS with --requeue", "", sbatch("borrow-proj-b", ""), 1001, conf, borrow, "borrowed GPUs"},
+		{"a user into the borrow QOS of another project", "", sbatch("borrow-proj-a", "proj-b"), 1001, conf, borrow, "borrowed GPUs"},
+		{"upper case", "", sbatch("BORROW-PROJ-B", "proj-b"), 1001, conf, borrow, "QOS BORROW-PROJ-B holds"},
+		{"borrow second in a QOS list (24.11 on)", "", sbatch("guar-proj-b, borrow-proj-b", ""), 1001, conf, borrow, "QOS borrow-proj-b holds"},
+		{"a named shared borrow QOS", "lend", sbatch("lend", ""), 1001, conf, borrow, "QOS lend holds"},
+		{"a named borrow QOS makes the default ordinary", "lend", sbatch("borrow-proj-b", ""), 1001, conf, "", ""},
+		{"a user into tier 1", "", sbatch("borrow-proj-b-g1", ""), 1001, conf, tier, "proj-b's borrowed jobs of at most 1 GPU(s)"},
+		{"a tier second in a QOS list (24.11 on)", "", sbatch("guar-proj-b, borrow-proj-b-g2", ""), 1001, conf, tier, "QOS borrow-proj-b-g2 holds"},
+		{"a tier of a suffixed pattern", `"{account}-lent"`, sbatch("proj-b-g8-lent", ""), 1001, conf, tier, "proj-b's borrowed jobs of at most 8 GPU(s)"},
+		{"account team-g2 in its own borrow QOS", "", sbatch("borrow-team-g2", "team-g2"), 1001, conf, borrow, "QOS borrow-team-g2 holds borrowed GPUs"},
+		{"account Team-G2 (as typed) in its own borrow QOS", "", sbatch("borrow-team-g2", "Team-G2"), 1001, conf, borrow, "holds borrowed GPUs"},
+		{"account team in tier 2", "", sbatch("borrow-team-g2", "team"), 1001, conf, tier, "QOS borrow-team-g2 holds team's"},
+		{"a user into the protected borrow QOS", "", sbatch("borrow-proj-b-hipri", "proj-b"), 1001, conf, tier, "proj-b's borrowed jobs above its reclaim priority threshold"},
+		{"account team-hipri in its own borrow QOS", "", sbatch("borrow-team-hipri", "team-hipri"), 1001, conf, borrow, "holds borrowed GPUs"},
+		{"a guaranteed QOS", "", sbatch("guar-proj-b-g2", ""), 1001, conf, "", ""},
+		{"the elastic QOS (elasticd submits its workers as their owner)", "", sbatch("elastic-proj-b", ""), 1001, conf, "", ""},
+		{"no --qos", "", sbatch("", ""), 1001, conf, "", ""},
+		{"root into the borrow QOS", "", sbatch("borrow-proj-b", ""), 0, conf, "", ""},
+		{"root into the protected borrow QOS", "", sbatch("borrow-proj-b-hipri", ""), 0, conf, "", ""},
+		{"root", "", sbatch("borrow-proj-b-g1", ""), 0, conf, "", ""},
+		{"SlurmUser", "", sbatch("borrow-proj-b-g1", ""), 64030, conf, "", ""},
+		{"SlurmUser's uid unknown", "", sbatch("borrow-proj-b-g1", ""), 64030, SlurmConf{}, tier, "holds proj-b's"},
+		{"a borrow_qos_admins user", "", sbatch("borrow-proj-b", ""), 998, conf, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := configWithBorrow(t, tt.pattern)
-			got := submitTierRefusal(cfg, tt.req, tt.uid, tt.conf, admins)
-			if tt.want == "" && got != "" {
-				t.Fatalf("refused: %q", got)
+			refusal, msg := submitLendingRefusal(cfg, tt.req, tt.uid, tt.conf, admins)
+			if refusal != tt.want || (msg == "") != (tt.want == "") {
+				t.Fatalf("refusal %q (%q), want %q", refusal, msg, tt.want)
 			}
-			if tt.want != "" && (!strings.Contains(got, tt.want) || !strings.Contains(got, "only quotad moves jobs into it")) {
-				t.Fatalf("refusal %q, want it to say %q and why", got, tt.want)
+			if tt.want != "" && (!strings.Contains(msg, tt.holds) || !strings.Contains(msg, "Submit without --qos")) {
+				t.Fatalf("refusal %q, want it to say the QOS holds %q and what to do", msg, tt.holds)
 			}
 		})
 	}
-	// Without a usable pools.yaml the default pattern guards the tiers, through the plugin, with
-	// its own refusal code.
+	// Without a usable pools.yaml the default pattern guards the borrow QOS and its tiers,
+	// through the plugin, with their codes.
 	missing := newFixture(t, "")
 	missing.p.SlurmConf = func() SlurmConf { return conf }
-	if out := missing.p.Submit(sbatch("borrow-proj-b-g1", ""), 1001); out.Reject != RejectQOS || out.Refusal != pools.RefusedBorrowTierQuotadOnly {
-		t.Fatalf("without pools.yaml: %+v, want the tier refused", out)
-	}
-	if !missing.log.endsWith(" code=" + string(pools.RefusedBorrowTierQuotadOnly)) {
-		t.Fatalf("refusal not logged: %q", missing.log.lines)
+	for qos, want := range map[string]pools.Refusal{"borrow-proj-b-g1": tier, "borrow-proj-b": borrow} {
+		if out := missing.p.Submit(sbatch(qos, ""), 1001); out.Reject != RejectQOS || out.Refusal != want {
+			t.Fatalf("without pools.yaml, --qos=%s: %+v, want refused with %s", qos, out, want)
+		}
+		if !missing.log.endsWith(" code=" + string(want)) {
+			t.Fatalf("refusal not logged: %q", missing.log.lines)
+		}
 	}
 }
 
@@ -224,10 +230,13 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 	if out := f.p.Modify(&mod, nil, 1001); out.Reject != RejectQOS {
 		t.Fatalf("a user's update into borrow: %+v, want refused", out)
 	}
-	ok := gpuJob("gres/gpu:a100:1")
-	ok.QOS, ok.Requeue = "borrow-proj-b", 1
-	if out := f.p.Submit(ok, 1001); out.Reject != NotRejected || out.SetPartition != "a100" {
-		t.Fatalf("sbatch --requeue --qos=borrow: %+v, want it routed", out)
+	lent := gpuJob("gres/gpu:a100:1")
+	lent.QOS, lent.Requeue = "borrow-proj-b", 1
+	if out := f.p.Submit(lent, 1001); out.Reject != RejectQOS || out.Refusal != pools.RefusedBorrowQuotadOnly {
+		t.Fatalf("a user's sbatch --requeue --qos=borrow: %+v, want it refused", out)
+	}
+	if out := f.p.Submit(lent, 998); out.Reject != NotRejected || out.SetPartition != "a100" {
+		t.Fatalf("a borrow_qos_admins user's sbatch --requeue --qos=borrow: %+v, want it routed", out)
 	}
 }
 

@@ -63,6 +63,9 @@ type Outcome struct {
 	// Logged: deciding wrote a line to slurmctld's log. The cgo layer may answer a repeated
 	// request from its cache only when not: a line an admin relies on must be written each time.
 	Logged bool
+	// AppendOutput sets the job's open mode to append (appendsOutput): a rerun after a requeue
+	// adds to its output files instead of truncating them.
+	AppendOutput bool
 }
 
 // RecheckInterval is how often the watcher stat()s the config file.
@@ -173,9 +176,10 @@ func (p *Plugin) checkGuarded() {
 	p.check(false)
 }
 
-// Submit routes a new job. A job that asks for a borrow QOS although Slurm could not requeue
-// it, or for a borrow size tier, is refused even without a usable config (the borrow QOS is
-// then quotad's default).
+// Submit routes a new job. A heterogeneous job's GPU component, a job that asks for a borrow QOS
+// although Slurm could not requeue it, and a user's job that asks for a QOS of the borrow
+// pattern are refused even without a usable config (the borrow QOS is then quotad's default).
+// A GPU batch job that chose no open mode appends to its output files.
 func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 	var cfg *pools.Config
 	var admins map[uint32]bool
@@ -187,16 +191,22 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 	if req.QOS != "" {
 		conf = p.slurmConf()
 	}
+	gpus := asksForGPUs(req)
+	if msg := hetJobGPURefusal(gpus); req.HetJob && msg != "" {
+		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
+	}
 	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {
 		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowNotRequeueable, UserMessage: msg})
 	}
-	if msg := submitTierRefusal(cfg, req, uid, conf, admins); msg != "" {
-		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowTierQuotadOnly, UserMessage: msg})
+	if refusal, msg := submitLendingRefusal(cfg, req, uid, conf, admins); msg != "" {
+		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: refusal, UserMessage: msg})
 	}
-	if cfg == nil {
-		return Outcome{}
+	out := Outcome{}
+	if cfg != nil {
+		out = p.outcome(cfg.Route(req), "submit", uid)
 	}
-	return p.outcome(cfg.Route(req), "submit", uid)
+	out.AppendOutput = out.Reject == NotRejected && appendsOutput(req, gpus)
+	return out
 }
 
 func (p *Plugin) outcome(d pools.Decision, op string, uid uint32) Outcome {

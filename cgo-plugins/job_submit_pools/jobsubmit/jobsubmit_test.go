@@ -260,10 +260,14 @@ func TestSubmitRoutesEveryReleasesSpelling(t *testing.T) {
 	}
 }
 
+// Unrouted is what a GPU batch job gets without a usable pools.yaml: no partition, no refusal;
+// only its output appends, which needs no pools (appendsOutput).
+var unrouted = Outcome{AppendOutput: true}
+
 func TestMissingConfigPassesJobsUnchanged(t *testing.T) {
 	f := newFixture(t, "")
 	out := f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001)
-	if out != (Outcome{}) {
+	if out != unrouted {
 		t.Fatalf("outcome = %+v, want unchanged job", out)
 	}
 	if !f.log.contains("unreadable") {
@@ -273,7 +277,7 @@ func TestMissingConfigPassesJobsUnchanged(t *testing.T) {
 
 func TestInvalidConfigAtStartPassesJobsAndSaysWhy(t *testing.T) {
 	f := newFixture(t, "default_cpu_pool: cpu\npools:\n  - name: cpu\n    colour: blue\n")
-	if out := f.p.Submit(gpuJob("gres:gpu:1"), 1001); out != (Outcome{}) {
+	if out := f.p.Submit(gpuJob("gres:gpu:1"), 1001); out != unrouted {
 		t.Fatalf("outcome = %+v, want unchanged job", out)
 	}
 	if !f.log.contains("colour") {
@@ -321,7 +325,7 @@ func TestRemovedFileStopsRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tick()
-	if out := f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out != (Outcome{}) {
+	if out := f.p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out != unrouted {
 		t.Fatalf("outcome = %+v, want unchanged job once the admin removed pools.yaml", out)
 	}
 }
@@ -367,7 +371,7 @@ func TestWatcherReloadsAndStopsAtFini(t *testing.T) {
 	if log.contains("unreadable") {
 		t.Fatalf("watcher still checked the file after Fini: %q", log.lines)
 	}
-	if out := p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out != (Outcome{}) {
+	if out := p.Submit(gpuJob("gres:gpu:a100:1"), 1001); out != unrouted {
 		t.Fatalf("outcome after Fini = %+v, want unchanged job", out)
 	}
 }

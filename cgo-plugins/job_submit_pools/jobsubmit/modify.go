@@ -59,6 +59,12 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	if msg := modifyBorrowRefusal(l.cfg, &upd.Request, uid, conf, l.admins); msg != "" {
 		return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowQuotadOnly, UserMessage: msg})
 	}
+	if job != nil && job.Request.HetJob && upd.Set&fieldsTRES != 0 {
+		after := Merge(job, upd)
+		if msg := hetJobGPURefusal(asksForGPUs(&after)); msg != "" {
+			return p.refuse(fmt.Sprintf("update of job %d by uid %d", job.ID, uid), Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
+		}
+	}
 	if job == nil || isPrivileged(uid, conf, l.admins) {
 		return p.outcome(l.cfg.Route(&upd.Request), "update", uid)
 	}

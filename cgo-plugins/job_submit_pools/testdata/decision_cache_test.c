@@ -48,7 +48,7 @@ static struct pools_request request(const char *partition, const char *tres_per_
 
 static struct pools_outcome outcome(int rc, const char *partition, const char *message, int cacheable)
 {
-	struct pools_outcome o = { rc, partition ? strdup(partition) : NULL, message ? strdup(message) : NULL, cacheable };
+	struct pools_outcome o = { rc, partition ? strdup(partition) : NULL, message ? strdup(message) : NULL, cacheable, 0 };
 	return o;
 }
 
@@ -76,7 +76,7 @@ static void store(const struct pools_request *req, uint64_t generation, struct p
 	if (pools_cache_key(req, &key))
 		pools_cache_store(&key, generation, &out);
 	else
-		pools_cache_store(&key, generation, &(struct pools_outcome){ 0, out.partition, out.message, 0 });
+		pools_cache_store(&key, generation, &(struct pools_outcome){ 0, out.partition, out.message, 0, 0 });
 }
 
 static void test_answers_exactly_the_request_it_stored(void)
@@ -98,6 +98,37 @@ static void test_answers_exactly_the_request_it_stored(void)
 	CHECK(!lookup(&other_user, &part, &msg, &rc), "another user's request hit");
 	CHECK(!lookup(&empty_partition, &part, &msg, &rc), "partition \"\" hit the entry of no partition");
 	CHECK(!lookup(&longer, &part, &msg, &rc), "a100=10 hit the entry of a100=1");
+}
+
+/* A GPU batch job's answer sets open_mode to append (a rerun after a requeue keeps what the
+ * first run wrote); a hit sets it again, and an answer without it leaves open_mode alone. */
+static void test_the_append_mode_is_cached_with_the_answer(void)
+{
+	struct pools_request batch = request(NULL, "gres/gpu:v100=1", 1001);
+	struct pools_request chose = request(NULL, "gres/gpu:v100=1", 1001);
+	struct pools_cache_key key;
+	struct pools_outcome out;
+	job_desc_msg_t desc;
+	int rc;
+
+	batch.n[POOLS_BATCH] = 1;
+	chose.n[POOLS_BATCH] = 1;
+	chose.n[POOLS_OPEN_MODE] = OPEN_MODE_TRUNCATE;
+	out = outcome(0, "v100", NULL, 1);
+	out.append_output = 1;
+	store(&batch, pools_cache_generation(), out);
+	store(&chose, pools_cache_generation(), outcome(0, "v100", NULL, 1));
+
+	memset(&desc, 0, sizeof(desc));
+	CHECK(pools_cache_key(&batch, &key) && pools_cache_apply(&key, &desc, NULL, &rc), "miss after the store");
+	CHECK(desc.open_mode == OPEN_MODE_APPEND, "open_mode %d after a hit, want OPEN_MODE_APPEND", desc.open_mode);
+	free(desc.partition);
+
+	memset(&desc, 0, sizeof(desc));
+	desc.open_mode = OPEN_MODE_TRUNCATE;
+	CHECK(pools_cache_key(&chose, &key) && pools_cache_apply(&key, &desc, NULL, &rc), "miss of --open-mode=truncate");
+	CHECK(desc.open_mode == OPEN_MODE_TRUNCATE, "the user's --open-mode=truncate became %d", desc.open_mode);
+	free(desc.partition);
 }
 
 static void test_uncacheable_answers_are_freed_not_kept(void)
@@ -185,6 +216,7 @@ int main(void)
 {
 	pools_cache_init();
 	test_answers_exactly_the_request_it_stored();
+	test_the_append_mode_is_cached_with_the_answer();
 	test_uncacheable_answers_are_freed_not_kept();
 	test_a_new_generation_drops_every_answer();
 	test_requests_too_long_to_key_are_never_cached();

@@ -148,6 +148,12 @@ static void test_release(const struct pools_job_layout *l)
 	CHECK(job.req.n[POOLS_NUM_TASKS] == 2, "num_tasks");
 	CHECK(job.req.n[POOLS_NTASKS_PER_NODE] == 0xfffe, "ntasks_per_node");
 	CHECK(job.req.n[POOLS_SOCKETS_PER_NODE] == 2, "sockets_per_node");
+	CHECK(job.req.n[POOLS_HET_JOB] == 0, "a job of one component read as a hetjob's");
+	/* Component 1 of heterogeneous job 4241: its record holds the leader's id. */
+	put(f.job, l->job[POOLS_JOB_HET_JOB_ID], 4241);
+	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4241+1", NO_VAL_32, &job) == NULL, "het component 4241+1 refused");
+	CHECK(job.req.n[POOLS_HET_JOB] == 1, "a hetjob's component not read as one");
+	put(f.job, l->job[POOLS_JOB_HET_JOB_ID], 0);
 
 	/* scontrol names the job by string, job_id NO_VAL: the string's leading number is checked. */
 	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4242", NO_VAL_32, &job) == NULL, "read by string id refused");
