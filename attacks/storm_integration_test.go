@@ -111,10 +111,11 @@ var shapes = []shape{
 	{kind: "dependent", args: func(r *rand.Rand, u, prev string) []string {
 		return []string{"--dependency=afterany:" + prev, "--gres=gpu:" + gpuType[u] + ":1"}
 	}},
-	{kind: "borrow-qos-requeue", args: func(r *rand.Rand, u, _ string) []string {
+	// What Slurm or the plugin refuses whatever the cluster's state. A user's job straight into
+	// a borrow QOS, --requeue or not: only quotad lends.
+	{kind: "bad-borrow-qos-requeue", mustRefuse: true, args: func(r *rand.Rand, u, _ string) []string {
 		return []string{"--requeue", "--qos=borrow-" + account[u], "--gres=gpu:" + gpuType[u] + ":1"}
 	}},
-	// What Slurm or the plugin refuses whatever the cluster's state.
 	{kind: "bad-borrow-no-requeue", mustRefuse: true, args: func(r *rand.Rand, u, _ string) []string {
 		return []string{"--no-requeue", "--qos=borrow-" + account[u], "--gres=gpu:" + gpuType[u] + ":1"}
 	}},

@@ -21,8 +21,9 @@ import (
 //   - One borrow QOS: Slurm tries its candidates by QOS Priority, then node count, then job
 //     record order (docs/slurm-preemption.md), never by size. Both borrowers tie, so it takes
 //     the older, 3-GPU one: 3 GPUs of work lost where 1 would do.
-//   - Size tiers [1 2 4]: the 1-GPU borrower is in a QOS one Priority below the 3-GPU one's,
-//     so Slurm takes it alone: the claim requeues the 1 GPU it needs.
+//   - Size tiers [1 2 4], and the default ones ([1 2 4 8], a table that names none): the 1-GPU
+//     borrower is in a QOS one Priority below the 3-GPU one's, so Slurm takes it alone: the
+//     claim requeues the 1 GPU it needs.
 //
 // In both, bob's job in his guarantee is never touched, nothing is killed, and quotad's audit
 // trail judges the claim: not minimal, then minimal.
@@ -36,8 +37,10 @@ func TestReclaimTakesWhatTheClaimNeeds(t *testing.T) {
 		large    string // the 3-GPU borrower's
 		takes    string // "small" or "large": whom Slurm requeues
 	}{
-		{"one borrow QOS: Slurm takes the oldest borrower, whatever its size", nil, "borrow-proj-b", "borrow-proj-b", "large"},
+		{"one borrow QOS (the testbed's borrowSizeTiers: []): Slurm takes the oldest borrower, whatever its size", nil, "borrow-proj-b", "borrow-proj-b", "large"},
 		{"size tiers: the claim takes only the GPU it needs", []string{"borrowSizeTiers: [1, 2, 4]"}, "borrow-proj-b-g1", "borrow-proj-b-g4", "small"},
+		// A table that names no tiers, as a site's may: the default ones keep the promise.
+		{"the default size tiers: the claim takes only the GPU it needs", []string{"borrowSizeTiers:"}, "borrow-proj-b-g1", "borrow-proj-b-g4", "small"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			logStart := ctldLogSize(t, c)

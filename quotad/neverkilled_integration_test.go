@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os/exec"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,8 +210,10 @@ func TestSallocOverQuotaIsNeverLent(t *testing.T) {
 }
 
 // The second report: a job sent straight into the borrow QOS that Slurm could not requeue is
-// refused at submission, with why and what to do; `sbatch --qos=borrow --requeue` still runs
-// borrowed; a user cannot move a pending job into borrow with scontrol either.
+// refused at submission, with why and what to do. A user's job sent straight into the borrow QOS
+// or one of its tiers is refused even with --requeue: quotad lends only what every project's
+// lending limit leaves idle, which no QOS limit can say (a user's 8 jobs there all started past
+// proj-a's lending limit of 1). A user cannot move a pending job into borrow with scontrol either.
 func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
@@ -222,7 +225,7 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What to do is checked in the words: telling it is what the refusal is for.
-	const todo = "Submit without --qos (quotad lends idle GPUs to eligible jobs), or use sbatch --requeue."
+	const todo = "Submit it without --qos: quotad lends idle GPUs to batch jobs Slurm can requeue"
 
 	offset := ctldLogSize(t, c)
 	id, msg, err := c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--no-requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
@@ -250,41 +253,46 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 		}
 	}
 
-	// Over his quota, bob's batch job with --requeue borrows as asked.
+	// Over his quota, bob's batch job with --requeue straight into the borrow QOS, a size tier
+	// or the protected QOS is refused, with -A and without; the same job without --qos is lent.
 	bob := submitN(t, c, "bob", 4)
-	waitQueue(t, c, bob, "bob's 4 in-quota jobs running", 20*time.Second, exactly(4, bob, running))
-	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
-	if err != nil {
-		t.Fatalf("sbatch --qos=borrow-proj-b --requeue refused: %v\n%s", err, msg)
-	}
-	all := append([]string{id}, bob...)
+	all := slices.Clone(bob)
 	drainAtEnd(t, c, &all)
-	waitQueue(t, c, []string{id}, "bob's --requeue job running in borrow-proj-b", 20*time.Second, exactly(1, []string{id}, runningIn("borrow-proj-b")))
-
-	// A borrow size tier is quotad's alone, --requeue or not: each tier carries the borrow cap,
-	// so a user submitting into every tier would hold it once per tier. With -A and without.
-	for _, args := range [][]string{{"-A", "proj-b"}, {}} {
-		offset := ctldLogSize(t, c)
-		sbatch := append([]string{"--qos=borrow-proj-b-g1", "--requeue", "-p", "a100", "--gres=gpu:a100:1"}, args...)
-		tid, msg, err := c.SubmitWithMessage(ctx, "bob", append(sbatch, "--wrap", "sleep 300")...)
-		if err == nil {
-			c.Cancel(tid)
-			t.Fatalf("sbatch %s accepted as job %s", strings.Join(sbatch, " "), tid)
-		}
-		t.Logf("sbatch %s:\n%s", strings.Join(sbatch, " "), msg)
-		assertRefused(t, c, offset, pools.RefusedBorrowTierQuotadOnly, msg)
-		for _, want := range []string{"only quotad moves jobs into it", "--qos=borrow-proj-b.", "Invalid qos specification"} {
-			if !strings.Contains(msg, want) {
-				t.Errorf("tier refusal lacks %q:\n%s", want, msg)
+	waitQueue(t, c, bob, "bob's 4 in-quota jobs running", 20*time.Second, exactly(4, bob, running))
+	for _, tc := range []struct {
+		qos  string
+		code pools.Refusal
+	}{
+		{"borrow-proj-b", pools.RefusedBorrowQuotadOnly},
+		{"borrow-proj-b-g1", pools.RefusedBorrowTierQuotadOnly},
+		{"borrow-proj-b-hipri", pools.RefusedBorrowTierQuotadOnly},
+	} {
+		for _, args := range [][]string{{"-A", "proj-b"}, {}} {
+			offset := ctldLogSize(t, c)
+			sbatch := append([]string{"--qos=" + tc.qos, "--requeue", "-p", "a100", "--gres=gpu:a100:1"}, args...)
+			tid, msg, err := c.SubmitWithMessage(ctx, "bob", append(sbatch, "--wrap", "sleep 300")...)
+			if err == nil {
+				c.Cancel(tid)
+				t.Fatalf("sbatch %s accepted as job %s", strings.Join(sbatch, " "), tid)
+			}
+			t.Logf("sbatch %s:\n%s", strings.Join(sbatch, " "), msg)
+			assertRefused(t, c, offset, tc.code, msg)
+			if !strings.Contains(msg, "Invalid qos specification") {
+				t.Errorf("refusal of --qos=%s is not Slurm's invalid QOS:\n%s", tc.qos, msg)
 			}
 		}
 	}
+	lent := submitN(t, c, "bob", 1, "--requeue")
+	all = append(all, lent...)
+	waitQueue(t, c, lent, "bob's --requeue job lent by quotad into borrow-proj-b", 20*time.Second, exactly(1, lent, runningIn("borrow-proj-b")))
 
-	// Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it requeueable, which
-	// the plugin reads from slurmctld's own slurm_conf (unread, it would refuse the job).
-	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=borrow-proj-b", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	// The elastic QOS (where elasticd submits workers as their owner) takes a user's batch job
+	// Slurm can requeue. Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it
+	// requeueable, which the plugin reads from slurmctld's own slurm_conf (unread, it would
+	// refuse the job).
+	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=elastic-proj-b", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if err != nil {
-		t.Fatalf("sbatch --qos=borrow-proj-b under JobRequeue=1 refused: %v\n%s", err, msg)
+		t.Fatalf("sbatch --qos=elastic-proj-b under JobRequeue=1 refused: %v\n%s", err, msg)
 	}
 	c.Cancel(id)
 	all = append(all, id)

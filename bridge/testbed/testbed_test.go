@@ -101,6 +101,12 @@ func TestQuotaTableWith(t *testing.T) {
 	if err != nil || string(got) != want {
 		t.Errorf("QuotaTableWith = %q, %v; want %q", got, err, want)
 	}
+	// A setting the table names is replaced; a name alone removes it.
+	got, err = QuotaTableWith([]byte("settings:\n  # tiers\n  borrowSizeTiers: []\n  graceTime: 0s\nprojects: []\n"), "borrowSizeTiers: [1, 2]", "graceTime:")
+	want = "settings:\n  borrowSizeTiers: [1, 2]\n  # tiers\nprojects: []\n"
+	if err != nil || string(got) != want {
+		t.Errorf("QuotaTableWith = %q, %v; want %q", got, err, want)
+	}
 	if _, err := QuotaTableWith([]byte("projects: []\n"), "reclaimBackoff: 60s"); err == nil {
 		t.Error("a table without settings was accepted")
 	}

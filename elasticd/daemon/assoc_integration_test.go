@@ -101,11 +101,18 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 
 	// Where elasticd held, Slurm holds too: one more GPU job of alice's on borrowed GPUs
 	// (idle a100 GPUs are there) waits on her association's limit.
-	probe, err := c.Submit(ctx, "alice", "-p", "a100", "--qos=borrow-proj-a", "--requeue", "--gres=gpu:a100:1", "--output=/dev/null", "--wrap", "sleep 120")
+	// It borrows as quotad lends: held, moved into the borrow QOS by root, released (a user may
+	// not submit there).
+	probe, err := c.Submit(ctx, "alice", "-p", "a100", "--hold", "--requeue", "--gres=gpu:a100:1", "--output=/dev/null", "--wrap", "sleep 120")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Cancel(probe)
+	for _, args := range [][]string{{"update", "jobid=" + probe, "qos=borrow-proj-a"}, {"release", probe}} {
+		if out, err := c.Run(ctx, "scontrol", args...); err != nil {
+			t.Fatalf("scontrol %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 	var row slurm.Job
 	for ctx.Err() == nil && !strings.HasPrefix(row.StateReason, "AssocGrp") {
 		rows, err := c.Slurm().Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: []string{probe}})

@@ -119,13 +119,17 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 
 // A cluster whose quotad has not created the elastic QOS yet (an upgrade under way) lends
 // workers in the borrow QOS, as before.
-func TestWorkersBorrowWithoutAnElasticQOS(t *testing.T) {
+// Without an elastic QOS (quotad has not made it yet) a job grows only within its guarantee: the
+// job_submit plugin refuses a user's job straight into the borrow QOS, and the worker would be
+// the user's.
+func TestWorkersDoNotBorrowWithoutAnElasticQOS(t *testing.T) {
 	h := newHarness(t, 3, 6)
 	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=2"}}
 	growWithThreeOfFourGuaranteedHeld(t, h)
 	qos := submittedQOS(h)
-	if !slices.Equal(qos, []string{"guar-proj-a", "borrow-proj-a"}) {
-		t.Fatalf("workers in %v, want one in the guarantee then one borrowed (decision %+v)", qos, h.decision())
+	// Below its min the job still asks for both workers: the one past the guarantee waits there.
+	if !slices.Equal(qos, []string{"guar-proj-a", "guar-proj-a"}) {
+		t.Fatalf("workers in %v, want both in the guarantee and none borrowed (decision %+v)", qos, h.decision())
 	}
 }
 

@@ -89,8 +89,9 @@ type qosRoom struct {
 // roomFor reads the main job's QOS and the project's elastic QOS: their GrpTRES limits for
 // GPUs of type t less what running and pending jobs in them hold or wait for. The elastic
 // QOS' limit is the project's borrowing limit, which counts its borrow QOS too. A cluster whose
-// quotad has not created the elastic QOS yet (an upgrade under way) lends workers in the
-// borrow QOS, as before.
+// quotad has not created the elastic QOS yet (an upgrade under way) has workers only within the
+// guarantee: the job_submit plugin refuses a user's job straight into the borrow QOS, and
+// elasticd submits as the job's user.
 func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRoom {
 	r := qosRoom{guar: unlimited, borrow: unlimited, known: snap.qos != nil}
 	elastic, borrow := d.cfg.Pools.ElasticQOSFor(main.Account), d.cfg.Pools.BorrowQOSFor(main.Account)
@@ -111,8 +112,6 @@ func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRo
 		// protected borrow QOS too.
 		counted := append([]string{elastic, borrow}, snap.borrowTiers(d.cfg.Pools.BorrowQOSPattern(), main.Account)...)
 		r.borrowQOS, r.borrow = elastic, room(limit, snap, t, counted...)
-	} else if limit, ok := snap.qos[borrow]; ok {
-		r.borrowQOS, r.borrow = borrow, room(limit, snap, t, borrow)
 	}
 	return r
 }

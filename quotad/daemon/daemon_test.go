@@ -77,7 +77,7 @@ func overQuota(now time.Time) *snapshot.Snapshot {
 }
 
 func newTestDaemon(t *testing.T, snaps Snapshotter, lease *fakeLease, app *countingApplier) (*Daemon, *bytes.Buffer) {
-	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
+	cfg, err := policy.ParseConfig([]byte("settings: {borrowSizeTiers: []}\nprojects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func (a *fencedApplier) Apply(context.Context, *policy.Plan) (actuate.Result, er
 func TestCycleFencedMidApplyIsLoggedOnceAndCounted(t *testing.T) {
 	now := time.Unix(1795341600, 0)
 	lease := &fakeLease{held: true}
-	cfg, err := policy.ParseConfig([]byte("projects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
+	cfg, err := policy.ParseConfig([]byte("settings: {borrowSizeTiers: []}\nprojects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

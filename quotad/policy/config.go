@@ -98,8 +98,10 @@ type Settings struct {
 	// [1, 2, 4, 8] a job lent with at most N GPUs (the smallest tier that holds it) borrows
 	// in its own QOS (BorrowTierQOSName, e.g. borrow-proj-b-g2) and a larger one in the borrow
 	// QOS itself; inside the project's place in the reclaim order each tier's Priority is one
-	// above the smaller tier's. Empty (the default): one borrow QOS per project.
-	BorrowSizeTiers []int `yaml:"borrowSizeTiers,omitempty,flow"`
+	// above the smaller tier's. A table that names none gets DefaultBorrowSizeTiers (ParseConfig
+	// and the store fill them in); `borrowSizeTiers: []` asks for one borrow QOS per project,
+	// which is what an empty list means here. Never omitted when written, so that [] survives.
+	BorrowSizeTiers []int `yaml:"borrowSizeTiers,flow"`
 	// ReclaimBackoff is how long a borrower that a claim took back (Slurm preempted and
 	// requeued it) waits in its guaranteed QOS before it is lent again, so it does not
 	// start on lent GPUs only to lose its work again at once. Each further reclaim in a row
@@ -288,6 +290,28 @@ func (p Project) ShareWeight() float64 {
 	return *p.Weight
 }
 
+// IsZero keeps the settings in a written table even when none is set: their borrowSizeTiers
+// is written whatever it holds, since a table without it reads as the default tiers.
+func (s Settings) IsZero() bool { return false }
+
+// DefaultBorrowSizeTiers are the size tiers of a quota table that names none: with one borrow
+// QOS per project, Slurm's preemption takes the oldest of a project's borrowers whatever its
+// size, so a 1-GPU claim requeued a 3-GPU borrower while a 1-GPU one ran beside it. Minimal
+// reclaim is a promise, so it is the default.
+var DefaultBorrowSizeTiers = []int{1, 2, 4, 8}
+
+// ResolveSizeTiers is the tiers of a table that names named: DefaultBorrowSizeTiers when it
+// names none (nil), no tier for an empty list, else the list.
+func ResolveSizeTiers(named []int) []int {
+	switch {
+	case named == nil:
+		return slices.Clone(DefaultBorrowSizeTiers)
+	case len(named) == 0:
+		return nil
+	}
+	return named
+}
+
 // LoadConfig reads and validates a quota table file.
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -323,6 +347,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	cfg.lines = indexLines(&root)
+	cfg.Settings.BorrowSizeTiers = ResolveSizeTiers(cfg.Settings.BorrowSizeTiers)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -43,8 +43,21 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	s, p := cfg.Settings, cfg.Projects[0]
 	if s.BorrowQOSName("p") != "borrow-p" || s.ElasticQOSName("p") != "elastic-p" || s.GuaranteedQOSName("p") != "guar-p" || s.SnapshotMaxAge() != policy.DefaultMaxSnapshotAge ||
-		!reflect.DeepEqual(s.Reasons(), []string{"QOSGrpGRES"}) {
+		!reflect.DeepEqual(s.Reasons(), []string{"QOSGrpGRES"}) || !reflect.DeepEqual(s.BorrowSizeTiers, []int{1, 2, 4, 8}) {
 		t.Errorf("settings defaults: %+v", s)
+	}
+	// An empty list asks for one borrow QOS per project, and survives a round trip.
+	none, err := policy.ParseConfig([]byte("settings: {borrowSizeTiers: []}\nprojects:\n  - account: p\n    gpus: {a100: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := none.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := policy.ParseConfig(out)
+	if err != nil || none.Settings.BorrowSizeTiers != nil || back.Settings.BorrowSizeTiers != nil {
+		t.Errorf("borrowSizeTiers: [] read as %v, after a round trip %v (%v):\n%s", none.Settings.BorrowSizeTiers, back.Settings.BorrowSizeTiers, err, out)
 	}
 	if p.Total() != 4 || p.ShareWeight() != 1 {
 		t.Errorf("project defaults: total %d weight %g", p.Total(), p.ShareWeight())

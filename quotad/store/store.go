@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -164,6 +165,7 @@ func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
 			return nil, fmt.Errorf("quota_settings %s=%q: %w", kv.Name, kv.Value, err)
 		}
 	}
+	cfg.Settings.BorrowSizeTiers = policy.ResolveSizeTiers(cfg.Settings.BorrowSizeTiers)
 	var lend []struct {
 		Type  string `db:"gpu_type"`
 		Limit int    `db:"lend_limit"`
@@ -255,6 +257,9 @@ func loadByType(ctx context.Context, q querier, cfg *policy.Config, index map[st
 
 func ptr[T any](v T) *T { return &v }
 
+// noSizeTiers is the borrowSizeTiers row of a table that asks for no size tiers.
+const noSizeTiers = "none"
+
 // settingNames are the quota_settings rows, one per Settings field.
 var settingNames = []string{"borrowQOS", "elasticQOS", "guaranteedQOS", "graceTime", "preemptExemptTime", "guaranteedPriority", "borrowPriority", "maxSnapshotAge", "lendReasons", "reclaimBackoff", "reclaimBackoffMax", "reclaimBackoffReset", "lendOrder", "borrowSizeTiers"}
 
@@ -288,11 +293,12 @@ func settingValues(s policy.Settings) map[string]string {
 	}
 	put("lendReasons", strings.Join(s.LendReasons, ","))
 	put("lendOrder", s.LendOrder)
+	// Always a row: a table without one gets the default tiers (policy.ResolveSizeTiers).
 	tiers := make([]string, len(s.BorrowSizeTiers))
 	for i, n := range s.BorrowSizeTiers {
 		tiers[i] = strconv.Itoa(n)
 	}
-	put("borrowSizeTiers", strings.Join(tiers, ","))
+	put("borrowSizeTiers", cmp.Or(strings.Join(tiers, ","), noSizeTiers))
 	return out
 }
 
@@ -331,7 +337,10 @@ func setSetting(s *policy.Settings, name, value string) error {
 	case "lendOrder":
 		s.LendOrder = value
 	case "borrowSizeTiers":
-		s.BorrowSizeTiers = nil
+		s.BorrowSizeTiers = []int{} // named, even as none: not the default
+		if value == noSizeTiers {
+			return nil
+		}
 		for f := range strings.SplitSeq(value, ",") {
 			var n int
 			if n, err = strconv.Atoi(strings.TrimSpace(f)); err != nil {

@@ -57,4 +57,18 @@ func TestSettingsRoundTrip(t *testing.T) {
 	if err := setSetting(&back, "futureKnob", "1"); err == nil {
 		t.Error("an unknown setting is silently dropped")
 	}
+	// No size tiers is a row of its own; a table with no row at all (written before size
+	// tiers existed) gets the default ones, as a quota table file naming none does.
+	var none policy.Settings
+	for k, v := range settingValues(policy.Settings{}) {
+		if err := setSetting(&none, k, v); err != nil {
+			t.Fatal(k, err)
+		}
+	}
+	if got := policy.ResolveSizeTiers(none.BorrowSizeTiers); got != nil {
+		t.Errorf("no size tiers read back as %v", got)
+	}
+	if got := policy.ResolveSizeTiers(policy.Settings{}.BorrowSizeTiers); !slices.Equal(got, policy.DefaultBorrowSizeTiers) {
+		t.Errorf("a table without the row has tiers %v, want the default %v", got, policy.DefaultBorrowSizeTiers)
+	}
 }

@@ -21,7 +21,8 @@ import (
 
 var t0 = policytest.T0
 
-const table = `lendLimits: {a100: 3}
+const table = `settings: {borrowSizeTiers: []}
+lendLimits: {a100: 3}
 projects:
   - account: proj-a
     gpus: {a100: 4}

@@ -238,8 +238,18 @@ func TestAttackGPUTypeNoListedPoolHas(t *testing.T) {
 // to another account.
 func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 	a := newAttack(t)
-	pending := a.submit("--hold", "--requeue", "--qos=borrow-proj-a", "--job-name=attack-lent", "--gres=gpu:a100:1", "--wrap", "true")
-	running := a.submit("--requeue", "--qos=borrow-proj-a", "--job-name=attack-lent-run", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	// Lent as quotad lends: root moves the pending jobs into the borrow QOS (a user may not
+	// submit there), and releases the one that is to run.
+	pending := a.submit("--hold", "--requeue", "--job-name=attack-lent", "--gres=gpu:a100:1", "--wrap", "true")
+	running := a.submit("--hold", "--requeue", "--job-name=attack-lent-run", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	for _, id := range []string{pending, running} {
+		if stderr, err := a.update("root", id, "qos=borrow-proj-a"); err != nil {
+			t.Fatalf("root's lend of job %s: %v %s", id, err, stderr)
+		}
+	}
+	if _, stderr, err := a.c.RunAsWithStderr(a.ctx, "root", "scontrol", "release", running); err != nil {
+		t.Fatalf("scontrol release %s: %v %s", running, err, stderr)
+	}
 	if _, err := a.c.WaitState(a.ctx, running, "RUNNING"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,122 @@
+//go:build integration
+
+package quotad_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+)
+
+// trainScript is a training job's shape, in shell: it resumes from its checkpoint, logs each
+// step to its output and checkpoints it (write, then rename), and says which run it is.
+const trainScript = `#!/bin/bash
+ckpt="$SLURM_SUBMIT_DIR/ckpt-$SLURM_JOB_ID"
+step=0
+[ -f "$ckpt" ] && step=$(cat "$ckpt")
+echo "run ${SLURM_RESTART_COUNT:-0} resumes at step $step"
+while [ "$step" -lt 100000 ]; do
+	step=$((step + 1))
+	echo "step $step"
+	echo "$step" >"$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"
+	sleep 1
+done
+`
+
+// userWorkDir is a directory the testbed's users may write, removed when the test ends.
+func userWorkDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "quotad-work-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A borrower that logs and checkpoints, as a training job does, is requeued by an owner's claim
+// and runs again: its output file keeps every line of its first run (the plugin sets a GPU
+// batch job's --open-mode to append; Slurm truncates a rerun's output otherwise), and the rerun
+// resumes from the checkpoint with SLURM_RESTART_COUNT=1. Nothing is killed.
+func TestReclaimedBorrowerKeepsItsLogAndResumes(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	offset := c.CtldLogSize(t)
+	work := userWorkDir(t)
+	script := filepath.Join(work, "train.sh")
+	if err := os.WriteFile(script, []byte(trainScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inQuota := submitN(t, c, "bob", 4)
+	waitQueue(t, c, inQuota, "bob's 4 in-quota jobs running", 30*time.Second, exactly(4, inQuota, running))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := filepath.Join(work, "train-%j.out")
+	id, err := c.SubmitIn(ctx, "bob", work, "-p", "a100", "--gres=gpu:a100:1", "--requeue", "--job-name=train", "--output="+out, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Cancel(id) })
+	out = strings.ReplaceAll(out, "%j", id)
+	lent := []string{id}
+	waitQueue(t, c, lent, "bob's training job lent an a100", 30*time.Second, exactly(1, lent, runningIn("borrow-proj-b")))
+	borrowedAt := time.Now()
+
+	// alice claims her 4 a100 once the borrower's PreemptExemptTime has passed.
+	alice := submitN(t, c, "alice", 4)
+	waitQueue(t, c, alice, "alice's 4 jobs running", time.Until(borrowedAt.Add(exemptTime))+60*time.Second, exactly(4, alice, running))
+	waitFor(t, "the training job PREEMPTED in sacct", 20*time.Second, func() bool { return len(preemptedIn(t, c, lent)) == 1 })
+	firstRun := readLines(t, out)
+	lastStep := lastStepIn(t, firstRun)
+	if lastStep < 3 {
+		t.Fatalf("the first run logged %d steps before its reclaim, want a few: %q", lastStep, firstRun)
+	}
+
+	// alice's jobs end; the training job runs again and goes on from its checkpoint.
+	c.Cancel(alice...)
+	waitFor(t, "the training job's rerun logging two steps", 90*time.Second, func() bool {
+		lines := readLines(t, out)
+		return slices.Contains(lines, "run 1 resumes at step "+strconv.Itoa(lastStep)) && lastStepIn(t, lines) >= lastStep+2
+	})
+	lines := readLines(t, out)
+	if len(lines) < len(firstRun) || !slices.Equal(lines[:len(firstRun)], firstRun) {
+		t.Fatalf("the rerun lost the first run's output: %d lines before the reclaim, now %q", len(firstRun), lines[:min(len(lines), 5)])
+	}
+	t.Logf("first run: %d lines, steps 1 to %d; the rerun resumed at step %d and appended; 0 lines lost", len(firstRun), lastStep, lastStep)
+	c.AssertNoneKilled(t, offset)
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+}
+
+var stepLine = regexp.MustCompile(`^step (\d+)$`)
+
+// lastStepIn is the last step the lines log, 0 for none.
+func lastStepIn(t *testing.T, lines []string) int {
+	t.Helper()
+	last := 0
+	for _, l := range lines {
+		if m := stepLine.FindStringSubmatch(l); m != nil {
+			last, _ = strconv.Atoi(m[1])
+		}
+	}
+	return last
+}
