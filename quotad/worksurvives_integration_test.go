@@ -120,3 +120,38 @@ func lastStepIn(t *testing.T, lines []string) int {
 	}
 	return last
 }
+
+// Jobs already queued when slurmbridge is installed: bob's held GPU job and CPU job were
+// submitted while proj-b still had Slurm's default QOS (normal). quotad's first sync takes
+// normal off the account's list, which left them in a QOS the account no longer allows (on
+// 26.05 they waited with reason InvalidQOS for ever). quotad moves both into guar-proj-b, where
+// the GPU job counts in bob's guarantee, and once released both run.
+func TestJobsQueuedBeforeTheFirstSyncJoinTheirGuarantee(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "quotad")
+	offset := c.CtldLogSize(t)
+	// proj-b as Slurm has it before slurmbridge: normal is its list and its default.
+	sacctmgrRun(t, c, "modify", "account", "where", "name=proj-b", "set", "qos=normal", "defaultqos=normal")
+	gpu := submitJobs(t, c, "bob", 1, "-A", "proj-b", "--hold", "-p", "a100", "--gres=gpu:a100:1")
+	cpu := submitJobs(t, c, "bob", 1, "-A", "proj-b", "--hold", "-p", "cpu")
+	held := append(slices.Clone(gpu), cpu...)
+	waitQueue(t, c, held, "bob's held jobs in QOS normal", 10*time.Second, exactly(2, held, both(pending, inQOS("normal"))))
+
+	importTestbedQuotas(t, c)
+	log, _ := startQuotad(t, c, "2s")
+	logTailIfFailed(t, log, 40)
+	waitSynced(t, c, log)
+	waitQueue(t, c, held, "bob's jobs moved into guar-proj-b", 30*time.Second, exactly(2, held, both(pending, inQOS("guar-proj-b"))))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range held {
+		if out, err := c.Run(ctx, "scontrol", "release", id); err != nil {
+			t.Fatalf("scontrol release %s: %v\n%s", id, err, out)
+		}
+	}
+	waitQueue(t, c, gpu, "bob's GPU job running in guar-proj-b", 30*time.Second, exactly(1, gpu, runningIn("guar-proj-b")))
+	if e := explained(t, c, gpu[0]); e.Code != "in-quota" {
+		t.Errorf("explain %s: %+v, want it in quota", gpu[0], e)
+	}
+	c.AssertNoneKilled(t, offset)
+}

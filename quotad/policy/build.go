@@ -51,7 +51,8 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	var notes []string
 	plan.QOS, plan.Accounts, plan.Users, notes = syncPlan(cfg, snap, types, &order)
 	plan.Notes = append(plan.Notes, notes...)
-	plan.Moves = append(slices.Clone(settled.returns), lent.lends...)
+	adopted := adoptStrays(c, counted, log)
+	plan.Moves = slices.Concat(adopted, settled.returns, lent.lends)
 	slices.Sort(log.notes) // the plan must not depend on the snapshot's job order
 	plan.Notes = append(plan.Notes, log.notes...)
 	plan.Projects = projectStatuses(c, lent.books)

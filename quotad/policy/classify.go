@@ -1,6 +1,10 @@
 package policy
 
-import "github.com/slurmbridge/slurmbridge/bridge/pools"
+import (
+	"slices"
+
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
+)
 
 // counted is what classify hands on: the books with what every GPU job holds or wants counted
 // (and each project's over-quota candidates queued), and the other pending jobs sorted into
@@ -10,6 +14,9 @@ type counted struct {
 	inQuotaPending []*Job // pending in a guaranteed QOS, not (yet) marked over quota
 	borrowPending  []*Job // pending in a borrow or elastic QOS
 	borrowRunning  []*Job // holding GPUs in a borrow or elastic QOS
+	// strays are pending in a QOS that is not their project's and that their association no
+	// longer allows (submitted before quotad gave the account its QOS): adopt moves them.
+	strays []*Job
 	// arrayRecords counts, per array, its pending records in a guaranteed QOS: more than one
 	// when tasks were split off (returned from the borrow QOS, or updated alone).
 	arrayRecords map[uint32]int
@@ -25,12 +32,17 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 			books.arrayStarted[j.ArrayJobID] += j.tasks()
 		}
 		need := c.needs[j]
-		if len(need) == 0 {
-			continue // quotas are about GPUs only
-		}
 		p := books.jobProject(j)
 		qos := pools.QOSKey(j.QOS)
 		borrowing := books.lenderOf(qos) != nil
+		if len(need) == 0 {
+			// Quotas are about GPUs only; a CPU job left in a QOS its account no longer allows
+			// is adopted all the same, or it waits for ever.
+			if j.State == StatePending && p != nil && qos != p.guarQOS && !borrowing && !books.isElastic(j) && c.strayQOS(j) {
+				out.strays = append(out.strays, j)
+			}
+			continue
+		}
 		switch {
 		case j.State.holdsGPUs():
 			held := j.held()
@@ -71,15 +83,35 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 				}
 			case p == nil:
 				log.say(j, CodeNoQuota, "waits in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
+			case c.strayQOS(j):
+				out.strays = append(out.strays, j)
 			default:
 				log.say(j, CodeOtherQOS, "waits in QOS %s, not in %s's guaranteed QOS %s: quotad does not move it", j.QOS, p.cfg.Account, p.guarQOS)
 			}
 		}
 	}
+	jobOrder(out.strays)
 	jobOrder(out.inQuotaPending)
 	jobOrder(out.borrowPending)
 	for _, p := range books.projects {
 		jobOrder(p.candidates)
 	}
 	return out
+}
+
+// strayQOS says whether a job of a project, in none of its project's QOS, waits in a QOS its
+// association no longer allows. Once quotad has synced (moves wait for that: strayQOS is false
+// before), the account's list holds only its project's QOS; a user with a QOS list of their own
+// in the account keeps the site's QOS there, which quotad leaves alone.
+func (c *cycle) strayQOS(j *Job) bool {
+	if c.holdMoves != "" {
+		return false
+	}
+	qos := pools.QOSKey(j.QOS)
+	for _, u := range c.snap.Users {
+		if u.User == j.User && u.Account == j.Account && slices.ContainsFunc(u.QOS, func(q string) bool { return pools.QOSKey(q) == qos }) {
+			return false
+		}
+	}
+	return true
 }

@@ -11,6 +11,7 @@ const (
 	CodeInQuota  Code = "in-quota"  // runs within its project's guarantee: never reclaimed
 	CodeNoQuota  Code = "no-quota"  // its account is under no project: quotad does not manage it
 	CodeOtherQOS Code = "other-qos" // in a QOS that is not its project's: quotad does not move it
+	CodeAdopted  Code = "adopted"   // pending in a QOS its account no longer allows: moved into its project's guarantee
 
 	// reserveInQuota: pending in the guaranteed QOS.
 	CodeNotStartable      Code = "not-startable"       // held, dependent, begin time or the like: Slurm would not start it now

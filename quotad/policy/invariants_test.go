@@ -203,6 +203,11 @@ func checkInvariants(t *testing.T, seed uint64, cfg *policy.Config, snap *policy
 			if sawLend || m.From != cfg.Settings.BorrowQOSName(j.Account) || m.To != guar {
 				t.Fatalf("seed %d: bad return %v (returns come first)", seed, m)
 			}
+		case policy.Adopt:
+			// A job in a QOS its account no longer allows (normal, here) joins its guarantee.
+			if sawLend || m.To != guar || m.From == guar || cfg.Settings.IsBorrowQOS(m.From) {
+				t.Fatalf("seed %d: bad adoption %v", seed, m)
+			}
 		default:
 			t.Fatalf("seed %d: move of kind %q", seed, m.Kind)
 		}

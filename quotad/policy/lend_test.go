@@ -304,8 +304,8 @@ func TestMoves(t *testing.T) {
 			name: "jobs outside the managed QOS and accounts are only explained",
 			cfg:  twoProjects().Obj(),
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
-				return b.Testbed(4, 0, 8).Jobs(
-					policytest.MakeJob(5, "proj-b").GPU("a100", 1).QOS("normal").Obj(),
+				return b.Testbed(4, 0, 8).UserQOS("u-proj-b", "proj-b", "normal").Jobs(
+					policytest.MakeJob(5, "proj-b").GPU("a100", 1).QOS("normal").Obj(), // the site gave its user normal
 					policytest.MakeJob(6, "other").GPU("a100", 1).Obj(),
 					policytest.MakeJob(7, "proj-b").Obj(), // no GPUs: not a quota matter
 				)
@@ -315,6 +315,24 @@ func TestMoves(t *testing.T) {
 				6: {Code: policy.CodeNoQuota, Words: "job 6 waits in account other, which has no quota"},
 			},
 			unexplained: []uint32{7},
+		},
+		{
+			// Submitted before quotad first gave proj-b its QOS: the account's list no longer
+			// holds normal (Slurm 26.05 holds the job with InvalidQOS for ever). A GPU job and
+			// a CPU job alike join the guarantee; nothing else moves for them this cycle.
+			name: "jobs left in a QOS their account no longer allows join the guarantee",
+			cfg:  twoProjects().Obj(),
+			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
+				return b.Testbed(4, 0, 8).Jobs(
+					policytest.MakeJob(5, "proj-b").GPU("a100", 1).QOS("normal").Reason("InvalidQOS").Obj(),
+					policytest.MakeJob(7, "proj-b").QOS("normal").Reason("InvalidQOS").Obj(),
+				)
+			},
+			want: []string{"adopt 5 proj-b", "adopt 7 proj-b"},
+			explain: map[uint32]policytest.Says{
+				5: {Code: policy.CodeAdopted, Words: "job 5 moves from normal to proj-b's guaranteed QOS guar-proj-b: it waits in QOS normal, which account proj-b no longer allows"},
+				7: {Code: policy.CodeAdopted, Words: "job 7 moves from normal to proj-b's guaranteed QOS guar-proj-b"},
+			},
 		},
 		{
 			name: "a young borrower is exempt from reclaim",

@@ -166,6 +166,9 @@ const (
 	Lend MoveKind = "lend"
 	// Return moves a pending borrower back to its project's guaranteed QOS.
 	Return MoveKind = "return"
+	// Adopt moves a project's pending job out of a QOS its account no longer allows (submitted
+	// before quotad managed the account) into the project's guaranteed QOS.
+	Adopt MoveKind = "adopt"
 )
 
 // JobMove changes a PENDING job's QOS (scontrol update jobid=N qos=TO).
@@ -180,7 +183,7 @@ type JobMove struct {
 	From             string
 	To               string
 	GPUs             map[string]int // the GPUs this decision counted, by type ("" any type)
-	Code             Code           // why, as a kind: CodeLent, or one of the CodeReturn... codes
+	Code             Code           // why, as a kind: CodeLent, CodeAdopted, or one of the CodeReturn... codes
 	Reason           string
 }
 

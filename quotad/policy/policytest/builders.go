@@ -153,6 +153,12 @@ func (b *SnapshotWrapper) Account(name, parent string) *SnapshotWrapper {
 	return b
 }
 
+// UserQOS gives user a QOS list of their own in account (sacctmgr modify user ... set qos=...).
+func (b *SnapshotWrapper) UserQOS(user, account string, qos ...string) *SnapshotWrapper {
+	b.s.Users = append(b.s.Users, policy.UserAssociation{User: user, Account: account, QOS: qos})
+	return b
+}
+
 // Unreadable adds a job of account the adapter could not read, in qos and state.
 func (b *SnapshotWrapper) Unreadable(id uint32, account, qos string, state policy.JobState, problem string) *SnapshotWrapper {
 	b.s.Unreadable = append(b.s.Unreadable, policy.UnreadableJob{ID: id, Account: account, User: "u-" + account, QOS: qos, State: state, Problem: problem})
