@@ -73,6 +73,10 @@ func TestReclaimedBorrowerKeepsItsLogAndResumes(t *testing.T) {
 	lent := []string{id}
 	waitQueue(t, c, lent, "bob's training job lent an a100", 30*time.Second, exactly(1, lent, runningIn("borrow-proj-b")))
 	borrowedAt := time.Now()
+	// What bob reads: he may be reclaimed, and how his work survives it (the words are the point).
+	if e := explained(t, c, id); e.Code != "reclaimable" || !strings.Contains(e.Explanation, "SLURM_RESTART_COUNT") {
+		t.Errorf("explain %s: %s %q, want it reclaimable and told how to keep its work", id, e.Code, e.Explanation)
+	}
 
 	// alice claims her 4 a100 once the borrower's PreemptExemptTime has passed.
 	alice := submitN(t, c, "alice", 4)

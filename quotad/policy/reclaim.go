@@ -150,6 +150,11 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 			log.say(j, CodeReclaimable, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; a reclaim requeues it after a %s grace period and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, c.cfg.Settings.GraceTime)
 			continue
 		}
-		log.say(j, CodeReclaimable, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later", subject, loses, when, who, c.cfg.Settings.GraceTime)
+		log.say(j, CodeReclaimable, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later. %s", subject, loses, when, who, c.cfg.Settings.GraceTime, workSurvives)
 	}
 }
+
+// workSurvives tells a borrower how its work outlives a reclaim, and what it must do for it.
+const workSurvives = "To keep its work: a reclaim sends the job SIGTERM (then SIGKILL after slurm.conf's KillWait), so save a checkpoint on SIGTERM " +
+	"or every few minutes; the rerun starts the script again with SLURM_RESTART_COUNT set, so resume from the checkpoint; " +
+	"and its output file is appended to, not truncated (slurmbridge sets a GPU batch job's --open-mode to append unless it chose one)"
