@@ -20,8 +20,9 @@ const (
 	// InQuota is the trace's LS, Guaranteed and Burstable work: it runs in its project's
 	// guaranteed QOS.
 	InQuota Class = "in-quota"
-	// Opportunistic is the trace's BE work: under slurmbridge it is submitted to the borrow QOS
-	// and runs on idle GPUs, preemptible.
+	// Opportunistic is the trace's BE work: under slurmbridge it is submitted with --requeue,
+	// as a site's users submit work that may borrow, and quotad lends it idle GPUs once it is
+	// over its project's guarantee (a user may not submit into the borrow QOS itself).
 	Opportunistic Class = "opportunistic"
 )
 
@@ -461,7 +462,7 @@ func (j *Job) SbatchArgs(mode Mode, tag string) []string {
 		"--comment=replay=" + tag + " trace_qos=" + j.TraceQoS,
 	}
 	if mode != Static && j.Class == Opportunistic {
-		args = append(args, "--qos="+BorrowQOS(j.Project.Account))
+		args = append(args, "--requeue")
 	}
 	return append(args, "--wrap=sleep "+strconv.Itoa(secs))
 }

@@ -160,8 +160,8 @@ func TestSbatchArgs(t *testing.T) {
 			t.Errorf("args %q lack %q", static, want)
 		}
 	}
-	if strings.Contains(static, "--qos=") || !strings.Contains(sb, "--qos=borrow-proj-c") {
-		t.Errorf("opportunistic job: static %q, slurmbridge %q; only slurmbridge borrows", static, sb)
+	if strings.Contains(static, "--requeue") || strings.Contains(sb, "--qos=") || !strings.Contains(sb, "--requeue") {
+		t.Errorf("opportunistic job: static %q, slurmbridge %q; want only slurmbridge's with --requeue, and neither naming a QOS (quotad lends)", static, sb)
 	}
 	j.Class = InQuota
 	if strings.Contains(strings.Join(j.SbatchArgs(Slurmbridge, "r"), " "), "--qos=") {

@@ -29,7 +29,7 @@ const (
 	// nothing is lent; opportunistic jobs run inside their project's quota too.
 	Static Mode = "static"
 	// Slurmbridge: pools routing plus quotad lending idle GPUs; opportunistic jobs are
-	// submitted to the borrow QOS.
+	// submitted with --requeue, for quotad to lend.
 	Slurmbridge Mode = "slurmbridge"
 	// Elastic: slurmbridge plus elasticd, with the plan's elastic jobs submitted as elastic
 	// training jobs (ElasticRule). elasticd runs in this mode only.
@@ -39,9 +39,6 @@ const (
 // testbedQOS names the testbed's QOS: its pools.yaml and quotas.yaml leave the borrow and
 // elastic QOS at their defaults (borrow-{account}, elastic-{account}).
 var testbedQOS *pools.Config
-
-// BorrowQOS is account's borrow QOS on the testbed.
-func BorrowQOS(account string) string { return testbedQOS.BorrowQOSFor(account) }
 
 // IsBorrowQOS says whether qos is a QOS of borrowed GPUs on the testbed: some project's borrow
 // QOS, or its elastic QOS.
@@ -279,9 +276,10 @@ func (r *Runner) setMode(ctx context.Context, mode Mode, projects []Project) err
 		}
 	}
 	if mode != Static {
-		// Opportunistic jobs are submitted straight into their project's borrow QOS: on a fresh
-		// testbed whose quotad has not finished a cycle yet (a run without mode static first)
-		// those QOS may not exist. Apply quotad's settings once before it starts.
+		// quotad lends into its projects' borrow QOS: on a fresh testbed whose quotad has not
+		// finished a cycle yet (a run without mode static first) those QOS may not exist, and
+		// jobs submitted meanwhile would wait outside the guarantees. Apply quotad's settings
+		// once before it starts.
 		if out, err := r.Cluster.Daemon(ctx, "quotad", "sync"); err != nil {
 			return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
 		}
