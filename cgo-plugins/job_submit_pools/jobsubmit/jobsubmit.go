@@ -20,10 +20,12 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
@@ -107,8 +109,28 @@ type loaded struct {
 }
 
 // New returns a plugin reading its pools from path and logging through log.
+// Every line goes through logLine: a user's --qos or -p may hold a newline, which slurmctld's
+// log would write as is, as a line of its own.
 func New(path string, log func(Level, string)) *Plugin {
-	return &Plugin{path: path, log: log, interval: RecheckInterval, lookupUID: systemUID}
+	return &Plugin{path: path, log: func(l Level, msg string) { log(l, logLine(msg)) }, interval: RecheckInterval, lookupUID: systemUID}
+}
+
+// logLine is msg as one log line: control characters (newlines among them) are written as Go
+// escapes, so no text a user gives can end the line and forge another (a config's list of
+// problems is one line too, its problems separated by \n).
+func logLine(msg string) string {
+	var b strings.Builder
+	for _, r := range msg {
+		switch {
+		case r == '\n':
+			b.WriteString("\\n")
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func systemUID(name string) (uint32, error) {

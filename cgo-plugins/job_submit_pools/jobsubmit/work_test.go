@@ -1,6 +1,7 @@
 package jobsubmit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
@@ -97,5 +98,23 @@ func TestGPUBatchJobsAppendToTheirOutput(t *testing.T) {
 				t.Fatalf("outcome %+v, want AppendOutput %v", out, tt.want)
 			}
 		})
+	}
+}
+
+// A user's text in a logged refusal cannot end slurmctld's log line: the --qos below would
+// otherwise write a line of its own that reads as the plugin's.
+func TestUserTextCannotForgeALogLine(t *testing.T) {
+	f := newFixture(t, twoPools)
+	f.p.SlurmConf = func() SlurmConf { return SlurmConf{Known: true, JobRequeue: true, SlurmUserID: 64030} }
+	r := gpuJob("gres/gpu:a100=1")
+	r.QOS = "borrow-x\njob_submit/pools: submit by uid 0: partition a100\r\x1b[2K"
+	if out := f.p.Submit(r, 1001); out.Refusal != pools.RefusedBorrowQuotadOnly {
+		t.Fatalf("outcome %+v, want the borrow QOS refused", out)
+	}
+	f.log.mu.Lock()
+	defer f.log.mu.Unlock()
+	last := f.log.lines[len(f.log.lines)-1]
+	if strings.ContainsAny(last, "\n\r\x1b") || !strings.Contains(last, `borrow-x\njob_submit/pools: submit by uid 0`) {
+		t.Fatalf("logged %q: want one line with the user's text escaped", last)
 	}
 }
