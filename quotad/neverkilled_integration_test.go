@@ -286,16 +286,14 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	all = append(all, lent...)
 	waitQueue(t, c, lent, "bob's --requeue job lent by quotad into borrow-proj-b", 20*time.Second, exactly(1, lent, runningIn("borrow-proj-b")))
 
-	// The elastic QOS (where elasticd submits workers as their owner) takes a user's batch job
-	// Slurm can requeue. Neither --requeue nor --no-requeue: the testbed's JobRequeue=1 makes it
-	// requeueable, which the plugin reads from slurmctld's own slurm_conf (unread, it would
-	// refuse the job).
-	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=elastic-proj-b", "--hold", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
-	if err != nil {
-		t.Fatalf("sbatch --qos=elastic-proj-b under JobRequeue=1 refused: %v\n%s", err, msg)
+	// Nor the elastic QOS: elasticd submits its workers held in the guarantee and lends them.
+	offset = ctldLogSize(t, c)
+	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=elastic-proj-b", "--requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
+	if err == nil {
+		c.Cancel(id)
+		t.Fatalf("sbatch --qos=elastic-proj-b --requeue accepted as job %s", id)
 	}
-	c.Cancel(id)
-	all = append(all, id)
+	assertRefused(t, c, offset, pools.RefusedElasticElasticdOnly, msg)
 
 	// A user's own update into borrow: the plugin cannot see whether Slurm could requeue the job.
 	held := submitN(t, c, "bob", 1, "--hold")[0]

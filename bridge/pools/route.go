@@ -49,6 +49,7 @@ const (
 	RefusedLentNoRequeue        Refusal = "lent-job-no-requeue"        // an update sets Requeue=0 on a job in a lending QOS
 	RefusedLentAccount          Refusal = "lent-job-account"           // an update changes the account of a job in a lending QOS
 	RefusedHetJobGPUs           Refusal = "hetjob-gpus"                // a heterogeneous job's component asks for GPUs
+	RefusedElasticElasticdOnly  Refusal = "elastic-qos-elasticd-only"  // a user's new job asks for an elastic QOS: elasticd lends its workers there
 )
 
 // Decision is the outcome of Route.

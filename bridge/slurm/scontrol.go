@@ -110,6 +110,20 @@ func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (fa
 	return failed, nil
 }
 
+// LendJob moves one pending job, held at its submission, into qos and releases it: how a
+// privileged daemon (elasticd, for a worker it submitted as its owner with --hold) lends a job
+// that its user may not put into a lending QOS. A job that cannot be moved is left held.
+func (c Client) LendJob(ctx context.Context, jobID uint32, qos string) error {
+	id := formatID(jobID)
+	if _, err := c.Runner.Run(ctx, "scontrol", "update", "jobid="+id, "qos="+qos); err != nil {
+		return fmt.Errorf("moving job %s to QOS %s: %w", id, qos, err)
+	}
+	if _, err := c.Runner.Run(ctx, "scontrol", "release", id); err != nil {
+		return fmt.Errorf("releasing job %s: %w", id, err)
+	}
+	return nil
+}
+
 // UpdateFailures reads which of ids a `scontrol update jobid=LIST` run failed for. scontrol
 // prints "MESSAGE for job ID" when a job's request fails and "ID: MESSAGE" for a task of an
 // array request (22.05, 24.11 and 26.05 alike). A failed run whose stderr names none of its

@@ -25,7 +25,7 @@ func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapsho
 	room := d.roomFor(main, snap, t)
 	for range count {
 		qos, borrowed := room.take(j.decl.GPUsPerWorker)
-		id, err := d.submitWorker(ctx, j, main, t, qos)
+		id, err := d.submitWorker(ctx, j, main, t, qos, borrowed, room.guarQOS)
 		if err != nil {
 			d.metrics.actionErrors.WithLabelValues("grow").Inc()
 			j.refusals++
@@ -89,8 +89,11 @@ func (d *Daemon) partitionFor(j *job, main slurm.Job, t policy.GPUType) (string,
 // line: the script's #SBATCH lines are comments for the worker (slurm.WithoutDirectives),
 // since sbatch would merge them with these options and refuse, for one, a script's untyped
 // --gpus-per-node beside a typed GPU request. Every worker is requeueable: a borrowed one's
-// GPUs are reclaimed by requeue, never by killing it.
-func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t policy.GPUType, qos string) (uint32, error) {
+// GPUs are reclaimed by requeue, never by killing it. A borrowed worker is submitted held in
+// the guarantee's QOS (guarQOS; "" is the account's default) and then lent into qos by elasticd
+// itself: the job_submit plugin refuses a user's job straight into the elastic QOS, since no
+// QOS limit keeps the lending limits for it. A worker that cannot be lent is cancelled.
+func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t policy.GPUType, qos string, borrowed bool, guarQOS string) (uint32, error) {
 	if j.script == nil {
 		script, err := d.slurm.BatchScript(ctx, j.id)
 		if err != nil {
@@ -124,7 +127,21 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t pol
 		TimeMinutes: d.timeLeft(main),
 		Args:        []string{"--ignore-pbs"},
 	}
-	return d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Options: opts, Env: d.contract(j), Script: j.script, Dir: main.WorkDir})
+	if borrowed {
+		opts.QOS = guarQOS
+		opts.Args = append(opts.Args, "--hold")
+	}
+	id, err := d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Options: opts, Env: d.contract(j), Script: j.script, Dir: main.WorkDir})
+	if err != nil || !borrowed {
+		return id, err
+	}
+	if err := d.slurm.Lend(ctx, id, qos); err != nil {
+		if cerr := d.slurm.Cancel(ctx, id); cerr != nil {
+			return 0, fmt.Errorf("%w; and cancelling the held worker %d: %v", err, id, cerr)
+		}
+		return 0, err
+	}
+	return id, nil
 }
 
 // timeLeft is the main job's remaining time limit in whole minutes (at least 1): a worker

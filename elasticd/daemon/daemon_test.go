@@ -40,6 +40,8 @@ type fakeSlurm struct {
 	assocs    []slurm.AssociationLimits
 	assocErr  error
 	submitErr error
+	lent      map[uint32]string // workers elasticd lent after their held submission, to their QOS
+	lendErr   error
 	attempts  int    // submissions tried, refused ones included
 	script    string // the main job's batch script; "" a bare shebang
 }
@@ -98,6 +100,17 @@ func (f *fakeSlurm) Submit(_ context.Context, req SubmitRequest) (uint32, error)
 	f.submits = append(f.submits, req)
 	f.nextID++
 	return f.nextID, nil
+}
+
+func (f *fakeSlurm) Lend(_ context.Context, id uint32, qos string) error {
+	if f.lendErr != nil {
+		return f.lendErr
+	}
+	if f.lent == nil {
+		f.lent = map[uint32]string{}
+	}
+	f.lent[id] = qos
+	return nil
 }
 
 func (f *fakeSlurm) Terminate(_ context.Context, id uint32) error {

@@ -72,6 +72,11 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	if !slices.Equal(qos, []string{"guar-proj-a", "elastic-proj-a"}) {
 		t.Fatalf("workers in %v, want one in the guarantee then one in the elastic QOS (decision %+v)", qos, h.decision())
 	}
+	// The borrowed one was submitted held in the guarantee and lent by elasticd: the plugin
+	// refuses the user's own job straight into the elastic QOS.
+	if o := h.slurm.submits[1].Options; o.QOS != "guar-proj-a" || !slices.Contains(o.Args, "--hold") {
+		t.Fatalf("the borrowed worker was submitted as %q %q, want held in guar-proj-a", o.QOS, o.Args)
+	}
 	// With both workers there, the guarantee is full; of the borrowing limit (3) an elastic
 	// worker holds 1 and an ordinary borrower of proj-a waits for 1: 1 GPU is left.
 	snap := &snapshot{jobs: map[uint32]slurm.Job{}, qos: map[string]gpureq.TRES{
@@ -119,6 +124,21 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 
 // A cluster whose quotad has not created the elastic QOS yet (an upgrade under way) lends
 // workers in the borrow QOS, as before.
+// A borrowed worker elasticd cannot lend (its move into the elastic QOS refused) is cancelled,
+// not left held in the guarantee, and counts as a refused submission.
+func TestWorkerThatCannotBeLentIsCancelled(t *testing.T) {
+	h := newHarness(t, 3, 6)
+	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
+	h.slurm.lendErr = errors.New("scontrol: Invalid qos specification")
+	growWithThreeOfFourGuaranteedHeld(t, h)
+	if len(h.slurm.submits) != 2 || !slices.Equal(h.slurm.cancel, []uint32{202}) {
+		t.Fatalf("submitted %d, cancelled %v; want the guaranteed worker kept and the unlent one (202) cancelled", len(h.slurm.submits), h.slurm.cancel)
+	}
+	if j := h.d.jobs[mainID]; j.refusals != 1 || !strings.Contains(j.refused, "Invalid qos") {
+		t.Fatalf("refusals %d (%q), want the failed lend counted", j.refusals, j.refused)
+	}
+}
+
 // Without an elastic QOS (quotad has not made it yet) a job grows only within its guarantee: the
 // job_submit plugin refuses a user's job straight into the borrow QOS, and the worker would be
 // the user's.
@@ -195,10 +215,16 @@ func growWithThreeOfFourGuaranteedHeld(t *testing.T, h *harness) slurm.Job {
 	return main
 }
 
-// submittedQOS is the QOS of each worker the harness's daemon submitted, in order.
+// submittedQOS is the QOS each worker the harness's daemon submitted runs in, in order: the one
+// elasticd lent it into, else the one it was submitted in.
 func submittedQOS(h *harness) []string {
 	var qos []string
-	for _, r := range h.slurm.submits {
+	for i, r := range h.slurm.submits {
+		id := uint32(201 + i) // fakeSlurm numbers submissions from 201
+		if lent, ok := h.slurm.lent[id]; ok {
+			qos = append(qos, lent)
+			continue
+		}
 		qos = append(qos, r.Options.QOS)
 	}
 	return qos

@@ -27,6 +27,9 @@ type Slurm interface {
 	BatchScript(ctx context.Context, jobID uint32) ([]byte, error)
 	// Submit runs sbatch as the job's user and returns the new job's id.
 	Submit(ctx context.Context, req SubmitRequest) (uint32, error)
+	// Lend moves a worker submitted held into a lending QOS and releases it, as elasticd
+	// (root): the job_submit plugin refuses a user's job straight into the elastic QOS.
+	Lend(ctx context.Context, jobID uint32, qos string) error
 	// Terminate asks a worker to stop (SIGTERM to its batch script and steps).
 	Terminate(ctx context.Context, jobID uint32) error
 	// Cancel ends a job (Slurm's own TERM, KillWait, KILL).
@@ -92,6 +95,11 @@ func (c CommandSlurm) BatchScript(ctx context.Context, jobID uint32) ([]byte, er
 // Terminate implements Slurm: TERM to the batch script too, which may run the trainer itself.
 func (c CommandSlurm) Terminate(ctx context.Context, jobID uint32) error {
 	return c.Client.Signal(ctx, jobID, "TERM")
+}
+
+// Lend implements Slurm.
+func (c CommandSlurm) Lend(ctx context.Context, jobID uint32, qos string) error {
+	return c.Client.LendJob(ctx, jobID, qos)
 }
 
 // Cancel implements Slurm.

@@ -62,7 +62,8 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 		"Slurm can requeue (sbatch, with --requeue where the cluster's JobRequeue is 0).", qos, why)
 }
 
-// submitLendingRefusal refuses a new job of a user that asks for a QOS of the borrow pattern:
+// submitLendingRefusal refuses a new job of a user that asks for a lending QOS: an elastic QOS
+// (elasticd submits its workers held and lends them itself), or a QOS of the borrow pattern:
 // the borrow QOS, one of quotad's borrow size tiers (borrow-<account>-gN) or a protected borrow
 // QOS (borrow-<account>-hipri); "" lets it through. Only quotad moves jobs there. It lends only
 // the GPUs that every project's lending limit leaves idle, and no Slurm limit can say that: each
@@ -79,6 +80,11 @@ func submitLendingRefusal(cfg *pools.Config, req *pools.Request, uid uint32, con
 	pattern := cfg.BorrowQOSPattern()
 	for q := range strings.SplitSeq(req.QOS, ",") {
 		q = strings.TrimSpace(q)
+		if cfg.IsElasticQOS(q) {
+			return pools.RefusedElasticElasticdOnly, fmt.Sprintf("slurmbridge: QOS %s holds elasticd's workers on borrowed GPUs, and only "+
+				"elasticd moves jobs into it: a job submitted straight into it would run on GPUs every project's lending limit keeps. "+
+				"Submit without --qos; to grow a training job on idle GPUs, submit it with --elastic=MIN:MAX (elasticd adds its workers).", q)
+		}
 		if !cfg.IsBorrowQOS(q) {
 			continue
 		}
