@@ -25,8 +25,33 @@ func TestThreatModelNamesRealTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	funcs := testFuncs(t)
+	named := map[string]bool{}
+	for _, m := range docTestName.FindAllStringSubmatch(string(doc), -1) {
+		name, prefix := m[1], m[2] == "*"
+		named[name] = true
+		found := slices.ContainsFunc(funcs, func(f string) bool {
+			return f == name || prefix && strings.HasPrefix(f, name)
+		})
+		if !found {
+			t.Errorf("docs/security.md names %s%s as proof, but no test of that name exists", name, m[2])
+		}
+	}
+	if len(named) == 0 {
+		t.Fatal("docs/security.md names no test")
+	}
+	for _, f := range funcs {
+		if strings.HasPrefix(f, "TestAttack") && !named[f] {
+			t.Errorf("%s is an attacker's test that docs/security.md does not name: add it to its entry point", f)
+		}
+	}
+}
+
+// testFuncs lists every Test and Fuzz function of the module's _test.go files.
+func testFuncs(t *testing.T) []string {
+	t.Helper()
 	var funcs []string
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -48,23 +73,5 @@ func TestThreatModelNamesRealTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	named := map[string]bool{}
-	for _, m := range docTestName.FindAllStringSubmatch(string(doc), -1) {
-		name, prefix := m[1], m[2] == "*"
-		named[name] = true
-		found := slices.ContainsFunc(funcs, func(f string) bool {
-			return f == name || prefix && strings.HasPrefix(f, name)
-		})
-		if !found {
-			t.Errorf("docs/security.md names %s%s as proof, but no test of that name exists", name, m[2])
-		}
-	}
-	if len(named) == 0 {
-		t.Fatal("docs/security.md names no test")
-	}
-	for _, f := range funcs {
-		if strings.HasPrefix(f, "TestAttack") && !named[f] {
-			t.Errorf("%s is an attacker's test that docs/security.md does not name: add it to its entry point", f)
-		}
-	}
+	return funcs
 }
