@@ -41,7 +41,8 @@ func logEnabled(level jobsubmit.Level) bool {
 }
 
 func logToSlurm(level jobsubmit.Level, msg string) {
-	cmsg := C.CString(msg)
+	// A panic's message may quote a user's text too: one line, as every line of the plugin's.
+	cmsg := C.CString(jobsubmit.LogLine(msg))
 	defer C.free(unsafe.Pointer(cmsg))
 	C.pools_log(C.int(level), cmsg)
 }

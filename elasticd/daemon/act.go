@@ -135,13 +135,42 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t pol
 	if err != nil || !borrowed {
 		return id, err
 	}
+	// sbatch ran as the job's owner, who could make it print another job's id: root moves,
+	// releases or cancels only the held worker it submitted. Not that one: nothing is done to
+	// it, and the worker elasticd really submitted (if any) waits held until its pending
+	// timeout.
+	if err := d.checkHeldWorker(ctx, id, j, guarQOS); err != nil {
+		return 0, err
+	}
 	if err := d.slurm.Lend(ctx, id, qos); err != nil {
-		if cerr := d.slurm.Cancel(ctx, id); cerr != nil {
+		// Cancelled even when the cycle's context has ended: a held worker would only wait.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if cerr := d.slurm.Cancel(cctx, id); cerr != nil {
 			return 0, fmt.Errorf("%w; and cancelling the held worker %d: %v", err, id, cerr)
 		}
 		return 0, err
 	}
 	return id, nil
+}
+
+// checkHeldWorker says why job id is not the held worker of j that elasticd just submitted in
+// guarQOS ("" for the account's default), or nil: a pending, held job of j's owner named as
+// its workers are.
+func (d *Daemon) checkHeldWorker(ctx context.Context, id uint32, j *job, guarQOS string) error {
+	w, err := d.slurm.Job(ctx, id)
+	if err != nil {
+		return fmt.Errorf("reading the worker %d before lending it: %w", id, err)
+	}
+	switch {
+	case w.UserID != j.decl.UID || w.Name != WorkerName(j.id):
+		return fmt.Errorf("job %d is not a worker of job %d (user %d, name %q): not lent", id, j.id, w.UserID, w.Name)
+	case !w.Pending() || !strings.HasPrefix(w.StateReason, "JobHeld"):
+		return fmt.Errorf("worker %d is %s (%s), not held as submitted: not lent", id, w.StateName(), w.StateReason)
+	case guarQOS != "" && pools.QOSKey(w.QOS) != pools.QOSKey(guarQOS):
+		return fmt.Errorf("worker %d is in QOS %s, not %s as submitted: not lent", id, w.QOS, guarQOS)
+	}
+	return nil
 }
 
 // timeLeft is the main job's remaining time limit in whole minutes (at least 1): a worker

@@ -41,6 +41,7 @@ type fakeSlurm struct {
 	assocErr  error
 	submitErr error
 	lent      map[uint32]string // workers elasticd lent after their held submission, to their QOS
+	heldJob   map[uint32]slurm.Job // what Job answers for an id instead of the submission
 	lendErr   error
 	attempts  int    // submissions tried, refused ones included
 	script    string // the main job's batch script; "" a bare shebang
@@ -100,6 +101,24 @@ func (f *fakeSlurm) Submit(_ context.Context, req SubmitRequest) (uint32, error)
 	f.submits = append(f.submits, req)
 	f.nextID++
 	return f.nextID, nil
+}
+
+// Job is a submitted worker as slurmctld lists it right after sbatch: pending, held when it was
+// submitted so, named and owned as submitted; heldJob overrides it.
+func (f *fakeSlurm) Job(_ context.Context, id uint32) (slurm.Job, error) {
+	if j, ok := f.heldJob[id]; ok {
+		return j, nil
+	}
+	i := int(id) - 201
+	if i < 0 || i >= len(f.submits) {
+		return slurm.Job{}, fmt.Errorf("slurmctld lists no job %d", id)
+	}
+	r := f.submits[i]
+	j := slurm.Job{ID: id, Name: r.Options.JobName, UserID: r.UID, QOS: r.Options.QOS, State: "PENDING", StateReason: "Priority"}
+	if slices.Contains(r.Options.Args, "--hold") {
+		j.StateReason = "JobHeldUser"
+	}
+	return j, nil
 }
 
 func (f *fakeSlurm) Lend(_ context.Context, id uint32, qos string) error {

@@ -139,6 +139,35 @@ func TestWorkerThatCannotBeLentIsCancelled(t *testing.T) {
 	}
 }
 
+// sbatch runs as the job's owner, who could make it print the id of another job: elasticd lends
+// only a pending, held job of the owner named as its workers are, in the QOS it submitted it in,
+// and does nothing to any other (as root it must not cancel one).
+func TestOnlyTheHeldWorkerSubmittedIsLent(t *testing.T) {
+	for name, other := range map[string]slurm.Job{
+		"another user's job":      {ID: 202, Name: WorkerName(mainID), UserID: 4242, QOS: "guar-proj-a", State: "PENDING", StateReason: "JobHeldUser"},
+		"the owner's other job":   {ID: 202, Name: "big-run", QOS: "guar-proj-a", State: "PENDING", StateReason: "JobHeldAdmin"},
+		"a worker no longer held": {ID: 202, Name: WorkerName(mainID), QOS: "guar-proj-a", State: "PENDING", StateReason: "Priority"},
+		"a worker in another QOS": {ID: 202, Name: WorkerName(mainID), QOS: "normal", State: "PENDING", StateReason: "JobHeldUser"},
+		"a worker that started":   {ID: 202, Name: WorkerName(mainID), QOS: "guar-proj-a", State: "RUNNING"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, 3, 6)
+			h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
+			if other.UserID == 0 {
+				other.UserID = h.uid
+			}
+			h.slurm.heldJob = map[uint32]slurm.Job{202: other}
+			growWithThreeOfFourGuaranteedHeld(t, h)
+			if _, lent := h.slurm.lent[202]; lent || len(h.slurm.cancel) != 0 {
+				t.Fatalf("lent %v, cancelled %v; want job 202 neither lent nor cancelled", h.slurm.lent, h.slurm.cancel)
+			}
+			if j := h.d.jobs[mainID]; j.refusals != 1 || !strings.Contains(j.refused, "not lent") {
+				t.Fatalf("refusals %d (%q), want the worker not lent counted", j.refusals, j.refused)
+			}
+		})
+	}
+}
+
 // Without an elastic QOS (quotad has not made it yet) a job grows only within its guarantee: the
 // job_submit plugin refuses a user's job straight into the borrow QOS, and the worker would be
 // the user's.

@@ -27,6 +27,8 @@ type Slurm interface {
 	BatchScript(ctx context.Context, jobID uint32) ([]byte, error)
 	// Submit runs sbatch as the job's user and returns the new job's id.
 	Submit(ctx context.Context, req SubmitRequest) (uint32, error)
+	// Job reads one job, as Queue reads each (every field); an error when Slurm lists none.
+	Job(ctx context.Context, jobID uint32) (slurm.Job, error)
 	// Lend moves a worker submitted held into a lending QOS and releases it, as elasticd
 	// (root): the job_submit plugin refuses a user's job straight into the elastic QOS.
 	Lend(ctx context.Context, jobID uint32, qos string) error
@@ -95,6 +97,21 @@ func (c CommandSlurm) BatchScript(ctx context.Context, jobID uint32) ([]byte, er
 // Terminate implements Slurm: TERM to the batch script too, which may run the trainer itself.
 func (c CommandSlurm) Terminate(ctx context.Context, jobID uint32) error {
 	return c.Client.Signal(ctx, jobID, "TERM")
+}
+
+// Job implements Slurm.
+func (c CommandSlurm) Job(ctx context.Context, jobID uint32) (slurm.Job, error) {
+	id := strconv.FormatUint(uint64(jobID), 10)
+	jobs, err := c.Client.Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields, JobIDs: []string{id}})
+	if err != nil {
+		return slurm.Job{}, err
+	}
+	for _, j := range jobs {
+		if j.ID == jobID {
+			return j, nil
+		}
+	}
+	return slurm.Job{}, fmt.Errorf("slurmctld lists no job %s", id)
 }
 
 // Lend implements Slurm.

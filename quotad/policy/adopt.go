@@ -14,8 +14,13 @@ func adoptStrays(c *cycle, in counted, log *journal) []JobMove {
 	for _, j := range in.strays {
 		p := in.books.jobProject(j)
 		why := fmt.Sprintf("it waits in QOS %s, which account %s no longer allows since slurmbridge manages its QOS (it was submitted before): it would never start there, and %s's guarantee would not count it", j.QOS, j.Account, p.cfg.Account)
-		moves = append(moves, JobMove{Kind: Adopt, JobID: j.ID, Account: j.Account, Project: p.cfg.Account, From: j.QOS, To: p.guarQOS,
-			GPUs: scaled(c.needs[j], j.tasks()), Code: CodeAdopted, Reason: why})
+		// An array's pending record moves task by task, as a lend does: the array's own id
+		// would name its running and split-off tasks too.
+		for i := range j.tasks() {
+			arrayJob, task := j.target(i)
+			moves = append(moves, JobMove{Kind: Adopt, JobID: j.ID, ArrayJobID: arrayJob, Task: task, Account: j.Account, Project: p.cfg.Account,
+				From: j.QOS, To: p.guarQOS, GPUs: c.needs[j], Code: CodeAdopted, Reason: why})
+		}
 		log.say(j, CodeAdopted, "moves from %s to %s's guaranteed QOS %s: %s", j.QOS, p.cfg.Account, p.guarQOS, why)
 	}
 	return moves

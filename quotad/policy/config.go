@@ -300,16 +300,25 @@ func (s Settings) IsZero() bool { return false }
 // reclaim is a promise, so it is the default.
 var DefaultBorrowSizeTiers = []int{1, 2, 4, 8}
 
-// ResolveSizeTiers is the tiers of a table that names named: DefaultBorrowSizeTiers when it
-// names none (nil), no tier for an empty list, else the list.
-func ResolveSizeTiers(named []int) []int {
+// ResolveSizeTiers fills in the tiers of a table that names none (nil): DefaultBorrowSizeTiers,
+// unless they would make the table invalid, as when one project's tier would be another's borrow
+// QOS (projects team and team-g2): a default never stops a table that worked before, and such
+// a table keeps one borrow QOS per project until it names tiers that fit. An empty list (the
+// table's `borrowSizeTiers: []`) means none.
+func (c *Config) ResolveSizeTiers() {
 	switch {
-	case named == nil:
-		return slices.Clone(DefaultBorrowSizeTiers)
-	case len(named) == 0:
-		return nil
+	case c.Settings.BorrowSizeTiers == nil:
+		c.Settings.BorrowSizeTiers = slices.Clone(DefaultBorrowSizeTiers)
+		if c.Validate() != nil {
+			c.Settings.BorrowSizeTiers = nil
+			if c.Validate() != nil {
+				// Invalid without tiers too: the table's own fault, which Validate reports.
+				c.Settings.BorrowSizeTiers = slices.Clone(DefaultBorrowSizeTiers)
+			}
+		}
+	case len(c.Settings.BorrowSizeTiers) == 0:
+		c.Settings.BorrowSizeTiers = nil
 	}
-	return named
 }
 
 // LoadConfig reads and validates a quota table file.
@@ -347,7 +356,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	cfg.lines = indexLines(&root)
-	cfg.Settings.BorrowSizeTiers = ResolveSizeTiers(cfg.Settings.BorrowSizeTiers)
+	cfg.ResolveSizeTiers()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

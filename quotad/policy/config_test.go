@@ -46,6 +46,12 @@ func TestConfigDefaults(t *testing.T) {
 		!reflect.DeepEqual(s.Reasons(), []string{"QOSGrpGRES"}) || !reflect.DeepEqual(s.BorrowSizeTiers, []int{1, 2, 4, 8}) {
 		t.Errorf("settings defaults: %+v", s)
 	}
+	// Projects team and team-g2: the default tiers would make team's tier 2 team-g2's borrow
+	// QOS, so such a table keeps one borrow QOS per project rather than stop working.
+	clash, err := policy.ParseConfig([]byte("projects:\n  - account: team\n    gpus: {a100: 1}\n  - account: team-g2\n    gpus: {a100: 1}\n"))
+	if err != nil || clash.Settings.BorrowSizeTiers != nil {
+		t.Errorf("projects team and team-g2 with no tiers named: tiers %v, %v; want none and a valid table", clash.Settings.BorrowSizeTiers, err)
+	}
 	// An empty list asks for one borrow QOS per project, and survives a round trip.
 	none, err := policy.ParseConfig([]byte("settings: {borrowSizeTiers: []}\nprojects:\n  - account: p\n    gpus: {a100: 3}\n"))
 	if err != nil {

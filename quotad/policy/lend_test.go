@@ -326,9 +326,11 @@ func TestMoves(t *testing.T) {
 				return b.Testbed(4, 0, 8).Jobs(
 					policytest.MakeJob(5, "proj-b").GPU("a100", 1).QOS("normal").Reason("InvalidQOS").Obj(),
 					policytest.MakeJob(7, "proj-b").QOS("normal").Reason("InvalidQOS").Obj(),
+					policytest.MakeJob(8, "proj-b").GPU("a100", 1).QOS("normal").Reason("InvalidQOS").Array(2, 3).Obj(),
 				)
 			},
-			want: []string{"adopt 5 proj-b", "adopt 7 proj-b"},
+			// The array's pending record moves task by task (8_2, 8_3), never by the array's own id.
+			want: []string{"adopt 5 proj-b", "adopt 7 proj-b", "adopt 8 proj-b", "adopt 8 proj-b"},
 			explain: map[uint32]policytest.Says{
 				5: {Code: policy.CodeAdopted, Words: "job 5 moves from normal to proj-b's guaranteed QOS guar-proj-b: it waits in QOS normal, which account proj-b no longer allows"},
 				7: {Code: policy.CodeAdopted, Words: "job 7 moves from normal to proj-b's guaranteed QOS guar-proj-b"},

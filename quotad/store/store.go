@@ -165,7 +165,6 @@ func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
 			return nil, fmt.Errorf("quota_settings %s=%q: %w", kv.Name, kv.Value, err)
 		}
 	}
-	cfg.Settings.BorrowSizeTiers = policy.ResolveSizeTiers(cfg.Settings.BorrowSizeTiers)
 	var lend []struct {
 		Type  string `db:"gpu_type"`
 		Limit int    `db:"lend_limit"`
@@ -226,6 +225,7 @@ func load(ctx context.Context, q querier, lock string) (*policy.Config, error) {
 		}
 		cfg.Projects[i].ReclaimPriorityThreshold = ptr(r.Priority)
 	}
+	cfg.ResolveSizeTiers() // a table stored without the row (before size tiers were the default) gets them
 	return cfg, nil
 }
 

@@ -65,10 +65,15 @@ func TestSettingsRoundTrip(t *testing.T) {
 			t.Fatal(k, err)
 		}
 	}
-	if got := policy.ResolveSizeTiers(none.BorrowSizeTiers); got != nil {
+	resolved := func(s policy.Settings) []int {
+		c := policy.Config{Settings: s, Projects: []policy.Project{{Account: "p", GPUs: map[string]int{"a100": 1}}}}
+		c.ResolveSizeTiers()
+		return c.Settings.BorrowSizeTiers
+	}
+	if got := resolved(none); got != nil {
 		t.Errorf("no size tiers read back as %v", got)
 	}
-	if got := policy.ResolveSizeTiers(policy.Settings{}.BorrowSizeTiers); !slices.Equal(got, policy.DefaultBorrowSizeTiers) {
+	if got := resolved(policy.Settings{}); !slices.Equal(got, policy.DefaultBorrowSizeTiers) {
 		t.Errorf("a table without the row has tiers %v, want the default %v", got, policy.DefaultBorrowSizeTiers)
 	}
 }

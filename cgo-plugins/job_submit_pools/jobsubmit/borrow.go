@@ -82,8 +82,9 @@ func submitLendingRefusal(cfg *pools.Config, req *pools.Request, uid uint32, con
 		q = strings.TrimSpace(q)
 		if cfg.IsElasticQOS(q) {
 			return pools.RefusedElasticElasticdOnly, fmt.Sprintf("slurmbridge: QOS %s holds elasticd's workers on borrowed GPUs, and only "+
-				"elasticd moves jobs into it: a job submitted straight into it would run on GPUs every project's lending limit keeps. "+
-				"Submit without --qos; to grow a training job on idle GPUs, submit it with --elastic=MIN:MAX (elasticd adds its workers).", q)
+				"elasticd moves jobs into it, counting them in your project's borrowing limit: a job submitted straight into it "+
+				"would escape that count. Submit without --qos; to grow a training job on idle GPUs, submit it with --elastic=MIN:MAX "+
+				"(elasticd adds its workers).", q)
 		}
 		if !cfg.IsBorrowQOS(q) {
 			continue

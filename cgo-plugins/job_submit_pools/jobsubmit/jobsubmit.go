@@ -112,13 +112,13 @@ type loaded struct {
 // Every line goes through logLine: a user's --qos or -p may hold a newline, which slurmctld's
 // log would write as is, as a line of its own.
 func New(path string, log func(Level, string)) *Plugin {
-	return &Plugin{path: path, log: func(l Level, msg string) { log(l, logLine(msg)) }, interval: RecheckInterval, lookupUID: systemUID}
+	return &Plugin{path: path, log: func(l Level, msg string) { log(l, LogLine(msg)) }, interval: RecheckInterval, lookupUID: systemUID}
 }
 
-// logLine is msg as one log line: control characters (newlines among them) are written as Go
+// LogLine is msg as one log line: control characters (newlines among them) are written as Go
 // escapes, so no text a user gives can end the line and forge another (a config's list of
 // problems is one line too, its problems separated by \n).
-func logLine(msg string) string {
+func LogLine(msg string) string {
 	var b strings.Builder
 	for _, r := range msg {
 		switch {
@@ -214,7 +214,7 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 		conf = p.slurmConf()
 	}
 	gpus := asksForGPUs(req)
-	if msg := hetJobGPURefusal(gpus); req.HetJob && msg != "" {
+	if msg := hetJobGPURefusal(mayAskForGPUs(req)); req.HetJob && msg != "" {
 		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
 	}
 	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {

@@ -1,6 +1,8 @@
 package jobsubmit
 
 import (
+	"strings"
+
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
@@ -10,6 +12,16 @@ import (
 func asksForGPUs(r *pools.Request) bool {
 	g, err := gpureq.Parse(gpureq.Fields{PerJob: r.TRESPerJob, PerNode: r.TRESPerNode, PerSocket: r.TRESPerSocket, PerTask: r.TRESPerTask})
 	return err == nil && g.IsGPU()
+}
+
+// mayAskForGPUs is asksForGPUs for a refusal that must not fail open: a request whose TRES
+// strings do not parse counts as one for GPUs when any of them names a GPU, in any case.
+func mayAskForGPUs(r *pools.Request) bool {
+	g, err := gpureq.Parse(gpureq.Fields{PerJob: r.TRESPerJob, PerNode: r.TRESPerNode, PerSocket: r.TRESPerSocket, PerTask: r.TRESPerTask})
+	if err == nil {
+		return g.IsGPU()
+	}
+	return strings.Contains(strings.ToLower(r.TRESPerJob+r.TRESPerNode+r.TRESPerSocket+r.TRESPerTask), "gpu")
 }
 
 // hetJobGPURefusal is the message refusing a component of a heterogeneous job that holds GPUs,

@@ -30,6 +30,7 @@ func TestHetJobComponentsHoldNoGPUs(t *testing.T) {
 		{"an untyped GPU component", het("gres/gpu=1"), 1001, pools.RefusedHetJobGPUs},
 		{"GPUs per job (--gpus)", perJob, 1001, pools.RefusedHetJobGPUs},
 		{"root's GPU component", het("gres/gpu:a100=1"), 0, pools.RefusedHetJobGPUs},
+		{"a GPU request the plugin cannot read", het("gres/gpu:a100=1x"), 1001, pools.RefusedHetJobGPUs},
 		{"a CPU component", het(""), 1001, ""},
 		{"a GPU job of one component", gpuJob("gres/gpu:a100=4"), 1001, ""},
 	}
