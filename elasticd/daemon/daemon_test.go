@@ -40,7 +40,7 @@ type fakeSlurm struct {
 	assocs    []slurm.AssociationLimits
 	assocErr  error
 	submitErr error
-	lent      map[uint32]string // workers elasticd lent after their held submission, to their QOS
+	lent      map[uint32]string    // workers elasticd lent after their held submission, to their QOS
 	heldJob   map[uint32]slurm.Job // what Job answers for an id instead of the submission
 	lendErr   error
 	attempts  int    // submissions tried, refused ones included
