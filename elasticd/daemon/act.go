@@ -163,8 +163,8 @@ func (d *Daemon) checkHeldWorker(ctx context.Context, id uint32, j *job, guarQOS
 		return fmt.Errorf("reading the worker %d before lending it: %w", id, err)
 	}
 	switch {
-	case w.UserID != j.decl.UID || w.Name != WorkerName(j.id):
-		return fmt.Errorf("job %d is not a worker of job %d (user %d, name %q): not lent", id, j.id, w.UserID, w.Name)
+	case w.User != j.user || w.Name != WorkerName(j.id):
+		return fmt.Errorf("job %d is not a worker of job %d (user %s, name %q): not lent", id, j.id, w.User, w.Name)
 	case !w.Pending() || !strings.HasPrefix(w.StateReason, "JobHeld"):
 		return fmt.Errorf("worker %d is %s (%s), not held as submitted: not lent", id, w.StateName(), w.StateReason)
 	case guarQOS != "" && pools.QOSKey(w.QOS) != pools.QOSKey(guarQOS):

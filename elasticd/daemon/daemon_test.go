@@ -114,7 +114,7 @@ func (f *fakeSlurm) Job(_ context.Context, id uint32) (slurm.Job, error) {
 		return slurm.Job{}, fmt.Errorf("slurmctld lists no job %d", id)
 	}
 	r := f.submits[i]
-	j := slurm.Job{ID: id, Name: r.Options.JobName, UserID: r.UID, QOS: r.Options.QOS, State: "PENDING", StateReason: "Priority"}
+	j := slurm.Job{ID: id, Name: r.Options.JobName, User: "alice", QOS: r.Options.QOS, State: "PENDING", StateReason: "Priority"}
 	if slices.Contains(r.Options.Args, "--hold") {
 		j.StateReason = "JobHeldUser"
 	}

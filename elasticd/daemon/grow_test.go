@@ -144,7 +144,7 @@ func TestWorkerThatCannotBeLentIsCancelled(t *testing.T) {
 // and does nothing to any other (as root it must not cancel one).
 func TestOnlyTheHeldWorkerSubmittedIsLent(t *testing.T) {
 	for name, other := range map[string]slurm.Job{
-		"another user's job":      {ID: 202, Name: WorkerName(mainID), UserID: 4242, QOS: "guar-proj-a", State: "PENDING", StateReason: "JobHeldUser"},
+		"another user's job":      {ID: 202, Name: WorkerName(mainID), User: "mallory", QOS: "guar-proj-a", State: "PENDING", StateReason: "JobHeldUser"},
 		"the owner's other job":   {ID: 202, Name: "big-run", QOS: "guar-proj-a", State: "PENDING", StateReason: "JobHeldAdmin"},
 		"a worker no longer held": {ID: 202, Name: WorkerName(mainID), QOS: "guar-proj-a", State: "PENDING", StateReason: "Priority"},
 		"a worker in another QOS": {ID: 202, Name: WorkerName(mainID), QOS: "normal", State: "PENDING", StateReason: "JobHeldUser"},
@@ -153,8 +153,8 @@ func TestOnlyTheHeldWorkerSubmittedIsLent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, 3, 6)
 			h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
-			if other.UserID == 0 {
-				other.UserID = h.uid
+			if other.User == "" {
+				other.User = "alice"
 			}
 			h.slurm.heldJob = map[uint32]slurm.Job{202: other}
 			growWithThreeOfFourGuaranteedHeld(t, h)

@@ -27,7 +27,8 @@ type Slurm interface {
 	BatchScript(ctx context.Context, jobID uint32) ([]byte, error)
 	// Submit runs sbatch as the job's user and returns the new job's id.
 	Submit(ctx context.Context, req SubmitRequest) (uint32, error)
-	// Job reads one job, as Queue reads each (every field); an error when Slurm lists none.
+	// Job reads what a person checks of one job (slurm.SummaryFields: its user's name, name,
+	// QOS, state and reason); an error when Slurm lists none.
 	Job(ctx context.Context, jobID uint32) (slurm.Job, error)
 	// Lend moves a worker submitted held into a lending QOS and releases it, as elasticd
 	// (root): the job_submit plugin refuses a user's job straight into the elastic QOS.
@@ -102,7 +103,8 @@ func (c CommandSlurm) Terminate(ctx context.Context, jobID uint32) error {
 // Job implements Slurm.
 func (c CommandSlurm) Job(ctx context.Context, jobID uint32) (slurm.Job, error) {
 	id := strconv.FormatUint(uint64(jobID), 10)
-	jobs, err := c.Client.Queue(ctx, slurm.QueueRead{Fields: slurm.AllFields, JobIDs: []string{id}})
+	// Not AllFields: squeue --json of Slurm 22.05 ignores the job filter.
+	jobs, err := c.Client.Queue(ctx, slurm.QueueRead{Fields: slurm.SummaryFields, JobIDs: []string{id}})
 	if err != nil {
 		return slurm.Job{}, err
 	}
