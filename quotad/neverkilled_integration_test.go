@@ -286,7 +286,7 @@ func TestBorrowQOSTakesOnlyJobsSlurmCanRequeue(t *testing.T) {
 	all = append(all, lent...)
 	waitQueue(t, c, lent, "bob's --requeue job lent by quotad into borrow-proj-b", 20*time.Second, exactly(1, lent, runningIn("borrow-proj-b")))
 
-	// Nor the elastic QOS: elasticd submits its workers held in the guarantee and lends them.
+	// Nor the elastic QOS: elasticd submits its workers in the guarantee and lends them itself.
 	offset = ctldLogSize(t, c)
 	id, msg, err = c.SubmitWithMessage(ctx, "bob", "--qos=elastic-proj-b", "--requeue", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "sleep 300")
 	if err == nil {

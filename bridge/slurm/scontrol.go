@@ -110,16 +110,18 @@ func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (fa
 	return failed, nil
 }
 
-// LendJob moves one pending job, held at its submission, into qos and releases it: how a
-// privileged daemon (elasticd, for a worker it submitted as its owner with --hold) lends a job
-// that its user may not put into a lending QOS. A job that cannot be moved is left held.
+// LendJob moves one pending job, submitted to start later (--begin), into qos and lets it start
+// now: how a privileged daemon (elasticd, for a worker it submitted as its owner) lends a job
+// that its user may not put into a lending QOS. Not --hold: slurmctld skips its test of whether
+// the nodes could ever run a held job, and a worker no pool can run must be refused at sbatch.
+// A job that cannot be moved keeps its begin time and starts then where it was submitted.
 func (c Client) LendJob(ctx context.Context, jobID uint32, qos string) error {
 	id := formatID(jobID)
 	if _, err := c.Runner.Run(ctx, "scontrol", "update", "jobid="+id, "qos="+qos); err != nil {
 		return fmt.Errorf("moving job %s to QOS %s: %w", id, qos, err)
 	}
-	if _, err := c.Runner.Run(ctx, "scontrol", "release", id); err != nil {
-		return fmt.Errorf("releasing job %s: %w", id, err)
+	if _, err := c.Runner.Run(ctx, "scontrol", "update", "jobid="+id, "starttime=now"); err != nil {
+		return fmt.Errorf("starting job %s now: %w", id, err)
 	}
 	return nil
 }

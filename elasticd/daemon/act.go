@@ -89,10 +89,11 @@ func (d *Daemon) partitionFor(j *job, main slurm.Job, t policy.GPUType) (string,
 // line: the script's #SBATCH lines are comments for the worker (slurm.WithoutDirectives),
 // since sbatch would merge them with these options and refuse, for one, a script's untyped
 // --gpus-per-node beside a typed GPU request. Every worker is requeueable: a borrowed one's
-// GPUs are reclaimed by requeue, never by killing it. A borrowed worker is submitted held in
-// the guarantee's QOS (guarQOS; "" is the account's default) and then lent into qos by elasticd
-// itself: the job_submit plugin refuses a user's job straight into the elastic QOS, since no
-// QOS limit keeps the lending limits for it. A worker that cannot be lent is cancelled.
+// GPUs are reclaimed by requeue, never by killing it. A borrowed worker is submitted in the
+// guarantee's QOS (guarQOS; "" is the account's default) to start lendWindowSeconds later, and
+// then lent into qos and started by elasticd itself: the job_submit plugin refuses a user's job
+// straight into the elastic QOS, since no QOS limit keeps the lending limits for it. A worker
+// that cannot be lent is cancelled.
 func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t policy.GPUType, qos string, borrowed bool, guarQOS string) (uint32, error) {
 	if j.script == nil {
 		script, err := d.slurm.BatchScript(ctx, j.id)
@@ -129,35 +130,39 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t pol
 	}
 	if borrowed {
 		opts.QOS = guarQOS
-		opts.Args = append(opts.Args, "--hold")
+		opts.Args = append(opts.Args, "--begin=now+"+strconv.Itoa(lendWindowSeconds))
 	}
 	id, err := d.slurm.Submit(ctx, SubmitRequest{UID: j.decl.UID, GID: j.decl.GID, Options: opts, Env: d.contract(j), Script: j.script, Dir: main.WorkDir})
 	if err != nil || !borrowed {
 		return id, err
 	}
 	// sbatch ran as the job's owner, who could make it print another job's id: root moves,
-	// releases or cancels only the held worker it submitted. Not that one: nothing is done to
-	// it, and the worker elasticd really submitted (if any) waits held until its pending
-	// timeout.
-	if err := d.checkHeldWorker(ctx, id, j, guarQOS); err != nil {
+	// starts or cancels only the worker it submitted. Not that one: nothing is done to it, and
+	// the worker elasticd really submitted (if any) starts at its begin time in the guarantee.
+	if err := d.checkDeferredWorker(ctx, id, j, guarQOS); err != nil {
 		return 0, err
 	}
 	if err := d.slurm.Lend(ctx, id, qos); err != nil {
-		// Cancelled even when the cycle's context has ended: a held worker would only wait.
+		// Cancelled even when the cycle's context has ended: the worker was to borrow.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if cerr := d.slurm.Cancel(cctx, id); cerr != nil {
-			return 0, fmt.Errorf("%w; and cancelling the held worker %d: %v", err, id, cerr)
+			return 0, fmt.Errorf("%w; and cancelling the worker %d: %v", err, id, cerr)
 		}
 		return 0, err
 	}
 	return id, nil
 }
 
-// checkHeldWorker says why job id is not the held worker of j that elasticd just submitted in
-// guarQOS ("" for the account's default), or nil: a pending, held job of j's owner named as
-// its workers are.
-func (d *Daemon) checkHeldWorker(ctx context.Context, id uint32, j *job, guarQOS string) error {
+// lendWindowSeconds is how far ahead a borrowed worker's begin time is set at its submission:
+// time for elasticd to lend it, which it does at once; should elasticd stop in between, the
+// worker starts then in its guarantee, as a worker there would.
+const lendWindowSeconds = 60
+
+// checkDeferredWorker says why job id is not the worker of j that elasticd just submitted in
+// guarQOS ("" for the account's default) to begin later, or nil: a pending job of j's owner,
+// named as its workers are, waiting for its begin time.
+func (d *Daemon) checkDeferredWorker(ctx context.Context, id uint32, j *job, guarQOS string) error {
 	w, err := d.slurm.Job(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reading the worker %d before lending it: %w", id, err)
@@ -165,8 +170,8 @@ func (d *Daemon) checkHeldWorker(ctx context.Context, id uint32, j *job, guarQOS
 	switch {
 	case w.User != j.user || w.Name != WorkerName(j.id):
 		return fmt.Errorf("job %d is not a worker of job %d (user %s, name %q): not lent", id, j.id, w.User, w.Name)
-	case !w.Pending() || !strings.HasPrefix(w.StateReason, "JobHeld"):
-		return fmt.Errorf("worker %d is %s (%s), not held as submitted: not lent", id, w.StateName(), w.StateReason)
+	case !w.Pending() || w.StateReason != "BeginTime":
+		return fmt.Errorf("worker %d is %s (%s), not waiting for its begin time as submitted: not lent", id, w.StateName(), w.StateReason)
 	case guarQOS != "" && pools.QOSKey(w.QOS) != pools.QOSKey(guarQOS):
 		return fmt.Errorf("worker %d is in QOS %s, not %s as submitted: not lent", id, w.QOS, guarQOS)
 	}

@@ -41,7 +41,7 @@ type fakeSlurm struct {
 	assocErr  error
 	submitErr error
 	lent      map[uint32]string    // workers elasticd lent after their held submission, to their QOS
-	heldJob   map[uint32]slurm.Job // what Job answers for an id instead of the submission
+	heldJob   map[uint32]slurm.Job // what Job answers for an id instead of the submission (a forged id)
 	lendErr   error
 	attempts  int    // submissions tried, refused ones included
 	script    string // the main job's batch script; "" a bare shebang
@@ -103,8 +103,8 @@ func (f *fakeSlurm) Submit(_ context.Context, req SubmitRequest) (uint32, error)
 	return f.nextID, nil
 }
 
-// Job is a submitted worker as slurmctld lists it right after sbatch: pending, held when it was
-// submitted so, named and owned as submitted; heldJob overrides it.
+// Job is a submitted worker as slurmctld lists it right after sbatch: pending, for its begin
+// time when it was submitted with one, named and owned as submitted; heldJob overrides it.
 func (f *fakeSlurm) Job(_ context.Context, id uint32) (slurm.Job, error) {
 	if j, ok := f.heldJob[id]; ok {
 		return j, nil
@@ -115,8 +115,8 @@ func (f *fakeSlurm) Job(_ context.Context, id uint32) (slurm.Job, error) {
 	}
 	r := f.submits[i]
 	j := slurm.Job{ID: id, Name: r.Options.JobName, User: "alice", QOS: r.Options.QOS, State: "PENDING", StateReason: "Priority"}
-	if slices.Contains(r.Options.Args, "--hold") {
-		j.StateReason = "JobHeldUser"
+	if slices.ContainsFunc(r.Options.Args, func(a string) bool { return strings.HasPrefix(a, "--begin=") }) {
+		j.StateReason = "BeginTime"
 	}
 	return j, nil
 }

@@ -72,10 +72,10 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	if !slices.Equal(qos, []string{"guar-proj-a", "elastic-proj-a"}) {
 		t.Fatalf("workers in %v, want one in the guarantee then one in the elastic QOS (decision %+v)", qos, h.decision())
 	}
-	// The borrowed one was submitted held in the guarantee and lent by elasticd: the plugin
-	// refuses the user's own job straight into the elastic QOS.
-	if o := h.slurm.submits[1].Options; o.QOS != "guar-proj-a" || !slices.Contains(o.Args, "--hold") {
-		t.Fatalf("the borrowed worker was submitted as %q %q, want held in guar-proj-a", o.QOS, o.Args)
+	// The borrowed one was submitted in the guarantee to begin later, and lent by elasticd: the
+	// plugin refuses the user's own job straight into the elastic QOS.
+	if o := h.slurm.submits[1].Options; o.QOS != "guar-proj-a" || !slices.Contains(o.Args, "--begin=now+60") {
+		t.Fatalf("the borrowed worker was submitted as %q %q, want guar-proj-a with a begin time", o.QOS, o.Args)
 	}
 	// With both workers there, the guarantee is full; of the borrowing limit (3) an elastic
 	// worker holds 1 and an ordinary borrower of proj-a waits for 1: 1 GPU is left.
@@ -140,15 +140,16 @@ func TestWorkerThatCannotBeLentIsCancelled(t *testing.T) {
 }
 
 // sbatch runs as the job's owner, who could make it print the id of another job: elasticd lends
-// only a pending, held job of the owner named as its workers are, in the QOS it submitted it in,
+// only a pending job of the owner named as its workers are, waiting for its begin time, in the
+// QOS it submitted it in,
 // and does nothing to any other (as root it must not cancel one).
 func TestOnlyTheHeldWorkerSubmittedIsLent(t *testing.T) {
 	for name, other := range map[string]slurm.Job{
-		"another user's job":      {ID: 202, Name: WorkerName(mainID), User: "mallory", QOS: "guar-proj-a", State: "PENDING", StateReason: "JobHeldUser"},
-		"the owner's other job":   {ID: 202, Name: "big-run", QOS: "guar-proj-a", State: "PENDING", StateReason: "JobHeldAdmin"},
-		"a worker no longer held": {ID: 202, Name: WorkerName(mainID), QOS: "guar-proj-a", State: "PENDING", StateReason: "Priority"},
-		"a worker in another QOS": {ID: 202, Name: WorkerName(mainID), QOS: "normal", State: "PENDING", StateReason: "JobHeldUser"},
-		"a worker that started":   {ID: 202, Name: WorkerName(mainID), QOS: "guar-proj-a", State: "RUNNING"},
+		"another user's job":                            {ID: 202, Name: WorkerName(mainID), User: "mallory", QOS: "guar-proj-a", State: "PENDING", StateReason: "BeginTime"},
+		"the owner's other job":                         {ID: 202, Name: "big-run", QOS: "guar-proj-a", State: "PENDING", StateReason: "BeginTime"},
+		"a worker no longer waiting for its begin time": {ID: 202, Name: WorkerName(mainID), QOS: "guar-proj-a", State: "PENDING", StateReason: "Priority"},
+		"a worker in another QOS":                       {ID: 202, Name: WorkerName(mainID), QOS: "normal", State: "PENDING", StateReason: "BeginTime"},
+		"a worker that started":                         {ID: 202, Name: WorkerName(mainID), QOS: "guar-proj-a", State: "RUNNING"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, 3, 6)

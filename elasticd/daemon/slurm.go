@@ -30,7 +30,7 @@ type Slurm interface {
 	// Job reads what a person checks of one job (slurm.SummaryFields: its user's name, name,
 	// QOS, state and reason); an error when Slurm lists none.
 	Job(ctx context.Context, jobID uint32) (slurm.Job, error)
-	// Lend moves a worker submitted held into a lending QOS and releases it, as elasticd
+	// Lend moves a worker submitted to begin later into a lending QOS and starts it, as elasticd
 	// (root): the job_submit plugin refuses a user's job straight into the elastic QOS.
 	Lend(ctx context.Context, jobID uint32, qos string) error
 	// Terminate asks a worker to stop (SIGTERM to its batch script and steps).

@@ -63,7 +63,7 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 }
 
 // submitLendingRefusal refuses a new job of a user that asks for a lending QOS: an elastic QOS
-// (elasticd submits its workers held and lends them itself), or a QOS of the borrow pattern:
+// (elasticd submits its workers to begin later and lends them itself), or a QOS of the borrow pattern:
 // the borrow QOS, one of quotad's borrow size tiers (borrow-<account>-gN) or a protected borrow
 // QOS (borrow-<account>-hipri); "" lets it through. Only quotad moves jobs there. It lends only
 // the GPUs that every project's lending limit leaves idle, and no Slurm limit can say that: each

@@ -155,7 +155,7 @@ func TestSubmitIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 		{"a user into the protected borrow QOS", "", sbatch("borrow-proj-b-hipri", "proj-b"), 1001, conf, tier, "proj-b's borrowed jobs above its reclaim priority threshold"},
 		{"account team-hipri in its own borrow QOS", "", sbatch("borrow-team-hipri", "team-hipri"), 1001, conf, borrow, "holds borrowed GPUs"},
 		{"a guaranteed QOS", "", sbatch("guar-proj-b-g2", ""), 1001, conf, "", ""},
-		{"the elastic QOS (elasticd submits its workers held and lends them)", "", sbatch("elastic-proj-b", ""), 1001, conf, pools.RefusedElasticElasticdOnly, "holds elasticd's workers"},
+		{"the elastic QOS (elasticd submits its workers to begin later and lends them)", "", sbatch("elastic-proj-b", ""), 1001, conf, pools.RefusedElasticElasticdOnly, "holds elasticd's workers"},
 		{"the elastic QOS second in a list, upper case", "", sbatch("guar-proj-b,Elastic-Proj-B", ""), 1001, conf, pools.RefusedElasticElasticdOnly, "QOS Elastic-Proj-B holds"},
 		{"root into the elastic QOS", "", sbatch("elastic-proj-b", ""), 0, conf, "", ""},
 		{"no --qos", "", sbatch("", ""), 1001, conf, "", ""},
