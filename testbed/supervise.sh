@@ -2,7 +2,7 @@
 # one way the testbed finds, waits for and stops the processes it started; and the fake GPUs
 # both testbeds give their nodes. Each script defines say() before sourcing this.
 
-# A daemon built with `make RACE=1` stops at its first data race, the report in its log: a race
+# A daemon built with `make RACE_DAEMONS=1` stops at its first data race, the report in its log: a race
 # that only printed would let the suite pass over it. Binaries built without -race ignore it.
 export GORACE=${GORACE:-halt_on_error=1}
 
