@@ -199,15 +199,7 @@ func waitQuotadPlanned(ctx context.Context, t *testing.T, c *testbed.Cluster) {
 // removed when the test ends.
 func sharedDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "attack-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o1777); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testbed.SharedDir(t, "attack-", 0o1777)
 }
 
 // chownTo gives path to user, so that a job of that user may overwrite it.

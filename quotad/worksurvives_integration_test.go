@@ -31,20 +31,6 @@ while [ "$step" -lt 100000 ]; do
 done
 `
 
-// userWorkDir is a directory the testbed's users may write, removed when the test ends.
-func userWorkDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "quotad-work-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // A borrower that logs and checkpoints, as a training job does, is requeued by an owner's claim
 // and runs again: its output file keeps every line of its first run (the plugin sets a GPU
 // batch job's --open-mode to append; Slurm truncates a rerun's output otherwise), and the rerun
@@ -53,7 +39,7 @@ func TestReclaimedBorrowerKeepsItsLogAndResumes(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
 	offset := c.CtldLogSize(t)
-	work := userWorkDir(t)
+	work := testbed.SharedDir(t, "quotad-work-", 0o777)
 	script := filepath.Join(work, "train.sh")
 	if err := os.WriteFile(script, []byte(trainScript), 0o755); err != nil {
 		t.Fatal(err)

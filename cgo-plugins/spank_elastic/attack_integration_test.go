@@ -323,14 +323,7 @@ func TestAttackUserContractVariablesLeaveAPlainJob(t *testing.T) {
 	before := nodes(ctx, t, c)
 	// Where alice's job can write its output and root read it (t.TempDir's parent is root's
 	// alone).
-	dir, err := os.MkdirTemp("", "spank-attack-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o1777); err != nil {
-		t.Fatal(err)
-	}
+	dir := testbed.SharedDir(t, "spank-attack-", 0o1777)
 	out := filepath.Join(dir, "env.out")
 	env := []string{"ELASTIC_ROLE=main", "ELASTIC_REPORT_DIR=/etc", "ELASTIC_MAX_BATCH=999", optionEnv("elastic") + "=1:nine"}
 	id, err := submitWithEnv(ctx, c, "alice", env, "-t", "2", "--output="+out, "--wrap", "env")

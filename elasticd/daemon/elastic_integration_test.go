@@ -264,14 +264,7 @@ func newElasticRun(t *testing.T) *elasticRun {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	waitQuotas(ctx, t, c)
-	work, err := os.MkdirTemp("", "elastic-it-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chmod(work, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	work := testbed.SharedDir(t, "elastic-it-", 0o777)
 	return &elasticRun{c: c, d: testbedDaemon(t, c), work: work}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
 // No component of a heterogeneous job may hold GPUs, through any route: Slurm preempts a
@@ -19,14 +20,7 @@ import (
 // runs; an update that gives a component GPUs is refused.
 func TestHeterogeneousJobsHoldNoGPUs(t *testing.T) {
 	c, ctx := setup(t)
-	work, err := os.MkdirTemp("", "hetjob-it-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chmod(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	work := testbed.SharedDir(t, "hetjob-it-", 0o755)
 	script := func(name, second string) string {
 		path := filepath.Join(work, name)
 		body := "#!/bin/bash\n#SBATCH -p cpu -n 1 --job-name=pools-hetjob\n#SBATCH hetjob\n#SBATCH " + second + "\nsrun --het-group=1 true\n"

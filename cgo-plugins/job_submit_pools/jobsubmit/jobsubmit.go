@@ -213,8 +213,8 @@ func (p *Plugin) Submit(req *pools.Request, uid uint32) Outcome {
 	if req.QOS != "" {
 		conf = p.slurmConf()
 	}
-	gpus := asksForGPUs(req)
-	if msg := hetJobGPURefusal(mayAskForGPUs(req)); req.HetJob && msg != "" {
+	gpus, mayGPUs := gpuRequest(req)
+	if msg := hetJobGPURefusal(mayGPUs); req.HetJob && msg != "" {
 		return p.refuse(fmt.Sprintf("submit by uid %d", uid), Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
 	}
 	if msg := submitBorrowRefusal(cfg, req, conf); msg != "" {

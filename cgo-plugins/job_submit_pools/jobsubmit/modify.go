@@ -61,7 +61,8 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	}
 	if job != nil && job.Request.HetJob && upd.Set&fieldsTRES != 0 {
 		after := Merge(job, upd)
-		if msg := hetJobGPURefusal(mayAskForGPUs(&after)); msg != "" {
+		_, mayGPUs := gpuRequest(&after)
+		if msg := hetJobGPURefusal(mayGPUs); msg != "" {
 			return p.refuse(fmt.Sprintf("update of job %d by uid %d", job.ID, uid), Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
 		}
 	}

@@ -7,21 +7,16 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
-// asksForGPUs says whether the request's TRES strings ask for GPUs; a request they do not
-// parse is Slurm's to judge, and counts as none.
-func asksForGPUs(r *pools.Request) bool {
-	g, err := gpureq.Parse(gpureq.Fields{PerJob: r.TRESPerJob, PerNode: r.TRESPerNode, PerSocket: r.TRESPerSocket, PerTask: r.TRESPerTask})
-	return err == nil && g.IsGPU()
-}
-
-// mayAskForGPUs is asksForGPUs for a refusal that must not fail open: a request whose TRES
-// strings do not parse counts as one for GPUs when any of them names a GPU, in any case.
-func mayAskForGPUs(r *pools.Request) bool {
+// gpuRequest reads whether the request's TRES strings ask for GPUs, in one parse. asks: they
+// parse, and ask for GPUs (a request they do not parse is Slurm's to judge). mayAsk, for a
+// refusal that must not fail open: asks, or they do not parse and one of them names a GPU, in
+// any case.
+func gpuRequest(r *pools.Request) (asks, mayAsk bool) {
 	g, err := gpureq.Parse(gpureq.Fields{PerJob: r.TRESPerJob, PerNode: r.TRESPerNode, PerSocket: r.TRESPerSocket, PerTask: r.TRESPerTask})
 	if err == nil {
-		return g.IsGPU()
+		return g.IsGPU(), g.IsGPU()
 	}
-	return strings.Contains(strings.ToLower(r.TRESPerJob+r.TRESPerNode+r.TRESPerSocket+r.TRESPerTask), "gpu")
+	return false, strings.Contains(strings.ToLower(r.TRESPerJob+r.TRESPerNode+r.TRESPerSocket+r.TRESPerTask), "gpu")
 }
 
 // hetJobGPURefusal is the message refusing a component of a heterogeneous job that holds GPUs,
