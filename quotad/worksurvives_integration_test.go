@@ -17,13 +17,14 @@ import (
 )
 
 // trainScript is a training job's shape, in shell: it resumes from its checkpoint, logs each
-// step to its output and checkpoints it (write, then rename), and says which run it is.
+// step to its output and checkpoints it (write, then rename), and says which run it is. It
+// trains until a file "done" appears in its submission directory (its target reached).
 const trainScript = `#!/bin/bash
 ckpt="$SLURM_SUBMIT_DIR/ckpt-$SLURM_JOB_ID"
 step=0
 [ -f "$ckpt" ] && step=$(cat "$ckpt")
 echo "run ${SLURM_RESTART_COUNT:-0} resumes at step $step"
-while [ "$step" -lt 100000 ]; do
+while [ "$step" -lt 100000 ] && [ ! -e "$SLURM_SUBMIT_DIR/done" ]; do
 	step=$((step + 1))
 	echo "step $step"
 	echo "$step" >"$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"

@@ -145,3 +145,33 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// quotactl explain 20_3: an array task as squeue prints it, whether it has a record of its own
+// (split off, lent, requeued) or still waits in its array's record.
+func TestExplainAnArrayTask(t *testing.T) {
+	cfg := policytest.MakeConfig().Project("proj-a", policytest.GPUs("a100", 4)).Project("proj-b", policytest.GPUs("a100", 4)).Obj()
+	snap := policytest.MakeSnapshot().Testbed(1, 0, 8).
+		Jobs(policytest.MakeJob(1, "proj-b").GPU("a100", 4).Running(time.Hour).Obj()).
+		Jobs(policytest.MakeJob(21, "proj-b").GPU("a100", 1).TaskOf(20, 3).Obj(),
+			policytest.MakeJob(20, "proj-b").GPU("a100", 1).Array(4, 5, 6).Obj()).
+		Synced(t, cfg).Obj()
+	plan := policy.BuildPlan(cfg, snap, policytest.T0)
+	for arg, want := range map[string]uint32{"20_3": 21, "20_5": 20, "21": 21} {
+		var b bytes.Buffer
+		if err := Explain(&b, plan, arg); err != nil {
+			t.Fatalf("explain %s: %v", arg, err)
+		}
+		if text, _ := plan.Explain(want); strings.TrimSpace(b.String()) != text {
+			t.Errorf("explain %s = %q, want job %d's %q", arg, b.String(), want, text)
+		}
+		var j bytes.Buffer
+		if err := ExplainJSON(&j, plan, cfg, arg); err != nil || !strings.Contains(j.String(), fmt.Sprintf(`"job_id": %d`, want)) {
+			t.Errorf("explain --json %s = %s, %v; want job %d", arg, j.String(), err, want)
+		}
+	}
+	for _, arg := range []string{"20_9", "22_0"} {
+		if err := Explain(&bytes.Buffer{}, plan, arg); err == nil || !strings.Contains(err.Error(), "job "+arg+" is not a GPU job") {
+			t.Errorf("explain %s: %v, want it unknown", arg, err)
+		}
+	}
+}

@@ -475,13 +475,14 @@ func cmdExplain(c *ucli.Context, e *env) error {
 	return Explain(c.App.Writer, plan, arg)
 }
 
-// Explain prints the plan's explanation of a job id or an account.
+// Explain prints the plan's explanation of a job id (an array task as squeue prints it,
+// 123_7, included) or an account.
 func Explain(w io.Writer, plan *policy.Plan, arg string) error {
-	if id, err := strconv.ParseUint(arg, 10, 32); err == nil {
-		text, ok := plan.Explain(uint32(id))
-		if !ok {
-			return noJobError(id)
+	if id, isJob, err := jobArg(plan, arg); isJob {
+		if err != nil {
+			return err
 		}
+		text, _ := plan.Explain(id)
 		fmt.Fprintln(w, text)
 		return nil
 	}
@@ -495,8 +496,29 @@ func Explain(w io.Writer, plan *policy.Plan, arg string) error {
 	return nil
 }
 
-func noJobError(id uint64) error {
-	return fmt.Errorf("job %d is not a GPU job slurmctld knows as pending or running: quotad has nothing to say about it", id)
+// jobArg reads explain's argument as a job: a job id, or an array task (123_7) resolved to
+// the record that stands for it. isJob is false for anything else (an account's name); err
+// says when the plan has no such job.
+func jobArg(plan *policy.Plan, arg string) (id uint32, isJob bool, err error) {
+	job, task, isTask, err := view.ParseJobName(arg)
+	if err != nil {
+		return 0, false, nil
+	}
+	if isTask {
+		x, ok := plan.TaskExplanation(job, task)
+		if !ok {
+			return 0, true, noJobError(arg)
+		}
+		return x.JobID, true, nil
+	}
+	if _, ok := plan.Explanation(job); !ok {
+		return 0, true, noJobError(arg)
+	}
+	return job, true, nil
+}
+
+func noJobError(job string) error {
+	return fmt.Errorf("job %s is not a GPU job slurmctld knows as pending or running: quotad has nothing to say about it", job)
 }
 
 // AccountExplanation is quotactl explain --json ACCOUNT: the account's project (null when it
@@ -509,11 +531,11 @@ type AccountExplanation struct {
 // ExplainJSON prints as JSON what Explain prints: a job as the API's job view (with its code),
 // or an account's project and jobs (those of its sub-accounts included).
 func ExplainJSON(w io.Writer, plan *policy.Plan, cfg *policy.Config, arg string) error {
-	if id, err := strconv.ParseUint(arg, 10, 32); err == nil {
-		j, ok := view.PlanJob(plan, uint32(id))
-		if !ok {
-			return noJobError(id)
+	if id, isJob, err := jobArg(plan, arg); isJob {
+		if err != nil {
+			return err
 		}
+		j, _ := view.PlanJob(plan, id)
 		return writeJSON(w, j)
 	}
 	out := AccountExplanation{Jobs: []view.Job{}}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -128,8 +127,8 @@ func explainFromQuotad(c *ucli.Context, q *view.Client) error {
 	if asJSON {
 		status = c.App.ErrWriter // stdout is the JSON alone
 	}
-	if id, err := strconv.ParseUint(arg, 10, 32); err == nil {
-		resp, err := q.Job(c.Context, uint32(id))
+	if _, _, _, err := view.ParseJobName(arg); err == nil {
+		resp, err := q.Job(c.Context, arg)
 		if err != nil {
 			return err
 		}

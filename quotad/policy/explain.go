@@ -32,7 +32,7 @@ func newJournal(projects *ledger) *journal {
 }
 
 func (log *journal) say(j *Job, code Code, format string, args ...any) {
-	x := &JobExplanation{JobID: j.ID, Account: j.Account, User: j.User, State: j.State, Code: code, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
+	x := &JobExplanation{JobID: j.ID, ArrayJobID: j.ArrayJobID, ArrayTasks: j.ArrayTasks, Account: j.Account, User: j.User, State: j.State, Code: code, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
 	if p := log.projects.jobProject(j); p != nil {
 		x.Project = p.cfg.Account
 	}

@@ -51,6 +51,17 @@ func (p *Plan) Explanation(id uint32) (JobExplanation, bool) {
 	return JobExplanation{}, false
 }
 
+// TaskExplanation returns the explanation of array task arrayJob_task: of the record that
+// stands for it, the task's own or the array's pending one.
+func (p *Plan) TaskExplanation(arrayJob, task uint32) (JobExplanation, bool) {
+	for _, x := range p.Jobs {
+		if x.ArrayJobID == arrayJob && slices.Contains(x.ArrayTasks, task) {
+			return x, true
+		}
+	}
+	return JobExplanation{}, false
+}
+
 // ExplainAccount returns the project's summary followed by the explanations of its jobs, the
 // jobs of its sub-accounts included, or of the account's own jobs when it is no project.
 func (p *Plan) ExplainAccount(account string) []string {
@@ -236,13 +247,17 @@ type TypeStatus struct {
 
 // JobExplanation says why a job runs or waits, and what this plan does with it.
 type JobExplanation struct {
-	JobID   uint32
-	Account string
-	Project string   // the project the job counts for, "" for none
-	User    string   // who may read it when explanations are private to their owners
-	State   JobState // the job's state in the snapshot (PENDING, RUNNING, ...)
-	Code    Code     // the kind of explanation: stable, for scripts and tests
-	Text    string
+	JobID uint32
+	// ArrayJobID and ArrayTasks are the job's array and the tasks its record stands for, as in
+	// Job: squeue prints a task as 123_7, and so may a user ask for it.
+	ArrayJobID uint32
+	ArrayTasks []uint32
+	Account    string
+	Project    string   // the project the job counts for, "" for none
+	User       string   // who may read it when explanations are private to their owners
+	State      JobState // the job's state in the snapshot (PENDING, RUNNING, ...)
+	Code       Code     // the kind of explanation: stable, for scripts and tests
+	Text       string
 }
 
 // unsetText is how a plan line spells a value that is not set: "grptres gres/gpu none->4",

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -94,9 +93,9 @@ func (c *Client) Jobs(ctx context.Context) (JobsResponse, error) {
 	return getJSON[JobsResponse](ctx, c, "/jobs", true)
 }
 
-// Job reads /jobs/{id}.
-func (c *Client) Job(ctx context.Context, id uint32) (JobResponse, error) {
-	return getJSON[JobResponse](ctx, c, "/jobs/"+strconv.FormatUint(uint64(id), 10), true)
+// Job reads /jobs/{id}: id is a job id, or an array task as squeue prints it (123_7).
+func (c *Client) Job(ctx context.Context, id string) (JobResponse, error) {
+	return getJSON[JobResponse](ctx, c, "/jobs/"+url.PathEscape(id), true)
 }
 
 // getJSON reads path into a T; private requests carry a MUNGE credential.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
@@ -60,28 +61,38 @@ func Handler(v *View, authn auth.Authenticator) http.Handler {
 		writeJSON(w, http.StatusOK, JobsResponse{Status: v.status(s), Jobs: jobs})
 	})
 	mux.HandleFunc("GET "+p+"/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		id, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
+		name := r.PathValue("id")
+		job, task, isTask, err := ParseJobName(name)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("job id %q: want a number", r.PathValue("id")), nil)
+			writeError(w, http.StatusBadRequest, err.Error(), nil)
 			return
 		}
 		caller, s, ok := v.callerWithPlan(w, r, authn)
 		if !ok {
 			return
 		}
+		id := job
+		if isTask {
+			x, ok := s.plan.TaskExplanation(job, task)
+			if ok {
+				id = x.JobID
+			} else {
+				id = 0 // no job has id 0: not found, below
+			}
+		}
 		for _, j := range Jobs(s.plan) {
-			if j.JobID != uint32(id) {
+			if j.JobID != id {
 				continue
 			}
 			if !caller.MayRead(j.User) {
-				writeError(w, http.StatusForbidden, fmt.Sprintf("job %d is not %s's: an explanation is shown to the job's owner, root and Slurm operators only", id, caller.User), nil)
+				writeError(w, http.StatusForbidden, fmt.Sprintf("job %s is not %s's: an explanation is shown to the job's owner, root and Slurm operators only", name, caller.User), nil)
 				return
 			}
 			writeJSON(w, http.StatusOK, JobResponse{Status: v.status(s), Job: j})
 			return
 		}
-		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d is not a GPU job slurmctld knew as pending or running when quotad last planned (%s): quotad has nothing to say about it",
-			id, s.planAt.Format(time.RFC3339)), ptr(v.status(s)))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("job %s is not a GPU job slurmctld knew as pending or running when quotad last planned (%s): quotad has nothing to say about it",
+			name, s.planAt.Format(time.RFC3339)), ptr(v.status(s)))
 	})
 	mux.HandleFunc("GET "+ClusterPath, func(w http.ResponseWriter, r *http.Request) {
 		s, ok := v.withPlan(w)
@@ -150,4 +161,16 @@ func writeJSON(w http.ResponseWriter, code int, body any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(body)
+}
+
+// ParseJobName reads a job as squeue prints it: a job id (123), or an array task (123_7),
+// which the plan resolves to the record that stands for it.
+func ParseJobName(name string) (job, task uint32, isTask bool, err error) {
+	a, t, isTask := strings.Cut(name, "_")
+	j, errJ := strconv.ParseUint(a, 10, 32)
+	k, errK := strconv.ParseUint(t, 10, 32)
+	if errJ != nil || (isTask && errK != nil) {
+		return 0, 0, false, fmt.Errorf("job id %q: want a number, or an array task as 123_7", name)
+	}
+	return uint32(j), uint32(k), isTask, nil
 }

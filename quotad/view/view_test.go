@@ -373,7 +373,7 @@ func TestClientReadsTheAPIWithACredentialForJobsOnly(t *testing.T) {
 	if len(payloads) != 0 {
 		t.Errorf("made credentials %q for public data", payloads)
 	}
-	job, err := c.Job(ctx, 5)
+	job, err := c.Job(ctx, "5")
 	want, _ := plan.Explain(5)
 	if err != nil || job.Job.Explanation != want {
 		t.Fatalf("Job(5) = %+v, %v", job, err)
@@ -381,12 +381,12 @@ func TestClientReadsTheAPIWithACredentialForJobsOnly(t *testing.T) {
 	if len(payloads) != 1 || payloads[0] != "slurmbridge-quotad-api GET /api/v1/jobs/5" {
 		t.Errorf("credential payloads = %q", payloads)
 	}
-	_, err = c.Job(ctx, 6) // alice's
+	_, err = c.Job(ctx, "6") // alice's
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.Code != 403 || !strings.Contains(err.Error(), "not bob's") {
 		t.Errorf("Job(6) as bob: %v", err)
 	}
-	if _, err := c.Job(ctx, 999); !IsNotFound(err) {
+	if _, err := c.Job(ctx, "999"); !IsNotFound(err) {
 		t.Errorf("Job(999): %v, want a 404", err)
 	}
 	if _, err := (&Client{BaseURL: "http://127.0.0.1:1"}).Projects(ctx); err == nil || !strings.Contains(err.Error(), "SLURMBRIDGE_QUOTAD_URL") {
