@@ -83,8 +83,9 @@ esac
 export SLURMBRIDGE_BINDIR
 
 # python3 runs the elastic examples' synthetic trainer; python3-torch (Debian's CPU build) their
-# real torchrun job, train.py, whose workers meet in torchrun's c10d rendezvous.
-PACKAGES=(slurm-wlm slurmdbd munge mariadb-server libslurm-dev python3 python3-torch)
+# real torchrun job, train.py, whose workers meet in torchrun's c10d rendezvous. slurmrestd is
+# a route to slurmctld of its own, which the tests submit through as a user would.
+PACKAGES=(slurm-wlm slurmdbd slurmrestd munge mariadb-server libslurm-dev python3 python3-torch)
 # Headless Chromium loads quotad's cluster page in its browser test, with a font to draw it in.
 # Apart from PACKAGES so that the container images add them in a layer of their own.
 BROWSER_PACKAGES=(chromium fonts-dejavu-core)
