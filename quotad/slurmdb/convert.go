@@ -41,13 +41,15 @@ func (r *Reader) QOS(ctx context.Context, tres map[uint32]string) ([]policy.QOS,
 	return ConvertQOS(rows, tres)
 }
 
-// Slurm's preempt_mode bits (slurm.h); 0 means "use the cluster's PreemptMode".
+// Slurm's preempt_mode bits (slurm/slurm.h, the same from 22.05 to 26.05; PRIORITY from 25.05);
+// 0 means "use the cluster's PreemptMode".
 const (
-	preemptModeSuspend = 0x0001
-	preemptModeRequeue = 0x0002
-	preemptModeCancel  = 0x0008
-	preemptModeGang    = 0x0100
-	preemptModeWithin  = 0x0400
+	preemptModeSuspend  = 0x0001
+	preemptModeRequeue  = 0x0002
+	preemptModeCancel   = 0x0008
+	preemptModePriority = 0x2000
+	preemptModeWithin   = 0x4000
+	preemptModeGang     = 0x8000
 )
 
 // infinite32 is Slurm's INFINITE for 32-bit time fields (a value that means "not set").
@@ -111,6 +113,9 @@ func preemptModeName(mode int64) string {
 	}
 	if mode&preemptModeWithin != 0 {
 		parts = append(parts, "within")
+	}
+	if mode&preemptModePriority != 0 {
+		parts = append(parts, "priority")
 	}
 	if len(parts) == 0 {
 		return "cluster"

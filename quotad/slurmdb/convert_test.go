@@ -188,3 +188,21 @@ func TestConvertAccountsDoesNotDependOnRowOrder(t *testing.T) {
 		t.Fatalf("reversed rows resolve to %v, want %v", g, w)
 	}
 }
+
+// qos_table.preempt_mode holds slurm.h's bits: WITHIN is 0x4000 and GANG 0x8000 (a QOS an
+// admin set to requeue,within is not quotad's plain requeue), PRIORITY 0x2000 from 25.05.
+func TestPreemptModeNameReadsSlurmsBits(t *testing.T) {
+	for mode, want := range map[int64]string{
+		0:      "cluster",
+		0x0002: "requeue",
+		0x0008: "cancel",
+		0x0001: "suspend",
+		0x8001: "suspend,gang",
+		0x4002: "requeue,within",
+		0x2002: "requeue,priority",
+	} {
+		if got := preemptModeName(mode); got != want {
+			t.Errorf("preempt_mode %#x = %q, want %q", mode, got, want)
+		}
+	}
+}
