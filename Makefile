@@ -63,7 +63,7 @@ SLURM_STAMP := $(BIN)/.built-for-slurm-$(or $(SLURM_HEADERS_VERSION),none)
 PLUGIN_SRC := $(shell find cgo-plugins/job_submit_pools bridge/pools bridge/gpureq bridge/slurm bridge/noderoom -name '*.go' -o -name '*.c' -o -name '*.h') go.mod go.sum
 # Where `make install-plugin` puts the plugin: the first directory of the running Slurm's
 # PluginDir unless given, else (no slurmctld to ask) the directory of Debian's own plugins.
-PLUGIN_DIR ?= $(or $(shell scontrol show config 2>/dev/null | awk -F' = ' '/^PluginDir/ {split($$2, d, ":"); print d[1]}'),$(shell dpkg -L slurm-wlm-basic-plugins 2>/dev/null | sed -n 's|/select_cons_tres\.so$$||p' | head -n1))
+PLUGIN_DIR ?= $(or $(shell scontrol show config 2>/dev/null | awk -F' = ' '/^PluginDir/ {split($$2, d, ":"); print d[1]}'),$(shell dpkg -L slurm-wlm-basic-plugins slurm-smd 2>/dev/null | sed -n 's|/select_cons_tres\.so$$||p' | head -n1))
 
 # `make install` layout. Units and configs name the binaries and /etc/slurmbridge by these.
 PREFIX ?= /usr/local

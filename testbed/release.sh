@@ -4,12 +4,18 @@
 #   release.sh host            the release this host's Debian suite carries (22.05 on bookworm)
 #   release.sh suite [REL]     the Debian suite of REL (default: the host's release)
 #   release.sh check REL       exit 0 when REL is supported, else say which are
-#   release.sh list            every supported release, one a line
+#   release.sh list            every release Debian ships that slurmbridge supports, one a line
+#   release.sh source-list     the releases built from SchedMD's source (on demand)
+#   release.sh packaging REL   debian or smd: whose packages carry REL
 #
 # One table, so the Makefile, the testbeds and CI never spell the mapping twice.
 set -euo pipefail
 
 RELEASES=(22.05:bookworm 24.11:trixie 26.05:sid)
+# The releases no Debian suite ships: SchedMD's own packages (slurm-smd-*), built from
+# ../shared/slurm-source by testbed/slurm-source.sh and installed on the suite named here. They
+# run on demand (make test SLURM_RELEASE=25.11), not yet in `list`, which CI runs whole.
+SOURCE_RELEASES=(25.05:trixie 25.11:trixie)
 
 die() { printf 'release: error: %s\n' "$*" >&2; exit 2; }
 
@@ -20,10 +26,21 @@ list() {
 
 suite_of() {
 	local e
-	for e in "${RELEASES[@]}"; do
+	for e in "${RELEASES[@]}" "${SOURCE_RELEASES[@]}"; do
 		[ "${e%%:*}" = "$1" ] && { echo "${e#*:}"; return 0; }
 	done
-	die "Slurm $1 is not supported: choose one of $(list | paste -sd' ')"
+	die "Slurm $1 is not supported: choose one of $( (list; source_list) | paste -sd' ')"
+}
+
+source_list() {
+	local e
+	for e in "${SOURCE_RELEASES[@]}"; do echo "${e%%:*}"; done
+}
+
+# packaging_of REL: debian (the suite's own packages) or smd (SchedMD's, built from source).
+packaging_of() {
+	suite_of "$1" >/dev/null
+	if source_list | grep -qx "$1"; then echo smd; else echo debian; fi
 }
 
 # The host's suite from os-release. Debian unstable names itself with "sid" in PRETTY_NAME
@@ -46,8 +63,10 @@ host) host ;;
 suite) suite_of "${2:-$(host)}" ;;
 check) suite_of "${2:?release}" >/dev/null ;;
 list) list ;;
+source-list) source_list ;;
+packaging) packaging_of "${2:?release}" ;;
 *)
-	echo "usage: $0 host | suite [RELEASE] | check RELEASE | list" >&2
+	echo "usage: $0 host | suite [RELEASE] | check RELEASE | list | source-list | packaging RELEASE" >&2
 	exit 2
 	;;
 esac

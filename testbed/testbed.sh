@@ -5,6 +5,7 @@
 #   testbed.sh packages install the missing Debian packages
 #   testbed.sh package-list   print them but the browser's (testbed/container.sh builds its images with them)
 #   testbed.sh browser-package-list   print the browser's (a layer of their own in the images)
+#   testbed.sh other-package-list   print those but Slurm's own (an image of SchedMD's packages adds them)
 #   testbed.sh up       install missing packages, generate configs, start what is not running,
 #                       wait until every node is idle (idempotent); with bin/job_submit_pools.so
 #                       built, install it and enable JobSubmitPlugins=pools
@@ -42,7 +43,7 @@ own_dir() {
 	fi
 }
 case ${1:-} in
-packages | package-list | browser-package-list) ;;
+packages | package-list | other-package-list | browser-package-list) ;;
 *)
 	if [ "${1:-}" = up ] && [ "$(id -u)" -eq 0 ]; then
 		mkdir -p -m 0755 -- "$TESTBED_DIR"
@@ -85,7 +86,17 @@ export SLURMBRIDGE_BINDIR
 # python3 runs the elastic examples' synthetic trainer; python3-torch (Debian's CPU build) their
 # real torchrun job, train.py, whose workers meet in torchrun's c10d rendezvous. slurmrestd is
 # a route to slurmctld of its own, which the tests submit through as a user would.
-PACKAGES=(slurm-wlm slurmdbd slurmrestd munge mariadb-server libslurm-dev python3 python3-torch)
+OTHER_PACKAGES=(munge mariadb-server python3 python3-torch)
+# Slurm itself: Debian's packages, or SchedMD's (slurm-smd-*, built from source by
+# testbed/slurm-source.sh for the releases Debian does not ship) where those are installed.
+if dpkg-query -W -f='${Status}' slurm-smd 2>/dev/null | grep -q 'install ok installed'; then
+	SLURM_PACKAGING=smd
+	SLURM_PACKAGES=(slurm-smd slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd slurm-smd-slurmrestd slurm-smd-dev)
+else
+	SLURM_PACKAGING=debian
+	SLURM_PACKAGES=(slurm-wlm slurmdbd slurmrestd libslurm-dev)
+fi
+PACKAGES=("${SLURM_PACKAGES[@]}" "${OTHER_PACKAGES[@]}")
 # Headless Chromium loads quotad's cluster page in its browser test, with a font to draw it in.
 # Apart from PACKAGES so that the container images add them in a layer of their own.
 BROWSER_PACKAGES=(chromium fonts-dejavu-core)
@@ -167,6 +178,8 @@ install_packages() {
 
 ensure_users() {
 	local entry user
+	# Debian's packages create SlurmUser; SchedMD's do not (their units run as slurm all the same).
+	id -u slurm >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin slurm
 	for entry in "${PROJECTS[@]}"; do
 		user=${entry#*:}
 		id -u "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
@@ -275,9 +288,17 @@ install_spank() {
 	SPANK_SO=$dest
 }
 
+# slurm_plugin_dir is where the installed Slurm keeps its plugins: Debian's slurm-wlm directory,
+# or SchedMD's (/usr/lib/x86_64-linux-gnu/slurm).
+slurm_plugin_dir() {
+	local pkg=slurm-wlm-basic-plugins
+	[ "$SLURM_PACKAGING" = smd ] && pkg=slurm-smd
+	dirname "$(dpkg -L "$pkg" 2>/dev/null | grep '/select_cons_tres.so$' | head -n1)"
+}
+
 write_configs() {
 	COMM_PARAMS=$(comm_params)
-	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
+	SLURM_PLUGIN_DIR=$(slurm_plugin_dir)
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
 	install_plugin
 	install_spank
@@ -623,7 +644,7 @@ cmd_status() {
 
 # Installing packages needs no facts (and no Go yet).
 case ${1:-} in
-packages | package-list | browser-package-list) ;;
+packages | package-list | other-package-list | browser-package-list) ;;
 *) load_facts "${1:-}" ;;
 esac
 
@@ -633,6 +654,7 @@ packages)
 	install_packages
 	;;
 package-list) echo "${PACKAGES[@]}" ;;
+other-package-list) echo "${OTHER_PACKAGES[@]}" ;;
 browser-package-list) echo "${BROWSER_PACKAGES[@]}" ;;
 up) cmd_up ;;
 down) cmd_down ;;

@@ -82,7 +82,7 @@ add_users() {
 # Rendered at image build time: identical in every container, so slurmctld never sees a
 # config hash mismatch from a node.
 render_static() {
-	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/select_cons_tres.so$' | head -n1)")
+	SLURM_PLUGIN_DIR=$(dirname "$(dpkg -L slurm-wlm-basic-plugins slurm-smd 2>/dev/null | grep '/select_cons_tres.so$' | head -n1)")
 	[ -d "$SLURM_PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory"
 	JOB_SUBMIT_LINE="#JobSubmitPlugins=pools (job_submit_pools.so was not built)"
 	[ -f "$TESTBED_DIR/plugins/job_submit_pools.so" ] && JOB_SUBMIT_LINE=JobSubmitPlugins=pools
