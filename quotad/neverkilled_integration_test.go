@@ -12,10 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
-	"os/user"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,22 +65,14 @@ func (b *background) ended() bool {
 // gives its allocation back.
 func startAs(t *testing.T, c *testbed.Cluster, username, name string, args ...string) *background {
 	t.Helper()
-	u, err := user.Lookup(username)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	path, err := exec.LookPath(name)
+	cmd, err := c.UserCommand(username, name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	cmd := exec.Command(path, args...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = u.HomeDir, out, out
-	cmd.Env = append(c.Env(), "HOME="+u.HomeDir, "USER="+username, "LOGNAME="+username)
+	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that the end of the test stops salloc's command too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.SysProcAttr.Setpgid = true
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

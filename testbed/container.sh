@@ -48,36 +48,32 @@ command -v go >/dev/null || die "no go on PATH: the container builds with the ho
 SLURM_RELEASE=$RELEASE BASE_IMAGE=$BASE_IMAGE bash "$REPO_ROOT/docker/slurm-testbed/build-base.sh" >&2
 
 t0=$SECONDS
+context=$HERE/container
+packages=$(bash "$HERE/testbed.sh" package-list)
 if [ "$(bash "$HERE/release.sh" packaging "$RELEASE")" = smd ]; then
 	# SchedMD's packages, built from the pinned source (cached), installed from local files.
 	debs=$(bash "$HERE/slurm-source.sh" build "$RELEASE") || die "building Slurm $RELEASE's packages from source failed"
 	context=$(mktemp -d)
 	trap 'rm -rf "$context"' EXIT
 	install -d "$context/debs"
-	for p in slurm-smd slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd slurm-smd-slurmrestd slurm-smd-dev; do
+	for p in $(bash "$HERE/testbed.sh" smd-package-list); do
 		f=$(ls "$debs/${p}_"*.deb 2>/dev/null | head -n1)
 		[ -n "$f" ] || die "$debs holds no $p package"
 		cp "$f" "$context/debs/"
 	done
 	cp "$HERE/container/Dockerfile.smd" "$context/Dockerfile"
+	packages=$(bash "$HERE/testbed.sh" other-package-list)
 	say "image $IMAGE (Slurm $RELEASE from SchedMD's source, packages of $debs, on Debian $SUITE)"
-	docker build -q -t "$IMAGE" \
-		--build-arg BASE_IMAGE="$BASE_IMAGE" \
-		--build-arg DEBIAN_MIRROR="${DEBIAN_MIRROR:-}" \
-		--build-arg PACKAGES="$(bash "$HERE/testbed.sh" other-package-list)" \
-		--build-arg BROWSER_PACKAGES="$(bash "$HERE/testbed.sh" browser-package-list)" \
-		"$context" >/dev/null || die "building $IMAGE failed"
-	rm -rf "$context"
-	trap - EXIT
 else
 	say "image $IMAGE (Slurm $RELEASE from Debian $SUITE)"
-	docker build -q -t "$IMAGE" \
-		--build-arg BASE_IMAGE="$BASE_IMAGE" \
-		--build-arg DEBIAN_MIRROR="${DEBIAN_MIRROR:-}" \
-		--build-arg PACKAGES="$(bash "$HERE/testbed.sh" package-list)" \
-		--build-arg BROWSER_PACKAGES="$(bash "$HERE/testbed.sh" browser-package-list)" \
-		"$HERE/container" >/dev/null || die "building $IMAGE failed"
 fi
+docker build -q -t "$IMAGE" \
+	--build-arg BASE_IMAGE="$BASE_IMAGE" \
+	--build-arg DEBIAN_MIRROR="${DEBIAN_MIRROR:-}" \
+	--build-arg PACKAGES="$packages" \
+	--build-arg BROWSER_PACKAGES="$(bash "$HERE/testbed.sh" browser-package-list)" \
+	"$context" >/dev/null || die "building $IMAGE failed"
+[ "$context" = "$HERE/container" ] || { rm -rf "$context"; trap - EXIT; }
 say "image ready in $((SECONDS - t0))s: $(docker run --rm "$IMAGE" slurmctld -V)"
 
 [ "$PREPARE_ONLY" = 1 ] && exit 0

@@ -6,6 +6,7 @@
 #   testbed.sh package-list   print them but the browser's (testbed/container.sh builds its images with them)
 #   testbed.sh browser-package-list   print the browser's (a layer of their own in the images)
 #   testbed.sh other-package-list   print those but Slurm's own (an image of SchedMD's packages adds them)
+#   testbed.sh smd-package-list     print SchedMD's packages of Slurm the testbed runs on (such an image's)
 #   testbed.sh up       install missing packages, generate configs, start what is not running,
 #                       wait until every node is idle (idempotent); with bin/job_submit_pools.so
 #                       built, install it and enable JobSubmitPlugins=pools
@@ -43,7 +44,7 @@ own_dir() {
 	fi
 }
 case ${1:-} in
-packages | package-list | other-package-list | browser-package-list) ;;
+packages | package-list | other-package-list | smd-package-list | browser-package-list) ;;
 *)
 	if [ "${1:-}" = up ] && [ "$(id -u)" -eq 0 ]; then
 		mkdir -p -m 0755 -- "$TESTBED_DIR"
@@ -89,9 +90,10 @@ export SLURMBRIDGE_BINDIR
 OTHER_PACKAGES=(munge mariadb-server python3 python3-torch)
 # Slurm itself: Debian's packages, or SchedMD's (slurm-smd-*, built from source by
 # testbed/slurm-source.sh for the releases Debian does not ship) where those are installed.
+SMD_PACKAGES=(slurm-smd slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd slurm-smd-slurmrestd slurm-smd-dev)
 if dpkg-query -W -f='${Status}' slurm-smd 2>/dev/null | grep -q 'install ok installed'; then
 	SLURM_PACKAGING=smd
-	SLURM_PACKAGES=(slurm-smd slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd slurm-smd-slurmrestd slurm-smd-dev)
+	SLURM_PACKAGES=("${SMD_PACKAGES[@]}")
 else
 	SLURM_PACKAGING=debian
 	SLURM_PACKAGES=(slurm-wlm slurmdbd slurmrestd libslurm-dev)
@@ -644,7 +646,7 @@ cmd_status() {
 
 # Installing packages needs no facts (and no Go yet).
 case ${1:-} in
-packages | package-list | other-package-list | browser-package-list) ;;
+packages | package-list | other-package-list | smd-package-list | browser-package-list) ;;
 *) load_facts "${1:-}" ;;
 esac
 
@@ -655,6 +657,7 @@ packages)
 	;;
 package-list) echo "${PACKAGES[@]}" ;;
 other-package-list) echo "${OTHER_PACKAGES[@]}" ;;
+smd-package-list) echo "${SMD_PACKAGES[@]}" ;;
 browser-package-list) echo "${BROWSER_PACKAGES[@]}" ;;
 up) cmd_up ;;
 down) cmd_down ;;

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -176,6 +177,24 @@ func (c *Cluster) userRunner(username string) (slurm.ExecRunner, error) {
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 	env := mergeEnv(c.env, map[string]string{"HOME": u.HomeDir, "USER": username, "LOGNAME": username})
 	return slurm.ExecRunner{Env: env, Dir: u.HomeDir, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}, nil
+}
+
+// UserCommand is a command to run as username, in their home directory with the testbed's
+// environment and their HOME, USER and LOGNAME, for what a test starts and waits on itself (a
+// salloc that waits for its allocation, a user's slurmrestd).
+func (c *Cluster) UserCommand(username, name string, args ...string) (*exec.Cmd, error) {
+	r, err := c.userRunner(username)
+	if err != nil {
+		return nil, err
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir, cmd.Env = r.Dir, r.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.Credential}
+	return cmd, nil
 }
 
 // Submit runs `sbatch --parsable ARGS...` as username and returns the job id. Output goes to

@@ -504,17 +504,11 @@ func jobArg(plan *policy.Plan, arg string) (id uint32, isJob bool, err error) {
 	if err != nil {
 		return 0, false, nil
 	}
-	if isTask {
-		x, ok := plan.TaskExplanation(job, task)
-		if !ok {
-			return 0, true, noJobError(arg)
-		}
-		return x.JobID, true, nil
-	}
-	if _, ok := plan.Explanation(job); !ok {
+	id, ok := view.PlanJobID(plan, job, task, isTask)
+	if !ok {
 		return 0, true, noJobError(arg)
 	}
-	return job, true, nil
+	return id, true, nil
 }
 
 func noJobError(job string) error {

@@ -235,6 +235,18 @@ func PlanJob(plan *policy.Plan, id uint32) (Job, bool) {
 	return jobOf(x, move), true
 }
 
+// PlanJobID is the id of the plan's record for a job ParseJobName read: the job itself, or the
+// record that stands for the array task (its own, or its array's pending one); ok is false when
+// the plan has none.
+func PlanJobID(plan *policy.Plan, job, task uint32, isTask bool) (id uint32, ok bool) {
+	if isTask {
+		x, ok := plan.TaskExplanation(job, task)
+		return x.JobID, ok
+	}
+	_, ok = plan.Explanation(job)
+	return job, ok
+}
+
 func jobOf(x policy.JobExplanation, m *policy.JobMove) Job {
 	j := Job{JobID: x.JobID, Account: x.Account, User: x.User, State: string(x.State), Code: string(x.Code), Explanation: x.Text}
 	if m != nil {

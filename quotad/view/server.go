@@ -71,15 +71,7 @@ func Handler(v *View, authn auth.Authenticator) http.Handler {
 		if !ok {
 			return
 		}
-		id := job
-		if isTask {
-			x, ok := s.plan.TaskExplanation(job, task)
-			if ok {
-				id = x.JobID
-			} else {
-				id = 0 // no job has id 0: not found, below
-			}
-		}
+		id, _ := PlanJobID(s.plan, job, task, isTask) // 0 when none: no job has id 0, not found below
 		for _, j := range Jobs(s.plan) {
 			if j.JobID != id {
 				continue

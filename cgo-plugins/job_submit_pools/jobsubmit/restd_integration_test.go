@@ -10,13 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,21 +37,12 @@ func startRestd(t *testing.T, c *testbed.Cluster, username string) *restd {
 	t.Helper()
 	dir := testbed.SharedDir(t, "restd-it-", 0o777)
 	sock := filepath.Join(dir, "restd.sock")
-	u, err := user.Lookup(username)
+	cmd, err := c.UserCommand(username, "slurmrestd", "-a", "rest_auth/local", "unix:"+sock)
 	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	path, err := exec.LookPath("slurmrestd")
-	if err != nil {
-		t.Fatalf("no slurmrestd on PATH (testbed.sh packages installs it): %v", err)
+		t.Fatalf("slurmrestd as %s (testbed.sh packages installs it): %v", username, err)
 	}
 	var out bytes.Buffer
-	cmd := exec.Command(path, "-a", "rest_auth/local", "unix:"+sock)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &out, &out
-	cmd.Env = append(c.Env(), "HOME="+u.HomeDir, "USER="+username)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
