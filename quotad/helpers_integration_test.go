@@ -99,6 +99,25 @@ func queue(t *testing.T, c *testbed.Cluster, ids []string) map[string]jobRow {
 	return rows
 }
 
+// timeLimits is each job's time limit as squeue prints it (37:00, UNLIMITED), in every state.
+func timeLimits(t *testing.T, c *testbed.Cluster, ids []string) map[string]string {
+	t.Helper()
+	out, err := c.Runner().Run(ctxFor(t, 10*time.Second), "squeue", "--noheader", "--states=all", "--jobs="+strings.Join(ids, ","), "--format=%i %l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		if id, limit, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			limits[id] = limit
+		}
+	}
+	if len(limits) != len(ids) {
+		t.Fatalf("squeue lists the time limits of %d of %d jobs: %s", len(limits), len(ids), out)
+	}
+	return limits
+}
+
 // row is the queue's row of one job (the zero row when slurmctld no longer lists it).
 func row(t *testing.T, c *testbed.Cluster, id string) jobRow {
 	t.Helper()

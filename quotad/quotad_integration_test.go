@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -155,11 +156,24 @@ func preemptedIn(t *testing.T, c *testbed.Cluster, ids []string) []string {
 func TestBorrowReclaimReturn(t *testing.T) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
-	bob := submitN(t, c, "bob", 8)
+	// Every other job gives its own --time: a lend keeps it (on 25.05.6 and later 25.05, and
+	// 25.11.1 to .4, slurmctld would otherwise give it the borrow QOS's MaxWall: UNLIMITED).
+	var bob []string
+	for range 4 {
+		bob = append(bob, submitN(t, c, "bob", 1, "--time=37")...)
+		bob = append(bob, submitN(t, c, "bob", 1)...)
+	}
+	submitted := timeLimits(t, c, bob)
 	d := waitLent(t, c, bob, "guar-proj-b", 4, "borrow-proj-b", 4, 15*time.Second)
 	borrowedAt := time.Now()
 	t.Logf("scenario 1: all 8 of bob's jobs running (4 borrowed) %s after submission", d.Round(100*time.Millisecond))
 	inQuota, borrowers := splitBorrowers(t, c, bob, "borrow-proj-b")
+	if now := timeLimits(t, c, bob); !reflect.DeepEqual(now, submitted) {
+		t.Errorf("time limits changed: %v when submitted, %v with 4 lent (%v)", submitted, now, borrowers)
+	}
+	if n := strings.Count(fmt.Sprint(submitted), "37:00"); n != 4 {
+		t.Errorf("%d jobs with --time=37 show 37:00: %v", n, submitted)
+	}
 
 	alice := submitN(t, c, "alice", 4)
 	// Scenario 5: borrowers younger than PreemptExemptTime are not reclaimed.

@@ -14,7 +14,8 @@
 # network is needed inside but a Debian mirror for the image), the build cache is a volume per
 # release. The container is removed when the command ends, is interrupted or times out.
 #
-# Environment: DEBIAN_MIRROR (image build), CONTAINER_OUT (a host directory mounted at /out).
+# Environment: DEBIAN_MIRROR (image build), CONTAINER_OUT (a host directory mounted at /out),
+# SLURM_SOURCE_DIR (SchedMD's tarballs, default ../shared/slurm-source; mounted read-only).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -100,6 +101,13 @@ if [ -n "${CONTAINER_OUT:-}" ]; then
 fi
 # The lock the suites running side by side take around their CPU-heavy tests
 # (bridge/testbed.HeavyLockEnv): its directory is shared, so one flock spans them all.
+# SchedMD's source tarballs (../shared/slurm-source), read-only where the tree's ../shared would
+# be: the layout test regenerates job_record_layout.h's 25.x entries from them on every release.
+source_mount=()
+SOURCE_DIR=${SLURM_SOURCE_DIR:-$REPO_ROOT/../shared/slurm-source}
+if [ -d "$SOURCE_DIR" ]; then
+	source_mount=(-v "$(cd "$SOURCE_DIR" && pwd):/srv/shared/slurm-source:ro")
+fi
 heavy_lock=()
 if [ -n "${SLURMBRIDGE_HEAVY_LOCK:-}" ]; then
 	[ -d "$(dirname "$SLURMBRIDGE_HEAVY_LOCK")" ] || die "SLURMBRIDGE_HEAVY_LOCK=$SLURMBRIDGE_HEAVY_LOCK: no folder $(dirname "$SLURMBRIDGE_HEAVY_LOCK")"
@@ -125,7 +133,7 @@ tree | docker run --rm -i --init --name "$NAME" --hostname "$host" --add-host "$
 	-v "$GOROOT_DIR:/usr/local/go:ro" \
 	-v "$MODCACHE:/root/go/pkg/mod" \
 	-v "slurmbridge-gocache-$RELEASE:/root/.cache/go-build" \
-	"${out_mount[@]}" "${heavy_lock[@]}" \
+	"${out_mount[@]}" "${source_mount[@]}" "${heavy_lock[@]}" \
 	-e CI="${CI:-}" -e SLURM_RELEASE="$RELEASE" -e SLURMBRIDGE_TEST_PATIENCE="${SLURMBRIDGE_TEST_PATIENCE:-}" \
 	"$IMAGE" bash -c 'set -e; install -d -m 0755 /srv/slurmbridge; tar -xf - -C /srv/slurmbridge; cd /srv/slurmbridge; exec "$@"' \
 	container "$@"

@@ -41,6 +41,7 @@ func NewClient(r Runner) Client {
 type learnedRelease struct {
 	mu      sync.Mutex
 	release Release
+	version Version
 }
 
 // SlurmRelease is the release of the Slurm commands the fetcher runs.
@@ -65,8 +66,45 @@ func (f Client) SlurmRelease(ctx context.Context) (Release, error) {
 	}
 	if f.learned != nil {
 		f.learned.release = rel
+		if v, err := ParseMicroVersion(strings.Fields(string(out))[1]); err == nil {
+			f.learned.version = v
+		}
 	}
 	return rel, nil
+}
+
+// SlurmVersion is the version, to its micro release, of the Slurm commands the fetcher runs
+// (`sinfo --version`, learned once like SlurmRelease). With Release set (tests) it is that
+// release's micro 0.
+func (f Client) SlurmVersion(ctx context.Context) (Version, error) {
+	if f.Release != (Release{}) {
+		return Version{Release: f.Release}, nil
+	}
+	if f.learned != nil {
+		f.learned.mu.Lock()
+		v := f.learned.version
+		f.learned.mu.Unlock()
+		if v != (Version{}) {
+			return v, nil
+		}
+	}
+	out, err := f.Runner.Run(ctx, "sinfo", "--version")
+	if err != nil {
+		return Version{}, fmt.Errorf("learning the Slurm version: %w", err)
+	}
+	if _, err := ParseVersion(string(out)); err != nil {
+		return Version{}, fmt.Errorf("learning the Slurm version from sinfo --version: %w", err)
+	}
+	v, err := ParseMicroVersion(strings.Fields(string(out))[1])
+	if err != nil {
+		return Version{}, fmt.Errorf("learning the Slurm version from sinfo --version: %w", err)
+	}
+	if f.learned != nil {
+		f.learned.mu.Lock()
+		f.learned.release, f.learned.version = v.Release, v
+		f.learned.mu.Unlock()
+	}
+	return v, nil
 }
 
 // SlurmctldOnDisk is the version of the slurmctld binary on this host ("26.05.5", from

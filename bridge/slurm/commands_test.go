@@ -140,7 +140,7 @@ func TestClientCommandLines(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &scriptRunner{out: tt.out}
-			if err := tt.call(Client{Runner: r}); err != nil {
+			if err := tt.call(Client{Runner: r, Release: Release{24, 11}}); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(r.calls, tt.want) {

@@ -85,6 +85,9 @@ type Job struct {
 	// "gpu:a100:1(IDX:0)" or "gpu:a100:2(IDX:0-1)".
 	GresDetail []string
 	TimeLimit  uint32 // minutes; 0 when unlimited or unknown
+	// TimeLimitUnknown says Slurm reported no time limit (squeue's NOT_SET or INVALID):
+	// TimeLimit 0 then is not UNLIMITED. Only TimeLimitFields reads it.
+	TimeLimitUnknown bool
 	// StdOut is the batch script's standard output: expanded (/tmp/slurm-12.out) on 24.11 and,
 	// through stdout_expanded, from 25.05; 22.05 prints the pattern as submitted
 	// (/tmp/slurm-%j.out). Its directory is the same either way.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -72,6 +73,10 @@ const (
 	// whose jobs may be lent (the guaranteed ones): a task quotad lent waits in a borrow QOS
 	// and is left out. Any line that does not parse fails the read.
 	ThrottleFields
+	// TimeLimitFields are PrintedID, ID and TimeLimit (TimeLimitUnknown where Slurm reports none):
+	// a line per job and per pending array task ("12_3"), not folded back by record, for the
+	// jobs a daemon is about to move to another QOS (QOSUpdateResetsTimeLimit).
+	TimeLimitFields
 	// SummaryFields are what a person checks of a few jobs (by id, name or user): ID,
 	// PrintedID, User, Account, QOS, Partition, the state, StateReason, Nodes and Name. One
 	// line per record, as squeue prints it without --array.
@@ -141,7 +146,7 @@ func QueueArgs(r QueueRead) []string {
 	if format.everyPartition {
 		args = append(args, "--all")
 	}
-	if format.perTask {
+	if format.perTask || format.taskLines {
 		args = append(args, "--array")
 	}
 	args = append(args, "--noheader")
@@ -185,6 +190,7 @@ type textFormat struct {
 	fields         []textField
 	everyPartition bool // --all: hidden partitions' jobs too
 	perTask        bool // --array: a line per pending array task, folded back by record
+	taskLines      bool // --array, each task's line a Job of its own
 	pendingOnly    bool // --states=PENDING
 	byQOS          bool // reads only the QOS it is given; none, no read
 	skipBad        bool // a line that does not parse is skipped (the names only explain)
@@ -317,6 +323,24 @@ var (
 		l.job.NodeCount = uint32(nodes)
 		return nil
 	}}
+	// TimeLimit is "UNLIMITED", "NOT_SET" (a job with neither a limit of its own nor a
+	// partition), "INVALID" (over a year) or [days-][hours:]minutes:seconds, as squeue prints
+	// it on every supported release.
+	timeLimitField = textField{"TimeLimit", func(l *textLine, v string) error {
+		switch v {
+		case "UNLIMITED":
+			l.job.TimeLimit = 0
+		case "NOT_SET", "INVALID":
+			l.job.TimeLimitUnknown = true
+		default:
+			minutes, err := parseDuration(v)
+			if err != nil {
+				return fmt.Errorf("TimeLimit %q: %w", v, err)
+			}
+			l.job.TimeLimit = minutes
+		}
+		return nil
+	}}
 	nodesField = textField{"NodeList", func(l *textLine, v string) error { l.job.Nodes = orEmpty(v); return nil }}
 	// The tres-per-* fields print "N/A" when unset; hidden (but accepted) from 23.02.
 	tresPerNodeField   = textField{"tres-per-node", func(l *textLine, v string) error { l.job.TRESPerNode = orEmpty(v); return nil }}
@@ -381,6 +405,10 @@ var textFormats = map[JobFields]*textFormat{
 	ThrottleFields: {
 		fields:         []textField{arrayJobIDField, arrayThrottleField},
 		everyPartition: true, pendingOnly: true, byQOS: true, skipBlank: true, env: throttleEnv,
+	},
+	TimeLimitFields: {
+		fields:         []textField{printedIDField, jobIDField, timeLimitField},
+		everyPartition: true, taskLines: true, pendingOnly: true, skipBlank: true, env: QueueEnv,
 	},
 	SummaryFields: {
 		fields: []textField{jobIDField, printedIDField, userField, accountField, qosField, partitionField, stateField,
@@ -645,6 +673,35 @@ func orEmpty(s string) string {
 // parseQueueTime reads a time squeue printed with SLURM_TIME_FORMAT=%s; Slurm's default
 // format (2006-01-02T15:04:05, local time) is read too, for a runner that cannot set the
 // variable. N/A, Unknown and None are the zero time.
+// parseDuration reads squeue's [days-][hours:]minutes:seconds as whole minutes.
+func parseDuration(s string) (uint32, error) {
+	var days uint64
+	if d, rest, ok := strings.Cut(s, "-"); ok {
+		n, err := strconv.ParseUint(d, 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("days %q", d)
+		}
+		days, s = n, rest
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, errors.New("want [days-][hours:]minutes:seconds")
+	}
+	var secs uint64
+	for i, p := range parts {
+		n, err := strconv.ParseUint(p, 10, 32)
+		if err != nil || i > 0 && n >= 60 {
+			return 0, fmt.Errorf("part %q", p)
+		}
+		secs = secs*60 + n
+	}
+	total := days*86400 + secs
+	if total%60 != 0 || total/60 > math.MaxUint32 {
+		return 0, errors.New("not whole minutes")
+	}
+	return uint32(total / 60), nil
+}
+
 func parseQueueTime(s string) (time.Time, error) {
 	switch s {
 	case "N/A", "Unknown", "None":

@@ -71,6 +71,21 @@ func VersionOfNumber(n uint32) Version {
 	return Version{Release: Release{Year: int(n >> 16 & 0xff), Month: int(n >> 8 & 0xff)}, Micro: int(n & 0xff)}
 }
 
+// QOSUpdateResetsTimeLimit reports whether `scontrol update jobid=N qos=X` that names no time
+// limit gives a pending job X's MaxWall as its time limit (UNLIMITED where X has none),
+// whatever the job's --time: slurmctld's _update_job in 25.05.6 and later 25.05 releases, and
+// in 25.11.1 to 25.11.4 (reverted in 25.11.5; never in 24.11 or 26.05). A daemon that moves a
+// job between QOS names its time limit there.
+func (v Version) QOSUpdateResetsTimeLimit() bool {
+	switch v.Release {
+	case Release{25, 5}:
+		return v.Micro >= 6
+	case Release{25, 11}:
+		return v.Micro >= 1 && v.Micro <= 4
+	}
+	return false
+}
+
 // ParseMicroVersion reads "22.05.8" (a pre-release suffix, "22.05.0-0rc1", does not count):
 // what slurmctld reports as SLURM_VERSION and the packages install.
 func ParseMicroVersion(v string) (Version, error) {

@@ -92,33 +92,127 @@ const MaxIDsPerUpdate = 1000
 // goes on after a failure, naming it on stderr; failed maps each id it named (or whose outcome
 // a failed run left unknown) to what it said. err is set only when no run could be made
 // (ctx ended); the moves made before are in the result's complement.
+//
+// A move never changes a job's time limit: where slurmctld would replace it with the QOS's
+// MaxWall (Version.QOSUpdateResetsTimeLimit, or a release that cannot be learned), each job's
+// limit is read just before and named in the update, one run per distinct limit.
 func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (failed map[string]string, err error) {
-	failed = map[string]string{}
-	for start := 0; start < len(ids); start += MaxIDsPerUpdate {
-		if err := ctx.Err(); err != nil {
-			for _, id := range ids[start:] {
-				failed[id] = "not tried: " + err.Error()
+	groups, failed := c.groupByTimeLimit(ctx, ids)
+	for gi, g := range groups {
+		for start := 0; start < len(g.ids); start += MaxIDsPerUpdate {
+			if err := ctx.Err(); err != nil {
+				for _, id := range g.ids[start:] {
+					failed[id] = "not tried: " + err.Error()
+				}
+				for _, later := range groups[gi+1:] {
+					for _, id := range later.ids {
+						failed[id] = "not tried: " + err.Error()
+					}
+				}
+				return failed, err
 			}
-			return failed, err
-		}
-		batch := ids[start:min(start+MaxIDsPerUpdate, len(ids))]
-		_, runErr := c.Runner.Run(ctx, "scontrol", "update", "jobid="+strings.Join(batch, ","), "qos="+qos)
-		for id, msg := range UpdateFailures(batch, runErr) {
-			failed[id] = msg
+			batch := g.ids[start:min(start+MaxIDsPerUpdate, len(g.ids))]
+			args := []string{"update", "jobid=" + strings.Join(batch, ","), "qos=" + qos}
+			if g.limit != "" {
+				args = append(args, "timelimit="+g.limit)
+			}
+			_, runErr := c.Runner.Run(ctx, "scontrol", args...)
+			for id, msg := range UpdateFailures(batch, runErr) {
+				failed[id] = msg
+			}
 		}
 	}
 	return failed, nil
+}
+
+// timeLimitGroup is the jobs of one QOS update and the time limit it names ("" none).
+type timeLimitGroup struct {
+	limit string
+	ids   []string
+}
+
+// groupByTimeLimit splits ids by the time limit a QOS update of them must name: one group
+// naming none where this release keeps a job's limit across a QOS update; else one group per
+// limit, read now. failed holds the ids it will not move: their limit could not be read, or
+// Slurm reports none (NOT_SET, INVALID), which the update could not keep. A job squeue no
+// longer lists as pending goes into the update without a limit: scontrol refuses it anyway
+// (a QOS changes only while a job is pending) and says why.
+func (c Client) groupByTimeLimit(ctx context.Context, ids []string) ([]timeLimitGroup, map[string]string) {
+	failed := map[string]string{}
+	if len(ids) == 0 {
+		return nil, failed
+	}
+	v, err := c.SlurmVersion(ctx)
+	if err == nil && !v.QOSUpdateResetsTimeLimit() {
+		return []timeLimitGroup{{ids: ids}}, failed
+	}
+	why := "Slurm " + v.String() + " replaces a job's time limit with its new QOS's MaxWall"
+	if err != nil {
+		why = "this Slurm's version is unknown (" + err.Error() + "), and some replace a job's time limit with its new QOS's MaxWall"
+	}
+	byPrinted, byRecord, unknown := map[string]string{}, map[string]string{}, map[string]bool{}
+	for start := 0; start < len(ids); start += MaxIDsPerUpdate {
+		batch := ids[start:min(start+MaxIDsPerUpdate, len(ids))]
+		jobs, err := c.Queue(ctx, QueueRead{Fields: TimeLimitFields, JobIDs: batch})
+		if err != nil {
+			for _, id := range ids {
+				failed[id] = "not moved: " + why + ", and reading its time limit failed: " + err.Error()
+			}
+			return nil, failed
+		}
+		for _, j := range jobs {
+			limit := TimeLimitArg(j.TimeLimit)
+			if j.TimeLimitUnknown {
+				limit, unknown[j.PrintedID] = "", true
+			}
+			byPrinted[j.PrintedID] = limit
+			byRecord[formatID(j.ID)] = limit
+		}
+	}
+	var groups []timeLimitGroup
+	at := map[string]int{}
+	for _, id := range ids {
+		limit, ok := byPrinted[id]
+		if !ok {
+			limit = byRecord[id]
+		}
+		if unknown[id] {
+			failed[id] = "not moved: " + why + ", and Slurm reports no time limit of it to keep (NOT_SET or INVALID)"
+			continue
+		}
+		i, seen := at[limit]
+		if !seen {
+			i = len(groups)
+			at[limit] = i
+			groups = append(groups, timeLimitGroup{limit: limit})
+		}
+		groups[i].ids = append(groups[i].ids, id)
+	}
+	return groups, failed
+}
+
+// TimeLimitArg is a time limit in minutes (0 unlimited) as scontrol's timelimit= takes it.
+func TimeLimitArg(minutes uint32) string {
+	if minutes == 0 {
+		return "UNLIMITED"
+	}
+	return strconv.FormatUint(uint64(minutes), 10)
 }
 
 // LendJob moves one pending job, submitted to start later (--begin), into qos and lets it start
 // now: how a privileged daemon (elasticd, for a worker it submitted as its owner) lends a job
 // that its user may not put into a lending QOS. Not --hold: slurmctld skips its test of whether
 // the nodes could ever run a held job, and a worker no pool can run must be refused at sbatch.
-// A job that cannot be moved keeps its begin time and starts then where it was submitted.
+// A job that cannot be moved keeps its begin time and starts then where it was submitted. The
+// move keeps the job's time limit, as UpdateJobsQOS does.
 func (c Client) LendJob(ctx context.Context, jobID uint32, qos string) error {
 	id := formatID(jobID)
-	if _, err := c.Runner.Run(ctx, "scontrol", "update", "jobid="+id, "qos="+qos); err != nil {
+	failed, err := c.UpdateJobsQOS(ctx, []string{id}, qos)
+	if err != nil {
 		return fmt.Errorf("moving job %s to QOS %s: %w", id, qos, err)
+	}
+	if why, bad := failed[id]; bad {
+		return fmt.Errorf("moving job %s to QOS %s: %s", id, qos, why)
 	}
 	if _, err := c.Runner.Run(ctx, "scontrol", "update", "jobid="+id, "starttime=now"); err != nil {
 		return fmt.Errorf("starting job %s now: %w", id, err)

@@ -60,7 +60,7 @@ func TestApplyArgvAndAudit(t *testing.T) {
 	}
 	r := &recordingRunner{}
 	audit := &auditLog{}
-	a := &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Actor: "test", Cluster: "testbed", Log: zerolog.Nop()}
+	a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Audit: audit, Actor: "test", Cluster: "testbed", Log: zerolog.Nop()}
 	res, err := a.Apply(context.Background(), plan)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		QOS:   []policy.QOSChange{{Name: "borrow", Create: true}},
 		Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}},
 	}
-	a := &Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}
+	a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop()}
 	if _, err := a.Apply(context.Background(), plan); err == nil {
 		t.Fatal("no error from a failed sacctmgr")
 	}
@@ -135,7 +135,7 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 	}}
 	plan = &policy.Plan{Acting: true, Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 1, To: "borrow"}, {Kind: policy.Lend, JobID: 2, To: "borrow"}, {Kind: policy.Lend, JobID: 3, To: "borrow"}}}
 	audit := &auditLog{}
-	a = &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Log: zerolog.Nop()}
+	a = &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Audit: audit, Log: zerolog.Nop()}
 	res, err := a.Apply(context.Background(), plan)
 	if err == nil || res.Lends != 2 || len(r.calls) != 1 || len(res.MoveFailures) != 1 || !strings.Contains(res.MoveFailures[0], "job 1 ") {
 		t.Errorf("a failed move must not stop the others: res %+v err %v calls %v", res, err, r.calls)
@@ -151,13 +151,13 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 		}
 		return nil
 	}}
-	a = &Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}
+	a = &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop()}
 	if res, err := a.Apply(context.Background(), plan); err == nil || res.Lends != 0 || len(res.MoveFailures) != 3 {
 		t.Errorf("unexplained failure: res %+v err %v", res, err)
 	}
 
 	r = &recordingRunner{}
-	if _, err := (&Actuator{Slurm: slurm.Client{Runner: r}, Log: zerolog.Nop()}).Apply(context.Background(), &policy.Plan{Acting: false, Moves: plan.Moves}); err != nil || len(r.calls) != 0 {
+	if _, err := (&Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop()}).Apply(context.Background(), &policy.Plan{Acting: false, Moves: plan.Moves}); err != nil || len(r.calls) != 0 {
 		t.Errorf("a plan that does not act ran %v (err %v)", r.calls, err)
 	}
 }
@@ -168,7 +168,7 @@ func TestApplyCountsSubAccountMovesForTheirProject(t *testing.T) {
 		{Kind: policy.Lend, JobID: 2, Account: "proj-a", Project: "proj-a", To: "borrow"},
 		{Kind: policy.Return, JobID: 3, Account: "team-a1", Project: "proj-a", To: "guar-proj-a"},
 	}}
-	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop()}
+	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop()}
 	res, err := a.Apply(context.Background(), plan)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestApplyStopsAtTheFirstFailedFenceCheck(t *testing.T) {
 			r := &recordingRunner{}
 			audit := &auditLog{}
 			fence := &countingFence{held: tc.held}
-			a := &Actuator{Slurm: slurm.Client{Runner: r}, Audit: audit, Log: zerolog.Nop(), Fence: fence}
+			a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Audit: audit, Log: zerolog.Nop(), Fence: fence}
 			res, err := a.Apply(context.Background(), plan)
 			if len(r.calls) != tc.wantCalls || res.Lends != tc.wantLends || res.Returns != tc.wantReturns || len(audit.entries) != tc.wantAudit {
 				t.Fatalf("ran %d commands (%v), %d lends, %d returns, %d audit rows; want %d, %d, %d, %d", len(r.calls), r.calls, res.Lends, res.Returns, len(audit.entries), tc.wantCalls, tc.wantLends, tc.wantReturns, tc.wantAudit)
@@ -242,7 +242,7 @@ func TestApplyStepDelayWaitsBetweenActionsOnly(t *testing.T) {
 		{Kind: policy.Return, JobID: 41, From: "borrow", To: "guar-proj-b"},
 		{Kind: policy.Lend, JobID: 42, From: "guar-proj-b", To: "borrow"},
 	}}
-	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}}, Log: zerolog.Nop(), StepDelay: 200 * time.Millisecond}
+	a := &Actuator{Slurm: slurm.Client{Runner: &recordingRunner{}, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop(), StepDelay: 200 * time.Millisecond}
 	start := time.Now()
 	if _, err := a.Apply(context.Background(), plan); err != nil {
 		t.Fatal(err)
