@@ -96,7 +96,7 @@ func pluginForInstalled(p PluginFacts, onDisk string) []Verdict {
 		return nil
 	}
 	if p.Info.BuiltFor() == next {
-		return []Verdict{ok("plugin", "%s built for Slurm %s, as the installed slurmctld", p.Path, onDisk)}
+		return []Verdict{ok("plugin", "%s built for Slurm %s, as the installed slurmctld", p.Path, onDisk), jobRecordLayout(p)}
 	}
 	return []Verdict{problem("plugin", "install the slurmbridge-controller package built for Slurm "+onDisk+" (docs/operations.md, Upgrade Slurm)",
 		"%s is built for Slurm %s, but the installed slurmctld is %s: slurmctld refuses the plugin when it starts",
@@ -144,7 +144,33 @@ func plugin(conf slurm.Config, p PluginFacts, onDisk string) []Verdict {
 			"%s was built for Slurm %s but slurmctld runs %s: slurmctld refuses to load it (the version must match to the micro release)",
 			p.Path, p.Info.BuiltFor(), running))
 	}
-	return append(vs, ok("plugin", "%s built for Slurm %s, as slurmctld runs", p.Path, running))
+	return append(vs, ok("plugin", "%s built for Slurm %s, as slurmctld runs", p.Path, running), jobRecordLayout(p))
+}
+
+// jobRecordLayout: job_modify judges an update of a job against the job as slurmctld holds it
+// (its account, QOS, GPUs, hetjob) by reading slurmctld's job record, whose layout the plugin
+// knows per micro release (job_record_layout.h). For a release the table lacks it can judge an
+// update only by the update's own fields, the weaker check: the site learns it here, before
+// slurmctld loads the plugin, and in slurmctld's log when it does.
+func jobRecordLayout(p PluginFacts) Verdict {
+	v := p.Info.BuiltFor()
+	switch {
+	case !p.Info.HasLayoutTable:
+		return problem("job record", "install the slurmbridge-controller package of this slurmbridge release, or rebuild the plugin from it (make plugin && sudo make install-plugin)",
+			"%s exports no job-record table (pools_job_layout_releases): it is an older build, and doctor cannot tell whether its update checks read the job record of Slurm %s", p.Path, v)
+	case p.Info.ReadsJobRecordOf(v):
+		return ok("job record", "%s reads slurmctld's job record of Slurm %s (job_record_layout.h): updates are checked against the job as Slurm holds it", p.Path, v)
+	}
+	return problem("job record", "add Slurm "+v.String()+" to job_record_layout.h (docs/adding-a-release.md: one command derives its entry from the release's source), rebuild and reinstall the plugin",
+		"%s is built for Slurm %s, which job_record_layout.h lacks (it has %s): job_modify cannot read the job record and judges each scontrol update by the update's own fields, the weaker check", p.Path, v, versionList(p.Info.LayoutReleases))
+}
+
+func versionList(vs []slurm.Version) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // poolsFile is poolctl validate's verdict on the pools file, so doctor and validate never

@@ -41,7 +41,8 @@ func healthy(t *testing.T) Facts {
 		Now:    now,
 		Config: conf,
 		Plugin: PluginFacts{Dirs: []string{"/plugins"}, Path: "/plugins/" + PluginFile,
-			Info: PluginInfo{Type: "job_submit/pools", Version: 0x160508}},
+			Info: PluginInfo{Type: "job_submit/pools", Version: 0x160508, HasLayoutTable: true,
+				LayoutReleases: []slurm.Version{slurm.VersionOfNumber(0x160508), slurm.VersionOfNumber(0x180b05)}}},
 		SlurmctldOnDisk: "22.05.8",
 		Pools:           readPools(t, testbedPools),
 		Nodes:           nodes,
@@ -94,6 +95,7 @@ func TestHealthyFactsHaveNoProblems(t *testing.T) {
 	got := verdictLines(vs)
 	want := `ok       slurmctld   Slurm 22.05.8, cluster testbed
 ok       plugin      /plugins/job_submit_pools.so built for Slurm 22.05.8, as slurmctld runs
+ok       job record  /plugins/job_submit_pools.so reads slurmctld's job record of Slurm 22.05.8 (job_record_layout.h): updates are checked against the job as Slurm holds it
 ok       pools       pools.yaml: OK, 4 pools match the cluster
 ok       preemption  PreemptType=preempt/qos, PreemptMode=REQUEUE, JobRequeue=1
 ok       accounting  slurmdbd, enforce associations,limits,qos,safe, TRES gres/gpu,gres/gpu:a100,gres/gpu:v100
@@ -252,6 +254,12 @@ func TestJudge(t *testing.T) {
 		{"a password file others can read", func(f *Facts) {
 			f.Credentials.Err = errors.New("database password file /etc/slurmbridge/db-password has mode 0640: it must be readable by its owner only")
 		}, []string{"credentials: database password file /etc/slurmbridge/db-password has mode 0640 | chown root:root /etc/slurmbridge/db-password && chmod 600 /etc/slurmbridge/db-password"}},
+		{"a micro release the job-record table lacks", func(f *Facts) {
+			f.Plugin.Info.LayoutReleases = []slurm.Version{slurm.VersionOfNumber(0x160507)}
+		}, []string{"job record: built for Slurm 22.05.8, which job_record_layout.h lacks (it has 22.05.7) | docs/adding-a-release.md"}},
+		{"a plugin without a job-record table", func(f *Facts) {
+			f.Plugin.Info.LayoutReleases, f.Plugin.Info.HasLayoutTable = nil, false
+		}, []string{"job record: exports no job-record table | install the slurmbridge-controller package"}},
 		{"a password file doctor may not read", func(f *Facts) {
 			f.Credentials.Err = fmt.Errorf("database password file: %w", &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrPermission})
 		}, []string{"credentials: database password file: open /x: permission denied | run doctor as root"}},

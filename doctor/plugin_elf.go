@@ -18,6 +18,21 @@ type PluginInfo struct {
 	// VersionOffset is where the 4 bytes of plugin_version lie in the file, in ByteOrder.
 	VersionOffset int64
 	ByteOrder     binary.ByteOrder
+	// LayoutReleases are the releases whose job record job_modify's checks can read
+	// (pools_job_layout_releases, job_record_layout.h); HasLayoutTable is false for a plugin
+	// that exports no such table (another plugin, or an older slurmbridge's).
+	LayoutReleases []slurm.Version
+	HasLayoutTable bool
+}
+
+// ReadsJobRecordOf reports whether job_modify's checks can read the job record of Slurm v.
+func (i PluginInfo) ReadsJobRecordOf(v slurm.Version) bool {
+	for _, r := range i.LayoutReleases {
+		if r == v {
+			return true
+		}
+	}
+	return false
 }
 
 // BuiltFor is the Slurm version the plugin was built for, the only one whose slurmctld loads it.
@@ -55,6 +70,15 @@ func PluginInfoOf(r io.ReaderAt, path string) (PluginInfo, error) {
 			}
 			info.Version, info.VersionOffset, info.ByteOrder = f.ByteOrder.Uint32(b), off, f.ByteOrder
 			haveVersion = true
+		case "pools_job_layout_releases":
+			b, _, err := symbolBytes(f, s)
+			if err != nil || len(b)%4 != 0 {
+				return PluginInfo{}, fmt.Errorf("%s: pools_job_layout_releases: not an array of uint32 (%v)", path, err)
+			}
+			for k := 0; k < len(b); k += 4 {
+				info.LayoutReleases = append(info.LayoutReleases, slurm.VersionOfNumber(f.ByteOrder.Uint32(b[k:])))
+			}
+			info.HasLayoutTable = true
 		}
 	}
 	if !haveType || !haveVersion {

@@ -20,11 +20,20 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
-// buildPlugin compiles a stand-in Slurm plugin with the given data symbols.
-func buildPlugin(t *testing.T, path, typ string, version uint32) {
+// buildPlugin compiles a stand-in Slurm plugin with the given data symbols: its job-record
+// table lists layouts, or its own version when none are given.
+func buildPlugin(t *testing.T, path, typ string, version uint32, layouts ...uint32) {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), "plugin.c")
-	code := fmt.Sprintf("#include <stdint.h>\nconst char plugin_name[] = \"test\";\nconst char plugin_type[] = %q;\nconst uint32_t plugin_version = %#x;\nint init(void) { return 0; }\n", typ, version)
+	if len(layouts) == 0 {
+		layouts = []uint32{version}
+	}
+	var table []string
+	for _, l := range layouts {
+		table = append(table, fmt.Sprintf("%#x", l))
+	}
+	code := fmt.Sprintf("#include <stdint.h>\nconst char plugin_name[] = \"test\";\nconst char plugin_type[] = %q;\nconst uint32_t plugin_version = %#x;\nconst uint32_t pools_job_layout_releases[] = { %s };\nint init(void) { return 0; }\n",
+		typ, version, strings.Join(table, ", "))
 	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@
 #                                    prints the cache directory that holds them
 #   slurm-source.sh path RELEASE     the cache directory of a finished build (exit 1: none)
 #
-# A build goes to $SLURM_SMD_CACHE/VERSION-SHA12/ (SHA12: the tarball's sha256, first 12 hex),
+# A build goes to $SLURM_SMD_CACHE/VERSION-SHA12-RECIPE/ (SHA12: the tarball's sha256, first
+# 12 hex; RECIPE below),
 # whole or not at all: the stamp file `.complete` is written last. The build image
 # (slurmbridge/slurm-smd-build:trixie, testbed/slurm-source/Dockerfile) holds every release's
 # Build-Depends and is kept; its base comes from docker/slurm-testbed/build-base.sh.
@@ -24,6 +25,14 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HERE/.." && pwd)
+
+# One change to SchedMD's debian/rules, the only one: configure gets --enable-multiple-slurmd,
+# which Debian's own packages of 22.05, 24.11 and 26.05 are built with, so that the testbed runs
+# its seven nodes' slurmd on one host as it does on those (without it slurmd refuses a second
+# node of one NodeHostName). A site's slurmd, one per host, runs the same either way. RECIPE
+# names this recipe in the cache key: a change here builds anew.
+RECIPE=multislurmd1
+MULTIPLE_SLURMD_FLAG=--enable-multiple-slurmd
 
 # RELEASE VERSION TARBALL SHA256, from ../shared/slurm-source/README.md.
 TABLE=(
@@ -53,7 +62,7 @@ lookup() {
 	for e in "${TABLE[@]}"; do
 		read -r rel VERSION TARBALL SHA256 <<<"$e"
 		if [ "$rel" = "$1" ]; then
-			KEY=$VERSION-${SHA256:0:12}
+			KEY=$VERSION-${SHA256:0:12}-$RECIPE
 			return 0
 		fi
 	done
@@ -154,7 +163,7 @@ build() {
 	docker run --rm --name "$NAME" "${CPU_SHARES[@]}" \
 		-v "$SOURCE_DIR/$TARBALL:/src/$TARBALL:ro" -v "$WORK:/work" \
 		-e DEB_BUILD_OPTIONS="nocheck parallel=$JOBS" -e TARBALL="$TARBALL" -e VERSION="$VERSION" \
-		-e NICE="$NICE" \
+		-e NICE="$NICE" -e FLAG="$MULTIPLE_SLURMD_FLAG" \
 		"$IMAGE" bash -c '
 			set -euo pipefail
 			mkdir /work/src
@@ -162,6 +171,10 @@ build() {
 			cd "/work/src/slurm-$VERSION"
 			v=$(dpkg-parsechangelog -S Version)
 			case $v in "$VERSION"-*) ;; *) echo "debian/changelog says $v, not $VERSION" >&2; exit 1 ;; esac
+			grep -q -- "dh_auto_configure -- --sysconfdir=/etc/slurm " debian/rules ||
+				{ echo "debian/rules: no dh_auto_configure line to add $FLAG to" >&2; exit 1; }
+			sed -i "s|dh_auto_configure -- --sysconfdir=/etc/slurm |dh_auto_configure -- --sysconfdir=/etc/slurm $FLAG |" debian/rules
+			grep -q -- "$FLAG" debian/rules || { echo "debian/rules: adding $FLAG failed" >&2; exit 1; }
 			$NICE dpkg-buildpackage -b -uc -us
 			cd /work/src
 			cp -v -- *.deb *.buildinfo *.changes /work/out/

@@ -10,6 +10,14 @@
 
 #define NO_VAL_32 0xfffffffeu
 
+/* The table's releases, exported for slurmbridge-doctor, which reads them from this file
+ * without loading it: a micro release the table lacks is said before slurmctld loads us. */
+__attribute__((visibility("default"), used))
+const uint32_t pools_job_layout_releases[] = { POOLS_JOB_LAYOUT_RELEASES };
+_Static_assert(sizeof(pools_job_layout_releases) / sizeof(pools_job_layout_releases[0]) ==
+		       sizeof(pools_job_layouts) / sizeof(pools_job_layouts[0]),
+	       "POOLS_JOB_LAYOUT_RELEASES must list every entry of pools_job_layouts");
+
 const struct pools_job_layout *pools_job_layout_for(int major, int minor, int micro)
 {
 #if defined(__x86_64__)

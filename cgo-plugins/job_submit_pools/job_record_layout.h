@@ -163,4 +163,11 @@ static const struct pools_job_layout pools_job_layouts[] = {
 	  { 4, 2 }, },
 };
 
+/* The table's releases as SLURM_VERSION_NUMBER, in its order: the plugin exports them
+ * (pools_job_layout_releases), and slurmbridge-doctor reads them from the plugin's file. */
+#define POOLS_JOB_LAYOUT_RELEASES \
+	0x160508, 0x180b05, 0x190500, 0x190501, 0x190502, 0x190503, 0x190504, 0x190505, \
+	0x190506, 0x190507, 0x190508, 0x190b00, 0x190b01, 0x190b02, 0x190b03, 0x190b04, \
+	0x190b05, 0x190b06, 0x190b07, 0x1a0503, 0x1a0505
+
 #endif

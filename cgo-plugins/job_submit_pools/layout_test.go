@@ -60,3 +60,28 @@ func layoutEntry(t *testing.T, table, version string) string {
 	}
 	return rest[:end+len("}, },")]
 }
+
+// The releases the plugin exports for doctor (POOLS_JOB_LAYOUT_RELEASES) are the table's
+// entries, in its order: doctor tells a site whose micro release the table lacks from them.
+func TestExportedLayoutReleasesAreTheTables(t *testing.T) {
+	header, err := os.ReadFile("job_record_layout.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []string
+	for _, m := range regexp.MustCompile(`(?m)^\t\{ (\d+), (\d+), (\d+), 0x`).FindAllStringSubmatch(string(header), -1) {
+		var v [3]int
+		for i := range v {
+			fmt.Sscan(m[i+1], &v[i])
+		}
+		entries = append(entries, fmt.Sprintf("0x%02x%02x%02x", v[0], v[1], v[2]))
+	}
+	def := regexp.MustCompile(`(?s)#define POOLS_JOB_LAYOUT_RELEASES((?:[^\n]*\\\n)*[^\n]*)`).FindStringSubmatch(string(header))
+	if def == nil {
+		t.Fatal("job_record_layout.h defines no POOLS_JOB_LAYOUT_RELEASES")
+	}
+	exported := regexp.MustCompile(`0x[0-9a-f]{6}`).FindAllString(def[1], -1)
+	if len(entries) == 0 || strings.Join(exported, ",") != strings.Join(entries, ",") {
+		t.Errorf("POOLS_JOB_LAYOUT_RELEASES lists %v, but the table's entries are %v", exported, entries)
+	}
+}

@@ -105,6 +105,7 @@ HDR
 }
 [ "$entries_only" = 1 ] || header_top
 
+numbers=()
 for release in "${releases[@]}"; do
 	version=${release%%=*} tag=${release#*=}
 	dir=$work/$version
@@ -159,10 +160,21 @@ for release in "${releases[@]}"; do
 		echo "	/* $version: $tag, $header, edited by fixup in gen-layout.sh */"
 	fi
 	"$dir/layout"
+	numbers+=("$(printf '0x%02x%02x%02x' "$major" "$minor" "$micro")")
 done
 
-[ "$entries_only" = 1 ] || cat <<'HDR'
+[ "$entries_only" = 1 ] || {
+	cat <<'HDR'
 };
 
-#endif
+/* The table's releases as SLURM_VERSION_NUMBER, in its order: the plugin exports them
+ * (pools_job_layout_releases), and slurmbridge-doctor reads them from the plugin's file. */
 HDR
+	printf '#define POOLS_JOB_LAYOUT_RELEASES'
+	for i in "${!numbers[@]}"; do
+		if [ "$i" -gt 0 ]; then printf ','; fi
+		if [ $((i % 8)) -eq 0 ]; then printf ' \\\n\t'; else printf ' '; fi
+		printf '%s' "${numbers[$i]}"
+	done
+	printf '\n\n#endif\n'
+}
