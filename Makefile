@@ -72,7 +72,7 @@ SYSCONFDIR ?= /etc
 DOCDIR ?= $(PREFIX)/share/doc/slurmbridge
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 
-.PHONY: all build plugin spank install-plugin install-spank install deb test-deb test-installed vet test test-unit bench bench-replay-full fuzz demo \
+.PHONY: all build plugin spank install-plugin install-spank install deb test-deb test-installed vet test test-representative test-unit bench bench-replay-full fuzz demo \
 	testbed-up testbed-down testbed-status testbed-clean testbed-render clean
 
 all: build
@@ -158,6 +158,20 @@ else
 test:
 	@bash testbed/release.sh check $(SLURM_RELEASE)
 	bash testbed/container.sh $(SLURM_RELEASE) make test
+endif
+
+# The representative part of the suite that CI runs on the releases built from SchedMD's source
+# (25.05, 25.11), where the whole suite runs on demand (make test SLURM_RELEASE=25.11): the
+# testbed up with the plugin loaded and doctor clean on it, routing, the job-record table of
+# the release, a lend kept to its time limit and reclaimed by requeue, and the attacker's suite.
+REPRESENTATIVE_TESTS = ^(TestLiveDoctorIsCleanOnTheTestbed|TestLayoutsAreThoseOfTheSourceAtHand|TestExportedLayoutReleasesAreTheTables|TestPluginRoutesPendingJobsToPools|TestPluginRejectsImpossibleRequestsWithUsefulMessage|TestRoutedGPUJobRunsInCheapestPool|TestFullSpotPoolFallsBackToOnDemand|TestPluginRoutesInteractiveJobs|TestPluginChecksUpdatesOfPendingJobs|TestHeterogeneousJobsHoldNoGPUs|TestBorrowReclaimReturn|TestReclaimedBorrowerKeepsItsLogAndResumes|TestAttack.*)$$
+ifeq ($(IN_CONTAINER),)
+test-representative: testbed-up
+	$(GO) test -count=1 -p 1 -tags integration -timeout 30m -run '$(REPRESENTATIVE_TESTS)' ./...
+else
+test-representative:
+	@bash testbed/release.sh check $(SLURM_RELEASE)
+	bash testbed/container.sh $(SLURM_RELEASE) make test-representative
 endif
 
 # Every benchmark, one results file in bench/results/ (see bench/README.md).

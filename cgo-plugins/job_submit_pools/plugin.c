@@ -74,6 +74,10 @@ int init(void)
 	job_layout = pools_job_layout_for(SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
 					  SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
 					  SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
+	if (!job_layout)
+		slurm_error("job_submit/pools: Slurm %d.%02d.%d is not in job_record_layout.h: each scontrol update of a job is judged by its own fields, not against the job as slurmctld holds it (docs/adding-a-release.md; slurmbridge-doctor says so too)",
+			    (int) SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), (int) SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+			    (int) SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
 	pools_cache_init();
 	return pools_go_init(getenv("SLURMBRIDGE_POOLS_CONFIG"), getenv("SLURM_CONF"));
 }
