@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds slurmbridge-controller, slurmbridge-node and slurmbridge-client .debs from bin/ (make
 # build) into dist/, with dpkg-deb only. The first two depend on the exact Slurm packages
-# installed here: the job_submit plugin's plugin_version is this Slurm's SLURM_VERSION_NUMBER,
+# installed here, Debian's or SchedMD's slurm-smd-* (packaging/slurm-packages.sh): the job_submit plugin's plugin_version is this Slurm's SLURM_VERSION_NUMBER,
 # so slurmctld of any other micro release refuses it. Both depend on slurmbridge-client
 # (quotactl) of the same version, so every login, compute and controller host has quotactl.
 #
@@ -19,11 +19,13 @@ pkg_version() {
 	dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null | awk '$3 == "installed" {print $4}'
 }
 
-SLURM_VERSION=$(pkg_version slurm-wlm-basic-plugins)
-[ -n "$SLURM_VERSION" ] || die "slurm-wlm-basic-plugins is not installed: build on a host with the cluster's Slurm packages"
-for p in libslurm-dev slurmctld slurm-client; do
+# shellcheck source=packaging/slurm-packages.sh
+. "$REPO/packaging/slurm-packages.sh"
+SLURM_VERSION=$(pkg_version "$SLURM_PLUGINS_PKG")
+[ -n "$SLURM_VERSION" ] || die "$SLURM_PLUGINS_PKG is not installed: build on a host with the cluster's Slurm packages"
+for p in "$SLURM_DEV_PKG" "$SLURM_CTLD_PKG" "$SLURM_CLIENT_PKG"; do
 	v=$(pkg_version "$p")
-	[ "$v" = "$SLURM_VERSION" ] || die "$p is ${v:-not installed}, slurm-wlm-basic-plugins $SLURM_VERSION: the plugin would be built against other headers than the Slurm it depends on"
+	[ "$v" = "$SLURM_VERSION" ] || die "$p is ${v:-not installed}, $SLURM_PLUGINS_PKG $SLURM_VERSION: the plugin would be built against other headers than the Slurm it depends on"
 done
 # The headers the plugin was compiled with must be this upstream release.
 upstream=${SLURM_VERSION#*:}
@@ -40,8 +42,8 @@ done
 	die "bin/job_submit_pools.so is older than /usr/include/slurm/slurm_version.h: rm bin/job_submit_pools.so; make build"
 
 ARCH=$(dpkg --print-architecture)
-PLUGIN_DIR=$(dpkg -L slurm-wlm-basic-plugins | sed -n 's|/select_cons_tres\.so$||p' | head -n1)
-[ -d "$PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory from dpkg -L slurm-wlm-basic-plugins"
+PLUGIN_DIR=$(slurm_plugin_dir)
+[ -d "$PLUGIN_DIR" ] || die "cannot find Slurm's plugin directory from dpkg -L $SLURM_PLUGINS_PKG"
 if [ -z "${SLURMBRIDGE_VERSION:-}" ]; then
 	commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 	stamp=$(git -C "$REPO" log -1 --format=%cd --date=format:%Y%m%d%H%M 2>/dev/null || date -u +%Y%m%d%H%M)
@@ -108,10 +110,10 @@ CONTROL
 
 rm -f "$DIST"/slurmbridge-controller_*.deb "$DIST"/slurmbridge-node_*.deb "$DIST"/slurmbridge-client_*.deb
 build slurmbridge-controller "slurmbridge for the Slurm controller: pools plugin, quotad, poolctl, slurmbridge-doctor" \
-	"slurmctld (= $SLURM_VERSION), slurm-wlm-basic-plugins (= $SLURM_VERSION), slurm-client (= $SLURM_VERSION), slurmbridge-client (= $VERSION), passwd" \
+	"$SLURM_CTLD_PKG (= $SLURM_VERSION), $SLURM_PLUGINS_PKG (= $SLURM_VERSION), $SLURM_CLIENT_PKG (= $SLURM_VERSION), slurmbridge-client (= $VERSION), passwd" \
 	controller job_submit_pools.so
 build slurmbridge-node "slurmbridge for Slurm nodes: elasticd, its node agent and the elastic SPANK plugin" \
-	"slurm-wlm-basic-plugins (= $SLURM_VERSION), slurm-client (= $SLURM_VERSION), slurmbridge-client (= $VERSION), passwd" \
+	"$SLURM_PLUGINS_PKG (= $SLURM_VERSION), $SLURM_CLIENT_PKG (= $SLURM_VERSION), slurmbridge-client (= $VERSION), passwd" \
 	node spank_elastic.so
 # quotactl was in slurmbridge-controller before this package existed: it takes the file over
 # on an upgrade, and an older controller package cannot be installed beside it.

@@ -23,8 +23,10 @@ for p in "${PKGS[@]}"; do
 	DEB[$p]=$(ls -t "$DIST/${p}_"*.deb 2>/dev/null | head -n1)
 	[ -n "${DEB[$p]}" ] || die "no $DIST/${p}_*.deb: run make deb"
 done
-SLURM_VERSION=$(dpkg-query -W -f='${Version}' slurm-wlm-basic-plugins)
-PLUGIN_DIR=$(dpkg -L slurm-wlm-basic-plugins | sed -n 's|/select_cons_tres\.so$||p' | head -n1)
+# shellcheck source=packaging/slurm-packages.sh
+. "$(dirname "${BASH_SOURCE[0]}")/slurm-packages.sh"
+SLURM_VERSION=$(dpkg-query -W -f='${Version}' "$SLURM_PLUGINS_PKG")
+PLUGIN_DIR=$(slurm_plugin_dir)
 WORK=$(mktemp -d)
 cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -45,10 +47,10 @@ check_metadata() {
 				fail "$p $f '$(dpkg-deb -f "${DEB[$p]}" $f)', want slurmbridge-controller (<< $version)"
 		done
 	else
-		[[ $depends == *"slurm-wlm-basic-plugins (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks slurm-wlm-basic-plugins (= $SLURM_VERSION)"
+		[[ $depends == *"$SLURM_PLUGINS_PKG (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks $SLURM_PLUGINS_PKG (= $SLURM_VERSION)"
 		[[ $depends == *"slurmbridge-client (= $version)"* ]] || fail "$p Depends '$depends' lacks slurmbridge-client (= $version)"
 	fi
-	[[ $p != slurmbridge-controller || $depends == *"slurmctld (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks slurmctld (= $SLURM_VERSION)"
+	[[ $p != slurmbridge-controller || $depends == *"$SLURM_CTLD_PKG (= $SLURM_VERSION)"* ]] || fail "$p Depends '$depends' lacks $SLURM_CTLD_PKG (= $SLURM_VERSION)"
 	local want
 	case $p in
 	slurmbridge-client) want="/usr/bin/quotactl /usr/share/doc/$p/copyright" ;;

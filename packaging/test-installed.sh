@@ -33,7 +33,9 @@ for p in "${PKGS[@]}"; do
 		die "$p is installed on this machine already: not touching it"
 	fi
 done
-PLUGIN_DIR=$(dpkg -L slurm-wlm-basic-plugins | sed -n 's|/select_cons_tres\.so$||p' | head -n1)
+# shellcheck source=packaging/slurm-packages.sh
+. "$(dirname "${BASH_SOURCE[0]}")/slurm-packages.sh"
+PLUGIN_DIR=$(slurm_plugin_dir)
 # files PKG: what the package ships, as absolute paths.
 files() { dpkg-deb --fsys-tarfile "$1" | tar -t | sed -n 's|^\./|/|p' | grep -v '/$'; }
 
