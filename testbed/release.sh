@@ -13,8 +13,9 @@ set -euo pipefail
 
 RELEASES=(22.05:bookworm 24.11:trixie 26.05:sid)
 # The releases no Debian suite ships: SchedMD's own packages (slurm-smd-*), built from
-# ../shared/slurm-source by testbed/slurm-source.sh and installed on the suite named here. They
-# run on demand (make test SLURM_RELEASE=25.11), not yet in `list`, which CI runs whole.
+# ../shared/slurm-source by testbed/slurm-source.sh and installed on the suite named here. The
+# whole suite runs on them on demand (make test SLURM_RELEASE=25.11); CI runs its representative
+# part (make test-representative), not `list`'s whole suite.
 SOURCE_RELEASES=(25.05:trixie 25.11:trixie)
 
 die() { printf 'release: error: %s\n' "$*" >&2; exit 2; }
@@ -43,10 +44,18 @@ packaging_of() {
 	if source_list | grep -qx "$1"; then echo smd; else echo debian; fi
 }
 
-# The host's suite from os-release. Debian unstable names itself with "sid" in PRETTY_NAME
-# (its VERSION_CODENAME is the next release's name).
+# The host's release: that of SchedMD's packages where they are installed (a host of a release
+# built from source), else its suite's, from os-release. Debian unstable names itself with "sid"
+# in PRETTY_NAME (its VERSION_CODENAME is the next release's name).
 host() {
-	local codename="" pretty="" e
+	local codename="" pretty="" e smd
+	smd=$(dpkg-query -W -f='${Status} ${Version}\n' slurm-smd 2>/dev/null | awk '$3 == "installed" {print $4}' || true)
+	if [ -n "$smd" ]; then
+		smd=$(echo "${smd#*:}" | cut -d. -f1-2)
+		source_list | grep -qx "$smd" || die "SchedMD's Slurm $smd is installed here, which slurmbridge does not support: choose one of $( (list; source_list) | paste -sd' ')"
+		echo "$smd"
+		return 0
+	fi
 	if [ -r /etc/os-release ]; then
 		codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 		pretty=$(. /etc/os-release && echo "${PRETTY_NAME:-}")
