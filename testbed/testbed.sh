@@ -86,8 +86,9 @@ export SLURMBRIDGE_BINDIR
 
 # python3 runs the elastic examples' synthetic trainer; python3-torch (Debian's CPU build) their
 # real torchrun job, train.py, whose workers meet in torchrun's c10d rendezvous. slurmrestd is
-# a route to slurmctld of its own, which the tests submit through as a user would.
-OTHER_PACKAGES=(munge mariadb-server python3 python3-torch)
+# a route to slurmctld of its own, which the tests submit through as a user would. xz-utils
+# unpacks SchedMD's tarballs, from which the plugin's tests derive job_record_layout.h's entries.
+OTHER_PACKAGES=(munge mariadb-server python3 python3-torch xz-utils)
 # Slurm itself: Debian's packages, or SchedMD's (slurm-smd-*, built from source by
 # testbed/slurm-source.sh for the releases Debian does not ship) where those are installed.
 SMD_PACKAGES=(slurm-smd slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd slurm-smd-slurmrestd slurm-smd-dev)
