@@ -48,10 +48,12 @@ func (r Release) ReconfigureRestarts() bool { return r.AtLeast(23, 11) }
 // never starts there. Seen on the testbed: 24.11 and 26.05 start it at their next pass.
 func (r Release) StartsSplitArrayTasks() bool { return r.AtLeast(23, 2) }
 
-// NamesJobsBySLUID reports whether a job may be named by its SLUID (the cluster-unique id
-// `scontrol -d show job` prints) wherever its number is accepted (25.11 on): a plugin's check
-// of a job named in an update must hold for either name.
-func (r Release) NamesJobsBySLUID() bool { return r.AtLeast(25, 11) }
+// ScontrolNamesJobsBySLUID reports whether scontrol takes a job's SLUID (the cluster-unique id
+// `scontrol -d show job` prints) wherever it takes its number (26.05 on: src/scontrol's job id
+// parser reads SLUIDs there). 25.11 gives jobs SLUIDs and slurmctld finds jobs by them, but its
+// scontrol refuses one ("Invalid job id specified"). A plugin's check of a job named in an
+// update must hold for either name.
+func (r Release) ScontrolNamesJobsBySLUID() bool { return r.AtLeast(26, 5) }
 
 // Version is a Slurm version to its micro release, e.g. 22.05.8: a plugin is built for one,
 // and slurmctld loads it only at the same one.

@@ -38,11 +38,11 @@ func TestReleaseFacts(t *testing.T) {
 		{Release{23, 11}, facts{true, true, true, true, false, true, false}},
 		{Release{24, 11}, facts{true, true, true, true, false, true, false}},
 		{Release{25, 5}, facts{true, true, true, true, false, true, true}},
-		{Release{25, 11}, facts{true, true, true, true, true, true, true}},
+		{Release{25, 11}, facts{true, true, true, true, false, true, true}},
 		{Release{26, 5}, facts{true, true, true, true, true, true, true}},
 	} {
 		r := tc.release
-		got := facts{r.NodesInScontrol(), r.ModifyRefusalReachesUser(), r.ReconfigureRestarts(), r.StartsSplitArrayTasks(), r.NamesJobsBySLUID(),
+		got := facts{r.NodesInScontrol(), r.ModifyRefusalReachesUser(), r.ReconfigureRestarts(), r.StartsSplitArrayTasks(), r.ScontrolNamesJobsBySLUID(),
 			r.CallsJobSubmitConcurrently(), r.SizesWorkersByCPUs()}
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", r, got, tc.want)

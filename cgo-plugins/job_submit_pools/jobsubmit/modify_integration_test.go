@@ -169,7 +169,7 @@ func TestAttackPartitionOnlyMoveOfAGPUJobToTheCPUPool(t *testing.T) {
 	if job := showJob(t, a.c, a.ctx, id); job["JobState"] != "PENDING" || job["Partition"] != "a100-spot,a100" {
 		t.Fatalf("job after the refused move: %v, want PENDING in a100-spot,a100", job)
 	}
-	if a.release.NamesJobsBySLUID() {
+	if a.release.ScontrolNamesJobsBySLUID() {
 		out, err := a.c.Run(a.ctx, "scontrol", "-d", "show", "job", "-o", id) // -d: with the SLUID
 		if err != nil {
 			t.Fatalf("scontrol show job %s: %v\n%s", id, err, out)
