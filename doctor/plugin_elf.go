@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
@@ -27,12 +28,7 @@ type PluginInfo struct {
 
 // ReadsJobRecordOf reports whether job_modify's checks can read the job record of Slurm v.
 func (i PluginInfo) ReadsJobRecordOf(v slurm.Version) bool {
-	for _, r := range i.LayoutReleases {
-		if r == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(i.LayoutReleases, v)
 }
 
 // BuiltFor is the Slurm version the plugin was built for, the only one whose slurmctld loads it.

@@ -99,8 +99,6 @@ if [ -n "${CONTAINER_OUT:-}" ]; then
 	install -d "$CONTAINER_OUT"
 	out_mount=(-v "$(cd "$CONTAINER_OUT" && pwd):/out")
 fi
-# The lock the suites running side by side take around their CPU-heavy tests
-# (bridge/testbed.HeavyLockEnv): its directory is shared, so one flock spans them all.
 # SchedMD's source tarballs (../shared/slurm-source), read-only where the tree's ../shared would
 # be: the layout test regenerates job_record_layout.h's 25.x entries from them on every release.
 source_mount=()
@@ -108,6 +106,8 @@ SOURCE_DIR=${SLURM_SOURCE_DIR:-$REPO_ROOT/../shared/slurm-source}
 if [ -d "$SOURCE_DIR" ]; then
 	source_mount=(-v "$(cd "$SOURCE_DIR" && pwd):/srv/shared/slurm-source:ro")
 fi
+# The lock the suites running side by side take around their CPU-heavy tests
+# (bridge/testbed.HeavyLockEnv): its directory is shared, so one flock spans them all.
 heavy_lock=()
 if [ -n "${SLURMBRIDGE_HEAVY_LOCK:-}" ]; then
 	[ -d "$(dirname "$SLURMBRIDGE_HEAVY_LOCK")" ] || die "SLURMBRIDGE_HEAVY_LOCK=$SLURMBRIDGE_HEAVY_LOCK: no folder $(dirname "$SLURMBRIDGE_HEAVY_LOCK")"

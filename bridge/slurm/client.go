@@ -49,28 +49,8 @@ func (f Client) SlurmRelease(ctx context.Context) (Release, error) {
 	if f.Release != (Release{}) {
 		return f.Release, nil
 	}
-	if f.learned != nil {
-		f.learned.mu.Lock()
-		defer f.learned.mu.Unlock()
-		if f.learned.release != (Release{}) {
-			return f.learned.release, nil
-		}
-	}
-	out, err := f.Runner.Run(ctx, "sinfo", "--version")
-	if err != nil {
-		return Release{}, fmt.Errorf("learning the Slurm release: %w", err)
-	}
-	rel, err := ParseVersion(string(out))
-	if err != nil {
-		return Release{}, fmt.Errorf("learning the Slurm release from sinfo --version: %w", err)
-	}
-	if f.learned != nil {
-		f.learned.release = rel
-		if v, err := ParseMicroVersion(strings.Fields(string(out))[1]); err == nil {
-			f.learned.version = v
-		}
-	}
-	return rel, nil
+	rel, _, err := f.learn(ctx, "release", func(l *learnedRelease) bool { return l.release != (Release{}) })
+	return rel, err
 }
 
 // SlurmVersion is the version, to its micro release, of the Slurm commands the fetcher runs
@@ -80,31 +60,40 @@ func (f Client) SlurmVersion(ctx context.Context) (Version, error) {
 	if f.Release != (Release{}) {
 		return Version{Release: f.Release}, nil
 	}
+	_, v, err := f.learn(ctx, "version", func(l *learnedRelease) bool { return l.version != (Version{}) })
+	if err == nil && v == (Version{}) {
+		err = errors.New("learning the Slurm version from sinfo --version: no micro release in it")
+	}
+	return v, err
+}
+
+// learn returns what copies of the Client learned from `sinfo --version` when known says it is
+// there, else runs it once (under the lock, so concurrent callers wait for one run) and keeps
+// the release and, where it names one, the micro release. what names it in errors.
+func (f Client) learn(ctx context.Context, what string, known func(*learnedRelease) bool) (Release, Version, error) {
 	if f.learned != nil {
 		f.learned.mu.Lock()
-		v := f.learned.version
-		f.learned.mu.Unlock()
-		if v != (Version{}) {
-			return v, nil
+		defer f.learned.mu.Unlock()
+		if known(f.learned) {
+			return f.learned.release, f.learned.version, nil
 		}
 	}
 	out, err := f.Runner.Run(ctx, "sinfo", "--version")
 	if err != nil {
-		return Version{}, fmt.Errorf("learning the Slurm version: %w", err)
+		return Release{}, Version{}, fmt.Errorf("learning the Slurm %s: %w", what, err)
 	}
-	if _, err := ParseVersion(string(out)); err != nil {
-		return Version{}, fmt.Errorf("learning the Slurm version from sinfo --version: %w", err)
+	rel, err := ParseVersion(string(out))
+	if err != nil {
+		return Release{}, Version{}, fmt.Errorf("learning the Slurm %s from sinfo --version: %w", what, err)
 	}
 	v, err := ParseMicroVersion(strings.Fields(string(out))[1])
 	if err != nil {
-		return Version{}, fmt.Errorf("learning the Slurm version from sinfo --version: %w", err)
+		v = Version{} // the release alone is known
 	}
 	if f.learned != nil {
-		f.learned.mu.Lock()
-		f.learned.release, f.learned.version = v.Release, v
-		f.learned.mu.Unlock()
+		f.learned.release, f.learned.version = rel, v
 	}
-	return v, nil
+	return rel, v, nil
 }
 
 // SlurmctldOnDisk is the version of the slurmctld binary on this host ("26.05.5", from

@@ -670,9 +670,6 @@ func orEmpty(s string) string {
 	return s
 }
 
-// parseQueueTime reads a time squeue printed with SLURM_TIME_FORMAT=%s; Slurm's default
-// format (2006-01-02T15:04:05, local time) is read too, for a runner that cannot set the
-// variable. N/A, Unknown and None are the zero time.
 // parseDuration reads squeue's [days-][hours:]minutes:seconds as whole minutes.
 func parseDuration(s string) (uint32, error) {
 	var days uint64
@@ -702,6 +699,9 @@ func parseDuration(s string) (uint32, error) {
 	return uint32(total / 60), nil
 }
 
+// parseQueueTime reads a time squeue printed with SLURM_TIME_FORMAT=%s; Slurm's default
+// format (2006-01-02T15:04:05, local time) is read too, for a runner that cannot set the
+// variable. N/A, Unknown and None are the zero time.
 func parseQueueTime(s string) (time.Time, error) {
 	switch s {
 	case "N/A", "Unknown", "None":
