@@ -15,7 +15,8 @@
 # release. The container is removed when the command ends, is interrupted or times out.
 #
 # Environment: DEBIAN_MIRROR (image build), CONTAINER_OUT (a host directory mounted at /out),
-# SLURM_SOURCE_DIR (SchedMD's tarballs, default ../shared/slurm-source; mounted read-only).
+# SLURM_SOURCE_DIR (SchedMD's tarballs, default ../shared/slurm-source; mounted read-only),
+# CONTAINER_CPU_SHARES (the container's CPU weight, Docker's --cpu-shares).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -115,6 +116,14 @@ if [ -n "${SLURMBRIDGE_HEAVY_LOCK:-}" ]; then
 	heavy_lock=(-v "$lock_dir:/run/slurmbridge-heavy-lock" -e "SLURMBRIDGE_HEAVY_LOCK=/run/slurmbridge-heavy-lock/$(basename "$SLURMBRIDGE_HEAVY_LOCK")")
 fi
 
+# CONTAINER_CPU_SHARES: the container's weight against the others (Docker's default 1024), so
+# CI's builds beside the suites yield the CPUs to them.
+cpu_shares=()
+if [ -n "${CONTAINER_CPU_SHARES:-}" ]; then
+	[[ $CONTAINER_CPU_SHARES =~ ^[0-9]+$ ]] || die "CONTAINER_CPU_SHARES=$CONTAINER_CPU_SHARES: a number (Docker's default is 1024)"
+	cpu_shares=(--cpu-shares="$CONTAINER_CPU_SHARES")
+fi
+
 cleanup() { docker rm -f "$NAME" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -128,7 +137,7 @@ say "running '$*' in $NAME"
 # without it slurmd dies ("clone: Operation not permitted") and the node goes down.
 host=slurm-${RELEASE//./-}
 tree | docker run --rm -i --init --name "$NAME" --hostname "$host" --add-host "$host:127.0.0.1" \
-	--cap-add SYS_ADMIN \
+	--cap-add SYS_ADMIN "${cpu_shares[@]}" \
 	--tmpfs /tmp:exec,mode=1777 \
 	-v "$GOROOT_DIR:/usr/local/go:ro" \
 	-v "$MODCACHE:/root/go/pkg/mod" \
