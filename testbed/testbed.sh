@@ -91,12 +91,12 @@ export SLURMBRIDGE_BINDIR
 OTHER_PACKAGES=(munge mariadb-server python3 python3-torch xz-utils)
 # Slurm itself: Debian's packages, or SchedMD's (slurm-smd-*, built from source by
 # testbed/slurm-source.sh for the releases Debian does not ship) where those are installed.
+# packaging/slurm-packages.sh says which are installed, and where their plugins are.
+. "$REPO_ROOT/packaging/slurm-packages.sh"
 SMD_PACKAGES=(slurm-smd slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd slurm-smd-slurmrestd slurm-smd-dev)
-if dpkg-query -W -f='${Status}' slurm-smd 2>/dev/null | grep -q 'install ok installed'; then
-	SLURM_PACKAGING=smd
+if [ "$SLURM_PACKAGING" = smd ]; then
 	SLURM_PACKAGES=("${SMD_PACKAGES[@]}")
 else
-	SLURM_PACKAGING=debian
 	SLURM_PACKAGES=(slurm-wlm slurmdbd slurmrestd libslurm-dev)
 fi
 PACKAGES=("${SLURM_PACKAGES[@]}" "${OTHER_PACKAGES[@]}")
@@ -289,14 +289,6 @@ install_spank() {
 		mv -f "$dest.new" "$dest"
 	fi
 	SPANK_SO=$dest
-}
-
-# slurm_plugin_dir is where the installed Slurm keeps its plugins: Debian's slurm-wlm directory,
-# or SchedMD's (/usr/lib/x86_64-linux-gnu/slurm).
-slurm_plugin_dir() {
-	local pkg=slurm-wlm-basic-plugins
-	[ "$SLURM_PACKAGING" = smd ] && pkg=slurm-smd
-	dirname "$(dpkg -L "$pkg" 2>/dev/null | grep '/select_cons_tres.so$' | head -n1)"
 }
 
 write_configs() {
