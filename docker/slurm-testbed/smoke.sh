@@ -73,7 +73,14 @@ GUAR_B=${QOS_GUARANTEED[proj-b]} BORROW_B=${QOS_BORROW[proj-b]}
 ACCOUNTS=()
 for entry in "${PROJECTS[@]}"; do ACCOUNTS+=("${entry%%:*}"); done
 
-# 1. The cluster: every node idle, the pools as partitions, the projects in accounting.
+# 1. The cluster: the release asked for, every node idle, the pools as partitions, the projects
+# in accounting.
+if [ -n "${SLURM_RELEASE:-}" ]; then
+	version=$(as root scontrol --version) || fail "scontrol --version failed on the slurmctld container"
+	[[ $version == "slurm ${SLURM_RELEASE}."* || $version == "slurm-wlm ${SLURM_RELEASE}."* ]] ||
+		fail "the cluster runs '$version', not Slurm $SLURM_RELEASE"
+	pass "Slurm $SLURM_RELEASE: $version"
+fi
 idle=$(as root sinfo -h -N -o '%N %t' | sort -u | awk '$2 == "idle"' | wc -l)
 [ "$idle" -eq ${#NODES[@]} ] || fail "$idle of ${#NODES[@]} nodes idle"
 pass "all ${#NODES[@]} nodes idle (${NODES[*]})"

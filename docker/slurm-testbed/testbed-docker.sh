@@ -20,6 +20,8 @@ export PATH=$PATH:/usr/local/go/bin
 # The Slurm release of the cluster (testbed/release.sh): the host's unless SLURM_RELEASE says.
 SLURM_RELEASE=${SLURM_RELEASE:-$(bash "$REPO_ROOT/testbed/release.sh" host)}
 SUITE=$(bash "$REPO_ROOT/testbed/release.sh" suite "$SLURM_RELEASE")
+# debian, or smd: SchedMD's packages built from ../shared/slurm-source (testbed/slurm-source.sh).
+SLURM_PACKAGING=$(bash "$REPO_ROOT/testbed/release.sh" packaging "$SLURM_RELEASE")
 export BASE_IMAGE=${BASE_IMAGE:-slurmbridge/debian:$SUITE}
 export IMAGE=${IMAGE:-slurmbridge/slurm-testbed:$SLURM_RELEASE}
 # One cluster per release can run at once; their names never meet.
@@ -87,6 +89,21 @@ stage_context() {
 	rsync -a --delete --checksum "$REPO_ROOT/slurm-conf/testbed/" "$CONTEXT/testbed/slurm-conf/"
 	rsync -a --checksum "$HERE/entrypoint.sh" "$CONTEXT/testbed/entrypoint.sh"
 	rsync -a --checksum "$REPO_ROOT/testbed/supervise.sh" "$CONTEXT/testbed/supervise.sh"
+	# SchedMD's packages of a release no Debian suite ships (built once, then cached); none for
+	# Debian's, so their layers stay as they were.
+	install -d "$CONTEXT/debs.new"
+	if [ "$SLURM_PACKAGING" = smd ]; then
+		local debs p f
+		debs=$(bash "$REPO_ROOT/testbed/slurm-source.sh" build "$SLURM_RELEASE") ||
+			die "building Slurm $SLURM_RELEASE's packages from source failed"
+		for p in slurm-smd slurm-smd-dev slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd; do
+			f=$(ls "$debs/${p}_"*.deb 2>/dev/null | head -n1)
+			[ -n "$f" ] || die "$debs holds no $p package"
+			cp "$f" "$CONTEXT/debs.new/"
+		done
+	fi
+	rsync -a --delete --checksum "$CONTEXT/debs.new/" "$CONTEXT/debs/"
+	rm -rf "$CONTEXT/debs.new"
 }
 
 # Each build step with the seconds since the start, to see where a slow CI build spends them.
@@ -106,6 +123,7 @@ cmd_build() {
 	# The classic builder: BuildKit needs the buildx plugin on Docker 23+ and is not always there.
 	DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build -f "$HERE/Dockerfile" -t "$IMAGE" \
 		--build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg DEBIAN_MIRROR="$DEBIAN_MIRROR" \
+		--build-arg SLURM_PACKAGING="$SLURM_PACKAGING" \
 		"$CONTEXT" | stamp_steps $t0 || die "docker build failed"
 	say "built $IMAGE in $((SECONDS - t0))s"
 }
@@ -191,7 +209,7 @@ cmd_state() {
 
 cmd_test() {
 	[ -n "$(compose ps -q slurmctld 2>/dev/null)" ] || die "the container testbed is not up: make testbed-docker-up"
-	COMPOSE_FILE=$HERE/docker-compose.yml UP_SECONDS=$(cat "$CONTEXT/up-to-idle-seconds" 2>/dev/null || echo '?') \
+	COMPOSE_FILE=$HERE/docker-compose.yml SLURM_RELEASE=$SLURM_RELEASE UP_SECONDS=$(cat "$CONTEXT/up-to-idle-seconds" 2>/dev/null || echo '?') \
 		bash "$HERE/smoke.sh"
 }
 
