@@ -14,8 +14,9 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 )
 
-// The fixtures named by release (22.05, 24.11, 26.05) are real output of one scenario that
-// testdata/capture/capture.sh plays on each release's Debian packages: two nodes n1, n2 with
+// The fixtures named by release (22.05, 24.11, 25.05, 25.11, 26.05) are real output of one
+// scenario that testdata/capture/capture.sh plays on each release's packages (Debian's, or
+// SchedMD's built from source): two nodes n1, n2 with
 // four a100 GPUs each in partitions cpu and a100, and these jobs of alice:
 //
 //	1 held       -H -p cpu                     pending, JobHeldUser
@@ -36,6 +37,7 @@ var releases = []struct {
 }{
 	{"22.05", Release{22, 5}, "sinfo --json"},
 	{"24.11", Release{24, 11}, "scontrol show nodes --json"},
+	{"25.05", Release{25, 5}, "scontrol show nodes --json"},
 	{"26.05", Release{26, 5}, "scontrol show nodes --json"},
 }
 

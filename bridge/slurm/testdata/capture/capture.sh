@@ -4,8 +4,10 @@
 #
 #   capture.sh IMAGE RELEASE [OUTDIR]   e.g. capture.sh slurmbridge/debian:trixie 24.11
 #
-# IMAGE is a plain Debian image whose suite carries RELEASE (testbed/release.sh). A throwaway
-# container on its own network (no published ports) installs Slurm from Debian, runs
+# IMAGE is a plain Debian image whose suite carries RELEASE (testbed/release.sh), or
+# slurmbridge/release-host:RELEASE with Slurm installed already (testbed/container.sh --prepare;
+# the only way to a release built from SchedMD's source, 25.05 or 25.11). A throwaway
+# container on its own network (no published ports) installs Slurm from Debian if missing, runs
 # slurmctld and two slurmd on 127.0.0.1 with fake GPUs, submits the same jobs on every
 # release, and writes into OUTDIR (default: this script's parent directory):
 #   squeue-REL-idle.json  sinfo-REL-idle.json  scontrol-nodes-REL-idle.json   before any job
@@ -26,7 +28,7 @@ set -euo pipefail
 
 if [ "${1:-}" = --inside ]; then
 	# Runs in the container, as root.
-	install_slurm
+	install_slurm --if-missing
 	write_slurm_conf "$2" a100 a100
 	cat >>/etc/slurm/slurm.conf <<-CONF
 		MinJobAge=300
