@@ -38,6 +38,7 @@ var releases = []struct {
 	{"22.05", Release{22, 5}, "sinfo --json"},
 	{"24.11", Release{24, 11}, "scontrol show nodes --json"},
 	{"25.05", Release{25, 5}, "scontrol show nodes --json"},
+	{"25.11", Release{25, 11}, "scontrol show nodes --json"},
 	{"26.05", Release{26, 5}, "scontrol show nodes --json"},
 }
 
@@ -310,13 +311,19 @@ func TestEveryReleaseReadsBatchFlagAndEffectiveRequeue(t *testing.T) {
 		}
 		seen := 0
 		for _, j := range jobs {
-			w, ok := want[jobNames(t, rel.name)[j.ID]]
+			name := jobNames(t, rel.name)[j.ID]
+			w, ok := want[name]
 			if !ok {
 				continue
 			}
+			// 25.11 (captured on 25.11.7) gives an srun allocation the requeue flag, as every
+			// release gives salloc's; it is still no batch job, so neither is requeued.
+			if name == "srun" && rel.release == (Release{25, 11}) {
+				w.requeue = true
+			}
 			seen++
 			if j.Batch != w.batch || j.Requeue != w.requeue {
-				t.Errorf("%s: job %d (%s): batch %v requeue %v, want %v %v", rel.name, j.ID, jobNames(t, rel.name)[j.ID], j.Batch, j.Requeue, w.batch, w.requeue)
+				t.Errorf("%s: job %d (%s): batch %v requeue %v, want %v %v", rel.name, j.ID, name, j.Batch, j.Requeue, w.batch, w.requeue)
 			}
 		}
 		if seen != len(want) {
