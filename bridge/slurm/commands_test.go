@@ -293,7 +293,8 @@ func TestShowAssociationsAndQOS(t *testing.T) {
 // alice's association in proj-a and on account proj-b (capture/assoc-limits.sh), on each
 // release.
 func TestParseAssociationLimitsOfEachRelease(t *testing.T) {
-	for _, rel := range []string{"22.05", "24.11", "26.05"} {
+	for _, r := range releases {
+		rel := r.name
 		t.Run(rel, func(t *testing.T) {
 			assocs, err := ParseAssociationLimits(fixture(t, "sacctmgr-assoc-limits-"+rel+".txt"))
 			if err != nil {
