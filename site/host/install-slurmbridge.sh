@@ -170,6 +170,12 @@ plugstack() {
 	sed -E "s/ pools=[^ ]*/ pools=$(IFS=,; echo "${GPU_POOLS[*]}")/" "$NODE_EXAMPLES/plugstack.conf" \
 		>/etc/slurm/plugstack.conf.d/elastic.conf
 	chmod 0644 /etc/slurm/plugstack.conf.d/elastic.conf
+	# Debian's packages ship a plugstack.conf that includes plugstack.conf.d; SchedMD's ship
+	# none, and the step makes it with that line alone. One the site wrote stays its own.
+	if [ ! -e /etc/slurm/plugstack.conf ]; then
+		echo 'include /etc/slurm/plugstack.conf.d/*' >/etc/slurm/plugstack.conf
+		chmod 0644 /etc/slurm/plugstack.conf
+	fi
 	grep -qs '^include /etc/slurm/plugstack.conf.d/' /etc/slurm/plugstack.conf ||
 		die "/etc/slurm/plugstack.conf does not include /etc/slurm/plugstack.conf.d/"
 }

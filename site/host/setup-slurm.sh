@@ -30,6 +30,10 @@ common() {
 		getent passwd "${entry#*:}" >/dev/null || useradd --create-home --shell /bin/bash --uid "$uid" "${entry#*:}"
 		uid=$((uid + 1))
 	done
+	# SlurmUser: Debian's packages make it (uid 64030, Debian's own for slurm); SchedMD's do
+	# not, so a site on them makes it itself, with that uid on every host.
+	getent passwd slurm >/dev/null || useradd --system --uid 64030 --user-group --home-dir /nonexistent \
+		--no-create-home --shell /usr/sbin/nologin --comment "Slurm" slurm
 	getent group slurmbridge >/dev/null || groupadd --system --gid 990 slurmbridge
 	getent passwd slurmbridge >/dev/null || useradd --system --uid 990 --gid slurmbridge --home-dir /nonexistent \
 		--no-create-home --shell /usr/sbin/nologin --comment "slurmbridge services" slurmbridge
