@@ -54,18 +54,12 @@ context=$HERE/container
 packages=$(bash "$HERE/testbed.sh" package-list)
 if [ "$(bash "$HERE/release.sh" packaging "$RELEASE")" = smd ]; then
 	# SchedMD's packages, built from the pinned source (cached), installed from local files.
-	debs=$(bash "$HERE/slurm-source.sh" build "$RELEASE") || die "building Slurm $RELEASE's packages from source failed"
 	context=$(mktemp -d)
 	trap 'rm -rf "$context"' EXIT
-	install -d "$context/debs"
-	for p in $(bash "$HERE/testbed.sh" smd-package-list); do
-		f=$(ls "$debs/${p}_"*.deb 2>/dev/null | head -n1)
-		[ -n "$f" ] || die "$debs holds no $p package"
-		cp "$f" "$context/debs/"
-	done
+	bash "$HERE/slurm-source.sh" stage "$RELEASE" "$context/debs" || die "building Slurm $RELEASE's packages from source failed"
 	cp "$HERE/container/Dockerfile.smd" "$context/Dockerfile"
 	packages=$(bash "$HERE/testbed.sh" other-package-list)
-	say "image $IMAGE (Slurm $RELEASE from SchedMD's source, packages of $debs, on Debian $SUITE)"
+	say "image $IMAGE (Slurm $RELEASE from SchedMD's source, packages of $(bash "$HERE/slurm-source.sh" path "$RELEASE"), on Debian $SUITE)"
 else
 	say "image $IMAGE (Slurm $RELEASE from Debian $SUITE)"
 fi

@@ -10,6 +10,8 @@
 #   slurm-source.sh build RELEASE    verify, then build its .deb files unless they are cached;
 #                                    prints the cache directory that holds them
 #   slurm-source.sh path RELEASE     the cache directory of a finished build (exit 1: none)
+#   slurm-source.sh stage RELEASE DIR  build, then copy into DIR the packages the testbeds
+#                                    install (testbed.sh smd-package-list)
 #
 # A build goes to $SLURM_SMD_CACHE/VERSION-SHA12-RECIPE/ (SHA12: the tarball's sha256, first
 # 12 hex; RECIPE below),
@@ -49,7 +51,7 @@ LOW_PRIORITY=${SLURM_SMD_LOW_PRIORITY:-1}
 
 say() { printf 'slurm-source: %s\n' "$*" >&2; }
 die() { printf 'slurm-source: error: %s\n' "$*" >&2; exit 1; }
-usage() { echo "usage: $0 list | verify RELEASE | build RELEASE | path RELEASE" >&2; exit 2; }
+usage() { echo "usage: $0 list | verify RELEASE | build RELEASE | path RELEASE | stage RELEASE DIR" >&2; exit 2; }
 
 list() {
 	local e
@@ -200,11 +202,25 @@ EOF
 	echo "$dest"
 }
 
+# stage RELEASE DIR: the packages the testbeds install, from the (cached) build, into DIR, each
+# one there or a failure naming it.
+stage() {
+	local debs p f
+	debs=$(build "$1")
+	install -d "$2"
+	for p in $(bash "$HERE/testbed.sh" smd-package-list); do
+		f=$(ls "$debs/${p}_"*.deb 2>/dev/null | head -n1)
+		[ -n "$f" ] || die "$debs holds no $p package"
+		cp "$f" "$2/"
+	done
+}
+
 CPU_SHARES=() WORK='' NAME=''
 case ${1:-} in
 list) [ $# -eq 1 ] || usage; list ;;
 verify) [ $# -eq 2 ] || usage; verify "$2" ;;
 build) [ $# -eq 2 ] || usage; build "$2" ;;
 path) [ $# -eq 2 ] || usage; complete_dir "$2" || { say "Slurm $2 is not built (run: $0 build $2)"; exit 1; } ;;
+stage) [ $# -eq 3 ] || usage; stage "$2" "$3" ;;
 *) usage ;;
 esac

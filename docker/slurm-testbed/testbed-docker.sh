@@ -91,16 +91,11 @@ stage_context() {
 	rsync -a --checksum "$REPO_ROOT/testbed/supervise.sh" "$CONTEXT/testbed/supervise.sh"
 	# SchedMD's packages of a release no Debian suite ships (built once, then cached); none for
 	# Debian's, so their layers stay as they were.
+	rm -rf "$CONTEXT/debs.new"
 	install -d "$CONTEXT/debs.new"
 	if [ "$SLURM_PACKAGING" = smd ]; then
-		local debs p f
-		debs=$(bash "$REPO_ROOT/testbed/slurm-source.sh" build "$SLURM_RELEASE") ||
+		bash "$REPO_ROOT/testbed/slurm-source.sh" stage "$SLURM_RELEASE" "$CONTEXT/debs.new" ||
 			die "building Slurm $SLURM_RELEASE's packages from source failed"
-		for p in slurm-smd slurm-smd-dev slurm-smd-client slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd; do
-			f=$(ls "$debs/${p}_"*.deb 2>/dev/null | head -n1)
-			[ -n "$f" ] || die "$debs holds no $p package"
-			cp "$f" "$CONTEXT/debs.new/"
-		done
 	fi
 	rsync -a --delete --checksum "$CONTEXT/debs.new/" "$CONTEXT/debs/"
 	rm -rf "$CONTEXT/debs.new"
