@@ -212,6 +212,34 @@ func TestBorrowReclaimReturn(t *testing.T) {
 	t.Logf("scenario 3: bob's 4 requeued jobs running again %s after alice's ended", d.Round(100*time.Millisecond))
 }
 
+// TestLendKeepsALimitOnlyItsQOSGave: a site gives its guarantee QOS a MaxWall, and users
+// submit without --time, so each job's limit is the QOS's. Lending moves such a job into the
+// borrow QOS, which has none. From 25.11.5 and in 26.05 slurmctld runs the accounting policy
+// again after a QOS change and would give it the borrow QOS's MaxWall (none: UNLIMITED); on
+// 25.05.6+ and 25.11.1-.4 it would do so even to a --time. The lend keeps 45:00 on every release.
+func TestLendKeepsALimitOnlyItsQOSGave(t *testing.T) {
+	c := testbed.Require(t)
+	ensureQuotad(t, c)
+	sacctmgrRun(t, c, "modify", "qos", "where", "name=guar-proj-b", "set", "MaxWall=45")
+	t.Cleanup(func() { sacctmgrRun(t, c, "modify", "qos", "where", "name=guar-proj-b", "set", "MaxWall=-1") })
+	waitFor(t, "slurmctld to have guar-proj-b's MaxWall", 10*time.Second, func() bool {
+		out, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "show", "assoc_mgr", "flags=qos", "qos=guar-proj-b")
+		return err == nil && strings.Contains(string(out), "MaxWallPJ=45")
+	})
+	bob := submitN(t, c, "bob", 8)
+	submitted := timeLimits(t, c, bob)
+	for id, limit := range submitted {
+		if limit != "45:00" {
+			t.Fatalf("job %s submitted without --time into guar-proj-b (MaxWall=45) has limit %s, want 45:00: %v", id, limit, submitted)
+		}
+	}
+	waitLent(t, c, bob, "guar-proj-b", 4, "borrow-proj-b", 4, 20*time.Second)
+	_, borrowers := splitBorrowers(t, c, bob, "borrow-proj-b")
+	if now := timeLimits(t, c, bob); !sameTimeLimits(submitted, now) {
+		t.Errorf("time limits changed by the lend: %v when submitted, %v with 4 lent (%v)", submitted, now, borrowers)
+	}
+}
+
 // TestReclaimFollowsUsage: bob has 4 in quota and 4 borrowed; his in-quota jobs end, so his
 // borrowers are now within his guarantee; carol borrows the freed a100; alice claims her
 // guarantee. carol's borrowers are requeued, bob's keep running, and nothing is killed.

@@ -75,7 +75,7 @@ const (
 	ThrottleFields
 	// TimeLimitFields are PrintedID, ID and TimeLimit (TimeLimitUnknown where Slurm reports none):
 	// a line per job and per pending array task ("12_3"), not folded back by record, for the
-	// jobs a daemon is about to move to another QOS (QOSUpdateResetsTimeLimit).
+	// jobs a daemon is about to move to another QOS (QOSMoveMayChangeTimeLimit).
 	TimeLimitFields
 	// SummaryFields are what a person checks of a few jobs (by id, name or user): ID,
 	// PrintedID, User, Account, QOS, Partition, the state, StateReason, Nodes and Name. One

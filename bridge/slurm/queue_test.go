@@ -284,7 +284,7 @@ func TestUpdateJobsQOSBatches(t *testing.T) {
 		ids[i] = fmt.Sprint(100 + i)
 	}
 	r := &scriptRunner{}
-	failed, err := Client{Runner: r, Release: Release{26, 5}}.UpdateJobsQOS(context.Background(), ids, "borrow")
+	failed, err := Client{Runner: r, Release: Release{24, 11}}.UpdateJobsQOS(context.Background(), ids, "borrow")
 	if err != nil || len(failed) != 0 || len(r.calls) != 2 {
 		t.Fatalf("%d runs, failed %v, err %v; want 2 runs", len(r.calls), failed, err)
 	}
@@ -293,7 +293,7 @@ func TestUpdateJobsQOSBatches(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	failed, err = Client{Runner: r, Release: Release{26, 5}}.UpdateJobsQOS(ctx, ids[:2], "borrow")
+	failed, err = Client{Runner: r, Release: Release{24, 11}}.UpdateJobsQOS(ctx, ids[:2], "borrow")
 	if err == nil || len(failed) != 2 {
 		t.Errorf("ended context: failed %v, err %v", failed, err)
 	}

@@ -73,19 +73,26 @@ func VersionOfNumber(n uint32) Version {
 	return Version{Release: Release{Year: int(n >> 16 & 0xff), Month: int(n >> 8 & 0xff)}, Micro: int(n & 0xff)}
 }
 
-// QOSUpdateResetsTimeLimit reports whether `scontrol update jobid=N qos=X` that names no time
-// limit gives a pending job X's MaxWall as its time limit (UNLIMITED where X has none),
-// whatever the job's --time: slurmctld's _update_job in 25.05.6 and later 25.05 releases, and
-// in 25.11.1 to 25.11.4 (reverted in 25.11.5; never in 24.11 or 26.05). A daemon that moves a
-// job between QOS names its time limit there.
-func (v Version) QOSUpdateResetsTimeLimit() bool {
+// QOSMoveMayChangeTimeLimit reports whether `scontrol update jobid=N qos=X` that names no time
+// limit may change a pending job's time limit, so a daemon that moves a job between QOS must
+// name its limit there. Two changes in slurmctld's _update_job do it:
+//   - 25.05.6 and later 25.05, and 25.11.1 to 25.11.4 (reverted in 25.11.5): the job gets X's
+//     MaxWall (UNLIMITED where X has none), whatever its --time;
+//   - 25.11.5 and later, 26.05 on: the accounting policy is run again on the job, so a limit
+//     that came from a policy (no --time, the old QOS's MaxWall) becomes X's MaxWall, or none.
+//     A --time is kept; a limit a privileged update named is kept.
+//
+// Releases after 26.05 are taken to do the same. Never in 22.05, 24.11, 25.05.0-.5 or 25.11.0.
+func (v Version) QOSMoveMayChangeTimeLimit() bool {
 	switch v.Release {
+	case Release{22, 5}, Release{24, 11}:
+		return false
 	case Release{25, 5}:
 		return v.Micro >= 6
 	case Release{25, 11}:
-		return v.Micro >= 1 && v.Micro <= 4
+		return v.Micro >= 1
 	}
-	return false
+	return v.Release.Year > 25 || (v.Release.Year == 25 && v.Release.Month > 11)
 }
 
 // ParseMicroVersion reads "22.05.8" (a pre-release suffix, "22.05.0-0rc1", does not count):

@@ -93,8 +93,8 @@ const MaxIDsPerUpdate = 1000
 // a failed run left unknown) to what it said. err is set only when no run could be made
 // (ctx ended); the moves made before are in the result's complement.
 //
-// A move never changes a job's time limit: where slurmctld would replace it with the QOS's
-// MaxWall (Version.QOSUpdateResetsTimeLimit, or a release that cannot be learned), each job's
+// A move never changes a job's time limit: where slurmctld may give the job its new QOS's
+// MaxWall (Version.QOSMoveMayChangeTimeLimit, or a release that cannot be learned), each job's
 // limit is read just before and named in the update, one run per distinct limit.
 func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (failed map[string]string, err error) {
 	groups, failed := c.groupByTimeLimit(ctx, ids)
@@ -143,12 +143,12 @@ func (c Client) groupByTimeLimit(ctx context.Context, ids []string) ([]timeLimit
 		return nil, failed
 	}
 	v, err := c.SlurmVersion(ctx)
-	if err == nil && !v.QOSUpdateResetsTimeLimit() {
+	if err == nil && !v.QOSMoveMayChangeTimeLimit() {
 		return []timeLimitGroup{{ids: ids}}, failed
 	}
-	why := "Slurm " + v.String() + " replaces a job's time limit with its new QOS's MaxWall"
+	why := "Slurm " + v.String() + " may give a job its new QOS's MaxWall as its time limit"
 	if err != nil {
-		why = "this Slurm's version is unknown (" + err.Error() + "), and some replace a job's time limit with its new QOS's MaxWall"
+		why = "this Slurm's version is unknown (" + err.Error() + "), and some give a job its new QOS's MaxWall as its time limit"
 	}
 	byPrinted, byRecord, unknown := map[string]string{}, map[string]string{}, map[string]bool{}
 	for start := 0; start < len(ids); start += MaxIDsPerUpdate {

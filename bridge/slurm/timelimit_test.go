@@ -31,17 +31,18 @@ func (r *byCommandRunner) Run(_ context.Context, name string, args ...string) ([
 	return nil, nil
 }
 
-func TestQOSUpdateResetsTimeLimitOnTheReleasesThatDo(t *testing.T) {
+func TestQOSMoveMayChangeTimeLimitOnTheReleasesThatDo(t *testing.T) {
 	for v, want := range map[string]bool{
 		"22.05.8": false, "24.11.5": false, "25.05.5": false, "25.05.6": true, "25.05.8": true, "25.05.9": true,
-		"25.11.0": false, "25.11.1": true, "25.11.4": true, "25.11.5": false, "25.11.7": false, "26.05.3": false,
+		"25.11.0": false, "25.11.1": true, "25.11.4": true, "25.11.5": true, "25.11.7": true, "26.05.0": true, "26.05.5": true,
+		"26.11.0": true, "27.05.1": true,
 	} {
 		ver, err := ParseMicroVersion(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ver.QOSUpdateResetsTimeLimit(); got != want {
-			t.Errorf("%s: QOSUpdateResetsTimeLimit %v, want %v", v, got, want)
+		if got := ver.QOSMoveMayChangeTimeLimit(); got != want {
+			t.Errorf("%s: QOSMoveMayChangeTimeLimit %v, want %v", v, got, want)
 		}
 	}
 }
@@ -60,7 +61,7 @@ func TestParseTimeLimitField(t *testing.T) {
 	}
 }
 
-// Where slurmctld would give a moved job its new QOS's MaxWall (25.05.6 on), each job's time
+// Where slurmctld may give a moved job its new QOS's MaxWall (25.05.6 on), each job's time
 // limit is read just before the move and named in it, one scontrol run per limit; a job whose
 // limit Slurm does not report is not moved. Elsewhere the move is one run naming none.
 func TestQOSMovesNameTheTimeLimitWhereSlurmWouldResetIt(t *testing.T) {
@@ -98,13 +99,23 @@ func TestQOSMovesNameTheTimeLimitWhereSlurmWouldResetIt(t *testing.T) {
 		t.Errorf("failed read: failed %v after %v", failed, r.calls)
 	}
 
-	// 25.11.5 keeps the limit itself: one run, no read.
-	r = &byCommandRunner{answers: map[string]string{"sinfo --version": "slurm 25.11.5\n"}}
+	// 24.11 keeps every limit across a QOS move: one run, no read.
+	r = &byCommandRunner{answers: map[string]string{"sinfo --version": "slurm 24.11.5\n"}}
 	if failed, err := NewClient(r).UpdateJobsQOS(context.Background(), []string{"41", "42"}, "borrow"); err != nil || len(failed) != 0 {
 		t.Fatal(failed, err)
 	}
 	if want := []string{"sinfo --version", "scontrol update jobid=41,42 qos=borrow"}; !reflect.DeepEqual(r.calls, want) {
-		t.Errorf("25.11.5 runs %q, want %q", r.calls, want)
+		t.Errorf("24.11.5 runs %q, want %q", r.calls, want)
+	}
+
+	// 26.05 runs the accounting policy again after the move, which would give a limit that came
+	// from the old QOS's MaxWall the new one's: the limit is named there too.
+	r = &byCommandRunner{answers: map[string]string{"sinfo --version": "slurm 26.05.5\n", "squeue": "41" + sep + "41" + sep + "4:00:00\n"}}
+	if failed, err := NewClient(r).UpdateJobsQOS(context.Background(), []string{"41"}, "borrow"); err != nil || len(failed) != 0 {
+		t.Fatal(failed, err)
+	}
+	if got := r.calls[len(r.calls)-1]; got != "scontrol update jobid=41 qos=borrow timelimit=240" {
+		t.Errorf("26.05.5 run %q, want the limit named", got)
 	}
 
 	// elasticd's lend of one worker keeps its limit too.
