@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -54,11 +55,16 @@ func TestClientCommandLines(t *testing.T) {
 		}, []string{"scontrol update jobid=7 partition=v100 gres=gpu:v100:2"}},
 		{"add qos", "", func(c Client) error { return c.AddQOS(context.Background(), "borrow") }, []string{"sacctmgr -i add qos borrow"}},
 		{"modify qos", "", func(c Client) error {
-			return c.ModifyQOS(context.Background(), "guar-proj-a", QOSSettings{
+			return c.ModifyQOS(context.Background(), []string{"guar-proj-a"}, QOSSettings{
 				GrpTRES: []TRESLimit{{"gres/gpu", 4}, {"gres/gpu:v100", ClearTRES}}, Preempt: &[]string{},
 				PreemptMode: ptr("requeue"), GraceTime: &grace, PreemptExemptTime: &exempt, Priority: &prio})
 		}, []string{"sacctmgr -i modify qos where name=guar-proj-a set grptres=gres/gpu=4,gres/gpu:v100=-1 preempt= preemptmode=requeue gracetime=2 preemptexempttime=1-02:01:30 priority=10"}},
-		{"modify qos, nothing to set", "", func(c Client) error { return c.ModifyQOS(context.Background(), "borrow", QOSSettings{}) }, nil},
+		{"modify qos, nothing to set", "", func(c Client) error { return c.ModifyQOS(context.Background(), []string{"borrow"}, QOSSettings{}) }, nil},
+		{"modify several qos alike", "", func(c Client) error {
+			return c.ModifyQOS(context.Background(), []string{"guar-proj-a", "guar-proj-b"}, QOSSettings{Preempt: &[]string{"borrow-proj-c"}})
+		}, []string{"sacctmgr -i modify qos where name=guar-proj-a,guar-proj-b set preempt=borrow-proj-c"}},
+		{"add several qos", "", func(c Client) error { return c.AddQOS(context.Background(), "borrow-proj-a", "elastic-proj-a") },
+			[]string{"sacctmgr -i add qos borrow-proj-a,elastic-proj-a"}},
 		{"modify account", "", func(c Client) error {
 			return c.ModifyAccount(context.Background(), "proj-a", "testbed", AccountSettings{QOS: &[]string{"borrow", "guar-proj-a"}, DefaultQOS: ptr("guar-proj-a")})
 		}, []string{"sacctmgr -i modify account where name=proj-a cluster=testbed set qos=borrow,guar-proj-a defaultqos=guar-proj-a"}},
@@ -353,5 +359,20 @@ func TestUserIsOperator(t *testing.T) {
 	fail := &CommandError{Command: "sacctmgr", ExitCode: 1, Stderr: "Problem talking to the database"}
 	if ok, err := NewClient(&scriptRunner{err: fail}).UserIsOperator(context.Background(), "alice"); ok || err == nil {
 		t.Errorf("a failed read: operator %v, %v; want false and the error", ok, err)
+	}
+}
+
+// Over MaxQOSPerRun QOS take one more run each MaxQOSPerRun, all with the same settings.
+func TestModifyQOSSplitsLongNameLists(t *testing.T) {
+	names := make([]string, MaxQOSPerRun+2)
+	for i := range names {
+		names[i] = fmt.Sprintf("guar-team%03d", i)
+	}
+	r := &scriptRunner{}
+	if err := (Client{Runner: r}).ModifyQOS(context.Background(), names, QOSSettings{Preempt: &[]string{}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.calls) != 2 || strings.Count(r.calls[0], ",") != MaxQOSPerRun-1 || !strings.HasSuffix(r.calls[1], "name=guar-team100,guar-team101 set preempt=") {
+		t.Errorf("runs %q", r.calls)
 	}
 }

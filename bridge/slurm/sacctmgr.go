@@ -28,7 +28,8 @@ type QOSSettings struct {
 	Priority          *int
 }
 
-func (s QOSSettings) args() []string {
+// Args is the settings as sacctmgr's set clause takes them, one per field set.
+func (s QOSSettings) Args() []string {
 	var set []string
 	if len(s.GrpTRES) > 0 {
 		parts := make([]string, 0, len(s.GrpTRES))
@@ -66,21 +67,38 @@ func clock(d time.Duration) string {
 	return out
 }
 
-// AddQOS creates a QOS with Slurm's defaults (-i: without asking for confirmation).
-func (c Client) AddQOS(ctx context.Context, name string) error {
-	_, err := c.Runner.Run(ctx, "sacctmgr", "-i", "add", "qos", name)
-	return err
+// MaxQOSPerRun bounds the QOS names of one sacctmgr run (its name= list is one argument), so
+// one run stays short and a refused run names few QOS.
+const MaxQOSPerRun = 100
+
+// AddQOS creates QOS with Slurm's defaults (-i: without asking for confirmation), all named in
+// one sacctmgr run (more for over MaxQOSPerRun), so a table of many projects is created in a
+// few runs rather than one per QOS.
+func (c Client) AddQOS(ctx context.Context, names ...string) error {
+	for start := 0; start < len(names); start += MaxQOSPerRun {
+		batch := names[start:min(start+MaxQOSPerRun, len(names))]
+		if _, err := c.Runner.Run(ctx, "sacctmgr", "-i", "add", "qos", strings.Join(batch, ",")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// ModifyQOS sets the given fields of a QOS in one sacctmgr run; with nothing to set it runs
-// nothing.
-func (c Client) ModifyQOS(ctx context.Context, name string, s QOSSettings) error {
-	set := s.args()
+// ModifyQOS sets the same fields of every QOS in names, in one sacctmgr run (more for over
+// MaxQOSPerRun names): one commit in slurmdbd and one update pushed to slurmctld, where a run
+// per QOS costs a process, a commit and an update each. With nothing to set it runs nothing.
+func (c Client) ModifyQOS(ctx context.Context, names []string, s QOSSettings) error {
+	set := s.Args()
 	if len(set) == 0 {
 		return nil
 	}
-	_, err := c.Runner.Run(ctx, "sacctmgr", append([]string{"-i", "modify", "qos", "where", "name=" + name, "set"}, set...)...)
-	return err
+	for start := 0; start < len(names); start += MaxQOSPerRun {
+		batch := names[start:min(start+MaxQOSPerRun, len(names))]
+		if _, err := c.Runner.Run(ctx, "sacctmgr", append([]string{"-i", "modify", "qos", "where", "name=" + strings.Join(batch, ","), "set"}, set...)...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AccountSettings are the fields ModifyAccount sets; nil leaves a field as it is.

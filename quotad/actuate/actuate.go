@@ -29,6 +29,11 @@ type Fence interface {
 	Check(ctx context.Context) error
 }
 
+// DefaultMaxCommands is quotad's bound on one cycle's sacctmgr commands. A command takes about
+// half a second (a process, a slurmdbd commit, an update pushed to slurmctld), so a cycle stays
+// within tens of seconds even when a new table creates every project's QOS at once.
+const DefaultMaxCommands = 40
+
 // Actuator runs a plan's actions.
 type Actuator struct {
 	Slurm   slurm.Client
@@ -40,6 +45,9 @@ type Actuator struct {
 	Fence Fence
 	// StepDelay waits between two actions. Only tests set it, to cut the lease mid-apply.
 	StepDelay time.Duration
+	// MaxCommands bounds the QOS, account and user commands of one Apply (0: no bound). A plan
+	// with more runs that many and defers the rest, and its moves, to the next cycle's plan.
+	MaxCommands int
 
 	steps int
 }
@@ -70,6 +78,7 @@ type Result struct {
 	Users            int // user associations given the project's QOS
 	Lends, Returns   int
 	MoveFailures     []string
+	Deferred         int // commands and moves left for the next cycle (MaxCommands)
 	LendsByAccount   map[string]int
 	ReturnsByAccount map[string]int
 }
@@ -86,38 +95,27 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		return res, nil
 	}
 	a.steps = 0
-	for _, c := range plan.QOS {
-		if err := a.beforeAction(ctx, c); err != nil {
+	runs := qosRunsOf(plan.QOS)
+	commands := len(runs) + len(plan.Accounts) + len(plan.Users)
+	if a.MaxCommands > 0 && commands > a.MaxCommands {
+		// Moves rest on QOS and accounts that match the table, so none are made until the
+		// changes are all done; the next cycle's plan holds what is left.
+		return a.applyBounded(ctx, runs, plan, res)
+	}
+	for _, r := range runs {
+		if err := a.runQOS(ctx, r, &res); err != nil {
 			return res, err
 		}
-		if err := a.applyQOS(ctx, c); err != nil {
-			return res, fmt.Errorf("%s: %w", c, err)
-		}
-		a.audit(ctx, store.Entry{Kind: store.KindQOS, Subject: "qos " + c.Name, Old: qosOld(c), New: qosNew(c), Detail: c.String()})
-		res.QOS++
 	}
 	for _, c := range plan.Accounts {
-		if err := a.beforeAction(ctx, c); err != nil {
+		if err := a.modifyAccount(ctx, c, &res); err != nil {
 			return res, err
 		}
-		a.Log.Debug().Str("account", c.Account).Msg("modify account")
-		if err := a.Slurm.ModifyAccount(ctx, c.Account, a.Cluster, slurm.AccountSettings{QOS: to(c.QOS), DefaultQOS: to(c.DefaultQOS)}); err != nil {
-			return res, fmt.Errorf("%s: %w", c, err)
-		}
-		a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: "account " + c.Account, Old: accountOld(c), New: accountNew(c), Detail: c.String()})
-		res.Accounts++
 	}
 	for _, c := range plan.Users {
-		if err := a.beforeAction(ctx, c); err != nil {
+		if err := a.addUserQOS(ctx, c, &res); err != nil {
 			return res, err
 		}
-		a.Log.Debug().Str("user", c.User).Str("account", c.Account).Strs("add", c.Add).Msg("add user qos")
-		if err := a.Slurm.AddUserQOS(ctx, c.User, c.Account, c.Partition, a.Cluster, c.Add); err != nil {
-			return res, fmt.Errorf("%s: %w", c, err)
-		}
-		a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: userSubject(c), Old: "qos=" + strings.Join(c.From, ","),
-			New: "qos=" + strings.Join(normalizedUnion(c.From, c.Add), ","), Detail: c.String()})
-		res.Users++
 	}
 	// Each batch is logged and audited as soon as it ran: a quotad stopped (or fenced) between
 	// batches leaves a trail of exactly what it did.
@@ -214,20 +212,149 @@ type moveBatch struct {
 
 func (b moveBatch) String() string { return fmt.Sprintf("moving %d job(s) to qos %s", b.jobs, b.qos) }
 
-// applyQOS creates the QOS when it is new, then sets every field that changes in one run.
-func (a *Actuator) applyQOS(ctx context.Context, c policy.QOSChange) error {
-	a.Log.Debug().Str("qos", c.Name).Bool("create", c.Create).Msg("modify qos")
-	if c.Create {
-		if err := a.Slurm.AddQOS(ctx, c.Name); err != nil {
-			return err
+// applyBounded runs the first MaxCommands of the plan's QOS, account and user commands, in
+// the plan's order, and defers the rest (and every move) to the next cycle.
+func (a *Actuator) applyBounded(ctx context.Context, runs []qosRun, plan *policy.Plan, res Result) (Result, error) {
+	budget := a.MaxCommands
+	total := len(runs) + len(plan.Accounts) + len(plan.Users)
+	for _, r := range runs[:min(budget, len(runs))] {
+		if err := a.runQOS(ctx, r, &res); err != nil {
+			return res, err
 		}
 	}
+	budget -= min(budget, len(runs))
+	for _, c := range plan.Accounts[:min(budget, len(plan.Accounts))] {
+		if err := a.modifyAccount(ctx, c, &res); err != nil {
+			return res, err
+		}
+	}
+	budget -= min(budget, len(plan.Accounts))
+	for _, c := range plan.Users[:min(budget, len(plan.Users))] {
+		if err := a.addUserQOS(ctx, c, &res); err != nil {
+			return res, err
+		}
+	}
+	res.Deferred = total - a.MaxCommands + len(plan.Moves)
+	a.Log.Info().Int("commands", total).Int("bound", a.MaxCommands).Int("moves", len(plan.Moves)).
+		Msg("more QOS and account commands than one cycle may run: the rest, and every job move, wait for the next cycle")
+	return res, nil
+}
+
+// qosRun is one sacctmgr run of a plan's QOS changes: the QOS it creates (create), or the QOS
+// whose fields it sets to the same values (settings), with the changes it carries out.
+type qosRun struct {
+	create   bool
+	settings slurm.QOSSettings
+	changes  []policy.QOSChange
+}
+
+func (r qosRun) names() []string {
+	names := make([]string, len(r.changes))
+	for i, c := range r.changes {
+		names[i] = c.Name
+	}
+	return names
+}
+
+func (r qosRun) String() string {
+	verb := "modify"
+	if r.create {
+		verb = "create"
+	}
+	return verb + " qos " + strings.Join(r.names(), ",")
+}
+
+// qosRunsOf groups QOS changes into sacctmgr runs: one that creates every new QOS, then one per
+// distinct set of new field values, in the order each first appears. A lend that changes every
+// guaranteed QOS's Preempt list the same way is one run, not one per project.
+func qosRunsOf(changes []policy.QOSChange) []qosRun {
+	var runs []qosRun
+	create := qosRun{create: true}
+	at := map[string]int{}
+	for _, c := range changes {
+		if c.Create {
+			create.changes = append(create.changes, c)
+		}
+		set := qosSettings(c)
+		key := strings.Join(set.Args(), " ")
+		if key == "" {
+			continue
+		}
+		i, seen := at[key]
+		if !seen {
+			i = len(runs)
+			at[key] = i
+			runs = append(runs, qosRun{settings: set})
+		}
+		runs[i].changes = append(runs[i].changes, c)
+	}
+	if len(create.changes) > 0 {
+		runs = append([]qosRun{create}, runs...)
+	}
+	return runs
+}
+
+// runQOS runs one sacctmgr run of QOS changes and audits each change it carried out: a QOS
+// created with fields to set is audited with the run that sets them.
+func (a *Actuator) runQOS(ctx context.Context, r qosRun, res *Result) error {
+	if err := a.beforeAction(ctx, r); err != nil {
+		return err
+	}
+	a.Log.Debug().Strs("qos", r.names()).Bool("create", r.create).Msg("modify qos")
+	var err error
+	if r.create {
+		err = a.Slurm.AddQOS(ctx, r.names()...)
+	} else {
+		err = a.Slurm.ModifyQOS(ctx, r.names(), r.settings)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", r, err)
+	}
+	for _, c := range r.changes {
+		if r.create && len(qosSettings(c).Args()) > 0 {
+			continue
+		}
+		a.audit(ctx, store.Entry{Kind: store.KindQOS, Subject: "qos " + c.Name, Old: qosOld(c), New: qosNew(c), Detail: c.String()})
+		res.QOS++
+	}
+	return nil
+}
+
+// qosSettings is what a change sets on its QOS, in sacctmgr's terms.
+func qosSettings(c policy.QOSChange) slurm.QOSSettings {
 	s := slurm.QOSSettings{Preempt: to(c.Preempt), PreemptMode: to(c.PreemptMode), GraceTime: to(c.GraceTime),
 		PreemptExemptTime: to(c.PreemptExemptTime), Priority: to(c.Priority)}
 	for _, t := range c.GrpTRES {
 		s.GrpTRES = append(s.GrpTRES, slurm.TRESLimit{Name: t.Name, Limit: t.To}) // policy.ClearLimit is -1, as sacctmgr's
 	}
-	return a.Slurm.ModifyQOS(ctx, c.Name, s)
+	return s
+}
+
+func (a *Actuator) modifyAccount(ctx context.Context, c policy.AccountChange, res *Result) error {
+	if err := a.beforeAction(ctx, c); err != nil {
+		return err
+	}
+	a.Log.Debug().Str("account", c.Account).Msg("modify account")
+	if err := a.Slurm.ModifyAccount(ctx, c.Account, a.Cluster, slurm.AccountSettings{QOS: to(c.QOS), DefaultQOS: to(c.DefaultQOS)}); err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: "account " + c.Account, Old: accountOld(c), New: accountNew(c), Detail: c.String()})
+	res.Accounts++
+	return nil
+}
+
+func (a *Actuator) addUserQOS(ctx context.Context, c policy.UserChange, res *Result) error {
+	if err := a.beforeAction(ctx, c); err != nil {
+		return err
+	}
+	a.Log.Debug().Str("user", c.User).Str("account", c.Account).Strs("add", c.Add).Msg("add user qos")
+	if err := a.Slurm.AddUserQOS(ctx, c.User, c.Account, c.Partition, a.Cluster, c.Add); err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	a.audit(ctx, store.Entry{Kind: store.KindAccount, Subject: userSubject(c), Old: "qos=" + strings.Join(c.From, ","),
+		New: "qos=" + strings.Join(normalizedUnion(c.From, c.Add), ","), Detail: c.String()})
+	res.Users++
+	return nil
 }
 
 // to is a change's new value, nil when nothing changes (an empty list is a value: it clears).

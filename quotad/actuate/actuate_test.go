@@ -251,3 +251,75 @@ func TestApplyStepDelayWaitsBetweenActionsOnly(t *testing.T) {
 		t.Errorf("two actions took %s with a 200ms step delay: want one delay, between them", took)
 	}
 }
+
+// A lend that changes the reclaim order gives every guaranteed QOS the same new Preempt list:
+// one sacctmgr run names them all. New QOS are created in one run; changes whose values differ
+// (each borrow QOS's own priority) keep a run each. Every QOS is still audited on its own.
+func TestApplyRunsIdenticalQOSChangesTogether(t *testing.T) {
+	preempt := &policy.Change[[]string]{From: []string{"borrow-proj-c"}, To: []string{"borrow-proj-b", "borrow-proj-c"}}
+	plan := &policy.Plan{Acting: true, QOS: []policy.QOSChange{
+		{Name: "borrow-proj-d", Create: true, Priority: &policy.Change[int]{To: 9}},
+		{Name: "elastic-proj-d", Create: true, Priority: &policy.Change[int]{To: 3}},
+		{Name: "borrow-proj-b", Priority: &policy.Change[int]{From: 7, To: 8}},
+		{Name: "guar-proj-a", Preempt: preempt},
+		{Name: "guar-proj-b", Preempt: preempt},
+		{Name: "guar-proj-d", Create: true},
+		{Name: "guar-proj-c", Preempt: preempt},
+	}}
+	r := &recordingRunner{}
+	audit := &auditLog{}
+	a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Audit: audit, Log: zerolog.Nop()}
+	res, err := a.Apply(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"sacctmgr", "-i", "add", "qos", "borrow-proj-d,elastic-proj-d,guar-proj-d"},
+		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow-proj-d", "set", "priority=9"},
+		{"sacctmgr", "-i", "modify", "qos", "where", "name=elastic-proj-d", "set", "priority=3"},
+		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow-proj-b", "set", "priority=8"},
+		{"sacctmgr", "-i", "modify", "qos", "where", "name=guar-proj-a,guar-proj-b,guar-proj-c", "set", "preempt=borrow-proj-b,borrow-proj-c"},
+	}
+	if !slices.EqualFunc(r.calls, want, slices.Equal[[]string]) {
+		t.Errorf("runs:\n%q\nwant:\n%q", r.calls, want)
+	}
+	if res.QOS != 7 || len(audit.entries) != 7 {
+		t.Errorf("%d QOS counted, %d audited; want 7 each", res.QOS, len(audit.entries))
+	}
+	for _, e := range audit.entries {
+		if strings.Contains(e.Subject, ",") {
+			t.Errorf("audit row %q names more than one QOS", e.Subject)
+		}
+	}
+}
+
+// More QOS and account commands than MaxCommands: the first ones run, in the plan's order, and
+// the rest and every move wait for the next cycle (moves rest on QOS that match the table).
+func TestApplyBoundsCommandsAndDefersMoves(t *testing.T) {
+	plan := &policy.Plan{Acting: true,
+		QOS: []policy.QOSChange{
+			{Name: "borrow-proj-a", Priority: &policy.Change[int]{From: 1, To: 2}},
+			{Name: "borrow-proj-b", Priority: &policy.Change[int]{From: 2, To: 3}},
+		},
+		Accounts: []policy.AccountChange{
+			{Account: "proj-a", DefaultQOS: &policy.Change[string]{To: "guar-proj-a"}},
+			{Account: "proj-b", DefaultQOS: &policy.Change[string]{To: "guar-proj-b"}},
+		},
+		Moves: []policy.JobMove{{Kind: policy.Lend, JobID: 42, Account: "proj-b", From: "guar-proj-b", To: "borrow-proj-b"}},
+	}
+	r := &recordingRunner{}
+	a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop(), MaxCommands: 3}
+	res, err := a.Apply(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.calls) != 3 || !slices.Contains(r.calls[2], "name=proj-a") || res.QOS != 2 || res.Accounts != 1 || res.Lends != 0 || res.Deferred != 2 {
+		t.Errorf("bound 3: ran %q, result %+v; want 2 QOS and proj-a run, proj-b and the move deferred", r.calls, res)
+	}
+	// Within the bound everything runs.
+	r = &recordingRunner{}
+	a.Slurm.Runner, a.MaxCommands = r, 4
+	if res, err := a.Apply(context.Background(), plan); err != nil || len(r.calls) != 5 || res.Lends != 1 || res.Deferred != 0 {
+		t.Errorf("bound 4: ran %q, result %+v, err %v", r.calls, res, err)
+	}
+}

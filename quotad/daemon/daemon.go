@@ -310,9 +310,9 @@ func (d *Daemon) countApplied(start time.Time, applied actuate.Result) {
 			d.Metrics.returns.WithLabelValues(acct).Add(float64(n))
 		}
 	}
-	if applied.QOS+applied.Accounts+applied.Users+applied.Lends+applied.Returns > 0 {
+	if applied.QOS+applied.Accounts+applied.Users+applied.Lends+applied.Returns+applied.Deferred > 0 {
 		d.Log.Info().Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("users", applied.Users).Int("lends", applied.Lends).
-			Int("returns", applied.Returns).Dur("took", time.Since(start)).Msg("cycle applied")
+			Int("returns", applied.Returns).Int("deferred", applied.Deferred).Dur("took", time.Since(start)).Msg("cycle applied")
 	}
 }
 

@@ -28,3 +28,8 @@ func Placeable(cfg *Config, snap *Snapshot, types []string, now time.Time, j *Jo
 	_, ok := newLedger(newCycle(cfg, snap, types, now)).place(j, j.need(), nil)
 	return ok
 }
+
+// ReclaimSlots places projects on the reclaim order's scale (reclaimSlots).
+func ReclaimSlots(order, projects []string, was map[string]int, space int) map[string]int {
+	return reclaimSlots(order, projects, was, space)
+}

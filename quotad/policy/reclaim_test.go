@@ -37,8 +37,9 @@ func TestReclaimOrder(t *testing.T) {
 		name        string
 		cfg         *policy.Config
 		jobs        []policy.Job
-		preemptable []string       // every guaranteed QOS' Preempt list, sorted
-		priority    map[string]int // borrow QOS → Priority
+		preemptable []string // every guaranteed QOS' Preempt list, sorted
+		lowestFirst []string // QOS whose Priority must rise in this order: who a claim takes first
+		base        int      // no borrow or elastic QOS's Priority below it
 		explain     map[uint32]policytest.Says
 	}{
 		{
@@ -51,7 +52,7 @@ func TestReclaimOrder(t *testing.T) {
 					return policytest.MakeJob(id, "proj-a").GPU("a100", 1).Reason("Resources")
 				})),
 			preemptable: []string{"borrow-proj-c", "elastic-proj-c"},
-			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 3, "elastic-proj-b": 3, "elastic-proj-c": 0},
+			lowestFirst: []string{"elastic-proj-c", "borrow-proj-c"},
 			explain: map[uint32]policytest.Says{
 				1: {Code: policy.CodeNotReclaimable, Words: "job 1 runs borrowed in borrow-proj-b (1 a100): proj-b holds 4 GPUs (0 in quota, 4 borrowed) of a 4-GPU guarantee, borrowers counted, which is within its guarantee, so no claim may reclaim it"},
 				5: {Code: policy.CodeReclaimable, Words: "job 5 runs borrowed in borrow-proj-c (1 a100): proj-c holds 4 GPUs (0 in quota, 4 borrowed) of a 2-GPU guarantee, 4 GPU(s) beyond its guarantee: 1st of 1 over-quota projects to lose borrowers"},
@@ -62,7 +63,7 @@ func TestReclaimOrder(t *testing.T) {
 			cfg:         twoProjects().Obj(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 4, "proj-b")),
 			preemptable: []string{"borrow-proj-b", "elastic-proj-b"},
-			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 4, "borrow-proj-c": 7, "elastic-proj-b": 0},
+			lowestFirst: []string{"elastic-proj-b", "borrow-proj-b"},
 		},
 		{
 			name: "the project furthest over its guarantee loses first",
@@ -72,7 +73,7 @@ func TestReclaimOrder(t *testing.T) {
 				runningA100(1, 4, "proj-a", time.Hour),
 				borrowers(5, 2, "proj-a"), borrowers(7, 3, "proj-c")),
 			preemptable: []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"},
-			priority:    map[string]int{"borrow-proj-a": 5, "borrow-proj-b": 7, "borrow-proj-c": 4, "elastic-proj-a": 1, "elastic-proj-c": 0},
+			lowestFirst: []string{"elastic-proj-c", "elastic-proj-a", "borrow-proj-c", "borrow-proj-a"},
 			explain: map[uint32]policytest.Says{
 				5: {Code: policy.CodeReclaimable, Words: "2 GPU(s) beyond its guarantee: 2nd of 2 over-quota projects to lose borrowers"},
 				7: {Code: policy.CodeReclaimable, Words: "3 GPU(s) beyond its guarantee: 1st of 2 over-quota projects to lose borrowers"},
@@ -85,7 +86,7 @@ func TestReclaimOrder(t *testing.T) {
 			// proj-a 4 over at weight 4 (1 per unit), proj-c 3 over at weight 1.
 			jobs:        slices.Concat(borrowers(1, 8, "proj-a"), borrowers(9, 3, "proj-c")),
 			preemptable: []string{"borrow-proj-a", "borrow-proj-c", "elastic-proj-a", "elastic-proj-c"},
-			priority:    map[string]int{"borrow-proj-a": 5, "borrow-proj-b": 7, "borrow-proj-c": 4},
+			lowestFirst: []string{"elastic-proj-c", "elastic-proj-a", "borrow-proj-c", "borrow-proj-a"},
 		},
 		{
 			name: "the borrow priority setting is the base of the order",
@@ -96,14 +97,15 @@ func TestReclaimOrder(t *testing.T) {
 			}(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 1, "proj-b")),
 			preemptable: []string{"borrow-proj-b", "elastic-proj-b"},
-			priority:    map[string]int{"borrow-proj-a": 107, "borrow-proj-b": 104, "borrow-proj-c": 107, "elastic-proj-b": 100, "elastic-proj-a": 103},
+			lowestFirst: []string{"elastic-proj-b", "borrow-proj-b"},
+			base:        100,
 		},
 		{
 			name:        "nobody over quota: no guaranteed QOS may preempt",
 			cfg:         twoProjects().Obj(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 2, "proj-a")),
 			preemptable: []string{},
-			priority:    map[string]int{"borrow-proj-a": 7, "borrow-proj-b": 7, "borrow-proj-c": 7, "elastic-proj-a": 3},
+
 		},
 	}
 	for _, tt := range tests {
@@ -115,9 +117,15 @@ func TestReclaimOrder(t *testing.T) {
 					t.Errorf("%s may preempt %q, want %q", g.Name, got, tt.preemptable)
 				}
 			}
-			for name, want := range tt.priority {
-				if got := qosNamed(t, snap, name).Priority; got != want {
-					t.Errorf("%s priority %d, want %d", name, got, want)
+			for i := 1; i < len(tt.lowestFirst); i++ {
+				lo, hi := qosNamed(t, snap, tt.lowestFirst[i-1]), qosNamed(t, snap, tt.lowestFirst[i])
+				if lo.Priority >= hi.Priority {
+					t.Errorf("%s has priority %d, %s %d: a claim would not take the first before the second", lo.Name, lo.Priority, hi.Name, hi.Priority)
+				}
+			}
+			for _, q := range snap.QOS {
+				if !strings.HasPrefix(q.Name, "guar-") && q.Name != "normal" && q.Priority < tt.base {
+					t.Errorf("%s priority %d, below the base %d", q.Name, q.Priority, tt.base)
 				}
 			}
 			plan := policy.BuildPlan(tt.cfg, snap, policytest.T0)
@@ -138,11 +146,8 @@ func TestReclaimOrderFollowsUsageWithoutHoldingMoves(t *testing.T) {
 	snap.Jobs = slices.Concat(borrowers(5, 4, "proj-b"), []policy.Job{policytest.MakeJob(20, "proj-c").GPU("a100", 2).Obj()})
 	snap.Nodes = policytest.MakeSnapshot().Testbed(4, 4, 8).Obj().Nodes
 	plan := policy.BuildPlan(cfg, snap, policytest.T0)
+	// carol alone is in the order now: every QOS keeps its Priority, only who may be taken changes.
 	want := []string{
-		"modify qos borrow-proj-b: priority 4->7",
-		"modify qos borrow-proj-c: priority 7->4",
-		"modify qos elastic-proj-b: priority 0->3",
-		"modify qos elastic-proj-c: priority 3->0",
 		"modify qos guar-proj-a: preempt [borrow-proj-b,elastic-proj-b]->[borrow-proj-c,elastic-proj-c]",
 		"modify qos guar-proj-b: preempt [borrow-proj-b,elastic-proj-b]->[borrow-proj-c,elastic-proj-c]",
 		"modify qos guar-proj-c: preempt [borrow-proj-b,elastic-proj-b]->[borrow-proj-c,elastic-proj-c]",

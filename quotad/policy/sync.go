@@ -82,13 +82,13 @@ type reclaimOrder struct {
 // its band, and is in a guaranteed QOS' Preempt list only while that project has a claim
 // waiting of at least the threshold's priority (order.claims); with the threshold removed, in
 // every list, as any borrow QOS.
-func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptBorrowQOS) []desiredQOS {
+func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptBorrowQOS, current map[string]*QOS) []desiredQOS {
 	s := cfg.Settings
 	requeue := "requeue"
 	grace, exempt := s.GraceTime, s.PreemptExemptTime
 	none := []string{} // a borrow or elastic QOS preempts nobody
 	var preempt []string
-	ranks := map[string]int{}
+	slots := map[string]int{}
 	base, n, band := 0, len(cfg.Projects), 1
 	if s.BorrowPriority != nil {
 		base = *s.BorrowPriority
@@ -104,9 +104,10 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptB
 	for _, p := range cfg.Projects {
 		threshold[p.Account] = p.ReclaimPriorityThreshold
 	}
+	space := slotSpace(n, band, base)
 	if order != nil {
 		preempt = make([]string, 0, 2*len(order.reclaimable))
-		for rank, acct := range order.reclaimable {
+		for _, acct := range order.reclaimable {
 			for _, size := range tiers[acct] {
 				preempt = append(preempt, s.borrowTierName(acct, size))
 			}
@@ -114,13 +115,16 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptB
 			if kept.protected[acct] && threshold[acct] == nil {
 				preempt = append(preempt, s.ProtectedBorrowQOSName(acct))
 			}
-			ranks[acct] = rank
 		}
-		for _, p := range cfg.Projects {
-			if _, ok := ranks[p.Account]; !ok {
-				ranks[p.Account] = n
+		accounts := make([]string, len(cfg.Projects))
+		was := map[string]int{}
+		for i, p := range cfg.Projects {
+			accounts[i] = p.Account
+			if q := current[pools.QOSKey(s.ElasticQOSName(p.Account))]; q != nil {
+				was[p.Account] = q.Priority - base
 			}
 		}
+		slots = reclaimSlots(order.reclaimable, accounts, was, space)
 	}
 	var borrows, elastics, guars []desiredQOS
 	for _, p := range cfg.Projects {
@@ -138,8 +142,8 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptB
 			}
 			return q
 		}
-		rank := ranks[p.Account]
-		first := base + n + 1 + rank*band
+		slot := slots[p.Account]
+		first := base + space + 1 + slot*band
 		for i, size := range tiers[p.Account] {
 			borrows = append(borrows, lending(s.borrowTierName(p.Account, size), first+i))
 		}
@@ -151,7 +155,7 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptB
 			top--
 		}
 		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), top))
-		elastics = append(elastics, lending(s.ElasticQOSName(p.Account), base+rank))
+		elastics = append(elastics, lending(s.ElasticQOSName(p.Account), base+slot))
 		limits := map[string]int64{gpuTRES: int64(p.Total())}
 		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
 		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
@@ -338,7 +342,7 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 		current[pools.QOSKey(snap.QOS[i].Name)] = &snap.QOS[i]
 	}
 	kept := keptBorrowQOSOf(cfg, snap)
-	for _, want := range desiredQOSList(cfg, types, order, kept) {
+	for _, want := range desiredQOSList(cfg, types, order, kept, current) {
 		if c, changed := diffQOS(want, current[want.name]); changed {
 			qos = append(qos, c)
 		}

@@ -38,16 +38,17 @@ func TestBorrowSizeTiersOrderReclaimBySize(t *testing.T) {
 			t.Errorf("%s preempts %q, want every QOS proj-b borrows in %q", g, got, want)
 		}
 	}
-	// 3 projects, 3 tiers: a band of 4 per rank above the 3+1 elastic places. proj-b is
-	// first to lose (rank 0); the others are out of reach (rank 3).
-	for name, prio := range map[string]int{
-		"elastic-proj-b": 0, "elastic-proj-a": 3,
-		"borrow-proj-b-g1": 4, "borrow-proj-b-g2": 5, "borrow-proj-b-g4": 6, "borrow-proj-b": 7,
-		"borrow-proj-a-g1": 16, "borrow-proj-a": 19,
-	} {
-		if got := qosNamed(t, snap, name).Priority; got != prio {
-			t.Errorf("%s priority %d, want %d", name, got, prio)
+	// proj-b is first to lose: its elastic QOS, then its tiers smallest first and its borrow
+	// QOS, each one Priority above the one before, all below any other project's borrowers.
+	prio := func(name string) int { return qosNamed(t, snap, name).Priority }
+	band := []string{"borrow-proj-b-g1", "borrow-proj-b-g2", "borrow-proj-b-g4", "borrow-proj-b"}
+	for i, name := range band {
+		if got, want := prio(name), prio(band[0])+i; got != want {
+			t.Errorf("%s priority %d, want %d (one above the tier below)", name, got, want)
 		}
+	}
+	if prio("elastic-proj-b") >= prio("borrow-proj-b-g1") {
+		t.Errorf("elastic-proj-b priority %d, not below borrow-proj-b-g1's %d", prio("elastic-proj-b"), prio("borrow-proj-b-g1"))
 	}
 	for _, a := range snap.Accounts {
 		if a.Name == "proj-b" && !slices.Contains(a.QOS, "borrow-proj-b-g2") {

@@ -1,0 +1,126 @@
+package policy
+
+// The reclaim order is written into the borrow and elastic QOS' Priority (desiredQOSList). A
+// project's place on that scale is its slot. Slots are spread out, and each project keeps the
+// slot its QOS already carry wherever the new order allows it: when a lend moves one project
+// up the order, that project's QOS are rewritten, not those of every project it passed.
+
+// slotSpacing is how many slots the scale has per project: room to place a project between two
+// others without moving either.
+const slotSpacing = 4
+
+// maxQOSPriority is the highest QOS Priority the reclaim order may use: preempt/qos compares
+// only 16 bits of it.
+const maxQOSPriority = 65535
+
+// slotSpace is the number of slots for n projects whose borrow bands are band wide above base:
+// slotSpacing per project where the highest priority stays within maxQOSPriority, else one
+// per project (as dense as the order can be).
+func slotSpace(n, band, base int) int {
+	n = max(n, 1)
+	if space := slotSpacing * n; base+space+1+space*band <= maxQOSPriority {
+		return space
+	}
+	return n
+}
+
+// reclaimSlots places the projects on [0, space): those in order (the reclaimable, first to
+// lose first) on strictly increasing slots, each other project on the slot it had (was), or
+// the top slot when it had none, since its place matters only once it is in the order. Of the
+// projects in order, the longest run whose old slots already increase keeps them; the others
+// are spread evenly in the gaps between their kept neighbours, and where a gap is too small
+// every project in order is spread evenly over the whole scale.
+func reclaimSlots(order, projects []string, was map[string]int, space int) map[string]int {
+	slots := make(map[string]int, len(projects))
+	for _, p := range projects {
+		s, ok := was[p]
+		if !ok || s < 0 || s >= space {
+			s = space - 1
+		}
+		slots[p] = s
+	}
+	old := make([]int, len(order))
+	for i, acct := range order {
+		old[i] = -1
+		if s, ok := was[acct]; ok && s >= 0 && s < space {
+			old[i] = s
+		}
+	}
+	kept := longestIncreasing(old)
+	placed, ok := fillGaps(old, kept, space)
+	if !ok {
+		placed = make([]int, len(order))
+		for i := range order {
+			placed[i] = space * (i + 1) / (len(order) + 1)
+		}
+	}
+	for i, acct := range order {
+		slots[acct] = placed[i]
+	}
+	return slots
+}
+
+// fillGaps keeps the slots of the entries kept marks and places each run of the others evenly
+// between the kept slots around it (-1 and space at the ends); false when a run does not fit.
+func fillGaps(old []int, kept []bool, space int) ([]int, bool) {
+	out := make([]int, len(old))
+	lo, start := -1, 0
+	for i := 0; i <= len(old); i++ {
+		if i < len(old) && !kept[i] {
+			continue
+		}
+		hi := space
+		if i < len(old) {
+			hi = old[i]
+			out[i] = hi
+		}
+		k := i - start
+		if k > 0 {
+			if hi-lo-1 < k {
+				return nil, false
+			}
+			for j := range k {
+				out[start+j] = lo + (hi-lo)*(j+1)/(k+1)
+			}
+		}
+		lo, start = hi, i+1
+	}
+	return out, true
+}
+
+// longestIncreasing marks one longest strictly increasing subsequence of the non-negative
+// entries of vals (negative ones are never in it), the earliest-ending one among equals.
+func longestIncreasing(vals []int) []bool {
+	var tails []int // tails[k]: index of the smallest last value of an increasing run of length k+1
+	prev := make([]int, len(vals))
+	for i, v := range vals {
+		prev[i] = -1
+		if v < 0 {
+			continue
+		}
+		lo, hi := 0, len(tails)
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if vals[tails[mid]] < v {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		if lo > 0 {
+			prev[i] = tails[lo-1]
+		}
+		if lo == len(tails) {
+			tails = append(tails, i)
+		} else {
+			tails[lo] = i
+		}
+	}
+	in := make([]bool, len(vals))
+	if len(tails) > 0 {
+		for i := tails[len(tails)-1]; i >= 0; i = prev[i] {
+			in[i] = true
+		}
+	}
+	return in
+}
