@@ -105,7 +105,6 @@ func TestReclaimOrder(t *testing.T) {
 			cfg:         twoProjects().Obj(),
 			jobs:        slices.Concat(bobInQuota(), borrowers(5, 2, "proj-a")),
 			preemptable: []string{},
-
 		},
 	}
 	for _, tt := range tests {
