@@ -200,6 +200,40 @@ func (r *Reader) UsageRows(ctx context.Context, gpuID uint32, since, now time.Ti
 	return rows, nil
 }
 
+// HourlyRollupEnd is where slurmdbd's hourly rollup has got to: every hour before it is summed
+// in the hour tables (<cluster>_last_ran_table's hourly_rollup; slurmdbd moves it back when a
+// job record of an earlier hour arrives late). Zero when it has never run.
+func (r *Reader) HourlyRollupEnd(ctx context.Context) (time.Time, error) {
+	var ends []int64
+	if err := r.DB.SelectContext(ctx, &ends, "SELECT hourly_rollup FROM "+r.table("last_ran_table")); err != nil {
+		return time.Time{}, fmt.Errorf("reading %s_last_ran_table: %w", r.Cluster, err)
+	}
+	if len(ends) == 0 || ends[0] <= 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(ends[0], 0).UTC(), nil
+}
+
+// AccountTRESSeconds is one account's allocated TRES-seconds of one TRES, summed.
+type AccountTRESSeconds struct {
+	Account string `db:"acct"`
+	Seconds int64  `db:"secs"`
+}
+
+// HourUsage sums, per account, the allocated seconds of TRES tresID that slurmdbd's hourly
+// rollup wrote for the hours starting in [from, to) (<cluster>_assoc_usage_hour_table, one row
+// per association, hour and TRES): a few rows per account, however many jobs ran.
+func (r *Reader) HourUsage(ctx context.Context, tresID uint32, from, to time.Time) ([]AccountTRESSeconds, error) {
+	var rows []AccountTRESSeconds
+	err := r.DB.SelectContext(ctx, &rows, "SELECT IFNULL(a.acct, '') AS acct, CAST(SUM(h.alloc_secs) AS SIGNED) AS secs FROM "+
+		r.table("assoc_usage_hour_table")+" h JOIN "+r.table("assoc_table")+" a ON a.id_assoc = h.id"+
+		" WHERE h.id_tres = ? AND h.time_start >= ? AND h.time_start < ? GROUP BY a.acct", tresID, from.Unix(), to.Unix())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s_assoc_usage_hour_table: %w", r.Cluster, err)
+	}
+	return rows, nil
+}
+
 // JobRowCount is how many rows the cluster's job table holds, deleted ones too.
 func (r *Reader) JobRowCount(ctx context.Context) (int, error) {
 	var n int

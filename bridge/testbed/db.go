@@ -2,6 +2,9 @@ package testbed
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -16,4 +19,37 @@ func (c *Cluster) DBConfig() slurmdbd.Config {
 // OpenDB connects to one of the testbed's databases: SLURMBRIDGE_DB_NAME is slurmdbd's.
 func (c *Cluster) OpenDB(ctx context.Context, name string) (*sqlx.DB, error) {
 	return slurmdbd.Open(ctx, c.DBConfig(), name)
+}
+
+// RollUp has slurmdbd sum its job table into the usage tables again from the hour of from on
+// (sacctmgr rollup), as its hourly rollup does for the hours that end, after a test or a
+// benchmark wrote job rows of past hours itself. It first empties the usage rows of those
+// hours (and of from's day and month on), since a rollup leaves the rows of an hour whose jobs
+// are gone. Where slurmdbd has not rolled up yet (a testbed younger than an hour) it records
+// from as where its rollups stand, as slurmdbd's first rollup records the cluster's start, so
+// that the end of the hours rolled is on record as on any cluster older than an hour.
+func (c *Cluster) RollUp(ctx context.Context, db *sqlx.DB, from time.Time) error {
+	cluster := c.Vars["SLURMBRIDGE_CLUSTER"]
+	hour := from.UTC().Truncate(time.Hour)
+	day := time.Date(hour.Year(), hour.Month(), hour.Day(), 0, 0, 0, 0, time.UTC)
+	month := time.Date(hour.Year(), hour.Month(), 1, 0, 0, 0, 0, time.UTC)
+	for table, start := range map[string]time.Time{"assoc_usage_hour_table": hour, "assoc_usage_day_table": day, "assoc_usage_month_table": month} {
+		if _, err := db.ExecContext(ctx, "DELETE FROM `"+cluster+"_"+table+"` WHERE time_start >= ?", start.Unix()); err != nil {
+			return fmt.Errorf("emptying %s_%s from %s: %w", cluster, table, start, err)
+		}
+	}
+	var rows int
+	if err := db.GetContext(ctx, &rows, "SELECT COUNT(*) FROM `"+cluster+"_last_ran_table`"); err != nil {
+		return err
+	}
+	if rows == 0 {
+		if _, err := db.ExecContext(ctx, "INSERT INTO `"+cluster+"_last_ran_table` (hourly_rollup, daily_rollup, monthly_rollup) VALUES (?, ?, ?)", hour.Unix(), hour.Unix(), hour.Unix()); err != nil {
+			return err
+		}
+	}
+	// From the month's start: the rollup sums the day rows of the whole month into its month row.
+	if out, err := c.Run(ctx, "sacctmgr", "-i", "rollup", month.Format("2006-01-02T15:04:05")); err != nil {
+		return fmt.Errorf("sacctmgr rollup %s: %w (%s)", month.Format(time.RFC3339), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -4,7 +4,11 @@
 // run --runs times, printing each run's wall time, peak RSS and planned lends, and their
 // medians against the goals (<= 1 s, <= 200 MB). The last line is
 // "cycle_s=... rss_mb=... lends=..." (medians). With --apply one acting cycle follows
-// (`quotad --once`: read, plan and the batched moves).
+// (`quotad --once`: read, plan, the QOS changes its lends bring, the project that lends going
+// over its guarantee and into the reclaim order, and the batched moves), timed from quotad's
+// own "cycle applied" line (acting_s=, with the sacctmgr and scontrol runs and slurmdbd's
+// ACCOUNTING_UPDATE_MSG to slurmctld counted). --projects N gives the quota table N projects
+// (the testbed's and accounts qcb001... guaranteed nothing, made for the run and removed).
 //
 // Shapes, from the testbed's facts and quota table: bob (quota 4 a100) runs 4 one-GPU jobs in
 // his guarantee; the pending jobs are his one-GPU jobs, over quota, in the first pool of his
@@ -61,7 +65,8 @@ const (
 
 type options struct {
 	rows, pending, running, array, runs int
-	quotad, baseline                    string
+	projects                            int
+	quotad, quotactl, baseline          string
 	apply, json                         bool
 }
 
@@ -72,7 +77,9 @@ func main() {
 	flag.IntVar(&o.running, "running", 0, "one-CPU allocations running (no process)")
 	flag.IntVar(&o.array, "array", 0, "submit the pending jobs as arrays of this many tasks (0: single jobs)")
 	flag.IntVar(&o.runs, "runs", 5, "quotad cycles to measure")
+	flag.IntVar(&o.projects, "projects", 0, "projects in the quota table: the testbed's, and accounts added (qcb001...) up to this many, each guaranteed no GPU (0: the table as it is)")
 	flag.StringVar(&o.quotad, "quotad", "bin/quotad", "quotad binary")
+	flag.StringVar(&o.quotactl, "quotactl", "bin/quotactl", "quotactl binary (-projects imports the widened table with it)")
 	flag.StringVar(&o.baseline, "baseline", "", "another quotad binary (an older build) run before -quotad in every round, on the same queue; prints both and the median of per-round ratios")
 	flag.BoolVar(&o.apply, "apply", false, "after the dry runs, run one acting cycle and time it")
 	flag.BoolVar(&o.json, "json", false, "also time one squeue --json read, for comparison")
@@ -171,11 +178,22 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	if o.projects > 0 {
+		unwiden, err := b.widen(ctx)
+		defer unwiden()
+		if err != nil {
+			return err
+		}
+	}
 	// What quotad's first cycles had left to apply, applied now: with QOS or account changes
 	// outstanding a plan moves no job, and the cycle measured would lend nothing.
-	if out, err := b.c.Daemon(ctx, "quotad", "sync"); err != nil {
-		return fmt.Errorf("quotad sync: %w (%s)", err, strings.TrimSpace(string(out)))
+	// With -quotactl's own binary, so that an older build (-quotad and -quotactl of one commit)
+	// acts on what it synced itself.
+	syncStart := time.Now()
+	if out, err := command(b.env, o.quotactl, "sync").CombinedOutput(); err != nil {
+		return fmt.Errorf("quotactl sync: %w (%s)", err, tail(out))
 	}
+	fmt.Printf("synced in %s (quotactl sync: the QOS, accounts and users of the table)\n", time.Since(syncStart).Round(100*time.Millisecond))
 	db, err := b.c.OpenDB(ctx, b.c.Vars["SLURMBRIDGE_DB_NAME"])
 	if err != nil {
 		return err
@@ -185,10 +203,10 @@ func run(o options) error {
 		return err
 	}
 	seeded, err := b.seed(ctx)
+	defer b.unseed()
 	if err != nil {
 		return err
 	}
-	defer b.unseed()
 	defer b.clear()
 	if err := b.fill(ctx); err != nil {
 		return err
@@ -252,11 +270,26 @@ func (b *bench) pause(ctx context.Context) (restore func(), err error) {
 	return restore, nil
 }
 
-// unseed deletes the seeded rows.
+// unseed deletes the seeded rows and rolls their hours up again without them.
 func (b *bench) unseed() {
 	if _, err := b.acct.DB.Exec("DELETE FROM "+b.acct.Cluster+"_job_table WHERE job_name = ?", seedName); err != nil {
 		fmt.Fprintln(os.Stderr, "quotadcost: removing the seeded rows:", err)
 	}
+	if err := b.rollup(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "quotadcost:", err)
+	}
+}
+
+// rollup has slurmdbd sum the seeded week into its usage tables again (testbed.RollUp), as its
+// hourly rollup had done for rows that arrived when their jobs ended: quotad reads those.
+func (b *bench) rollup(ctx context.Context) error {
+	from := time.Now().Add(-8 * 24 * time.Hour)
+	start := time.Now()
+	if err := b.c.RollUp(ctx, b.acct.DB, from); err != nil {
+		return err
+	}
+	fmt.Printf("rolled up the usage since %s in %s\n", from.UTC().Format(time.RFC3339), time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 // clear cancels the run's jobs and removes the partition of the allocations.
@@ -307,13 +340,17 @@ type measures struct {
 	// parsed): reading the queue is the floor of a cycle; floorRatios are cycle / squeue.
 	squeues, floorRatios []float64
 	pending, running     int
+	projects             int
+	// acting is the acting cycle's own time (-apply), in seconds.
+	acting    float64
+	actingRan bool
 }
 
 // measure runs quotad --once --dry-run o.runs times (each after the baseline's, if any),
 // printing each run, then the acting cycle if asked.
 func (b *bench) measure() (measures, error) {
 	o := b.o
-	m := measures{pending: o.pending, running: o.running}
+	m := measures{pending: o.pending, running: o.running, projects: o.projects}
 	fmt.Println("run  process_s  cycle_s  max_rss_MB  lends  squeue_s  (in the cycle, s: accounting nodes queue plan)")
 	for i := 1; i <= o.runs; i++ {
 		if o.baseline != "" {
@@ -341,13 +378,57 @@ func (b *bench) measure() (measures, error) {
 		fmt.Printf("%3d  %9.3f  %7.3f  %10.1f  %5d  %8.3f  %.3f %.3f %.3f %.3f\n", i, wall, t.Cycle/1000, mb, n, sq, t.Accounting/1000, t.Nodes/1000, t.Queue/1000, t.Plan/1000)
 	}
 	if o.apply {
-		wall, mb, out, err := cycle(b.env, o.quotad, "--once", "--log-level", "info")
+		before, diagErr := b.admin.Diag(context.Background())
+		wall, mb, out, err := cycle(b.env, o.quotad, "--once", "--log-level", "debug")
 		if err != nil {
 			return m, err
 		}
-		fmt.Printf("acting cycle (read, plan, batched moves): %.3f s, %.1f MB, %d jobs moved\n", wall, mb, strings.Count(out, `"moved job"`))
+		a, ok := actingOf(out)
+		if !ok {
+			return m, fmt.Errorf("the acting quotad printed no \"cycle applied\" line:\n%s", tail([]byte(out)))
+		}
+		updates := int64(-1)
+		if diagErr == nil {
+			if after, err := b.admin.Diag(context.Background()); err == nil {
+				updates = int64(after.Since(before).ByType["ACCOUNTING_UPDATE_MSG"].Count)
+			}
+		}
+		m.acting, m.actingRan = a.Took/1000, true
+		fmt.Printf("acting cycle: %.3f s in the cycle (read, plan, %d sacctmgr and %d scontrol runs), %.3f s for the process, %.1f MB; %d QOS and %d accounts changed, %d lends, %d returns; %d ACCOUNTING_UPDATE_MSG from slurmdbd\n",
+			a.Took/1000, strings.Count(out, `"message":"modify qos"`)+strings.Count(out, `"message":"modify account"`)+strings.Count(out, `"message":"add user qos"`),
+			moveRuns(out), wall, mb, a.QOS, a.Accounts, a.Lends, a.Returns, updates)
 	}
 	return m, nil
+}
+
+// applied is quotad's "cycle applied" line: what one acting cycle changed and how long it took
+// (milliseconds, zerolog's unit), from the cycle's start to its last action.
+type applied struct {
+	QOS, Accounts, Lends, Returns int
+	Took                          float64
+}
+
+func actingOf(out string) (applied, bool) {
+	for line := range strings.SplitSeq(out, "\n") {
+		var a applied
+		if strings.Contains(line, "cycle applied") && json.Unmarshal([]byte(line), &a) == nil {
+			return a, true
+		}
+	}
+	return applied{}, false
+}
+
+// moveRuns counts the distinct target QOS of the cycle's moves: one scontrol run each (up to
+// 1,000 jobs).
+func moveRuns(out string) int {
+	targets := map[string]bool{}
+	for line := range strings.SplitSeq(out, "\n") {
+		var m struct{ Message, To string }
+		if strings.Contains(line, `"moved job"`) && json.Unmarshal([]byte(line), &m) == nil {
+			targets[m.To] = true
+		}
+	}
+	return len(targets)
 }
 
 // dryRun runs one quotad --once --dry-run and reads its cycle timings and planned lends.
@@ -378,8 +459,15 @@ func (m measures) report(o options) {
 	}
 	fmt.Printf("floor: one bare squeue of the same queue %.3f s (median); cycle / squeue, median of per-round ratios: %.2f (goal <= 1.3)\n",
 		stats.Median(m.squeues), stats.Median(m.floorRatios))
-	fmt.Printf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d squeue_s=%.3f floor_ratio=%.2f\n", stats.Median(m.cycles), stats.Median(m.rss), stats.Median(m.walls), stats.Median(m.lends), m.pending, m.running,
+	last := fmt.Sprintf("cycle_s=%.3f rss_mb=%.1f process_s=%.3f lends=%.0f pending=%d running=%d squeue_s=%.3f floor_ratio=%.2f", stats.Median(m.cycles), stats.Median(m.rss), stats.Median(m.walls), stats.Median(m.lends), m.pending, m.running,
 		stats.Median(m.squeues), stats.Median(m.floorRatios))
+	if m.projects > 0 {
+		last += fmt.Sprintf(" projects=%d", m.projects)
+	}
+	if m.actingRan {
+		last += fmt.Sprintf(" acting_s=%.3f", m.acting)
+	}
+	fmt.Println(last)
 }
 
 // printRPCs prints what slurmctld served while the cycles were measured: quotad's reads (each
@@ -582,7 +670,7 @@ func (b *bench) seed(ctx context.Context) (int, error) {
 			return done, fmt.Errorf("seeding %s: %w", table, err)
 		}
 	}
-	return n, nil
+	return n, b.rollup(ctx)
 }
 
 // submitPending submits o.pending one-GPU jobs as bob (quota 4) in his GPU type's pool, as
