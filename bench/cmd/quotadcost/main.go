@@ -394,7 +394,7 @@ func (b *bench) measure() (measures, error) {
 			}
 		}
 		m.acting, m.actingRan = a.Took/1000, true
-		fmt.Printf("acting cycle: %.3f s in the cycle (read, plan, %d sacctmgr and %d scontrol runs), %.3f s for the process, %.1f MB; %d QOS and %d accounts changed, %d lends, %d returns; %d ACCOUNTING_UPDATE_MSG from slurmdbd\n",
+		fmt.Printf("acting cycle: %.3f s in the cycle (read, plan, %d sacctmgr commands of up to 100 QOS or one account, %d scontrol runs), %.3f s for the process, %.1f MB; %d QOS and %d accounts changed, %d lends, %d returns; %d ACCOUNTING_UPDATE_MSG from slurmdbd\n",
 			a.Took/1000, strings.Count(out, `"message":"modify qos"`)+strings.Count(out, `"message":"modify account"`)+strings.Count(out, `"message":"add user qos"`),
 			moveRuns(out), wall, mb, a.QOS, a.Accounts, a.Lends, a.Returns, updates)
 	}
