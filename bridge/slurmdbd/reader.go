@@ -222,12 +222,15 @@ type AccountTRESSeconds struct {
 
 // HourUsage sums, per account, the allocated seconds of TRES tresID that slurmdbd's hourly
 // rollup wrote for the hours starting in [from, to) (<cluster>_assoc_usage_hour_table, one row
-// per association, hour and TRES): a few rows per account, however many jobs ran.
+// per association, hour and TRES): a few rows per account, however many jobs ran. The
+// associations lead the join (STRAIGHT_JOIN), so each one's rows are a range of the hour
+// table's primary key (id, id_tres, time_start): from 24.11 the table has no index on
+// time_start alone, and a join led by the hour table would read its whole history.
 func (r *Reader) HourUsage(ctx context.Context, tresID uint32, from, to time.Time) ([]AccountTRESSeconds, error) {
 	var rows []AccountTRESSeconds
-	err := r.DB.SelectContext(ctx, &rows, "SELECT IFNULL(a.acct, '') AS acct, CAST(SUM(h.alloc_secs) AS SIGNED) AS secs FROM "+
-		r.table("assoc_usage_hour_table")+" h JOIN "+r.table("assoc_table")+" a ON a.id_assoc = h.id"+
-		" WHERE h.id_tres = ? AND h.time_start >= ? AND h.time_start < ? GROUP BY a.acct", tresID, from.Unix(), to.Unix())
+	err := r.DB.SelectContext(ctx, &rows, "SELECT a.acct AS acct, CAST(SUM(h.alloc_secs) AS SIGNED) AS secs FROM "+
+		r.table("assoc_table")+" a STRAIGHT_JOIN "+r.table("assoc_usage_hour_table")+" h"+
+		" ON h.id = a.id_assoc AND h.id_tres = ? AND h.time_start >= ? AND h.time_start < ? GROUP BY a.acct", tresID, from.Unix(), to.Unix())
 	if err != nil {
 		return nil, fmt.Errorf("reading %s_assoc_usage_hour_table: %w", r.Cluster, err)
 	}

@@ -95,27 +95,58 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 		return res, nil
 	}
 	a.steps = 0
-	runs := qosRunsOf(plan.QOS)
-	commands := len(runs) + len(plan.Accounts) + len(plan.Users)
-	if a.MaxCommands > 0 && commands > a.MaxCommands {
-		// Moves rest on QOS and accounts that match the table, so none are made until the
-		// changes are all done; the next cycle's plan holds what is left.
-		return a.applyBounded(ctx, runs, plan, res)
-	}
-	for _, r := range runs {
-		if err := a.runQOS(ctx, r, &res); err != nil {
-			return res, err
-		}
+	structure, bands := qosRunsOf(plan.QOS)
+	// The structure first (new QOS, limits, Preempt lists, accounts, users): moves rest on it,
+	// and who may be reclaimed is in it. Then each project's band of the reclaim order.
+	var commands []func() error
+	for _, r := range structure {
+		commands = append(commands, func() error { return a.runQOS(ctx, r, &res) })
 	}
 	for _, c := range plan.Accounts {
-		if err := a.modifyAccount(ctx, c, &res); err != nil {
+		commands = append(commands, func() error { return a.modifyAccount(ctx, c, &res) })
+	}
+	for _, c := range plan.Users {
+		commands = append(commands, func() error { return a.addUserQOS(ctx, c, &res) })
+	}
+	bandRuns := 0
+	for _, b := range bands {
+		bandRuns += len(b)
+	}
+	if a.MaxCommands > 0 && len(commands) > a.MaxCommands {
+		for _, run := range commands[:a.MaxCommands] {
+			if err := run(); err != nil {
+				return res, err
+			}
+		}
+		res.Deferred = len(commands) - a.MaxCommands + bandRuns + len(plan.Moves)
+		a.Log.Info().Int("commands", len(commands)+bandRuns).Int("bound", a.MaxCommands).Int("moves", len(plan.Moves)).
+			Msg("more QOS and account changes than one cycle may run: the rest, and every job move, wait for the next cycle")
+		return res, nil
+	}
+	for _, run := range commands {
+		if err := run(); err != nil {
 			return res, err
 		}
 	}
-	for _, c := range plan.Users {
-		if err := a.addUserQOS(ctx, c, &res); err != nil {
-			return res, err
+	// A band is written whole, so a project's tiers never sit out of order; past the bound the
+	// other bands wait for the next cycle (at least one band a cycle is written, so a bound
+	// smaller than a band still moves on). Moves do not wait for them: a band out of date
+	// orders who loses first among projects, not who may lose.
+	left := a.MaxCommands - len(commands)
+	for i, b := range bands {
+		if a.MaxCommands > 0 && i > 0 && len(b) > left {
+			for _, rest := range bands[i:] {
+				res.Deferred += len(rest)
+			}
+			a.Log.Info().Int("bands", len(bands)-i).Int("bound", a.MaxCommands).Msg("reclaim order: the other projects' priorities wait for the next cycle")
+			break
 		}
+		for _, r := range b {
+			if err := a.runQOS(ctx, r, &res); err != nil {
+				return res, err
+			}
+		}
+		left -= len(b)
 	}
 	// Each batch is logged and audited as soon as it ran: a quotad stopped (or fenced) between
 	// batches leaves a trail of exactly what it did.
@@ -212,34 +243,6 @@ type moveBatch struct {
 
 func (b moveBatch) String() string { return fmt.Sprintf("moving %d job(s) to qos %s", b.jobs, b.qos) }
 
-// applyBounded runs the first MaxCommands of the plan's QOS, account and user commands, in
-// the plan's order, and defers the rest (and every move) to the next cycle.
-func (a *Actuator) applyBounded(ctx context.Context, runs []qosRun, plan *policy.Plan, res Result) (Result, error) {
-	budget := a.MaxCommands
-	total := len(runs) + len(plan.Accounts) + len(plan.Users)
-	for _, r := range runs[:min(budget, len(runs))] {
-		if err := a.runQOS(ctx, r, &res); err != nil {
-			return res, err
-		}
-	}
-	budget -= min(budget, len(runs))
-	for _, c := range plan.Accounts[:min(budget, len(plan.Accounts))] {
-		if err := a.modifyAccount(ctx, c, &res); err != nil {
-			return res, err
-		}
-	}
-	budget -= min(budget, len(plan.Accounts))
-	for _, c := range plan.Users[:min(budget, len(plan.Users))] {
-		if err := a.addUserQOS(ctx, c, &res); err != nil {
-			return res, err
-		}
-	}
-	res.Deferred = total - a.MaxCommands + len(plan.Moves)
-	a.Log.Info().Int("commands", total).Int("bound", a.MaxCommands).Int("moves", len(plan.Moves)).
-		Msg("more QOS and account commands than one cycle may run: the rest, and every job move, wait for the next cycle")
-	return res, nil
-}
-
 // qosRun is one sacctmgr run of a plan's QOS changes: the QOS it creates (create), or the QOS
 // whose fields it sets to the same values (settings), with the changes it carries out.
 type qosRun struct {
@@ -264,38 +267,63 @@ func (r qosRun) String() string {
 	return verb + " qos " + strings.Join(r.names(), ",")
 }
 
-// qosRunsOf groups QOS changes into sacctmgr runs: one that creates every new QOS, then one per
-// distinct set of new field values, in the order each first appears. A lend that changes every
-// guaranteed QOS's Preempt list the same way is one run, not one per project.
-func qosRunsOf(changes []policy.QOSChange) []qosRun {
-	var runs []qosRun
-	create := qosRun{create: true}
+// qosRunsOf groups QOS changes into sacctmgr runs of at most slurm.MaxQOSPerRun QOS each: the
+// structure (runs that create every new QOS, then one per distinct set of new field values, in
+// the order each first appears), and each project's band of the reclaim order (the changes of
+// its QOS that only move their Priority), a band per project in the order they appear. A lend
+// that changes every guaranteed QOS's Preempt list the same way is one run, not one per
+// project.
+func qosRunsOf(changes []policy.QOSChange) (structure []qosRun, bands [][]qosRun) {
+	var creates []policy.QOSChange
+	var modifies []qosRun
 	at := map[string]int{}
+	bandAt := map[string]int{}
 	for _, c := range changes {
 		if c.Create {
-			create.changes = append(create.changes, c)
+			creates = append(creates, c)
 		}
 		set := qosSettings(c)
 		key := strings.Join(set.Args(), " ")
 		if key == "" {
 			continue
 		}
+		if c.Band != "" && priorityOnly(c) {
+			i, seen := bandAt[c.Band]
+			if !seen {
+				i = len(bands)
+				bandAt[c.Band] = i
+				bands = append(bands, nil)
+			}
+			bands[i] = append(bands[i], qosRun{settings: set, changes: []policy.QOSChange{c}})
+			continue
+		}
 		i, seen := at[key]
 		if !seen {
-			i = len(runs)
+			i = len(modifies)
 			at[key] = i
-			runs = append(runs, qosRun{settings: set})
+			modifies = append(modifies, qosRun{settings: set})
 		}
-		runs[i].changes = append(runs[i].changes, c)
+		modifies[i].changes = append(modifies[i].changes, c)
 	}
-	if len(create.changes) > 0 {
-		runs = append([]qosRun{create}, runs...)
+	for start := 0; start < len(creates); start += slurm.MaxQOSPerRun {
+		structure = append(structure, qosRun{create: true, changes: creates[start:min(start+slurm.MaxQOSPerRun, len(creates))]})
 	}
-	return runs
+	for _, r := range modifies {
+		for start := 0; start < len(r.changes); start += slurm.MaxQOSPerRun {
+			structure = append(structure, qosRun{settings: r.settings, changes: r.changes[start:min(start+slurm.MaxQOSPerRun, len(r.changes))]})
+		}
+	}
+	return structure, bands
 }
 
-// runQOS runs one sacctmgr run of QOS changes and audits each change it carried out: a QOS
-// created with fields to set is audited with the run that sets them.
+// priorityOnly reports whether c changes nothing but an existing QOS's Priority.
+func priorityOnly(c policy.QOSChange) bool {
+	return !c.Create && c.Priority != nil && len(c.GrpTRES) == 0 && c.Preempt == nil && c.PreemptMode == nil &&
+		c.GraceTime == nil && c.PreemptExemptTime == nil
+}
+
+// runQOS runs one sacctmgr run of QOS changes and audits each change it carried out: a
+// creation in the run that creates the QOS, and its fields in the run that sets them.
 func (a *Actuator) runQOS(ctx context.Context, r qosRun, res *Result) error {
 	if err := a.beforeAction(ctx, r); err != nil {
 		return err
@@ -311,11 +339,16 @@ func (a *Actuator) runQOS(ctx context.Context, r qosRun, res *Result) error {
 		return fmt.Errorf("%s: %w", r, err)
 	}
 	for _, c := range r.changes {
-		if r.create && len(qosSettings(c).Args()) > 0 {
-			continue
+		switch {
+		case r.create:
+			a.audit(ctx, store.Entry{Kind: store.KindQOS, Subject: "qos " + c.Name, New: "created", Detail: "create qos " + c.Name})
+			res.QOS++
+		default:
+			a.audit(ctx, store.Entry{Kind: store.KindQOS, Subject: "qos " + c.Name, Old: qosOld(c), New: qosNew(c), Detail: c.String()})
+			if !c.Create {
+				res.QOS++
+			}
 		}
-		a.audit(ctx, store.Entry{Kind: store.KindQOS, Subject: "qos " + c.Name, Old: qosOld(c), New: qosNew(c), Detail: c.String()})
-		res.QOS++
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package actuate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -86,16 +87,20 @@ func TestApplyArgvAndAudit(t *testing.T) {
 	if res.QOS != 2 || res.Accounts != 1 || res.Users != 1 || res.Lends != 3 || res.Returns != 1 {
 		t.Errorf("result = %+v", res)
 	}
-	if len(audit.entries) != 8 {
-		t.Fatalf("%d audit entries, want 8", len(audit.entries))
+	// The new QOS's creation and its fields are two rows: a failed second run leaves the first.
+	if len(audit.entries) != 9 {
+		t.Fatalf("%d audit entries, want 9", len(audit.entries))
 	}
-	if e := audit.entries[3]; e.Subject != "user bob in account proj-b" || e.Old != "qos=guar-proj-b,normal" || e.New != "qos=borrow-proj-b,guar-proj-b,normal" {
+	if e := audit.entries[0]; e.Subject != "qos borrow" || e.New != "created" {
+		t.Errorf("creation audit entry = %+v", e)
+	}
+	if e := audit.entries[4]; e.Subject != "user bob in account proj-b" || e.Old != "qos=guar-proj-b,normal" || e.New != "qos=borrow-proj-b,guar-proj-b,normal" {
 		t.Errorf("user audit entry = %+v", e)
 	}
-	if e := audit.entries[1]; e.Old != "grptres gres/gpu=2 grptres gres/gpu:v100=1 preempt=" || !strings.Contains(e.New, "gres/gpu:v100=none") {
+	if e := audit.entries[2]; e.Old != "grptres gres/gpu=2 grptres gres/gpu:v100=1 preempt=" || !strings.Contains(e.New, "gres/gpu:v100=none") {
 		t.Errorf("QOS audit old %q new %q", e.Old, e.New)
 	}
-	if e := audit.entries[6]; e.Subject != "job 50_7" || e.Old != "qos=guar-proj-b" || e.New != "qos=borrow" || e.Actor != "test" {
+	if e := audit.entries[7]; e.Subject != "job 50_7" || e.Old != "qos=guar-proj-b" || e.New != "qos=borrow" || e.Actor != "test" {
 		t.Errorf("move audit = %+v", e)
 	}
 	for _, c := range r.calls {
@@ -258,9 +263,9 @@ func TestApplyStepDelayWaitsBetweenActionsOnly(t *testing.T) {
 func TestApplyRunsIdenticalQOSChangesTogether(t *testing.T) {
 	preempt := &policy.Change[[]string]{From: []string{"borrow-proj-c"}, To: []string{"borrow-proj-b", "borrow-proj-c"}}
 	plan := &policy.Plan{Acting: true, QOS: []policy.QOSChange{
-		{Name: "borrow-proj-d", Create: true, Priority: &policy.Change[int]{To: 9}},
-		{Name: "elastic-proj-d", Create: true, Priority: &policy.Change[int]{To: 3}},
-		{Name: "borrow-proj-b", Priority: &policy.Change[int]{From: 7, To: 8}},
+		{Name: "borrow-proj-d", Create: true, Band: "proj-d", Priority: &policy.Change[int]{To: 9}},
+		{Name: "elastic-proj-d", Create: true, Band: "proj-d", Priority: &policy.Change[int]{To: 3}},
+		{Name: "borrow-proj-b", Band: "proj-b", Priority: &policy.Change[int]{From: 7, To: 8}},
 		{Name: "guar-proj-a", Preempt: preempt},
 		{Name: "guar-proj-b", Preempt: preempt},
 		{Name: "guar-proj-d", Create: true},
@@ -277,14 +282,15 @@ func TestApplyRunsIdenticalQOSChangesTogether(t *testing.T) {
 		{"sacctmgr", "-i", "add", "qos", "borrow-proj-d,elastic-proj-d,guar-proj-d"},
 		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow-proj-d", "set", "priority=9"},
 		{"sacctmgr", "-i", "modify", "qos", "where", "name=elastic-proj-d", "set", "priority=3"},
-		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow-proj-b", "set", "priority=8"},
 		{"sacctmgr", "-i", "modify", "qos", "where", "name=guar-proj-a,guar-proj-b,guar-proj-c", "set", "preempt=borrow-proj-b,borrow-proj-c"},
+		// A band of the reclaim order comes after the structure (who may be reclaimed).
+		{"sacctmgr", "-i", "modify", "qos", "where", "name=borrow-proj-b", "set", "priority=8"},
 	}
 	if !slices.EqualFunc(r.calls, want, slices.Equal[[]string]) {
 		t.Errorf("runs:\n%q\nwant:\n%q", r.calls, want)
 	}
-	if res.QOS != 7 || len(audit.entries) != 7 {
-		t.Errorf("%d QOS counted, %d audited; want 7 each", res.QOS, len(audit.entries))
+	if res.QOS != 7 || len(audit.entries) != 9 {
+		t.Errorf("%d QOS counted, %d audited; want 7 QOS, and 9 rows (two created with fields: a row each for both)", res.QOS, len(audit.entries))
 	}
 	for _, e := range audit.entries {
 		if strings.Contains(e.Subject, ",") {
@@ -293,13 +299,13 @@ func TestApplyRunsIdenticalQOSChangesTogether(t *testing.T) {
 	}
 }
 
-// More QOS and account commands than MaxCommands: the first ones run, in the plan's order, and
-// the rest and every move wait for the next cycle (moves rest on QOS that match the table).
+// More structure commands than MaxCommands: the first ones run, in the plan's order, and the
+// rest and every move wait for the next cycle (moves rest on QOS that match the table).
 func TestApplyBoundsCommandsAndDefersMoves(t *testing.T) {
 	plan := &policy.Plan{Acting: true,
 		QOS: []policy.QOSChange{
-			{Name: "borrow-proj-a", Priority: &policy.Change[int]{From: 1, To: 2}},
-			{Name: "borrow-proj-b", Priority: &policy.Change[int]{From: 2, To: 3}},
+			{Name: "borrow-proj-a", GrpTRES: []policy.TRESChange{{Name: "gres/gpu", From: 1, To: 2}}},
+			{Name: "borrow-proj-b", GrpTRES: []policy.TRESChange{{Name: "gres/gpu", From: 2, To: 3}}},
 		},
 		Accounts: []policy.AccountChange{
 			{Account: "proj-a", DefaultQOS: &policy.Change[string]{To: "guar-proj-a"}},
@@ -321,5 +327,52 @@ func TestApplyBoundsCommandsAndDefersMoves(t *testing.T) {
 	a.Slurm.Runner, a.MaxCommands = r, 4
 	if res, err := a.Apply(context.Background(), plan); err != nil || len(r.calls) != 5 || res.Lends != 1 || res.Deferred != 0 {
 		t.Errorf("bound 4: ran %q, result %+v, err %v", r.calls, res, err)
+	}
+}
+
+// Past the bound, the reclaim order's bands wait, each whole, and moves and Preempt lists do
+// not: 45 projects' priorities move, a project goes over its guarantee (every guaranteed QOS's
+// Preempt list) and a job returns. With bound 40 the Preempt lists and the return are done,
+// then whole bands while they fit; no band is cut, and the rest wait.
+func TestApplyWritesPreemptListsAndMovesBeforeTheBandsPastTheBound(t *testing.T) {
+	var changes []policy.QOSChange
+	for p := range 15 { // 15 bands of 3: tiers g1, g2 and the borrow QOS
+		acct := fmt.Sprintf("team%02d", p)
+		for i, q := range []string{"borrow-" + acct + "-g1", "borrow-" + acct + "-g2", "borrow-" + acct} {
+			changes = append(changes, policy.QOSChange{Name: q, Band: acct, Priority: &policy.Change[int]{From: 100 + 3*p + i, To: 200 + 3*p + i}})
+		}
+	}
+	preempt := &policy.Change[[]string]{To: []string{"borrow-team00"}}
+	for p := range 3 {
+		changes = append(changes, policy.QOSChange{Name: fmt.Sprintf("guar-team%02d", p), Preempt: preempt})
+	}
+	plan := &policy.Plan{Acting: true, QOS: changes,
+		Moves: []policy.JobMove{{Kind: policy.Return, JobID: 7, Account: "team01", From: "borrow-team01", To: "guar-team01"}}}
+	r := &recordingRunner{}
+	a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop(), MaxCommands: 40}
+	res, err := a.Apply(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.calls[0]; !slices.Contains(got, "name=guar-team00,guar-team01,guar-team02") {
+		t.Errorf("first run %q, want the Preempt lists", got)
+	}
+	if last := r.calls[len(r.calls)-1]; last[0] != "scontrol" {
+		t.Errorf("last run %q, want the return", last)
+	}
+	// 1 Preempt run, then 13 whole bands (39 runs) fit in 40; 2 bands (6 runs) wait.
+	if len(r.calls) != 1+39+1 || res.Returns != 1 || res.Deferred != 6 {
+		t.Errorf("%d runs, result %+v; want 41 runs, the return, 6 deferred", len(r.calls), res)
+	}
+	for _, c := range r.calls[1:40] {
+		if !strings.Contains(strings.Join(c, " "), "priority=") {
+			t.Errorf("run %q among the bands", c)
+		}
+	}
+	// A bound smaller than one band still writes one band a cycle.
+	r = &recordingRunner{}
+	a.Slurm.Runner, a.MaxCommands = r, 2
+	if res, err := a.Apply(context.Background(), plan); err != nil || len(r.calls) != 1+3+1 || res.Deferred != 14*3 {
+		t.Errorf("bound 2: %d runs (%q), result %+v, err %v", len(r.calls), r.calls, res, err)
 	}
 }

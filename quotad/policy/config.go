@@ -84,11 +84,11 @@ type Settings struct {
 	// PreemptExemptTime is each borrow and elastic QOS' minimum run time before a borrower may be reclaimed.
 	PreemptExemptTime time.Duration `yaml:"preemptExemptTime,omitempty"`
 	// GuaranteedPriority sets the guaranteed QOS' Priority; nil leaves it unmanaged.
-	// BorrowPriority is the base of the elastic and borrow QOS' Priority (nil: 0). With n
-	// projects quotad sets each elastic QOS to the base plus its project's rank in the reclaim
-	// order (0 for the project furthest over its share, n for one within its guarantee), and
-	// each borrow QOS to the base plus n+1 plus the rank: Slurm's QOS preemption takes the
-	// lowest priority first, so elastic workers before any other borrower.
+	// BorrowPriority is the base of the elastic and borrow QOS' Priority (nil: 0). quotad sets
+	// each elastic QOS to the base plus its project's slot in the reclaim order, and each
+	// borrow QOS to the base plus the scale's size plus one plus the slot's band (slots.go):
+	// Slurm's QOS preemption takes the lowest priority first, so elastic workers before any
+	// other borrower. The highest must stay within 65535 (preempt/qos compares 16 bits).
 	GuaranteedPriority *int `yaml:"guaranteedPriority,omitempty"`
 	BorrowPriority     *int `yaml:"borrowPriority,omitempty"`
 	// BorrowSizeTiers splits each project's borrow QOS by job size, so that a claim takes the
@@ -440,6 +440,17 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("settings.borrowSizeTiers.%d", i), "a size tier is a number of GPUs, at least 1; got %d", n)
 		case i > 0 && n <= s.BorrowSizeTiers[i-1]:
 			bad(fmt.Sprintf("settings.borrowSizeTiers.%d", i), "tiers go from the smallest up: %d follows %d", n, s.BorrowSizeTiers[i-1])
+		}
+	}
+	if s.BorrowPriority != nil {
+		// The densest scale: one slot per project, each a band of its tiers, borrow QOS and
+		// protected QOS.
+		n, band := max(len(c.Projects), 1), len(s.BorrowSizeTiers)+2
+		switch top := *s.BorrowPriority + n + 1 + n*band; {
+		case *s.BorrowPriority < 0:
+			bad("settings.borrowPriority", "must not be negative, got %d", *s.BorrowPriority)
+		case top > maxQOSPriority:
+			bad("settings.borrowPriority", "%d leaves no room for %d projects' reclaim order below %d (preempt/qos compares 16 bits of a QOS's Priority): at most %d", *s.BorrowPriority, n, maxQOSPriority, maxQOSPriority-(n+1+n*band))
 		}
 	}
 	if len(s.BorrowSizeTiers) > MaxBorrowSizeTiers {

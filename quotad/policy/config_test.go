@@ -202,6 +202,12 @@ func TestParseConfigErrors(t *testing.T) {
 			want: []string{"line 2: settings.preemptExemptTime: must not be negative, got -1m0s"},
 		},
 		{
+			// 2 projects, the default 4 tiers: a band of 6, at most 65535-(2+1+12) = 65520.
+			name: "a borrow priority that leaves the reclaim order no room below 65535",
+			yaml: "settings:\n  borrowPriority: 65530\nprojects:\n  - account: p\n  - account: q\n",
+			want: []string{"line 2: settings.borrowPriority: 65530 leaves no room for 2 projects' reclaim order below 65535 (preempt/qos compares 16 bits of a QOS's Priority): at most 65520"},
+		},
+		{
 			name: "no projects",
 			yaml: "settings: {}\n",
 			want: []string{"projects: no projects"},

@@ -96,8 +96,12 @@ type TRESChange struct {
 
 // QOSChange creates or modifies one QOS. A nil field stays as it is.
 type QOSChange struct {
-	Name              string
-	Create            bool
+	Name   string
+	Create bool
+	// Band is the project whose place in the reclaim order this QOS's Priority holds (its
+	// borrow, tier, protected and elastic QOS); "" for a guaranteed QOS. A project's band is
+	// written whole or not at all, so its tiers never sit out of order.
+	Band              string
 	GrpTRES           []TRESChange // sorted by name; GPU entries only, other TRES are not touched
 	Preempt           *Change[[]string]
 	PreemptMode       *Change[string]

@@ -14,12 +14,19 @@ const slotSpacing = 4
 const maxQOSPriority = 65535
 
 // slotSpace is the number of slots for n projects whose borrow bands are band wide above base:
-// slotSpacing per project where the highest priority stays within maxQOSPriority, else one
-// per project (as dense as the order can be).
+// slotSpacing per project, for the next power of two of projects, so that a project more or
+// less rarely moves every band (the scale sets where the borrow bands start); fewer where the
+// highest priority would pass maxQOSPriority, down to one slot per project.
 func slotSpace(n, band, base int) int {
 	n = max(n, 1)
-	if space := slotSpacing * n; base+space+1+space*band <= maxQOSPriority {
-		return space
+	pow := 1
+	for pow < n {
+		pow *= 2
+	}
+	for space := slotSpacing * pow; space > n; space /= 2 {
+		if base+space+1+space*band <= maxQOSPriority {
+			return space
+		}
 	}
 	return n
 }
@@ -29,7 +36,7 @@ func slotSpace(n, band, base int) int {
 // the top slot when it had none, since its place matters only once it is in the order. Of the
 // projects in order, the longest run whose old slots already increase keeps them; the others
 // are spread evenly in the gaps between their kept neighbours, and where a gap is too small
-// every project in order is spread evenly over the whole scale.
+// its nearest kept neighbours give up their slots too, one by one, until the run fits.
 func reclaimSlots(order, projects []string, was map[string]int, space int) map[string]int {
 	slots := make(map[string]int, len(projects))
 	for _, p := range projects {
@@ -47,12 +54,18 @@ func reclaimSlots(order, projects []string, was map[string]int, space int) map[s
 		}
 	}
 	kept := longestIncreasing(old)
-	placed, ok := fillGaps(old, kept, space)
-	if !ok {
-		placed = make([]int, len(order))
-		for i := range order {
-			placed[i] = space * (i + 1) / (len(order) + 1)
+	placed, start, end, ok := fillGaps(old, kept, space)
+	for !ok {
+		// The gap between two kept slots has no room for the run between them: let the
+		// nearest kept one go too, until the run fits (at worst the order spreads over the
+		// whole scale, which has room for every project).
+		switch {
+		case start > 0:
+			kept[start-1] = false
+		case end < len(old):
+			kept[end] = false
 		}
+		placed, start, end, ok = fillGaps(old, kept, space)
 	}
 	for i, acct := range order {
 		slots[acct] = placed[i]
@@ -61,10 +74,11 @@ func reclaimSlots(order, projects []string, was map[string]int, space int) map[s
 }
 
 // fillGaps keeps the slots of the entries kept marks and places each run of the others evenly
-// between the kept slots around it (-1 and space at the ends); false when a run does not fit.
-func fillGaps(old []int, kept []bool, space int) ([]int, bool) {
-	out := make([]int, len(old))
-	lo, start := -1, 0
+// between the kept slots around it (-1 and space at the ends). ok is false when the run
+// [start, end) does not fit between its kept neighbours.
+func fillGaps(old []int, kept []bool, space int) (out []int, start, end int, ok bool) {
+	out = make([]int, len(old))
+	lo := -1
 	for i := 0; i <= len(old); i++ {
 		if i < len(old) && !kept[i] {
 			continue
@@ -74,10 +88,9 @@ func fillGaps(old []int, kept []bool, space int) ([]int, bool) {
 			hi = old[i]
 			out[i] = hi
 		}
-		k := i - start
-		if k > 0 {
+		if k := i - start; k > 0 {
 			if hi-lo-1 < k {
-				return nil, false
+				return nil, start, i, false
 			}
 			for j := range k {
 				out[start+j] = lo + (hi-lo)*(j+1)/(k+1)
@@ -85,7 +98,7 @@ func fillGaps(old []int, kept []bool, space int) ([]int, bool) {
 		}
 		lo, start = hi, i+1
 	}
-	return out, true
+	return out, 0, 0, true
 }
 
 // longestIncreasing marks one longest strictly increasing subsequence of the non-negative

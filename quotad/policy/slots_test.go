@@ -44,10 +44,10 @@ func TestReclaimSlots(t *testing.T) {
 			want:  map[string]int{"a": 4, "b": 8, "c": 12, "d": 19, "e": 19},
 		},
 		{
-			name:  "no room in a gap: the order is spread over the scale again",
-			order: []string{"a", "b", "c"},
-			was:   map[string]int{"a": 4, "b": 19, "c": 5},
-			want:  map[string]int{"a": 5, "b": 10, "c": 15, "d": 19, "e": 19},
+			name:  "no room in a gap: the nearest kept neighbour moves too, not the whole order",
+			order: []string{"a", "b", "c", "d"},
+			was:   map[string]int{"a": 4, "b": 19, "c": 5, "d": 12},
+			want:  map[string]int{"a": 1, "b": 3, "c": 5, "d": 12, "e": 19},
 		},
 		{
 			name:  "slots off the scale (another base, a smaller table) count as none",
@@ -66,12 +66,16 @@ func TestReclaimSlots(t *testing.T) {
 }
 
 // Over random orders, one after another as cycles would see them: the projects in each order
-// are on strictly increasing slots on the scale, and one project moving in the order moves at
-// most one project's slot.
+// are on strictly increasing slots on the scale, and a project moving in the order (or joining
+// it) moves few slots: one as a rule, its neighbours too where a gap has no room left, never a
+// respread of the whole order. Over 200 random runs of 30 changes, orders of up to 61 on a scale
+// of 4 per project: at most 1.2 slots moved per change on average and at most 5% of the changes
+// moving more than 2 (when written: 1.006, 3.2%, and 13 at most).
 func TestReclaimSlotsFollowEveryOrderAndMoveLittle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
+	changes, moved, many, most := 0, 0, 0, 0
 	for round := range 200 {
-		n := 2 + rng.IntN(30)
+		n := 2 + rng.IntN(60)
 		projects := make([]string, n)
 		for i := range projects {
 			projects[i] = fmt.Sprintf("p%02d", i)
@@ -88,31 +92,27 @@ func TestReclaimSlotsFollowEveryOrderAndMoveLittle(t *testing.T) {
 				}
 			}
 			if movedOne {
-				moved := 0
+				k := 0
 				for _, p := range projects {
 					if slots[p] != was[p] {
-						moved++
+						k++
 					}
 				}
-				if moved > 1 && !respread(slots, order, space) {
-					t.Fatalf("round %d step %d: one project moved in the order, %d slots changed: %v -> %v", round, step, moved, was, slots)
+				if k > 2 {
+					many++
 				}
+				most = max(most, k)
+				changes++
+				moved += k
 			}
 			was = slots
 			order, movedOne = nextOrder(rng, order, projects)
 		}
 	}
-}
-
-// respread reports whether the order sits evenly spread over the scale (the fallback when a
-// gap had no room), where more than one slot may change.
-func respread(slots map[string]int, order []string, space int) bool {
-	for i, acct := range order {
-		if slots[acct] != space*(i+1)/(len(order)+1) {
-			return false
-		}
+	t.Logf("%.3f slots moved per change, %d of %d changes moved more than 2, at most %d", float64(moved)/float64(changes), many, changes, most)
+	if avg := float64(moved) / float64(changes); avg > 1.2 || float64(many) > 0.05*float64(changes) {
+		t.Errorf("%.3f slots moved per project moving in the order, %d of %d changes moved more than 2; want at most 1.2 and 5%%", avg, many, changes)
 	}
-	return true
 }
 
 // nextOrder changes the order as a cycle might: one project moved or joining (movedOne), or

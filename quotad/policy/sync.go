@@ -43,6 +43,7 @@ func gpuTypes(cfg *Config, snap *Snapshot) []string {
 // desiredQOS is one QOS as the quota table wants it; nil pointers are not managed.
 type desiredQOS struct {
 	name              string
+	project           string           // the project whose reclaim band it is in (borrow, tier, protected, elastic QOS)
 	grpTRES           map[string]int64 // GPU entries; entries absent here are cleared
 	preempt           *[]string
 	preemptMode       *string
@@ -68,15 +69,15 @@ type reclaimOrder struct {
 // lists and the elastic and borrow QOS' Priority) are left unmanaged: that is the structure
 // lends rest on. kept is the borrow QOS kept beside each project's borrow QOS (keptBorrowQOSOf).
 //
-// Priorities, with base BorrowPriority, n projects and at most k tiers in a project: a
-// project's elastic QOS gets base plus its rank in the order, its borrow QOS base+n+1 plus
-// rank×(k+1) plus k, its tiers the same plus their place, smallest first (0 up), and a project
-// out of the order rank n (out of reach: the value only avoids churn). With any protected QOS
-// kept the band is k+2 wide and each project's protected QOS takes its top, above its borrow
-// QOS: its protected borrowers are the last of it to go. Every elastic QOS is
-// below every borrow QOS, so Slurm's preemption (lowest QOS priority first) takes elastic
-// workers before any other borrower, and within each kind follows the order; inside a
-// project, its smaller borrowers go first.
+// Priorities, with base BorrowPriority, a scale of S slots (slotSpace) and at most k tiers in a
+// project: a project's elastic QOS gets base plus its slot s, its borrow QOS base+S+1 plus
+// s×(k+1) plus k, its tiers the same plus their place, smallest first (0 up). The projects in
+// the order are on rising slots; a project out of it keeps the slot it had (its value only
+// avoids churn). With any protected QOS kept the band is k+2 wide and each project's protected
+// QOS takes its top, above its borrow QOS: its protected borrowers are the last of it to go.
+// Every elastic QOS is below every borrow QOS, so Slurm's preemption (lowest QOS priority
+// first) takes elastic workers before any other borrower, and within each kind follows the
+// order; inside a project, its smaller borrowers go first.
 //
 // A project's protected borrow QOS (its reclaim priority threshold) sits above its borrow QOS in
 // its band, and is in a guaranteed QOS' Preempt list only while that project has a claim
@@ -131,6 +132,7 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptB
 		lending := func(name string, priority int) desiredQOS {
 			q := desiredQOS{
 				name:              name,
+				project:           p.Account,
 				grpTRES:           borrowCaps(cfg, p, types),
 				preempt:           &none,
 				preemptMode:       &requeue,
@@ -268,7 +270,7 @@ func borrowCaps(cfg *Config, p Project, types []string) map[string]int64 {
 
 // diffQOS returns the changes that turn cur (nil: absent) into want, or false when equal.
 func diffQOS(want desiredQOS, cur *QOS) (QOSChange, bool) {
-	c := QOSChange{Name: want.name, Create: cur == nil}
+	c := QOSChange{Name: want.name, Create: cur == nil, Band: want.project}
 	if cur == nil {
 		cur = &QOS{}
 	}

@@ -41,12 +41,12 @@ func TestSyncFromNothing(t *testing.T) {
 	// guaranteed QOS may preempt, and every elastic and borrow QOS has the out-of-reach rank
 	// (3 projects): elastic 3, borrow 3+1+3, every elastic below every borrow QOS.
 	want := []string{
-		"create qos borrow-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->24",
-		"create qos borrow-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->24",
-		"create qos borrow-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->24",
-		"create qos elastic-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->11",
-		"create qos elastic-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->11",
-		"create qos elastic-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->11",
+		"create qos borrow-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->32",
+		"create qos borrow-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->32",
+		"create qos borrow-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->32",
+		"create qos elastic-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->15",
+		"create qos elastic-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->8 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->15",
+		"create qos elastic-proj-c: grptres gres/gpu none->8 grptres gres/gpu:a100 none->2 grptres gres/gpu:v100 none->6 preemptmode none->requeue gracetime 0s->10s preemptexempttime 0s->30s priority 0->15",
 		"create qos guar-proj-a: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0",
 		"create qos guar-proj-b: grptres gres/gpu none->4 grptres gres/gpu:a100 none->4 grptres gres/gpu:v100 none->0",
 		"create qos guar-proj-c: grptres gres/gpu none->2 grptres gres/gpu:a100 none->0 grptres gres/gpu:v100 none->2",

@@ -317,14 +317,16 @@ func namesOf(ids []string, qosName map[string]string, who string) ([]string, err
 // rows per account; only what ran after the rollup's end (the last hour or so: the jobs that
 // run now or ended since) is read job by job. So the read does not grow with the site's
 // history. The hour in which the window starts counts in proportion to the part of it inside
-// the window. Without a rollup inside the window every job row is read.
+// the window. The hours are slurmdbd's local ones, which need not fall on whole UTC hours:
+// they are counted back from the rollup's end. Without an hour of rollup inside the window
+// every job row is read. For the hours rolled up this is Slurm's own usage (sreport's): it
+// leaves out suspended time and counts a reservation's idle GPUs to its associations.
 func (r *Reader) Usage(ctx context.Context, gpuID uint32, since, now time.Time) (map[string]float64, error) {
 	rolled, err := r.HourlyRollupEnd(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rolled = rolled.Truncate(time.Hour)
-	if !rolled.After(since.Truncate(time.Hour).Add(time.Hour)) || rolled.After(now) {
+	if rolled.IsZero() || rolled.After(now) || rolled.Sub(since) < time.Hour {
 		rows, err := r.UsageRows(ctx, gpuID, since, now)
 		if err != nil {
 			return nil, err
@@ -339,12 +341,9 @@ func (r *Reader) Usage(ctx context.Context, gpuID uint32, since, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	// The first hour, in part: its share inside the window.
-	first := since.Truncate(time.Hour)
-	full := first
-	if first.Before(since) {
-		full = first.Add(time.Hour)
-		part, err := r.HourUsage(ctx, gpuID, first, full)
+	full := FirstRolledHour(since, rolled)
+	if full.After(since) {
+		part, err := r.HourUsage(ctx, gpuID, full.Add(-time.Hour), full)
 		if err != nil {
 			return nil, err
 		}
@@ -361,6 +360,13 @@ func (r *Reader) Usage(ctx context.Context, gpuID uint32, since, now time.Time) 
 		usage[a.Account] += float64(a.Seconds)
 	}
 	return usage, nil
+}
+
+// FirstRolledHour is the start of the first of the rollup's hours that starts at or after
+// since. The rollup's hours end at rolled and are slurmdbd's local hours, which need not fall
+// on whole UTC hours (a zone of +5:30): they are counted back from rolled, not from UTC.
+func FirstRolledHour(since, rolled time.Time) time.Time {
+	return rolled.Add(-rolled.Sub(since).Truncate(time.Hour))
 }
 
 // SumUsage adds up GPU-seconds per account, clipping each job to [since, now].

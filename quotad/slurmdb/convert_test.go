@@ -206,3 +206,18 @@ func TestPreemptModeNameReadsSlurmsBits(t *testing.T) {
 		}
 	}
 }
+
+// The rollup's hours are slurmdbd's local ones: in a zone of +5:30 they start at :30 UTC, and
+// the window's first whole hour is counted back from the rollup's end, not cut at a UTC hour.
+func TestFirstRolledHourFollowsSlurmdbdsHours(t *testing.T) {
+	rolled := time.Date(2026, 12, 4, 12, 30, 0, 0, time.UTC) // 18:00 in +5:30
+	for since, want := range map[time.Time]time.Time{
+		time.Date(2026, 12, 4, 6, 30, 0, 0, time.UTC): time.Date(2026, 12, 4, 6, 30, 0, 0, time.UTC),
+		time.Date(2026, 12, 4, 6, 10, 0, 0, time.UTC): time.Date(2026, 12, 4, 6, 30, 0, 0, time.UTC),
+		time.Date(2026, 12, 4, 6, 50, 0, 0, time.UTC): time.Date(2026, 12, 4, 7, 30, 0, 0, time.UTC),
+	} {
+		if got := FirstRolledHour(since, rolled); !got.Equal(want) {
+			t.Errorf("window from %s: first rolled hour %s, want %s", since.Format("15:04"), got.Format("15:04"), want.Format("15:04"))
+		}
+	}
+}
