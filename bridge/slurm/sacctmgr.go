@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,8 +76,7 @@ const MaxQOSPerRun = 100
 // one sacctmgr run (more for over MaxQOSPerRun), so a table of many projects is created in a
 // few runs rather than one per QOS.
 func (c Client) AddQOS(ctx context.Context, names ...string) error {
-	for start := 0; start < len(names); start += MaxQOSPerRun {
-		batch := names[start:min(start+MaxQOSPerRun, len(names))]
+	for batch := range slices.Chunk(names, MaxQOSPerRun) {
 		if _, err := c.Runner.Run(ctx, "sacctmgr", "-i", "add", "qos", strings.Join(batch, ",")); err != nil {
 			return err
 		}
@@ -92,8 +92,7 @@ func (c Client) ModifyQOS(ctx context.Context, names []string, s QOSSettings) er
 	if len(set) == 0 {
 		return nil
 	}
-	for start := 0; start < len(names); start += MaxQOSPerRun {
-		batch := names[start:min(start+MaxQOSPerRun, len(names))]
+	for batch := range slices.Chunk(names, MaxQOSPerRun) {
 		if _, err := c.Runner.Run(ctx, "sacctmgr", append([]string{"-i", "modify", "qos", "where", "name=" + strings.Join(batch, ","), "set"}, set...)...); err != nil {
 			return err
 		}

@@ -45,8 +45,10 @@ type Actuator struct {
 	Fence Fence
 	// StepDelay waits between two actions. Only tests set it, to cut the lease mid-apply.
 	StepDelay time.Duration
-	// MaxCommands bounds the QOS, account and user commands of one Apply (0: no bound). A plan
-	// with more runs that many and defers the rest, and its moves, to the next cycle's plan.
+	// MaxCommands bounds the sacctmgr commands of one Apply (0: no bound). A plan whose QOS
+	// limits, Preempt lists, accounts and users take more runs that many and defers the rest,
+	// and its moves, to the next cycle's plan; past them, the reclaim order's bands wait, whole,
+	// and the moves do not.
 	MaxCommands int
 
 	steps int
@@ -108,25 +110,24 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 	for _, c := range plan.Users {
 		commands = append(commands, func() error { return a.addUserQOS(ctx, c, &res) })
 	}
-	bandRuns := 0
-	for _, b := range bands {
-		bandRuns += len(b)
+	runs := len(commands)
+	if a.MaxCommands > 0 {
+		runs = min(runs, a.MaxCommands)
 	}
-	if a.MaxCommands > 0 && len(commands) > a.MaxCommands {
-		for _, run := range commands[:a.MaxCommands] {
-			if err := run(); err != nil {
-				return res, err
-			}
-		}
-		res.Deferred = len(commands) - a.MaxCommands + bandRuns + len(plan.Moves)
-		a.Log.Info().Int("commands", len(commands)+bandRuns).Int("bound", a.MaxCommands).Int("moves", len(plan.Moves)).
-			Msg("more QOS and account changes than one cycle may run: the rest, and every job move, wait for the next cycle")
-		return res, nil
-	}
-	for _, run := range commands {
+	for _, run := range commands[:runs] {
 		if err := run(); err != nil {
 			return res, err
 		}
+	}
+	if runs < len(commands) {
+		bandRuns := 0
+		for _, b := range bands {
+			bandRuns += len(b)
+		}
+		res.Deferred = len(commands) - runs + bandRuns + len(plan.Moves)
+		a.Log.Info().Int("commands", len(commands)+bandRuns).Int("bound", a.MaxCommands).Int("moves", len(plan.Moves)).
+			Msg("more QOS and account changes than one cycle may run: the rest, and every job move, wait for the next cycle")
+		return res, nil
 	}
 	// A band is written whole, so a project's tiers never sit out of order; past the bound the
 	// other bands wait for the next cycle (at least one band a cycle is written, so a bound
@@ -275,45 +276,54 @@ func (r qosRun) String() string {
 // project.
 func qosRunsOf(changes []policy.QOSChange) (structure []qosRun, bands [][]qosRun) {
 	var creates []policy.QOSChange
-	var modifies []qosRun
-	at := map[string]int{}
-	bandAt := map[string]int{}
+	var alike, byBand inOrder[policy.QOSChange]
 	for _, c := range changes {
 		if c.Create {
 			creates = append(creates, c)
 		}
-		set := qosSettings(c)
-		key := strings.Join(set.Args(), " ")
-		if key == "" {
-			continue
+		switch key := strings.Join(qosSettings(c).Args(), " "); {
+		case key == "":
+		case c.Band != "" && priorityOnly(c):
+			byBand.add(c.Band, c)
+		default:
+			alike.add(key, c)
 		}
-		if c.Band != "" && priorityOnly(c) {
-			i, seen := bandAt[c.Band]
-			if !seen {
-				i = len(bands)
-				bandAt[c.Band] = i
-				bands = append(bands, nil)
-			}
-			bands[i] = append(bands[i], qosRun{settings: set, changes: []policy.QOSChange{c}})
-			continue
-		}
-		i, seen := at[key]
-		if !seen {
-			i = len(modifies)
-			at[key] = i
-			modifies = append(modifies, qosRun{settings: set})
-		}
-		modifies[i].changes = append(modifies[i].changes, c)
 	}
-	for start := 0; start < len(creates); start += slurm.MaxQOSPerRun {
-		structure = append(structure, qosRun{create: true, changes: creates[start:min(start+slurm.MaxQOSPerRun, len(creates))]})
+	for batch := range slices.Chunk(creates, slurm.MaxQOSPerRun) {
+		structure = append(structure, qosRun{create: true, changes: batch})
 	}
-	for _, r := range modifies {
-		for start := 0; start < len(r.changes); start += slurm.MaxQOSPerRun {
-			structure = append(structure, qosRun{settings: r.settings, changes: r.changes[start:min(start+slurm.MaxQOSPerRun, len(r.changes))]})
+	for _, g := range alike.groups {
+		for batch := range slices.Chunk(g, slurm.MaxQOSPerRun) {
+			structure = append(structure, qosRun{settings: qosSettings(batch[0]), changes: batch})
 		}
+	}
+	for _, g := range byBand.groups {
+		band := make([]qosRun, len(g))
+		for i, c := range g {
+			band[i] = qosRun{settings: qosSettings(c), changes: []policy.QOSChange{c}}
+		}
+		bands = append(bands, band)
 	}
 	return structure, bands
+}
+
+// inOrder groups values by key, the groups in the order their keys first appear.
+type inOrder[V any] struct {
+	at     map[string]int
+	groups [][]V
+}
+
+func (g *inOrder[V]) add(key string, v V) {
+	i, seen := g.at[key]
+	if !seen {
+		if g.at == nil {
+			g.at = map[string]int{}
+		}
+		i = len(g.groups)
+		g.at[key] = i
+		g.groups = append(g.groups, nil)
+	}
+	g.groups[i] = append(g.groups[i], v)
 }
 
 // priorityOnly reports whether c changes nothing but an existing QOS's Priority.

@@ -29,7 +29,7 @@ func QuotadApp() *ucli.App {
 			&ucli.DurationFlag{Name: "lease-timeout", Usage: "MariaDB frees the active quotad's lease after it has been silent this long: how soon a standby takes over from a quotad cut off from the database (default: 3 intervals, at least 15s)", EnvVars: []string{"QUOTAD_LEASE_TIMEOUT"}},
 			&ucli.BoolFlag{Name: "dry-run", Usage: "print each cycle's plan and change nothing"},
 			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
-			&ucli.IntFlag{Name: "max-commands", Usage: "most sacctmgr commands (QOS, accounts, users) one cycle runs; a plan with more runs that many and leaves the rest, and its job moves, to the next cycle (0: no bound)", Value: actuate.DefaultMaxCommands, EnvVars: []string{"QUOTAD_MAX_COMMANDS"}},
+			&ucli.IntFlag{Name: "max-commands", Usage: "most sacctmgr commands (QOS, accounts, users) one cycle runs; a plan whose QOS limits, Preempt lists, accounts and users take more runs that many and leaves the rest, and its job moves, to the next cycle; past them the reclaim order waits, a whole project at a time, and jobs still move (0: no bound)", Value: actuate.DefaultMaxCommands, EnvVars: []string{"QUOTAD_MAX_COMMANDS"}},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
 			auth.MungeSocketFlag(),
 			&ucli.StringFlag{Name: "pools", Usage: "pools file for the cluster page's pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{pools.ConfigEnv}},

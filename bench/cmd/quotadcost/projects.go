@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -68,8 +69,7 @@ func (b *bench) widen(ctx context.Context) (restore func(), err error) {
 				names = append(names, q.Name)
 			}
 		}
-		for start := 0; start < len(names); start += 100 {
-			batch := names[start:min(start+100, len(names))]
+		for batch := range slices.Chunk(names, slurm.MaxQOSPerRun) {
 			if _, err := b.c.Run(ctx, "sacctmgr", "-i", "delete", "qos", "where", "name="+strings.Join(batch, ",")); err != nil {
 				fmt.Fprintf(os.Stderr, "quotadcost: removing QOS %s...: %v\n", batch[0], err)
 			}
