@@ -446,11 +446,11 @@ func (c *Config) Validate() error {
 		// The densest scale: one slot per project, each a band of its tiers, borrow QOS and
 		// protected QOS.
 		n, band := max(len(c.Projects), 1), len(s.BorrowSizeTiers)+2
-		switch top := *s.BorrowPriority + n + 1 + n*band; {
+		switch {
 		case *s.BorrowPriority < 0:
 			bad("settings.borrowPriority", "must not be negative, got %d", *s.BorrowPriority)
-		case top > maxQOSPriority:
-			bad("settings.borrowPriority", "%d leaves no room for %d projects' reclaim order below %d (preempt/qos compares 16 bits of a QOS's Priority): at most %d", *s.BorrowPriority, n, maxQOSPriority, maxQOSPriority-(n+1+n*band))
+		case bandStart(*s.BorrowPriority, n, band, n) > maxQOSPriority:
+			bad("settings.borrowPriority", "%d leaves no room for %d projects' reclaim order below %d (preempt/qos compares 16 bits of a QOS's Priority): at most %d", *s.BorrowPriority, n, maxQOSPriority, maxQOSPriority-bandStart(0, n, band, n))
 		}
 	}
 	if len(s.BorrowSizeTiers) > MaxBorrowSizeTiers {

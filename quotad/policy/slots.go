@@ -24,12 +24,17 @@ func slotSpace(n, band, base int) int {
 		pow *= 2
 	}
 	for space := slotSpacing * pow; space > n; space /= 2 {
-		if base+space+1+space*band <= maxQOSPriority {
+		if bandStart(base, space, band, space) <= maxQOSPriority {
 			return space
 		}
 	}
 	return n
 }
+
+// bandStart is the Priority of the lowest QOS in slot's borrow band, on a scale of space slots
+// whose bands are band wide above base and above every elastic QOS (desiredQOSList). Slot
+// space, one past the last, bounds the scale: every Priority on it is below.
+func bandStart(base, space, band, slot int) int { return base + space + 1 + slot*band }
 
 // reclaimSlots places the projects on [0, space): those in order (the reclaimable, first to
 // lose first) on strictly increasing slots, each other project on the slot it had (was), or
@@ -38,20 +43,26 @@ func slotSpace(n, band, base int) int {
 // are spread evenly in the gaps between their kept neighbours, and where a gap is too small
 // its nearest kept neighbours give up their slots too, one by one, until the run fits.
 func reclaimSlots(order, projects []string, was map[string]int, space int) map[string]int {
+	// Room for every project in order, whatever the caller gives, so the widening below ends.
+	space = max(space, len(order))
+	// onScale is the slot acct had, or -1 for none on this scale.
+	onScale := func(acct string) int {
+		if s, ok := was[acct]; ok && s >= 0 && s < space {
+			return s
+		}
+		return -1
+	}
 	slots := make(map[string]int, len(projects))
 	for _, p := range projects {
-		s, ok := was[p]
-		if !ok || s < 0 || s >= space {
-			s = space - 1
+		if s := onScale(p); s >= 0 {
+			slots[p] = s
+		} else {
+			slots[p] = space - 1
 		}
-		slots[p] = s
 	}
 	old := make([]int, len(order))
 	for i, acct := range order {
-		old[i] = -1
-		if s, ok := was[acct]; ok && s >= 0 && s < space {
-			old[i] = s
-		}
+		old[i] = onScale(acct)
 	}
 	kept := longestIncreasing(old)
 	placed, start, end, ok := fillGaps(old, kept, space)

@@ -145,7 +145,7 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptB
 			return q
 		}
 		slot := slots[p.Account]
-		first := base + space + 1 + slot*band
+		first := bandStart(base, space, band, slot)
 		for i, size := range tiers[p.Account] {
 			borrows = append(borrows, lending(s.borrowTierName(p.Account, size), first+i))
 		}
