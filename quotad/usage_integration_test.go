@@ -71,13 +71,13 @@ func TestUsageReadsTheRolledUpHours(t *testing.T) {
 		}
 		rollup() // the hours without them again, for the tests after this one
 	})
+	rows := make([]testbed.JobRow, len(jobs))
 	for i, j := range jobs {
-		tres := fmt.Sprintf("1=%d,2=%d,4=1,%d=%d", j.gpus, j.gpus*1000, gpu, j.gpus)
-		if _, err := db.ExecContext(ctx, "INSERT INTO "+table+" (id_job, job_name, id_assoc, account, `partition`, state, cpus_req, id_resv, id_wckey, id_user, id_group, het_job_id, het_job_offset, state_reason_prev, nodes_alloc, priority, time_submit, time_eligible, time_start, time_end, tres_alloc, tres_req)"+
-			" VALUES (?,?,?,?,'a100',3,?,0,0,0,0,0,4294967294,0,1,1,?,?,?,?,?,?)",
-			60_000_000+i, usageSeed, assoc, acct, j.gpus, j.start-30, j.start-30, j.start, j.end, tres, tres); err != nil {
-			t.Fatal(err)
-		}
+		rows[i] = testbed.JobRow{ID: uint32(60_000_000 + i), Assoc: assoc, Account: acct, Partition: "a100", CPUs: j.gpus,
+			Start: j.start, End: j.end, TRES: fmt.Sprintf("1=%d,2=%d,4=1,%d=%d", j.gpus, j.gpus*1000, gpu, j.gpus)}
+	}
+	if _, err := c.InsertJobRows(ctx, db, usageSeed, rows); err != nil {
+		t.Fatal(err)
 	}
 	rollup()
 	if end, err := base.HourlyRollupEnd(ctx); err != nil || end.Before(hour) {

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,4 +53,38 @@ func (c *Cluster) RollUp(ctx context.Context, db *sqlx.DB, from time.Time) error
 		return fmt.Errorf("sacctmgr rollup %s: %w (%s)", month.Format(time.RFC3339), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// JobRow is one completed job in slurmdbd's job table, as a test or a benchmark writes it to
+// give the cluster a history of its own.
+type JobRow struct {
+	ID, Assoc          uint32
+	Account, Partition string
+	CPUs               int
+	Start, End         int64  // unix seconds
+	TRES               string // tres_alloc and tres_req by TRES id, e.g. "1=2,2=2000,4=1,1001=2"
+}
+
+// InsertJobRows writes rows into the cluster's job table under job name name, by which the
+// writer deletes them again, 1,000 rows a statement. done is how many were written.
+func (c *Cluster) InsertJobRows(ctx context.Context, db *sqlx.DB, name string, rows []JobRow) (done int, err error) {
+	table := "`" + c.Vars["SLURMBRIDGE_CLUSTER"] + "_job_table`"
+	for batch := range slices.Chunk(rows, 1000) {
+		var sb strings.Builder
+		args := make([]any, 0, len(batch)*12)
+		sb.WriteString("INSERT INTO " + table + " (id_job, job_name, id_assoc, account, `partition`, state, cpus_req, id_resv, id_wckey, id_user, id_group, het_job_id, het_job_offset, state_reason_prev, nodes_alloc, priority, time_submit, time_eligible, time_start, time_end, tres_alloc, tres_req) VALUES ")
+		for i, r := range batch {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			// state 3: COMPLETED; submitted and eligible 30 s before it started.
+			sb.WriteString("(?,?,?,?,?,3,?,0,0,0,0,0,4294967294,0,1,1,?,?,?,?,?,?)")
+			args = append(args, r.ID, name, r.Assoc, r.Account, r.Partition, r.CPUs, r.Start-30, r.Start-30, r.Start, r.End, r.TRES, r.TRES)
+		}
+		if _, err := db.ExecContext(ctx, sb.String(), args...); err != nil {
+			return done, fmt.Errorf("writing job rows into %s: %w", table, err)
+		}
+		done += len(batch)
+	}
+	return done, nil
 }

@@ -646,29 +646,18 @@ func (b *bench) seed(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("no tres gres/gpu:%s in tres_table", gpuType)
 	}
-	table := b.acct.Cluster + "_job_table"
 	now := time.Now().Unix()
-	const batch = 1000
 	n := b.o.rows - have
-	for done := 0; done < n; done += batch {
-		var sb strings.Builder
-		args := make([]any, 0, batch*12)
-		sb.WriteString("INSERT INTO " + table + " (id_job, job_name, id_assoc, account, `partition`, state, cpus_req, id_resv, id_wckey, id_user, id_group, het_job_id, het_job_offset, state_reason_prev, nodes_alloc, priority, time_submit, time_eligible, time_start, time_end, tres_alloc, tres_req) VALUES ")
-		for i := done; i < min(done+batch, n); i++ {
-			if i > done {
-				sb.WriteString(",")
-			}
-			a := assocs[i%len(assocs)]
-			end := now - int64(i%(7*24*3600))
-			start := end - int64(60+i%3600)
-			gpus := 1 + i%4
-			tres := fmt.Sprintf("1=%d,2=%d,4=1,%d=%d,%d=%d", gpus, gpus*1000, gpu, gpus, typed, gpus)
-			sb.WriteString("(?,?,?,?,?,3,?,0,0,0,0,0,4294967294,0,1,1,?,?,?,?,?,?)")
-			args = append(args, 50_000_000+i, seedName, a.ID, a.Account, b.sh.gpuPool, gpus, start-30, start-30, start, end, tres, tres)
-		}
-		if _, err := b.acct.DB.ExecContext(ctx, sb.String(), args...); err != nil {
-			return done, fmt.Errorf("seeding %s: %w", table, err)
-		}
+	jobs := make([]testbed.JobRow, n)
+	for i := range jobs {
+		a := assocs[i%len(assocs)]
+		end := now - int64(i%(7*24*3600))
+		gpus := 1 + i%4
+		jobs[i] = testbed.JobRow{ID: uint32(50_000_000 + i), Assoc: a.ID, Account: a.Account, Partition: b.sh.gpuPool, CPUs: gpus,
+			Start: end - int64(60+i%3600), End: end, TRES: fmt.Sprintf("1=%d,2=%d,4=1,%d=%d,%d=%d", gpus, gpus*1000, gpu, gpus, typed, gpus)}
+	}
+	if done, err := b.c.InsertJobRows(ctx, b.acct.DB, seedName, jobs); err != nil {
+		return done, fmt.Errorf("seeding: %w", err)
 	}
 	return n, b.rollup(ctx)
 }
