@@ -37,6 +37,48 @@ done
 // batch job's --open-mode to append; Slurm truncates a rerun's output otherwise), and the rerun
 // resumes from the checkpoint with SLURM_RESTART_COUNT=1. Nothing is killed.
 func TestReclaimedBorrowerKeepsItsLogAndResumes(t *testing.T) {
+	reclaimKeepsTheLog(t, func(c *testbed.Cluster, work, out, script string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		id, err := c.SubmitIn(ctx, "bob", work, "-p", "a100", "--gres=gpu:a100:1", "--requeue", "--job-name=train", "--output="+out, script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	})
+}
+
+// A job whose record has no open mode when quotad lends it keeps its log all the same: here a
+// CPU job that bob gives an a100 by scontrol update (the plugin sets append at submission for
+// GPU jobs only, and slurmctld applies no open mode an update carries). A job queued before the
+// plugin was installed is in the same state, and takes the same path: the plugin sets the open
+// mode in the job's record when quotad's update moves it into a borrow QOS.
+func TestBorrowerGivenGPUsByUpdateKeepsItsLog(t *testing.T) {
+	reclaimKeepsTheLog(t, func(c *testbed.Cluster, work, out, script string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		offset := c.CtldLogSize(t)
+		id, err := c.SubmitIn(ctx, "bob", work, "-p", "cpu", "--hold", "--requeue", "--job-name=train", "--output="+out, script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := c.RunAs(ctx, "bob", "scontrol", "update", "jobid="+id, "partition=a100", "gres=gpu:a100:1"); err != nil {
+			t.Fatalf("bob gives his CPU job %s an a100: %v\n%s", id, err, out)
+		}
+		if out, err := c.Run(ctx, "scontrol", "release", id); err != nil {
+			t.Fatalf("scontrol release %s: %v\n%s", id, err, out)
+		}
+		waitFor(t, "the plugin setting job "+id+"'s open mode in its record as quotad lends it", 30*time.Second, func() bool {
+			return strings.Contains(c.CtldLogSince(t, offset), "job_submit/pools: job "+id+": output files are appended to from now on")
+		})
+		return id
+	})
+}
+
+// reclaimKeepsTheLog runs the training script as bob's job over his quota (submitted by
+// submit, which returns its id), lets quotad lend it an a100 and alice claim it back, and checks
+// that the rerun resumed from its checkpoint and kept every line of the first run's output.
+func reclaimKeepsTheLog(t *testing.T, submit func(c *testbed.Cluster, work, out, script string) string) {
 	c := testbed.Require(t)
 	ensureQuotad(t, c)
 	offset := c.CtldLogSize(t)
@@ -48,13 +90,8 @@ func TestReclaimedBorrowerKeepsItsLogAndResumes(t *testing.T) {
 	inQuota := submitN(t, c, "bob", 4)
 	waitQueue(t, c, inQuota, "bob's 4 in-quota jobs running", 30*time.Second, exactly(4, inQuota, running))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	out := filepath.Join(work, "train-%j.out")
-	id, err := c.SubmitIn(ctx, "bob", work, "-p", "a100", "--gres=gpu:a100:1", "--requeue", "--job-name=train", "--output="+out, script)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := submit(c, work, out, script)
 	t.Cleanup(func() { c.Cancel(id) })
 	out = strings.ReplaceAll(out, "%j", id)
 	lent := []string{id}

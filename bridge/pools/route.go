@@ -48,6 +48,8 @@ const (
 	RefusedBorrowTierQuotadOnly Refusal = "borrow-tier-quotad-only"    // a new job asks for a borrow size tier: quotad's alone
 	RefusedLentNoRequeue        Refusal = "lent-job-no-requeue"        // an update sets Requeue=0 on a job in a lending QOS
 	RefusedLentAccount          Refusal = "lent-job-account"           // an update changes the account of a job in a lending QOS
+	RefusedLentResources        Refusal = "lent-job-resources"         // a user's update changes the GPUs, nodes, tasks or partitions of a job in a lending QOS
+	RefusedRecordUnreadable     Refusal = "job-record-unreadable"      // an update gives GPUs or lends a job whose record this plugin build cannot read
 	RefusedHetJobGPUs           Refusal = "hetjob-gpus"                // a heterogeneous job's component asks for GPUs
 	RefusedElasticElasticdOnly  Refusal = "elastic-qos-elasticd-only"  // a user's new job asks for an elastic QOS: elasticd lends its workers there
 )

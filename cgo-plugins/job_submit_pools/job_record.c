@@ -156,6 +156,7 @@ const char *pools_job_read(const struct pools_job_layout *layout, const void *jo
 	job->req.n[POOLS_MAX_NODES] = read_uint(details, df[POOLS_DETAILS_MAX_NODES], &ok);
 	job->req.n[POOLS_NUM_TASKS] = read_uint(details, df[POOLS_DETAILS_NUM_TASKS], &ok);
 	job->req.n[POOLS_NTASKS_PER_NODE] = read_uint(details, df[POOLS_DETAILS_NTASKS_PER_NODE], &ok);
+	job->req.n[POOLS_OPEN_MODE] = read_uint(details, df[POOLS_DETAILS_OPEN_MODE], &ok);
 	mc = read_ptr(details, df[POOLS_DETAILS_MC_PTR], &ok);
 	job->req.n[POOLS_SOCKETS_PER_NODE] = mc ? read_uint(mc, layout->mc_sockets_per_node, &ok) : 0xfffe;
 	if (!ok) {
@@ -163,4 +164,22 @@ const char *pools_job_read(const struct pools_job_layout *layout, const void *jo
 		return "job_record_layout.h gives a field an impossible size";
 	}
 	return NULL;
+}
+
+int pools_job_append_output(const struct pools_job_layout *layout, void *job_ptr)
+{
+	struct pools_field f;
+	unsigned char *details = NULL;
+	int ok = 1;
+
+	if (!layout || !job_ptr)
+		return 0;
+	details = (unsigned char *) read_ptr(job_ptr, layout->job[POOLS_JOB_DETAILS], &ok);
+	f = layout->details[POOLS_DETAILS_OPEN_MODE];
+	/* job_details_t's open_mode is a uint8_t on every release in the table: a byte, written
+	 * only where it still says "the cluster's default". */
+	if (!ok || !details || f.size != 1 || details[f.offset] != 0)
+		return 0;
+	details[f.offset] = OPEN_MODE_APPEND;
+	return 1;
 }

@@ -39,4 +39,11 @@ const struct pools_job_layout *pools_job_layout_for(int major, int minor, int mi
 const char *pools_job_read(const struct pools_job_layout *layout, const void *job_ptr, uint32_t desc_job_id,
 			   const char *desc_job_id_str, uint32_t desc_user_id, struct pools_job *job);
 
+/* Sets the job's open mode to OPEN_MODE_APPEND in its record, where it is 0 (the cluster's
+ * default, which truncates): slurmctld gives the record's open mode to every launch of the job,
+ * its rerun after a requeue included, and saves it with the job's state. Only for a job_ptr that
+ * pools_job_read has just read without error, while slurmctld holds the job write lock (during
+ * job_modify). Returns 1 when it changed the record. */
+int pools_job_append_output(const struct pools_job_layout *layout, void *job_ptr);
+
 #endif

@@ -228,7 +228,7 @@ static atomic_int job_unreadable_logged;
 /* An update is judged with the job it changes when its record can be read (job_record.h); when
  * it cannot, with the changed fields alone, as the plugin did before it read job records. The
  * decision cache is for submissions only: an update's answer depends on the job. */
-static int modify(job_desc_msg_t *job_desc, const void *job_ptr, uint32_t submit_uid, char **err_msg)
+static int modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid, char **err_msg)
 {
 	struct pools_request req;
 	struct pools_job job;
@@ -243,6 +243,11 @@ static int modify(job_desc_msg_t *job_desc, const void *job_ptr, uint32_t submit
 		slurm_error("job_submit/pools: cannot read the record of a job being updated (%s); updates are checked on their changed fields alone",
 			    unreadable);
 	pools_go_modify(&req, job_desc->account, unreadable ? NULL : &job, &out);
+	/* slurmctld applies no open mode an update carries (apply_outcome's is ignored here): a job
+	 * lent by this update gets it in its record, which its every launch reads. */
+	if (out.append_output && !out.rc && !unreadable && pools_job_append_output(job_layout, job_ptr))
+		slurm_info("job_submit/pools: job %u: output files are appended to from now on, so a rerun after a requeue keeps the first run's output",
+			   job.job_id);
 	rc = apply_outcome(job_desc, err_msg, &out);
 	free(out.partition);
 	free(out.message);

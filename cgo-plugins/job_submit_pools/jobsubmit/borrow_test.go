@@ -226,8 +226,8 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 		t.Fatalf("log %q", f.log.lines)
 	}
 	mod := Update{Request: pools.Request{Op: pools.Modify, QOS: "borrow-proj-b", Requeue: pools.NoVal16}, Set: FieldQOS}
-	if out := f.p.Modify(&mod, nil, 998); out.Reject != NotRejected {
-		t.Fatalf("quotad's update refused: %+v", out)
+	if out := f.p.Modify(&mod, pendingJob("a100", "gres/gpu:a100=1", "normal"), 998); out.Reject != NotRejected || !out.AppendOutput {
+		t.Fatalf("quotad's update: %+v, want the job lent, appending its output", out)
 	}
 	if out := f.p.Modify(&mod, nil, 1001); out.Reject != RejectQOS {
 		t.Fatalf("a user's update into borrow: %+v, want refused", out)

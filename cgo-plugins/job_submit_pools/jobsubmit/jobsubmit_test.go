@@ -225,7 +225,7 @@ func TestModifyRefusalCarriesAMessageAndIsLogged(t *testing.T) {
 	req := gpuJob("gres/gpu:a100=1")
 	req.Op = pools.Modify
 	req.Partition = "cpu"
-	out := f.p.Modify(&Update{Request: *req, Set: FieldPartition | FieldTRESPerNode}, nil, 0)
+	out := f.p.Modify(&Update{Request: *req, Set: FieldPartition | FieldTRESPerNode}, pendingJob("a100", "gres/gpu:a100=1", "normal"), 0)
 	// The cgo layer hands the message to job_modify's err_msg from 23.02 on and drops it on 22.05.
 	if out.Reject != RejectGRES || out.Refusal != pools.RefusedNamedPools || !strings.HasPrefix(out.UserMessage, "slurmbridge: ") {
 		t.Fatalf("outcome = %+v, want a GRES rejection of kind %s", out, pools.RefusedNamedPools)

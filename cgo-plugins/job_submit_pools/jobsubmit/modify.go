@@ -48,8 +48,11 @@ type Job struct {
 // With the job known, an update by anyone but root, SlurmUser and borrow_qos_admins keeps the
 // promises submission made: the job can run in the partitions it is left in (the update's
 // fields over the job's, routed as a submission would be), and a job in a lending QOS stays
-// one Slurm can requeue and stays in its account. With job nil (its record could not be read)
-// the update is judged on its changed fields alone.
+// one Slurm can requeue, in its account, with the request it was lent for. A move into a
+// lending QOS (quotad's lend, elasticd's worker), whoever makes it, takes only a job Slurm can
+// requeue, and makes its output files append from then on. With job nil (its record could not
+// be read) the update is judged on its changed fields alone, except what only the record can
+// tell: GPUs given by update and lends are refused.
 func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	l := p.cfg.Load()
 	if l == nil {
@@ -59,18 +62,47 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	if msg := modifyBorrowRefusal(l.cfg, &upd.Request, uid, conf, l.admins); msg != "" {
 		return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowQuotadOnly, UserMessage: msg})
 	}
-	if job != nil && job.Request.HetJob && upd.Set&fieldsTRES != 0 {
+	lendInto := ""
+	if upd.Set&FieldQOS != 0 {
+		lendInto = borrowQOSAsked(l.cfg, upd.Request.QOS)
+	}
+	if job == nil {
+		if kind, msg := unreadableRefusal(upd, lendInto); msg != "" {
+			return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: kind, Refusal: pools.RefusedRecordUnreadable, UserMessage: msg})
+		}
+		return p.outcome(l.cfg.Route(&upd.Request), "update", uid)
+	}
+	who := fmt.Sprintf("update of job %d by uid %d", job.ID, uid)
+	if job.Request.HetJob && upd.Set&fieldsTRES != 0 {
 		after := Merge(job, upd)
 		_, mayGPUs := gpuRequest(&after)
 		if msg := hetJobGPURefusal(mayGPUs); msg != "" {
-			return p.refuse(fmt.Sprintf("update of job %d by uid %d", job.ID, uid), Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
+			return p.refuse(who, Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
 		}
 	}
-	if job == nil || isPrivileged(uid, conf, l.admins) {
-		return p.outcome(l.cfg.Route(&upd.Request), "update", uid)
+	appendOutput := false
+	if lendInto != "" {
+		// Checked on the job as it is at the very moment of the lend: its owner may have set
+		// Requeue=0 after quotad's snapshot, and Slurm would kill it instead of requeueing it.
+		after := Merge(job, upd)
+		if why := whyNotRequeueable(&after, conf); why != "" {
+			return p.refuse(who, Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowNotRequeueable, UserMessage: fmt.Sprintf(
+				"slurmbridge: job %d cannot move into QOS %s, which is preemptable: %s, so Slurm would kill it instead of "+
+					"requeueing it when its GPUs are reclaimed.", job.ID, lendInto, why)})
+		}
+		// A job submitted before the plugin was installed, or without GPUs and given them by
+		// an update, never had its open mode set at submission: its rerun after a reclaim
+		// would truncate the first run's output. Slurm has no update of the open mode, so the
+		// cgo layer sets it in the job's record.
+		appendOutput = after.Batch && job.Request.OpenMode == 0
+	}
+	if isPrivileged(uid, conf, l.admins) {
+		out := p.outcome(l.cfg.Route(&upd.Request), "update", uid)
+		out.AppendOutput = appendOutput && out.Reject == NotRejected
+		return out
 	}
 	if kind, refusal, msg := lentJobRefusal(l.cfg, upd, job); msg != "" {
-		return p.refuse(fmt.Sprintf("update of job %d by uid %d", job.ID, uid), Outcome{Reject: kind, Refusal: refusal, UserMessage: msg})
+		return p.refuse(who, Outcome{Reject: kind, Refusal: refusal, UserMessage: msg})
 	}
 	if !upd.changesRouting() {
 		return Outcome{}
@@ -99,6 +131,28 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 		return Outcome{}
 	}
 	return Outcome{}
+}
+
+// unreadableRefusal refuses, for everyone, an update of a job whose record this build of the
+// plugin cannot read (a Slurm micro release missing from job_record_layout.h), where the record
+// alone could say the update is safe: GPUs given by update (the job may be a component of a
+// heterogeneous job, which may hold none) and a move into a lending QOS (whether Slurm could
+// requeue the job, and whether its output appends). "" lets it through.
+func unreadableRefusal(upd *Update, lendInto string) (Rejection, string) {
+	if lendInto != "" {
+		return RejectQOS, fmt.Sprintf("slurmbridge: this build of the job_submit plugin cannot read slurmctld's job records (its Slurm release "+
+			"is missing from the plugin's layout table; slurmbridge-doctor says so), so it cannot check that the job can be requeued "+
+			"and keeps its output: no job moves into QOS %s until the plugin is built for this release (docs/adding-a-release.md).", lendInto)
+	}
+	if upd.Set&fieldsTRES != 0 {
+		if _, mayGPUs := gpuRequest(&upd.Request); mayGPUs {
+			return RejectGRES, "slurmbridge: this build of the job_submit plugin cannot read slurmctld's job records (its Slurm release " +
+				"is missing from the plugin's layout table; slurmbridge-doctor says so), so it cannot check that the job is not a " +
+				"component of a heterogeneous job, which may hold no GPUs: GPUs are not given by update until the plugin is built " +
+				"for this release. Submit a new job with the GPUs it needs."
+		}
+	}
+	return NotRejected, ""
 }
 
 // submitHint is the advice bridge/pools gives a refused submission; an update gets the
@@ -187,5 +241,23 @@ func lentJobRefusal(cfg *pools.Config, upd *Update, job *Job) (Rejection, pools.
 			"changes the account of a lent job. Move it out of %s first (scontrol update jobid=%d qos=...), then change its account.",
 			job.ID, qos, job.Account, qos, job.ID)
 	}
+	// quotad lent the GPUs this request needs, where every lending limit let it: more GPUs, more
+	// nodes or other partitions could start the job on GPUs a limit keeps for their owner
+	// before the next cycle sees it.
+	if upd.changesResources() {
+		return RejectQOS, pools.RefusedLentResources, fmt.Sprintf("slurmbridge: job %d was lent idle GPUs in QOS %s for the GPUs, nodes and "+
+			"partitions it asked for then; a change of them could take GPUs that another project's lending limit keeps for its owner. "+
+			"Move it back into your project's guaranteed QOS in the same update (scontrol update jobid=%d qos=<guaranteed QOS> ...; "+
+			"quotactl explain %d names it): quotad lends it again while GPUs are idle.", job.ID, qos, job.ID, job.ID)
+	}
 	return NotRejected, "", ""
+}
+
+// changesResources says whether the update changes how many GPUs the job may take or where:
+// its GPU request, node or task counts, or its partitions. CPUs, memory, the time limit and
+// the rest leave its GPUs as they were.
+func (u *Update) changesResources() bool {
+	r := &u.Request
+	return u.Set&(FieldPartition|fieldsTRES) != 0 || r.MinNodes != pools.NoVal || r.MaxNodes != pools.NoVal ||
+		r.NumTasks != pools.NoVal || r.NTasksPerNode != pools.NoVal16 || r.SocketsPerNode != pools.NoVal16
 }

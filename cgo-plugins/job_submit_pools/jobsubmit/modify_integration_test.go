@@ -139,11 +139,17 @@ func (a *attack) refused(id string, args []string, code pools.Refusal, slurmErr 
 // refusedAs is refused for an update that names job id as target (its SLUID, say).
 func (a *attack) refusedAs(id, target string, args []string, code pools.Refusal, slurmErr string) {
 	a.t.Helper()
+	a.refusedBy("alice", id, target, args, code, slurmErr)
+}
+
+// refusedBy is refusedAs for an update by user.
+func (a *attack) refusedBy(user, id, target string, args []string, code pools.Refusal, slurmErr string) {
+	a.t.Helper()
 	before := showJob(a.t, a.c, a.ctx, id)
 	logStart := a.c.CtldLogSize(a.t)
-	stderr, err := a.update("alice", target, args...)
+	stderr, err := a.update(user, target, args...)
 	if err == nil {
-		a.t.Fatalf("alice's scontrol update %s of job %s was accepted; job now %v", strings.Join(args, " "), id, showJob(a.t, a.c, a.ctx, id))
+		a.t.Fatalf("%s's scontrol update %s of job %s was accepted; job now %v", user, strings.Join(args, " "), id, showJob(a.t, a.c, a.ctx, id))
 	}
 	a.t.Logf("scontrol update %s: %s", strings.Join(args, " "), stderr)
 	if !strings.Contains(stderr, slurmErr) {
@@ -269,6 +275,49 @@ func TestAttackRequeueOffOrAccountMoveOfALentJob(t *testing.T) {
 	}
 	// And back into a lending QOS it may not go, by alice's hand.
 	a.refused(pending, []string{"qos=borrow-proj-a"}, pools.RefusedBorrowQuotadOnly, "Invalid qos specification")
+}
+
+// A lend checks the job as it is at that very moment: alice turns requeue off after quotad has
+// read the queue, and quotad's move into the borrow QOS (root's, as the testbed's quotad runs)
+// is refused, since Slurm would kill the job instead of requeueing it. Once lent, the job keeps
+// the GPUs, nodes and partitions quotad lent for, where every lending limit let it: alice may
+// not raise them, but she may move it back into her guarantee with more GPUs in one update.
+func TestAttackRequeueOffBeforeALendAndMoreGPUsAfterIt(t *testing.T) {
+	a := newAttack(t)
+	id := a.submit("--hold", "--requeue", "--job-name=attack-race", "-p", "a100", "--gres=gpu:a100:1", "--wrap", "true")
+	if stderr, err := a.update("alice", id, "requeue=0"); err != nil {
+		t.Fatalf("alice's requeue=0 of her job, not lent: %v %s", err, stderr)
+	}
+	a.refusedBy("root", id, id, []string{"qos=borrow-proj-a"}, pools.RefusedBorrowNotRequeueable, "Invalid qos specification")
+	if stderr, err := a.update("alice", id, "requeue=1"); err != nil {
+		t.Fatalf("alice's requeue=1: %v %s", err, stderr)
+	}
+	if stderr, err := a.update("root", id, "qos=borrow-proj-a"); err != nil {
+		t.Fatalf("root's lend of a job Slurm can requeue: %v %s", err, stderr)
+	}
+	for _, args := range [][]string{{"gres=gpu:a100:2"}, {"numnodes=2"}, {"partition=a100,a100-spot"}} {
+		a.refused(id, args, pools.RefusedLentResources, "Invalid qos specification")
+	}
+	for _, u := range []struct {
+		args []string
+		want map[string]string
+	}{
+		{[]string{"timelimit=5"}, map[string]string{"QOS": "borrow-proj-a", "TimeLimit": "00:05:00"}},
+		{[]string{"qos=guar-proj-a", "gres=gpu:a100:2"}, map[string]string{"QOS": "guar-proj-a"}},
+	} {
+		if stderr, err := a.update("alice", id, u.args...); err != nil {
+			t.Fatalf("alice's scontrol update %s refused: %v %s", strings.Join(u.args, " "), err, stderr)
+		}
+		job := showJob(t, a.c, a.ctx, id)
+		for k, v := range u.want {
+			if job[k] != v {
+				t.Errorf("after %s: %s=%q, want %q", strings.Join(u.args, " "), k, job[k], v)
+			}
+		}
+	}
+	if job := showJob(t, a.c, a.ctx, id); !strings.HasSuffix(strings.ReplaceAll(job["TresPerNode"], "=", ":"), ":2") {
+		t.Errorf("after the move back with gres=gpu:a100:2: TresPerNode %q, want 2 a100", job["TresPerNode"])
+	}
 }
 
 // What alice may do still works, and root (the testbed's quotad runs as root) keeps its rights.

@@ -35,6 +35,7 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 		wantPartition string
 		code          pools.Refusal // the refusal's kind
 		wantMessage   string        // part of the message to the user, where the words are the case; "": none unless refused
+		wantAppend    bool          // the job's record is set to append its output
 	}{
 		{name: "GPU job moved to the CPU pool", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
 			change: func(u *Update) { u.Request.Partition, u.Set = "cpu", FieldPartition },
@@ -101,7 +102,47 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS },
 			uid:    alice, want: RejectQOS, code: pools.RefusedBorrowQuotadOnly},
 		{name: "quotad lends a job", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
+			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS }, uid: quotad, wantAppend: true},
+		{name: "quotad lends a job into a size tier", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
+			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a-g1", FieldQOS }, uid: quotad, wantAppend: true},
+		{name: "elasticd lends a worker into the elastic QOS", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
+			change: func(u *Update) { u.Request.QOS, u.Set = "elastic-proj-a", FieldQOS }, uid: 0, wantAppend: true},
+		{name: "quotad lends a job that already appends", job: withOpenMode(pendingJob("a100", "gres/gpu:a100=1", "normal"), 1),
 			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS }, uid: quotad},
+		{name: "quotad lends a job that chose --open-mode=truncate", job: withOpenMode(pendingJob("a100", "gres/gpu:a100=1", "normal"), 2),
+			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS }, uid: quotad},
+		{name: "quotad moves a job back to its guarantee: its open mode is left", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
+			change: func(u *Update) { u.Request.QOS, u.Set = "guar-proj-a", FieldQOS }, uid: quotad},
+		{name: "quotad lends a job whose owner set requeue=0 after quotad's snapshot", job: withRequeue(pendingJob("a100", "gres/gpu:a100=1", "normal"), 0),
+			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS },
+			uid:    quotad, want: RejectQOS, code: pools.RefusedBorrowNotRequeueable},
+		{name: "root moves an salloc allocation into the borrow QOS", job: notBatch(pendingJob("a100", "gres/gpu:a100=1", "normal")),
+			change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS },
+			uid:    0, want: RejectQOS, code: pools.RefusedBorrowNotRequeueable},
+		{name: "quotad lends a job with requeue=0 in the same update", job: pendingJob("a100", "gres/gpu:a100=1", "normal"),
+			change: func(u *Update) { u.Request.QOS, u.Request.Requeue, u.Set = "borrow-proj-a", 0, FieldQOS },
+			uid:    quotad, want: RejectQOS, code: pools.RefusedBorrowNotRequeueable},
+		{name: "owner raises the GPUs of a lent job", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a-g1"),
+			change: func(u *Update) { u.Request.TRESPerNode, u.Set = "gres/gpu:a100=4", FieldTRESPerNode },
+			uid:    alice, want: RejectQOS, code: pools.RefusedLentResources},
+		{name: "owner gives a lent job more nodes", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
+			change: func(u *Update) { u.Request.MinNodes, u.Request.MaxNodes = 2, 2 },
+			uid:    alice, want: RejectQOS, code: pools.RefusedLentResources},
+		{name: "owner gives a lent job more tasks", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
+			change: func(u *Update) { u.Request.NumTasks = 8 },
+			uid:    alice, want: RejectQOS, code: pools.RefusedLentResources},
+		{name: "owner moves a lent job to other partitions", job: pendingJob("a100", "gres/gpu:a100=1", "elastic-proj-a"),
+			change: func(u *Update) { u.Request.Partition, u.Set = "a100,v100", FieldPartition },
+			uid:    alice, want: RejectQOS, code: pools.RefusedLentResources},
+		{name: "owner raises the GPUs of a lent job as it leaves the lending QOS", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
+			change: func(u *Update) {
+				u.Request.TRESPerNode, u.Request.QOS, u.Set = "gres/gpu:a100=2", "guar-proj-a", FieldTRESPerNode|FieldQOS
+			},
+			uid: alice},
+		{name: "owner changes the time limit and CPUs of a lent job", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
+			change: func(u *Update) { u.Request.CPUsPerTask = 2 }, uid: alice},
+		{name: "quotad changes the GPUs of a lent job", job: pendingJob("a100", "gres/gpu:a100=1", "borrow-proj-a"),
+			change: func(u *Update) { u.Request.TRESPerNode, u.Set = "gres/gpu:a100=2", FieldTRESPerNode }, uid: quotad},
 	}
 	f := &fixture{t: t, log: &recorder{}}
 	f.path = t.TempDir() + "/pools.yaml"
@@ -120,6 +161,9 @@ func TestModifyWithTheJobKeepsSubmitsPromises(t *testing.T) {
 			if out.Reject != tt.want || out.Refusal != tt.code || out.SetPartition != tt.wantPartition || !strings.Contains(out.UserMessage, tt.wantMessage) ||
 				!refused && tt.wantMessage == "" && out.UserMessage != "" || refused && !strings.HasPrefix(out.UserMessage, "slurmbridge: ") {
 				t.Fatalf("outcome = %+v, want rejection %d (%s), partition %q, a message with %q", out, tt.want, tt.code, tt.wantPartition, tt.wantMessage)
+			}
+			if out.AppendOutput != tt.wantAppend {
+				t.Fatalf("AppendOutput = %v, want %v", out.AppendOutput, tt.wantAppend)
 			}
 			if refused && !f.log.endsWith(" refused: "+out.UserMessage+" code="+string(tt.code)) {
 				t.Fatalf("refusal not logged with code=%s: %q", tt.code, f.log.lines)
@@ -144,17 +188,48 @@ func TestModifyOfAJobThePoolsNoLongerFit(t *testing.T) {
 	}
 }
 
-// Without the job (its record unreadable), an update is judged as before: on its fields alone.
+func withOpenMode(j *Job, mode uint8) *Job    { j.Request.OpenMode = mode; return j }
+func withRequeue(j *Job, requeue uint16) *Job { j.Request.Requeue = requeue; return j }
+func notBatch(j *Job) *Job                    { j.Request.Batch = false; return j }
+
+// Without the job (its record unreadable: a Slurm micro release missing from the layout table),
+// an update is judged on its fields alone, except where only the record could tell that it is
+// safe: GPUs given by update (the job may be a heterogeneous job's component) and a lend
+// (whether Slurm could requeue the job and whether its output appends) are refused, for
+// everyone.
 func TestModifyWithoutTheJob(t *testing.T) {
 	f := newFixture(t, twoPools)
-	u := update()
-	u.Request.Partition, u.Set = "cpu", FieldPartition
-	if out := f.p.Modify(u, nil, 1001); out.Reject != NotRejected {
-		t.Fatalf("outcome = %+v, want a lone partition let through", out)
+	tests := []struct {
+		name   string
+		change func(u *Update)
+		uid    uint32
+		want   Rejection
+		code   pools.Refusal
+	}{
+		{name: "a lone partition", change: func(u *Update) { u.Request.Partition, u.Set = "cpu", FieldPartition }, uid: 1001},
+		{name: "CPUs and the time limit", change: func(u *Update) { u.Request.MinCPUs = 4 }, uid: 1001},
+		{name: "GPUs given by update", change: func(u *Update) { u.Request.TRESPerNode, u.Set = "gres/gpu:a100=1", FieldTRESPerNode },
+			uid: 1001, want: RejectGRES, code: pools.RefusedRecordUnreadable},
+		{name: "GPUs given by root", change: func(u *Update) { u.Request.TRESPerJob, u.Set = "gres/gpu=2", FieldTRESPerJob },
+			uid: 0, want: RejectGRES, code: pools.RefusedRecordUnreadable},
+		{name: "GPUs in a request that does not parse", change: func(u *Update) { u.Request.TRESPerNode, u.Set = "gres/gpu:a100=x", FieldTRESPerNode },
+			uid: 1001, want: RejectGRES, code: pools.RefusedRecordUnreadable},
+		{name: "GPU request dropped", change: func(u *Update) { u.Request.TRESPerNode, u.Set = "", FieldTRESPerNode }, uid: 1001},
+		{name: "a lend by root", change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS },
+			uid: 0, want: RejectQOS, code: pools.RefusedRecordUnreadable},
+		{name: "a user's move into the borrow QOS is quotad's alone first", change: func(u *Update) { u.Request.QOS, u.Set = "borrow-proj-a", FieldQOS },
+			uid: 1001, want: RejectQOS, code: pools.RefusedBorrowQuotadOnly},
+		{name: "a move to another QOS", change: func(u *Update) { u.Request.QOS, u.Set = "guar-proj-a", FieldQOS }, uid: 0},
 	}
-	u.Request.TRESPerNode, u.Set = "gres/gpu:a100=1", FieldPartition|FieldTRESPerNode
-	if out := f.p.Modify(u, nil, 1001); out.Reject != RejectGRES {
-		t.Fatalf("outcome = %+v, want refused", out)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := update()
+			tt.change(u)
+			out := f.p.Modify(u, nil, tt.uid)
+			if out.Reject != tt.want || out.Refusal != tt.code || out.AppendOutput {
+				t.Fatalf("outcome = %+v, want rejection %d (%s)", out, tt.want, tt.code)
+			}
+		})
 	}
 }
 

@@ -60,7 +60,7 @@ trap 'rm -rf "$work"' EXIT
 job_fields=(magic job_id array_job_id het_job_id user_id batch_flag partition account qos_ptr comment
 	tres_per_job tres_per_node tres_per_socket tres_per_task details)
 details_fields=(magic requeue min_cpus cpus_per_task pn_min_cpus pn_min_memory min_nodes max_nodes
-	num_tasks ntasks_per_node mc_ptr)
+	num_tasks ntasks_per_node mc_ptr open_mode)
 mc_fields=(sockets_per_node)
 
 header_top() {

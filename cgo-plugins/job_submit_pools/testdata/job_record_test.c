@@ -149,6 +149,19 @@ static void test_release(const struct pools_job_layout *l)
 	CHECK(job.req.n[POOLS_NTASKS_PER_NODE] == 0xfffe, "ntasks_per_node");
 	CHECK(job.req.n[POOLS_SOCKETS_PER_NODE] == 2, "sockets_per_node");
 	CHECK(job.req.n[POOLS_HET_JOB] == 0, "a job of one component read as a hetjob's");
+	/* The open mode: 0, the cluster's default, is set to append; a job's own choice is kept. */
+	CHECK(job.req.n[POOLS_OPEN_MODE] == 0, "open_mode %llu", (unsigned long long) job.req.n[POOLS_OPEN_MODE]);
+	CHECK(pools_job_append_output(l, f.job) == 1, "open mode 0 not set to append");
+	CHECK(pools_job_read(l, f.job, 4242, NULL, NO_VAL_32, &job) == NULL, "read after append refused");
+	CHECK(job.req.n[POOLS_OPEN_MODE] == 1, "open_mode after append %llu", (unsigned long long) job.req.n[POOLS_OPEN_MODE]);
+	CHECK(job.req.n[POOLS_NTASKS_PER_NODE] == 0xfffe && job.req.n[POOLS_REQUEUE] == 1 && job.req.n[POOLS_NUM_TASKS] == 2,
+	      "setting the open mode changed its neighbours");
+	put(f.details, l->details[POOLS_DETAILS_OPEN_MODE], 2);
+	CHECK(pools_job_append_output(l, f.job) == 0, "--open-mode=truncate overwritten");
+	CHECK(pools_job_read(l, f.job, 4242, NULL, NO_VAL_32, &job) == NULL && job.req.n[POOLS_OPEN_MODE] == 2,
+	      "--open-mode=truncate not kept");
+	put(f.details, l->details[POOLS_DETAILS_OPEN_MODE], 0);
+	CHECK(pools_job_append_output(NULL, f.job) == 0, "append without a table");
 	/* Component 1 of heterogeneous job 4241: its record holds the leader's id. */
 	put(f.job, l->job[POOLS_JOB_HET_JOB_ID], 4241);
 	CHECK(pools_job_read(l, f.job, NO_VAL_32, "4241+1", NO_VAL_32, &job) == NULL, "het component 4241+1 refused");
