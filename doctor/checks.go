@@ -150,7 +150,8 @@ func plugin(conf slurm.Config, p PluginFacts, onDisk string) []Verdict {
 // jobRecordLayout: job_modify judges an update of a job against the job as slurmctld holds it
 // (its account, QOS, GPUs, hetjob) by reading slurmctld's job record, whose layout the plugin
 // knows per micro release (job_record_layout.h). For a release the table lacks it can judge an
-// update only by the update's own fields, the weaker check: the site learns it here, before
+// update only by the update's own fields, the weaker check, and refuses what only the record
+// makes safe (GPUs by update, every lend), so nothing is lent: the site learns it here, before
 // slurmctld loads the plugin, and in slurmctld's log when it does.
 func jobRecordLayout(p PluginFacts) Verdict {
 	v := p.Info.BuiltFor()
@@ -162,7 +163,7 @@ func jobRecordLayout(p PluginFacts) Verdict {
 		return ok("job record", "%s reads slurmctld's job record of Slurm %s (job_record_layout.h): updates are checked against the job as Slurm holds it", p.Path, v)
 	}
 	return problem("job record", "add Slurm "+v.String()+" to job_record_layout.h (docs/adding-a-release.md: one command derives its entry from the release's source), rebuild and reinstall the plugin",
-		"%s is built for Slurm %s, which job_record_layout.h lacks (it has %s): job_modify cannot read the job record and judges each scontrol update by the update's own fields, the weaker check", p.Path, v, versionList(p.Info.LayoutReleases))
+		"%s is built for Slurm %s, which job_record_layout.h lacks (it has %s): job_modify cannot read the job record, judges each scontrol update by the update's own fields, the weaker check, and refuses GPUs given by update and every move into a borrow or elastic QOS (job-record-unreadable), so quotad and elasticd lend nothing", p.Path, v, versionList(p.Info.LayoutReleases))
 }
 
 func versionList(vs []slurm.Version) string {

@@ -7,7 +7,7 @@
 # $TESTBED_DIR/log, elasticd's state directory (the SPANK plugin's dir=) in $TESTBED_DIR/elastic.
 # Fast settings so a demo job moves in seconds: ELASTICD_INTERVAL overrides. elasticd listens
 # on the port testbed.sh up chose (the facts' elasticd port, moved with slurmctld's, or
-# ELASTICD_PORT given to it).
+# ELASTICD_PORT given to it), and reads the lending limits from the testbed's quotad on its port.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +32,7 @@ start_one() {
 		say "$name already running ($pid)"
 		return
 	fi
-	SLURM_CONF=$TESTBED_DIR/etc/slurm.conf setsid "$BIN" "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+	SLURM_CONF=$TESTBED_DIR/etc/slurm.conf detached "$BIN" "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
 	echo $! >"$RUN/$name.pid"
 	say "started $name ($!), log $LOG/$name.log"
 }
@@ -41,7 +41,7 @@ cmd_start() {
 	[ -x "$BIN" ] || die "$BIN missing: run make build"
 	[ -s "$TESTBED_DIR/etc/slurm.conf" ] || die "no testbed in $TESTBED_DIR: bring it up first"
 	# The nodes the testbed started and elasticd's port, as testbed.sh up chose them.
-	local NODES ELASTICD_PORT
+	local NODES ELASTICD_PORT QUOTAD_METRICS_PORT
 	kept_facts "$TESTBED_DIR"
 	mkdir -p "$RUN" "$LOG" "$TESTBED_DIR/elastic"
 	chmod 0755 "$TESTBED_DIR/elastic"
@@ -50,7 +50,8 @@ cmd_start() {
 	local munge_socket=$TESTBED_DIR/run/munge/munge.socket
 	start_one elasticd run --state-dir "$TESTBED_DIR/elastic" --pools "$TESTBED_DIR/etc/pools.yaml" \
 		--listen "127.0.0.1:$ELASTICD_PORT" --interval "$INTERVAL" --grace 10s --min-samples 3 --settle 5s \
-		--stale-after 30s --cooldown 2m --munge-socket "$munge_socket" --agent-user "$(id -u)"
+		--stale-after 30s --cooldown 2m --munge-socket "$munge_socket" --agent-user "$(id -u)" \
+		--quotad "127.0.0.1:$QUOTAD_METRICS_PORT"
 	local node_flags=()
 	for n in "${NODES[@]}"; do node_flags+=(--node "$n"); done
 	start_one elastic-agent agent "${node_flags[@]}" --elasticd "http://127.0.0.1:$ELASTICD_PORT" --interval "$INTERVAL" \

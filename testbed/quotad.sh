@@ -56,7 +56,7 @@ cmd_start() {
 	[ -f "$quotas" ] || [ -n "${QUOTAD_QUOTAS:-}" ] || quotas=$REPO_ROOT/slurm-conf/testbed/quotas.yaml
 	"$BIN/quotactl" import "$quotas" >/dev/null
 	mkdir -p "$(dirname "$LOGFILE")" "$(dirname "$PIDFILE")"
-	setsid "$BIN/quotad" --interval "$QUOTAD_INTERVAL" --listen "127.0.0.1:$QUOTAD_METRICS_PORT" \
+	detached "$BIN/quotad" --interval "$QUOTAD_INTERVAL" --listen "127.0.0.1:$QUOTAD_METRICS_PORT" \
 		</dev/null >>"$LOGFILE" 2>&1 &
 	echo $! >"$PIDFILE"
 	disown

@@ -6,6 +6,19 @@
 # that only printed would let the suite pass over it. Binaries built without -race ignore it.
 export GORACE=${GORACE:-halt_on_error=1}
 
+# detached COMMAND... execs COMMAND in a session of its own, holding none of its starter's file
+# descriptors beyond 0-2 (each caller redirects those): a lock the starter held (a test run
+# under flock) would otherwise live on in the daemon, and every later holder would wait for
+# ever. Run it in the background; $! is then the daemon's pid.
+detached() {
+	local fd
+	for fd in /proc/$BASHPID/fd/*; do
+		fd=${fd##*/}
+		[ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-" 2>/dev/null
+	done
+	exec setsid "$@"
+}
+
 # find_pid PIDFILE PATTERN sets FOUND_PID to the pid recorded in PIDFILE when that process is
 # alive and its command line matches the glob PATTERN (a recycled pid is never signalled). It
 # forks nothing: a testbed of a site's size asks it for each of 1,523 slurmd on a loaded host.
