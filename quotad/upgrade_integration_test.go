@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
 // oldSharedBorrowTable is the testbed's quota table as it was with one shared borrow QOS.
@@ -44,10 +45,12 @@ func qosPreempts(t *testing.T, c *testbed.Cluster) map[string][]string {
 // The old layout: QOS borrow shared by every project, named by each project account's QOS list
 // and by each guaranteed QOS' Preempt list, with bob's job over quota running in it (lent by
 // the old quotad) and another one waiting there held. The upgrade as documented: the old
-// table is refused with the reason, the new one is imported, quotad started; the waiting job is
-// moved back by hand, and the old QOS deleted once its running job has ended. The running
-// borrower is never preempted or killed, quotad lends in borrow-proj-b from then on, and the old
-// QOS can be deleted.
+// table is refused with the reason, the new one is imported, quotad started; quotad moves the
+// waiting job into guar-proj-b. The promise: alice gets her guarantee back in time whatever
+// the old layout left running. quotad keeps borrow in the Preempt lists that name it while the
+// old borrower runs, so alice's 4 jobs all start within 30 s of the borrowers' PreemptExemptTime
+// (bob's new borrower's and the old one's), the old borrower is requeued (never killed) and
+// adopted into guar-proj-b, borrow then leaves the lists, and the old QOS can be deleted.
 func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 	c := testbed.Require(t)
 	c.PauseDaemon(t, "quotad")
@@ -110,19 +113,23 @@ func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 	quotactl(t, c, "import", table)
 	log, _ := startQuotad(t, c, "2s")
 	waitSynced(t, c, log)
-	waitFor(t, "quotad's per-project borrow QOS in place of the shared one", 30*time.Second, func() bool {
-		p := qosPreempts(t, c)
-		_, hasB := p["borrow-proj-b"]
-		return hasB && !slices.Contains(p["guar-proj-a"], "borrow") && !slices.Contains(p["guar-proj-b"], "borrow") &&
-			assocQOS(t, c, "bob", "proj-b") == "borrow-proj-b,elastic-proj-b,guar-proj-b"
+	waitFor(t, "quotad's per-project borrow QOS, and the accounts without the shared one", 30*time.Second, func() bool {
+		_, hasB := qosPreempts(t, c)["borrow-proj-b"]
+		return hasB && assocQOS(t, c, "bob", "proj-b") == "borrow-proj-b,elastic-proj-b,guar-proj-b"
 	})
-	// Jobs still waiting in the old QOS are the administrator's to move back.
-	if r := row(t, c, held); r.qos != "borrow" || r.state != "PENDING" {
-		t.Errorf("the held job is %s in %s after the upgrade, want still PENDING in borrow (quotad leaves it alone)", r.state, r.qos)
+	// borrow stays in the Preempt lists that named it while the old borrower runs in it, and
+	// the old borrower counts as proj-b's: proj-b holds 5 a100 of its 4, so a claim may take it.
+	p := qosPreempts(t, c)
+	for _, g := range []string{"guar-proj-a", "guar-proj-b", "guar-proj-c"} {
+		if !slices.Contains(p[g], "borrow") {
+			t.Errorf("%s preempts %v after the upgrade: the old borrower %s is out of every claim's reach", g, p[g], old)
+		}
 	}
-	if out, err := c.Run(ctxFor(t, 10*time.Second), "scontrol", "update", "jobid="+held, "qos=guar-proj-b"); err != nil {
-		t.Fatalf("moving the held job back to guar-proj-b as documented: %v\n%s", err, out)
-	}
+	wantCode(t, c, old, policy.CodeReclaimable)
+	// A job still waiting in the old QOS, which its account no longer allows, is moved into its
+	// project's guaranteed QOS, as a job queued before the install is.
+	waitQueue(t, c, []string{held}, "the held job adopted from borrow into guar-proj-b", 20*time.Second,
+		exactly(1, []string{held}, both(pending, inQOS("guar-proj-b"))))
 
 	// quotad works: a new job of bob's over quota is lent in borrow-proj-b and runs (3 a100 of
 	// partition a100 are idle beside the old borrower).
@@ -130,29 +137,35 @@ func TestUpgradeFromSharedBorrowQOS(t *testing.T) {
 	all = append(all, next)
 	waitQueue(t, c, []string{next}, "bob's next over-quota job lent in borrow-proj-b and running", 30*time.Second,
 		exactly(1, []string{next}, runningIn("borrow-proj-b")))
-	// alice claims her guarantee: 2 a100 are idle, bob's new borrower is reclaimable, and the old
-	// one is in no Preempt list any more, so her fourth job waits; the old borrower keeps running.
+	exemptAt := time.Now().Add(exemptTime) // the later PreemptExemptTime of bob's two borrowers
+	// alice claims her guarantee: 2 a100 are idle, and her other 2 are bob's borrowers, the new
+	// one in borrow-proj-b and the old one in borrow. Both are requeued once exempt.
 	alice := submitN(t, c, "alice", 4)
 	all = append(all, alice...)
-	time.Sleep(exemptTime + 10*time.Second) // past the old borrower's PreemptExemptTime, and a reclaim
-	if r := row(t, c, old); !runningIn("borrow")(r) {
-		t.Fatalf("the old borrower %s is %s in %s after the upgrade and alice's claim, want RUNNING in borrow", old, r.state, r.qos)
+	waitQueue(t, c, alice, "alice's 4 jobs running within 30 s of the borrowers' exemption ending", time.Until(exemptAt)+30*time.Second,
+		exactly(4, alice, runningIn("guar-proj-a")))
+	t.Logf("alice's 4 jobs running %s after the borrowers' PreemptExemptTime ended", time.Since(exemptAt).Round(100*time.Millisecond))
+	if p := preemptedIn(t, c, []string{old}); len(p) != 1 {
+		t.Errorf("the old borrower %s has no PREEMPTED run in sacct: %v", old, queue(t, c, []string{old}))
 	}
-	if got := sacctQOS(t, c, []string{old}); got[old] != "borrow/proj-b" {
-		t.Errorf("sacct: the old borrower ran as %s, want borrow/proj-b", got[old])
-	}
-	assertNotPreempted(t, c, []string{old})
+	// Requeued, it waits in borrow, which its account no longer allows: quotad adopts it into
+	// guar-proj-b; then no borrower runs in borrow, so it leaves the Preempt lists.
+	waitFor(t, "the old borrower requeued and adopted into guar-proj-b, borrow out of every Preempt list", 30*time.Second, func() bool {
+		if r := row(t, c, old); r.qos != "guar-proj-b" {
+			return false
+		}
+		p := qosPreempts(t, c)
+		return !slices.Contains(p["guar-proj-a"], "borrow") && !slices.Contains(p["guar-proj-b"], "borrow") && !slices.Contains(p["guar-proj-c"], "borrow")
+	})
 
-	// Once its last job has ended, the old QOS is deleted.
-	c.Cancel(old)
-	waitFor(t, "the old QOS deleted once its job has ended", 30*time.Second, func() bool {
+	// No job runs or waits in the old QOS any more: it is deleted.
+	waitFor(t, "the old QOS deleted once no job is in it", 30*time.Second, func() bool {
 		_, err := c.Run(ctxFor(t, 10*time.Second), "sacctmgr", "-i", "delete", "qos", "borrow")
 		return err == nil
 	})
 	if _, ok := qosPreempts(t, c)["borrow"]; ok {
 		t.Error("QOS borrow still exists after its delete")
 	}
-	// bob's new borrower may have been requeued by alice's claim (it is over his guarantee);
-	// nothing was killed.
+	// bob's borrowers were requeued by alice's claim; nothing was killed.
 	assertNoneKilled(t, c, logStart)
 }

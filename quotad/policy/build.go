@@ -140,6 +140,10 @@ type ledger struct {
 	// arrayStarted counts, per throttled array, its tasks that run or were lent (pending in a
 	// borrow QOS): each takes one of the array's --array=...%N slots.
 	arrayStarted map[uint32]int
+	// former are the former borrow QOS (former.go), by pools.QOSKey: their running jobs count
+	// as their projects' borrowers. formerNotes say why a QOS that looks like one is not kept.
+	former      map[string]*formerQOS
+	formerNotes []string
 }
 
 func newLedger(c *cycle) *ledger {
@@ -187,6 +191,7 @@ func newLedger(c *cycle) *ledger {
 	}
 	l.weighByDecayedUsage()
 	l.nodes, l.total, l.idleStart = newIdleNodes(c.snap.Nodes)
+	l.former, l.formerNotes = formerBorrowQOSOf(l)
 	return l
 }
 

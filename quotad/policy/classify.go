@@ -26,6 +26,9 @@ type counted struct {
 // later steps work on.
 func classify(c *cycle, books *ledger, log *journal) counted {
 	out := counted{books: books, arrayRecords: map[uint32]int{}}
+	for _, n := range books.formerNotes {
+		log.note(n)
+	}
 	for i := range c.snap.Jobs {
 		j := &c.snap.Jobs[i]
 		if j.ArrayThrottle > 0 && (j.State.holdsGPUs() || (j.State == StatePending && books.lenderOf(pools.QOSKey(j.QOS)) != nil)) {
@@ -47,7 +50,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 		case j.State.holdsGPUs():
 			held := j.held()
 			switch {
-			case borrowing:
+			case borrowing || books.former[qos] != nil:
 				addAll(books.lent, held)
 				if p != nil {
 					p.borrow(held)
@@ -104,14 +107,17 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 // before), the account's list holds only its project's QOS; a user with a QOS list of their own
 // in the account keeps the site's QOS there, which quotad leaves alone.
 func (c *cycle) strayQOS(j *Job) bool {
-	if c.holdMoves != "" {
-		return false
-	}
+	return c.holdMoves == "" && !c.userAllows(j)
+}
+
+// userAllows says whether j's user has a QOS list of their own in j's account that names j's
+// QOS: quotad leaves such a list's other QOS to the site.
+func (c *cycle) userAllows(j *Job) bool {
 	qos := pools.QOSKey(j.QOS)
 	for _, u := range c.snap.Users {
 		if u.User == j.User && u.Account == j.Account && slices.ContainsFunc(u.QOS, func(q string) bool { return pools.QOSKey(q) == qos }) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }

@@ -48,6 +48,10 @@ func reclaimOrderOf(books *ledger) reclaimOrder {
 			o.claims[p.cfg.Account] = p.claimPriority
 		}
 	}
+	o.former = map[string][]string{}
+	for q, f := range books.former {
+		o.former[q] = f.namedBy
+	}
 	return o
 }
 
@@ -92,6 +96,10 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 		p := books.jobProject(j)
 		if p == nil {
 			log.say(j, CodeNoQuota, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
+			continue
+		}
+		if f := books.former[pools.QOSKey(j.QOS)]; f != nil {
+			explainFormer(c, j, p, f, log)
 			continue
 		}
 		i, reclaimable := rank[p.cfg.Account]

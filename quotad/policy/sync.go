@@ -61,6 +61,9 @@ type reclaimOrder struct {
 	// highest Slurm priority among those claims: it opens the protected borrow QOS of each
 	// project in reclaimable whose reclaim priority threshold it reaches.
 	claims map[string]int64
+	// former is each former borrow QOS (former.go), with the guaranteed QOS whose Preempt
+	// lists keep it.
+	former map[string][]string
 }
 
 // desiredQOSList is every QOS the table wants: each project's borrow QOS (its size tiers
@@ -83,6 +86,9 @@ type reclaimOrder struct {
 // its band, and is in a guaranteed QOS' Preempt list only while that project has a claim
 // waiting of at least the threshold's priority (order.claims); with the threshold removed, in
 // every list, as any borrow QOS.
+//
+// A former borrow QOS (former.go, order.former) stays in the Preempt lists that name it now,
+// and is added to no other.
 func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptBorrowQOS, current map[string]*QOS) []desiredQOS {
 	s := cfg.Settings
 	requeue := "requeue"
@@ -177,6 +183,11 @@ func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptB
 					if t := threshold[acct]; acct != p.Account && kept.protected[acct] && t != nil && claim >= *t {
 						own = append(own, s.ProtectedBorrowQOSName(acct))
 					}
+				}
+			}
+			for _, q := range slices.Sorted(maps.Keys(order.former)) {
+				if slices.Contains(order.former[q], guar.name) {
+					own = append(slices.Clone(own), q)
 				}
 			}
 			guar.preempt = &own
