@@ -50,12 +50,14 @@ type graceOutcome struct {
 }
 
 // TestReclaimSignalsTheBorrowerFirst measures what a reclaim gives a borrower to save its work,
-// with the shipped grace time (0: Slurm requeues the job at once, and its kill sends SIGTERM,
-// then SIGKILL after slurm.conf's KillWait) and with a grace time of 20 s (Slurm sends SIGTERM
-// and requeues the job when the grace time ends). It tells why slurmbridge's default is 0:
-// with a grace time, a borrower whose script exits on SIGTERM ends COMPLETED and never runs
-// again, and the guarantee comes back the grace time later. With 0, every shape gets SIGTERM,
-// is requeued and resumes from its checkpoint.
+// and what it costs the claim, with the shipped grace time (0: Slurm requeues the job at once,
+// and its kill sends SIGTERM, then SIGKILL after slurm.conf's KillWait) and with a grace time
+// of 20 s (Slurm sends SIGTERM at once and requeues the job once the grace time has passed and
+// its periodic time-limit check, every 30 s, sees it). Each of the three shapes checkpoints on
+// SIGTERM, is requeued and resumes from its checkpoint with its first run's output kept, with
+// either setting: a script that exits on SIGTERM too. The claim waits about 10 s after the
+// borrowers' exemption with 0, and about 90 s with 20 s (22.05 and 26.05 alike), so slurmbridge's
+// default grace time is 0 and a site that wants a longer window to checkpoint lengthens KillWait.
 func TestReclaimSignalsTheBorrowerFirst(t *testing.T) {
 	for _, grace := range []time.Duration{0, 20 * time.Second} {
 		t.Run(fmt.Sprintf("graceTime=%s", grace), func(t *testing.T) {
@@ -75,7 +77,7 @@ func TestReclaimSignalsTheBorrowerFirst(t *testing.T) {
 			waitQueue(t, c, inQuota, "bob's 4 in-quota jobs running", 30*time.Second, exactly(4, inQuota, running))
 			ids := map[string]string{}
 			outs := map[string]string{}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			for _, shape := range []string{"keeps", "exits", "step"} {
 				script := filepath.Join(work, shape+".sh")
@@ -131,26 +133,15 @@ func TestReclaimSignalsTheBorrowerFirst(t *testing.T) {
 				o := got[shape]
 				t.Logf("graceTime %s, borrower %q: SIGTERM handled %v, rerun from its checkpoint %v, state %s, first run's output kept %v",
 					grace, shape, o.termed, o.rerun, o.state, !o.outLost)
+				if !o.termed || !o.rerun || o.outLost {
+					t.Errorf("graceTime %s, borrower %q: %+v, want SIGTERM handled, rerun from its checkpoint, output kept", grace, shape, o)
+				}
 			}
 			t.Logf("graceTime %s: alice's claims ran %.1f s after the borrowers' PreemptExemptTime ended", grace, back.Seconds())
-
-			if grace == 0 {
-				for shape, o := range got {
-					if !o.termed || !o.rerun || o.outLost {
-						t.Errorf("graceTime 0, borrower %q: %+v, want SIGTERM handled, rerun from its checkpoint, output kept", shape, o)
-					}
-				}
-				c.AssertNoneKilled(t, offset)
-				return
-			}
-			// With a grace time Slurm signals the job and lets it run: a script that exits on
-			// SIGTERM has ended its job, which is then COMPLETED and never requeued.
-			if o := got["exits"]; o.rerun || o.state != "COMPLETED" {
-				t.Errorf("graceTime %s, borrower exits on SIGTERM: %+v; Slurm's grace time no longer ends such a job: see whether the default may change", grace, o)
-			}
 			if back < grace {
 				t.Errorf("graceTime %s: the claim ran %s after the exemption, within the grace time", grace, back)
 			}
+			c.AssertNoneKilled(t, offset)
 		})
 	}
 }

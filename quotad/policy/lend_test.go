@@ -455,7 +455,7 @@ func TestJobsSlurmCannotRequeueNeverBorrow(t *testing.T) {
 			snap: func(b *policytest.SnapshotWrapper) *policytest.SnapshotWrapper {
 				return b.Testbed(0, 0, 8).Jobs(bobInQuota()...).Jobs(policytest.MakeJob(5, "proj-b").GPU("a100", 1).Borrowed().Running(time.Hour).Obj())
 			},
-			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimable, Words: "a reclaim requeues it after a 10s grace period (it is a batch job with Requeue=1), so it runs again later. To keep its work: a reclaim sends the job SIGTERM"}},
+			explain: map[uint32]policytest.Says{5: {Code: policy.CodeReclaimable, Words: "a reclaim sends it SIGTERM (or its --signal, where PreemptParameters=send_user_signal) and requeues it 10s later (it is a batch job with Requeue=1), so it runs again later. To keep its work: save a checkpoint on SIGTERM"}},
 		},
 		{
 			name: "a pending salloc of another account in a project's borrow QOS goes back too",

@@ -14,7 +14,18 @@ import (
 // quotad, and only while p holds more than its guarantee.
 func (c *cycle) reclaimTerms(p *project) string {
 	s := c.cfg.Settings
-	return fmt.Sprintf("while %s holds more than its guarantee, a guaranteed job may reclaim these GPUs once the job has run %s: Slurm requeues it after a %s grace period (SIGTERM first)", p.cfg.Account, s.PreemptExemptTime, s.GraceTime)
+	return fmt.Sprintf("while %s holds more than its guarantee, a guaranteed job may reclaim these GPUs once the job has run %s: %s", p.cfg.Account, s.PreemptExemptTime, reclaimWindow(s.GraceTime))
+}
+
+// reclaimWindow says what Slurm does to a reclaimed borrower with the borrow QOS' GraceTime:
+// with 0 it requeues the job at once, and the kill that ends the run sends SIGTERM first and
+// SIGKILL after KillWait; with a grace time it signals the job and requeues it that much later
+// (preempt.c, 22.05 to 26.05).
+func reclaimWindow(grace time.Duration) string {
+	if grace <= 0 {
+		return "a reclaim requeues it at once: Slurm sends it SIGTERM, then SIGKILL after slurm.conf's KillWait"
+	}
+	return fmt.Sprintf("a reclaim sends it SIGTERM (or its --signal, where PreemptParameters=send_user_signal) and requeues it %s later", grace)
 }
 
 // reclaimOrder ranks the projects whose borrowers a claim may take: those holding more than
@@ -155,14 +166,14 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 			continue
 		}
 		if books.isElastic(j) {
-			log.say(j, CodeReclaimable, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; a reclaim requeues it after a %s grace period and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, c.cfg.Settings.GraceTime)
+			log.say(j, CodeReclaimable, "%s: %s, and elastic workers are reclaimed first, before any other borrower (%s has the lowest QOS priority), since losing one costs a job a transition, not its progress; %s; %s; %s, and elasticd counts that as a shrink: it ends the requeued worker and the job runs on without it", subject, loses, j.QOS, when, who, reclaimWindow(c.cfg.Settings.GraceTime))
 			continue
 		}
-		log.say(j, CodeReclaimable, "%s: %s; %s; %s; a reclaim requeues it after a %s grace period (it is a batch job with Requeue=1), so it runs again later. %s", subject, loses, when, who, c.cfg.Settings.GraceTime, workSurvives)
+		log.say(j, CodeReclaimable, "%s: %s; %s; %s; %s (it is a batch job with Requeue=1), so it runs again later. %s", subject, loses, when, who, reclaimWindow(c.cfg.Settings.GraceTime), workSurvives)
 	}
 }
 
 // workSurvives tells a borrower how its work outlives a reclaim, and what it must do for it.
-const workSurvives = "To keep its work: a reclaim sends the job SIGTERM (then SIGKILL after slurm.conf's KillWait), so save a checkpoint on SIGTERM " +
-	"or every few minutes; the rerun starts the script again with SLURM_RESTART_COUNT set, so resume from the checkpoint; " +
-	"and its output file is appended to, not truncated (slurmbridge sets a GPU batch job's --open-mode to append unless it chose one)"
+const workSurvives = "To keep its work: save a checkpoint on SIGTERM or every few minutes (after SIGTERM a job has slurm.conf's KillWait " +
+	"before SIGKILL, and is requeued even if it exits); the rerun starts the script again with SLURM_RESTART_COUNT set, so resume from the checkpoint; " +
+	"and its output file is appended to, not truncated (slurmbridge sets a job's --open-mode to append unless it chose one)"
