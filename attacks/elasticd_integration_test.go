@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
+	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
-	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // bobsElasticJob submits bob's elastic job (one to two one-GPU workers, a sleep: it reports no
@@ -91,7 +91,7 @@ func TestAttackElasticJobOfAnotherUser(t *testing.T) {
 
 	expect(t, "alice unpins bob's job", a.pin(ctx, t, job, 0, a.pinAuth(ctx, t, "alice", job, 0)), http.StatusForbidden, "only the job's owner or root")
 	expect(t, "no credential", a.pin(ctx, t, job, 2, ""), http.StatusUnauthorized, "")
-	quotadCred := auth.Scheme + " " + a.credential(ctx, t, "alice", view.CredentialPayload(http.MethodPut, api.PinPath(mustID(t, job), 2)))
+	quotadCred := auth.Scheme + " " + a.credential(ctx, t, "alice", quotaapi.CredentialPayload(http.MethodPut, api.PinPath(mustID(t, job), 2)))
 	expect(t, "a credential made for quotad", a.pin(ctx, t, job, 2, quotadCred), http.StatusUnauthorized, "was made for")
 	expect(t, "bob's credential for another size", a.pin(ctx, t, job, 2, a.pinAuth(ctx, t, "bob", job, 1)), http.StatusUnauthorized, "was made for")
 	expect(t, "a pin beyond the job's MAX", a.pin(ctx, t, job, 9, a.pinAuth(ctx, t, "bob", job, 9)), http.StatusBadRequest, "cannot pin it at 9")

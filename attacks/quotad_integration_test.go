@@ -20,6 +20,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
+	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -35,7 +36,7 @@ func (a *attack) quotadJob(ctx context.Context, t *testing.T) (id, jobURL, path 
 	path = "/api/" + view.APIVersion + "/jobs/" + id
 	jobURL = a.c.QuotadURL() + path
 	for {
-		got := call(ctx, t, http.MethodGet, jobURL, auth.Scheme+" "+a.credential(ctx, t, "root", view.CredentialPayload(http.MethodGet, path)))
+		got := call(ctx, t, http.MethodGet, jobURL, auth.Scheme+" "+a.credential(ctx, t, "root", quotaapi.CredentialPayload(http.MethodGet, path)))
 		if got.Code == http.StatusOK {
 			return id, jobURL, path
 		}
@@ -59,15 +60,15 @@ func TestAttackQuotadJobExplanations(t *testing.T) {
 	cred := func(user, payload string) string {
 		return auth.Scheme + " " + a.credential(ctx, t, user, payload)
 	}
-	mine := view.CredentialPayload(http.MethodGet, path)
+	mine := quotaapi.CredentialPayload(http.MethodGet, path)
 
 	expect(t, "no credential", call(ctx, t, http.MethodGet, jobURL, ""), http.StatusUnauthorized, "private to their owners")
 	expect(t, "another scheme", call(ctx, t, http.MethodGet, jobURL, "Bearer "+a.credential(ctx, t, "alice", mine)), http.StatusUnauthorized, "private to their owners")
 	expect(t, "a forged credential", call(ctx, t, http.MethodGet, jobURL, auth.Scheme+" MUNGE:AAAAforgedAAAA:"), http.StatusUnauthorized, "does not decode")
 	expect(t, "alice's own credential", call(ctx, t, http.MethodGet, jobURL, cred("alice", mine)), http.StatusForbidden, "is not alice's")
-	expect(t, "a credential for another job", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodGet, "/api/v1/jobs/1"))), http.StatusUnauthorized, "was made for")
-	expect(t, "a credential for the job list", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodGet, "/api/v1/jobs"))), http.StatusUnauthorized, "was made for")
-	expect(t, "a credential for another method", call(ctx, t, http.MethodGet, jobURL, cred("alice", view.CredentialPayload(http.MethodPut, path))), http.StatusUnauthorized, "was made for")
+	expect(t, "a credential for another job", call(ctx, t, http.MethodGet, jobURL, cred("alice", quotaapi.CredentialPayload(http.MethodGet, "/api/v1/jobs/1"))), http.StatusUnauthorized, "was made for")
+	expect(t, "a credential for the job list", call(ctx, t, http.MethodGet, jobURL, cred("alice", quotaapi.CredentialPayload(http.MethodGet, "/api/v1/jobs"))), http.StatusUnauthorized, "was made for")
+	expect(t, "a credential for another method", call(ctx, t, http.MethodGet, jobURL, cred("alice", quotaapi.CredentialPayload(http.MethodPut, path))), http.StatusUnauthorized, "was made for")
 	expect(t, "a credential made for elasticd", call(ctx, t, http.MethodGet, jobURL, cred("alice", api.RequestPayload(http.MethodGet, path))), http.StatusUnauthorized, "was made for")
 	expect(t, "a credential naming root in its payload", call(ctx, t, http.MethodGet, jobURL, cred("alice", mine+" uid=0")), http.StatusUnauthorized, "was made for")
 
@@ -78,7 +79,7 @@ func TestAttackQuotadJobExplanations(t *testing.T) {
 	expect(t, "bob's credential replayed", call(ctx, t, http.MethodGet, jobURL, bobs), http.StatusUnauthorized, "does not decode")
 
 	listPath := "/api/" + view.APIVersion + "/jobs"
-	list := call(ctx, t, http.MethodGet, a.c.QuotadURL()+listPath, cred("alice", view.CredentialPayload(http.MethodGet, listPath)))
+	list := call(ctx, t, http.MethodGet, a.c.QuotadURL()+listPath, cred("alice", quotaapi.CredentialPayload(http.MethodGet, listPath)))
 	var jobs view.JobsResponse
 	if err := json.Unmarshal([]byte(list.Body), &jobs); list.Code != http.StatusOK || err != nil {
 		t.Fatalf("alice's job list: %s (%v)", list, err)

@@ -272,7 +272,7 @@ install_slurmbridge() {
 	on_all login $step plugstack || die "plugstack.conf failed"
 	on_all node $step plugstack || die "plugstack.conf failed"
 	on_all node systemctl restart slurmd || die "restarting slurmd failed"
-	on "$SITE_LOGIN" $step elasticd || die "elasticd failed"
+	on "$SITE_LOGIN" $step elasticd "$ctl1" || die "elasticd failed"
 	on_all node $step elasticd-agent "$SITE_LOGIN" || die "the node agents failed"
 	on_all login $step user-env "$ctl1" || die "the users' environment failed"
 	on "$SITE_LOGIN" bash /srv/site/setup-slurm.sh wait-nodes || die "the nodes did not come back"

@@ -42,9 +42,11 @@ eval "$facts"
 
 # quotad runs as its own unprivileged user (uid fixed in the Dockerfile, so slurmdbd and
 # slurmctld resolve it too), a Slurm AdminLevel=Administrator as packaging/systemd/quotad.service
-# asks; metrics on loopback, checked by the health check from inside its container.
+# asks; metrics and its read-only API on the compose network, where elasticd reads the lending
+# limits (QUOTAD_HOST), checked by the health check from inside its container.
 QUOTAD_USER=slurmbridge
-QUOTAD_LISTEN=127.0.0.1:$FACT_CONTAINER_QUOTAD_PORT
+QUOTAD_HOST=quotad
+QUOTAD_LISTEN=0.0.0.0:$FACT_CONTAINER_QUOTAD_PORT
 QUOTAD_INTERVAL=${QUOTAD_INTERVAL:-2s}
 QUOTAD_PASSWORD_FILE=$TESTBED_DIR/secrets/quotad/db-password
 # elasticd as testbed/elasticd.sh runs it (fast settings, so a demo job moves in seconds), on the
@@ -229,7 +231,7 @@ role_slurmd() {
 	supervise $slurmd $!
 }
 
-quotad_up() { (exec 3<>"/dev/tcp/${QUOTAD_LISTEN%:*}/${QUOTAD_LISTEN##*:}") 2>/dev/null; }
+quotad_up() { (exec 3<>"/dev/tcp/127.0.0.1/${QUOTAD_LISTEN##*:}") 2>/dev/null; }
 
 # quotad as in testbed/quotad.sh: import slurm-conf/testbed/quotas.yaml, then the daemon in the
 # foreground, both as $QUOTAD_USER. Its password file must be its own, mode 0600: a private copy
@@ -265,7 +267,7 @@ role_elasticd() {
 	elasticd run --state-dir "$ELASTIC_DIR" --pools "$ETC/pools.yaml" \
 		--listen "0.0.0.0:$ELASTICD_PORT" --interval "$ELASTICD_INTERVAL" --grace 10s --min-samples 3 \
 		--settle 5s --stale-after 30s --cooldown 2m --munge-socket "$RUN/munge/munge.socket" --agent-user "$AGENT_USER" \
-		</dev/null >>"$LOG/elasticd.log" 2>&1 &
+		--quotad "$QUOTAD_HOST:$FACT_CONTAINER_QUOTAD_PORT" </dev/null >>"$LOG/elasticd.log" 2>&1 &
 	supervise $!
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/agent"
@@ -131,6 +132,8 @@ func runCommand() *cli.Command {
 				Usage: "a report's credential must be encoded on the host of the nodes it names (unmunge's ENCODE_HOST against NodeAddr/NodeHostname); turn off only where munged's address is not the node's"},
 			&cli.Float64Flag{Name: "value-per-million-samples",
 				Usage: "default worth of a million samples in the pools' price unit: a step must bring samples worth more than its GPUs cost (0: no such test); a job's --elastic-value overrides it"},
+			&cli.StringFlag{Name: "quotad", Value: quotaapi.DefaultAddr, EnvVars: []string{"ELASTICD_QUOTAD", "SLURMBRIDGE_QUOTAD_URL"},
+				Usage: "quotad's read-only API (its --listen address, or http://HOST:PORT): before a worker borrows, elasticd leaves idle the GPUs other projects' lending limits keep there, and no worker borrows while it cannot read a fresh plan"},
 		},
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
@@ -155,6 +158,14 @@ func runCommand() *cli.Command {
 			if err := pricesFor(cfg); err != nil {
 				return err
 			}
+			quotad, err := quotaapi.BaseURL(c.String("quotad"))
+			if err != nil {
+				return fmt.Errorf("--quotad: %w", err)
+			}
+			// Bounded below the cycle: a quotad that hangs costs a cycle its borrowed workers,
+			// not the cycle.
+			cfg.Quotad = &quotaapi.Client{BaseURL: quotad, HTTP: &http.Client{Timeout: 5 * time.Second}}
+			log.Info().Str("quotad", quotad).Msg("lending limits read from quotad's plan")
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			runner := slurm.ExecRunner{}

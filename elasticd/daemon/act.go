@@ -19,10 +19,11 @@ import (
 )
 
 // grow submits count workers of type t: in the project's guarantee while it has GPUs idle,
-// beyond that on borrowed GPUs in its elastic QOS (reclaimed before other borrowers).
+// beyond that on borrowed GPUs in its elastic QOS (reclaimed before other borrowers), never on
+// those other projects' lending limits keep idle.
 func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType, count int, log zerolog.Logger) []uint32 {
 	var ids []uint32
-	room := d.roomFor(main, snap, t)
+	room := d.roomFor(main, snap, t, d.partitionsOf(j, main, t))
 	for range count {
 		qos, borrowed := room.take(j.decl.GPUsPerWorker)
 		id, err := d.submitWorker(ctx, j, main, t, qos, borrowed, room.guarQOS)

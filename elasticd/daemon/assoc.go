@@ -28,8 +28,8 @@ func (d *Daemon) readAssociations(ctx context.Context) ([]slurm.AssociationLimit
 
 // nextWorkerQOS is the GrpTRES of the QOS the job's next worker of type t would run in (the
 // guarantee's while it has room, else the elastic QOS); nil when unknown.
-func (d *Daemon) nextWorkerQOS(main slurm.Job, snap *snapshot, t policy.GPUType, gpus int) gpureq.TRES {
-	r := d.roomFor(main, snap, t)
+func (d *Daemon) nextWorkerQOS(main slurm.Job, snap *snapshot, t policy.GPUType, gpus int, parts []string) gpureq.TRES {
+	r := d.roomFor(main, snap, t, parts)
 	qos, _ := r.take(gpus)
 	return snap.qos[pools.QOSKey(qos)]
 }

@@ -43,6 +43,9 @@ type Config struct {
 	// DeclarationOwner is the uid that must own declarations: 0, the SPANK plugin in
 	// slurmstepd; tests that do not run as root set their own.
 	DeclarationOwner uint32
+	// Quotad reads quotad's plan: the idle GPUs other projects' lending limits keep, which
+	// borrowed workers leave alone. nil, unreachable or stale: no worker borrows.
+	Quotad Quotad
 }
 
 // WorkerName is the job name of every worker of main job id: workers are found by it (and by
@@ -78,6 +81,9 @@ type Daemon struct {
 	lastCycle time.Time
 	// cluster is slurmctld's ClusterName, read once: whose associations limit workers.
 	cluster string
+	// lendingWhy is why the last cycle could not count the lending limits ("": it could), so
+	// that a change is logged once.
+	lendingWhy string
 }
 
 // job is one elastic job as elasticd follows it.
@@ -134,6 +140,9 @@ type snapshot struct {
 	// not be read, and then no worker is submitted (it could wait on a limit for ever).
 	assocs   []slurm.AssociationLimits
 	assocErr error
+	// lending is what the projects' lending limits keep idle, from quotad's plan; unless it is
+	// fresh, no worker borrows.
+	lending policy.Lending
 	// sums are the whole-queue sums every elastic job's step asks for, each made once per
 	// snapshot (scans.go): made per step they cost elastic jobs × jobs a cycle.
 	sums *scans
@@ -184,6 +193,9 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 	}
 	for _, j := range list {
 		snap.jobs[j.ID] = j
+	}
+	if len(ids) > 0 {
+		snap.lending = keptNow(d.readQuotad(ctx), snap.jobs)
 	}
 
 	d.mu.Lock()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
@@ -45,6 +46,8 @@ type fakeSlurm struct {
 	lendErr   error
 	attempts  int    // submissions tried, refused ones included
 	script    string // the main job's batch script; "" a bare shebang
+	// countUsed: the node's GPUs in use are its running jobs' (else all 4 are free always).
+	countUsed bool
 }
 
 func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, error) {
@@ -69,8 +72,18 @@ func withJSONFields(j, x slurm.Job) slurm.Job {
 }
 
 func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
-	return []slurm.Node{{Name: "a100-1", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, MemoryMB: 32000, Address: "10.0.0.1", Hostname: "gpu-host-1",
-		Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}}}, nil
+	n := slurm.Node{Name: "a100-1", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, MemoryMB: 32000, Address: "10.0.0.1", Hostname: "gpu-host-1",
+		Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}}
+	if f.countUsed {
+		used := uint64(0)
+		for _, j := range f.jobs {
+			if j.Nodes == n.Name && j.State == "RUNNING" {
+				used += j.TRESAlloc.GPUs("a100")
+			}
+		}
+		n.GresUsed = []gpureq.Gres{{Name: "gpu", Type: "a100", Count: used}}
+	}
+	return []slurm.Node{n}, nil
 }
 
 func (f *fakeSlurm) QOS(context.Context) ([]slurm.QOSLimits, error) {
@@ -149,12 +162,37 @@ func (f *fakeSlurm) run(id uint32, name string, uid uint32, start time.Time) {
 }
 
 type harness struct {
-	t     *testing.T
-	dir   registry.Dir
-	slurm *fakeSlurm
-	d     *Daemon
-	now   time.Time
-	uid   uint32
+	t      *testing.T
+	dir    registry.Dir
+	slurm  *fakeSlurm
+	quotad *fakeQuotad
+	d      *Daemon
+	now    time.Time
+	uid    uint32
+}
+
+// fakeQuotad answers quotad's projects: a fresh plan with projects (no lending limit keeps a
+// GPU unless a test says so), or none (noPlan), a stale one, or err.
+type fakeQuotad struct {
+	projects []quotaapi.Project
+	noPlan   bool
+	stale    bool
+	err      error
+}
+
+func (f *fakeQuotad) Projects(context.Context) (quotaapi.ProjectsResponse, error) {
+	if f.err != nil {
+		return quotaapi.ProjectsResponse{}, f.err
+	}
+	st := quotaapi.Status{APIVersion: quotaapi.APIVersion}
+	if !f.noPlan {
+		st.Plan = &quotaapi.PlanStatus{SnapshotAgeSeconds: 3, MaxSnapshotAgeSeconds: 60}
+		if f.stale {
+			st.Plan.SnapshotAgeSeconds = 95
+		}
+		st.Plan.Stale = f.stale
+	}
+	return quotaapi.ProjectsResponse{Status: st, Projects: f.projects}, nil
 }
 
 const mainID = 100
@@ -170,7 +208,7 @@ func newHarnessValued(t *testing.T, min, max int, value float64) *harness {
 	t.Helper()
 	uid := uint32(os.Getuid())
 	h := &harness{t: t, dir: registry.Dir(t.TempDir()), uid: uid, now: time.Unix(1_800_000_000, 0),
-		slurm: &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.Job{}, nextID: 200}}
+		slurm: &fakeSlurm{jobs: map[uint32]slurm.Job{}, extras: map[uint32]slurm.Job{}, nextID: 200}, quotad: &fakeQuotad{}}
 	if err := os.MkdirAll(h.dir.ReportDir(mainID), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +225,7 @@ func newHarnessValued(t *testing.T, min, max int, value float64) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.d = New(Config{Dir: h.dir, Pools: cfg, DeclarationOwner: uid, Grace: 10 * time.Second,
+	h.d = New(Config{Dir: h.dir, Pools: cfg, DeclarationOwner: uid, Grace: 10 * time.Second, Quotad: h.quotad,
 		Settings: policy.Settings{MinSamples: 2, SettleTime: time.Second, StaleAfter: 10 * time.Second}},
 		h.slurm, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()))
 	h.d.now = func() time.Time { return h.now }

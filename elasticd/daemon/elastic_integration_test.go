@@ -22,6 +22,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
+	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
@@ -243,8 +244,11 @@ func testbedDaemon(t *testing.T, c *testbed.Cluster) *Daemon {
 			env = append(env, kv)
 		}
 	}
+	// The testbed's quotad, as testbed/elasticd.sh names it: borrowed workers leave the GPUs its
+	// plan says lending limits keep idle.
 	return New(Config{Dir: registry.Dir(filepath.Join(c.Dir, "elastic")), Pools: cfg, Grace: 5 * time.Second,
-		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute}},
+		Settings: policy.Settings{MinSamples: 3, SettleTime: 2 * time.Second, StaleAfter: 10 * time.Second, Cooldown: 10 * time.Minute},
+		Quotad:   &quotaapi.Client{BaseURL: c.QuotadURL()}},
 		CommandSlurm{Client: slurm.Client{Runner: c.Runner()}, Env: env}, zerolog.New(zerolog.NewTestWriter(t)), NewMetrics(prometheus.NewRegistry()))
 }
 

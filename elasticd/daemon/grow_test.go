@@ -14,6 +14,9 @@ import (
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
 
+// a100Parts are the partitions the harness's workers run in: its one pool's.
+var a100Parts = []string{"a100"}
+
 func mustTRES(t *testing.T, s string) gpureq.TRES {
 	t.Helper()
 	tres, err := gpureq.ParseTRES(s)
@@ -80,7 +83,8 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	// With both workers there, the guarantee is full; of the borrowing limit (3) an elastic
 	// worker holds 1 and an ordinary borrower of proj-a waits for 1: 1 GPU is left.
 	snap := &snapshot{jobs: map[uint32]slurm.Job{}, qos: map[string]gpureq.TRES{
-		"guar-proj-a": mustTRES(t, "gres/gpu:a100=4"), "borrow-proj-a": mustTRES(t, "gres/gpu:a100=3"), "elastic-proj-a": mustTRES(t, "gres/gpu:a100=3")}}
+		"guar-proj-a": mustTRES(t, "gres/gpu:a100=4"), "borrow-proj-a": mustTRES(t, "gres/gpu:a100=3"), "elastic-proj-a": mustTRES(t, "gres/gpu:a100=3")},
+		lending: policy.Lending{Fresh: true}}
 	for id, j := range h.slurm.jobs {
 		snap.jobs[id] = withJSONFields(j, h.slurm.extras[id])
 	}
@@ -92,7 +96,7 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	} {
 		snap.jobs[id] = withJSONFields(j, h.slurm.extras[id])
 	}
-	r := h.d.roomFor(main, snap, "a100")
+	r := h.d.roomFor(main, snap, "a100", a100Parts)
 	if r.guar != 0 || r.borrowQOS != "elastic-proj-a" || r.borrow != 1 || r.workers(1) != 1 {
 		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow in elastic-proj-a", r, r.workers(1))
 	}
@@ -101,7 +105,7 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	snap.jobs[205] = withJSONFields(elastictest.QOSJob(205, "borrow-proj-a-g1", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[205])
 	snap.jobs[206] = withJSONFields(elastictest.QOSJob(206, "borrow-proj-b-g1", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[206])
 	snap.sums = nil // the sums are per snapshot
-	if r := h.d.roomFor(main, snap, "a100"); r.borrow != 0 {
+	if r := h.d.roomFor(main, snap, "a100", a100Parts); r.borrow != 0 {
 		t.Fatalf("room %+v: proj-a's tier borrower not counted in its borrowing limit", r)
 	}
 	delete(snap.jobs, 205)
@@ -110,14 +114,14 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	snap.qos["borrow-proj-a-hipri"] = mustTRES(t, "gres/gpu:a100=3")
 	snap.jobs[207] = withJSONFields(elastictest.QOSJob(207, "borrow-proj-a-hipri", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[207])
 	snap.sums = nil
-	if r := h.d.roomFor(main, snap, "a100"); r.borrow != 0 {
+	if r := h.d.roomFor(main, snap, "a100", a100Parts); r.borrow != 0 {
 		t.Fatalf("room %+v: proj-a's protected borrower not counted in its borrowing limit", r)
 	}
 	delete(snap.jobs, 207)
 	snap.sums = nil
 	// A main job that borrows itself (lent by quotad) has no guarantee room: its workers borrow.
 	main.QOS = "borrow-proj-a"
-	if r := h.d.roomFor(main, snap, "a100"); r.guar != 0 || r.borrowQOS != "elastic-proj-a" {
+	if r := h.d.roomFor(main, snap, "a100", a100Parts); r.guar != 0 || r.borrowQOS != "elastic-proj-a" {
 		t.Fatalf("room of a borrowing main job %+v", r)
 	}
 }

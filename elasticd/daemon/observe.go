@@ -76,8 +76,9 @@ func (d *Daemon) observe(j *job, main slurm.Job, active []slurm.Job, current map
 	}
 	o.Capacity, o.CapacityLimit, o.GrowthCapacity, o.GrowthLimit = d.capacity(j, main, snap)
 	shape := d.shapeOf(j, main)
-	qos := d.nextWorkerQOS(main, snap, o.MainType, shape.gpus)
-	o.MainTypeRoom.Workers, o.MainTypeRoom.Why = d.associationRoom(main, snap, shape, o.MainType, d.partitionsOf(j, main, o.MainType), qos)
+	parts := d.partitionsOf(j, main, o.MainType)
+	qos := d.nextWorkerQOS(main, snap, o.MainType, shape.gpus, parts)
+	o.MainTypeRoom.Workers, o.MainTypeRoom.Why = d.associationRoom(main, snap, shape, o.MainType, parts, qos)
 	return o
 }
 

@@ -84,6 +84,11 @@ type qosRoom struct {
 	borrowQOS string // where borrowed workers run; "" when the cluster has no such QOS for the project
 	borrow    int    // GPUs the project's borrowing limit leaves there, or unlimited
 	known     bool   // the QOS limits could be read this cycle
+	// lend is the GPUs the job's workers may take in all, guaranteed and borrowed, while the
+	// GPUs other projects' lending limits keep for their owners stay idle (policy.LendingRoom),
+	// or unlimited; lendWhy says what holds it.
+	lend    int
+	lendWhy string
 }
 
 // roomFor reads the main job's QOS and the project's elastic QOS: their GrpTRES limits for
@@ -91,9 +96,12 @@ type qosRoom struct {
 // QOS' limit is the project's borrowing limit, which counts its borrow QOS too. A cluster whose
 // quotad has not created the elastic QOS yet (an upgrade under way) has workers only within the
 // guarantee: the job_submit plugin refuses a user's job straight into the borrow QOS, and
-// elasticd submits as the job's user.
-func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRoom {
-	r := qosRoom{guar: unlimited, borrow: unlimited, known: snap.qos != nil}
+// elasticd submits as the job's user. Borrowed workers also leave idle, of the GPUs free in
+// the partitions parts, what other projects' lending limits keep for their owners' own jobs
+// (quotad's plan; none borrows when it cannot be read fresh): no QOS limit keeps that, and an
+// owner whose kept GPUs a worker took would wait for a reclaim.
+func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType, parts []string) qosRoom {
+	r := qosRoom{guar: unlimited, borrow: unlimited, known: snap.qos != nil, lend: unlimited}
 	elastic, borrow := d.cfg.Pools.ElasticQOSFor(main.Account), d.cfg.Pools.BorrowQOSFor(main.Account)
 	mainBorrows := d.cfg.Pools.IsLendingQOS(main.QOS)
 	if !mainBorrows {
@@ -112,35 +120,64 @@ func (d *Daemon) roomFor(main slurm.Job, snap *snapshot, t policy.GPUType) qosRo
 		// protected borrow QOS too.
 		counted := append([]string{elastic, borrow}, snap.borrowTiers(d.cfg.Pools.BorrowQOSPattern(), main.Account)...)
 		r.borrowQOS, r.borrow = elastic, room(limit, snap, t, counted...)
+		if n, limited, why := policy.LendingRoom(snap.lending, main.Account, t, freeGPUsIn(snap, parts, t)); limited {
+			r.lend, r.lendWhy = n, why
+		}
 	}
 	return r
 }
 
-// workers is how many workers of gpus GPUs the QOS room admits; unlimited when both are.
+// workers is how many workers of gpus GPUs the QOS room admits: those the guarantee holds,
+// then those the borrowing limit and the other projects' lending limits leave room to borrow
+// once the guaranteed ones have taken their GPUs; unlimited when no limit applies.
 func (r qosRoom) workers(gpus int) int {
-	if !r.known || r.guar == unlimited || (r.borrowQOS != "" && r.borrow == unlimited) {
+	if !r.known || r.guar == unlimited {
 		return unlimited
 	}
 	n := r.guar / gpus
-	if r.borrowQOS != "" {
-		n += r.borrow / gpus
+	if r.borrowQOS == "" {
+		return n
 	}
-	return n
+	borrow := r.borrow
+	if r.lend != unlimited {
+		if left := max(r.lend-n*gpus, 0); borrow == unlimited || left < borrow {
+			borrow = left
+		}
+	}
+	if borrow == unlimited {
+		return unlimited
+	}
+	return n + borrow/gpus
+}
+
+// lendHolds says the other projects' lending limits (or quotad's plan missing) hold the room
+// to fewer workers of gpus GPUs than the QOS limits alone would admit.
+func (r qosRoom) lendHolds(gpus int) bool {
+	free := r
+	free.lend = unlimited
+	n, m := r.workers(gpus), free.workers(gpus)
+	return r.lendWhy != "" && n != unlimited && (m == unlimited || n < m)
 }
 
 // take picks the QOS for one more worker of gpus GPUs and counts it: the guarantee while it
-// has room, else the elastic QOS while the borrowing limit allows. borrowed says the worker runs on
-// borrowed GPUs.
+// has room, else the elastic QOS while the borrowing limit and the other projects' lending
+// limits allow. borrowed says the worker runs on borrowed GPUs.
 func (r *qosRoom) take(gpus int) (qos string, borrowed bool) {
 	switch {
 	case !r.known || r.guar == unlimited:
 		return r.guarQOS, false
 	case r.guar >= gpus:
 		r.guar -= gpus
+		if r.lend != unlimited {
+			r.lend = max(r.lend-gpus, 0) // a guaranteed worker takes free GPUs too
+		}
 		return r.guarQOS, false
-	case r.borrowQOS != "" && (r.borrow == unlimited || r.borrow >= gpus):
+	case r.borrowQOS != "" && (r.borrow == unlimited || r.borrow >= gpus) && (r.lend == unlimited || r.lend >= gpus):
 		if r.borrow != unlimited {
 			r.borrow -= gpus
+		}
+		if r.lend != unlimited {
+			r.lend -= gpus
 		}
 		return r.borrowQOS, true
 	}
@@ -174,8 +211,9 @@ func room(limit gpureq.TRES, snap *snapshot, t policy.GPUType, qos ...string) in
 
 // capacity counts, per type the job may use, how many more workers could start now: the
 // nodes' free GPUs, CPUs and memory for the worker's shape, within what the project's
-// guarantee and its elastic QOS (the borrowing limit) leave and what the user's and account's associations admit.
-// limits says, per type, which association limit holds it where one does.
+// guarantee and its elastic QOS (the borrowing limit) leave, what the other projects' lending
+// limits leave to borrow, and what the user's and account's associations admit. limits says,
+// per type, which association or lending limit holds it where one does.
 func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[policy.GPUType]int, limits map[policy.GPUType]string, growth map[policy.GPUType]int, growthLimits map[policy.GPUType]string) {
 	types := d.typeOptions(j)
 	if len(types) == 0 {
@@ -188,10 +226,14 @@ func (d *Daemon) capacity(j *job, main slurm.Job, snap *snapshot) (out map[polic
 	for _, o := range types {
 		parts := d.partitionsOf(j, main, o.Type)
 		out[o.Type] = shape.fits(snap, parts, o.Type)
-		if n := d.roomFor(main, snap, o.Type).workers(shape.gpus); n != unlimited {
+		room := d.roomFor(main, snap, o.Type, parts)
+		if n := room.workers(shape.gpus); n != unlimited {
+			if n <= out[o.Type] && room.lendHolds(shape.gpus) {
+				limits[o.Type] = room.lendWhy
+			}
 			out[o.Type] = min(out[o.Type], n)
 		}
-		qos := d.nextWorkerQOS(main, snap, o.Type, shape.gpus)
+		qos := d.nextWorkerQOS(main, snap, o.Type, shape.gpus, parts)
 		if n, why := d.associationRoom(main, snap, shape, o.Type, parts, qos); n != unlimited && n <= out[o.Type] {
 			out[o.Type], limits[o.Type] = n, why
 		}

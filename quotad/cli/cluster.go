@@ -17,7 +17,7 @@ import (
 // quotactl cluster: the cluster page for a terminal, from the JSON the page itself is drawn
 // from (quotad's read-only API: every user may run it, no secret).
 func clusterFromQuotad(c *ucli.Context, q *view.Client) error {
-	resp, err := q.Cluster(c.Context)
+	resp, err := view.ReadCluster(c.Context, q)
 	if err != nil {
 		return err
 	}

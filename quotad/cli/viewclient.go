@@ -10,6 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
@@ -68,7 +69,7 @@ func readCommand(fromDB func(c *ucli.Context, e *env) error, fromQuotad func(c *
 }
 
 func newViewClient(c *ucli.Context) (*view.Client, error) {
-	base, err := view.BaseURL(c.String("quotad"))
+	base, err := quotaapi.BaseURL(c.String("quotad"))
 	if err != nil {
 		return nil, err
 	}

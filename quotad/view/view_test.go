@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
+	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 	"github.com/slurmbridge/slurmbridge/quotad/policy/policytest"
@@ -125,7 +126,7 @@ func testAuth(operators ...string) auth.Munge {
 }
 
 func cred(uid uint32, path string) string {
-	return fmt.Sprintf("MUNGE cred:%d:%s", uid, CredentialPayload(http.MethodGet, path))
+	return fmt.Sprintf("MUNGE cred:%d:%s", uid, quotaapi.CredentialPayload(http.MethodGet, path))
 }
 
 func get(t *testing.T, h http.Handler, method, path, authorization string) (int, []byte) {
@@ -382,36 +383,14 @@ func TestClientReadsTheAPIWithACredentialForJobsOnly(t *testing.T) {
 		t.Errorf("credential payloads = %q", payloads)
 	}
 	_, err = c.Job(ctx, "6") // alice's
-	var apiErr *APIError
+	var apiErr *quotaapi.APIError
 	if !errors.As(err, &apiErr) || apiErr.Code != 403 || !strings.Contains(err.Error(), "not bob's") {
 		t.Errorf("Job(6) as bob: %v", err)
 	}
-	if _, err := c.Job(ctx, "999"); !IsNotFound(err) {
+	if _, err := c.Job(ctx, "999"); !quotaapi.IsNotFound(err) {
 		t.Errorf("Job(999): %v, want a 404", err)
 	}
 	if _, err := (&Client{BaseURL: "http://127.0.0.1:1"}).Projects(ctx); err == nil || !strings.Contains(err.Error(), "SLURMBRIDGE_QUOTAD_URL") {
 		t.Errorf("no quotad: %v, want the address and where it comes from", err)
-	}
-}
-
-func TestBaseURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                          "http://127.0.0.1:9817",
-		"127.0.0.1:19817":           "http://127.0.0.1:19817",
-		":9817":                     "http://127.0.0.1:9817",
-		"0.0.0.0:9817":              "http://127.0.0.1:9817",
-		"[::]:9817":                 "http://127.0.0.1:9817",
-		"http://ctl.example:9817/":  "http://ctl.example:9817",
-		"https://ctl.example:443":   "https://ctl.example:443",
-		" http://10.0.0.5:9817?x=1": "http://10.0.0.5:9817",
-	} {
-		if got, err := BaseURL(in); err != nil || got != want {
-			t.Errorf("BaseURL(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"ctl.example", "ftp://ctl:21", "http://ctl"} {
-		if got, err := BaseURL(bad); err == nil {
-			t.Errorf("BaseURL(%q) = %q, want an error", bad, got)
-		}
 	}
 }

@@ -14,7 +14,7 @@
 #   install-slurmbridge.sh quotad-start first|standby  Controller, step 6 (the standby: "One active quotad")
 #   install-slurmbridge.sh user-env CONTROLLER         quotad's read-only API: users' quotactl finds quotad
 #   install-slurmbridge.sh plugstack                   Nodes, step 1
-#   install-slurmbridge.sh elasticd                    Nodes, step 2
+#   install-slurmbridge.sh elasticd CONTROLLER         Nodes, step 2 (CONTROLLER: whose quotad it reads)
 #   install-slurmbridge.sh elasticd-agent ELASTICD_HOST  Nodes, step 3
 #   install-slurmbridge.sh doctor                      Check: slurmbridge-doctor
 #   install-slurmbridge.sh upgrade controller|node DIR  Upgrade slurmbridge (or roll back) to DIR's package
@@ -186,6 +186,7 @@ elasticd() {
 	local env=/etc/slurmbridge/elasticd.env
 	set_env "$env" ELASTICD_STATE_DIR /var/spool/slurmbridge/elastic
 	set_env "$env" ELASTICD_POOLS /etc/slurm/pools.yaml
+	set_env "$env" ELASTICD_QUOTAD "http://$1:9817"
 	install -m 0644 "$SITE/pools.yaml" /etc/slurm/pools.yaml
 	systemctl enable --now elasticd
 	sleep 1
@@ -246,7 +247,7 @@ quotad-rights) quotad_rights ;;
 quotad-start) quotad_start "$@" ;;
 user-env) user_env "$@" ;;
 plugstack) plugstack ;;
-elasticd) elasticd ;;
+elasticd) elasticd "$@" ;;
 elasticd-agent) elasticd_agent "$@" ;;
 doctor) doctor ;;
 upgrade) upgrade "$@" ;;
