@@ -58,6 +58,12 @@ func TestReclaimBackoffStopsPingPong(t *testing.T) {
 			t.Fatalf("a reclaimed borrower runs again %s after the reclaim, within its %s backoff:\n%s", time.Since(reclaimedBy).Round(time.Second), backoff, listRows(q, borrowers))
 		}
 	}
+	// A requeued job first waits for the begin time Slurm gives it (its requeue delay,
+	// cred_expire + 1 s after the requeue has completed: later under load), and until then
+	// quotad rightly explains that it cannot start. Past it, the backoff is what holds it.
+	waitFor(t, "the first reclaimed borrower past the begin time of its requeue", max(time.Until(reclaimedBy.Add(backoff-15*time.Second)), 5*time.Second), func() bool {
+		return row(t, c, borrowers[0]).reason != "BeginTime"
+	})
 	wantCode(t, c, borrowers[0], policy.CodeReclaimBackoff, policy.CodeReturnBackoff)
 
 	waitQueue(t, c, borrowers, "bob's reclaimed borrowers lent and running again after the backoff", time.Until(reclaimedBy.Add(backoff))+40*time.Second,
