@@ -5,6 +5,7 @@ package quotad_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,8 +70,8 @@ func TestReclaimSignalsTheBorrowerFirst(t *testing.T) {
 			waitSynced(t, c, log)
 
 			work := testbed.SharedDir(t, "quotad-grace-", 0o777)
-			loop := strings.ReplaceAll(graceLoop, "ON_TERM", ":")
-			if err := os.WriteFile(filepath.Join(work, "loop.sh"), []byte("#!/bin/bash\n"+loop), 0o755); err != nil {
+			// The step shape's srun runs the keeping script as its step.
+			if err := os.WriteFile(filepath.Join(work, "loop.sh"), []byte(graceShapes["keeps"]), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			inQuota := submitN(t, c, "bob", 4)
@@ -92,13 +93,7 @@ func TestReclaimSignalsTheBorrowerFirst(t *testing.T) {
 				t.Cleanup(func() { c.Cancel(id) })
 				ids[shape], outs[shape] = id, strings.ReplaceAll(out, "%j", id)
 			}
-			borrowers := slices.Collect(func(yield func(string) bool) {
-				for _, id := range ids {
-					if !yield(id) {
-						return
-					}
-				}
-			})
+			borrowers := slices.Collect(maps.Values(ids))
 			waitQueue(t, c, borrowers, "bob's 3 borrowers lent and running", 30*time.Second, exactly(3, borrowers, runningIn("borrow-proj-b")))
 			lentAt := time.Now()
 

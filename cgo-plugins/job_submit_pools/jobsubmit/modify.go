@@ -73,8 +73,8 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 		return p.outcome(l.cfg.Route(&upd.Request), "update", uid)
 	}
 	who := fmt.Sprintf("update of job %d by uid %d", job.ID, uid)
+	after := Merge(job, upd) // the job as the update would leave it
 	if job.Request.HetJob && upd.Set&fieldsTRES != 0 {
-		after := Merge(job, upd)
 		_, mayGPUs := gpuRequest(&after)
 		if msg := hetJobGPURefusal(mayGPUs); msg != "" {
 			return p.refuse(who, Outcome{Reject: RejectGRES, Refusal: pools.RefusedHetJobGPUs, UserMessage: msg})
@@ -84,7 +84,6 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	if lendInto != "" {
 		// Checked on the job as it is at the very moment of the lend: its owner may have set
 		// Requeue=0 after quotad's snapshot, and Slurm would kill it instead of requeueing it.
-		after := Merge(job, upd)
 		if why := whyNotRequeueable(&after, conf); why != "" {
 			return p.refuse(who, Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowNotRequeueable, UserMessage: fmt.Sprintf(
 				"slurmbridge: job %d cannot move into QOS %s, which is preemptable: %s, so Slurm would kill it instead of "+
@@ -107,7 +106,6 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 	if !upd.changesRouting() {
 		return Outcome{}
 	}
-	after := Merge(job, upd)
 	d := l.cfg.Route(&after)
 	switch d.Action {
 	case pools.Reject:
