@@ -366,13 +366,41 @@ func TestUserIsOperator(t *testing.T) {
 func TestModifyQOSSplitsLongNameLists(t *testing.T) {
 	names := make([]string, MaxQOSPerRun+2)
 	for i := range names {
-		names[i] = fmt.Sprintf("guar-team%03d", i)
+		names[i] = fmt.Sprintf("guar-team%04d", i)
 	}
 	r := &scriptRunner{}
 	if err := (Client{Runner: r}).ModifyQOS(context.Background(), names, QOSSettings{Preempt: &[]string{}}); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.calls) != 2 || strings.Count(r.calls[0], ",") != MaxQOSPerRun-1 || !strings.HasSuffix(r.calls[1], "name=guar-team100,guar-team101 set preempt=") {
-		t.Errorf("runs %q", r.calls)
+	last := fmt.Sprintf("name=guar-team%04d,guar-team%04d set preempt=", MaxQOSPerRun, MaxQOSPerRun+1)
+	if len(r.calls) != 2 || strings.Count(r.calls[0], ",") != MaxQOSPerRun-1 || !strings.HasSuffix(r.calls[1], last) {
+		t.Errorf("%d runs, the last %.80q", len(r.calls), r.calls[len(r.calls)-1])
+	}
+}
+
+// Long names are cut by the bytes of their list as well, so no run's argument reaches
+// Linux's limit for one argument.
+func TestQOSRunsKeepsEachListWithinOneArgument(t *testing.T) {
+	long := strings.Repeat("x", 190)
+	names := make([]string, 1200)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%04d", long, i)
+	}
+	var runs [][]string
+	for run := range QOSRuns(names, itself) {
+		runs = append(runs, run)
+	}
+	n := 0
+	for _, run := range runs {
+		if size := len(strings.Join(run, ",")); size > maxNamesArg || len(run) > MaxQOSPerRun {
+			t.Errorf("a run of %d names, %d bytes", len(run), size)
+		}
+		n += len(run)
+	}
+	if n != len(names) || len(runs) != 3 || runs[0][0] != names[0] || runs[2][len(runs[2])-1] != names[len(names)-1] {
+		t.Errorf("%d runs of %d names in all", len(runs), n)
+	}
+	for range QOSRuns([]string{}, itself) {
+		t.Error("a run of no names")
 	}
 }

@@ -278,6 +278,56 @@ func TestUpdateFailures(t *testing.T) {
 	}
 }
 
+func TestFoldArrayTasks(t *testing.T) {
+	for _, c := range []struct {
+		ids  []string
+		want []string
+	}{
+		{nil, nil},
+		{[]string{"5"}, []string{"5"}},
+		{[]string{"10_3"}, []string{"10_3"}},
+		{[]string{"10_3", "7", "10_1", "10_2", "10_9", "11_0", "10_2"}, []string{"10_[1-3,9]", "7", "11_0"}},
+		{[]string{"10_0", "10_1", "10_2", "10_3"}, []string{"10_[0-3]"}},
+		// Anything that is not a plain task id passes as it came.
+		{[]string{"12+1", "10_x", "_4", "10_[1-2]"}, []string{"12+1", "10_x", "_4", "10_[1-2]"}},
+	} {
+		if got := FoldArrayTasks(c.ids); !slices.Equal(got, c.want) {
+			t.Errorf("FoldArrayTasks(%q) = %q, want %q", c.ids, got, c.want)
+		}
+	}
+}
+
+// What scontrol says for a folded request some of whose tasks fail: the request's own failure
+// names the set as sent; a task set's line names it as slurmctld wrote it, and 22.05 and 24.11
+// print the set that succeeded as "No error".
+func TestUpdateFailuresOfTaskSets(t *testing.T) {
+	ids := []string{"10_1", "10_2", "10_3", "10_9", "7"}
+	for _, c := range []struct {
+		name, stderr string
+		want         map[string]string
+	}{
+		{"22.05 and 24.11: sets, the succeeded one as No error",
+			"10_1-2,9: No error\n10_3: Job is no longer pending execution\n",
+			map[string]string{"10_3": "Job is no longer pending execution"}},
+		{"25.05 on: bracketed sets, successes unprinted",
+			"10_[3,9]: Job is no longer pending execution (the plugin said no)\n",
+			map[string]string{"10_3": "Job is no longer pending execution (the plugin said no)", "10_9": "Job is no longer pending execution (the plugin said no)"}},
+		{"the whole request refused",
+			"Invalid job id specified for job 10_1-3,9\n",
+			map[string]string{"10_1": "Invalid job id specified", "10_2": "Invalid job id specified", "10_3": "Invalid job id specified", "10_9": "Invalid job id specified"}},
+	} {
+		got := UpdateFailures(ids, &CommandError{Command: "scontrol update", ExitCode: 1, Stderr: c.stderr})
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: failures %v, want %v", c.name, got, c.want)
+		}
+	}
+	// A set that names no id of the run is not taken as explained: every id's outcome is unknown.
+	got := UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "99_[1-3]: Job has already finished\n"})
+	if len(got) != len(ids) || !strings.Contains(got["7"], "outcome unknown") {
+		t.Errorf("a set of another array: %v", got)
+	}
+}
+
 func TestUpdateJobsQOSBatches(t *testing.T) {
 	ids := make([]string, MaxIDsPerUpdate+3)
 	for i := range ids {

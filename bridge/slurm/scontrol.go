@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -88,8 +89,9 @@ const MaxIDsPerUpdate = 1000
 // UpdateJobsQOS moves pending jobs to another QOS with as few scontrol runs as
 // MaxIDsPerUpdate allows. An id is a job id ("123") or an array task ("123_7"): updating a task
 // that is still in its array's pending record splits it off into a record of its own, and
-// leaves the other tasks where they are. scontrol updates each id with its own request and
-// goes on after a failure, naming it on stderr; failed maps each id it named (or whose outcome
+// leaves the other tasks where they are. The tasks of one array go as one id
+// (FoldArrayTasks), so slurmctld takes one request per array and per job, not per task.
+// scontrol goes on after a failure, naming it on stderr; failed maps each id it named (or whose outcome
 // a failed run left unknown) to what it said. err is set only when no run could be made
 // (ctx ended); the moves made before are in the result's complement.
 //
@@ -112,7 +114,7 @@ func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (fa
 				return failed, err
 			}
 			batch := g.ids[start:min(start+MaxIDsPerUpdate, len(g.ids))]
-			args := []string{"update", "jobid=" + strings.Join(batch, ","), "qos=" + qos}
+			args := []string{"update", "jobid=" + strings.Join(FoldArrayTasks(batch), ","), "qos=" + qos}
 			if g.limit != "" {
 				args = append(args, "timelimit="+g.limit)
 			}
@@ -220,11 +222,119 @@ func (c Client) LendJob(ctx context.Context, jobID uint32, qos string) error {
 	return nil
 }
 
+// FoldArrayTasks writes the tasks of each array among ids as one id, "123_[1-5,7]", in the
+// place of the array's first task; other ids stay as they are. scontrol sends each id of a
+// jobid= list as its own request, and slurmctld updates every task a request names under one
+// lock: 400 tasks of one array cost one request instead of 400 (each a MUNGE credential, a
+// connection and a reply).
+func FoldArrayTasks(ids []string) []string {
+	tasks := map[string][]int{}
+	var out []string
+	for _, id := range ids {
+		job, task, ok := arrayTaskID(id)
+		if !ok {
+			out = append(out, id)
+			continue
+		}
+		if _, seen := tasks[job]; !seen {
+			out = append(out, job+"_[")
+		}
+		tasks[job] = append(tasks[job], task)
+	}
+	for i, id := range out {
+		job, open := strings.CutSuffix(id, "_[")
+		if !open {
+			continue
+		}
+		ts := tasks[job]
+		if len(ts) == 1 {
+			out[i] = job + "_" + strconv.Itoa(ts[0])
+			continue
+		}
+		out[i] = job + "_[" + taskRanges(ts) + "]"
+	}
+	return out
+}
+
+// arrayTaskID splits "123_7" into its array's job id and task; ok is false for anything else.
+func arrayTaskID(id string) (job string, task int, ok bool) {
+	job, t, found := strings.Cut(id, "_")
+	if !found || job == "" || strings.Trim(job, "0123456789") != "" || t == "" || strings.Trim(t, "0123456789") != "" {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(t)
+	return job, n, err == nil
+}
+
+// taskRanges writes task ids as Slurm writes a task set: sorted, "1-5,7".
+func taskRanges(ts []int) string {
+	ts = slices.Clone(ts)
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
+	var b strings.Builder
+	for i := 0; i < len(ts); {
+		j := i
+		for j+1 < len(ts) && ts[j+1] == ts[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(ts[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(ts[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// printedIDs are the ids among known that scontrol means by a job id it prints: the id itself,
+// or every task of a task set, which it prints as it sent it ("123_1-5,7") or as slurmctld
+// wrote it back ("123_1-3,5" in 22.05 and 24.11, "123_[1-3,5]" from 25.05).
+func printedIDs(printed string, known map[string]bool) []string {
+	if known[printed] {
+		return []string{printed}
+	}
+	job, set, found := strings.Cut(printed, "_")
+	if !found {
+		return nil
+	}
+	set = strings.TrimSuffix(strings.TrimPrefix(set, "["), "]")
+	type span struct{ lo, hi int }
+	var spans []span
+	for r := range strings.SplitSeq(set, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a > b {
+			return nil
+		}
+		spans = append(spans, span{a, b})
+	}
+	var out []string
+	for id := range known {
+		j, t, ok := arrayTaskID(id)
+		if !ok || j != job {
+			continue
+		}
+		if slices.ContainsFunc(spans, func(s span) bool { return s.lo <= t && t <= s.hi }) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // UpdateFailures reads which of ids a `scontrol update jobid=LIST` run failed for. scontrol
-// prints "MESSAGE for job ID" when a job's request fails and "ID: MESSAGE" for a task of an
-// array request (22.05, 24.11 and 26.05 alike). A failed run whose stderr names none of its
-// ids, or says more than its named failures, leaves the other ids' outcome unknown: they are
-// reported failed too, with the run's error, and the next cycle sees what really happened.
+// prints "MESSAGE for job ID" when a job's request fails and "ID: MESSAGE" for the tasks of an
+// array request that came to the same end (22.05 to 26.05 alike), ID a task set where the
+// request named several (FoldArrayTasks); 22.05 and 24.11 print the set that succeeded too,
+// as "ID: No error", when others failed. A failed run whose stderr names none of its ids, or
+// says more than its named failures, leaves the other ids' outcome unknown: they are reported
+// failed too, with the run's error, and the next cycle sees what really happened.
 func UpdateFailures(ids []string, runErr error) map[string]string {
 	failed := map[string]string{}
 	if runErr == nil {
@@ -245,13 +355,24 @@ func UpdateFailures(ids []string, runErr error) map[string]string {
 		if line == "" {
 			continue
 		}
-		if msg, id, ok := cutLast(line, " for job "); ok && known[id] {
-			failed[id] = msg
-			continue
+		if msg, id, ok := cutLast(line, " for job "); ok {
+			if named := printedIDs(id, known); len(named) > 0 {
+				for _, id := range named {
+					failed[id] = msg
+				}
+				continue
+			}
 		}
-		if id, msg, ok := strings.Cut(line, ": "); ok && known[id] {
-			failed[id] = msg
-			continue
+		if id, msg, ok := strings.Cut(line, ": "); ok {
+			if named := printedIDs(id, known); len(named) > 0 {
+				if msg == "No error" {
+					continue
+				}
+				for _, id := range named {
+					failed[id] = msg
+				}
+				continue
+			}
 		}
 		unexplained = append(unexplained, line)
 	}

@@ -268,7 +268,9 @@ func (r qosRun) String() string {
 	return verb + " qos " + strings.Join(r.names(), ",")
 }
 
-// qosRunsOf groups QOS changes into sacctmgr runs of at most slurm.MaxQOSPerRun QOS each: the
+func changeName(c policy.QOSChange) string { return c.Name }
+
+// qosRunsOf groups QOS changes into sacctmgr runs (slurm.QOSRuns) each: the
 // structure (runs that create every new QOS, then one per distinct set of new field values, in
 // the order each first appears), and each project's band of the reclaim order (the changes of
 // its QOS that only move their Priority), a band per project in the order they appear. A lend
@@ -289,11 +291,11 @@ func qosRunsOf(changes []policy.QOSChange) (structure []qosRun, bands [][]qosRun
 			alike.add(key, c)
 		}
 	}
-	for batch := range slices.Chunk(creates, slurm.MaxQOSPerRun) {
+	for batch := range slurm.QOSRuns(creates, changeName) {
 		structure = append(structure, qosRun{create: true, changes: batch})
 	}
 	for _, g := range alike.groups {
-		for batch := range slices.Chunk(g, slurm.MaxQOSPerRun) {
+		for batch := range slurm.QOSRuns(g, changeName) {
 			structure = append(structure, qosRun{settings: qosSettings(batch[0]), changes: batch})
 		}
 	}

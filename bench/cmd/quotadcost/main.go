@@ -385,6 +385,11 @@ func (b *bench) measure() (measures, error) {
 		}
 		a, ok := actingOf(out)
 		if !ok {
+			if stats.Median(m.lends) == 0 {
+				// Nothing was lendable: on 22.05 an array is lent whole or not at all, and an
+				// array of more tasks than the idle GPUs never is (quotactl explain says so).
+				return m, fmt.Errorf("no acting cycle to time: the dry runs planned no lend, so the acting quotad changed nothing (quotactl explain JOB says why a pending job is not lent):\n%s", tail([]byte(out)))
+			}
 			return m, fmt.Errorf("the acting quotad printed no \"cycle applied\" line:\n%s", tail([]byte(out)))
 		}
 		updates := int64(-1)
@@ -394,9 +399,9 @@ func (b *bench) measure() (measures, error) {
 			}
 		}
 		m.acting, m.actingRan = a.Took/1000, true
-		fmt.Printf("acting cycle: %.3f s in the cycle (read, plan, %d sacctmgr commands of up to 100 QOS or one account, %d scontrol runs), %.3f s for the process, %.1f MB; %d QOS and %d accounts changed, %d lends, %d returns; %d ACCOUNTING_UPDATE_MSG from slurmdbd\n",
+		fmt.Printf("acting cycle: %.3f s in the cycle (read, plan, %d sacctmgr commands of up to %d QOS or one account, %d scontrol runs), %.3f s for the process, %.1f MB; %d QOS and %d accounts changed, %d lends, %d returns; %d ACCOUNTING_UPDATE_MSG from slurmdbd\n",
 			a.Took/1000, strings.Count(out, `"message":"modify qos"`)+strings.Count(out, `"message":"modify account"`)+strings.Count(out, `"message":"add user qos"`),
-			moveRuns(out), wall, mb, a.QOS, a.Accounts, a.Lends, a.Returns, updates)
+			slurm.MaxQOSPerRun, moveRuns(out), wall, mb, a.QOS, a.Accounts, a.Lends, a.Returns, updates)
 	}
 	return m, nil
 }

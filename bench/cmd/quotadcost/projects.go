@@ -69,7 +69,7 @@ func (b *bench) widen(ctx context.Context) (restore func(), err error) {
 				names = append(names, q.Name)
 			}
 		}
-		for batch := range slices.Chunk(names, slurm.MaxQOSPerRun) {
+		for batch := range slurm.QOSRuns(names, func(n string) string { return n }) {
 			if _, err := b.c.Run(ctx, "sacctmgr", "-i", "delete", "qos", "where", "name="+strings.Join(batch, ",")); err != nil {
 				fmt.Fprintf(os.Stderr, "quotadcost: removing QOS %s...: %v\n", batch[0], err)
 			}
