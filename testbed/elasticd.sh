@@ -45,8 +45,8 @@ cmd_start() {
 	kept_facts "$TESTBED_DIR"
 	mkdir -p "$RUN" "$LOG" "$TESTBED_DIR/elastic"
 	chmod 0755 "$TESTBED_DIR/elastic"
-	# The agent signs its reports with the testbed's munged; elasticd takes them from root and
-	# from the user the agent runs as here (SlurmUser in production, or --agent-user).
+	# The agent proves itself with the testbed's munged (once per session); elasticd takes root and
+	# the user the agent runs as here (SlurmUser in production, or --agent-user).
 	local munge_socket=$TESTBED_DIR/run/munge/munge.socket
 	start_one elasticd run --state-dir "$TESTBED_DIR/elastic" --pools "$TESTBED_DIR/etc/pools.yaml" \
 		--listen "127.0.0.1:$ELASTICD_PORT" --interval "$INTERVAL" --grace 10s --min-samples 3 --settle 5s \

@@ -5,10 +5,13 @@
 package api
 
 import (
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,9 +20,14 @@ const (
 	// StatusPath answers GET with the followed jobs the caller may read (their own; every job
 	// for root and Slurm operators), a []JobStatus; it needs a MUNGE credential.
 	StatusPath = "/v1/status"
-	// SignalsPath takes an agent's SignalReport by POST, with a MUNGE credential of root or
-	// the agent's user holding SignalsPayload of the body, and answers a SignalAnswer.
+	// SignalsPath takes an agent's SignalReport by POST and answers a SignalAnswer. The report
+	// carries either a session's MAC (Authorization: Session, SessionAuthorization) or, as
+	// before sessions, a MUNGE credential of root or the agent's user holding SignalsPayload of
+	// the body.
 	SignalsPath = "/v1/signals"
+	// SignalsSessionPath takes an agent's SessionRequest by POST, with a MUNGE credential of
+	// root or the agent's user holding SessionPayload of the body, and answers a SessionAnswer.
+	SignalsSessionPath = "/v1/signals/session"
 )
 
 // JobStatus is one elastic job as `elasticd status` prints it.
@@ -191,4 +199,72 @@ func PinPath(id uint32, n int) string {
 		p += "/" + strconv.Itoa(n)
 	}
 	return p
+}
+
+// SessionPayload is what the MUNGE credential of a session set-up must hold: the request and a
+// hash of its body, which carries the agent's public key, so that a credential read off the
+// wire sets up no session with another key.
+func SessionPayload(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "slurmbridge-elasticd-signals-session POST " + SignalsSessionPath + " sha256=" + hex.EncodeToString(sum[:])
+}
+
+// SessionRequest is an agent's session set-up: its nodes (for the log; each report is checked
+// against the nodes it names) and its ephemeral X25519 public key.
+type SessionRequest struct {
+	Node      string `json:"node"`
+	PublicKey []byte `json:"public_key"`
+}
+
+// SessionAnswer is elasticd's: the session's id, elasticd's ephemeral X25519 public key, and
+// how long the session lasts from the set-up (relative, so clocks need not agree).
+type SessionAnswer struct {
+	ID               string `json:"session_id"`
+	PublicKey        []byte `json:"public_key"`
+	ExpiresInSeconds int64  `json:"expires_in_s"`
+}
+
+// SessionScheme is the Authorization scheme of a session's report:
+// "Session <id> <seq> <hex HMAC-SHA256>".
+const SessionScheme = "Session"
+
+// SessionUnknown is in the body of the 401 elasticd answers a report of a session it does not
+// hold (expired, evicted, or elasticd restarted): the agent then sets up a new one.
+const SessionUnknown = "no such signals session"
+
+// SessionKey is the key both sides derive from their X25519 shared secret: HKDF-SHA256 bound to
+// both public keys and the session id, so a key belongs to one exchange only.
+func SessionKey(shared, agentPub, daemonPub []byte, id string) ([]byte, error) {
+	info := "slurmbridge-elasticd-signals-session v1 " + hex.EncodeToString(agentPub) + " " + hex.EncodeToString(daemonPub) + " " + id
+	return hkdf.Key(sha256.New, shared, nil, info, 32)
+}
+
+// ReportMAC is HMAC-SHA256 under the session's key over the session id, the report's sequence
+// number and its body.
+func ReportMAC(key []byte, id string, seq uint64, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("slurmbridge-elasticd-signals POST " + SignalsPath + "\n" + id + "\n" + strconv.FormatUint(seq, 10) + "\n"))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// SessionAuthorization is a session report's Authorization header.
+func SessionAuthorization(id string, seq uint64, mac []byte) string {
+	return SessionScheme + " " + id + " " + strconv.FormatUint(seq, 10) + " " + hex.EncodeToString(mac)
+}
+
+// ParseSessionAuthorization reads an Authorization header of SessionAuthorization's form.
+func ParseSessionAuthorization(h string) (id string, seq uint64, mac []byte, ok bool) {
+	f := strings.Fields(h)
+	if len(f) != 4 || f[0] != SessionScheme || len(f[1]) == 0 || len(f[1]) > 64 || len(f[3]) != 2*sha256.Size {
+		return "", 0, nil, false
+	}
+	seq, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil || seq == 0 {
+		return "", 0, nil, false
+	}
+	if mac, err = hex.DecodeString(f[3]); err != nil {
+		return "", 0, nil, false
+	}
+	return f[1], seq, mac, true
 }

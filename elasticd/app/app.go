@@ -275,8 +275,8 @@ func agentCommand() *cli.Command {
 			encode := func(ctx context.Context, payload string) (string, error) {
 				return munge.MungeEncode(ctx, c.String("munge-socket"), payload)
 			}
-			a := &agent.Agent{Nodes: c.StringSlice("node"),
-				Reader: reader, Post: agent.PostHTTP(&http.Client{Timeout: 15 * time.Second}, c.String("elasticd"), encode), Log: log}
+			poster := &agent.HTTPPoster{Client: &http.Client{Timeout: 15 * time.Second}, BaseURL: c.String("elasticd"), Encode: encode, Log: log}
+			a := &agent.Agent{Nodes: c.StringSlice("node"), Reader: reader, Post: poster.Post, Log: log}
 			return serveAndLoop(c.Context, log, "", nil, nil, c.Duration("interval"), a.Cycle)
 		},
 	}

@@ -132,7 +132,9 @@ func drained(ctx context.Context, t *testing.T, r *elasticRun) []string {
 // and with her credential made for another body: each is refused with a clear answer, nothing
 // is stored, and bob's job is neither flagged nor touched. A report from root's credential (what
 // a node agent run as root sends) for an unthrottled sample of the job, from the node it runs
-// on, is then taken: the refusals are the rules', not a closed door.
+// on, is then taken: the refusals are the rules', not a closed door. Then the real agent
+// reports in a session, and alice's replay of its report, her report in its session, in a
+// session of her own making and her own set-up are refused.
 func TestAttackAliceForgesThrottleSignalsForBobsJob(t *testing.T) {
 	r := newElasticRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -230,8 +232,8 @@ func TestAttackAliceForgesThrottleSignalsForBobsJob(t *testing.T) {
 	}
 	r.c.AssertNoneKilled(t, offset)
 
-	// The agent's way in: the node agent itself, with root's credential encoded on the job's
-	// node's host and NVML standing in. Its first report is empty and learns bob's job's GPUs
+	// The agent's way in: the node agent itself, its session set up with root's credential
+	// encoded on the job's node's host, NVML standing in. Its first report is empty and learns bob's job's GPUs
 	// from the answer (gres_detail as slurmctld gave it); its second carries their samples,
 	// which are taken. It asks Slurm nothing.
 	root := r.c.Slurm()
@@ -239,7 +241,8 @@ func TestAttackAliceForgesThrottleSignalsForBobsJob(t *testing.T) {
 		return root.MungeEncode(ctx, socket, payload)
 	}
 	gpus := &standInGPUs{}
-	a := &agent.Agent{Nodes: []string{node}, Reader: gpus, Post: agent.PostHTTP(srv.Client(), srv.URL, encode), Log: zerolog.Nop()}
+	wire := &sniffer{base: srv.Client().Transport}
+	a := &agent.Agent{Nodes: []string{node}, Reader: gpus, Post: agent.PostHTTP(&http.Client{Transport: wire}, srv.URL, encode), Log: zerolog.Nop()}
 	for range 2 {
 		if err := a.Cycle(ctx); err != nil {
 			t.Fatalf("the agent's cycle: %v", err)
@@ -256,6 +259,86 @@ func TestAttackAliceForgesThrottleSignalsForBobsJob(t *testing.T) {
 	if n := r.d.signalCount(); n != read {
 		t.Fatalf("%d samples stored after the agent's report of %d GPUs", n, read)
 	}
+
+	// The agent reported in a session (one credential for both reports). alice, who sniffed
+	// the wire, replays its last report, signs her throttle report in its session with a key of
+	// her own, sends it in a session that does not exist, and tries to set up a session of
+	// her own: each is refused, and no throttled sample is stored.
+	if wire.setUps != 1 || wire.lastAuthz == "" || !strings.HasPrefix(wire.lastAuthz, api.SessionScheme+" ") {
+		t.Fatalf("the agent's exchanges: %d set-ups, last report's Authorization %q; want one session", wire.setUps, wire.lastAuthz)
+	}
+	sid, seq, _, _ := api.ParseSessionAuthorization(wire.lastAuthz)
+	aliceSetUp, _ := json.Marshal(api.SessionRequest{Node: node, PublicKey: make([]byte, 32)})
+	for _, tc := range []struct {
+		name, path, authz string
+		body              []byte
+		code              int
+		want              string
+	}{
+		{"the agent's last report replayed", api.SignalsPath, wire.lastAuthz, wire.lastBody, http.StatusUnauthorized, "replayed or reordered"},
+		{"alice's report in the agent's session, her own key", api.SignalsPath,
+			api.SessionAuthorization(sid, seq+1, api.ReportMAC([]byte("alice's guess"), sid, seq+1, body)), body, http.StatusUnauthorized, "MAC does not verify"},
+		{"alice's report in a session that does not exist", api.SignalsPath,
+			api.SessionAuthorization("ALICESSESSION", 1, api.ReportMAC([]byte("alice's guess"), "ALICESSESSION", 1, body)), body, http.StatusUnauthorized, api.SessionUnknown},
+		{"alice sets up a session", api.SignalsSessionPath,
+			"MUNGE " + credentialOf(ctx, t, r, socket, "alice", api.SessionPayload(aliceSetUp)), aliceSetUp, http.StatusForbidden, "may not report GPU signals"},
+	} {
+		code, answer := sendAuthz(ctx, t, srv.URL+tc.path, tc.body, tc.authz)
+		t.Logf("%s: %d %s", tc.name, code, answer)
+		if code != tc.code || !strings.Contains(answer, tc.want) {
+			t.Errorf("%s: answered %d %q, want %d with %q", tc.name, code, answer, tc.code, tc.want)
+		}
+	}
+	r.d.mu.Lock()
+	for id, byGPU := range r.d.signals {
+		for _, g := range byGPU {
+			if g.ThermalOrPowerThrottled {
+				t.Errorf("job %d holds a throttled sample after alice's reports: %+v", id, g)
+			}
+		}
+	}
+	r.d.mu.Unlock()
+}
+
+// sniffer is the wire as anyone on it sees it: the agent's session set-ups counted, its last
+// report kept.
+type sniffer struct {
+	base      http.RoundTripper
+	setUps    int
+	lastAuthz string
+	lastBody  []byte
+}
+
+func (s *sniffer) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	switch req.URL.Path {
+	case api.SignalsSessionPath:
+		s.setUps++
+	case api.SignalsPath:
+		s.lastAuthz, s.lastBody = req.Header.Get("Authorization"), body
+	}
+	return s.base.RoundTrip(req)
+}
+
+// sendAuthz posts body to url with the Authorization header authz.
+func sendAuthz(ctx context.Context, t *testing.T, url string, body []byte, authz string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", authz)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(data))
 }
 
 // standInGPUs stands in for NVML on a host without GPUs: healthy samples of the GPUs asked for.

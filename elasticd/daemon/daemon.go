@@ -73,6 +73,7 @@ type Daemon struct {
 	// NodeHostname, as the last cycle read them: what an agent's report is checked against.
 	placed    map[uint32]string
 	nodeAddrs map[string][]string
+	addrGen   uint64 // bumped when nodeAddrs change
 	// followed are the main jobs and workers the last cycle followed, and gpusToRead the GPUs
 	// of those running on one node, by node: what each node's agent is told to read.
 	followed   map[uint32]bool

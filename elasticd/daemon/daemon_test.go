@@ -48,6 +48,8 @@ type fakeSlurm struct {
 	script    string // the main job's batch script; "" a bare shebang
 	// countUsed: the node's GPUs in use are its running jobs' (else all 4 are free always).
 	countUsed bool
+	// moreNodes are listed after a100-1.
+	moreNodes []slurm.Node
 }
 
 func (f *fakeSlurm) Queue(context.Context) ([]slurm.Job, error) {
@@ -83,7 +85,7 @@ func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
 		}
 		n.GresUsed = []gpureq.Gres{{Name: "gpu", Type: "a100", Count: used}}
 	}
-	return []slurm.Node{n}, nil
+	return append([]slurm.Node{n}, f.moreNodes...), nil
 }
 
 func (f *fakeSlurm) QOS(context.Context) ([]slurm.QOSLimits, error) {

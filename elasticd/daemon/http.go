@@ -141,10 +141,15 @@ type Access struct {
 	Agents *AgentAuth
 }
 
-// Handler serves GET /v1/status, POST /v1/signals (answering the GPUs to read next), and PUT/DELETE of a job's pin; each needs a
-// MUNGE credential.
+// Handler serves GET /v1/status, POST /v1/signals (answering the GPUs to read next), POST
+// /v1/signals/session, and PUT/DELETE of a job's pin; each needs a MUNGE credential except a
+// report in a session, which carries its session's MAC.
 func (d *Daemon) Handler(access Access) http.Handler {
 	mux := http.NewServeMux()
+	var sessions *sessionTable
+	if access.Agents != nil {
+		sessions = newSessionTable(access.Agents.MaxSessions, access.Agents.SessionTTL)
+	}
 	caller := func(w http.ResponseWriter, r *http.Request, what string) (auth.Caller, bool) {
 		if access.Callers == nil {
 			http.Error(w, "this elasticd "+what+" (no MUNGE authentication configured)", http.StatusServiceUnavailable)
@@ -197,23 +202,28 @@ func (d *Daemon) Handler(access Access) http.Handler {
 		_ = json.NewEncoder(w).Encode(d.StatusFor(caller))
 	})
 	mux.HandleFunc(http.MethodPost+" "+api.SignalsPath, func(w http.ResponseWriter, r *http.Request) {
-		d.serveSignals(w, r, access.Agents)
+		d.serveSignals(w, r, access.Agents, sessions)
+	})
+	mux.HandleFunc(http.MethodPost+" "+api.SignalsSessionPath, func(w http.ResponseWriter, r *http.Request) {
+		d.serveSession(w, r, access.Agents, sessions)
 	})
 	return mux
 }
 
-// serveSignals takes a node agent's report: the credential first, then the body it hashes,
-// then the nodes it speaks for; a report refused at any step changes nothing.
-func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *AgentAuth) {
-	if agents == nil || agents.Identity == nil {
+// serveSignals takes a node agent's report: who sent it first (its session's MAC, or its own
+// MUNGE credential over the body), then the nodes it speaks for; a report refused at any step
+// changes nothing.
+func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *AgentAuth, sessions *sessionTable) {
+	if agents == nil || agents.Identity == nil || sessions == nil {
 		http.Error(w, "this elasticd takes no signal reports (no MUNGE authentication configured)", http.StatusServiceUnavailable)
 		return
 	}
-	if r.Header.Get("Authorization") == "" {
+	authz := r.Header.Get("Authorization")
+	if authz == "" {
 		// Said before the body is read: nothing without a credential costs more than this.
 		w.Header().Set("WWW-Authenticate", auth.Scheme)
-		http.Error(w, fmt.Sprintf("signal reports come from elasticd's node agents: send \"Authorization: %s <credential>\" with a credential of root or the agents' user from `munge --string 'slurmbridge-elasticd-signals POST %s sha256=<hex SHA-256 of the body>'` (elasticd agent does)",
-			auth.Scheme, api.SignalsPath), http.StatusUnauthorized)
+		http.Error(w, fmt.Sprintf("signal reports come from elasticd's node agents: send \"Authorization: %s <id> <seq> <MAC>\" of a session set up at %s, or \"Authorization: %s <credential>\" with a credential of root or the agents' user from `munge --string 'slurmbridge-elasticd-signals POST %s sha256=<hex SHA-256 of the body>'` (elasticd agent does)",
+			api.SessionScheme, api.SignalsSessionPath, auth.Scheme, api.SignalsPath), http.StatusUnauthorized)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSignalReport))
@@ -221,14 +231,41 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 		http.Error(w, "signal report unreadable or over "+strconv.Itoa(maxSignalReport)+" bytes: "+err.Error(), http.StatusRequestEntityTooLarge)
 		return
 	}
-	id, err := agents.Identity(r, api.SignalsPayload(body))
-	if err != nil {
-		http.Error(w, err.Error(), auth.ErrorStatus(w, err))
-		return
-	}
-	if id.UID != 0 && !slices.Contains(agents.UIDs, id.UID) {
-		http.Error(w, fmt.Sprintf("uid %d may not report GPU signals: only root and the node agents' user (uid %s) may", id.UID, uidList(agents.UIDs)), http.StatusForbidden)
-		return
+	var (
+		host string // where the credential (the session's, or the report's own) was encoded
+		sess *agentSession
+	)
+	if scheme, _, _ := strings.Cut(authz, " "); scheme == api.SessionScheme {
+		sid, seq, mac, ok := api.ParseSessionAuthorization(authz)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", api.SessionScheme)
+			http.Error(w, "malformed session authorization: want \""+api.SessionScheme+" <id> <seq> <hex HMAC-SHA256>\"", http.StatusUnauthorized)
+			return
+		}
+		s, err := sessions.accept(sid, seq, mac, body, d.now())
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", api.SessionScheme)
+			http.Error(w, "signal report refused: "+err.Error(), http.StatusUnauthorized)
+			return
+		}
+		sess, host = &s, s.host
+		d.metrics.agentReports.WithLabelValues("session").Inc()
+	} else {
+		// A MUNGE credential per report, as before sessions: kept for one release so that an
+		// agent and an elasticd of different releases still work while a site upgrades (an old
+		// agent posts this way; a new one does against an elasticd without sessions).
+		d.metrics.agentDecodes.WithLabelValues("report").Inc()
+		id, err := agents.Identity(r, api.SignalsPayload(body))
+		if err != nil {
+			http.Error(w, err.Error(), auth.ErrorStatus(w, err))
+			return
+		}
+		if id.UID != 0 && !slices.Contains(agents.UIDs, id.UID) {
+			http.Error(w, fmt.Sprintf("uid %d may not report GPU signals: only root and the node agents' user (uid %s) may", id.UID, uidList(agents.UIDs)), http.StatusForbidden)
+			return
+		}
+		host = id.EncodeHost
+		d.metrics.agentReports.WithLabelValues("munge").Inc()
 	}
 	var rep api.SignalReport
 	if err := json.Unmarshal(body, &rep); err != nil {
@@ -241,9 +278,15 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 		return
 	}
 	if agents.CheckOrigin {
-		if err := d.checkOrigin(r.Context(), agents, nodes, id.EncodeHost); err != nil {
-			http.Error(w, "signal report refused: "+err.Error(), http.StatusForbidden)
-			return
+		now, gen := d.now(), d.addrGeneration()
+		if sess == nil || !originKnown(*sess, rep.Node, gen, now) {
+			if err := d.checkOrigin(r.Context(), agents, nodes, host); err != nil {
+				http.Error(w, "signal report refused: "+err.Error(), http.StatusForbidden)
+				return
+			}
+			if sess != nil {
+				sessions.noteOrigin(sess.id, rep.Node, gen, now)
+			}
 		}
 	}
 	out := d.AddSignals(rep)

@@ -16,6 +16,12 @@ type Metrics struct {
 	jobs         prometheus.Gauge
 	workers      *prometheus.GaugeVec
 	throughput   *prometheus.GaugeVec
+	// The node agents' authentication: MUNGE decodes asked for (kind session: a session's
+	// set-up; report: a report's own credential), reports taken by how they were authenticated
+	// (session, munge), sessions held.
+	agentDecodes  *prometheus.CounterVec
+	agentReports  *prometheus.CounterVec
+	agentSessions prometheus.Gauge
 }
 
 // NewMetrics registers the series with reg.
@@ -35,8 +41,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"job", "type"}),
 		throughput: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "elasticd_samples_per_second", Help: "Job throughput of the latest complete measurement."},
 			[]string{"job"}),
+		agentDecodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "elasticd_agent_credential_decodes_total",
+			Help: "MUNGE credentials of node agents sent to unmunge: kind session (a session's set-up) or report (a report's own credential, agents before sessions)."},
+			[]string{"kind"}),
+		agentReports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "elasticd_agent_reports_total",
+			Help: "Node agent reports whose sender was proven, by how: session (its session's MAC) or munge (its own credential)."},
+			[]string{"auth"}),
+		agentSessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "elasticd_agent_sessions", Help: "Node agent signals sessions held, as of the last set-up."}),
 	}
-	reg.MustRegister(m.cycleSeconds, m.cycleErrors, m.decisions, m.actions, m.actionErrors, m.jobs, m.workers, m.throughput)
+	reg.MustRegister(m.cycleSeconds, m.cycleErrors, m.decisions, m.actions, m.actionErrors, m.jobs, m.workers, m.throughput,
+		m.agentDecodes, m.agentReports, m.agentSessions)
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os/user"
@@ -21,12 +22,15 @@ import (
 // A node agent's report steers elasticd: a worker whose GPU it reports throttled is replaced,
 // which cancels the worker. So a report is taken only from the agent of the node that runs
 // the job, and only as far as it can describe a real GPU of a followed job:
-//   - its MUNGE credential is root's or the agent's user's (SlurmUser by default), holds the
-//     request and a hash of its body (api.SignalsPayload), and munged decodes it once, so a
-//     credential read off the wire carries neither another report nor the same one again;
-//   - the credential was encoded on the host of every node the report names (unmunge's
-//     ENCODE_HOST against the nodes' NodeAddr and NodeHostname), so root on one node cannot
-//     speak for another;
+//   - it comes from root or the agent's user (SlurmUser by default): through a session whose
+//     set-up carried such a MUNGE credential (sessions.go), with an HMAC under the session's
+//     key over the body and a sequence number above the last one taken; or, as before
+//     sessions, with its own credential holding the request and a hash of its body
+//     (api.SignalsPayload), which munged decodes once. Either way a report read off the wire
+//     carries neither another report nor the same one again;
+//   - the credential (the session's set-up's, or the report's own) was encoded on the host of
+//     every node the report names (unmunge's ENCODE_HOST against the nodes' NodeAddr and
+//     NodeHostname), so root on one node cannot speak for another;
 //   - a job's samples are kept only where elasticd's last queue read shows it running on one of
 //     the report's nodes, and only for jobs it follows (what it answers an agent to read);
 //   - GPU indices lie in [0, MaxGPUIndex), a job has at most MaxGPUIndex samples a report, and
@@ -59,6 +63,10 @@ type AgentAuth struct {
 	CheckOrigin bool
 	// LookupHost resolves a NodeAddr or NodeHostname that is a name; nil: the system resolver.
 	LookupHost func(ctx context.Context, host string) ([]string, error)
+	// SessionTTL is how long a signals session lasts (0: DefaultSessionTTL), MaxSessions how
+	// many are held at most (0: DefaultMaxSessions).
+	SessionTTL  time.Duration
+	MaxSessions int
 }
 
 // PersonAPI is elasticd's API for people's requests (status, pin, unpin) as their credentials
@@ -211,8 +219,18 @@ func (d *Daemon) notePlacement(jobs []slurm.Job, nodes []slurm.Node) {
 		}
 	}
 	d.mu.Lock()
+	if !maps.EqualFunc(d.nodeAddrs, addrs, slices.Equal) {
+		d.addrGen++ // a session's report checked against the old addresses is checked again
+	}
 	d.placed, d.nodeAddrs = placed, addrs
 	d.mu.Unlock()
+}
+
+// addrGeneration counts the changes of the nodes' addresses.
+func (d *Daemon) addrGeneration() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.addrGen
 }
 
 // checkOrigin says whether host, the address whose munged encoded a report's credential, is an

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,9 +22,16 @@ import (
 
 // fakeMunge stands in for munged: "cred:UID:HOST:PAYLOAD" decodes to that uid, encoding host
 // and payload, once (munged refuses a replay).
-type fakeMunge struct{ used map[string]bool }
+type fakeMunge struct {
+	mu      sync.Mutex
+	used    map[string]bool
+	decodes int // credentials decoded or refused: the unmunge runs munged would have made
+}
 
 func (m *fakeMunge) decode(_ context.Context, cred string) (slurm.MungeIdentity, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.decodes++
 	if m.used[cred] {
 		return slurm.MungeIdentity{}, errors.New("unmunge: exit 17: Replayed credential")
 	}
@@ -42,6 +50,11 @@ func (m *fakeMunge) decode(_ context.Context, cred string) (slurm.MungeIdentity,
 const slurmUID = 64030
 
 func signalsHandler(h *harness) (http.Handler, *fakeMunge) {
+	return signalsHandlerWith(h, AgentAuth{})
+}
+
+// signalsHandlerWith is signalsHandler with a's session settings.
+func signalsHandlerWith(h *harness, a AgentAuth) (http.Handler, *fakeMunge) {
 	m := &fakeMunge{used: map[string]bool{}}
 	authn := auth.Munge{API: PersonAPI, Decode: m.decode,
 		LookupUser: func(uid uint32) (string, error) {
@@ -54,7 +67,11 @@ func signalsHandler(h *harness) (http.Handler, *fakeMunge) {
 		}
 		return nil, fmt.Errorf("no such host %s", host)
 	}
-	return h.d.Handler(Access{Callers: authn, Agents: &AgentAuth{Identity: authn.Identity, UIDs: []uint32{slurmUID}, CheckOrigin: true, LookupHost: lookup}}), m
+	a.Identity, a.UIDs, a.CheckOrigin = authn.Identity, []uint32{slurmUID}, true
+	if a.LookupHost == nil {
+		a.LookupHost = lookup
+	}
+	return h.d.Handler(Access{Callers: authn, Agents: &a}), m
 }
 
 func sampleAt(index int, at time.Time, reasons ...string) api.GPUSample {
