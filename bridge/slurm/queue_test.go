@@ -328,6 +328,26 @@ func TestUpdateFailuresOfTaskSets(t *testing.T) {
 	}
 }
 
+// An array's tasks go as one id only where one update reaches every task it names (22.05).
+func TestUpdateJobsQOSFoldsTasksOnlyWhereEveryTaskMoves(t *testing.T) {
+	ids := []string{"10_1", "10_2", "10_3", "7"}
+	for _, c := range []struct {
+		rel  Release
+		want string
+	}{
+		{Release{22, 5}, "scontrol update jobid=10_[1-3],7 qos=borrow"},
+		{Release{24, 11}, "scontrol update jobid=10_1,10_2,10_3,7 qos=borrow"},
+	} {
+		r := &scriptRunner{}
+		if _, err := (Client{Runner: r, Release: c.rel}).UpdateJobsQOS(context.Background(), ids, "borrow"); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.calls[len(r.calls)-1]; got != c.want {
+			t.Errorf("%v: %q, want %q", c.rel, got, c.want)
+		}
+	}
+}
+
 func TestUpdateJobsQOSBatches(t *testing.T) {
 	ids := make([]string, MaxIDsPerUpdate+3)
 	for i := range ids {

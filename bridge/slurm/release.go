@@ -95,6 +95,15 @@ func (v Version) QOSMoveMayChangeTimeLimit() bool {
 	return v.Release.Year > 25 || (v.Release.Year == 25 && v.Release.Month > 11)
 }
 
+// QOSUpdateReachesEveryTask reports whether one `scontrol update jobid=A_[1-3] qos=X` moves
+// every task it names. In 22.05 slurmctld's _update_job only reads the request's QOS; later
+// releases take it over into the first task's record (detail_ptr->qos_req, the request's
+// field set to NULL): 24.11, 25.05, 25.11 and 26.05 alike. The tasks after the first keep their
+// QOS while the update reports success (seen on 26.05.5: 4 tasks named, task 0 moved).
+func (v Version) QOSUpdateReachesEveryTask() bool {
+	return v.Release == Release{22, 5}
+}
+
 // ParseMicroVersion reads "22.05.8" (a pre-release suffix, "22.05.0-0rc1", does not count):
 // what slurmctld reports as SLURM_VERSION and the packages install.
 func ParseMicroVersion(v string) (Version, error) {

@@ -89,9 +89,10 @@ const MaxIDsPerUpdate = 1000
 // UpdateJobsQOS moves pending jobs to another QOS with as few scontrol runs as
 // MaxIDsPerUpdate allows. An id is a job id ("123") or an array task ("123_7"): updating a task
 // that is still in its array's pending record splits it off into a record of its own, and
-// leaves the other tasks where they are. The tasks of one array go as one id
-// (FoldArrayTasks), so slurmctld takes one request per array and per job, not per task.
-// scontrol goes on after a failure, naming it on stderr; failed maps each id it named (or whose outcome
+// leaves the other tasks where they are. Where a QOS update of several tasks reaches each
+// (Version.QOSUpdateReachesEveryTask), the tasks of one array go as one id (FoldArrayTasks),
+// so slurmctld takes one request per array, not per task. scontrol goes on after a failure,
+// naming it on stderr; failed maps each id it named (or whose outcome
 // a failed run left unknown) to what it said. err is set only when no run could be made
 // (ctx ended); the moves made before are in the result's complement.
 //
@@ -100,6 +101,10 @@ const MaxIDsPerUpdate = 1000
 // limit is read just before and named in the update, one run per distinct limit.
 func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (failed map[string]string, err error) {
 	groups, failed := c.groupByTimeLimit(ctx, ids)
+	fold := func(ids []string) []string { return ids }
+	if v, err := c.SlurmVersion(ctx); err == nil && v.QOSUpdateReachesEveryTask() {
+		fold = FoldArrayTasks
+	}
 	for gi, g := range groups {
 		for start := 0; start < len(g.ids); start += MaxIDsPerUpdate {
 			if err := ctx.Err(); err != nil {
@@ -114,7 +119,7 @@ func (c Client) UpdateJobsQOS(ctx context.Context, ids []string, qos string) (fa
 				return failed, err
 			}
 			batch := g.ids[start:min(start+MaxIDsPerUpdate, len(g.ids))]
-			args := []string{"update", "jobid=" + strings.Join(FoldArrayTasks(batch), ","), "qos=" + qos}
+			args := []string{"update", "jobid=" + strings.Join(fold(batch), ","), "qos=" + qos}
 			if g.limit != "" {
 				args = append(args, "timelimit="+g.limit)
 			}
