@@ -260,7 +260,8 @@ func (p *HTTPPoster) setUp(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	ttl := time.Duration(a.ExpiresInSeconds) * time.Second
+	// An answer's lifetime is taken within [1 s, 1 day]: a huge one would overflow.
+	ttl := time.Duration(min(a.ExpiresInSeconds, 86400)) * time.Second
 	renew := time.Duration(float64(ttl) * (0.75 + 0.15*mrand.Float64()))
 	p.sess = &clientSession{id: a.ID, key: key, renewAt: start.Add(renew)}
 	return nil

@@ -272,20 +272,25 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 		http.Error(w, "bad signal report: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if len(rep.Node) > maxReportNodeList {
+		http.Error(w, fmt.Sprintf("the signal report's node list is over %d bytes", maxReportNodeList), http.StatusBadRequest)
+		return
+	}
 	nodes := reportNodes(rep)
-	if len(nodes) == 0 {
-		http.Error(w, "the signal report names no node", http.StatusBadRequest)
+	if len(nodes) == 0 || len(nodes) > MaxReportNodes {
+		http.Error(w, fmt.Sprintf("a signal report names between 1 and %d nodes", MaxReportNodes), http.StatusBadRequest)
 		return
 	}
 	if agents.CheckOrigin {
 		now, gen := d.now(), d.addrGeneration()
-		if sess == nil || !originKnown(*sess, rep.Node, gen, now) {
+		named := strings.Join(nodes, ",")
+		if sess == nil || !originKnown(*sess, named, gen, now) {
 			if err := d.checkOrigin(r.Context(), agents, nodes, host); err != nil {
 				http.Error(w, "signal report refused: "+err.Error(), http.StatusForbidden)
 				return
 			}
 			if sess != nil {
-				sessions.noteOrigin(sess.id, rep.Node, gen, now)
+				sessions.noteOrigin(sess.id, named, gen, now)
 			}
 		}
 	}

@@ -371,3 +371,42 @@ func TestAgentsCostADecodePerSessionNotPerReport(t *testing.T) {
 		})
 	}
 }
+
+// A report's node list is bounded before any origin check: its own node named a hundred
+// thousand times (which the session would have kept, and checked once per copy) and more
+// distinct nodes than a host runs are refused; a duplicate is read once.
+func TestReportNodeListsAreBounded(t *testing.T) {
+	h := newHarness(t, 1, 2)
+	h.cycle()
+	lookups := 0
+	hd, _ := signalsHandlerWith(h, AgentAuth{LookupHost: func(_ context.Context, host string) ([]string, error) {
+		lookups++
+		return []string{"10.0.0.2"}, nil
+	}})
+	s, _ := setUpSession(t, hd, "cred:0:10.0.0.2", "", nil)
+	for i, c := range []struct {
+		node string
+		want int
+	}{
+		{strings.Repeat("a100-1,", 100_000), http.StatusBadRequest},
+		{manyNodes(MaxReportNodes) + "a100-1", http.StatusBadRequest},
+		{"a100-1, a100-1,a100-1", http.StatusOK},
+	} {
+		rec := postInSession(hd, s, uint64(i+1), api.SignalReport{Node: c.node}, nil)
+		if rec.Code != c.want {
+			t.Errorf("node list of %d bytes: %d %s, want %d", len(c.node), rec.Code, rec.Body, c.want)
+		}
+	}
+	if lookups != 1 {
+		t.Errorf("%d host name lookups, want 1 (the accepted report's one node)", lookups)
+	}
+}
+
+// manyNodes names n distinct nodes, each followed by a comma.
+func manyNodes(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "n%d,", i)
+	}
+	return b.String()
+}

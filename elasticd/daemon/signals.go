@@ -129,15 +129,27 @@ func (d *Daemon) AddSignals(r api.SignalReport) signalOutcome {
 }
 
 // reportNodes are the node names a report speaks for (the agent joins several with commas).
+// Each named once, in the order first named.
 func reportNodes(r api.SignalReport) []string {
 	var nodes []string
 	for n := range strings.SplitSeq(r.Node, ",") {
-		if n = strings.TrimSpace(n); n != "" {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(nodes, n) {
 			nodes = append(nodes, n)
+			if len(nodes) > MaxReportNodes {
+				break // refused by the handler; no need to read on
+			}
 		}
 	}
 	return nodes
 }
+
+// MaxReportNodes bounds the nodes one report speaks for: a host runs one slurmd, or a few
+// (multiple slurmd), never dozens. A longer list could only cost origin checks (a name lookup
+// each) and the session's memory of it.
+const MaxReportNodes = 64
+
+// maxReportNodeList bounds a report's node field in bytes, before it is split.
+const maxReportNodeList = 4096
 
 // signalCount is how many GPU samples the daemon holds.
 func (d *Daemon) signalCount() int {
