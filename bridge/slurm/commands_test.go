@@ -7,12 +7,14 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // scriptRunner records each command line and answers with out; it also takes stdin.
 type scriptRunner struct {
+	mu    sync.Mutex // some clients run commands side by side
 	calls []string
 	stdin []byte
 	out   string
@@ -20,6 +22,8 @@ type scriptRunner struct {
 }
 
 func (r *scriptRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, strings.Join(append([]string{name}, args...), " "))
 	return []byte(r.out), r.err
 }

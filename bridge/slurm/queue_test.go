@@ -353,13 +353,36 @@ func TestUpdateJobsQOSBatches(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprint(100 + i)
 	}
+	// 22.05 folds an array's tasks: a run per MaxIDsPerUpdate ids, each one request.
+	tasks := make([]string, MaxIDsPerUpdate+3)
+	for i := range tasks {
+		tasks[i] = fmt.Sprintf("5_%d", i)
+	}
 	r := &scriptRunner{}
-	failed, err := Client{Runner: r, Release: Release{24, 11}}.UpdateJobsQOS(context.Background(), ids, "borrow")
+	failed, err := Client{Runner: r, Release: Release{22, 5}}.UpdateJobsQOS(context.Background(), tasks, "borrow")
 	if err != nil || len(failed) != 0 || len(r.calls) != 2 {
 		t.Fatalf("%d runs, failed %v, err %v; want 2 runs", len(r.calls), failed, err)
 	}
-	if !strings.HasSuffix(r.calls[1], "jobid=1100,1101,1102 qos=borrow") {
+	if !strings.HasSuffix(r.calls[1], "jobid=5_[1000-1002] qos=borrow") {
 		t.Errorf("second run %q", r.calls[1])
+	}
+	// Jobs (or, after 22.05, tasks) take a request each: the first MaxIDsPerUpdate go as
+	// updateRunsAtOnce runs side by side, the 3 left in one; each id in exactly one run.
+	r = &scriptRunner{}
+	if failed, err := (Client{Runner: r, Release: Release{24, 11}}).UpdateJobsQOS(context.Background(), ids, "borrow"); err != nil || len(failed) != 0 || len(r.calls) != updateRunsAtOnce+1 {
+		t.Fatalf("%d runs, failed %v, err %v; want %d", len(r.calls), failed, err, updateRunsAtOnce+1)
+	}
+	seen := map[string]int{}
+	for _, call := range r.calls {
+		list := strings.TrimSuffix(strings.TrimPrefix(call, "scontrol update jobid="), " qos=borrow")
+		for id := range strings.SplitSeq(list, ",") {
+			seen[id]++
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("id %s in %d runs", id, seen[id])
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
