@@ -40,8 +40,8 @@ func (r *replay) Run(_ context.Context, name string, args ...string) ([]byte, er
 	switch line {
 	case "sinfo --version", "slurmctld -V": // the release of bridge/slurm's capture
 		return []byte("slurm 22.05.8\n"), nil
-	case "sinfo --json":
-		return slurmtest.Fixture(r.t, "sinfo-22.05-testbed-idle.json"), nil
+	case "scontrol " + strings.Join(slurm.NodesArgs, " "):
+		return slurmtest.Fixture(r.t, "scontrol-nodes-22.05-testbed-idle.txt"), nil
 	case "scontrol show config":
 		return []byte(r.config), nil
 	}

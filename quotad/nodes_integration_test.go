@@ -139,7 +139,8 @@ func TestNodeInTwoPartitionsLendsItsGPUsOnce(t *testing.T) {
 	assertNoneKilled(t, c, logStart)
 }
 
-// nodesJSON is the node read quotad's adapter makes on this release, as slurmctld printed it.
+// nodesJSON is the JSON node read of this release (the text read's oracle), as slurmctld
+// printed it.
 func nodesJSON(t *testing.T, c *testbed.Cluster) []byte {
 	t.Helper()
 	rel, err := c.Release(ctxFor(t, 10*time.Second))
@@ -203,11 +204,16 @@ func TestPlannedNodeLendsNothing(t *testing.T) {
 	}
 	if dir := os.Getenv("SLURMBRIDGE_TEST_CAPTURE"); dir != "" {
 		rel, _ := c.Release(ctxFor(t, 10*time.Second))
-		name := filepath.Join(dir, "nodes-"+rel.String()+"-planned.json")
-		if err := os.WriteFile(name, nodesJSON(t, c), 0o644); err != nil {
-			t.Fatal(err)
+		text, err := c.Run(ctxFor(t, 10*time.Second), "env", append([]string{"SLURM_TIME_FORMAT=%s", "TZ=UTC", "scontrol"}, slurm.NodesArgs...)...)
+		if err != nil {
+			t.Fatalf("scontrol %v: %v", slurm.NodesArgs, err)
 		}
-		t.Logf("saved %s", name)
+		for name, data := range map[string][]byte{"nodes-" + rel.String() + "-planned.json": nodesJSON(t, c), "nodes-" + rel.String() + "-planned.txt": text} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("saved %s", filepath.Join(dir, name))
+		}
 	}
 
 	over := submitTo(t, c, "carol", "a100", 4, "-A", "proj-c")

@@ -9,7 +9,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 )
 
-// Cluster is the live cluster's shape, as poolctl reads it from sinfo --json.
+// Cluster is the live cluster's shape, as poolctl reads it from slurmctld (slurm.Cluster).
 type Cluster struct {
 	Partitions map[string][]ClusterNode
 }

@@ -22,9 +22,9 @@ type Fetcher interface {
 // sacctmgr, sacct, sbatch, scancel) is one of its methods, which also parses what the command
 // prints, so no caller builds a command line or reads Slurm's text. Commands go through Runner,
 // so tests replay captured output. It is also the Fetcher: jobs come from
-// squeue (Queue); nodes from `sinfo --json` on 22.05 and from `scontrol show
-// nodes --json` later, so Nodes needs the release: Release when set, else learned from `sinfo
-// --version` (once per NewClient, on each call for a bare Client{Runner: r}).
+// squeue (Queue); nodes from `scontrol show nodes` (Nodes), whose reading needs the release:
+// Release when set, else learned from `sinfo --version` (once per NewClient, on each call for
+// a bare Client{Runner: r}).
 type Client struct {
 	Runner  Runner
 	Release Release // zero: learn it
@@ -116,10 +116,11 @@ func (f Client) Nodes(ctx context.Context) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rel.NodesInScontrol() {
-		return fetch(ctx, f.Runner, ParseNodes, "scontrol", "show", "nodes", "--json")
+	out, err := withEnv(f.Runner, NodesEnv).Run(ctx, "scontrol", NodesArgs...)
+	if err != nil {
+		return nil, err
 	}
-	return fetch(ctx, f.Runner, ParseNodes, "sinfo", "--json")
+	return ParseNodesText(out, rel)
 }
 
 // wholeTaskLists runs squeue with SLURM_BITSTR_LEN=0, where the runner can set it: libslurm
@@ -198,7 +199,7 @@ func (e APIError) String() string {
 // ResponseError is a Slurm JSON answer whose "errors" array is not empty. Its data is never
 // used: a half-answered query would make quotas and pools look emptier than they are.
 type ResponseError struct {
-	Command string // "squeue --json", "scontrol show nodes --json"; "" when parsed from bytes
+	Command string // "squeue --json"; "" when parsed from bytes
 	Errors  []APIError
 	Err     error // the command's own failure, when it also failed
 }

@@ -14,7 +14,11 @@ import (
 )
 
 // The fixtures in testdata/ are real output of the testbed's Slurm 22.05.8:
-//   - sinfo-22.05-testbed-idle.json, sinfo-22.05-testbed-busy.json: `sinfo --json`, idle and with GPU jobs
+//   - sinfo-22.05-testbed-idle.json, sinfo-22.05-testbed-busy.json: `sinfo --json`, idle and with
+//     GPU jobs (the JSON node read, which tests of other packages replay through ParseNodes);
+//     scontrol-nodes-22.05-testbed-idle.txt: the node read of the same idle moment. The idle
+//     pair comes from the testbed in its 22.05 container (testbed/container.sh 22.05), whose
+//     host is slurm-22-05, not vm
 //   - squeue-22.05-testbed-mixed.json: `squeue --json` with completed, running and pending jobs
 //   - squeue-22.05-testbed-held.json: `squeue --json` with two held jobs (one pending in the list
 //     v100,a100-spot, one routed by the pools plugin), filtered down to those two
@@ -51,44 +55,41 @@ func (r *replayRunner) Run(_ context.Context, name string, args ...string) ([]by
 	return out, r.err
 }
 
-func TestCommandFetcherRunsSinfoAndSqueueWithJSON(t *testing.T) {
+var nodesCommand = "scontrol " + strings.Join(NodesArgs, " ")
+
+func TestCommandFetcherRunsScontrolAndSqueue(t *testing.T) {
 	r := &replayRunner{t: t, outputs: map[string][]byte{
 		"sinfo --version": []byte("slurm 22.05.8\n"),
-		"sinfo --json":    fixture(t, "sinfo-22.05-testbed-busy.json"),
+		nodesCommand:      fixture(t, "scontrol-nodes-22.05-busy.txt"),
 		"squeue --json":   fixture(t, "squeue-22.05-testbed-mixed.json"),
 	}}
 	f := Client{Runner: r}
 	nodes, err := f.Nodes(context.Background())
-	if err != nil || len(nodes) != 7 {
-		t.Fatalf("Nodes: %d nodes, %v; want 7", len(nodes), err)
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("Nodes: %d nodes, %v; want 2", len(nodes), err)
 	}
 	jobs, err := f.Queue(context.Background(), QueueRead{Fields: AllFields})
 	if err != nil || len(jobs) != 5 {
 		t.Fatalf("Jobs: %d jobs, %v; want 5", len(jobs), err)
 	}
-	if want := []string{"sinfo --version", "sinfo --json", "squeue --json"}; !slices.Equal(r.calls, want) {
+	if want := []string{"sinfo --version", nodesCommand, "squeue --json"}; !slices.Equal(r.calls, want) {
 		t.Fatalf("ran %q, want %q", r.calls, want)
 	}
 }
 
 func TestSlurmErrorsAreErrorsEvenWithExitStatusZero(t *testing.T) {
 	// Measured on 22.05.8: with slurmctld unreachable both commands exit 0 and print an empty
-	// list beside the error. Taking the list would show an empty cluster.
-	r := &replayRunner{t: t, outputs: map[string][]byte{
-		"sinfo --version": []byte("slurm 22.05.8\n"),
-		"sinfo --json":    fixture(t, "sinfo-22.05-slurmctld-unreachable.json"),
-		"squeue --json":   fixture(t, "squeue-22.05-slurmctld-unreachable.json"),
-	}}
-	f := Client{Runner: r}
-	nodes, err := f.Nodes(context.Background())
+	// list beside the error. Taking the list would show an empty cluster. (scontrol's text
+	// read exits 1 then: TestNodesRunsScontrolWithItsEnvironment.)
+	nodes, err := ParseNodes(fixture(t, "sinfo-22.05-slurmctld-unreachable.json"))
 	var respErr *ResponseError
-	if !errors.As(err, &respErr) || nodes != nil {
-		t.Fatalf("Nodes: got %v, %v; want a ResponseError and no nodes", nodes, err)
+	if !errors.As(err, &respErr) || nodes != nil || !strings.Contains(err.Error(), "Unspecified error") {
+		t.Fatalf("sinfo --json: got %v, %v; want a ResponseError with Slurm's message and no nodes", nodes, err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "sinfo --json") || !strings.Contains(msg, "Unspecified error") {
-		t.Fatalf("Nodes error %q does not name the command and Slurm's message", msg)
-	}
-	jobs, err := f.Queue(context.Background(), QueueRead{Fields: AllFields})
+	r := &replayRunner{t: t, outputs: map[string][]byte{
+		"squeue --json": fixture(t, "squeue-22.05-slurmctld-unreachable.json"),
+	}}
+	jobs, err := Client{Runner: r}.Queue(context.Background(), QueueRead{Fields: AllFields})
 	if !errors.As(err, &respErr) || jobs != nil {
 		t.Fatalf("Jobs: got %v, %v; want a ResponseError and no jobs", jobs, err)
 	}
@@ -106,8 +107,8 @@ func TestFailedCommandKeepsBothItsErrorAndSlurms(t *testing.T) {
 		t.Fatalf("got %v; want Slurm's message wrapping the CommandError", err)
 	}
 
-	// Output that is not JSON (a crash message) leaves the command's own error.
-	r = &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{"sinfo --json": []byte("sinfo: fatal: Unable to establish controller machine\n")}}
+	// The node read's failure is the command's own error, whatever it printed.
+	r = &replayRunner{t: t, err: cmdErr, outputs: map[string][]byte{nodesCommand: []byte("scontrol: fatal: Unable to establish controller machine\n")}}
 	if _, err := (Client{Runner: r, Release: Release{22, 5}}).Nodes(context.Background()); err != cmdErr {
 		t.Fatalf("got %v, want the CommandError itself", err)
 	}

@@ -77,6 +77,62 @@ func FuzzParseNodes(f *testing.F) {
 	})
 }
 
+// FuzzParseNodesText: names picks a release that names a node's reservation (24.11) or one
+// that does not (22.05).
+func FuzzParseNodesText(f *testing.F) {
+	names, err := filepath.Glob(filepath.Join("testdata", "scontrol-nodes-*.txt"))
+	if err != nil || len(names) == 0 {
+		f.Fatalf("no node captures: %v", err)
+	}
+	for _, n := range names {
+		f.Add(fixture(f, filepath.Base(n)), true)
+		f.Add(fixture(f, filepath.Base(n)), false)
+	}
+	f.Add([]byte("NodeName=n1 CPUAlloc=0 CPUTot=8 Gres=(null) RealMemory=1 AllocMem=0 State=IDLE+RESERVED CfgTRES= AllocTRES= "+
+		"Comment=a\nNodeName=n2 x ReservationName=r\n"), true)
+	f.Fuzz(func(t *testing.T, data []byte, names bool) {
+		rel := Release{22, 5}
+		if names {
+			rel = Release{24, 11}
+		}
+		nodes, err := ParseNodesText(data, rel)
+		if err != nil {
+			if nodes != nil {
+				t.Fatalf("nodes and an error: %v", err)
+			}
+			return
+		}
+		again, _ := ParseNodesText(data, rel)
+		if !reflect.DeepEqual(nodes, again) {
+			t.Fatal("two reads differ")
+		}
+		seen := map[string]bool{}
+		for _, n := range nodes {
+			words := slices.Concat([]string{n.Name, n.State, n.Reservation, n.Address, n.Hostname}, n.Partitions, n.StateFlags)
+			if n.Name == "" || seen[n.Name] || slices.ContainsFunc(words, func(w string) bool { return strings.ContainsAny(w, " \n") }) {
+				t.Fatalf("bad node %+v", n)
+			}
+			seen[n.Name] = true
+			if !slices.Contains(nodeBaseStates, strings.ToUpper(n.State)) || n.State != strings.ToLower(n.State) || n.CPUs < 0 || n.AllocCPUs < 0 {
+				t.Fatalf("node %s: state %q cpus %d/%d", n.Name, n.State, n.AllocCPUs, n.CPUs)
+			}
+			if n.Reservation != "" && (!names || !slices.Contains(n.StateFlags, "RESERVED")) {
+				t.Fatalf("node %s: reservation %q without RESERVED or on 22.05", n.Name, n.Reservation)
+			}
+			for _, p := range n.Partitions {
+				if p == "" || strings.Contains(p, ",") {
+					t.Fatalf("node %s: partitions %q", n.Name, n.Partitions)
+				}
+			}
+			for _, g := range slices.Concat(n.Gres, n.GresUsed) {
+				if g.Name == "" || strings.ContainsAny(g.Name+g.Type, ",:()") {
+					t.Fatalf("node %s: gres %+v", n.Name, g)
+				}
+			}
+		}
+	})
+}
+
 func FuzzParseTaskIDs(f *testing.F) {
 	for _, s := range []string{"2-3%2", "0-9:3,12", "[1,3,5-7]", "4", "1-4000000", "0-4294967295:1000", "3-1", "1,1", "..."} {
 		f.Add(s)

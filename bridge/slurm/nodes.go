@@ -12,8 +12,8 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
-// Node is one node as Slurm 22.05's `sinfo --json` or, from 23.02 on, `scontrol show nodes
-// --json` prints it, with the fields poolctl and quotad read.
+// Node is one node as `scontrol show nodes` prints it (nodes_text.go), with the fields poolctl,
+// quotad, elasticd and doctor read.
 type Node struct {
 	Name       string
 	Partitions []string
@@ -29,9 +29,9 @@ type Node struct {
 	Gres          []gpureq.Gres // configured, e.g. gpu:a100:4
 	GresUsed      []gpureq.Gres // allocated now, e.g. gpu:a100:2(IDX:0-1)
 	TRES          gpureq.TRES   // configured, e.g. cpu=8,mem=32000M,gres/gpu=4
-	TRESUsed      gpureq.TRES   // allocated now; empty when idle (sinfo prints null)
-	// Reservation is the active reservation the node is in ("" none; 22.05's sinfo does not
-	// say, its RESERVED state flag does).
+	TRESUsed      gpureq.TRES   // allocated now; empty when idle
+	// Reservation is the active reservation the node is in ("" none; 22.05 does not say, its
+	// RESERVED state flag does).
 	Reservation string
 	// Address and Hostname are the node's NodeAddr and NodeHostname: where slurmctld reaches
 	// its slurmd, and the host it runs on (a name or an address, unresolved).
@@ -149,6 +149,9 @@ type wireNode struct {
 // ParseNodes reads the nodes of Slurm 22.05's `sinfo --json` or of `scontrol show nodes
 // --json` (23.02 on): both have a top-level "nodes" array. An answer with errors, or without
 // that array, is an error: never a partial or empty list that looks like an empty cluster.
+// No daemon reads nodes so (Client.Nodes reads text); it stays as the oracle that the text
+// read's tests hold it to, and for the JSON captures that tests of doctor, quotad and pools
+// replay.
 func ParseNodes(data []byte) ([]Node, error) {
 	var resp struct {
 		envelope

@@ -19,8 +19,12 @@ func (r Release) AtLeast(year, month int) bool {
 }
 
 // NodesInScontrol reports whether the release prints node details with `scontrol show nodes
-// --json` (23.02 on); before, `sinfo --json` listed each node.
+// --json` (23.02 on); before, `sinfo --json` listed each node. Only tests read nodes as JSON.
 func (r Release) NodesInScontrol() bool { return r.AtLeast(23, 2) }
+
+// NamesNodeReservations reports whether a node's record names the active reservation it is in
+// (23.02 on); 22.05 says only RESERVED.
+func (r Release) NamesNodeReservations() bool { return r.AtLeast(23, 2) }
 
 // ModifyRefusalReachesUser: from 23.02 job_modify has an err_msg, so a job_submit plugin's reason
 // for refusing an update reaches scontrol's user; 22.05 shows only the errno's text.

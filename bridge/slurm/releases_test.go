@@ -33,29 +33,24 @@ import (
 var releases = []struct {
 	name    string
 	release Release
-	nodes   string // the command that lists nodes on this release
+	nodes   string // the command that lists nodes: the same on every release
 }{
-	{"22.05", Release{22, 5}, "sinfo --json"},
-	{"24.11", Release{24, 11}, "scontrol show nodes --json"},
-	{"25.05", Release{25, 5}, "scontrol show nodes --json"},
-	{"25.11", Release{25, 11}, "scontrol show nodes --json"},
-	{"26.05", Release{26, 5}, "scontrol show nodes --json"},
+	{"22.05", Release{22, 5}, nodesCommand},
+	{"24.11", Release{24, 11}, nodesCommand},
+	{"25.05", Release{25, 5}, nodesCommand},
+	{"25.11", Release{25, 11}, nodesCommand},
+	{"26.05", Release{26, 5}, nodesCommand},
 }
 
 // replayRelease answers the fetcher's commands with one release's captured output.
 func replayRelease(t *testing.T, rel string, state string) *replayRunner {
-	nodes := "scontrol-nodes-" + rel + "-" + state + ".json"
-	nodesCmd := "scontrol show nodes --json"
-	if rel == "22.05" {
-		nodes, nodesCmd = "sinfo-22.05-"+state+".json", "sinfo --json"
-	}
 	squeue := "squeue-" + rel + "-mixed.json"
 	if state == "idle" {
 		squeue = "squeue-" + rel + "-idle.json"
 	}
 	return &replayRunner{t: t, outputs: map[string][]byte{
 		"sinfo --version": fixture(t, "version-"+rel+".txt"),
-		nodesCmd:          fixture(t, nodes),
+		nodesCommand:      fixture(t, "scontrol-nodes-"+rel+"-"+state+".txt"),
 		"squeue --json":   fixture(t, squeue),
 	}}
 }
@@ -187,7 +182,8 @@ func TestEveryReleaseDecodesTheSameNodes(t *testing.T) {
 				if _, err := f.Nodes(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				// The release is learned once, then the release's own command lists the nodes.
+				// The release is learned once (it says whether nodes name their reservation), then
+				// scontrol lists the nodes.
 				if want := []string{"sinfo --version", rel.nodes, rel.nodes}; !slices.Equal(r.calls, want) {
 					t.Fatalf("ran %q, want %q", r.calls, want)
 				}

@@ -277,8 +277,12 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 		return
 	}
 	nodes := reportNodes(rep)
-	if len(nodes) == 0 || len(nodes) > MaxReportNodes {
-		http.Error(w, fmt.Sprintf("a signal report names between 1 and %d nodes", MaxReportNodes), http.StatusBadRequest)
+	if len(nodes) == 0 {
+		http.Error(w, "the signal report names no node", http.StatusBadRequest)
+		return
+	}
+	if len(nodes) > MaxReportNodes {
+		http.Error(w, fmt.Sprintf("the signal report names over %d nodes: one host runs a few at most", MaxReportNodes), http.StatusBadRequest)
 		return
 	}
 	if agents.CheckOrigin {

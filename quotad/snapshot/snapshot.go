@@ -1,6 +1,6 @@
 // Package snapshot builds quotad's view of the cluster, a policy.Snapshot, from its two
 // sources: slurmdbd's database (QOS, accounts, usage) and slurmctld's live state (squeue's
-// fast formatted read, and sinfo or scontrol show nodes --json). Any source that cannot be read
+// fast formatted read, and scontrol show nodes). Any source that cannot be read
 // fails the whole snapshot: a plan built on half the facts could lend GPUs that are not idle or
 // return jobs that are not borrowers. One job of the queue that cannot be read does not: its
 // user controls its GPU request (sbatch, scontrol update), so it is kept as an unreadable job,
@@ -129,7 +129,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 			return
 		}
 		if nodes, nodesErr = b.Live.Nodes(ctx); nodesErr != nil {
-			nodesErr = fmt.Errorf("slurmctld (sinfo): %w", nodesErr)
+			nodesErr = fmt.Errorf("slurmctld (scontrol show nodes): %w", nodesErr)
 			return
 		}
 		if cfg != nil && cfg.Settings.ByDecayedUsage() {

@@ -12,6 +12,14 @@
 # release, and writes into OUTDIR (default: this script's parent directory):
 #   squeue-REL-idle.json  sinfo-REL-idle.json  scontrol-nodes-REL-idle.json   before any job
 #   squeue-REL-mixed.json sinfo-REL-busy.json  scontrol-nodes-REL-busy.json   with the jobs
+#   scontrol-nodes-REL-{idle,busy}.txt   the node read (scontrol --oneliner --details show
+#                            nodes, bridge/slurm/nodes_text.go) right after the JSON of the
+#                            moment: `sinfo --json` on 22.05, `scontrol show nodes --json` later
+#   scontrol-nodes-REL.args  the node read's command line
+#   scontrol-nodes-REL-marked.txt and its JSON (sinfo-22.05-marked.json on 22.05)   at the end:
+#                            n1 reserved, in two partitions, with a comment of free text over
+#                            two lines; n2 draining with a free-text reason and in no
+#                            partition; a GPU job on each
 #   version-REL.txt                                                            `sinfo --version`
 #   squeue-REL-mixed.txt (+ .args)   quotad's fast read (squeue --Format) of the mixed moment
 #   squeue-REL-array*.txt            an array record, a task split off, a batched update
@@ -50,9 +58,23 @@ if [ "${1:-}" = --inside ]; then
 	}
 	rel=$2
 	sinfo --version >"/out/version-$rel.txt"
+	# The node read (bridge/slurm/nodes_text.go): nodes_args and the environment must match
+	# slurm.NodesArgs and slurm.NodesEnv (a unit test compares the .args file).
+	nodes_args=(--oneliner --details show nodes)
+	printf '%s\n' "${nodes_args[@]}" >"/out/scontrol-nodes-$rel.args"
+	nodes_text() { env -u SCONTROL_ALL -u SCONTROL_FUTURE SLURM_TIME_FORMAT=%s TZ=UTC scontrol "${nodes_args[@]}"; }
+	# nodes_moment NAME: the JSON node read of this release, then at once the text one.
+	nodes_moment() {
+		if [ "$rel" = 22.05 ]; then
+			capture "sinfo-$rel-$1.json" sinfo --json
+		else
+			capture "scontrol-nodes-$rel-$1.json" scontrol show nodes --json
+		fi
+		capture "scontrol-nodes-$rel-$1.txt" nodes_text
+	}
 	capture "squeue-$rel-idle.json" squeue --json
-	capture "sinfo-$rel-idle.json" sinfo --json
-	[ "$rel" = 22.05 ] || capture "scontrol-nodes-$rel-idle.json" scontrol show nodes --json
+	[ "$rel" = 22.05 ] || capture "sinfo-$rel-idle.json" sinfo --json
+	nodes_moment idle
 
 	submit() { runuser -u alice -- sbatch --chdir=/tmp -o /tmp/slurm-%j.out "$@" --wrap 'sleep 600'; }
 	submit -J held -H -p cpu                        # pending, held by its user
@@ -77,8 +99,8 @@ if [ "${1:-}" = --inside ]; then
 	printf '%s\n' "${queue_args[@]}" >"/out/squeue-$rel-mixed.args"
 	queue() { env -u SQUEUE_FORMAT SLURM_TIME_FORMAT=%s SLURM_BITSTR_LEN=0 squeue "$@"; }
 	capture "squeue-$rel-mixed.txt" queue "${queue_args[@]}"
-	capture "sinfo-$rel-busy.json" sinfo --json
-	[ "$rel" = 22.05 ] || capture "scontrol-nodes-$rel-busy.json" scontrol show nodes --json
+	[ "$rel" = 22.05 ] || capture "sinfo-$rel-busy.json" sinfo --json
+	nodes_moment busy
 
 	# An array record with an irregular task set, then one task split off by an update: squeue
 	# without --array folds the split task back into the record; with it each task is a line.
@@ -110,6 +132,27 @@ if [ "${1:-}" = --inside ]; then
 	sleep 3
 	squeue -o '%i %j %T %r'
 	capture "squeue-$rel-requeue.json" squeue --json
+
+	# Nodes marked every way the node read must see through: a reservation, a drain, free
+	# text that looks like fields (and a newline in a comment), a node in two partitions and
+	# one in none, each with a GPU allocated.
+	scancel -u alice
+	sleep 2
+	submit -J gpu-n1 -p a100 -w n1 --gres=gpu:a100:1
+	submit -J gpu-n2 -p a100 -w n2 --gres=gpu:a100:2
+	sleep 3
+	scontrol create reservation reservationname=maint-n1 nodes=n1 starttime=now duration=60 users=root flags=ignore_jobs ||
+		echo "capture: no reservation on $rel" >&2
+	scontrol update nodename=n1 comment=$'checked: State=IDLE ReservationName=forged\nNodeAddr=10.0.0.9 second line' ||
+		echo "capture: no node comment on $rel" >&2
+	scontrol update nodename=n2 state=drain reason="disk check: Partitions=gpu ReservationName=forged AllocTRES=cpu=1"
+	scontrol update nodename=n2 extra="rack=7 row=2" || echo "capture: no node extra on $rel" >&2
+	scontrol update partitionname=cpu nodes=n1
+	scontrol update partitionname=a100 nodes=n1
+	# slurmctld flags a reservation's nodes in its background loop, not when creating it.
+	for _ in $(seq 60); do scontrol show node n1 | grep -q RESERVED && break; sleep 1; done
+	scontrol show nodes
+	nodes_moment marked
 	exit 0
 fi
 
