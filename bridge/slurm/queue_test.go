@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -321,8 +322,18 @@ func TestUpdateFailuresOfTaskSets(t *testing.T) {
 			t.Errorf("%s: failures %v, want %v", c.name, got, c.want)
 		}
 	}
+	// 22.05 cuts a long set at 32 bytes with "...": a cut success explains nothing else, a cut
+	// failure leaves its array's unnamed tasks unknown, and no other job's.
+	got := UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "10_1-2,9...: No error\n10_3: Job is no longer pending execution\n"})
+	if !reflect.DeepEqual(got, map[string]string{"10_3": "Job is no longer pending execution"}) {
+		t.Errorf("a cut success: %v", got)
+	}
+	got = UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "10_1,3,9...: Job is no longer pending execution\n10_2: No error\n"})
+	if len(got) != 4 || got["7"] != "" || !strings.Contains(got["10_2"], "cut the set's list short") || !strings.Contains(got["10_9"], "no longer pending") {
+		t.Errorf("a cut failure: %v", got)
+	}
 	// A set that names no id of the run is not taken as explained: every id's outcome is unknown.
-	got := UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "99_[1-3]: Job has already finished\n"})
+	got = UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "99_[1-3]: Job has already finished\n"})
 	if len(got) != len(ids) || !strings.Contains(got["7"], "outcome unknown") {
 		t.Errorf("a set of another array: %v", got)
 	}
@@ -345,6 +356,58 @@ func TestUpdateJobsQOSFoldsTasksOnlyWhereEveryTaskMoves(t *testing.T) {
 		if got := r.calls[len(r.calls)-1]; got != c.want {
 			t.Errorf("%v: %q, want %q", c.rel, got, c.want)
 		}
+	}
+}
+
+// argsRunner answers each run by its arguments; safe for runs side by side.
+type argsRunner struct {
+	mu    sync.Mutex
+	calls []string
+	fn    func(args string) error
+}
+
+func (r *argsRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	line := strings.Join(append([]string{name}, args...), " ")
+	r.mu.Lock()
+	r.calls = append(r.calls, line)
+	r.mu.Unlock()
+	return nil, r.fn(line)
+}
+
+// The runs side by side each report their own failures, and every id comes back failed or
+// moved: a run that names one failure, one that fails without naming any, two that succeed.
+func TestUpdateJobsQOSRunsSideBySideKeepEachFailure(t *testing.T) {
+	ids := make([]string, 400)
+	for i := range ids {
+		ids[i] = fmt.Sprint(1000 + i)
+	}
+	r := &argsRunner{fn: func(line string) error {
+		switch {
+		case strings.Contains(line, "jobid=1000,"):
+			return &CommandError{ExitCode: 1, Stderr: "Job is no longer pending execution for job 1001\n"}
+		case strings.Contains(line, "jobid=1100,"):
+			return &CommandError{ExitCode: 1, Stderr: "slurm_update error: Socket timed out\n"}
+		}
+		return nil
+	}}
+	failed, err := Client{Runner: r, Release: Release{24, 11}}.UpdateJobsQOS(context.Background(), ids, "borrow")
+	if err != nil || len(r.calls) != updateRunsAtOnce {
+		t.Fatalf("%d runs, err %v", len(r.calls), err)
+	}
+	if len(failed) != 101 || failed["1001"] != "Job is no longer pending execution" {
+		t.Fatalf("%d failed (want 101: 1001 and the 100 of the run that named none): 1001 %q", len(failed), failed["1001"])
+	}
+	for i := 1100; i < 1200; i++ {
+		if !strings.Contains(failed[fmt.Sprint(i)], "outcome unknown") {
+			t.Fatalf("job %d: %q, want its outcome unknown", i, failed[fmt.Sprint(i)])
+		}
+	}
+	// An ended context: every id is failed, none is taken as moved.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	failed, err = Client{Runner: r, Release: Release{24, 11}}.UpdateJobsQOS(ctx, ids, "borrow")
+	if err == nil || len(failed) != len(ids) {
+		t.Errorf("ended context: %d of %d failed, err %v", len(failed), len(ids), err)
 	}
 }
 

@@ -104,6 +104,8 @@ func (v Version) QOSMoveMayChangeTimeLimit() bool {
 // releases take it over into the first task's record (detail_ptr->qos_req, the request's
 // field set to NULL): 24.11, 25.05, 25.11 and 26.05 alike. The tasks after the first keep their
 // QOS while the update reports success (seen on 26.05.5: 4 tasks named, task 0 moved).
+// The version is the commands' (sinfo --version), not slurmctld's: safe because a 22.05
+// client cannot talk to a slurmctld of 24.11 or later (their oldest protocol is 23.02's).
 func (v Version) QOSUpdateReachesEveryTask() bool {
 	return v.Release == Release{22, 5}
 }

@@ -12,13 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
 // Runner runs one command and returns its standard output. Implementations never involve a
 // shell: arguments are passed to the program as they are, so job fields and CLI input cannot
-// inject commands.
+// inject commands. Run may be called from several goroutines at once (UpdateJobsQOS runs
+// scontrol side by side).
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) ([]byte, error)
 }
@@ -101,7 +103,7 @@ func (r ExecRunner) run(ctx context.Context, stdin []byte, name string, args []s
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if r.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(&stderr, r.Stderr)
+		cmd.Stderr = io.MultiWriter(&stderr, lockedWriter{r.Stderr})
 	}
 	err := cmd.Run()
 	if err == nil {
@@ -129,4 +131,16 @@ func SlurmctldBinary() (string, error) {
 		return "", fmt.Errorf("no slurmctld on PATH or at %s", debian)
 	}
 	return debian, nil
+}
+
+// teeMu serializes writes to the ExecRunners' Stderr writers: commands run side by side may
+// share one (a test's strings.Builder).
+var teeMu sync.Mutex
+
+type lockedWriter struct{ w io.Writer }
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	teeMu.Lock()
+	defer teeMu.Unlock()
+	return l.w.Write(p)
 }

@@ -370,6 +370,26 @@ func printedIDs(printed string, known map[string]bool) []string {
 	return out
 }
 
+// truncatedSet reads "123_1-49,51-99,101-1..." (22.05's ARRAY_ID_BUF_SIZE cut): the array's
+// job id, and whether the set was cut.
+func truncatedSet(printed string) (job string, cut bool) {
+	job, set, found := strings.Cut(printed, "_")
+	if !found || job == "" || strings.Trim(job, "0123456789") != "" || !strings.HasSuffix(set, "...") {
+		return "", false
+	}
+	return job, true
+}
+
+// arrayOf reports whether known holds a task of array job.
+func arrayOf(job string, known map[string]bool) bool {
+	for id := range known {
+		if j, _, ok := arrayTaskID(id); ok && j == job {
+			return true
+		}
+	}
+	return false
+}
+
 // UpdateFailures reads which of ids a `scontrol update jobid=LIST` run failed for. scontrol
 // prints "MESSAGE for job ID" when a job's request fails and "ID: MESSAGE" for the tasks of an
 // array request that came to the same end (22.05 to 26.05 alike), ID a task set where the
@@ -392,6 +412,7 @@ func UpdateFailures(ids []string, runErr error) map[string]string {
 		known[id] = true
 	}
 	var unexplained []string
+	cutFailures := map[string]string{} // array job id -> what a truncated failed set said
 	for line := range strings.SplitSeq(stderr, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -415,8 +436,26 @@ func UpdateFailures(ids []string, runErr error) map[string]string {
 				}
 				continue
 			}
+			// 22.05 writes a task set into 32 bytes and ends a longer one with "...": a
+			// success so cut says nothing of the others; a failure leaves the array's tasks
+			// that no other line names unknown, and no other array's.
+			if job, cut := truncatedSet(id); cut && arrayOf(job, known) {
+				if msg != "No error" {
+					cutFailures[job] = msg
+				}
+				continue
+			}
 		}
 		unexplained = append(unexplained, line)
+	}
+	for job, msg := range cutFailures {
+		for id := range known {
+			if j, _, ok := arrayTaskID(id); ok && j == job {
+				if _, named := failed[id]; !named {
+					failed[id] = "outcome unknown, a task set of its array failed (" + msg + ") but Slurm cut the set's list short"
+				}
+			}
+		}
 	}
 	if len(failed) > 0 && len(unexplained) == 0 && cmdErr != nil && cmdErr.ExitCode == 1 {
 		return failed // every failure named: the other ids were updated
