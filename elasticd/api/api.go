@@ -188,8 +188,13 @@ func RequestPayload(method, path string) string {
 // and a hash of its body, so that a credential read off the wire cannot carry another report
 // (munged decodes a credential once, so it cannot carry the same one twice either).
 func SignalsPayload(body []byte) string {
+	return bodyPayload("slurmbridge-elasticd-signals POST "+SignalsPath, body)
+}
+
+// bodyPayload is a credential's payload for a POST of body: what and the body's SHA-256.
+func bodyPayload(what string, body []byte) string {
 	sum := sha256.Sum256(body)
-	return "slurmbridge-elasticd-signals POST " + SignalsPath + " sha256=" + hex.EncodeToString(sum[:])
+	return what + " sha256=" + hex.EncodeToString(sum[:])
 }
 
 // PinPath is the path of a job's pin: PUT PinPath(id, n) pins, DELETE PinPath(id, 0) unpins.
@@ -205,8 +210,7 @@ func PinPath(id uint32, n int) string {
 // hash of its body, which carries the agent's public key, so that a credential read off the
 // wire sets up no session with another key.
 func SessionPayload(body []byte) string {
-	sum := sha256.Sum256(body)
-	return "slurmbridge-elasticd-signals-session POST " + SignalsSessionPath + " sha256=" + hex.EncodeToString(sum[:])
+	return bodyPayload("slurmbridge-elasticd-signals-session POST "+SignalsSessionPath, body)
 }
 
 // SessionRequest is an agent's session set-up: its nodes (for the log; each report is checked

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
@@ -255,13 +256,8 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 		// agent and an elasticd of different releases still work while a site upgrades (an old
 		// agent posts this way; a new one does against an elasticd without sessions).
 		d.metrics.agentDecodes.WithLabelValues("report").Inc()
-		id, err := agents.Identity(r, api.SignalsPayload(body))
-		if err != nil {
-			http.Error(w, err.Error(), auth.ErrorStatus(w, err))
-			return
-		}
-		if id.UID != 0 && !slices.Contains(agents.UIDs, id.UID) {
-			http.Error(w, fmt.Sprintf("uid %d may not report GPU signals: only root and the node agents' user (uid %s) may", id.UID, uidList(agents.UIDs)), http.StatusForbidden)
+		id, ok := agentIdentity(w, r, agents, api.SignalsPayload(body))
+		if !ok {
 			return
 		}
 		host = id.EncodeHost
@@ -306,6 +302,22 @@ func (d *Daemon) serveSignals(w http.ResponseWriter, r *http.Request, agents *Ag
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(d.gpusToReadOn(nodes))
+}
+
+// agentIdentity decodes the request's MUNGE credential, which must hold payload and be root's
+// or an agent uid's: a report's before sessions, and a session's set-up. Refused, it has
+// answered w.
+func agentIdentity(w http.ResponseWriter, r *http.Request, agents *AgentAuth, payload string) (slurm.MungeIdentity, bool) {
+	id, err := agents.Identity(r, payload)
+	if err != nil {
+		http.Error(w, err.Error(), auth.ErrorStatus(w, err))
+		return id, false
+	}
+	if id.UID != 0 && !slices.Contains(agents.UIDs, id.UID) {
+		http.Error(w, fmt.Sprintf("uid %d may not report GPU signals: only root and the node agents' user (uid %s) may", id.UID, uidList(agents.UIDs)), http.StatusForbidden)
+		return id, false
+	}
+	return id, true
 }
 
 func uidList(uids []uint32) string {

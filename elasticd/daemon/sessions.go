@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -194,13 +193,8 @@ func (d *Daemon) serveSession(w http.ResponseWriter, r *http.Request, agents *Ag
 		return
 	}
 	d.metrics.agentDecodes.WithLabelValues("session").Inc()
-	id, err := agents.Identity(r, api.SessionPayload(body))
-	if err != nil {
-		http.Error(w, err.Error(), auth.ErrorStatus(w, err))
-		return
-	}
-	if id.UID != 0 && !slices.Contains(agents.UIDs, id.UID) {
-		http.Error(w, fmt.Sprintf("uid %d may not report GPU signals: only root and the node agents' user (uid %s) may", id.UID, uidList(agents.UIDs)), http.StatusForbidden)
+	id, ok := agentIdentity(w, r, agents, api.SessionPayload(body))
+	if !ok {
 		return
 	}
 	if agents.CheckOrigin && net.ParseIP(id.EncodeHost) == nil {
