@@ -290,7 +290,7 @@ func TestFoldArrayTasks(t *testing.T) {
 		{[]string{"10_3", "7", "10_1", "10_2", "10_9", "11_0", "10_2"}, []string{"10_[1-3,9]", "7", "11_0"}},
 		{[]string{"10_0", "10_1", "10_2", "10_3"}, []string{"10_[0-3]"}},
 		// Anything that is not a plain task id passes as it came.
-		{[]string{"12+1", "10_x", "_4", "10_[1-2]"}, []string{"12+1", "10_x", "_4", "10_[1-2]"}},
+		{[]string{"12+1", "10_x", "_4", "10_[1-2]", "10_["}, []string{"12+1", "10_x", "_4", "10_[1-2]", "10_["}},
 	} {
 		if got := FoldArrayTasks(c.ids); !slices.Equal(got, c.want) {
 			t.Errorf("FoldArrayTasks(%q) = %q, want %q", c.ids, got, c.want)

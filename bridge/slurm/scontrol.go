@@ -271,6 +271,7 @@ func (c Client) LendJob(ctx context.Context, jobID uint32, qos string) error {
 // connection and a reply).
 func FoldArrayTasks(ids []string) []string {
 	tasks := map[string][]int{}
+	at := map[string]int{} // where each array's id goes in out
 	var out []string
 	for _, id := range ids {
 		job, task, ok := arrayTaskID(id)
@@ -278,22 +279,18 @@ func FoldArrayTasks(ids []string) []string {
 			out = append(out, id)
 			continue
 		}
-		if _, seen := tasks[job]; !seen {
-			out = append(out, job+"_[")
+		if _, seen := at[job]; !seen {
+			at[job] = len(out)
+			out = append(out, "")
 		}
 		tasks[job] = append(tasks[job], task)
 	}
-	for i, id := range out {
-		job, open := strings.CutSuffix(id, "_[")
-		if !open {
-			continue
-		}
-		ts := tasks[job]
-		if len(ts) == 1 {
+	for job, i := range at {
+		if ts := tasks[job]; len(ts) == 1 {
 			out[i] = job + "_" + strconv.Itoa(ts[0])
-			continue
+		} else {
+			out[i] = job + "_[" + taskRanges(ts) + "]"
 		}
-		out[i] = job + "_[" + taskRanges(ts) + "]"
 	}
 	return out
 }
