@@ -8,8 +8,10 @@
 #   - at every size, quotad's cycle against one bare squeue of the same queue (quotadcost): the
 #     queue filled in proportion to the GPUs (PENDING_PER_GPU GPU jobs pending over quota, as
 #     arrays of 100; RUNNING_PER_NODE one-CPU allocations running; ROWS_PER_GPU rows of
-#     history in slurmdbd), RUNS cycles (read and plan, --dry-run), and the RPCs they cost.
-# Prints a line per size and a table at the end; every output is kept in OUT.
+#     history in slurmdbd), RUNS cycles (read and plan, --dry-run), and the RPCs they cost; then,
+#     with -apply, one acting cycle timed. Once for each count in PROJECTS (the quota table
+#     widened to that many projects, quotadcost -projects).
+# Prints a line per size and project count and a table at the end; every output is kept in OUT.
 #   bench/scale-growth.sh [SIZE...]   (default: testbed 152 1523; root; TRACE_DIR as for make)
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +21,7 @@ PENDING_PER_GPU=${PENDING_PER_GPU:-10}
 RUNNING_PER_NODE=${RUNNING_PER_NODE:-2}
 ROWS_PER_GPU=${ROWS_PER_GPU:-100}
 RUNS=${RUNS:-5}
+PROJECTS=${PROJECTS:-40 200}
 REPLAY_SIZES=${REPLAY_SIZES:-testbed 1523}
 TRACE_DIR=${TRACE_DIR:-$REPO_ROOT/../shared/traces/alibaba-gpu-v2023}
 # The elastic jobs of the replay write under OUT as the testbed's users: /tmp, not a 0700 home.
@@ -61,11 +64,17 @@ for size in "${sizes[@]}"; do
 			{ tail -n 30 "$OUT/replay-$size.log" >&2; echo "scale-growth: the replay at $size failed (above; all of it in $OUT/replay-$size.log)" >&2; }
 	fi
 	pending=$((gpus * PENDING_PER_GPU)) running=$((nodes * RUNNING_PER_NODE)) dbrows=$((gpus * ROWS_PER_GPU))
-	say "size $size: quotad's cycle with $pending pending, $running running, $dbrows rows"
-	TESTBED_DIR=$dir "$OUT/quotadcost" -rows "$dbrows" -pending "$pending" -running "$running" -array 100 -runs "$RUNS" \
-		-quotad bin/quotad >"$OUT/quotadcost-$size.log" 2>&1 || { tail -n 30 "$OUT/quotadcost-$size.log" >&2; exit 1; }
-	tail -n 3 "$OUT/quotadcost-$size.log"
-	rows+=("$size $nodes $gpus $up_s $(tail -n1 "$OUT/quotadcost-$size.log")")
+	for projects in $PROJECTS; do
+		log=$OUT/quotadcost-$size-p$projects.log
+		say "size $size, $projects projects: quotad's cycle with $pending pending, $running running, $dbrows rows"
+		rc=0
+		TESTBED_DIR=$dir "$OUT/quotadcost" -projects "$projects" -rows "$dbrows" -pending "$pending" -running "$running" -array 100 \
+			-runs "$RUNS" -apply -quotad bin/quotad >"$log" 2>&1 || rc=$?
+		# 2: measured, but no lend was planned, so no acting cycle to time (acting_s=none).
+		[ "$rc" = 0 ] || [ "$rc" = 2 ] || { tail -n 30 "$log" >&2; exit 1; }
+		tail -n 3 "$log"
+		rows+=("$size $nodes $gpus $up_s $(grep '^cycle_s=' "$log" | tail -n1)")
+	done
 	make --no-print-directory testbed-clean "${args[@]}" TESTBED_DIR="$dir" >/dev/null 2>&1
 	up=0
 done

@@ -18,9 +18,10 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/store"
 )
 
-// Auditor records what was done (store.Store).
+// Auditor records what was done (store.Store): each call's rows in as few statements as it
+// can, so a batch of hundreds of moves costs a commit or two, not one each.
 type Auditor interface {
-	Record(ctx context.Context, e store.Entry) error
+	RecordAll(ctx context.Context, entries []store.Entry) error
 }
 
 // Fence says whether this process may still act: quotad's lease, checked on the connection
@@ -50,9 +51,23 @@ type Actuator struct {
 	// and its moves, to the next cycle's plan; past them, the reclaim order's bands wait, whole,
 	// and the moves do not.
 	MaxCommands int
+	// MoveBudget bounds how long after the apply's start its moves may still begin (0: no
+	// bound). Moves go in chunks (moveChunk jobs); a chunk begins only if, at the pace of the
+	// chunk before it, it ends within the budget. The rest is left (Result.MovesLeft) for a
+	// cycle on a fresh snapshot, which the daemon runs at once: on Slurm 24.11 and later each
+	// pending array task is a request of its own, so a lend of hundreds of tasks would
+	// otherwise act for seconds on a snapshot that ages all the while.
+	MoveBudget time.Duration
 
 	steps int
 }
+
+// DefaultMoveBudget keeps an acting cycle's moves within 0.7 s of its apply's start.
+const DefaultMoveBudget = 700 * time.Millisecond
+
+// moveChunk is the most jobs one step of the moves sends to scontrol: at 24.11's request per
+// task, about 0.3-0.5 s on a 2-core host.
+const moveChunk = 100
 
 // beforeAction runs before each action: the test delay, then the fence. Its error stops the
 // apply; nothing after it is done.
@@ -76,13 +91,19 @@ func (a *Actuator) beforeAction(ctx context.Context, what fmt.Stringer) error {
 
 // Result counts what was applied.
 type Result struct {
-	QOS, Accounts    int
-	Users            int // user associations given the project's QOS
-	Lends, Returns   int
-	MoveFailures     []string
-	Deferred         int // commands and moves left for the next cycle (MaxCommands)
+	QOS, Accounts  int
+	Users          int // user associations given the project's QOS
+	Lends, Returns int
+	MoveFailures   []string
+	Deferred       int // commands and moves left for the next cycle (MaxCommands, MoveBudget)
+	// MovesLeft are the moves the budget left (MoveBudget): the plan's QOS and accounts are in
+	// place, so a cycle that follows at once can make them from a fresh snapshot.
+	MovesLeft        int
 	LendsByAccount   map[string]int
 	ReturnsByAccount map[string]int
+	// Took is where the apply's time went: sacctmgr runs (QOS, accounts, users), scontrol
+	// moves, and the moves' audit rows.
+	Took struct{ Commands, Moves, Audit time.Duration }
 }
 
 // Apply runs the plan's actions in order: QOS, then accounts and users (which name the QOS), then job
@@ -91,8 +112,9 @@ type Result struct {
 // or ended between the snapshot and the move, which the next cycle sees. A failed fence check
 // (before each action, each batch of moves included) stops the plan at once, with the fence's
 // error.
-func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error) {
-	res := Result{LendsByAccount: map[string]int{}, ReturnsByAccount: map[string]int{}}
+func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (res Result, err error) {
+	res = Result{LendsByAccount: map[string]int{}, ReturnsByAccount: map[string]int{}}
+	applyStart := time.Now()
 	if !plan.Acting {
 		return res, nil
 	}
@@ -114,6 +136,11 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 	if a.MaxCommands > 0 {
 		runs = min(runs, a.MaxCommands)
 	}
+	clock := time.Now()
+	defer func() {
+		// Whatever step the apply ended at: the commands' time is the rest.
+		res.Took.Commands = time.Since(clock) - res.Took.Moves - res.Took.Audit
+	}()
 	for _, run := range commands[:runs] {
 		if err := run(); err != nil {
 			return res, err
@@ -151,10 +178,16 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 	}
 	// Each batch is logged and audited as soon as it ran: a quotad stopped (or fenced) between
 	// batches leaves a trail of exactly what it did.
-	err := a.moveJobs(ctx, plan.Moves, func(batch []policy.JobMove, failed map[string]string) {
+	err = a.moveJobs(ctx, plan.Moves, applyStart, &res, func(batch []policy.JobMove, failed map[string]string) {
+		clock := time.Now()
+		entries := make([]store.Entry, 0, len(batch))
 		for _, m := range batch {
-			a.recordMove(ctx, m, failed, &res)
+			if e, ok := a.recordMove(m, failed, &res); ok {
+				entries = append(entries, e)
+			}
 		}
+		a.audit(ctx, entries...)
+		res.Took.Audit += time.Since(clock)
 	})
 	if err != nil {
 		return res, err
@@ -167,10 +200,11 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (Result, error)
 
 // moveJobs runs the moves with one scontrol update per target QOS (more for very many jobs),
 // in the plan's order of first appearance, so returns still go before lends, and hands each
-// batch to done with the jobs that failed (Target → why). scontrol goes on past a job it cannot
-// move (one that started since the snapshot, say) and names it. After an error, the batches
-// not tried are handed to done as failed too.
-func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove, done func(batch []policy.JobMove, failed map[string]string)) error {
+// chunk to done with the jobs that failed (Target → why). scontrol goes on past a job it cannot
+// move (one that started since the snapshot, say) and names it. After an error, the chunks
+// not tried are handed to done as failed too. Past the move budget (MoveBudget, counted from
+// start) the moves not begun are left, neither done nor failed (res.MovesLeft).
+func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove, start time.Time, res *Result, done func(batch []policy.JobMove, failed map[string]string)) error {
 	var order []string
 	byQOS := map[string][]policy.JobMove{}
 	for _, m := range moves {
@@ -179,48 +213,70 @@ func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove, done fu
 		}
 		byQOS[m.To] = append(byQOS[m.To], m)
 	}
-	notTried := func(rest []string, err error) {
-		for _, qos := range rest {
-			failed := map[string]string{}
-			for _, m := range byQOS[qos] {
-				failed[m.Target()] = "not tried: " + err.Error()
-			}
-			done(byQOS[qos], failed)
+	// The chunks in order: each a run of one target QOS.
+	var chunks [][]policy.JobMove
+	for _, qos := range order {
+		for batch := byQOS[qos]; len(batch) > 0; {
+			n := min(len(batch), moveChunk)
+			chunks = append(chunks, batch[:n])
+			batch = batch[n:]
 		}
 	}
-	for i, qos := range order {
-		batch := byQOS[qos]
-		if err := a.beforeAction(ctx, moveBatch{qos, len(batch)}); err != nil {
-			notTried(order[i:], err)
+	notTried := func(rest [][]policy.JobMove, err error) {
+		for _, chunk := range rest {
+			failed := map[string]string{}
+			for _, m := range chunk {
+				failed[m.Target()] = "not tried: " + err.Error()
+			}
+			done(chunk, failed)
+		}
+	}
+	var last time.Duration // the chunk before's time: the pace the next is judged by
+	for i, chunk := range chunks {
+		if i > 0 && a.MoveBudget > 0 && time.Since(start)+last > a.MoveBudget {
+			for _, rest := range chunks[i:] {
+				res.MovesLeft += len(rest)
+			}
+			res.Deferred += res.MovesLeft
+			a.Log.Info().Int("moves", res.MovesLeft).Dur("budget", a.MoveBudget).Msg("the cycle's moves reached their budget: the rest wait for a cycle on a fresh snapshot, which follows at once")
+			return nil
+		}
+		qos := chunk[0].To
+		if err := a.beforeAction(ctx, moveBatch{qos, len(chunk)}); err != nil {
+			notTried(chunks[i:], err)
 			return err
 		}
-		ids := make([]string, len(batch))
-		for k, m := range batch {
+		ids := make([]string, len(chunk))
+		for k, m := range chunk {
 			ids[k] = m.Target()
 		}
+		clock := time.Now()
 		failed, err := a.Slurm.UpdateJobsQOS(ctx, ids, qos)
+		last = time.Since(clock)
+		res.Took.Moves += last
 		if failed == nil {
 			failed = map[string]string{}
 		}
-		done(batch, failed)
+		done(chunk, failed)
 		if err != nil {
-			notTried(order[i+1:], err)
+			notTried(chunks[i+1:], err)
 			return err
 		}
 	}
 	return nil
 }
 
-// recordMove logs, audits and counts one move as done, or as failed when failed names it.
-func (a *Actuator) recordMove(ctx context.Context, m policy.JobMove, failed map[string]string, res *Result) {
+// recordMove logs and counts one move as done, or as failed when failed names it; a move done
+// returns its audit row (ok), which the caller writes with the rest of its batch.
+func (a *Actuator) recordMove(m policy.JobMove, failed map[string]string, res *Result) (e store.Entry, ok bool) {
 	if why, bad := failed[m.Target()]; bad {
 		msg := fmt.Sprintf("%s: %s", m, why)
 		a.Log.Warn().Str("job", m.Target()).Str("kind", string(m.Kind)).Str("error", why).Msg("job move failed; the next cycle sees the job as it is now")
 		res.MoveFailures = append(res.MoveFailures, msg)
-		return
+		return store.Entry{}, false
 	}
 	a.Log.Info().Str("job", m.Target()).Str("account", m.Account).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).Str("why", m.Reason).Msg("moved job")
-	a.audit(ctx, store.Entry{Kind: store.KindMove, Subject: "job " + m.Target(), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason})
+	e = store.Entry{Kind: store.KindMove, Subject: "job " + m.Target(), Old: "qos=" + m.From, New: "qos=" + m.To, Detail: m.String() + ": " + m.Reason}
 	// Counted per project: a sub-account's job borrows as its project's.
 	project := m.Project
 	if project == "" {
@@ -234,6 +290,7 @@ func (a *Actuator) recordMove(ctx context.Context, m policy.JobMove, failed map[
 		res.Returns++
 		res.ReturnsByAccount[project]++
 	}
+	return e, true
 }
 
 // moveBatch names one scontrol update of several jobs, for the fence's error.
@@ -410,15 +467,22 @@ func to[T any](c *policy.Change[T]) *T {
 	return &c.To
 }
 
-func (a *Actuator) audit(ctx context.Context, e store.Entry) {
-	if a.Audit == nil {
+// audit writes the rows of actions done, as one record: each row is its actor's, at now.
+func (a *Actuator) audit(ctx context.Context, entries ...store.Entry) {
+	if a.Audit == nil || len(entries) == 0 {
 		return
 	}
-	e.Actor = a.Actor
-	e.At = time.Now()
-	// The action is done; an audit failure must not hide that, but it is loud.
-	if err := a.Audit.Record(ctx, e); err != nil {
-		a.Log.Error().Err(err).Str("subject", e.Subject).Msg("audit record failed")
+	now := time.Now()
+	for i := range entries {
+		entries[i].Actor, entries[i].At = a.Actor, now
+	}
+	// The actions are done; an audit failure must not hide that, but it is loud.
+	if err := a.Audit.RecordAll(ctx, entries); err != nil {
+		subjects := make([]string, len(entries))
+		for i, e := range entries {
+			subjects[i] = e.Subject
+		}
+		a.Log.Error().Err(err).Strs("subjects", subjects).Msg("audit record failed")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,13 +17,20 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/store"
 )
 
+// recordingRunner records the commands run; a long move runs scontrol side by side, so it
+// takes them under a lock. delay is how long each run takes.
 type recordingRunner struct {
+	mu    sync.Mutex
 	calls [][]string
 	fail  func(argv []string) error
+	delay time.Duration
 }
 
 func (r *recordingRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	time.Sleep(r.delay)
 	argv := append([]string{name}, args...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, argv)
 	if r.fail != nil {
 		return nil, r.fail(argv)
@@ -30,10 +38,15 @@ func (r *recordingRunner) Run(_ context.Context, name string, args ...string) ([
 	return nil, nil
 }
 
-type auditLog struct{ entries []store.Entry }
+// auditLog keeps the audit rows, and counts the records they came in.
+type auditLog struct {
+	entries []store.Entry
+	records int
+}
 
-func (a *auditLog) Record(_ context.Context, e store.Entry) error {
-	a.entries = append(a.entries, e)
+func (a *auditLog) RecordAll(_ context.Context, entries []store.Entry) error {
+	a.entries = append(a.entries, entries...)
+	a.records++
 	return nil
 }
 
@@ -164,6 +177,86 @@ func TestApplyStopsOnSyncFailureAndSurvivesMoveFailure(t *testing.T) {
 	r = &recordingRunner{}
 	if _, err := (&Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Log: zerolog.Nop()}).Apply(context.Background(), &policy.Plan{Acting: false, Moves: plan.Moves}); err != nil || len(r.calls) != 0 {
 		t.Errorf("a plan that does not act ran %v (err %v)", r.calls, err)
+	}
+}
+
+// Hundreds of lends in one cycle: their audit rows go in one record per chunk of moves (up to
+// moveChunk jobs of one target QOS), not one commit per job, and a job that did not move has
+// no row.
+func TestApplyAuditsEachBatchOfMovesInOneRecord(t *testing.T) {
+	r := &recordingRunner{fail: func(argv []string) error {
+		// Only the run that holds job 7 names it (runs go side by side, 50 jobs or more each).
+		holds7 := slices.ContainsFunc(argv, func(a string) bool {
+			ids, ok := strings.CutPrefix(a, "jobid=")
+			return ok && slices.Contains(strings.Split(ids, ","), "7")
+		})
+		if argv[0] == "scontrol" && holds7 {
+			return &slurm.CommandError{Command: "scontrol update", ExitCode: 1, Stderr: "Job is no longer pending execution for job 7\n"}
+		}
+		return nil
+	}}
+	plan := &policy.Plan{Acting: true}
+	for id := uint32(1); id <= 300; id++ {
+		plan.Moves = append(plan.Moves, policy.JobMove{Kind: policy.Lend, JobID: id, From: "guar-a", To: "borrow"})
+	}
+	plan.Moves = append(plan.Moves, policy.JobMove{Kind: policy.Return, JobID: 400, From: "borrow", To: "guar-b"})
+	audit := &auditLog{}
+	a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Audit: audit, Actor: "quotad@test", Log: zerolog.Nop()}
+	res, err := a.Apply(context.Background(), plan)
+	if err == nil || res.Lends != 299 || res.Returns != 1 {
+		t.Fatalf("%d lends, %d returns, %d failures (err %v); want 299 lends, 1 return and job 7's failure", res.Lends, res.Returns, len(res.MoveFailures), err)
+	}
+	if want := 300/moveChunk + 1; audit.records != want || len(audit.entries) != 300 {
+		t.Fatalf("%d audit rows in %d records; want 300 rows (job 7's failed move has none) in %d records (one per chunk)", len(audit.entries), audit.records, want)
+	}
+	for _, e := range audit.entries {
+		if e.Subject == "job 7" || e.Actor != "quotad@test" || e.At.IsZero() || e.Kind != store.KindMove {
+			t.Errorf("audit row %+v", e)
+		}
+	}
+	if res.Took.Moves <= 0 || res.Took.Commands < 0 || res.Took.Audit < 0 {
+		t.Errorf("took %+v: the moves' time must be counted", res.Took)
+	}
+}
+
+// A lend of hundreds of tasks on 24.11 is hundreds of requests. Past the move budget the
+// chunks not begun are left for a cycle on a fresh snapshot: neither done nor failed, nor
+// audited. The first chunk always goes, so every cycle moves on. Each run here takes at least
+// 50 ms, so with a 60 ms budget exactly one chunk can begin, however loaded the machine.
+func TestApplyLeavesTheMovesPastItsBudget(t *testing.T) {
+	plan := &policy.Plan{Acting: true, Moves: []policy.JobMove{{Kind: policy.Return, JobID: 900, From: "borrow", To: "guar-b"}}}
+	for id := uint32(1); id <= 350; id++ {
+		plan.Moves = append(plan.Moves, policy.JobMove{Kind: policy.Lend, JobID: id, From: "guar-a", To: "borrow"})
+	}
+	for _, tc := range []struct {
+		budget             time.Duration
+		returns, lends     int
+		left, scontrolRuns int
+	}{
+		{budget: 60 * time.Millisecond, returns: 1, left: 350, scontrolRuns: 1},
+		{budget: 0, returns: 1, lends: 350, scontrolRuns: 1 + 2 + 2 + 2 + 1}, // chunks of 100: 2 runs side by side, 50 alone
+		{budget: time.Hour, returns: 1, lends: 350, scontrolRuns: 8},
+	} {
+		r := &recordingRunner{delay: 50 * time.Millisecond}
+		audit := &auditLog{}
+		a := &Actuator{Slurm: slurm.Client{Runner: r, Release: slurm.Release{Year: 24, Month: 11}}, Audit: audit, Log: zerolog.Nop(), MoveBudget: tc.budget}
+		res, err := a.Apply(context.Background(), plan)
+		if err != nil {
+			t.Fatalf("budget %s: %v", tc.budget, err)
+		}
+		runs := 0
+		for _, c := range r.calls {
+			if c[0] == "scontrol" && c[1] == "update" {
+				runs++
+			}
+		}
+		if res.Returns != tc.returns || res.Lends != tc.lends || res.MovesLeft != tc.left || res.Deferred != tc.left || len(res.MoveFailures) != 0 || runs != tc.scontrolRuns {
+			t.Errorf("budget %s: %d returns, %d lends, %d left (%d deferred), %d failures, %d scontrol update runs; want %d, %d, %d, no failure, %d runs",
+				tc.budget, res.Returns, res.Lends, res.MovesLeft, res.Deferred, len(res.MoveFailures), runs, tc.returns, tc.lends, tc.left, tc.scontrolRuns)
+		}
+		if len(audit.entries) != tc.returns+tc.lends {
+			t.Errorf("budget %s: %d audit rows, want one per move made (%d)", tc.budget, len(audit.entries), tc.returns+tc.lends)
+		}
 	}
 }
 

@@ -28,7 +28,8 @@ func QuotadApp() *ucli.App {
 			&ucli.DurationFlag{Name: "interval", Usage: "time between cycles", Value: daemon.DefaultInterval, EnvVars: []string{"QUOTAD_INTERVAL"}},
 			&ucli.DurationFlag{Name: "lease-timeout", Usage: "MariaDB frees the active quotad's lease after it has been silent this long: how soon a standby takes over from a quotad cut off from the database (default: 3 intervals, at least 15s)", EnvVars: []string{"QUOTAD_LEASE_TIMEOUT"}},
 			&ucli.BoolFlag{Name: "dry-run", Usage: "print each cycle's plan and change nothing"},
-			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit"},
+			&ucli.BoolFlag{Name: "once", Usage: "run one cycle and exit (with the cycles that follow it at once when its moves reached --move-budget)"},
+			&ucli.DurationFlag{Name: "move-budget", Usage: "how long after an apply's start its job moves may still begin: past it the rest are made by a cycle that follows at once, on a fresh snapshot (0: no bound)", Value: actuate.DefaultMoveBudget, EnvVars: []string{"QUOTAD_MOVE_BUDGET"}},
 			&ucli.IntFlag{Name: "max-commands", Usage: "most sacctmgr commands (QOS, accounts, users) one cycle runs; a plan whose QOS limits, Preempt lists, accounts and users take more runs that many and leaves the rest, and its job moves, to the next cycle; past them the reclaim order waits, a whole project at a time, and jobs still move (0: no bound)", Value: actuate.DefaultMaxCommands, EnvVars: []string{"QUOTAD_MAX_COMMANDS"}},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
 			auth.MungeSocketFlag(),
@@ -71,7 +72,7 @@ func runQuotad(c *ucli.Context) error {
 		Lease:     lease,
 		// Every action is fenced by the lease on the connection that holds it.
 		Apply: &actuate.Actuator{Slurm: e.slurm, Audit: e.store, Actor: fmt.Sprintf("quotad@%s[%d]", host, os.Getpid()), Cluster: c.String("cluster"), Log: log,
-			Fence: lease, StepDelay: c.Duration("apply-step-delay"), MaxCommands: c.Int("max-commands")},
+			Fence: lease, StepDelay: c.Duration("apply-step-delay"), MaxCommands: c.Int("max-commands"), MoveBudget: c.Duration("move-budget")},
 		Preemptions: e.reader,
 		Metrics:     m,
 		Log:         log,
@@ -79,7 +80,8 @@ func runQuotad(c *ucli.Context) error {
 		Out:         os.Stdout,
 	}
 	if c.Bool("once") {
-		res, err := d.Cycle(ctx)
+		// One cycle, and those that follow at once for the moves its budget left.
+		res, err := d.CycleAndFollowUps(ctx, 0)
 		if err == nil && !d.DryRun {
 			daemon.WritePlan(os.Stdout, res.Plan)
 		}

@@ -312,7 +312,8 @@ func (d *Daemon) countApplied(start time.Time, applied actuate.Result) {
 	}
 	if applied.QOS+applied.Accounts+applied.Users+applied.Lends+applied.Returns+applied.Deferred > 0 {
 		d.Log.Info().Int("qos", applied.QOS).Int("accounts", applied.Accounts).Int("users", applied.Users).Int("lends", applied.Lends).
-			Int("returns", applied.Returns).Int("deferred", applied.Deferred).Dur("took", time.Since(start)).Msg("cycle applied")
+			Int("returns", applied.Returns).Int("deferred", applied.Deferred).Dur("took", time.Since(start)).
+			Dur("commands", applied.Took.Commands).Dur("moves", applied.Took.Moves).Dur("audit", applied.Took.Audit).Msg("cycle applied")
 	}
 }
 
@@ -503,6 +504,33 @@ func (d *Daemon) recordReclaim(ctx context.Context, a policy.ReclaimAudit) {
 	}
 }
 
+// MaxFollowUps bounds the cycles that follow one at once because its moves reached their
+// budget (actuate.Actuator.MoveBudget): past it, the rest waits for the next interval.
+const MaxFollowUps = 20
+
+// CycleAndFollowUps runs a cycle and, while the cycle before left moves past its budget, more
+// cycles at once, each on a fresh snapshot: a lend of hundreds of array tasks (a request each
+// from Slurm 24.11) goes in steps of under a second, none acting on facts older than that. It
+// returns the last cycle's result. timeout bounds each cycle (0: none).
+func (d *Daemon) CycleAndFollowUps(ctx context.Context, timeout time.Duration) (CycleResult, error) {
+	for follow := 0; ; follow++ {
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		res, err := d.Cycle(cctx)
+		cancel()
+		if err != nil || res.Applied.MovesLeft == 0 || ctx.Err() != nil {
+			return res, err
+		}
+		if follow == MaxFollowUps {
+			d.Log.Info().Int("moves", res.Applied.MovesLeft).Int("cycles", MaxFollowUps+1).Msg("moves left after the follow-up cycles: they wait for the next interval")
+			return res, nil
+		}
+		d.Log.Debug().Int("moves", res.Applied.MovesLeft).Msg("a cycle follows at once for the moves the budget left")
+	}
+}
+
 // Run runs cycles every interval until ctx ends. gocron's singleton mode skips a start while
 // the previous cycle still runs, so cycles never overlap.
 func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
@@ -518,9 +546,7 @@ func (d *Daemon) Run(ctx context.Context, interval time.Duration) error {
 		return err
 	}
 	_, err = s.NewJob(gocron.DurationJob(interval), gocron.NewTask(func() {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		res, err := d.Cycle(cctx)
+		res, err := d.CycleAndFollowUps(ctx, timeout)
 		if err != nil && res.Outcome != "fenced" { // a fenced apply was logged by Cycle
 			d.Log.Error().Err(err).Str("outcome", res.Outcome).Msg("cycle did nothing it should not: nothing more is done until the next cycle")
 		}

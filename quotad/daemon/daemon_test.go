@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -395,4 +396,61 @@ func TestReclaimsAreAuditedOnce(t *testing.T) {
 	if len(d.reclaims) != 2 || !strings.Contains(d.reclaims[0].Detail, "not minimal") {
 		t.Errorf("the page's reclaims %+v", d.reclaims)
 	}
+}
+
+// leavingApplier leaves moves past a budget: the first applies leave some, then none.
+type leavingApplier struct {
+	left  []int // MovesLeft of each apply in turn; past its end, 0
+	plans int
+}
+
+func (a *leavingApplier) Apply(_ context.Context, p *policy.Plan) (actuate.Result, error) {
+	res := actuate.Result{LendsByAccount: map[string]int{}}
+	if a.plans < len(a.left) {
+		res.MovesLeft = a.left[a.plans]
+	}
+	a.plans++
+	return res, nil
+}
+
+// A cycle whose moves reached their budget is followed at once by another, on a fresh
+// snapshot, until none is left or MaxFollowUps more have run; one that left none is alone.
+func TestMovesLeftByTheBudgetGetFollowUpCyclesAtOnce(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	cfg, err := policy.ParseConfig([]byte("settings: {borrowSizeTiers: []}\nprojects:\n  - account: proj-b\n    gpus: {a100: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		left  []int
+		plans int
+	}{
+		{left: nil, plans: 1},
+		{left: []int{300, 150}, plans: 3},
+		{left: slices.Repeat([]int{100}, 50), plans: MaxFollowUps + 1},
+	} {
+		app := &leavingApplier{left: tc.left}
+		snaps := &countingSnaps{snap: overQuota(now)}
+		var logs bytes.Buffer
+		d := &Daemon{Config: fakeConfig{cfg}, Snapshots: snaps, Lease: &fakeLease{held: true}, Apply: app, Metrics: NewMetrics(),
+			Log: zerolog.New(&logs), Now: func() time.Time { return now }}
+		res, err := d.CycleAndFollowUps(context.Background(), time.Minute)
+		if err != nil || res.Outcome != "acted" || app.plans != tc.plans || snaps.takes != tc.plans {
+			t.Errorf("left %v: outcome %s err %v, %d applies on %d snapshots; want %d of each", tc.left, res.Outcome, err, app.plans, snaps.takes, tc.plans)
+		}
+		if tc.plans == MaxFollowUps+1 && !strings.Contains(logs.String(), "wait for the next interval") {
+			t.Errorf("the bound on follow-ups is not logged:\n%s", logs.String())
+		}
+	}
+}
+
+// countingSnaps counts the snapshots taken.
+type countingSnaps struct {
+	snap  *snapshot.Snapshot
+	takes int
+}
+
+func (f *countingSnaps) Take(context.Context, *policy.Config) (*snapshot.Snapshot, error) {
+	f.takes++
+	return f.snap, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,34 @@ func (s *Store) Record(ctx context.Context, e Entry) error {
 		e.At = time.Now()
 	}
 	return insertAudit(ctx, s.DB, e)
+}
+
+// auditRowsPerInsert bounds the rows of one INSERT: 7 placeholders a row, well within the
+// server's 65,535 and its max_allowed_packet for rows of this size.
+const auditRowsPerInsert = 500
+
+// RecordAll writes many audit rows, as few INSERT statements as auditRowsPerInsert allows,
+// outside a transaction. Each statement is atomic: its rows are all written or none is. A cycle
+// that moves hundreds of jobs audits each batch of moves so, rather than one commit per job.
+func (s *Store) RecordAll(ctx context.Context, entries []Entry) error {
+	now := time.Now()
+	for len(entries) > 0 {
+		chunk := entries[:min(len(entries), auditRowsPerInsert)]
+		entries = entries[len(chunk):]
+		query := "INSERT INTO audit (at, actor, kind, subject, old_value, new_value, detail) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")
+		args := make([]any, 0, 7*len(chunk))
+		for _, e := range chunk {
+			if e.At.IsZero() {
+				e.At = now
+			}
+			args = append(args, e.At.UTC(), e.Actor, e.Kind, e.Subject, e.Old, e.New, e.Detail)
+		}
+		if _, err := s.DB.ExecContext(ctx, query, args...); err != nil {
+			return fmt.Errorf("writing %d audit rows: %w", len(chunk), err)
+		}
+	}
+	return nil
 }
 
 // History returns the latest audit rows, newest last; kind "" means all.

@@ -30,6 +30,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -86,9 +87,17 @@ func main() {
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "quotadcost:", err)
+		if errors.Is(err, errNothingToAct) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
+
+// errNothingToAct ends a run asked to time an acting cycle (-apply) whose dry runs planned no
+// lend: the read and plan were measured and reported, but there was no acting cycle to time.
+// It exits with status 2, so that a script measuring many sizes can go on past it.
+var errNothingToAct = errors.New("no acting cycle to time: the dry runs planned no lend, so an acting quotad would change nothing (quotactl explain JOB says why a pending job is not lent)")
 
 // shape is what the benchmark takes from the testbed's facts and quota table.
 type shape struct {
@@ -229,6 +238,9 @@ func run(o options) error {
 		fmt.Println("sdiag:", diagErr)
 	}
 	m.report(o)
+	if o.apply && !m.actingRan {
+		return errNothingToAct
+	}
 	return nil
 }
 
@@ -377,19 +389,19 @@ func (b *bench) measure() (measures, error) {
 		m.squeues, m.floorRatios = append(m.squeues, sq), append(m.floorRatios, t.Cycle/1000/sq)
 		fmt.Printf("%3d  %9.3f  %7.3f  %10.1f  %5d  %8.3f  %.3f %.3f %.3f %.3f\n", i, wall, t.Cycle/1000, mb, n, sq, t.Accounting/1000, t.Nodes/1000, t.Queue/1000, t.Plan/1000)
 	}
+	if o.apply && stats.Median(m.lends) == 0 {
+		// Nothing was lendable: on 22.05 an array is lent whole or not at all, and an array of
+		// more tasks than the idle GPUs never is. Reported as such (acting_s=none).
+		return m, nil
+	}
 	if o.apply {
 		before, diagErr := b.admin.Diag(context.Background())
 		wall, mb, out, err := cycle(b.env, o.quotad, "--once", "--log-level", "debug")
 		if err != nil {
 			return m, err
 		}
-		a, ok := actingOf(out)
-		if !ok {
-			if stats.Median(m.lends) == 0 {
-				// Nothing was lendable: on 22.05 an array is lent whole or not at all, and an
-				// array of more tasks than the idle GPUs never is (quotactl explain says so).
-				return m, fmt.Errorf("no acting cycle to time: the dry runs planned no lend, so the acting quotad changed nothing (quotactl explain JOB says why a pending job is not lent):\n%s", tail([]byte(out)))
-			}
+		cycles := actingOf(out)
+		if len(cycles) == 0 {
 			return m, fmt.Errorf("the acting quotad printed no \"cycle applied\" line:\n%s", tail([]byte(out)))
 		}
 		updates := int64(-1)
@@ -398,10 +410,19 @@ func (b *bench) measure() (measures, error) {
 				updates = int64(after.Since(before).ByType["ACCOUNTING_UPDATE_MSG"].Count)
 			}
 		}
-		m.acting, m.actingRan = a.Took/1000, true
-		fmt.Printf("acting cycle: %.3f s in the cycle (read, plan, %d sacctmgr commands of up to %d QOS or one account, %d scontrol runs), %.3f s for the process, %.1f MB; %d QOS and %d accounts changed, %d lends, %d returns; %d ACCOUNTING_UPDATE_MSG from slurmdbd\n",
-			a.Took/1000, strings.Count(out, `"message":"modify qos"`)+strings.Count(out, `"message":"modify account"`)+strings.Count(out, `"message":"add user qos"`),
-			slurm.MaxQOSPerRun, moveRuns(out), wall, mb, a.QOS, a.Accounts, a.Lends, a.Returns, updates)
+		// quotad --once runs the cycles that follow at once for the moves the first left past
+		// its budget (--move-budget): acting_s is the longest of them, each timed alone.
+		var all applied
+		for i, a := range cycles {
+			m.acting = max(m.acting, a.Took/1000)
+			all.QOS, all.Accounts, all.Lends, all.Returns = all.QOS+a.QOS, all.Accounts+a.Accounts, all.Lends+a.Lends, all.Returns+a.Returns
+			fmt.Printf("acting cycle %d of %d: %.3f s in the cycle (read and plan, then sacctmgr %.3f s, scontrol moves %.3f s, their audit %.3f s); %d QOS and %d accounts changed, %d lends, %d returns, %d moves left for the next\n",
+				i+1, len(cycles), a.Took/1000, a.Commands/1000, a.Moves/1000, a.Audit/1000, a.QOS, a.Accounts, a.Lends, a.Returns, a.Deferred)
+		}
+		m.actingRan = true
+		fmt.Printf("acting: %d cycle(s), the longest %.3f s; %.3f s for the process, %.1f MB; %d sacctmgr commands of up to %d QOS or one account, %d scontrol target QOS; %d QOS and %d accounts changed, %d lends, %d returns in all; %d ACCOUNTING_UPDATE_MSG from slurmdbd\n",
+			len(cycles), m.acting, wall, mb, strings.Count(out, `"message":"modify qos"`)+strings.Count(out, `"message":"modify account"`)+strings.Count(out, `"message":"add user qos"`),
+			slurm.MaxQOSPerRun, moveRuns(out), all.QOS, all.Accounts, all.Lends, all.Returns, updates)
 	}
 	return m, nil
 }
@@ -409,18 +430,22 @@ func (b *bench) measure() (measures, error) {
 // applied is quotad's "cycle applied" line: what one acting cycle changed and how long it took
 // (milliseconds, zerolog's unit), from the cycle's start to its last action.
 type applied struct {
-	QOS, Accounts, Lends, Returns int
-	Took                          float64
+	QOS, Accounts, Lends, Returns, Deferred int
+	Took                                    float64
+	// Where it went: sacctmgr runs, scontrol moves, the moves' audit rows.
+	Commands, Moves, Audit float64
 }
 
-func actingOf(out string) (applied, bool) {
+// actingOf reads every "cycle applied" line of quotad's output, in order.
+func actingOf(out string) []applied {
+	var cycles []applied
 	for line := range strings.SplitSeq(out, "\n") {
 		var a applied
 		if strings.Contains(line, "cycle applied") && json.Unmarshal([]byte(line), &a) == nil {
-			return a, true
+			cycles = append(cycles, a)
 		}
 	}
-	return applied{}, false
+	return cycles
 }
 
 // moveRuns counts the distinct target QOS of the cycle's moves: one scontrol run each (up to
@@ -469,8 +494,11 @@ func (m measures) report(o options) {
 	if m.projects > 0 {
 		last += fmt.Sprintf(" projects=%d", m.projects)
 	}
-	if m.actingRan {
+	switch {
+	case m.actingRan:
 		last += fmt.Sprintf(" acting_s=%.3f", m.acting)
+	case o.apply:
+		last += " acting_s=none"
 	}
 	fmt.Println(last)
 }
