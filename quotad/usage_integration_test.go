@@ -113,3 +113,58 @@ func TestUsageReadsTheRolledUpHours(t *testing.T) {
 		t.Errorf("with the job rows deleted after the rollup: %s used %.0f GPU-seconds (err %v), want %.0f from the hour table", acct, got[acct], err, w)
 	}
 }
+
+// quotad reads TRES, QOS and associations again only when slurmdbd's change mark moves. The
+// mark must move with every change sacctmgr makes to them, two in the same second included,
+// and stay put while nothing changes (the testbed's quotad paused, so nothing else acts).
+func TestChangeMarkMovesWithEveryAccountingChange(t *testing.T) {
+	c := testbed.Require(t)
+	c.PauseDaemon(t, "quotad")
+	ctx := ctxFor(t, 3*time.Minute)
+	db, err := c.OpenDB(ctx, c.Vars["SLURMBRIDGE_DB_NAME"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r, err := slurmdbd.NewReader(db, c.Vars["SLURMBRIDGE_CLUSTER"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func() slurmdbd.ChangeMark {
+		t.Helper()
+		m, err := r.ChangeMark(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	const qos, acct, user = "markprobe", "markprobeacct", "alice"
+	_, _ = c.Run(ctx, "sacctmgr", "-i", "delete", "qos", qos)
+	t.Cleanup(func() { _, _ = c.Run(context.Background(), "sacctmgr", "-i", "delete", "qos", qos) })
+	last := mark()
+	if again := mark(); again != last {
+		t.Fatalf("the mark moved with nothing changed: %+v then %+v", last, again)
+	}
+	for _, step := range []struct {
+		what string
+		do   func()
+	}{
+		{"add qos", func() { sacctmgrRun(t, c, "add", "qos", qos) }},
+		{"modify qos", func() { sacctmgrRun(t, c, "modify", "qos", "where", "name="+qos, "set", "Priority=1") }},
+		{"modify qos again in the same second", func() { sacctmgrRun(t, c, "modify", "qos", "where", "name="+qos, "set", "Priority=2") }},
+		{"add account and user", func() { addSubAccount(t, c, acct, "root", user) }},
+		{"modify the user's association", func() {
+			sacctmgrRun(t, c, "modify", "user", user, "where", "account="+acct, "set", "qos+="+qos)
+		}},
+		{"modify the account's association", func() {
+			sacctmgrRun(t, c, "modify", "account", acct, "set", "GrpJobs=7")
+		}},
+	} {
+		step.do()
+		now := mark()
+		if now == last {
+			t.Errorf("%s: the mark did not move (%+v)", step.what, now)
+		}
+		last = now
+	}
+}

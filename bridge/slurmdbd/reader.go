@@ -102,6 +102,28 @@ type QOSRow struct {
 	Priority          sql.NullInt64 `db:"priority"`
 }
 
+// ChangeMark is what moves in slurmdbd's database whenever a TRES, QOS, account, user or
+// association changes: the newest transaction (slurmdbd writes one for every add, modify and
+// remove of those), the QOS and association tables' newest modification time and row count,
+// and the TRES table's row count and newest id. Two equal marks, read one after the other, mean
+// none of those tables changed between them; a mark is read before the tables it vouches for.
+type ChangeMark struct {
+	Txn, TRESRows, TRESMax, QOSMod, QOSRows, AssocMod, AssocRows int64
+}
+
+// ChangeMark reads the mark, in one query of indexed maxima and row counts: a fraction of
+// reading the tables it stands for, every cycle.
+func (r *Reader) ChangeMark(ctx context.Context) (ChangeMark, error) {
+	var m ChangeMark
+	row := r.DB.QueryRowContext(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM txn_table), (SELECT COUNT(*) FROM tres_table), "+
+		"(SELECT COALESCE(MAX(id), 0) FROM tres_table), (SELECT COALESCE(MAX(mod_time), 0) FROM qos_table), (SELECT COUNT(*) FROM qos_table), "+
+		"(SELECT COALESCE(MAX(mod_time), 0) FROM "+r.table("assoc_table")+"), (SELECT COUNT(*) FROM "+r.table("assoc_table")+")")
+	if err := row.Scan(&m.Txn, &m.TRESRows, &m.TRESMax, &m.QOSMod, &m.QOSRows, &m.AssocMod, &m.AssocRows); err != nil {
+		return ChangeMark{}, fmt.Errorf("reading the accounting tables' change mark: %w", err)
+	}
+	return m, nil
+}
+
 // QOSRows reads every live QOS.
 func (r *Reader) QOSRows(ctx context.Context) ([]QOSRow, error) {
 	var rows []QOSRow

@@ -234,8 +234,8 @@ func TestApplyLeavesTheMovesPastItsBudget(t *testing.T) {
 		left, scontrolRuns int
 	}{
 		{budget: 60 * time.Millisecond, returns: 1, left: 350, scontrolRuns: 1},
-		{budget: 0, returns: 1, lends: 350, scontrolRuns: 1 + 2 + 2 + 2 + 1}, // chunks of 100: 2 runs side by side, 50 alone
-		{budget: time.Hour, returns: 1, lends: 350, scontrolRuns: 8},
+		{budget: 0, returns: 1, lends: 350, scontrolRuns: 1 + 350/moveChunk},
+		{budget: time.Hour, returns: 1, lends: 350, scontrolRuns: 1 + 350/moveChunk},
 	} {
 		r := &recordingRunner{delay: 50 * time.Millisecond}
 		audit := &auditLog{}

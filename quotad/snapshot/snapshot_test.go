@@ -11,6 +11,7 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm/slurmtest"
+	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
 
@@ -376,4 +377,88 @@ func TestTakeReadsElasticWorkersNames(t *testing.T) {
 			t.Errorf("job %d: ElasticMain %d, want %d", j.ID, j.ElasticMain, want)
 		}
 	}
+}
+
+// markedAccounting counts the reads of TRES, QOS and associations, under a change mark the
+// test moves.
+type markedAccounting struct {
+	fakeAccounting
+	mark              slurmdbd.ChangeMark
+	markErr           error
+	tres, qos, assocs int
+}
+
+func (a *markedAccounting) ChangeMark(context.Context) (slurmdbd.ChangeMark, error) {
+	return a.mark, a.markErr
+}
+func (a *markedAccounting) TRESNames(ctx context.Context) (map[uint32]string, error) {
+	a.tres++
+	return a.fakeAccounting.TRESNames(ctx)
+}
+func (a *markedAccounting) QOS(context.Context, map[uint32]string) ([]policy.QOS, error) {
+	a.qos++
+	return []policy.QOS{{Name: "guar-proj-b"}}, nil
+}
+func (a *markedAccounting) Associations(context.Context) ([]policy.Account, []policy.UserAssociation, error) {
+	a.assocs++
+	return []policy.Account{{Name: "proj-b"}}, nil, nil
+}
+
+// TRES, QOS and associations are read again only when slurmdbd's change mark moves, or the
+// last read is a minute old; a mark that cannot be read fails the snapshot; an Accounting with
+// no mark is read every time.
+func TestStructureIsReadAgainOnlyWhenTheMarkMoves(t *testing.T) {
+	now := time.Unix(1795341600, 0)
+	acc := &markedAccounting{mark: slurmdbd.ChangeMark{Txn: 10, QOSRows: 3}}
+	b := &Builder{Live: fixtureFetcher{t: t}, Accounting: acc, Now: func() time.Time { return now }}
+	take := func(what string, wantReads int) {
+		t.Helper()
+		snap, err := b.Take(context.Background(), testConfig(t))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if acc.tres != wantReads || acc.qos != wantReads || acc.assocs != wantReads {
+			t.Errorf("%s: TRES read %d times, QOS %d, associations %d; want %d each", what, acc.tres, acc.qos, acc.assocs, wantReads)
+		}
+		if len(snap.QOS) != 1 || len(snap.Accounts) != 1 || snap.TRES[1001] != "gres/gpu" {
+			t.Errorf("%s: snapshot QOS %v accounts %v TRES %v", what, snap.QOS, snap.Accounts, snap.TRES)
+		}
+		snap.QOS[0].Name = "changed by a reader" // a snapshot's lists are its own
+	}
+	take("first", 1)
+	take("mark unmoved", 1)
+	acc.mark.Txn++ // sacctmgr modify qos, say
+	take("a transaction", 2)
+	now = now.Add(30 * time.Second)
+	take("30 s on", 2)
+	now = now.Add(31 * time.Second)
+	take("61 s on", 3)
+	now = now.Add(-time.Hour) // the clock went back: read again
+	take("clock back", 4)
+	acc.markErr = errors.New("Lost connection to MySQL server")
+	if _, err := b.Take(context.Background(), testConfig(t)); err == nil || !strings.Contains(err.Error(), "Lost connection") {
+		t.Errorf("a mark that cannot be read: err %v, want the snapshot failed", err)
+	}
+
+	plain := &countingPlain{}
+	b = &Builder{Live: fixtureFetcher{t: t}, Accounting: plain, Now: func() time.Time { return now }}
+	for range 2 {
+		if _, err := b.Take(context.Background(), testConfig(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plain.tres != 2 {
+		t.Errorf("an Accounting without a mark: TRES read %d times in 2 snapshots, want 2", plain.tres)
+	}
+}
+
+// countingPlain has no change mark.
+type countingPlain struct {
+	fakeAccounting
+	tres int
+}
+
+func (a *countingPlain) TRESNames(ctx context.Context) (map[uint32]string, error) {
+	a.tres++
+	return a.fakeAccounting.TRESNames(ctx)
 }
