@@ -32,9 +32,9 @@ type ConfigLoader interface {
 	Load(ctx context.Context) (*policy.Config, error)
 }
 
-// Snapshotter takes a snapshot (snapshot.Builder).
+// Snapshotter loads the quota table and takes a snapshot, side by side (snapshot.Builder).
 type Snapshotter interface {
-	Take(ctx context.Context, cfg *policy.Config) (*snapshot.Snapshot, error)
+	TakeLoading(ctx context.Context, load func(context.Context) (*policy.Config, error)) (*policy.Config, *snapshot.Snapshot, error)
 }
 
 // Lease is the single-active-instance lease (DBLease).
@@ -215,15 +215,17 @@ func (d *Daemon) ensureLease(ctx context.Context) (bool, error) {
 	return held, nil
 }
 
-// read loads the quota table and takes the snapshot.
+// read loads the quota table and takes the snapshot, at once: the queue and node reads need
+// no table, and the table's queries would otherwise come before them every cycle.
 func (d *Daemon) read(ctx context.Context, c *cycleRun) error {
 	var err error
-	c.cfg, err = d.Config.Load(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the quota table: %w", err)
+	c.cfg, c.snap, err = d.Snapshots.TakeLoading(ctx, d.Config.Load)
+	if ce := (*snapshot.ConfigError)(nil); errors.As(err, &ce) {
+		c.cfg, c.snap = nil, nil
+		return ce
 	}
-	c.snap, err = d.Snapshots.Take(ctx, c.cfg)
 	if err != nil {
+		c.snap = nil
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	c.snapshotAt = c.snap.TakenAt

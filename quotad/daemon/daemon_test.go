@@ -32,8 +32,12 @@ type fakeSnaps struct {
 	err  error
 }
 
-func (f fakeSnaps) Take(context.Context, *policy.Config) (*snapshot.Snapshot, error) {
-	return f.snap, f.err
+func (f fakeSnaps) TakeLoading(ctx context.Context, load func(context.Context) (*policy.Config, error)) (*policy.Config, *snapshot.Snapshot, error) {
+	cfg, err := load(ctx)
+	if err != nil {
+		return nil, nil, &snapshot.ConfigError{Err: err}
+	}
+	return cfg, f.snap, f.err
 }
 
 type fakeLease struct {
@@ -450,7 +454,8 @@ type countingSnaps struct {
 	takes int
 }
 
-func (f *countingSnaps) Take(context.Context, *policy.Config) (*snapshot.Snapshot, error) {
+func (f *countingSnaps) TakeLoading(ctx context.Context, load func(context.Context) (*policy.Config, error)) (*policy.Config, *snapshot.Snapshot, error) {
 	f.takes++
-	return f.snap, nil
+	cfg, err := load(ctx)
+	return cfg, f.snap, err
 }

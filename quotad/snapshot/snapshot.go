@@ -118,16 +118,31 @@ func (b *Builder) now() time.Time {
 	return time.Now()
 }
 
-// Take reads every source. TakenAt is when the first (oldest) read began, so the policy's
-// freshness check covers the whole snapshot. The three sources (slurmdbd's database, the nodes,
-// the queue) are read at once: at tens of thousands of jobs the queue alone takes most of a
-// cycle, and the others need not wait for it.
-//
-// cfg names the guaranteed QOS, whose pending array records are read for their throttle.
+// ConfigError is a quota table that could not be loaded (TakeLoading): no snapshot without it.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return "reading the quota table: " + e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Take reads every source, for the quota table cfg. See TakeLoading.
 func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, error) {
+	_, snap, err := b.TakeLoading(ctx, func(context.Context) (*policy.Config, error) { return cfg, nil })
+	return snap, err
+}
+
+// TakeLoading loads the quota table (load) and reads every source, all at once. TakenAt is when
+// the first (oldest) read began, so the policy's freshness check covers the whole snapshot. The
+// table and the three sources (slurmdbd's database, the nodes, the queue) are read side by
+// side: at tens of thousands of jobs the queue alone takes most of a cycle, and the others need
+// not wait for it. What needs the table waits for it: the throttle read (the guaranteed QOS,
+// whose pending array records are read for their throttle), the decayed usage (a setting) and
+// the reclaims (a setting). A table that cannot be loaded fails it with a ConfigError.
+func (b *Builder) TakeLoading(ctx context.Context, load func(context.Context) (*policy.Config, error)) (*policy.Config, *Snapshot, error) {
 	started := b.now()
 	var (
 		wg                         sync.WaitGroup
+		cfg                        *policy.Config
+		cfgErr                     error
 		acc                        accounting
 		decayed                    map[string]float64
 		rel                        slurm.Release
@@ -138,11 +153,23 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 		throttleErr                error
 		took                       Timings
 	)
-	wg.Add(4)
+	loaded := make(chan struct{})
+	// table waits for the quota table; nil if it could not be loaded (cfgErr says why) or if
+	// there is none (Take with a nil table: no QOS is read for throttles, no setting applies).
+	table := func() *policy.Config {
+		<-loaded
+		return cfg
+	}
+	wg.Add(5)
+	go func() {
+		defer wg.Done()
+		defer close(loaded)
+		cfg, cfgErr = load(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		clock := time.Now()
-		acc, accErr = b.readAccounting(ctx, cfg, started)
+		acc, accErr = b.readAccounting(ctx, table, started)
 		took.Accounting = time.Since(clock)
 	}()
 	go func() {
@@ -156,7 +183,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 			nodesErr = fmt.Errorf("slurmctld (scontrol show nodes): %w", nodesErr)
 			return
 		}
-		if cfg != nil && cfg.Settings.ByDecayedUsage() {
+		if cfg := table(); cfg != nil && cfg.Settings.ByDecayedUsage() {
 			if decayed, nodesErr = b.Live.DecayedGPUUsage(ctx); nodesErr != nil {
 				nodesErr = fmt.Errorf("slurmctld (sshare): %w", nodesErr)
 			}
@@ -173,11 +200,13 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	}()
 	go func() {
 		defer wg.Done()
+		cfg := table()
+		if cfg == nil {
+			return
+		}
 		var guaranteed []string
-		if cfg != nil {
-			for _, p := range cfg.Projects {
-				guaranteed = append(guaranteed, cfg.Settings.GuaranteedQOSName(p.Account))
-			}
+		for _, p := range cfg.Projects {
+			guaranteed = append(guaranteed, cfg.Settings.GuaranteedQOSName(p.Account))
 		}
 		records, err := b.Live.Queue(ctx, slurm.QueueRead{Fields: slurm.ThrottleFields, QOS: guaranteed})
 		if err != nil {
@@ -192,13 +221,16 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 		}
 	}()
 	wg.Wait()
+	if cfgErr != nil {
+		return nil, nil, &ConfigError{Err: cfgErr}
+	}
 	for _, err := range []error{accErr, nodesErr, queueErr, throttleErr} {
 		if err != nil {
-			return nil, err
+			return cfg, nil, err
 		}
 	}
 	if err := b.splitArrayThrottles(ctx, cfg, jobs, throttles); err != nil {
-		return nil, err
+		return cfg, nil, err
 	}
 	snap := &Snapshot{
 		Snapshot: &policy.Snapshot{TakenAt: started, QOS: acc.qos, Accounts: acc.accounts, Users: acc.users, Usage: acc.usage, Nodes: Nodes(nodes),
@@ -209,7 +241,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 	}
 	names, err := b.workerNames(ctx, cfg, jobs)
 	if err != nil {
-		return nil, err
+		return cfg, nil, err
 	}
 	for i := range jobs {
 		j, ok, err := ConvertJob(&jobs[i])
@@ -229,7 +261,7 @@ func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, erro
 			snap.Jobs = append(snap.Jobs, j)
 		}
 	}
-	return snap, nil
+	return cfg, snap, nil
 }
 
 // splitArrayThrottles completes throttles for the arrays the throttle read may have missed: those
@@ -320,7 +352,7 @@ type accounting struct {
 // readAccounting reads slurmdbd's database: TRES names, QOS, accounts, users with their own QOS
 // list, GPU usage over the usage window up to started, and, when the table sets a reclaim
 // backoff, the preemptions of the reclaim window.
-func (b *Builder) readAccounting(ctx context.Context, cfg *policy.Config, started time.Time) (acc accounting, err error) {
+func (b *Builder) readAccounting(ctx context.Context, table func() *policy.Config, started time.Time) (acc accounting, err error) {
 	fail := func(err error) (accounting, error) { return accounting{}, fmt.Errorf("slurmdbd database: %w", err) }
 	st, err := b.readStructure(ctx)
 	if err != nil {
@@ -338,7 +370,7 @@ func (b *Builder) readAccounting(ctx context.Context, cfg *policy.Config, starte
 			return fail(err)
 		}
 	}
-	if cfg != nil && cfg.Settings.ReclaimBackoff > 0 {
+	if cfg := table(); cfg != nil && cfg.Settings.ReclaimBackoff > 0 {
 		if acc.reclaims, err = b.Accounting.Reclaims(ctx, started.Add(-policy.ReclaimWindow)); err != nil {
 			return fail(err)
 		}

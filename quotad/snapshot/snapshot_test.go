@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -461,4 +462,45 @@ type countingPlain struct {
 func (a *countingPlain) TRESNames(ctx context.Context) (map[uint32]string, error) {
 	a.tres++
 	return a.fakeAccounting.TRESNames(ctx)
+}
+
+// signallingFetcher says when the queue read has begun.
+type signallingFetcher struct {
+	fixtureFetcher
+	queueStarted chan struct{}
+	once         *sync.Once
+}
+
+func (f signallingFetcher) Queue(ctx context.Context, r slurm.QueueRead) ([]slurm.Job, error) {
+	if r.Fields == slurm.SchedulingFields {
+		f.once.Do(func() { close(f.queueStarted) })
+	}
+	return f.fixtureFetcher.Queue(ctx, r)
+}
+
+// The quota table loads beside the queue read, not before it: a load that waits for the
+// queue read to begin completes (one before it would wait for ever). A table that cannot be
+// loaded fails the snapshot with a ConfigError.
+func TestTheQuotaTableLoadsBesideTheQueueRead(t *testing.T) {
+	f := signallingFetcher{fixtureFetcher: fixtureFetcher{t: t}, queueStarted: make(chan struct{}), once: &sync.Once{}}
+	b := &Builder{Live: f, Accounting: fakeAccounting{}}
+	want := testConfig(t)
+	cfg, snap, err := b.TakeLoading(context.Background(), func(ctx context.Context) (*policy.Config, error) {
+		select {
+		case <-f.queueStarted:
+			return want, nil
+		case <-time.After(10 * time.Second):
+			return nil, errors.New("the queue read did not begin while the table loaded")
+		}
+	})
+	if err != nil || cfg != want || snap == nil || len(snap.Jobs) == 0 {
+		t.Fatalf("cfg %p (want %p), snapshot %v, err %v", cfg, want, snap != nil, err)
+	}
+	_, _, err = b.TakeLoading(context.Background(), func(context.Context) (*policy.Config, error) {
+		return nil, errors.New("Table 'slurmbridge.quota_projects' doesn't exist")
+	})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "reading the quota table: Table") {
+		t.Errorf("a table that cannot be loaded: err %v, want a ConfigError saying so", err)
+	}
 }

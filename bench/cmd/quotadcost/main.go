@@ -70,6 +70,7 @@ const (
 
 type options struct {
 	rows, pending, running, array, runs int
+	launch                              bool
 	projects                            int
 	quotad, quotactl, baseline          string
 	apply, json                         bool
@@ -87,6 +88,7 @@ func main() {
 	flag.StringVar(&o.quotactl, "quotactl", "bin/quotactl", "quotactl binary (-projects imports the widened table with it)")
 	flag.StringVar(&o.baseline, "baseline", "", "another quotad binary (an older build) run before -quotad in every round, on the same queue; prints both and the median of per-round ratios")
 	flag.BoolVar(&o.apply, "apply", false, "after the dry runs, run one acting cycle and time it")
+	flag.BoolVar(&o.launch, "launch", false, "with -apply, let the lent jobs start during the acting cycle (by default their partition is DOWN for it: on one host their launches would land inside the cycle)")
 	flag.BoolVar(&o.json, "json", false, "also time one squeue --json read, for comparison")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -408,6 +410,18 @@ func (b *bench) measure() (measures, error) {
 		return m, nil
 	}
 	if o.apply {
+		if !o.launch {
+			// The lent jobs would start at once, and on this one host each launch (slurmd,
+			// slurmstepd, the script) takes the CPUs slurmctld and quotad's moves need; on a
+			// cluster they run on the nodes. DOWN: jobs may be queued and updated, none is
+			// allocated (INACTIVE refuses the QOS update: "Requested partition configuration not
+			// available now"), and quotad, which reads nodes, not partitions, lends as before.
+			restore, err := b.partitionDown(b.sh.gpuPool)
+			if err != nil {
+				return m, err
+			}
+			defer restore()
+		}
 		before, diagErr := b.admin.Diag(context.Background())
 		wall, mb, out, err := cycle(b.env, o.quotad, "--once", "--log-level", "debug")
 		if err != nil {
@@ -438,6 +452,27 @@ func (b *bench) measure() (measures, error) {
 			slurm.MaxQOSPerRun, moveRuns(out), all.QOS, all.Accounts, all.Lends, all.Returns, updates)
 	}
 	return m, nil
+}
+
+// partitionDown sets partition State=DOWN until restore sets it UP again.
+func (b *bench) partitionDown(partition string) (restore func(), err error) {
+	set := func(state string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := b.c.Run(ctx, "scontrol", "update", "PartitionName="+partition, "State="+state); err != nil {
+			return fmt.Errorf("scontrol update PartitionName=%s State=%s: %w: %s", partition, state, err, out)
+		}
+		return nil
+	}
+	if err := set("DOWN"); err != nil {
+		return nil, err
+	}
+	fmt.Printf("partition %s DOWN for the acting cycle: the lent jobs stay queued (-launch lets them start)\n", partition)
+	return func() {
+		if err := set("UP"); err != nil {
+			fmt.Fprintln(os.Stderr, "quotadcost:", err)
+		}
+	}, nil
 }
 
 // warmInterval is the running quotad's interval while its cycles are measured: room after
