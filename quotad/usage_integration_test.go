@@ -167,4 +167,27 @@ func TestChangeMarkMovesWithEveryAccountingChange(t *testing.T) {
 		}
 		last = now
 	}
+
+	// A transaction that commits after a newer one (an admin's sacctmgr left at its prompt
+	// while another commits) moves no maximum: its row must still move the mark. The late one
+	// is a row of our own in txn_table, written in an open transaction, marked as a probe.
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO txn_table (timestamp, action, name, actor, info) VALUES (UNIX_TIMESTAMP(), 0, 'slurmbridge change-mark probe', 'slurmbridge-test', '')"); err != nil {
+		t.Fatal(err)
+	}
+	sacctmgrRun(t, c, "modify", "qos", "where", "name="+qos, "set", "Priority=3") // commits after it, with a newer id
+	before := mark()
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.ExecContext(context.Background(), "DELETE FROM txn_table WHERE actor = 'slurmbridge-test' AND name = 'slurmbridge change-mark probe'")
+	})
+	if after := mark(); after == before {
+		t.Errorf("a transaction committed after a newer one did not move the mark (%+v)", after)
+	}
 }

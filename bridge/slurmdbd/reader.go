@@ -104,21 +104,30 @@ type QOSRow struct {
 
 // ChangeMark is what moves in slurmdbd's database whenever a TRES, QOS, account, user or
 // association changes: the newest transaction (slurmdbd writes one for every add, modify and
-// remove of those), the QOS and association tables' newest modification time and row count,
-// and the TRES table's row count and newest id. Two equal marks, read one after the other, mean
-// none of those tables changed between them; a mark is read before the tables it vouches for.
+// remove of those), how many of the last txnWindow transactions are there (one that commits after
+// a newer one, an admin's sacctmgr left at "Would you like to commit changes?" while quotad's own
+// commits, moves no maximum but adds to this count), the QOS and association tables' newest
+// modification time and row count, and the TRES table's row count and newest id. Two equal
+// marks, read one after the other, mean none of those tables changed between them; a mark is
+// read before the tables it vouches for.
 type ChangeMark struct {
-	Txn, TRESRows, TRESMax, QOSMod, QOSRows, AssocMod, AssocRows int64
+	Txn, TxnRecent, TRESRows, TRESMax, QOSMod, QOSRows, AssocMod, AssocRows int64
 }
 
-// ChangeMark reads the mark, in one query of indexed maxima and row counts: a fraction of
-// reading the tables it stands for, every cycle.
+// txnWindow is how far below the newest transaction ChangeMark counts them: a transaction open
+// while this many later ones commit is caught by the snapshot's minute-long bound instead.
+const txnWindow = 1000
+
+// ChangeMark reads the mark in one query: txn_table by its primary key, the QOS and association
+// tables whole (a few hundred to a few thousand rows; mod_time has no index), tres_table.
 func (r *Reader) ChangeMark(ctx context.Context) (ChangeMark, error) {
 	var m ChangeMark
-	row := r.DB.QueryRowContext(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM txn_table), (SELECT COUNT(*) FROM tres_table), "+
-		"(SELECT COALESCE(MAX(id), 0) FROM tres_table), (SELECT COALESCE(MAX(mod_time), 0) FROM qos_table), (SELECT COUNT(*) FROM qos_table), "+
-		"(SELECT COALESCE(MAX(mod_time), 0) FROM "+r.table("assoc_table")+"), (SELECT COUNT(*) FROM "+r.table("assoc_table")+")")
-	if err := row.Scan(&m.Txn, &m.TRESRows, &m.TRESMax, &m.QOSMod, &m.QOSRows, &m.AssocMod, &m.AssocRows); err != nil {
+	row := r.DB.QueryRowContext(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM txn_table), "+
+		"(SELECT COUNT(*) FROM txn_table WHERE id > (SELECT COALESCE(MAX(id), 0) FROM txn_table) - ?), "+
+		"(SELECT COUNT(*) FROM tres_table), (SELECT COALESCE(MAX(id), 0) FROM tres_table), "+
+		"(SELECT COALESCE(MAX(mod_time), 0) FROM qos_table), (SELECT COUNT(*) FROM qos_table), "+
+		"(SELECT COALESCE(MAX(mod_time), 0) FROM "+r.table("assoc_table")+"), (SELECT COUNT(*) FROM "+r.table("assoc_table")+")", txnWindow)
+	if err := row.Scan(&m.Txn, &m.TxnRecent, &m.TRESRows, &m.TRESMax, &m.QOSMod, &m.QOSRows, &m.AssocMod, &m.AssocRows); err != nil {
 		return ChangeMark{}, fmt.Errorf("reading the accounting tables' change mark: %w", err)
 	}
 	return m, nil

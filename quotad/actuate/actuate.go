@@ -5,6 +5,7 @@ package actuate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,6 +62,10 @@ type Actuator struct {
 
 	steps int
 }
+
+// ErrMovesFailed is an apply whose every step ran but some job moves failed: a job started,
+// ended or was changed by its user after the snapshot. The next cycle sees it as it is now.
+var ErrMovesFailed = errors.New("job moves failed")
 
 // DefaultMoveBudget keeps an acting cycle's moves within about half a second of its apply's
 // start, and so, with the read and plan before them and one chunk past the budget at most, the
@@ -196,7 +201,7 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (res Result, er
 		return res, err
 	}
 	if len(res.MoveFailures) > 0 {
-		return res, fmt.Errorf("%d of %d job moves failed: %s", len(res.MoveFailures), len(plan.Moves), strings.Join(res.MoveFailures, "; "))
+		return res, fmt.Errorf("%w: %d of %d: %s", ErrMovesFailed, len(res.MoveFailures), len(plan.Moves), strings.Join(res.MoveFailures, "; "))
 	}
 	return res, nil
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/slurmbridge/slurmbridge/quotad/store"
 )
 
-// recordingRunner records the commands run; a long move runs scontrol side by side, so it
-// takes them under a lock. delay is how long each run takes.
+// recordingRunner records the commands run, under a lock: a long list of moves may run
+// scontrol side by side. delay is how long each run takes.
 type recordingRunner struct {
 	mu    sync.Mutex
 	calls [][]string

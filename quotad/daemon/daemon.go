@@ -515,6 +515,7 @@ const MaxFollowUps = 20
 // from Slurm 24.11) goes in steps of under a second, none acting on facts older than that. It
 // returns the last cycle's result. timeout bounds each cycle (0: none).
 func (d *Daemon) CycleAndFollowUps(ctx context.Context, timeout time.Duration) (CycleResult, error) {
+	var failedMoves error // of the cycles before the last: it is returned with the last's
 	for follow := 0; ; follow++ {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if timeout > 0 {
@@ -522,12 +523,18 @@ func (d *Daemon) CycleAndFollowUps(ctx context.Context, timeout time.Duration) (
 		}
 		res, err := d.Cycle(cctx)
 		cancel()
-		if err != nil || res.Applied.MovesLeft == 0 || ctx.Err() != nil {
-			return res, err
+		// Failed moves alone (a job that started or ended since the snapshot, or that its user
+		// changed) do not stop the moves left: the next cycle reads the jobs as they are.
+		if (err != nil && !errors.Is(err, actuate.ErrMovesFailed)) || res.Applied.MovesLeft == 0 || ctx.Err() != nil {
+			return res, errors.Join(failedMoves, err)
 		}
 		if follow == MaxFollowUps {
 			d.Log.Info().Int("moves", res.Applied.MovesLeft).Int("cycles", MaxFollowUps+1).Msg("moves left after the follow-up cycles: they wait for the next interval")
-			return res, nil
+			return res, errors.Join(failedMoves, err)
+		}
+		if err != nil {
+			failedMoves = errors.Join(failedMoves, err)
+			d.Log.Warn().Err(err).Msg("some job moves failed; a cycle follows at once for the moves the budget left")
 		}
 		d.Log.Debug().Int("moves", res.Applied.MovesLeft).Msg("a cycle follows at once for the moves the budget left")
 	}

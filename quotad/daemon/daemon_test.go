@@ -404,17 +404,22 @@ func TestReclaimsAreAuditedOnce(t *testing.T) {
 
 // leavingApplier leaves moves past a budget: the first applies leave some, then none.
 type leavingApplier struct {
-	left  []int // MovesLeft of each apply in turn; past its end, 0
+	left  []int  // MovesLeft of each apply in turn; past its end, 0
+	fail  []bool // whether each apply in turn had a failed move
 	plans int
 }
 
 func (a *leavingApplier) Apply(_ context.Context, p *policy.Plan) (actuate.Result, error) {
 	res := actuate.Result{LendsByAccount: map[string]int{}}
+	var err error
 	if a.plans < len(a.left) {
 		res.MovesLeft = a.left[a.plans]
 	}
+	if a.plans < len(a.fail) && a.fail[a.plans] {
+		err = fmt.Errorf("%w: 1 of 50: lend job 7: Job is no longer pending execution", actuate.ErrMovesFailed)
+	}
 	a.plans++
-	return res, nil
+	return res, err
 }
 
 // A cycle whose moves reached their budget is followed at once by another, on a fresh
@@ -426,20 +431,28 @@ func TestMovesLeftByTheBudgetGetFollowUpCyclesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		left  []int
-		plans int
+		left    []int
+		fail    []bool
+		plans   int
+		wantErr bool
 	}{
 		{left: nil, plans: 1},
 		{left: []int{300, 150}, plans: 3},
 		{left: slices.Repeat([]int{100}, 50), plans: MaxFollowUps + 1},
+		// A job that started since the snapshot fails its move: the rest still follow, and
+		// the failure is returned at the end.
+		{left: []int{300, 150}, fail: []bool{true}, plans: 3, wantErr: true},
 	} {
-		app := &leavingApplier{left: tc.left}
+		app := &leavingApplier{left: tc.left, fail: tc.fail}
 		snaps := &countingSnaps{snap: overQuota(now)}
 		var logs bytes.Buffer
 		d := &Daemon{Config: fakeConfig{cfg}, Snapshots: snaps, Lease: &fakeLease{held: true}, Apply: app, Metrics: NewMetrics(),
 			Log: zerolog.New(&logs), Now: func() time.Time { return now }}
 		res, err := d.CycleAndFollowUps(context.Background(), time.Minute)
-		if err != nil || res.Outcome != "acted" || app.plans != tc.plans || snaps.takes != tc.plans {
+		if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, actuate.ErrMovesFailed)) {
+			t.Errorf("left %v, failed %v: err %v", tc.left, tc.fail, err)
+		}
+		if res.Outcome != "acted" || app.plans != tc.plans || snaps.takes != tc.plans {
 			t.Errorf("left %v: outcome %s err %v, %d applies on %d snapshots; want %d of each", tc.left, res.Outcome, err, app.plans, snaps.takes, tc.plans)
 		}
 		if tc.plans == MaxFollowUps+1 && !strings.Contains(logs.String(), "wait for the next interval") {
