@@ -67,8 +67,9 @@ func TestCutLeaseConnectionStopsApplyAndStandbyTakesOver(t *testing.T) {
 	// priorities of proj-b's and proj-c's borrow and elastic QOS), one action each before the
 	// moves: up to 9 QOS changes and 2 move batches. The interval (and with it the cycle
 	// timeout) leaves that first apply the time to reach its moves, so the cut, not the
-	// timeout, stops it.
-	first, firstCmd := startQuotad(t, c, "45s", "--apply-step-delay", stepDelay.String())
+	// timeout, stops it. No move budget: past it the second batch would go to a cycle that
+	// follows at once (its first action undelayed), and the cut would fall between cycles.
+	first, firstCmd := startQuotad(t, c, "45s", "--apply-step-delay", stepDelay.String(), "--move-budget", "0")
 	waitFor(t, "the slow quotad to take the lease", 30*time.Second, func() bool {
 		return logCount(t, first, "this quotad is the active one") > 0
 	})
