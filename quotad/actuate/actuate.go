@@ -144,10 +144,9 @@ func (a *Actuator) Apply(ctx context.Context, plan *policy.Plan) (res Result, er
 	if a.MaxCommands > 0 {
 		runs = min(runs, a.MaxCommands)
 	}
-	clock := time.Now()
 	defer func() {
 		// Whatever step the apply ended at: the commands' time is the rest.
-		res.Took.Commands = time.Since(clock) - res.Took.Moves - res.Took.Audit
+		res.Took.Commands = time.Since(applyStart) - res.Took.Moves - res.Took.Audit
 	}()
 	for _, run := range commands[:runs] {
 		if err := run(); err != nil {
@@ -224,11 +223,7 @@ func (a *Actuator) moveJobs(ctx context.Context, moves []policy.JobMove, start t
 	// The chunks in order: each a run of one target QOS.
 	var chunks [][]policy.JobMove
 	for _, qos := range order {
-		for batch := byQOS[qos]; len(batch) > 0; {
-			n := min(len(batch), moveChunk)
-			chunks = append(chunks, batch[:n])
-			batch = batch[n:]
-		}
+		chunks = slices.AppendSeq(chunks, slices.Chunk(byQOS[qos], moveChunk))
 	}
 	notTried := func(rest [][]policy.JobMove, err error) {
 		for _, chunk := range rest {

@@ -33,31 +33,13 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-func insertAudit(ctx context.Context, tx execer, e Entry) error {
-	_, err := tx.ExecContext(ctx, "INSERT INTO audit (at, actor, kind, subject, old_value, new_value, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		e.At.UTC(), e.Actor, e.Kind, e.Subject, e.Old, e.New, e.Detail)
-	if err != nil {
-		return fmt.Errorf("writing audit: %w", err)
-	}
-	return nil
-}
-
-// Record writes one audit row outside a transaction (quotad's own actions).
-func (s *Store) Record(ctx context.Context, e Entry) error {
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	return insertAudit(ctx, s.DB, e)
-}
-
 // auditRowsPerInsert bounds the rows of one INSERT: 7 placeholders a row, well within the
 // server's 65,535 and its max_allowed_packet for rows of this size.
 const auditRowsPerInsert = 500
 
-// RecordAll writes many audit rows, as few INSERT statements as auditRowsPerInsert allows,
-// outside a transaction. Each statement is atomic: its rows are all written or none is. A cycle
-// that moves hundreds of jobs audits each batch of moves so, rather than one commit per job.
-func (s *Store) RecordAll(ctx context.Context, entries []Entry) error {
+// insertAudits writes audit rows in as few INSERT statements as auditRowsPerInsert allows; a
+// row without a time gets now. Each statement is atomic: its rows are all written or none is.
+func insertAudits(ctx context.Context, tx execer, entries []Entry) error {
 	now := time.Now()
 	for len(entries) > 0 {
 		chunk := entries[:min(len(entries), auditRowsPerInsert)]
@@ -71,11 +53,22 @@ func (s *Store) RecordAll(ctx context.Context, entries []Entry) error {
 			}
 			args = append(args, e.At.UTC(), e.Actor, e.Kind, e.Subject, e.Old, e.New, e.Detail)
 		}
-		if _, err := s.DB.ExecContext(ctx, query, args...); err != nil {
-			return fmt.Errorf("writing %d audit rows: %w", len(chunk), err)
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+			return fmt.Errorf("writing audit (%d rows): %w", len(chunk), err)
 		}
 	}
 	return nil
+}
+
+// Record writes one audit row outside a transaction (quotad's own actions).
+func (s *Store) Record(ctx context.Context, e Entry) error {
+	return s.RecordAll(ctx, []Entry{e})
+}
+
+// RecordAll writes many audit rows outside a transaction, in as few statements as it can: a
+// cycle that moves hundreds of jobs audits each chunk of moves so, rather than one commit per job.
+func (s *Store) RecordAll(ctx context.Context, entries []Entry) error {
+	return insertAudits(ctx, s.DB, entries)
 }
 
 // History returns the latest audit rows, newest last; kind "" means all.

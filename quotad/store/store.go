@@ -457,7 +457,7 @@ func (s *Store) Update(ctx context.Context, actor string, edit func(current *pol
 	}
 	now := time.Now().UTC()
 	for _, c := range changes {
-		if err := insertAudit(ctx, tx, Entry{At: now, Actor: actor, Kind: KindQuota, Subject: c.Subject, Old: c.Old, New: c.New}); err != nil {
+		if err := insertAudits(ctx, tx, []Entry{{At: now, Actor: actor, Kind: KindQuota, Subject: c.Subject, Old: c.Old, New: c.New}}); err != nil {
 			return nil, err
 		}
 	}
