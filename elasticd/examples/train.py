@@ -1,24 +1,32 @@
 #!/usr/bin/env python3
-"""Elastic data-parallel training under torchrun, for elasticd (see torchrun.sbatch).
+"""Elastic data-parallel training for elasticd (see torchrun.sbatch), in place by default.
 
 A small but real PyTorch DistributedDataParallel job: an MLP regressing a fixed random linear
-map, on the GPUs torchrun gives each process (NCCL) or on CPU (gloo) where there are none, as on
-the testbed. It keeps torchrun's elastic contract: every membership change restarts the
-processes with a new WORLD_SIZE, and they resume from the last checkpoint (rank 0 writes it
-atomically every --checkpoint-every steps), so the job's progress survives grow and shrink.
+map, on the GPUs each process is given (NCCL) or on CPU (gloo) where there are none, as on the
+testbed. Its training loop is written for slurmbridge_elastic.torch (elasticd/python):
 
-It uses the slurmbridge_elastic helper (elasticd/python, imported through elastic_report.py):
-the per-device batch elasticd gives the job (ELASTIC_BATCH_PER_DEVICE, else --batch), an
-on-resize hook, and a Reporter through which local rank 0 of each Slurm job reports that job's
-samples/s (all its processes) and its compute time per step before the gradient exchange (the
-forward pass; backward is where DDP's allreduce waits for the slowest worker), which is how
-elasticd tells a slow worker apart when all report the same samples/s. The job ends once --total-samples have been trained, summed over all
-workers and restarts: a bigger world finishes sooner.
+- in place (the processes started by elastic_launch.py, the default of torchrun.sbatch): when
+  elasticd adds or removes a worker job, the processes that stay keep their model and optimizer
+  in memory, the world re-forms at the next step, and a joining process gets the state from
+  rank 0 by broadcast;
+- restart (under torchrun, torchrun.sbatch with ELASTIC_TRANSITION=restart): torchrun restarts
+  every process at each membership change and they resume from the last checkpoint.
 
-With --trace-dir, each process incarnation also records when its world formed and when it
-completed its first and latest step, so the idle time of a transition (last step of the old
-world -> first step of the new) can be measured (bench/cmd/elastictransition). The latest step
-is rewritten in place, one small pwrite per step, since a process torchrun stops gets no
+Either way rank 0 writes a checkpoint atomically every --checkpoint-every steps, so the job's
+progress also survives a requeue, and the first world of a run starts from it.
+
+It uses the slurmbridge_elastic helper (imported through elastic_report.py): the per-device
+batch elasticd gives the job (ELASTIC_BATCH_PER_DEVICE, else --batch), an on-resize hook, and a
+Reporter through which local rank 0 of each Slurm job reports that job's samples/s (all its
+processes) and its compute time per step before the gradient exchange (the forward pass;
+backward is where DDP's allreduce waits for the slowest worker), which is how elasticd tells a
+slow worker apart when all report the same samples/s. The job ends once --total-samples have
+been trained, summed over all workers: a bigger world finishes sooner.
+
+With --trace-dir, each process records, for each world it trains in, when the world formed and
+when it completed its first and latest step, so the idle time of a transition (last step of the
+old world -> first step of the new) can be measured (bench/cmd/elastictransition). The latest
+step is rewritten in place, one small pwrite per step, since a process that is stopped gets no
 chance to say goodbye.
 """
 import argparse
@@ -28,13 +36,13 @@ import sys
 import time
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elastic_report import elastic  # noqa: E402
 from torch_stores import classic_servers_where_needed  # noqa: E402
+import slurmbridge_elastic.torch as et  # noqa: E402  (found where elastic_report found the helper)
 
 classic_servers_where_needed()
 
@@ -46,35 +54,38 @@ def parse_args():
     ap.add_argument("--total-samples", type=int, default=20_000_000, help="stop after this many samples (all workers)")
     ap.add_argument("--batch", type=int, default=256,
                     help="samples per process per step, unless elasticd gives ELASTIC_BATCH_PER_DEVICE")
-    ap.add_argument("--width", type=int, default=256, help="hidden width of the MLP")
+    ap.add_argument("--width", type=int, default=256,
+                    help="hidden width of the MLP (256: 82,689 parameters; 3200: 10,454,401)")
     ap.add_argument("--report-interval", type=float, default=1.0, help="seconds between throughput reports")
     ap.add_argument("--checkpoint", default="", help="checkpoint file (default: elastic-JOBID.ckpt in the submit dir)")
-    ap.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    ap.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (and in-memory commits)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads per process (CPU runs)")
     ap.add_argument("--trace-dir", default="", help="write transition traces here (benchmarks)")
     return ap.parse_args()
 
 
 class Tracer:
-    """Records this process incarnation's world and step times in TRACE_DIR/<job>.<pid>.json."""
+    """Records, for each world this process trains in, its step times in
+    TRACE_DIR/<job>.<pid>.<world>.json."""
 
-    def __init__(self, directory, rank, world):
+    def __init__(self, directory):
+        self.directory = directory
         self.fd = None
-        if not directory:
-            return
+
+    def world(self, rank, world, generation, samples):
+        """A new world formed: a new record, starting at the samples the state held."""
+        if not self.directory:
+            return  # not tracing: the example as shipped
+        if self.fd is not None:
+            os.close(self.fd)
         job = os.environ.get("SLURM_JOB_ID", "nojob")
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        path = os.path.join(directory, f"{job}.{os.getpid()}.json")
+        path = os.path.join(self.directory, f"{job}.{os.getpid()}.{generation}.json")
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.head = {"job": job, "restart": int(restart), "rank": rank, "world_size": world,
-                     "started": float(os.environ.get("ELASTIC_TRAIN_T0", "0")) or None, "formed": time.time()}
+        self.head = {"job": job, "restart": int(restart), "rank": rank, "world_size": world, "mode": et.mode(),
+                     "started": float(os.environ.get("ELASTIC_TRAIN_T0", "0")) or None, "formed": time.time(),
+                     "resumed_at": samples}
         self.first = None
-
-    def resumed(self, samples):
-        """Records the samples the checkpoint held when this incarnation started."""
-        if self.fd is None:
-            return  # not tracing: the example as shipped
-        self.head["resumed_at"] = samples
 
     def step(self, steps):
         if self.fd is None:
@@ -90,67 +101,74 @@ class Tracer:
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    use_cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if use_cuda else "gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    et.init()  # in place: joins the job's rendezvous; under torchrun: torchrun's process group
+    device = et.device()
     batch = elastic.per_device_batch(default=args.batch)
-    device = torch.device(f"cuda:{local_rank}") if use_cuda else torch.device("cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
-    tracer = Tracer(args.trace_dir, rank, world)
+    tracer = Tracer(args.trace_dir)
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, args.width), nn.ReLU(), nn.Linear(args.width, args.width), nn.ReLU(),
                           nn.Linear(args.width, 1)).to(device)
     target = torch.randn(64, 1, generator=torch.Generator().manual_seed(1)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    state = et.TorchState(model, opt, samples=0)
     ckpt = args.checkpoint or os.path.join(os.environ.get("SLURM_SUBMIT_DIR", "."),
                                            f"elastic-{os.environ.get('ELASTIC_JOB_ID', 'job')}.ckpt")
-    done = 0
-    if os.path.exists(ckpt):
-        state = torch.load(ckpt, map_location=device)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        done = state["samples"]
-    tracer.resumed(done)
-    ddp = DistributedDataParallel(model)  # broadcasts rank 0's parameters to the new world
-    if rank == 0:
-        print(f"world {world} formed (restart {os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}), "
-              f"resuming at {done} samples", flush=True)
+    # A run's first world starts from the checkpoint (a requeued job, or every torchrun restart);
+    # in place, rank 0 reads it and the first world gets it from rank 0, and a process that
+    # joins later gets the live state instead.
+    if os.path.exists(ckpt) and (et.mode() == "restart" or et.rank() == 0):
+        state.load(ckpt)
+        state.commit_copy()
 
     @elastic.on_resize
     def resized(old, new):
-        if rank == 0:
+        if et.rank() == 0:
             print(f"world resized from {old} to {new} processes: global batch {new * batch}", flush=True)
 
-    # Runs the hook when this world's size differs from the one this worker's previous processes
-    # had (torchrun restarts them at every change), and reports every --report-interval.
+    # Runs the hook when this world's size differs from the last one this worker saw, and
+    # reports every --report-interval.
     reporter = elastic.Reporter(samples_per_step=batch, interval=args.report_interval)
-    gen = torch.Generator().manual_seed(1000 * rank + done)
-    steps = 0
-    while done < args.total_samples:
-        with reporter.step() as step:
-            x = torch.randn(batch, 64, generator=gen).to(device)
-            loss = nn.functional.mse_loss(ddp(x), x @ target)
-            if use_cuda:
-                torch.cuda.synchronize(device)
-            step.computed()  # this process's own work; what follows waits for the slowest
-            opt.zero_grad()
-            loss.backward()  # the allreduce: every step is a collective of the whole world
-            opt.step()
-        steps += 1
-        done += batch * world
-        tracer.step(steps)
-        if rank == 0 and steps % args.checkpoint_every == 0:
-            tmp = f"{ckpt}.tmp"
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "samples": done}, tmp)
-            os.replace(tmp, ckpt)
-    if rank == 0:
-        print(f"trained {done} samples, loss {loss.item():.4f}", flush=True)
+
+    @et.run
+    def train(state):
+        rank, world = et.rank(), et.size()
+        tracer.world(rank, world, et.generation(), state.samples)
+        if rank == 0:
+            print(f"world {world} formed ({et.mode()}, world {et.generation()}, restart "
+                  f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}), at {state.samples} samples", flush=True)
+        ddp = DistributedDataParallel(state.model)  # one wrapper per world
+        gen = torch.Generator().manual_seed(1000 * rank + state.samples)
+        steps, loss = 0, None
+        while state.samples < args.total_samples:
+            with reporter.step() as step:
+                x = torch.randn(batch, 64, generator=gen).to(device)
+                loss = nn.functional.mse_loss(ddp(x), x @ target)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                step.computed()  # this process's own work; what follows waits for the slowest
+                opt.zero_grad()
+                loss.backward()  # the allreduce: every step is a collective of the whole world
+                opt.step()
+            steps += 1
+            state.samples += batch * world
+            tracer.step(steps)
+            if steps % args.checkpoint_every == 0:
+                if rank == 0:
+                    state.save(ckpt)
+                state.commit()  # what a failure goes back to; also checks the membership
+            else:
+                state.check()  # in place: a grow or shrink re-forms the world here
+        return float("nan") if loss is None else loss.item()
+
+    loss = train(state)
+    if loss is None:
+        return  # this worker left the job (elasticd stopped it)
+    if et.rank() == 0:
+        print(f"trained {state.samples} samples, loss {loss:.4f}", flush=True)
         if os.path.exists(ckpt):
             os.remove(ckpt)
-    dist.destroy_process_group()
+    et.shutdown()
 
 
 if __name__ == "__main__":

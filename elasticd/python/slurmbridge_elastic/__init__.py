@@ -31,7 +31,9 @@ mean whole step. In synchronous data-parallel training every worker waits for th
 the exchange, so all report the same samples/s: compute_s is what tells elasticd which worker
 is slow. Without step.computed() no compute_s is reported.
 
-The module needs only the standard library: torch, Horovod or nothing at all.
+The module needs only the standard library: torch, Horovod or nothing at all. For PyTorch,
+slurmbridge_elastic.torch (which imports torch) changes the world in place, in the style of
+Horovod Elastic: the processes that stay keep their model and optimizer through a grow or shrink.
 """
 import contextlib
 import json
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Rendezvous", "Reporter", "on_resize", "per_device_batch", "rendezvous", "report", "role",
-    "check_resize", "world_size", "workers",
+    "check_resize", "world_size", "workers", "transition_mode",
 ]
 
 BATCH_VAR = "ELASTIC_BATCH_PER_DEVICE"
@@ -152,6 +154,19 @@ def report(samples_per_sec, worker=None, report_dir=None, **fields):
 
 
 _resize_hooks = []
+_transition_mode = None
+
+
+def set_transition_mode(mode):
+    """Set by slurmbridge_elastic.torch: "in-place" or "restart", then carried in every report."""
+    global _transition_mode
+    _transition_mode = mode
+
+
+def transition_mode():
+    """How this process's world changes size: "in-place" (the processes stay, see
+    slurmbridge_elastic.torch), "restart" (torchrun restarts them), or None (not said)."""
+    return _transition_mode
 
 
 def on_resize(fn):
@@ -298,7 +313,8 @@ class Reporter:
                 compute = max([compute] + self._siblings(local_world))
             report(self.steps * self.samples_per_step * local_world / elapsed, worker=self.worker,
                    report_dir=self.report_dir, compute_s=None if compute is None else round(compute, 6),
-                   step_s=round(elapsed / self.steps, 6), steps=self.steps, world_size=self.world())
+                   step_s=round(elapsed / self.steps, 6), steps=self.steps, world_size=self.world(),
+                   transition=_transition_mode)
         # Every process runs the hooks of an in-place resize (a torchrun restart is seen at start).
         world = self.world()
         if world != self.last_world:
