@@ -81,7 +81,7 @@ node() {
 	# The slurmbridge_elastic helper, beside the examples that import it; users install it with
 	# `pip install $DOCDIR/python` (no network needed).
 	local f
-	for f in pyproject.toml build_backend/slurmbridge_build.py slurmbridge_elastic/__init__.py; do
+	for f in pyproject.toml build_backend/slurmbridge_build.py slurmbridge_elastic/__init__.py slurmbridge_elastic/membership.py slurmbridge_elastic/torch.py; do
 		install -D -m 0644 "$REPO/elasticd/python/$f" "$DESTDIR$DOCDIR/python/$f"
 	done
 	# The SPANK plugin's default dir=, written by slurmstepd (root) and read by elasticd.

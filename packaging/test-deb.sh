@@ -55,7 +55,7 @@ check_metadata() {
 	case $p in
 	slurmbridge-client) want="/usr/bin/quotactl /usr/share/doc/$p/copyright" ;;
 	slurmbridge-controller) want="/usr/bin/poolctl /usr/bin/slurmbridge-doctor /usr/bin/quotad $PLUGIN_DIR/job_submit_pools.so /lib/systemd/system/quotad.service /etc/slurmbridge/quotad.env /usr/share/doc/$p/operations.md /usr/share/doc/$p/examples/slurm.conf.slurmbridge /usr/share/doc/$p/examples/pools.yaml /usr/share/doc/$p/examples/quotas.yaml" ;;
-	slurmbridge-node) want="/usr/bin/elasticd $PLUGIN_DIR/spank_elastic.so /lib/systemd/system/elasticd.service /lib/systemd/system/elasticd-agent.service /etc/slurmbridge/elasticd.env /etc/slurmbridge/elasticd-agent.env /usr/share/doc/$p/examples/plugstack.conf /usr/share/doc/$p/python/slurmbridge_elastic/__init__.py /usr/share/doc/$p/python/pyproject.toml" ;;
+	slurmbridge-node) want="/usr/bin/elasticd $PLUGIN_DIR/spank_elastic.so /lib/systemd/system/elasticd.service /lib/systemd/system/elasticd-agent.service /etc/slurmbridge/elasticd.env /etc/slurmbridge/elasticd-agent.env /usr/share/doc/$p/examples/plugstack.conf /usr/share/doc/$p/python/slurmbridge_elastic/__init__.py /usr/share/doc/$p/python/slurmbridge_elastic/torch.py /usr/share/doc/$p/examples/elastic_launch.py /usr/share/doc/$p/python/pyproject.toml" ;;
 	esac
 	local list f
 	list=$(files "$p")

@@ -16,13 +16,15 @@ import (
 	"github.com/slurmbridge/slurmbridge/elasticd/transition"
 )
 
-// A real PyTorch job (examples/train.py: DDP over gloo on the testbed's CPUs) whose workers
-// meet in torchrun's c10d rendezvous, set up exactly as examples/torchrun.sbatch does. elasticd
-// grows it from its own samples/s and, once a step stops paying on these two cores, shrinks it
-// with a TERM. Every membership change must re-form the world through the rendezvous and
-// training must go on from the checkpoint: a world of 2 or more forms, a smaller one forms
-// after the shrink, and the main job keeps running throughout. The idle time of each change
-// is logged (bench/cmd/elastictransition measures it over rounds).
+// A real PyTorch job (examples/train.py: DDP over gloo on the testbed's CPUs), set up exactly as
+// examples/torchrun.sbatch does: in place by default, its processes meeting through
+// slurmbridge_elastic.torch. elasticd grows it from its own samples/s and, once a step stops
+// paying on these two cores, shrinks it with a TERM. Every membership change must re-form the
+// world and training must go on from where it was: a world of 2 or more forms, a smaller one
+// forms after the shrink, and the main job keeps running throughout. In place, the main job's
+// process is the same one in every world; under torchrun (ELASTIC_TRANSITION=restart, the
+// straggler test's) each world has new processes that resume from the checkpoint. The idle time
+// of each change is logged (bench/cmd/elastictransition measures it over rounds).
 //
 // Where other work shares the cores (CI runs three releases' suites at once), a third worker
 // can keep paying: more processes take a bigger share of contended cores. Then, after
@@ -30,7 +32,7 @@ import (
 // shrinks it by the same TERM and the world re-forms the same way. The throughput-driven
 // shrink itself is TestSyntheticJobGrowsToTheKneeShrinksGracefullyAndHolds's, where rates are
 // set, not measured on shared cores.
-func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
+func TestTorchJobGrowsAndShrinksInPlace(t *testing.T) {
 	const maxWorkers = 3
 	// Reaching the max takes under a minute; after this the shrink still fits the deadline.
 	const atMaxBeforePin = 2 * time.Minute
@@ -39,7 +41,7 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 	c, d, work := r.c, r.d, r.work
 	ctx, cancel := context.WithTimeout(context.Background(), testbed.Patience(6*time.Minute))
 	defer cancel()
-	body, err := transition.Script(filepath.Dir(example(t, "train.py")), work, fmt.Sprintf("1:%d:1", maxWorkers), "a100", transition.KeepAlive)
+	body, err := transition.Script(filepath.Dir(example(t, "train.py")), work, fmt.Sprintf("1:%d:1", maxWorkers), "a100", transition.InPlace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,17 +110,29 @@ func TestTorchrunJobGrowsAndShrinksThroughItsRendezvous(t *testing.T) {
 			t.Fatalf("world %v formed without the main job %s", tr.To.Jobs, mainID)
 		}
 	}
-	// Training resumed from the checkpoint rather than from the start: every world after the
-	// first began where the checkpoint left off. Read from the processes' own trace records,
-	// since torchrun 2.x no longer tees a restarted process's output into the job's.
+	// Training went on rather than starting over: every world after the first began where the
+	// one before left off. Read from the processes' own trace records.
 	records, err := transition.ReadDir(work)
 	if err != nil {
 		t.Fatal(err)
 	}
+	data, _ := os.ReadFile(filepath.Join(work, "main-"+mainID+".out"))
 	for _, w := range transition.Worlds(records)[1:] {
 		if w.ResumedAt == 0 {
-			data, _ := os.ReadFile(filepath.Join(work, "main-"+mainID+".out"))
-			t.Fatalf("world %v began at 0 samples, not from the checkpoint; main job output:\n%s", w.Jobs, data)
+			t.Fatalf("world %v began at 0 samples; main job output:\n%s", w.Jobs, data)
 		}
+	}
+	// In place: one process of the main job trained in every world, and said so.
+	pids := map[int]bool{}
+	for _, rec := range records {
+		if rec.Mode != "in-place" {
+			t.Fatalf("a process of job %s ran %q, want in-place; main job output:\n%s", rec.Job, rec.Mode, data)
+		}
+		if rec.Job == mainID {
+			pids[rec.PID] = true
+		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("the main job's training process changed across worlds (%d processes): not in place; output:\n%s", len(pids), data)
 	}
 }

@@ -60,6 +60,8 @@ def parse_args():
     ap.add_argument("--checkpoint", default="", help="checkpoint file (default: elastic-JOBID.ckpt in the submit dir)")
     ap.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (and in-memory commits)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads per process (CPU runs)")
+    ap.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto",
+                    help="process group backend (auto: nccl with GPUs, else gloo)")
     ap.add_argument("--trace-dir", default="", help="write transition traces here (benchmarks)")
     return ap.parse_args()
 
@@ -82,7 +84,8 @@ class Tracer:
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         path = os.path.join(self.directory, f"{job}.{os.getpid()}.{generation}.json")
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.head = {"job": job, "restart": int(restart), "rank": rank, "world_size": world, "mode": et.mode(),
+        self.head = {"job": job, "pid": os.getpid(), "restart": int(restart), "rank": rank, "world_size": world,
+                     "mode": et.mode(), "generation": generation,
                      "started": float(os.environ.get("ELASTIC_TRAIN_T0", "0")) or None, "formed": time.time(),
                      "resumed_at": samples}
         self.first = None
@@ -101,7 +104,7 @@ class Tracer:
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    et.init()  # in place: joins the job's rendezvous; under torchrun: torchrun's process group
+    et.init(backend=None if args.backend == "auto" else args.backend)  # in place: joins the job's rendezvous; under torchrun: torchrun's process group
     device = et.device()
     batch = elastic.per_device_batch(default=args.batch)
     tracer = Tracer(args.trace_dir)

@@ -7,41 +7,68 @@ import (
 	"strings"
 )
 
-// Launcher is what starts the torchrun agent in a traced job.
+// Launcher is how a traced job's processes start, and so how its world changes size.
 type Launcher int
 
 const (
-	// KeepAlive is the example as shipped: torchrun_keepalive.py, which applies the
-	// rendezvous keep-alive settings on every torch release.
-	KeepAlive Launcher = iota
-	// PlainTorchrun is the torchrun command with the same arguments: on torch releases that
+	// InPlace is the example as shipped: elastic_launch.py starts the processes, which stay
+	// running through a grow or shrink (slurmbridge_elastic.torch).
+	InPlace Launcher = iota
+	// KeepAlive restarts every process at each change: torchrun's agent, through
+	// torchrun_keepalive.py, which applies the rendezvous keep-alive settings on every torch
+	// release (ELASTIC_TRANSITION=restart).
+	KeepAlive
+	// PlainTorchrun is the torchrun command with KeepAlive's arguments: on torch releases that
 	// ignore keep_alive_* in --rdzv_conf, a departed worker holds the next round ~15 s.
 	PlainTorchrun
 )
 
 func (l Launcher) String() string {
-	if l == PlainTorchrun {
-		return "torchrun"
+	switch l {
+	case KeepAlive:
+		return "restart"
+	case PlainTorchrun:
+		return "restart-plain"
 	}
-	return "torchrun_keepalive.py"
+	return "in-place"
+}
+
+// ParseLauncher reads a Launcher's String.
+func ParseLauncher(s string) (Launcher, error) {
+	for _, l := range []Launcher{InPlace, KeepAlive, PlainTorchrun} {
+		if s == l.String() {
+			return l, nil
+		}
+	}
+	return 0, fmt.Errorf("%q is none of in-place, restart, restart-plain", s)
 }
 
 // Script renders examples/torchrun.sbatch (in examplesDir) as a traced job for one-process
 // workers: the declaration elastic (MIN:MAX:GPUS) over pool, train.py running until cancelled
-// with its traces and checkpoint in traceDir.
-func Script(examplesDir, traceDir, elastic, pool string, l Launcher) (string, error) {
+// with its traces and checkpoint in traceDir and trainArgs after them (--width 3200 for the
+// 10 M-parameter model).
+func Script(examplesDir, traceDir, elastic, pool string, l Launcher, trainArgs ...string) (string, error) {
 	sbatch, err := os.ReadFile(filepath.Join(examplesDir, "torchrun.sbatch"))
 	if err != nil {
 		return "", err
 	}
-	return Render(string(sbatch), examplesDir, traceDir, elastic, pool, l)
+	return Render(string(sbatch), examplesDir, traceDir, elastic, pool, l, trainArgs...)
 }
 
 // Render is Script for a torchrun.sbatch read elsewhere (from an installed package on another
 // host), with examplesDir where its helpers are on the hosts that run the job.
-func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher) (string, error) {
+func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher, trainArgs ...string) (string, error) {
 	var b strings.Builder
 	b.WriteString("#!/bin/bash\n#SBATCH --elastic=" + elastic + "\n#SBATCH --elastic-pools=" + pool + "\n")
+	mode := "in-place"
+	if l != InPlace {
+		mode = "restart"
+	}
+	b.WriteString("export ELASTIC_TRANSITION=" + mode + "\n")
+	extra := ""
+	for _, a := range trainArgs {
+		extra += " " + shellQuote(a)
+	}
 	for _, line := range strings.Split(sbatch, "\n") {
 		if strings.HasPrefix(line, "#") {
 			continue // the example's own #SBATCH lines and comments
@@ -51,12 +78,23 @@ func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher) (st
 			line = strings.Replace(line, `exec python3 "`+examplesDir+`/torchrun_keepalive.py"`, "exec torchrun", 1)
 		}
 		line = strings.Replace(line, `train.py"`, `train.py" --total-samples 1000000000 --report-interval 0.5 --trace-dir `+
-			traceDir+" --checkpoint "+filepath.Join(traceDir, "ckpt"), 1)
+			traceDir+" --checkpoint "+filepath.Join(traceDir, "ckpt")+extra, 1)
 		b.WriteString(line + "\n")
 	}
 	s := b.String()
-	if !strings.Contains(s, "--trace-dir") || (l == PlainTorchrun) == strings.Contains(s, "torchrun_keepalive.py") {
-		return "", fmt.Errorf("%s/torchrun.sbatch no longer starts its launcher and train.py the way this expects", examplesDir)
+	launcher := map[Launcher]string{InPlace: "elastic_launch.py", KeepAlive: "torchrun_keepalive.py", PlainTorchrun: "exec torchrun"}[l]
+	if strings.Count(s, "--trace-dir") != 2 || !strings.Contains(s, launcher) {
+		return "", fmt.Errorf("%s/torchrun.sbatch no longer starts its launchers and train.py the way this expects", examplesDir)
 	}
 	return s, nil
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ',' || r == '=' || r == ':' ||
+			'0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

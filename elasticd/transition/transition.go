@@ -16,9 +16,12 @@ import (
 	"time"
 )
 
-// Record is one process incarnation of train.py (Unix seconds).
+// Record is one process of train.py in one world (Unix seconds). In place, a process has a
+// record for each world it trains in; under torchrun each world has new processes.
 type Record struct {
 	Job       string  `json:"job"`
+	PID       int     `json:"pid"`
+	Mode      string  `json:"mode"` // "in-place" or "restart", as slurmbridge_elastic.torch ran`
 	Rank      int     `json:"rank"`
 	WorldSize int     `json:"world_size"`
 	Started   float64 `json:"started"` // the job's torchrun agent started (0: unknown)

@@ -97,13 +97,15 @@ func TestScriptFromTheShippedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []Launcher{KeepAlive, PlainTorchrun} {
-		s, err := Script(examples, "/tmp/tr", "1:3:1", "a100", l)
+	for _, l := range []Launcher{InPlace, KeepAlive, PlainTorchrun} {
+		s, err := Script(examples, "/tmp/tr", "1:3:1", "a100", l, "--width", "3200")
 		if err != nil {
 			t.Fatal(err)
 		}
+		mode := map[Launcher]string{InPlace: "in-place", KeepAlive: "restart", PlainTorchrun: "restart"}[l]
 		for _, want := range []string{"#SBATCH --elastic=1:3:1\n", "#SBATCH --elastic-pools=a100\n", "--rdzv_backend=c10d",
-			examples + `/train.py" --total-samples`, "--trace-dir /tmp/tr --checkpoint /tmp/tr/ckpt"} {
+			"export ELASTIC_TRANSITION=" + mode + "\n", examples + "/elastic_launch.py",
+			examples + `/train.py" --total-samples`, "--trace-dir /tmp/tr --checkpoint /tmp/tr/ckpt --width 3200"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("%s: script lacks %q:\n%s", l, want, s)
 			}
@@ -114,5 +116,11 @@ func TestScriptFromTheShippedExample(t *testing.T) {
 		if got := strings.Contains(s, "exec torchrun "); got != (l == PlainTorchrun) {
 			t.Errorf("%s: plain torchrun launcher = %v:\n%s", l, got, s)
 		}
+		if back, err := ParseLauncher(l.String()); err != nil || back != l {
+			t.Errorf("ParseLauncher(%q) = %v, %v", l.String(), back, err)
+		}
+	}
+	if _, err := Render("#!/bin/bash\nexec torchrun train.py\n", "/x", "/tmp/tr", "1:3:1", "a100", InPlace); err == nil {
+		t.Error("a script without the in-place launcher rendered without error")
 	}
 }

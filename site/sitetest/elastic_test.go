@@ -55,7 +55,7 @@ func TestElasticAcrossHosts(t *testing.T) {
 	examples := "/usr/share/doc/slurmbridge-node/examples"
 	sbatch := s.Must(t, login, "cat", examples+"/torchrun.sbatch")
 	traces := "/home/alice/transition"
-	body, err := transition.Render(sbatch, examples, traces, "1:3:1", "a100", transition.KeepAlive)
+	body, err := transition.Render(sbatch, examples, traces, "1:3:1", "a100", transition.InPlace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,11 +54,15 @@ class Generation:
                    reasons=tuple(rec.get("reasons", ())))
 
 
+def _processes(n):
+    return f"{n} process" if n == 1 else f"{n} processes"
+
+
 def first_generation(host, waiting, max_procs):
     """The first world: the host first, then the processes waiting in arrival order."""
     members = [host] + [m for m in waiting if m != host]
     admitted = members[:max_procs]
-    reasons = [f"{len(admitted)} processes formed the first world"]
+    reasons = [f"{_processes(len(admitted))} formed the first world"]
     if len(members) > max_procs:
         reasons.append(f"{len(members) - max_procs} wait: the job's largest world is {max_procs}")
     return Generation(number=1, members=tuple(admitted), joined=tuple(admitted), reasons=tuple(reasons))

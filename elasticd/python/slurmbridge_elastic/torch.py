@@ -264,7 +264,7 @@ def _enter(gen):
     dist.init_process_group(_ctx.backend, store=pg_store, rank=r, world_size=gen.size, timeout=_ctx.timeout)
     os.environ["RANK"], os.environ["WORLD_SIZE"] = str(r), str(gen.size)
     if r == 0:
-        _log(f"world {gen.number} formed in place: {gen.size} processes "
+        _log(f"world {gen.number} formed in place: {membership._processes(gen.size)} "
              f"({'; '.join(gen.reasons) or 'no change'}), process group in {time.monotonic() - started:.2f}s")
 
 

@@ -140,6 +140,8 @@ class BackendTest(unittest.TestCase):
         with zipfile.ZipFile(os.path.join(out, name)) as z:
             names = z.namelist()
             self.assertIn("slurmbridge_elastic/__init__.py", names)
+            self.assertIn("slurmbridge_elastic/torch.py", names)
+            self.assertIn("slurmbridge_elastic/membership.py", names)
             record = z.read("slurmbridge_elastic-0.1.0.dist-info/RECORD").decode().splitlines()
             for line in record:
                 path, digest, size = line.rsplit(",", 2)
