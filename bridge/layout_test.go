@@ -23,6 +23,7 @@ var execUsers = map[string]string{
 	"bridge/slurm/runner.go":                              "the Slurm adapter's command runner",
 	"bridge/deps_test.go":                                 "go list, to read the import graph",
 	"bench/cmd/quotadcost/main.go":                        "the quotad binary it measures",
+	"bench/cmd/elastictransition/main.go":                 "-local: the example job's script (bash torchrun.sbatch), playing elasticd's part without Slurm",
 	"bench/replay/plot.go":                                "gnuplot, to draw the replay's figures",
 	"cgo-plugins/job_submit_pools/decision_cache_test.go": "the C compiler, to build the decision cache's tests under the sanitizers",
 	"bridge/testbed/testbed.go":                           "UserCommand: what a test starts as a testbed user and waits on itself (a salloc waiting for its allocation, a user's slurmrestd)",

@@ -13,20 +13,20 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/capacity"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
-// grow submits count workers of type t: in the project's guarantee while it has GPUs idle,
-// beyond that on borrowed GPUs in its elastic QOS (reclaimed before other borrowers), never on
-// those other projects' lending limits keep idle.
-func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapshot, t policy.GPUType, count int, log zerolog.Logger) []uint32 {
+// grow submits a worker of type t, of shape, for each of places, in the QOS it places it in:
+// in the project's guarantee while it has GPUs idle, beyond that on borrowed GPUs in its
+// elastic QOS (reclaimed before other borrowers), never on those other projects' lending
+// limits keep idle (capacity.Room.Place).
+func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, t policy.GPUType, shape capacity.Shape, places []capacity.Placement, log zerolog.Logger) []uint32 {
 	var ids []uint32
-	room := d.roomFor(main, snap, t, d.partitionsOf(j, main, t))
-	for range count {
-		qos, borrowed := room.take(j.decl.GPUsPerWorker)
-		id, err := d.submitWorker(ctx, j, main, t, qos, borrowed, room.guarQOS)
+	for _, place := range places {
+		id, err := d.submitWorker(ctx, j, main, t, shape, place)
 		if err != nil {
 			d.metrics.actionErrors.WithLabelValues("grow").Inc()
 			j.refusals++
@@ -41,7 +41,7 @@ func (d *Daemon) grow(ctx context.Context, j *job, main slurm.Job, snap *snapsho
 		}
 		j.refusals, j.refused = 0, ""
 		d.metrics.actions.WithLabelValues("grow").Inc()
-		log.Info().Uint32("worker", id).Str("type", string(t)).Str("qos", qos).Bool("borrowed", borrowed).Msg("worker submitted")
+		log.Info().Uint32("worker", id).Str("type", string(t)).Str("qos", place.QOS).Bool("borrowed", place.Borrowed).Msg("worker submitted")
 		d.mu.Lock()
 		j.submitted[id] = d.now()
 		d.mu.Unlock()
@@ -91,11 +91,12 @@ func (d *Daemon) partitionFor(j *job, main slurm.Job, t policy.GPUType) (string,
 // since sbatch would merge them with these options and refuse, for one, a script's untyped
 // --gpus-per-node beside a typed GPU request. Every worker is requeueable: a borrowed one's
 // GPUs are reclaimed by requeue, never by killing it. A borrowed worker is submitted in the
-// guarantee's QOS (guarQOS; "" is the account's default) to start lendWindowSeconds later, and
-// then lent into qos and started by elasticd itself: the job_submit plugin refuses a user's job
-// straight into the elastic QOS, since no QOS limit keeps the lending limits for it. A worker
-// that cannot be lent is cancelled.
-func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t policy.GPUType, qos string, borrowed bool, guarQOS string) (uint32, error) {
+// guarantee's QOS (place.GuarQOS; "" is the account's default) to start lendWindowSeconds
+// later, and then lent into place.QOS and started by elasticd itself: the job_submit plugin
+// refuses a user's job straight into the elastic QOS, since no QOS limit keeps the lending
+// limits for it. A worker that cannot be lent is cancelled.
+func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t policy.GPUType, shape capacity.Shape, place capacity.Placement) (uint32, error) {
+	qos, borrowed, guarQOS := place.QOS, place.Borrowed, place.GuarQOS
 	if j.script == nil {
 		script, err := d.slurm.BatchScript(ctx, j.id)
 		if err != nil {
@@ -107,8 +108,7 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t pol
 	if err != nil {
 		return 0, err
 	}
-	shape := d.shapeOf(j, main)
-	gpus := strconv.Itoa(shape.gpus)
+	gpus := strconv.Itoa(shape.GPUs)
 	if t != "gpu" {
 		gpus = string(t) + ":" + gpus
 	}
@@ -118,10 +118,10 @@ func (d *Daemon) submitWorker(ctx context.Context, j *job, main slurm.Job, t pol
 		Partition:   partition,
 		QOS:         qos,
 		Nodes:       1,
-		Tasks:       shape.tasks,
-		CPUsPerTask: shape.cpusPerTask,
+		Tasks:       shape.Tasks,
+		CPUsPerTask: shape.CPUsPerTask,
 		GPUsPerNode: gpus,
-		MemMB:       shape.memMB,
+		MemMB:       shape.MemMB,
 		Constraint:  main.Features,
 		Requeue:     true,
 		WorkDir:     main.WorkDir,
@@ -258,7 +258,7 @@ func (d *Daemon) finishStops(ctx context.Context, j *job, workers []slurm.Job, n
 // sortWorkers cancels the workers Slurm reclaimed, forgets the submitted ones that started or
 // vanished, and returns the active workers (running, not being stopped, main job first) and
 // the pending ones.
-func (d *Daemon) sortWorkers(ctx context.Context, j *job, main slurm.Job, workers []slurm.Job, snap *snapshot, now time.Time, log zerolog.Logger) (active []slurm.Job, pending []uint32) {
+func (d *Daemon) sortWorkers(ctx context.Context, j *job, main slurm.Job, workers []slurm.Job, snap *capacity.Snapshot, now time.Time, log zerolog.Logger) (active []slurm.Job, pending []uint32) {
 	sorted := reconcile.SortWorkers(d.queuedOf(workers, snap), j.stopping, j.submitted, d.seen(j, snap), now)
 	for _, id := range sorted.Reclaimed {
 		d.reclaimed(ctx, j, id, now, log)
@@ -270,7 +270,7 @@ func (d *Daemon) sortWorkers(ctx context.Context, j *job, main slurm.Job, worker
 	d.mu.Unlock()
 	running := []slurm.Job{main}
 	for _, id := range sorted.Running {
-		running = append(running, snap.jobs[id])
+		running = append(running, snap.Jobs[id])
 	}
 	active = slices.DeleteFunc(slices.Clone(running), func(w slurm.Job) bool { _, stopping := j.stopping[w.ID]; return stopping })
 	return active, sorted.Pending
@@ -290,9 +290,9 @@ func (d *Daemon) reclaimed(ctx context.Context, j *job, id uint32, now time.Time
 }
 
 // cancelStalePending cancels workers pending too long.
-func (d *Daemon) cancelStalePending(ctx context.Context, j *job, stale []uint32, snap *snapshot, now time.Time, log zerolog.Logger) {
+func (d *Daemon) cancelStalePending(ctx context.Context, j *job, stale []uint32, snap *capacity.Snapshot, now time.Time, log zerolog.Logger) {
 	for _, id := range stale {
-		why := fmt.Sprintf("pending for %s, too long", now.Sub(snap.jobs[id].Submit))
+		why := fmt.Sprintf("pending for %s, too long", now.Sub(snap.Jobs[id].Submit))
 		if d.cancelWorker(ctx, j, id, "cancel", why, now, log) {
 			d.mu.Lock()
 			delete(j.replacing, id) // a straggler whose successor never started stays
@@ -304,7 +304,7 @@ func (d *Daemon) cancelStalePending(ctx context.Context, j *job, stale []uint32,
 // replace starts the straggler's successor; the straggler gets TERM once it has reported
 // (reconcile). At the job's max (LeaveFirst) the order is the other way round: the straggler
 // gets TERM now, and its successor is submitted once it has left the queue (succeed).
-func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, snap *snapshot, r reconcile.Replacement, now time.Time, log zerolog.Logger) {
+func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, r reconcile.Replacement, shape capacity.Shape, place []capacity.Placement, now time.Time, log zerolog.Logger) {
 	if r.LeaveFirst {
 		d.mu.Lock()
 		j.leaving[r.Straggler] = reconcile.Leave{Type: r.Type, Size: r.Size}
@@ -320,7 +320,7 @@ func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, snap *snap
 		}
 		return
 	}
-	ids := d.grow(ctx, j, main, snap, r.Type, 1, log)
+	ids := d.grow(ctx, j, main, r.Type, shape, place, log)
 	if len(ids) == 1 {
 		d.mu.Lock()
 		j.replacing[ids[0]] = r.Straggler
@@ -329,8 +329,8 @@ func (d *Daemon) replace(ctx context.Context, j *job, main slurm.Job, snap *snap
 }
 
 // succeed submits the successor of a straggler that left first, now out of the queue.
-func (d *Daemon) succeed(ctx context.Context, j *job, main slurm.Job, snap *snapshot, s reconcile.Succession, now time.Time, log zerolog.Logger) {
-	ids := d.grow(ctx, j, main, snap, s.Type, 1, log)
+func (d *Daemon) succeed(ctx context.Context, j *job, main slurm.Job, s reconcile.Succession, shape capacity.Shape, place []capacity.Placement, now time.Time, log zerolog.Logger) {
+	ids := d.grow(ctx, j, main, s.Type, shape, place, log)
 	if len(ids) == 0 {
 		return // tried again next cycle, until Slurm has refused it reconcile.MaxRefusals times
 	}
@@ -370,7 +370,7 @@ func (d *Daemon) cancelWorker(ctx context.Context, j *job, id uint32, action, wh
 
 // cleanup ends the workers of a finished main job and removes its directory once they are
 // gone.
-func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *snapshot, log zerolog.Logger) {
+func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *capacity.Snapshot, log zerolog.Logger) {
 	name := WorkerName(id)
 	uid, known := uint32(0), false
 	if j != nil {
@@ -379,7 +379,7 @@ func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *snapshot,
 		uid, known = decl.UID, true
 	}
 	left := 0
-	for wid, w := range snap.jobs {
+	for wid, w := range snap.Jobs {
 		if !known || w.Name != name || w.UserID != uid || !(w.Running() || w.Pending()) {
 			continue
 		}
@@ -402,42 +402,42 @@ func (d *Daemon) cleanup(ctx context.Context, id uint32, j *job, snap *snapshot,
 		log.Info().Msg("elastic job finished; directory removed")
 	}
 	d.mu.Lock()
-	delete(d.jobs, id)
+	d.forgetLocked(id)
 	d.mu.Unlock()
 }
 
-// carryOut does what the plan says: cancels, the decision, then the workers to stop, submit
-// or replace.
-func (d *Daemon) carryOut(ctx context.Context, j *job, main slurm.Job, snap *snapshot, plan reconcile.Plan, now time.Time, log zerolog.Logger) {
-	d.cancelStalePending(ctx, j, plan.CancelPending, snap, now, log)
-	if plan.Decision != nil {
-		d.setDecision(j, *plan.Decision, now, log)
+// act carries out the job's plan: cancels, the decision, then the workers to stop, submit or
+// replace, each submitted in the shape and QOS the plan gives it: nothing is counted again.
+func (d *Daemon) act(ctx context.Context, j *job, main slurm.Job, snap *capacity.Snapshot, p jobPlan, now time.Time, log zerolog.Logger) {
+	d.cancelStalePending(ctx, j, p.CancelPending, snap, now, log)
+	if p.Decision != nil {
+		d.setDecision(j, *p.Decision, now, log)
 	}
-	for _, why := range plan.Ignored {
+	for _, why := range p.Ignored {
 		log.Warn().Msg(why)
 	}
-	for _, old := range plan.Terminate {
+	for _, old := range p.Terminate {
 		d.terminate(ctx, j, old, now, log)
 	}
 	d.mu.Lock()
-	for _, next := range plan.ForgetReplacing {
+	for _, next := range p.ForgetReplacing {
 		delete(j.replacing, next)
 	}
-	for _, old := range plan.ForgetLeaving {
+	for _, old := range p.ForgetLeaving {
 		delete(j.leaving, old)
 	}
 	d.mu.Unlock()
-	if plan.Grow != nil {
-		d.grow(ctx, j, main, snap, plan.Grow.Type, plan.Grow.Count, log)
+	if p.Grow != nil {
+		d.grow(ctx, j, main, p.Grow.Type, p.shape, p.grow, log)
 	}
-	for _, id := range plan.Shrink {
+	for _, id := range p.Shrink {
 		d.terminate(ctx, j, id, now, log)
 	}
-	if plan.Replace != nil {
-		d.replace(ctx, j, main, snap, *plan.Replace, now, log)
+	if p.Replace != nil {
+		d.replace(ctx, j, main, *p.Replace, p.shape, p.replace, now, log)
 	}
-	if plan.Succeed != nil {
-		d.succeed(ctx, j, main, snap, *plan.Succeed, now, log)
+	if p.Succeed != nil {
+		d.succeed(ctx, j, main, *p.Succeed, p.shape, p.succeed, now, log)
 	}
 }
 

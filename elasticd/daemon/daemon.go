@@ -1,10 +1,10 @@
 // Package daemon is elasticd's control loop: each cycle reads the queue (squeue --json), the
 // elastic jobs' declarations and throughput reports (elasticd/registry) and the node agents'
-// NVML signals, asks elasticd/reconcile (and through it elasticd/policy) what each job should
-// do, and does it: grow by submitting worker jobs as the job's user, shrink by TERM then
-// cancel of chosen worker jobs after a grace period, replace a straggler by starting its
-// successor first. The main job is never signalled; a job without a declaration is never
-// touched.
+// NVML signals, plans each job on that snapshot (planJob: its room from elasticd/capacity, then
+// elasticd/reconcile and through it elasticd/policy), and carries the plan out (act): grow by
+// submitting worker jobs as the job's user, shrink by TERM then cancel of chosen worker jobs
+// after a grace period, replace a straggler by starting its successor first. The main job is
+// never signalled; a job without a declaration is never touched.
 package daemon
 
 import (
@@ -18,10 +18,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
+	"github.com/slurmbridge/slurmbridge/elasticd/capacity"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
@@ -63,11 +63,15 @@ type Daemon struct {
 	metrics *Metrics
 
 	saveMu sync.Mutex // one write of a state file at a time (cycles, pins)
-	// mu guards jobs, signals and lastCycle, and every field of a job that Status, Pin or save
-	// reads: the cycle is the only writer of a job's maps, but the HTTP handlers read them
-	// while it runs, and a Go map read during a write is a fatal error, not a stale value.
-	mu      sync.Mutex
-	jobs    map[uint32]*job
+	// mu guards jobs, status, signals and lastCycle, and every field of a job that Pin or save
+	// reads: the cycle is the only writer of a job's maps, but a pin saves the job from an HTTP
+	// handler while it runs, and a Go map read during a write is a fatal error, not a stale
+	// value.
+	mu   sync.Mutex
+	jobs map[uint32]*job
+	// status is each followed job's status as the cycle or a pin last left it, made under mu
+	// (statusOf): what the HTTP handlers read while the cycle writes the jobs.
+	status  map[uint32]api.JobStatus
 	signals map[uint32]map[int]policy.GPUSignal // by worker job id, then GPU index
 	// placed is where each running one-node job ran and nodeAddrs each node's NodeAddr and
 	// NodeHostname, as the last cycle read them: what an agent's report is checked against.
@@ -127,26 +131,7 @@ func New(cfg Config, s Slurm, log zerolog.Logger, m *Metrics) *Daemon {
 		cfg.HistoryLimit = 1000
 	}
 	return &Daemon{cfg: cfg, slurm: s, log: log, now: time.Now, metrics: m,
-		jobs: map[uint32]*job{}, signals: map[uint32]map[int]policy.GPUSignal{}}
-}
-
-// snapshot is one cycle's view of the queue.
-type snapshot struct {
-	jobs  map[uint32]slurm.Job
-	nodes []slurm.Node
-	// qos is every QOS' GrpTRES by lower-case name; nil when they could not be read, and
-	// workers then run in their main job's QOS.
-	qos map[string]gpureq.TRES
-	// assocs are the cluster's associations with their limits; assocErr says why they could
-	// not be read, and then no worker is submitted (it could wait on a limit for ever).
-	assocs   []slurm.AssociationLimits
-	assocErr error
-	// lending is what the projects' lending limits keep idle, from quotad's plan; unless it is
-	// fresh, no worker borrows.
-	lending policy.Lending
-	// sums are the whole-queue sums every elastic job's step asks for, each made once per
-	// snapshot (scans.go): made per step they cost elastic jobs × jobs a cycle.
-	sums *scans
+		jobs: map[uint32]*job{}, status: map[uint32]api.JobStatus{}, signals: map[uint32]map[int]policy.GPUSignal{}}
 }
 
 // Cycle runs one round. It returns an error only when the queue or the nodes could not be read:
@@ -186,26 +171,29 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 		return fmt.Errorf("reading the nodes: %w", err)
 	}
 	d.notePlacement(list, nodes)
-	snap := snapshot{jobs: map[uint32]slurm.Job{}, nodes: nodes, qos: d.readQOS(ctx)}
+	snap := &capacity.Snapshot{Jobs: make(map[uint32]slurm.Job, len(list)), Nodes: nodes, QOS: d.readQOS(ctx), Pools: d.cfg.Pools}
 	if len(ids) > 0 {
-		if snap.assocs, snap.assocErr = d.readAssociations(ctx); snap.assocErr != nil {
-			d.log.Warn().Err(snap.assocErr).Msg("cannot read the association limits; no worker is submitted this cycle")
+		if snap.Assocs, snap.AssocErr = d.readAssociations(ctx); snap.AssocErr != nil {
+			d.log.Warn().Err(snap.AssocErr).Msg("cannot read the association limits; no worker is submitted this cycle")
 		}
 	}
 	for _, j := range list {
-		snap.jobs[j.ID] = j
+		snap.Jobs[j.ID] = j
 	}
 	if len(ids) > 0 {
-		snap.lending = keptNow(d.readQuotad(ctx), snap.jobs)
+		snap.Lending = capacity.KeptNow(d.readQuotad(ctx), snap.Jobs)
 	}
 
 	d.mu.Lock()
 	d.lastCycle = start
 	d.mu.Unlock()
 	for _, id := range ids {
-		d.step(ctx, id, &snap)
+		d.step(ctx, id, snap)
 		d.mu.Lock()
 		j := d.jobs[id]
+		if j != nil {
+			d.publishLocked(j)
+		}
 		d.mu.Unlock()
 		if j != nil {
 			d.save(j, d.log.With().Uint32("job", id).Logger())
@@ -214,25 +202,26 @@ func (d *Daemon) Cycle(ctx context.Context) error {
 	d.mu.Lock()
 	for id := range d.jobs {
 		if !slices.Contains(ids, id) {
-			delete(d.jobs, id)
+			d.forgetLocked(id)
 		}
 	}
-	d.noteFollowedLocked(&snap)
+	d.noteFollowedLocked(snap)
 	d.metrics.observeJobs(d.jobs)
 	d.mu.Unlock()
 	return nil
 }
 
 // step follows one registered job for one cycle: it stops workers past their grace, lets
-// reconcile.FollowRun judge the main job's run, sorts the workers (reconcile.SortWorkers),
-// records their reports, and carries out what reconcile.Reconcile plans from the job's state
-// and this cycle's snapshot. Judgement lives in elasticd/reconcile; here is the I/O.
-func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
+// reconcile.FollowRun judge the main job's run, sorts the workers (reconcile.SortWorkers) and
+// records their reports; then planJob judges the job on this cycle's snapshot, and act
+// carries its plan out. Judgement lives in elasticd/capacity, elasticd/reconcile and
+// elasticd/policy; here is the I/O.
+func (d *Daemon) step(ctx context.Context, id uint32, snap *capacity.Snapshot) {
 	log := d.log.With().Uint32("job", id).Logger()
 	d.mu.Lock()
 	j := d.jobs[id]
 	d.mu.Unlock()
-	main, inQueue := snap.jobs[id]
+	main, inQueue := snap.Jobs[id]
 	if j == nil {
 		if j = d.follow(ctx, id, main, inQueue, snap, log); j == nil {
 			return
@@ -259,14 +248,14 @@ func (d *Daemon) step(ctx context.Context, id uint32, snap *snapshot) {
 	d.writeHosts(j, active, log)
 	current := d.record(j, active, now, log)
 
-	plan := reconcile.Reconcile(d.stateOf(j), d.observe(j, main, active, current, pending, snap), now)
-	d.carryOut(ctx, j, main, snap, plan, now, log)
+	p := planJob(d.stateOf(j), d.observe(j, main, active, current, pending, snap), snap, d.capacityJob(j, main, workers), now)
+	d.act(ctx, j, main, snap, p, now, log)
 }
 
 // follow starts following job id once its main job runs with a declaration of its owner; a
 // leftover directory of a job that ended while elasticd was down is cleaned once its workers
 // are gone. nil: not followed (yet).
-func (d *Daemon) follow(ctx context.Context, id uint32, main slurm.Job, inQueue bool, snap *snapshot, log zerolog.Logger) *job {
+func (d *Daemon) follow(ctx context.Context, id uint32, main slurm.Job, inQueue bool, snap *capacity.Snapshot, log zerolog.Logger) *job {
 	if !inQueue || !main.Running() {
 		// Not ours to follow (yet): a leftover directory of a job that ended while
 		// elasticd was down is cleaned once its workers are gone.

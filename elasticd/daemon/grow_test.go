@@ -9,13 +9,9 @@ import (
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
-	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
-
-// a100Parts are the partitions the harness's workers run in: its one pool's.
-var a100Parts = []string{"a100"}
 
 func mustTRES(t *testing.T, s string) gpureq.TRES {
 	t.Helper()
@@ -64,13 +60,14 @@ func TestWorkerInheritsTheMainJobsRequestOnTheCommandLineOnly(t *testing.T) {
 }
 
 // proj-a's guarantee is 4 a100, 3 of them held: the first worker fills the guarantee, the
-// second runs on borrowed GPUs in the elastic QOS (reclaimed before other borrowers); the
-// borrowing limit, which counts the borrow QOS' jobs too, bounds the capacity the policy sees.
+// second runs on borrowed GPUs in the elastic QOS (reclaimed before other borrowers). The
+// borrowing limit, which counts the borrow QOS' jobs too, bounds the capacity the policy sees
+// (elasticd/capacity: TestRoomForCountsTheBorrowingLimit).
 func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	h := newHarness(t, 3, 6)
 	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=3"},
 		{Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
-	main := growWithThreeOfFourGuaranteedHeld(t, h)
+	growWithThreeOfFourGuaranteedHeld(t, h)
 	qos := submittedQOS(h)
 	if !slices.Equal(qos, []string{"guar-proj-a", "elastic-proj-a"}) {
 		t.Fatalf("workers in %v, want one in the guarantee then one in the elastic QOS (decision %+v)", qos, h.decision())
@@ -79,50 +76,6 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	// plugin refuses the user's own job straight into the elastic QOS.
 	if o := h.slurm.submits[1].Options; o.QOS != "guar-proj-a" || !slices.Contains(o.Args, "--begin=now+60") {
 		t.Fatalf("the borrowed worker was submitted as %q %q, want guar-proj-a with a begin time", o.QOS, o.Args)
-	}
-	// With both workers there, the guarantee is full; of the borrowing limit (3) an elastic
-	// worker holds 1 and an ordinary borrower of proj-a waits for 1: 1 GPU is left.
-	snap := &snapshot{jobs: map[uint32]slurm.Job{}, qos: map[string]gpureq.TRES{
-		"guar-proj-a": mustTRES(t, "gres/gpu:a100=4"), "borrow-proj-a": mustTRES(t, "gres/gpu:a100=3"), "elastic-proj-a": mustTRES(t, "gres/gpu:a100=3")},
-		lending: policy.Lending{Fresh: true}}
-	for id, j := range h.slurm.jobs {
-		snap.jobs[id] = withJSONFields(j, h.slurm.extras[id])
-	}
-	for id, j := range map[uint32]slurm.Job{
-		201: elastictest.QOSJob(201, "guar-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1")),
-		202: elastictest.QOSJob(202, "elastic-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1")),
-		203: elastictest.QOSJob(203, "borrow-proj-a", "PENDING", mustTRES(t, "gres/gpu:a100=1")),
-		204: elastictest.QOSJob(204, "borrow-proj-b", "RUNNING", mustTRES(t, "gres/gpu:a100=2")),
-	} {
-		snap.jobs[id] = withJSONFields(j, h.slurm.extras[id])
-	}
-	r := h.d.roomFor(main, snap, "a100", a100Parts)
-	if r.guar != 0 || r.borrowQOS != "elastic-proj-a" || r.borrow != 1 || r.workers(1) != 1 {
-		t.Fatalf("room %+v (%d workers), want the guarantee full and 1 GPU left to borrow in elastic-proj-a", r, r.workers(1))
-	}
-	// A borrower of proj-a in one of its borrow size tiers counts too; one of proj-b's does not.
-	snap.qos["borrow-proj-a-g1"], snap.qos["borrow-proj-b-g1"] = mustTRES(t, "gres/gpu:a100=3"), mustTRES(t, "gres/gpu:a100=3")
-	snap.jobs[205] = withJSONFields(elastictest.QOSJob(205, "borrow-proj-a-g1", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[205])
-	snap.jobs[206] = withJSONFields(elastictest.QOSJob(206, "borrow-proj-b-g1", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[206])
-	snap.sums = nil // the sums are per snapshot
-	if r := h.d.roomFor(main, snap, "a100", a100Parts); r.borrow != 0 {
-		t.Fatalf("room %+v: proj-a's tier borrower not counted in its borrowing limit", r)
-	}
-	delete(snap.jobs, 205)
-	delete(snap.jobs, 206)
-	// So does one in its protected borrow QOS (its reclaim priority threshold).
-	snap.qos["borrow-proj-a-hipri"] = mustTRES(t, "gres/gpu:a100=3")
-	snap.jobs[207] = withJSONFields(elastictest.QOSJob(207, "borrow-proj-a-hipri", "RUNNING", mustTRES(t, "gres/gpu:a100=1")), h.slurm.extras[207])
-	snap.sums = nil
-	if r := h.d.roomFor(main, snap, "a100", a100Parts); r.borrow != 0 {
-		t.Fatalf("room %+v: proj-a's protected borrower not counted in its borrowing limit", r)
-	}
-	delete(snap.jobs, 207)
-	snap.sums = nil
-	// A main job that borrows itself (lent by quotad) has no guarantee room: its workers borrow.
-	main.QOS = "borrow-proj-a"
-	if r := h.d.roomFor(main, snap, "a100", a100Parts); r.guar != 0 || r.borrowQOS != "elastic-proj-a" {
-		t.Fatalf("room of a borrowing main job %+v", r)
 	}
 }
 
@@ -187,21 +140,6 @@ func TestWorkersDoNotBorrowWithoutAnElasticQOS(t *testing.T) {
 	}
 }
 
-// Capacity is what a worker of the main job's shape can start on: a node with free GPUs but
-// too few free CPUs or too little memory takes none.
-func TestCapacityCountsCPUsAndMemory(t *testing.T) {
-	nodes := []slurm.Node{
-		{Name: "a", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, AllocCPUs: 6, MemoryMB: 32000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
-		{Name: "b", Partitions: []string{"a100"}, State: "mixed", CPUs: 8, MemoryMB: 32000, AllocMemoryMB: 20000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
-		{Name: "c", Partitions: []string{"a100"}, State: "idle", CPUs: 8, MemoryMB: 32000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
-		{Name: "d", Partitions: []string{"a100"}, State: "idle", StateFlags: []string{"DRAIN"}, CPUs: 8, MemoryMB: 32000, Gres: []gpureq.Gres{{Name: "gpu", Type: "a100", Count: 4}}},
-	}
-	s := workerShape{tasks: 1, cpusPerTask: 4, memMB: 16000, gpus: 2}
-	if got := s.fits(&snapshot{nodes: nodes}, []string{"a100"}, policy.GPUType("a100")); got != 2 {
-		t.Fatalf("%d workers fit, want 2 (both on node c)", got)
-	}
-}
-
 // Slurm refuses the worker's request: after a few tries the job holds and says why, and
 // elasticd stops submitting.
 func TestRefusedWorkersHoldTheJob(t *testing.T) {
@@ -236,9 +174,8 @@ func TestReclaimedWorkerIsCancelled(t *testing.T) {
 }
 
 // growWithThreeOfFourGuaranteedHeld runs one cycle of the harness's elastic job with proj-a's
-// guarantee of 4 a100 three-quarters held (the main job's 1 and another job's 2), and returns
-// the main job.
-func growWithThreeOfFourGuaranteedHeld(t *testing.T, h *harness) slurm.Job {
+// guarantee of 4 a100 three-quarters held (the main job's 1 and another job's 2).
+func growWithThreeOfFourGuaranteedHeld(t *testing.T, h *harness) {
 	t.Helper()
 	main := h.slurm.jobs[mainID]
 	main.QOS, main.TRESAlloc = "guar-proj-a", mustTRES(t, "cpu=1,gres/gpu=1,gres/gpu:a100=1")
@@ -246,7 +183,6 @@ func growWithThreeOfFourGuaranteedHeld(t *testing.T, h *harness) slurm.Job {
 	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
 	h.slurm.extras[50] = slurm.Job{ID: 50, Name: "other"}
 	h.cycle()
-	return main
 }
 
 // submittedQOS is the QOS each worker the harness's daemon submitted runs in, in order: the one

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -26,53 +27,68 @@ func (d *Daemon) StatusFor(caller auth.Caller) []api.JobStatus {
 	return slices.DeleteFunc(d.Status(), func(s api.JobStatus) bool { return !caller.MayRead(s.User) })
 }
 
-// Status describes every followed job, by job id.
+// Status describes every followed job, by job id, as the cycle (or a pin) last left it: a
+// copy made under the daemon's lock (statusOf), never the jobs' own maps, which the cycle
+// writes meanwhile. Its values are shared with other readers: read them, never change them.
 func (d *Daemon) Status() []api.JobStatus {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []api.JobStatus
-	for _, j := range d.jobs {
-		maxWorkers, _ := j.decl.EffectiveMax()
-		s := api.JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
-			MaxWorkers: maxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: j.decl.Pools,
-			MaxBatch: j.decl.MaxBatch, BatchPerDevice: j.decl.BatchPerDevice, Pin: j.pin, PinnedBy: j.pinnedBy,
-			RdzvEndpoint:           j.decl.RdzvEndpoint,
-			ValuePerMillionSamples: j.decl.ValuePerMillionSamples,
-			Size:                   map[string]int{}, Decision: j.last.Action.String(), ReasonCode: string(j.last.Code), Reason: j.last.Reason, DecidedAt: j.lastAt}
-		for t, n := range j.size {
-			s.Size[string(t)] = n
-		}
-		for _, m := range j.history[max(len(j.history)-StatusHistory, 0):] {
-			p := api.Point{Time: m.Time, Size: map[string]int{}, SamplesPerSec: total(m)}
-			for t, n := range m.Allocated {
-				p.Size[string(t)] = n
-			}
-			s.Throughput = append(s.Throughput, p)
-		}
-		if n := len(j.history); n > 0 {
-			for _, w := range j.history[n-1].Workers {
-				s.Workers = append(s.Workers, api.WorkerPoint{Worker: w.Worker, Type: string(w.Type),
-					SamplesPerSec: w.SamplesPerSec, ComputeSecondsPerStep: w.ComputeSecondsPerStep})
-			}
-		}
-		for _, f := range j.last.Flags {
-			s.Flags = append(s.Flags, f.Worker+": "+f.Reason)
-		}
-		for id := range j.stopping {
-			s.Stopping = append(s.Stopping, id)
-		}
-		slices.Sort(s.Stopping)
-		for newID, old := range j.replacing {
-			s.Replacements = append(s.Replacements, fmt.Sprintf("%d replaces %d", newID, old))
-		}
-		for old, l := range j.leaving {
-			s.Leaving = append(s.Leaving, fmt.Sprintf("%d leaves before its %s successor joins", old, l.Type))
-		}
-		slices.Sort(s.Leaving)
-		out = append(out, s)
-	}
+	out := slices.Collect(maps.Values(d.status))
+	d.mu.Unlock()
 	slices.SortFunc(out, func(a, b api.JobStatus) int { return int(a.JobID) - int(b.JobID) })
 	return out
+}
+
+// publishLocked makes j's status anew for the readers of Status. Called with d.mu held.
+func (d *Daemon) publishLocked(j *job) {
+	d.status[j.id] = statusOf(j)
+}
+
+// forgetLocked stops following job id and drops its status. Called with d.mu held.
+func (d *Daemon) forgetLocked(id uint32) {
+	delete(d.jobs, id)
+	delete(d.status, id)
+}
+
+// statusOf is j's status, every map and slice of it its own. Called with d.mu held.
+func statusOf(j *job) api.JobStatus {
+	maxWorkers, _ := j.decl.EffectiveMax()
+	s := api.JobStatus{JobID: j.id, User: j.user, Account: j.account, MinWorkers: j.decl.MinWorkers,
+		MaxWorkers: maxWorkers, GPUsPerWorker: j.decl.GPUsPerWorker, Pools: slices.Clone(j.decl.Pools),
+		MaxBatch: j.decl.MaxBatch, BatchPerDevice: j.decl.BatchPerDevice, Pin: j.pin, PinnedBy: j.pinnedBy,
+		RdzvEndpoint:           j.decl.RdzvEndpoint,
+		ValuePerMillionSamples: j.decl.ValuePerMillionSamples,
+		Size:                   map[string]int{}, Decision: j.last.Action.String(), ReasonCode: string(j.last.Code), Reason: j.last.Reason, DecidedAt: j.lastAt}
+	for t, n := range j.size {
+		s.Size[string(t)] = n
+	}
+	for _, m := range j.history[max(len(j.history)-StatusHistory, 0):] {
+		p := api.Point{Time: m.Time, Size: map[string]int{}, SamplesPerSec: total(m)}
+		for t, n := range m.Allocated {
+			p.Size[string(t)] = n
+		}
+		s.Throughput = append(s.Throughput, p)
+	}
+	if n := len(j.history); n > 0 {
+		for _, w := range j.history[n-1].Workers {
+			s.Workers = append(s.Workers, api.WorkerPoint{Worker: w.Worker, Type: string(w.Type),
+				SamplesPerSec: w.SamplesPerSec, ComputeSecondsPerStep: w.ComputeSecondsPerStep})
+		}
+	}
+	for _, f := range j.last.Flags {
+		s.Flags = append(s.Flags, f.Worker+": "+f.Reason)
+	}
+	for id := range j.stopping {
+		s.Stopping = append(s.Stopping, id)
+	}
+	slices.Sort(s.Stopping)
+	for newID, old := range j.replacing {
+		s.Replacements = append(s.Replacements, fmt.Sprintf("%d replaces %d", newID, old))
+	}
+	for old, l := range j.leaving {
+		s.Leaving = append(s.Leaving, fmt.Sprintf("%d leaves before its %s successor joins", old, l.Type))
+	}
+	slices.Sort(s.Leaving)
+	return s
 }
 
 func total(m policy.Measurement) float64 {
@@ -127,6 +143,7 @@ func (d *Daemon) Pin(id uint32, n int, caller auth.Caller) error {
 	if n == 0 {
 		j.pinnedBy = ""
 	}
+	d.publishLocked(j)
 	d.mu.Unlock()
 	log := d.log.With().Uint32("job", id).Logger()
 	log.Info().Int("pin", n).Str("by", caller.User).Msg("size pinned (0: unpinned)")

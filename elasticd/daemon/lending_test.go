@@ -9,6 +9,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/capacity"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
@@ -135,43 +136,43 @@ func TestNoWorkerBorrowsWithoutAFreshQuotadPlan(t *testing.T) {
 // What the lending limits keep is counted from elasticd's own queue, a cycle newer than
 // quotad's plan: proj-a lends at most 1 of its 4 a100 (it never lends 3).
 func TestKeptNowCountsTheOwnersJobsFromTheQueue(t *testing.T) {
-	limitA := lendLimit{account: "proj-a", guarQOS: "guar-proj-a", gpuType: "a100", never: 3, keptIdle: 0}
+	limitA := capacity.LendLimit{Account: "proj-a", GuarQOS: "guar-proj-a", GPUType: "a100", Never: 3, KeptIdle: 0}
 	running := func(id uint32, qos, tres string) slurm.Job {
 		return slurm.Job{ID: id, Account: "proj-a", QOS: qos, State: "RUNNING", TRESAlloc: mustTRES(t, tres)}
 	}
-	with := func(l lendLimit, edit func(*lendLimit)) lendLimit { edit(&l); return l }
+	with := func(l capacity.LendLimit, edit func(*capacity.LendLimit)) capacity.LendLimit { edit(&l); return l }
 	tests := []struct {
 		name   string
-		answer quotadAnswer
+		answer capacity.QuotadAnswer
 		jobs   []slurm.Job
 		want   policy.Lending
 	}{
 		{
 			name:   "alice's jobs just ended, quotad's plan still counts them: the limit keeps 3",
-			answer: quotadAnswer{fresh: true, limits: []lendLimit{limitA}},
+			answer: capacity.QuotadAnswer{Fresh: true, Limits: []capacity.LendLimit{limitA}},
 			want:   policy.Lending{Fresh: true, Kept: []policy.KeptIdle{{Account: "proj-a", Type: "a100", GPUs: 3}}},
 		},
 		{
 			name:   "alice's 2 running jobs in her guarantee use 2 of the 3 never lent",
-			answer: quotadAnswer{fresh: true, limits: []lendLimit{with(limitA, func(l *lendLimit) { l.keptIdle = 3 })}},
+			answer: capacity.QuotadAnswer{Fresh: true, Limits: []capacity.LendLimit{with(limitA, func(l *capacity.LendLimit) { l.KeptIdle = 3 })}},
 			jobs: []slurm.Job{running(1, "guar-proj-a", "gres/gpu=1,gres/gpu:a100=1"), running(2, "GUAR-PROJ-A", "gres/gpu=1,gres/gpu:a100=1"),
 				running(3, "borrow-proj-a", "gres/gpu=1,gres/gpu:a100=1"), running(4, "guar-proj-a", "gres/gpu=1,gres/gpu:v100=1")},
 			want: policy.Lending{Fresh: true, Kept: []policy.KeptIdle{{Account: "proj-a", Type: "a100", GPUs: 1}}},
 		},
 		{
 			name:   "a limit whose guarantee is all in use keeps nothing",
-			answer: quotadAnswer{fresh: true, limits: []lendLimit{limitA}},
+			answer: capacity.QuotadAnswer{Fresh: true, Limits: []capacity.LendLimit{limitA}},
 			jobs:   []slurm.Job{running(1, "guar-proj-a", "gres/gpu=4,gres/gpu:a100=4")},
 			want:   policy.Lending{Fresh: true},
 		},
 		{
 			name:   "requests of no type keep quotad's count",
-			answer: quotadAnswer{fresh: true, limits: []lendLimit{with(limitA, func(l *lendLimit) { l.gpuType, l.keptIdle = quotaapi.AnyType, 2 })}},
+			answer: capacity.QuotadAnswer{Fresh: true, Limits: []capacity.LendLimit{with(limitA, func(l *capacity.LendLimit) { l.GPUType, l.KeptIdle = quotaapi.AnyType, 2 })}},
 			want:   policy.Lending{Fresh: true, Kept: []policy.KeptIdle{{Account: "proj-a", Type: quotaapi.AnyType, GPUs: 2}}},
 		},
 		{
 			name:   "a plan not read fresh is no count",
-			answer: quotadAnswer{why: "quotad has no plan yet", limits: []lendLimit{limitA}},
+			answer: capacity.QuotadAnswer{Why: "quotad has no plan yet", Limits: []capacity.LendLimit{limitA}},
 			want:   policy.Lending{Why: "quotad has no plan yet"},
 		},
 	}
@@ -181,8 +182,8 @@ func TestKeptNowCountsTheOwnersJobsFromTheQueue(t *testing.T) {
 			for _, j := range tc.jobs {
 				jobs[j.ID] = j
 			}
-			if got := keptNow(tc.answer, jobs); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("keptNow = %+v, want %+v", got, tc.want)
+			if got := capacity.KeptNow(tc.answer, jobs); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("KeptNow = %+v, want %+v", got, tc.want)
 			}
 		})
 	}

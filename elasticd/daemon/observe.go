@@ -16,52 +16,55 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/capacity"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 	"github.com/slurmbridge/slurmbridge/elasticd/registry"
 )
 
 // queuedOf is what reconcile.SortWorkers needs of the job's workers.
-func (d *Daemon) queuedOf(workers []slurm.Job, snap *snapshot) []reconcile.Queued {
+func (d *Daemon) queuedOf(workers []slurm.Job, snap *capacity.Snapshot) []reconcile.Queued {
 	out := make([]reconcile.Queued, 0, len(workers))
 	for _, w := range workers {
-		out = append(out, reconcile.Queued{ID: w.ID, Running: w.Running(), Pending: w.Pending(), Restarts: snap.jobs[w.ID].Restarts})
+		out = append(out, reconcile.Queued{ID: w.ID, Running: w.Running(), Pending: w.Pending(), Restarts: snap.Jobs[w.ID].Restarts})
 	}
 	return out
 }
 
 // seen says which of j's submitted workers are in the queue.
-func (d *Daemon) seen(j *job, snap *snapshot) map[uint32]bool {
+func (d *Daemon) seen(j *job, snap *capacity.Snapshot) map[uint32]bool {
 	out := map[uint32]bool{}
 	for id := range j.submitted {
-		_, out[id] = snap.jobs[id]
+		_, out[id] = snap.Jobs[id]
 	}
 	return out
 }
 
-// stateOf is what reconcile needs of what elasticd remembers of j.
+// stateOf is what reconcile needs of what elasticd remembers of j, copied: the plan is made
+// from values that acting on it does not change.
 func (d *Daemon) stateOf(j *job) reconcile.State {
 	bounds := d.bounds(j)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return reconcile.State{ID: j.id, Bounds: bounds, PinnedBy: j.pinnedBy, Settings: d.settingsFor(j),
 		PendingTimeout: d.cfg.PendingTimeout, History: j.history, Submitted: len(j.submitted),
-		Stopping: j.stopping, Replacing: j.replacing, Leaving: j.leaving, Refusals: j.refusals, Refused: j.refused}
+		Stopping: maps.Clone(j.stopping), Replacing: maps.Clone(j.replacing), Leaving: maps.Clone(j.leaving), Refusals: j.refusals, Refused: j.refused}
 }
 
 // observe is what reconcile needs of this cycle's view of j: its workers, the successors and
-// leaving stragglers in the queue, the agents' signals, and the capacity of each GPU type.
-func (d *Daemon) observe(j *job, main slurm.Job, active []slurm.Job, current map[policy.GPUType]int, pending []uint32, snap *snapshot) reconcile.Snapshot {
+// leaving stragglers in the queue, and the agents' signals. The capacity of each GPU type is
+// planJob's to count.
+func (d *Daemon) observe(j *job, main slurm.Job, active []slurm.Job, current map[policy.GPUType]int, pending []uint32, snap *capacity.Snapshot) reconcile.Snapshot {
 	o := reconcile.Snapshot{MainType: d.typeOf(main), Allocated: current, Signals: d.signalsFor(active),
 		Successors: map[uint32]reconcile.Successor{}, Queued: map[uint32]bool{}}
 	for _, w := range active {
 		o.Active = append(o.Active, w.ID)
 	}
 	for _, id := range pending {
-		o.Pending = append(o.Pending, reconcile.Pending{ID: id, Submit: snap.jobs[id].Submit})
+		o.Pending = append(o.Pending, reconcile.Pending{ID: id, Submit: snap.Jobs[id].Submit})
 	}
 	for next := range j.replacing {
-		w, ok := snap.jobs[next]
+		w, ok := snap.Jobs[next]
 		s := reconcile.Successor{Queued: ok && (w.Running() || w.Pending()), Running: ok && w.Running()}
 		if s.Running {
 			rep, reported, _ := d.cfg.Dir.LatestReport(j.id, strconv.FormatUint(uint64(next), 10), j.decl.UID)
@@ -70,15 +73,10 @@ func (d *Daemon) observe(j *job, main slurm.Job, active []slurm.Job, current map
 		o.Successors[next] = s
 	}
 	for old := range j.leaving {
-		if w, ok := snap.jobs[old]; ok && (w.Running() || w.Pending()) {
+		if w, ok := snap.Jobs[old]; ok && (w.Running() || w.Pending()) {
 			o.Queued[old] = true
 		}
 	}
-	o.Capacity, o.CapacityLimit, o.GrowthCapacity, o.GrowthLimit = d.capacity(j, main, snap)
-	shape := d.shapeOf(j, main)
-	parts := d.partitionsOf(j, main, o.MainType)
-	qos := d.nextWorkerQOS(main, snap, o.MainType, shape.gpus, parts)
-	o.MainTypeRoom.Workers, o.MainTypeRoom.Why = d.associationRoom(main, snap, shape, o.MainType, parts, qos)
 	return o
 }
 
@@ -131,11 +129,11 @@ func (d *Daemon) settingsFor(j *job) policy.Settings {
 
 // workersOf lists the job's worker jobs in the queue: the worker name and the main job's
 // owner, so a job another user names like a worker is never counted or cancelled.
-func (d *Daemon) workersOf(j *job, snap *snapshot) []slurm.Job {
+func (d *Daemon) workersOf(j *job, snap *capacity.Snapshot) []slurm.Job {
 	var out []slurm.Job
-	for _, id := range snap.named(WorkerName(j.id)) {
-		w, ok := snap.jobs[id]
-		if ok && snap.jobs[id].UserID == j.decl.UID && id != j.id {
+	for _, id := range snap.Named(WorkerName(j.id)) {
+		w, ok := snap.Jobs[id]
+		if ok && snap.Jobs[id].UserID == j.decl.UID && id != j.id {
 			out = append(out, w)
 		}
 	}
@@ -161,6 +159,20 @@ func (d *Daemon) typeOf(w slurm.Job) policy.GPUType {
 		}
 	}
 	return "gpu"
+}
+
+// partitionsOf are the partitions a worker of type t may run in: the declared pools of that
+// type, else the main job's partition.
+func (d *Daemon) partitionsOf(j *job, main slurm.Job, t policy.GPUType) []string {
+	ps := d.poolsOfType(j, t)
+	if len(ps) == 0 {
+		return []string{main.Partition}
+	}
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		parts = append(parts, p.Partition)
+	}
+	return parts
 }
 
 // poolsOfType are the declared pools of GPU type t, in declaration order.

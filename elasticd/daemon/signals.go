@@ -16,6 +16,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/api"
+	"github.com/slurmbridge/slurmbridge/elasticd/capacity"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
@@ -166,7 +167,7 @@ func (d *Daemon) signalCount() int {
 // workers of their latest measurement) and, by node, the GPUs of those running on one node
 // (gres_detail's indices): what the node agents are told to read. Samples of jobs no longer
 // followed are dropped.
-func (d *Daemon) noteFollowedLocked(snap *snapshot) {
+func (d *Daemon) noteFollowedLocked(snap *capacity.Snapshot) {
 	followed := make(map[uint32]bool, len(d.jobs))
 	for id, j := range d.jobs {
 		followed[id] = true
@@ -180,8 +181,8 @@ func (d *Daemon) noteFollowedLocked(snap *snapshot) {
 	}
 	reads := map[string][]api.JobGPUs{}
 	for id := range followed {
-		j, ok := snap.jobs[id]
-		detail := snap.jobs[id].GresDetail
+		j, ok := snap.Jobs[id]
+		detail := snap.Jobs[id].GresDetail
 		if !ok || !j.Running() || j.NodeCount != 1 || len(detail) != 1 {
 			continue
 		}

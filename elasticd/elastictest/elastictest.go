@@ -4,6 +4,7 @@
 package elastictest
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -83,4 +84,35 @@ func QOSJob(id uint32, qos, state string, tres gpureq.TRES) slurm.Job {
 		j.TRESReq = tres
 	}
 	return j
+}
+
+// AssocTree is the associations of cluster testbed: root > proj-a (alice, bob) and root > dept >
+// proj-b (carol), every limit unset.
+func AssocTree() []slurm.AssociationLimits {
+	none := func(a slurm.AssociationLimits) slurm.AssociationLimits {
+		a.Cluster, a.GrpJobs, a.GrpSubmitJobs, a.MaxJobs, a.MaxSubmitJobs = "testbed", slurm.NoLimit, slurm.NoLimit, slurm.NoLimit, slurm.NoLimit
+		return a
+	}
+	return []slurm.AssociationLimits{
+		none(slurm.AssociationLimits{Account: "root"}),
+		none(slurm.AssociationLimits{Account: "root", User: "root"}),
+		none(slurm.AssociationLimits{Account: "proj-a", ParentAccount: "root"}),
+		none(slurm.AssociationLimits{Account: "proj-a", User: "alice"}),
+		none(slurm.AssociationLimits{Account: "proj-a", User: "bob"}),
+		none(slurm.AssociationLimits{Account: "dept", ParentAccount: "root"}),
+		none(slurm.AssociationLimits{Account: "proj-b", ParentAccount: "dept"}),
+		none(slurm.AssociationLimits{Account: "proj-b", User: "carol"}),
+	}
+}
+
+// WithAssocLimits is assocs with the association of account and user ("" an account's own)
+// changed by set.
+func WithAssocLimits(assocs []slurm.AssociationLimits, account, user string, set func(*slurm.AssociationLimits)) []slurm.AssociationLimits {
+	out := slices.Clone(assocs)
+	for i := range out {
+		if out[i].Account == account && out[i].User == user {
+			set(&out[i])
+		}
+	}
+	return out
 }

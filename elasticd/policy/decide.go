@@ -44,7 +44,7 @@ func decide(in Input, s Settings) Decision {
 		return hold(code, "latest report is incomplete: %s", problem)
 	}
 
-	p := planner{in: in, s: s, bounds: job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
+	p := newPlanner(in, s, latest)
 	if p.total < p.bounds.Target() { // the rooms are sorted and priced only for a job below it
 		if d, below := GrowToTarget(p.bounds, "", p.total, p.targetRooms()); below {
 			return d
@@ -56,26 +56,12 @@ func decide(in Input, s Settings) Decision {
 	if p.total > p.bounds.MaxWorkers {
 		return p.shrinkToMax(latest)
 	}
-
-	epochs := splitEpochs(in.History)
-	current := epochs[len(epochs)-1]
-	latestWindow := current.settled(in.History, s.SettleTime, s.MinSamples, true)
-	if len(latestWindow) < s.MinSamples {
-		return hold(CodeMeasuring, "measuring %s: %d of %d settled reports", current.key, len(latestWindow), s.MinSamples)
+	if p.settled < s.MinSamples {
+		return hold(CodeMeasuring, "measuring %s: %d of %d settled reports", p.size, p.settled, s.MinSamples)
 	}
-	p.cur = mean(in.History, latestWindow)
 	if !(p.cur.total > 0) {
-		return hold(CodeNoProgress, "job reports no progress (0 samples/s) at %s", current.key)
+		return hold(CodeNoProgress, "job reports no progress (0 samples/s) at %s", p.size)
 	}
-	p.best = bestOf(in.History, latestWindow)
-	p.peak = peakPerWorker(in.History, latestWindow)
-	first := mean(in.History, current.settled(in.History, s.SettleTime, s.MinSamples, false))
-	p.first = first
-	// A dip shorter than the window (an evaluation pass, a checkpoint write) leaves its best
-	// report where it was: only a move of the best report counts as a change.
-	p.changed = math.Abs(p.best.total-first.total) > s.NoiseTolerance*first.total
-	p.changeText = fmt.Sprintf("throughput at this size went from %.0f to %.0f samples/s", first.total, p.cur.total)
-	p.sizes = latestMeasured(in.History, epochs, s.SettleTime, s.MinSamples)
 
 	if d, ok := p.replaceStraggler(signalFlags(in, s)); ok {
 		return d
@@ -98,13 +84,41 @@ type planner struct {
 	alloc  map[GPUType]int
 	total  int
 
-	cur        window             // the current size, last MinSamples settled reports
+	size    string              // the current size (configKey)
+	settled int                 // its settled reports, up to MinSamples
+	sizes   map[string]measured // each size's latest stable measurement
+	// Measured at the current size once it has MinSamples settled reports; empty before.
+	cur        window             // its last MinSamples settled reports
 	best       window             // the settled report of that window with the most samples/s
 	peak       map[string]float64 // each worker's best samples/s in that window
-	first      window             // the current size's first MinSamples settled reports
+	first      window             // its first MinSamples settled reports
 	changed    bool               // throughput at the current size moved beyond noise
 	changeText string
-	sizes      map[string]measured
+}
+
+// newPlanner is the planner of one decision on in's history, whose latest report is complete:
+// every field is filled here, before any check runs. The current size's measurements are left
+// empty while it has fewer than MinSamples settled reports; decide holds then before any check
+// reads them.
+func newPlanner(in Input, s Settings, latest Measurement) planner {
+	p := planner{in: in, s: s, bounds: in.Job.Bounds, alloc: latest.Allocated, total: totalWorkers(latest.Allocated)}
+	epochs := splitEpochs(in.History)
+	current := epochs[len(epochs)-1]
+	window := current.settled(in.History, s.SettleTime, s.MinSamples, true)
+	p.size, p.settled = current.key, len(window)
+	p.sizes = latestMeasured(in.History, epochs, s.SettleTime, s.MinSamples)
+	if p.settled < s.MinSamples {
+		return p
+	}
+	p.cur = mean(in.History, window)
+	p.best = bestOf(in.History, window)
+	p.peak = peakPerWorker(in.History, window)
+	p.first = mean(in.History, current.settled(in.History, s.SettleTime, s.MinSamples, false))
+	// A dip shorter than the window (an evaluation pass, a checkpoint write) leaves its best
+	// report where it was: only a move of the best report counts as a change.
+	p.changed = math.Abs(p.best.total-p.first.total) > s.NoiseTolerance*p.first.total
+	p.changeText = fmt.Sprintf("throughput at this size went from %.0f to %.0f samples/s", p.first.total, p.cur.total)
+	return p
 }
 
 func (p *planner) price(t GPUType) float64 {

@@ -309,7 +309,9 @@ func ofWorkers(m policy.Measurement, active []uint32) bool {
 }
 
 // decide asks the policy and turns its decision into actions. The main job is never shrunk or
-// replaced: it hosts the rendezvous.
+// replaced: it hosts the rendezvous. A job below its target never gets here: a cycle grows it
+// in growToTarget alone, within Snapshot.MainTypeRoom, and policy.Decide's own rule for such a
+// job is for callers without reconcile (the simulator).
 func decide(s State, snap Snapshot, now time.Time) Plan {
 	id := workerName(s.ID)
 	dec := policy.Decide(policy.Input{

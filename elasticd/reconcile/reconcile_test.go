@@ -328,3 +328,16 @@ func TestReconcileIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// A job below its target grows by reconcile's rule alone, within what the associations admit of
+// the main job's type, whatever the nodes have free (its workers wait in the queue for them):
+// policy.Decide's own rule, which would hold the job for the nodes, is never reached from here.
+func TestBelowTargetGrowsWithinTheAssociationsAlone(t *testing.T) {
+	s := elastictest.State(main, 1, 4, a100)
+	s.Bounds.Pin, s.PinnedBy = 3, "alice"
+	s.History = steady(t0, 100, main)
+	got := reconcile.Reconcile(s, elastictest.Snapshot(a100, 0, main), settled)
+	if d := got.Decision; got.Grow == nil || *got.Grow != (reconcile.Grow{Type: a100, Count: 2}) || d == nil || d.Code != policy.CodeBelowTarget {
+		t.Fatalf("plan %+v (decision %+v), want growth by 2 to the pin though no a100 is free", got, d)
+	}
+}

@@ -1,6 +1,8 @@
-package daemon
+package capacity
 
 import (
+	"slices"
+
 	"github.com/slurmbridge/slurmbridge/bridge/noderoom"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
@@ -18,7 +20,7 @@ type scans struct {
 	tiers   map[string][]string          // account → the QOS of its borrow size tiers and protected QOS among the snapshot's QOS
 }
 
-func (s *snapshot) scans() *scans {
+func (s *Snapshot) scans() *scans {
 	if s.sums == nil {
 		s.sums = &scans{}
 	}
@@ -26,13 +28,13 @@ func (s *snapshot) scans() *scans {
 }
 
 // free is what each node of the snapshot has unallocated (slurm.Node.Free), in the order of
-// s.nodes: every elastic job's capacity asks for it, per GPU type, twice (fits, freeGPUsIn).
-func (s *snapshot) free() []noderoom.Free {
+// s.Nodes: every elastic job's capacity asks for it, per GPU type, twice (fits, freeGPUsIn).
+func (s *Snapshot) free() []noderoom.Free {
 	sc := s.scans()
 	if sc.free == nil {
-		sc.free = make([]noderoom.Free, len(s.nodes))
-		for i := range s.nodes {
-			sc.free[i] = s.nodes[i].Free()
+		sc.free = make([]noderoom.Free, len(s.Nodes))
+		for i := range s.Nodes {
+			sc.free[i] = s.Nodes[i].Free()
 		}
 	}
 	return sc.free
@@ -41,11 +43,11 @@ func (s *snapshot) free() []noderoom.Free {
 // borrowTiers is the QOS of account's borrow size tiers and its protected borrow QOS
 // (bridge/pools.BorrowTierName and ProtectedBorrowName under the borrow pattern) among the
 // snapshot's QOS: every elastic job's room asks, so the QOS are read once per snapshot.
-func (s *snapshot) borrowTiers(pattern, account string) []string {
+func (s *Snapshot) borrowTiers(pattern, account string) []string {
 	sc := s.scans()
 	if sc.tiers == nil {
 		sc.tiers = map[string][]string{}
-		for q := range s.qos {
+		for q := range s.QOS {
 			if acct, _, ok := pools.BorrowTierOf(pattern, q); ok {
 				sc.tiers[acct] = append(sc.tiers[acct], q)
 			} else if acct, ok := pools.ProtectedBorrowOf(pattern, q); ok {
@@ -58,12 +60,12 @@ func (s *snapshot) borrowTiers(pattern, account string) []string {
 
 // qosGPUs is the GPUs of type typ ("" all) that the running jobs in QOS qos hold and its
 // pending jobs ask for.
-func (s *snapshot) qosGPUs(qos, typ string) uint64 {
+func (s *Snapshot) qosGPUs(qos, typ string) uint64 {
 	sc := s.scans()
 	byQOS, ok := sc.qosGPUs[typ]
 	if !ok {
 		byQOS = map[string]uint64{}
-		for _, j := range s.jobs {
+		for _, j := range s.Jobs {
 			switch {
 			case j.Running():
 				byQOS[pools.QOSKey(j.QOS)] += j.TRESAlloc.GPUs(typ)
@@ -80,7 +82,7 @@ func (s *snapshot) qosGPUs(qos, typ string) uint64 {
 }
 
 // usageOf is what the jobs an association scope covers hold or ask for.
-func (s *snapshot) usageOf(sc assocScope) usage {
+func (s *Snapshot) usageOf(sc assocScope) usage {
 	sums := s.scans()
 	if u, ok := sums.assoc[sc.name]; ok {
 		return u
@@ -93,14 +95,43 @@ func (s *snapshot) usageOf(sc assocScope) usage {
 	return u
 }
 
-// named is the ids of the queue's jobs named name.
-func (s *snapshot) named(name string) []uint32 {
+// Named is the ids of the queue's jobs named name: every elastic job's workers are found by
+// their name.
+func (s *Snapshot) Named(name string) []uint32 {
 	sc := s.scans()
 	if sc.named == nil {
 		sc.named = map[string][]uint32{}
-		for id, extra := range s.jobs {
+		for id, extra := range s.Jobs {
 			sc.named[extra.Name] = append(sc.named[extra.Name], id)
 		}
 	}
 	return sc.named[name]
+}
+
+// waitingJobs are the queue's pending jobs as policy.GrowthRoom weighs them; own are the
+// elastic job's workers.
+func (s *Snapshot) waitingJobs(own []uint32) []policy.WaitingJob {
+	sc := s.scans()
+	if sc.pending == nil {
+		sc.pending = []policy.WaitingJob{}
+		for _, j := range s.Jobs {
+			if !j.Pending() {
+				continue
+			}
+			sc.pending = append(sc.pending, policy.WaitingJob{
+				Reason: j.StateReason, Batch: j.Batch, Requeue: j.Requeue, LendingQOS: s.Pools.IsLendingQOS(j.QOS),
+				Partitions: j.Partitions(), GPUsPerTask: int(j.TRESReq.GPUs("")), Tasks: j.TaskCount(),
+			})
+			sc.pendIDs = append(sc.pendIDs, j.ID)
+		}
+	}
+	mine := make(map[uint32]bool, len(own))
+	for _, id := range own {
+		mine[id] = true
+	}
+	out := slices.Clone(sc.pending)
+	for i, id := range sc.pendIDs {
+		out[i].Own = mine[id]
+	}
+	return out
 }
