@@ -12,7 +12,7 @@
 #   6. lend and reclaim latency of quotas, 5 rounds (bench/quota-latency.sh);
 #   7. the elastic training simulation (bench/cmd/elasticsim: static min, knee and max vs
 #      elasticd's policy on the paper's throughput curve and three stated ones; no testbed);
-#   8. elastic transition idle time of a real torchrun job (bench/cmd/elastictransition).
+#   8. elastic transition idle time of a real PyTorch job, in place and by restart (bench/cmd/elastictransition).
 # 2-6 and 8 need root and a running testbed; gnuplot (Debian gnuplot-nox) draws the plots and is
 # installed when missing.
 # Usage: bench/run.sh            (make bench)
@@ -62,6 +62,6 @@ fi
 	echo
 	echo "## elastic training simulation (go run ./bench/cmd/elasticsim)"
 	go run ./bench/cmd/elasticsim
-	testbed_section "elastic transition idle time (go run ./bench/cmd/elastictransition -rounds 2)" go run ./bench/cmd/elastictransition -rounds 2
+	testbed_section "elastic transition idle time (go run ./bench/cmd/elastictransition -rounds 2 -models small,10m)" go run ./bench/cmd/elastictransition -rounds 2 -models small,10m
 } 2>&1 | tee "$out"
 echo "results in $out"

@@ -15,14 +15,15 @@ import (
 )
 
 // loopbackIdle is the same job's transition idle time on the one-host testbed (bench/README.md,
-// bench/cmd/elastictransition, shipped launcher): the figure the site's is set beside.
-const loopbackIdle = "grow 4.4 s, shrink 6.1 s"
+// bench/cmd/elastictransition, in place, small model): the figure the site's is set beside.
+const loopbackIdle = "grow 0.11 s, shrink 0.11 s"
 
-// TestElasticAcrossHosts runs the shipped torchrun example, as the package installs it, with its
+// TestElasticAcrossHosts runs the shipped PyTorch example, as the package installs it, with its
 // workers on another compute host than its rendezvous: a real PyTorch job (train.py, DDP over
 // gloo) that elasticd on the login host grows from its samples/s and shrinks when a step stops
-// paying, every torchrun agent reaching the main job's store over the site's network. It
-// measures the transition idle time there (last step of the old world to the first of the new).
+// paying, in place (the default), every process reaching the main job's store over the site's
+// network. It measures the transition idle time there (last step of the old world to the first
+// of the new).
 func TestElasticAcrossHosts(t *testing.T) {
 	s := Require(t)
 	login := s.Facts.Site.Login
@@ -86,6 +87,11 @@ func TestElasticAcrossHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, rec := range records {
+			if rec.Mode != "in-place" {
+				t.Fatalf("job %s's process ran %q, want the shipped default, in-place", rec.Job, rec.Mode)
+			}
+		}
 		trs = transition.Transitions(records)
 		n := len(trs)
 		return n > 0 && trs[n-1].Kind() == "shrink" && trs[n-1].To.LastStep-trs[n-1].To.FirstStep > 3
@@ -111,8 +117,8 @@ func TestElasticAcrossHosts(t *testing.T) {
 	if !crossed {
 		t.Errorf("no grow put a worker on another host than %s (workers ran on %v)", rdzvNode, hosts)
 	}
-	// The idle times are figures for the report, not a pass mark: on shared cores a grow's
-	// restart has taken from 5 s to 33 s (site/README.md).
+	// The idle times are figures for the report, not a pass mark: on shared cores a restart's
+	// grow took from 5 s to 33 s (site/README.md).
 	t.Logf("elastic across hosts (Slurm %s, rendezvous on %s, worker name %s): grow idle %v, shrink idle %v; on the loopback testbed: %s",
 		s.Release, rdzvNode, daemon.WorkerName(uint32(mainID)), grow, shrink, loopbackIdle)
 	report(fmt.Sprintf("elastic across hosts (Slurm %s): grow idle %v, shrink idle %v; loopback testbed: %s\n", s.Release, grow, shrink, loopbackIdle))
