@@ -1,24 +1,34 @@
 """Who trains in the next world: the pure rule of an in-place transition (no torch, no I/O).
 
-A world is the list of processes ("members", each "<slurm job id>.<local rank>") that train
+A world is the list of processes ("members", each "<slurm job id>.<local rank>.<nonce>") that train
 together, in rank order. At a membership change the members that stay keep their order and so
 their relative ranks (rank 0, the main job's first process, hosts the rendezvous store and is
 never removed by elasticd); the joiners follow in the order they arrived, up to the job's
 largest world. A member that is leaving (its worker job got elasticd's TERM) or that did not
 answer after a failure is dropped.
 """
+import re
 from dataclasses import dataclass, field
 
-__all__ = ["Generation", "next_generation", "first_generation", "member_id", "job_of"]
+__all__ = ["Generation", "next_generation", "first_generation", "member_id", "job_of", "valid_member"]
 
 
-def member_id(job, local_rank):
-    """The id of one training process: its Slurm job and local rank."""
-    return f"{job}.{local_rank}"
+def member_id(job, local_rank, nonce):
+    """The id of one training process: its Slurm job, local rank, and a nonce of its own."""
+    return f"{job}.{local_rank}.{nonce}"
 
 
 def job_of(member):
-    return member.rsplit(".", 1)[0]
+    return member.split(".", 1)[0]
+
+
+_MEMBER = re.compile(r"[0-9A-Za-z_]{1,32}\.[0-9]{1,4}\.[0-9a-f]{1,32}")
+
+
+def valid_member(member):
+    """Whether member reads as an id member_id makes: anything else in the store is not a
+    process of this job."""
+    return bool(_MEMBER.fullmatch(member))
 
 
 @dataclass(frozen=True)

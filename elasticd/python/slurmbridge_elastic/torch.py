@@ -47,6 +47,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from datetime import timedelta
 
 import torch
@@ -57,7 +58,6 @@ from . import _env_int, membership, role, set_transition_mode
 __all__ = ["init", "run", "TorchState", "mode", "rank", "size", "local_rank", "device", "generation", "leaving",
            "MembershipChanged", "RecoveryFailed", "shutdown"]
 
-_PREFIX = "slurmbridge-elastic/"
 
 
 class MembershipChanged(Exception):
@@ -75,7 +75,8 @@ class _Leave(Exception):
 class _Context:
     def __init__(self):
         self.mode = None
-        self.store = None
+        self.store = None  # the job's keys (a PrefixStore over raw_store)
+        self.raw_store = None  # the TCPStore: its server, in the host process
         self.me = None
         self.gen = None
         self.backend = None
@@ -167,13 +168,19 @@ def init(backend=None, timeout=timedelta(seconds=60), store_timeout=timedelta(mi
     _ctx.max_procs = _env_int("ELASTIC_MAX", 1) * per_worker
     _ctx.min_procs = _env_int("ELASTIC_MIN", 1) * per_worker
     job = os.environ.get("SLURM_JOB_ID", str(os.getpid()))
-    _ctx.me = membership.member_id(job, lr)
+    # Unique to this process: a requeued worker job comes back with its job id, and must not
+    # be taken for the process it was before.
+    _ctx.me = membership.member_id(job, lr, uuid.uuid4().hex[:8])
     _ctx.is_host = role() == "main" and lr == 0
     _install_term_handler()
-    _ctx.store = _make_store(host, int(port), _ctx.is_host, store_timeout)
+    raw = _make_store(host, int(port), _ctx.is_host, store_timeout)
+    # The elastic job's own keys: a process of another job that reaches this port (the port is
+    # derived from the job id, so two jobs can share one) never sees or answers them.
+    _ctx.store = dist.PrefixStore(f"slurmbridge-elastic/{os.environ.get('ELASTIC_JOB_ID', job)}/", raw)
+    _ctx.raw_store = raw
     store = _ctx.store
-    n = store.add(_PREFIX + "arrivals", 1)
-    store.set(f"{_PREFIX}arrival/{n}", _ctx.me)
+    n = store.add("arrivals", 1)
+    store.set(f"arrival/{n}", _ctx.me)
     if _ctx.is_host:
         gen = _form_first(formation_wait)
     else:
@@ -194,9 +201,14 @@ def _install_term_handler():
 def _read_waiting():
     """Rank 0: the joiners that arrived and are still waiting, in arrival order."""
     store = _ctx.store
-    count = store.add(_PREFIX + "arrivals", 0)
+    count = store.add("arrivals", 0)
     for n in range(_ctx.seen_arrivals + 1, count + 1):
-        _ctx.waiting.append(store.get(f"{_PREFIX}arrival/{n}").decode())
+        try:
+            member = store.get(f"arrival/{n}").decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if membership.valid_member(member):
+            _ctx.waiting.append(member)
     _ctx.seen_arrivals = count
     withdrawn = [m for m in _ctx.waiting if _flag(f"withdrawn/{m}")]
     members = set(_ctx.gen.members) if _ctx.gen else set()
@@ -207,7 +219,7 @@ def _read_waiting():
 def _flag(key):
     """A counter's value, 0 when never set. Flags are counters because every torch release's
     TCPStore has add, where check (a key's presence) came later."""
-    return _ctx.store.add(_PREFIX + key, 0)
+    return _ctx.store.add(key, 0)
 
 
 def _form_first(formation_wait):
@@ -230,14 +242,14 @@ def _form_first(formation_wait):
 
 def _publish(gen):
     store = _ctx.store
-    store.set(f"{_PREFIX}gen/{gen.number}", json.dumps(gen.to_record()))
+    store.set(f"gen/{gen.number}", json.dumps(gen.to_record()))
     for m in gen.joined:
-        store.add(f"{_PREFIX}assigned/{m}", gen.number)
-    store.set(_PREFIX + "current", str(gen.number))
+        store.add(f"assigned/{m}", gen.number)
+    store.set("current", str(gen.number))
 
 
 def _read_gen(number):
-    key = f"{_PREFIX}gen/{number}"
+    key = f"gen/{number}"
     _ctx.store.wait([key], _ctx.timeout)
     return membership.Generation.from_record(json.loads(_ctx.store.get(key)))
 
@@ -245,7 +257,7 @@ def _read_gen(number):
 def _await_admission():
     while not (number := _flag(f"assigned/{_ctx.me}")):
         if _ctx.stop_requested.is_set():
-            _ctx.store.add(f"{_PREFIX}withdrawn/{_ctx.me}", 1)
+            _ctx.store.add(f"withdrawn/{_ctx.me}", 1)
             _log(f"{_ctx.me} was stopped before it was admitted")
             raise SystemExit(0)
         time.sleep(0.05)
@@ -257,7 +269,7 @@ def _enter(gen):
     r = gen.rank_of(_ctx.me)
     started = time.monotonic()
     # Each world's keys under its own prefix: a new world never reads an old one's.
-    pg_store = dist.PrefixStore(f"{_PREFIX}pg/{gen.number}/", _ctx.store)
+    pg_store = dist.PrefixStore(f"pg/{gen.number}/", _ctx.store)
     # The world this process is in from now on, formed or not: should the forming fail (an
     # admitted joiner never came), the recovery starts from it and numbers the next one after.
     _ctx.gen = gen
@@ -322,7 +334,7 @@ def _recover(error):
     _log(f"collective failed in world {old.number} ({type(error).__name__}: {error}); re-forming")
     _leave_group()
     store = _ctx.store
-    store.add(f"{_PREFIX}alive/{old.number}/{_ctx.me}", 1)
+    store.add(f"alive/{old.number}/{_ctx.me}", 1)
     if old.rank_of(_ctx.me) == 0:
         # Wait for every other member's answer, or until the slowest survivor's collective would
         # have timed out too.
@@ -452,10 +464,10 @@ def shutdown():
     other processes have left it, so that none fails reading it."""
     if _ctx.mode == "in-place" and _ctx.store is not None and _ctx.gen is not None:
         try:
-            _ctx.store.add(f"{_PREFIX}done/{_ctx.gen.number}", 1)
+            _ctx.store.add(f"done/{_ctx.gen.number}", 1)
             if _ctx.gen.rank_of(_ctx.me) == 0:
                 deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and _ctx.store.add(f"{_PREFIX}done/{_ctx.gen.number}", 0) < _ctx.gen.size:
+                while time.monotonic() < deadline and _ctx.store.add(f"done/{_ctx.gen.number}", 0) < _ctx.gen.size:
                     time.sleep(0.05)
         except RuntimeError:
             pass

@@ -59,6 +59,14 @@ class MembershipTest(unittest.TestCase):
         self.assertEqual((g.number, g.members), (1, ("1.0", "2.0")))
         self.assertTrue(g.needs_sync())
 
+    def test_member_ids_are_unique_per_process_and_checked(self):
+        a, b = membership.member_id("41", 0, "1a2b"), membership.member_id("41", 0, "3c4d")
+        self.assertNotEqual(a, b)  # a requeued worker job is a new member
+        self.assertEqual(membership.job_of(a), "41")
+        self.assertTrue(membership.valid_member(a))
+        for forged in ("", "41.0", "41.0.xyz", "41.0.1a\n2", "../x.0.1", "41.0.1a2b; rm -rf"):
+            self.assertFalse(membership.valid_member(forged), forged)
+
     def test_records_round_trip(self):
         g = membership.next_generation(self.gen("1.0", "2.0"), leaving=["2.0"], waiting=["3.0"], max_procs=4)
         self.assertEqual(membership.Generation.from_record(json.loads(json.dumps(g.to_record()))), g)
