@@ -166,7 +166,14 @@ def main():
 
     loss = train(state)
     if loss is None:
-        return  # this worker left the job (elasticd stopped it)
+        # This process left at a step boundary: elasticd stopped its worker, or the main job is
+        # stopping (a requeue among other things). The main job's first process then saves the
+        # state it holds, so that the next run starts from this step rather than the last
+        # checkpoint.
+        if et.mode() == "in-place" and elastic.role() == "main" and et.local_rank() == 0:
+            state.save(ckpt)
+            print(f"stopped at {state.samples} samples; saved to {ckpt}", flush=True)
+        return
     if et.rank() == 0:
         print(f"trained {state.samples} samples, loss {loss:.4f}", flush=True)
         if os.path.exists(ckpt):
