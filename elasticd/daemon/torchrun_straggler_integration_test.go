@@ -142,9 +142,10 @@ func samplesAt(points map[time.Time]api.Point, size int, match func(time.Time) b
 // worker just as much whenever other work crowded the remaining CPU, while a quota slows this
 // worker relative to its peer whatever the machine's load.
 func slowFirstWorker(body, marker string) (string, error) {
-	i := strings.Index(body, "\nexec ")
+	// Before the case that chooses the launcher: each branch execs it.
+	i := strings.Index(body, "\ncase ")
 	if i < 0 {
-		return "", fmt.Errorf("the torchrun job script has no exec line:\n%s", body)
+		return "", fmt.Errorf("the torchrun job script has no case choosing its launcher:\n%s", body)
 	}
 	// exec keeps the shell's pid, so $$ is the agent's once it runs; the loop is its child too.
 	slow := "\n" +
@@ -164,6 +165,6 @@ func slowFirstWorker(body, marker string) (string, error) {
 		"			sleep 0.05\n" +
 		"		done\n" +
 		"	) &\n" +
-		"fi\nexec "
-	return body[:i] + slow + body[i+len("\nexec "):], nil
+		"fi\ncase "
+	return body[:i] + slow + body[i+len("\ncase "):], nil
 }
