@@ -104,7 +104,9 @@ class Tracer:
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    et.init(backend=None if args.backend == "auto" else args.backend)  # in place: joins the job's rendezvous; under torchrun: torchrun's process group
+    # In place: connects to the job's rendezvous (the world is joined in train, below); under
+    # torchrun: torchrun's process group.
+    et.init(backend=None if args.backend == "auto" else args.backend)
     device = et.device()
     batch = elastic.per_device_batch(default=args.batch)
     tracer = Tracer(args.trace_dir)
@@ -120,7 +122,7 @@ def main():
     # A run's first world starts from the checkpoint (a requeued job, or every torchrun restart);
     # in place, rank 0 reads it and the first world gets it from rank 0, and a process that
     # joins later gets the live state instead.
-    if os.path.exists(ckpt) and (et.mode() == "restart" or et.rank() == 0):
+    if os.path.exists(ckpt) and (et.mode() == "restart" or et.is_host()):
         state.load(ckpt)
         state.commit_copy()
 
@@ -170,7 +172,7 @@ def main():
         # stopping (a requeue among other things). The main job's first process then saves the
         # state it holds, so that the next run starts from this step rather than the last
         # checkpoint.
-        if et.mode() == "in-place" and elastic.role() == "main" and et.local_rank() == 0:
+        if et.is_host():
             state.save(ckpt)
             print(f"stopped at {state.samples} samples; saved to {ckpt}", flush=True)
         return

@@ -16,7 +16,7 @@ const (
 	InPlace Launcher = iota
 	// KeepAlive restarts every process at each change: torchrun's agent, through
 	// torchrun_keepalive.py, which applies the rendezvous keep-alive settings on every torch
-	// release (ELASTIC_TRANSITION=restart).
+	// release (ELASTIC_TRANSITION=restart in the script).
 	KeepAlive
 	// PlainTorchrun is the torchrun command with KeepAlive's arguments: on torch releases that
 	// ignore keep_alive_* in --rdzv_conf, a departed worker holds the next round ~15 s.
@@ -64,7 +64,6 @@ func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher, tra
 	if l != InPlace {
 		mode = "restart"
 	}
-	b.WriteString("export ELASTIC_TRANSITION=" + mode + "\n")
 	extra := ""
 	for _, a := range trainArgs {
 		extra += " " + shellQuote(a)
@@ -74,6 +73,9 @@ func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher, tra
 			continue // the example's own #SBATCH lines and comments
 		}
 		line = strings.ReplaceAll(line, "$SLURM_SUBMIT_DIR/elasticd/examples", examplesDir)
+		if strings.HasPrefix(line, "ELASTIC_TRANSITION=") {
+			line = "ELASTIC_TRANSITION=" + mode // the script's own choice, as its user sets it
+		}
 		if l == PlainTorchrun {
 			line = strings.Replace(line, `exec python3 "`+examplesDir+`/torchrun_keepalive.py"`, "exec torchrun", 1)
 		}
@@ -83,7 +85,7 @@ func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher, tra
 	}
 	s := b.String()
 	launcher := map[Launcher]string{InPlace: "elastic_launch.py", KeepAlive: "torchrun_keepalive.py", PlainTorchrun: "exec torchrun"}[l]
-	if strings.Count(s, "--trace-dir") != 2 || !strings.Contains(s, launcher) {
+	if strings.Count(s, "--trace-dir") != 2 || !strings.Contains(s, launcher) || !strings.Contains(s, "\nELASTIC_TRANSITION="+mode+"\n") {
 		return "", fmt.Errorf("%s/torchrun.sbatch no longer starts its launchers and train.py the way this expects", examplesDir)
 	}
 	return s, nil

@@ -21,15 +21,15 @@ import (
 type Record struct {
 	Job       string  `json:"job"`
 	PID       int     `json:"pid"`
-	Mode      string  `json:"mode"` // "in-place" or "restart", as slurmbridge_elastic.torch ran`
+	Mode      string  `json:"mode"` // "in-place" or "restart", as slurmbridge_elastic.torch ran
 	Rank      int     `json:"rank"`
 	WorldSize int     `json:"world_size"`
-	Started   float64 `json:"started"` // the job's torchrun agent started (0: unknown)
+	Started   float64 `json:"started"` // the job's script started its launcher (0: unknown)
 	Formed    float64 `json:"formed"`  // the process group formed
 	FirstStep float64 `json:"first_step"`
 	LastStep  float64 `json:"last_step"`
 	Steps     int     `json:"steps"`
-	ResumedAt int64   `json:"resumed_at"` // samples the checkpoint held when this process began
+	ResumedAt int64   `json:"resumed_at"` // samples trained when this world began (in place: the state's; restart: the checkpoint's)
 }
 
 // World is the processes that trained together.

@@ -104,7 +104,7 @@ func TestScriptFromTheShippedExample(t *testing.T) {
 		}
 		mode := map[Launcher]string{InPlace: "in-place", KeepAlive: "restart", PlainTorchrun: "restart"}[l]
 		for _, want := range []string{"#SBATCH --elastic=1:3:1\n", "#SBATCH --elastic-pools=a100\n", "--rdzv_backend=c10d",
-			"export ELASTIC_TRANSITION=" + mode + "\n", examples + "/elastic_launch.py",
+			"\nELASTIC_TRANSITION=" + mode + "\n", examples + "/elastic_launch.py",
 			examples + `/train.py" --total-samples`, "--trace-dir /tmp/tr --checkpoint /tmp/tr/ckpt --width 3200"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("%s: script lacks %q:\n%s", l, want, s)

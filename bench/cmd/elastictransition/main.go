@@ -159,6 +159,18 @@ func run(o options, launchers []transition.Launcher, ms []string) error {
 		}
 	}
 	report(samples, launchers, ms, o.rounds)
+	// A mode and model with no grow or no shrink measured is a failed benchmark, not a row.
+	var missing []string
+	for _, l := range launchers {
+		for _, m := range ms {
+			if len(idles(samples, l, m, -1, "grow")) == 0 || len(idles(samples, l, m, -1, "shrink")) == 0 {
+				missing = append(missing, l.String()+" "+m)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no grow or no shrink measured for %s", strings.Join(missing, ", "))
+	}
 	return nil
 }
 

@@ -1,11 +1,14 @@
 """Who trains in the next world: the pure rule of an in-place transition (no torch, no I/O).
 
-A world is the list of processes ("members", each "<slurm job id>.<local rank>.<nonce>") that train
-together, in rank order. At a membership change the members that stay keep their order and so
-their relative ranks (rank 0, the main job's first process, hosts the rendezvous store and is
-never removed by elasticd); the joiners follow in the order they arrived, up to the job's
-largest world. A member that is leaving (its worker job got elasticd's TERM) or that did not
-answer after a failure is dropped.
+A world is the list of processes ("members", each "<slurm job id>.<local rank>.<nonce>") that
+train together, in rank order. A Slurm job (the main job, or a worker job elasticd added) is
+the unit: its processes join together, once all of them have arrived, and leave together. At a
+membership change the members that stay keep their order and so their relative ranks (rank 0,
+the main job's first process, hosts the rendezvous store and is never removed by elasticd); the
+joining jobs follow in the order their first process arrived, as many whole jobs as the job's
+largest world holds. A job whose process is leaving (its worker job got elasticd's TERM) or did
+not answer after a failure leaves whole; in the main job only the processes that did not
+answer are dropped.
 """
 import re
 from dataclasses import dataclass, field
@@ -14,7 +17,8 @@ __all__ = ["Generation", "next_generation", "first_generation", "member_id", "jo
 
 
 def member_id(job, local_rank, nonce):
-    """The id of one training process: its Slurm job, local rank, and a nonce of its own."""
+    """The id of one training process: its Slurm job, local rank, and a nonce of its own (a
+    requeued worker job comes back with its job id and must not pass for the process it was)."""
     return f"{job}.{local_rank}.{nonce}"
 
 
@@ -29,6 +33,10 @@ def valid_member(member):
     """Whether member reads as an id member_id makes: anything else in the store is not a
     process of this job."""
     return bool(_MEMBER.fullmatch(member))
+
+
+def _processes(n):
+    return f"{n} process" if n == 1 else f"{n} processes"
 
 
 @dataclass(frozen=True)
@@ -64,42 +72,67 @@ class Generation:
                    reasons=tuple(rec.get("reasons", ())))
 
 
-def _processes(n):
-    return f"{n} process" if n == 1 else f"{n} processes"
+def complete_jobs(waiting, procs_per_job, exclude=()):
+    """The waiting processes grouped by job, in the order each job's first process arrived,
+    keeping only jobs all of whose procs_per_job processes wait (a member id once)."""
+    by_job = {}
+    for m in dict.fromkeys(waiting):
+        if m not in exclude:
+            by_job.setdefault(job_of(m), []).append(m)
+    return [ms for ms in by_job.values() if len(ms) >= procs_per_job]
 
 
-def first_generation(host, waiting, max_procs):
-    """The first world: the host first, then the processes waiting in arrival order."""
-    members = [host] + [m for m in waiting if m != host]
-    admitted = members[:max_procs]
+def _admit(jobs, room, procs_per_job):
+    """Whole jobs, in order, while room holds one more; each job's first procs_per_job."""
+    out = []
+    for ms in jobs:
+        if room - len(out) < procs_per_job:
+            break
+        out.extend(ms[:procs_per_job])
+    return out
+
+
+def first_generation(host, waiting, max_procs, procs_per_job=1):
+    """The first world: the host and the rest of its job first, then the whole jobs waiting in
+    arrival order, up to max_procs."""
+    host_job = [host] + [m for m in dict.fromkeys(waiting) if m != host and job_of(m) == job_of(host)]
+    others = complete_jobs([m for m in waiting if job_of(m) != job_of(host)], procs_per_job)
+    admitted = host_job[:max_procs] + _admit(others, max_procs - min(len(host_job), max_procs), procs_per_job)
     reasons = [f"{_processes(len(admitted))} formed the first world"]
-    if len(members) > max_procs:
-        reasons.append(f"{len(members) - max_procs} wait: the job's largest world is {max_procs}")
+    waiting_jobs = len(others) - (len(admitted) - min(len(host_job), max_procs)) // max(procs_per_job, 1)
+    if waiting_jobs > 0:
+        reasons.append(f"{waiting_jobs} job(s) wait: the job's largest world is {max_procs}")
     return Generation(number=1, members=tuple(admitted), joined=tuple(admitted), reasons=tuple(reasons))
 
 
-def next_generation(current, leaving=(), waiting=(), max_procs=None, alive=None):
-    """The world after current: its members minus those leaving (and, after a failure, minus
-    those not in alive), then the waiting joiners in arrival order up to max_procs."""
-    leaving = set(leaving)
+def next_generation(current, leaving=(), waiting=(), max_procs=None, alive=None, procs_per_job=1):
+    """The world after current: its members minus the jobs of those leaving (and, after a
+    failure, minus the jobs of those not in alive, the host's job losing only those), then the
+    whole waiting jobs in arrival order up to max_procs."""
     recovered = alive is not None
+    host_job = job_of(current.members[0]) if current.members else None
+    gone = set(leaving) & set(current.members)
+    dead = {m for m in current.members if recovered and m not in alive}
+    gone_jobs = {job_of(m) for m in gone | dead if job_of(m) != host_job}
     kept, left, reasons = [], [], []
     for m in current.members:
-        if m in leaving:
+        if m in gone or m in dead or job_of(m) in gone_jobs:
             left.append(m)
-        elif recovered and m not in alive:
-            left.append(m)
-            reasons.append(f"{m} did not answer after the failure")
         else:
             kept.append(m)
-    if len(leaving & set(current.members)):
-        reasons.append(f"{len(leaving & set(current.members))} leaving")
-    room = (max_procs if max_procs is not None else len(kept) + len(waiting)) - len(kept)
-    joined = [m for m in dict.fromkeys(waiting) if m not in current.members][:max(room, 0)]
+    if gone:
+        reasons.append(f"{_processes(len(gone))} leaving")
+    for m in sorted(dead):
+        reasons.append(f"{m} did not answer after the failure")
+    if len(left) > len(gone | dead):
+        reasons.append(f"{_processes(len(left) - len(gone | dead))} leaving with their job")
+    jobs = complete_jobs(waiting, procs_per_job, exclude=set(current.members))
+    room = max_procs if max_procs is not None else len(kept) + sum(len(ms) for ms in jobs)
+    joined = _admit(jobs, room - len(kept), procs_per_job)
     if joined:
-        reasons.append(f"{len(joined)} joining")
-    waiting_left = len([m for m in dict.fromkeys(waiting) if m not in current.members]) - len(joined)
-    if waiting_left > 0:
-        reasons.append(f"{waiting_left} wait: the job's largest world is {max_procs}")
+        reasons.append(f"{_processes(len(joined))} joining")
+    waiting_jobs = len(jobs) - len(joined) // max(procs_per_job, 1)
+    if waiting_jobs > 0:
+        reasons.append(f"{waiting_jobs} job(s) wait: the job's largest world is {max_procs}")
     return Generation(number=current.number + 1, members=tuple(kept + joined), joined=tuple(joined),
                       left=tuple(left), recovered=recovered, reasons=tuple(reasons))

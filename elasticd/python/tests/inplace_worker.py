@@ -20,6 +20,12 @@ def checksum(model):
     return round(float(sum(p.detach().double().sum() for p in model.parameters())), 9)
 
 
+def opt_checksum(opt):
+    """The optimizer's momentum buffers, which only the state sync carries to a joiner."""
+    return round(float(sum(s["momentum_buffer"].double().sum() for s in opt.state.values()
+                           if s.get("momentum_buffer") is not None)), 9)
+
+
 def main():
     torch.set_num_threads(1)
     et.init(formation_wait=0.2)
@@ -31,7 +37,7 @@ def main():
     @et.run
     def train(state):
         event(kind="world", gen=et.generation(), rank=et.rank(), size=et.size(), samples=state.samples,
-              checksum=checksum(state.model), mode=et.mode())
+              checksum=checksum(state.model), opt_checksum=opt_checksum(opt), mode=et.mode())
         ddp = torch.nn.parallel.DistributedDataParallel(state.model)
         steps = 0
         while True:

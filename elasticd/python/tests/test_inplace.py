@@ -38,7 +38,7 @@ class MembershipTest(unittest.TestCase):
     def test_joiners_wait_beyond_the_largest_world(self):
         g = membership.next_generation(self.gen("1.0", "2.0"), waiting=["3.0", "4.0", "5.0"], max_procs=3)
         self.assertEqual(g.members, ("1.0", "2.0", "3.0"))
-        self.assertIn("2 wait: the job's largest world is 3", g.reasons)
+        self.assertIn("2 job(s) wait: the job's largest world is 3", g.reasons)
 
     def test_a_graceful_shrink_needs_no_sync(self):
         g = membership.next_generation(self.gen("1.0", "2.0", "3.0"), leaving=["3.0"], max_procs=3)
@@ -58,6 +58,27 @@ class MembershipTest(unittest.TestCase):
         g = membership.first_generation("1.0", ["2.0", "1.0", "2.1"], max_procs=2)
         self.assertEqual((g.number, g.members), (1, ("1.0", "2.0")))
         self.assertTrue(g.needs_sync())
+
+    def test_a_job_joins_whole_once_all_its_processes_wait(self):
+        # Worker job 7 has two of its four processes waiting, job 8 all four.
+        waiting = ["7.0.a", "8.0.a", "8.1.a", "7.1.a", "8.2.a", "8.3.a"]
+        g = membership.next_generation(self.gen("1.0.a", "1.1.a", "1.2.a", "1.3.a"), waiting=waiting, max_procs=16,
+                                       procs_per_job=4)
+        self.assertEqual(g.joined, ("8.0.a", "8.1.a", "8.2.a", "8.3.a"))
+        # No room for a whole job: none joins, not a part of one.
+        g = membership.next_generation(self.gen("1.0.a", "1.1.a", "1.2.a", "1.3.a"), waiting=waiting, max_procs=6,
+                                       procs_per_job=4)
+        self.assertEqual(g.joined, ())
+
+    def test_a_job_leaves_whole_and_the_main_job_loses_only_the_dead(self):
+        cur = self.gen("1.0.a", "1.1.a", "5.0.a", "5.1.a", "6.0.a", "6.1.a")
+        g = membership.next_generation(cur, leaving=["5.1.a"], max_procs=8, procs_per_job=2)
+        self.assertEqual(g.members, ("1.0.a", "1.1.a", "6.0.a", "6.1.a"))
+        self.assertIn("1 process leaving with their job", g.reasons)
+        g = membership.next_generation(cur, max_procs=8, procs_per_job=2,
+                                       alive=["1.0.a", "5.0.a", "5.1.a", "6.1.a"])
+        self.assertEqual(g.members, ("1.0.a", "5.0.a", "5.1.a"))  # 1.1 dropped alone; job 6 whole
+        self.assertTrue(g.recovered)
 
     def test_member_ids_are_unique_per_process_and_checked(self):
         a, b = membership.member_id("41", 0, "1a2b"), membership.member_id("41", 0, "3c4d")
@@ -133,6 +154,8 @@ class InPlaceTest(unittest.TestCase):
         for world in (w2, w3):
             # Joiners got rank 0's state: one checksum, not each job's own seed's.
             self.assertEqual(len({e["checksum"] for e in world}), 1, world)
+            self.assertEqual(len({e["opt_checksum"] for e in world}), 1, world)
+            self.assertNotEqual(world[0]["opt_checksum"], 0, world)
             self.assertEqual(len({e["samples"] for e in world}), 1, world)
             self.assertEqual({e["mode"] for e in world}, {"in-place"})
         # The first process is the same process in every world, rank 0, and its samples only grow.

@@ -136,13 +136,13 @@ class BackendTest(unittest.TestCase):
     def test_wheel_holds_the_package_and_a_valid_record(self):
         out = tempfile.mkdtemp()
         name = slurmbridge_build.build_wheel(out)
-        self.assertEqual(name, "slurmbridge_elastic-0.1.0-py3-none-any.whl")
+        self.assertEqual(name, "slurmbridge_elastic-0.2.0-py3-none-any.whl")
         with zipfile.ZipFile(os.path.join(out, name)) as z:
             names = z.namelist()
             self.assertIn("slurmbridge_elastic/__init__.py", names)
             self.assertIn("slurmbridge_elastic/torch.py", names)
             self.assertIn("slurmbridge_elastic/membership.py", names)
-            record = z.read("slurmbridge_elastic-0.1.0.dist-info/RECORD").decode().splitlines()
+            record = z.read("slurmbridge_elastic-0.2.0.dist-info/RECORD").decode().splitlines()
             for line in record:
                 path, digest, size = line.rsplit(",", 2)
                 if not digest:
@@ -150,7 +150,7 @@ class BackendTest(unittest.TestCase):
                 data = z.read(path)
                 want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
                 self.assertEqual((digest, int(size)), ("sha256=" + want, len(data)), path)
-            self.assertIn("Name: slurmbridge-elastic", z.read("slurmbridge_elastic-0.1.0.dist-info/METADATA").decode())
+            self.assertIn("Name: slurmbridge-elastic", z.read("slurmbridge_elastic-0.2.0.dist-info/METADATA").decode())
         self.assertEqual(slurmbridge_build.get_requires_for_build_wheel(), [])
 
 
