@@ -110,6 +110,7 @@ class _Context:
         self.waiting = []  # joiners in arrival order, as rank 0 last read them
         self.stop_requested = threading.Event()
         self.recoveries_since_commit = 0
+        self.retired = []  # the process groups of past worlds (_leave_group)
 
 
 _ctx = _Context()
@@ -232,6 +233,17 @@ def _flag(key):
     return _ctx.store.add(key, 0)
 
 
+_ABSENT = "\x00slurmbridge-elastic: absent"
+
+
+def _peek(key):
+    """key's value, or None when it is not set, without blocking. Not store.wait with a short
+    timeout: on the classic TCPStore server (torch 2.6's among others) a wait that times out
+    leaves its answer on the connection, and every later command reads the one before's."""
+    value = _ctx.store.compare_set(key, _ABSENT, _ABSENT)
+    return None if value == _ABSENT.encode() else value
+
+
 def _read_waiting():
     """Rank 0: the processes that arrived and are still waiting, in arrival order. An arrival
     whose key is not written yet holds the ones after it back, at most ARRIVAL_GRACE_S."""
@@ -239,11 +251,8 @@ def _read_waiting():
     count = store.add("arrivals", 0)
     while _ctx.seen_arrivals < count:
         n = _ctx.seen_arrivals + 1
-        key = f"arrival/{n}"
-        try:
-            store.wait([key], timedelta(milliseconds=100))
-            raw = store.get(key)
-        except RuntimeError:
+        raw = _peek(f"arrival/{n}")
+        if raw is None:
             first = _ctx.half_written.setdefault(n, time.monotonic())
             if time.monotonic() - first < ARRIVAL_GRACE_S:
                 break
@@ -339,6 +348,10 @@ def _enter(gen):
 
 def _leave_group():
     if dist.is_initialized():
+        # The old group's object is kept, not freed: on torch 2.6 freeing a gloo group (its
+        # destructor joins its threads) could block a survivor for good while the others
+        # formed the next world. It holds two idle threads and its closed connections.
+        _ctx.retired.append(dist.group.WORLD)
         dist.destroy_process_group()
 
 

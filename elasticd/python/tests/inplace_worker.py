@@ -1,8 +1,10 @@
 """One process of a tiny in-place elastic job, for test_inplace.py: it trains a small model with
 slurmbridge_elastic.torch and appends one JSON line per world it enters, and one when it ends, to
 $EVENTS (its pid, world, rank, size, samples, and a checksum of its parameters)."""
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 
@@ -27,6 +29,8 @@ def opt_checksum(opt):
 
 
 def main():
+    # The test asks for every thread's stack (SIGUSR1) when a process does not do what it should.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     torch.set_num_threads(1)
     et.init(formation_wait=0.2)
     torch.manual_seed(int(os.environ["SLURM_JOB_ID"]))  # every job starts from different weights

@@ -120,6 +120,24 @@ class InPlaceTest(unittest.TestCase):
                                                env=dict(self.env, SLURM_JOB_ID=str(job), ELASTIC_ROLE=role),
                                                stdout=out, stderr=subprocess.STDOUT)
 
+    def logs(self):
+        """Each process's output, with the stacks of those still running."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        out = {}
+        for j in self.procs:
+            with open(os.path.join(self.dir, f"{j}.out")) as f:
+                out[j] = f.read()
+        return out
+
+    def wait_exit(self, job, timeout=60):
+        try:
+            return self.procs[job].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.fail(f"job {job} still runs {timeout}s on; events {self.read()}; logs {self.logs()}")
+
     def read(self):
         try:
             with open(self.events) as f:
@@ -138,11 +156,7 @@ class InPlaceTest(unittest.TestCase):
                     time.sleep(0.5)  # a few steps in it
                     return g, members
             time.sleep(0.1)
-        logs = {}
-        for j in self.procs:
-            with open(os.path.join(self.dir, f"{j}.out")) as f:
-                logs[j] = f.read()
-        self.fail(f"no world of {size} after world {after_gen} within {timeout}s; events {self.read()}; logs {logs}")
+        self.fail(f"no world of {size} after world {after_gen} within {timeout}s; events {self.read()}; logs {self.logs()}")
 
     def test_grow_shrink_and_a_lost_process_keep_the_first_process_running(self):
         self.start(1, "main")
@@ -165,7 +179,7 @@ class InPlaceTest(unittest.TestCase):
 
         # elasticd's shrink: TERM to worker 3, which leaves at its next step and ends well.
         self.procs[3].send_signal(signal.SIGTERM)
-        self.assertEqual(self.procs[3].wait(timeout=60), 0)
+        self.assertEqual(self.wait_exit(3), 0)
         g4, w4 = self.await_world(2, g3)
         self.assertEqual({e["job"] for e in w4}, {"1", "2"})
         self.assertEqual({e["pid"] for e in w4}, {self.procs[1].pid, self.procs[2].pid})
@@ -178,7 +192,7 @@ class InPlaceTest(unittest.TestCase):
         self.assertGreater(w5[0]["samples"], 0)
         self.assertIsNone(self.procs[1].poll(), "the first process stopped")
         self.procs[1].send_signal(signal.SIGTERM)
-        self.assertEqual(self.procs[1].wait(timeout=60), 0)
+        self.assertEqual(self.wait_exit(1), 0)
 
 
 if __name__ == "__main__":
