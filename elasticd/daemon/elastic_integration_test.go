@@ -295,6 +295,19 @@ func (r *elasticRun) submitMain(ctx context.Context, t *testing.T, body string, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A failed test shows what the jobs printed (before the directory goes: cleanups run last
+	// registered first).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		outs, _ := filepath.Glob(filepath.Join(r.work, "*.out"))
+		for _, out := range outs {
+			data, _ := os.ReadFile(out)
+			lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			t.Logf("%s, last %d lines:\n%s", filepath.Base(out), min(len(lines), 40), strings.Join(lines[max(len(lines)-40, 0):], "\n"))
+		}
+	})
 	return id, r.follow(t, id)
 }
 
