@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/slurmbridge/slurmbridge/bridge/cliargs"
 )
 
 // Launcher is how a traced job's processes start, and so how its world changes size.
@@ -66,7 +68,7 @@ func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher, tra
 	}
 	extra := ""
 	for _, a := range trainArgs {
-		extra += " " + shellQuote(a)
+		extra += " " + cliargs.ShellQuote(a)
 	}
 	for _, line := range strings.Split(sbatch, "\n") {
 		if strings.HasPrefix(line, "#") {
@@ -89,14 +91,4 @@ func Render(sbatch, examplesDir, traceDir, elastic, pool string, l Launcher, tra
 		return "", fmt.Errorf("%s/torchrun.sbatch no longer starts its launchers and train.py the way this expects", examplesDir)
 	}
 	return s, nil
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ',' || r == '=' || r == ':' ||
-			'0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -127,14 +127,6 @@ func TestWriteShellGivesTheScriptsTheirVariables(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{"proj-a:alice": "proj-a:alice", "": "''", "a b": "'a b'", "it's": `'it'\''s'`, "$(x)": "'$(x)'"} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 // The container testbed runs one compose service per node, named as slurm.conf names the node:
 // a node added to the facts needs its service too.
 func TestComposeRunsTheFactsNodes(t *testing.T) {

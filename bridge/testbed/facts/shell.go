@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/cliargs"
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
@@ -21,8 +22,8 @@ func (f *Facts) WriteShell(w io.Writer) error {
 	var projects, poolNames, guaranteed, borrow []string
 	for _, p := range f.Projects {
 		projects = append(projects, p.Account+":"+p.User)
-		guaranteed = append(guaranteed, "["+shellQuote(p.Account)+"]="+shellQuote(pools.QOSName(f.Quotas.GuaranteedQOS(), p.Account)))
-		borrow = append(borrow, "["+shellQuote(p.Account)+"]="+shellQuote(pools.QOSName(f.Quotas.BorrowQOS(), p.Account)))
+		guaranteed = append(guaranteed, "["+cliargs.ShellQuote(p.Account)+"]="+cliargs.ShellQuote(pools.QOSName(f.Quotas.GuaranteedQOS(), p.Account)))
+		borrow = append(borrow, "["+cliargs.ShellQuote(p.Account)+"]="+cliargs.ShellQuote(pools.QOSName(f.Quotas.BorrowQOS(), p.Account)))
 	}
 	for _, p := range f.Pools {
 		poolNames = append(poolNames, p.Name)
@@ -33,7 +34,7 @@ func (f *Facts) WriteShell(w io.Writer) error {
 	}
 	l, c := f.Local.Ports, f.Container.Ports
 	lines := []string{
-		"CLUSTER=" + shellQuote(f.Cluster),
+		"CLUSTER=" + cliargs.ShellQuote(f.Cluster),
 		"NODES=(" + shellWords(f.NodeNames()) + ")",
 		"GPU_NODES=(" + shellWords(f.GPUNodeNames()) + ")",
 		"GPU_NODE_GPUS=(" + shellWords(itoa(f.GPUNodeCounts())) + ")",
@@ -47,10 +48,10 @@ func (f *Facts) WriteShell(w io.Writer) error {
 		fmt.Sprintf("FACT_CONTAINER_DB_PORT=%d FACT_CONTAINER_CTLD_PORT=%d FACT_CONTAINER_DBD_PORT=%d FACT_CONTAINER_SLURMD_PORT=%d",
 			c.DB, c.Ctld, c.Dbd, c.Slurmd),
 		fmt.Sprintf("FACT_CONTAINER_QUOTAD_PORT=%d FACT_CONTAINER_ELASTICD_PORT=%d", c.Quotad, c.Elasticd),
-		"FACT_CONTAINER_DB_HOST=" + shellQuote(f.Container.Hosts.DB),
+		"FACT_CONTAINER_DB_HOST=" + cliargs.ShellQuote(f.Container.Hosts.DB),
 		fmt.Sprintf("FACT_CONTAINER_FIRST_UID=%d", f.Container.FirstUID),
 		"SITE_CONTROLLERS=(" + shellWords(f.Site.Controllers) + ")",
-		"SITE_DB=" + shellQuote(f.Site.DB) + " SITE_LOGIN=" + shellQuote(f.Site.Login),
+		"SITE_DB=" + cliargs.ShellQuote(f.Site.DB) + " SITE_LOGIN=" + cliargs.ShellQuote(f.Site.Login),
 		fmt.Sprintf("FACT_QUOTA_PREEMPT_EXEMPT_SECONDS=%d", int64(exempt/time.Second)),
 		"declare -gA QOS_GUARANTEED=(" + strings.Join(guaranteed, " ") + ") QOS_BORROW=(" + strings.Join(borrow, " ") + ")",
 	}
@@ -69,15 +70,7 @@ func itoa(ns []int) []string {
 func shellWords(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
-		q[i] = shellQuote(w)
+		q[i] = cliargs.ShellQuote(w)
 	}
 	return strings.Join(q, " ")
-}
-
-// shellQuote quotes s for bash: as it is when it is plainly safe, else in single quotes.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
