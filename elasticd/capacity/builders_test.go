@@ -96,12 +96,3 @@ func snapshotOf(nodes []slurm.Node, jobs ...slurm.Job) *Snapshot {
 	}
 	return s
 }
-
-func mustTRES(t *testing.T, s string) gpureq.TRES {
-	t.Helper()
-	tres, err := gpureq.ParseTRES(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tres
-}

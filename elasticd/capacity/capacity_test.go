@@ -24,7 +24,7 @@ func TestOf(t *testing.T) {
 	fourTasksOnTwoNodes := asking(t, main, "cpu=8,node=2,gres/gpu=2,gres/gpu:a100=2")
 	fourTasksOnTwoNodes.NodeCount, fourTasksOnTwoNodes.Tasks = 2, 4
 	// proj-a's guarantee is full and its elastic QOS leaves 3 a100 to borrow.
-	guarFull := map[string]gpureq.TRES{"guar-proj-a": mustTRES(t, "gres/gpu:a100=1"), "elastic-proj-a": mustTRES(t, "gres/gpu:a100=3")}
+	guarFull := map[string]gpureq.TRES{"guar-proj-a": elastictest.MustTRES(t, "gres/gpu:a100=1"), "elastic-proj-a": elastictest.MustTRES(t, "gres/gpu:a100=3")}
 	cases := map[string]struct {
 		job     Job
 		nodes   []slurm.Node
@@ -147,13 +147,13 @@ func TestOf(t *testing.T) {
 		"the guarantee's QOS limit holds it without a reason of its own": {
 			job:   jobOf(main, 1, "a100"),
 			nodes: []slurm.Node{a100Node("a1").obj()},
-			qos:   map[string]gpureq.TRES{"guar-proj-a": mustTRES(t, "gres/gpu:a100=3")},
+			qos:   map[string]gpureq.TRES{"guar-proj-a": elastictest.MustTRES(t, "gres/gpu:a100=3")},
 			want:  map[policy.GPUType]int{"a100": 2},
 		},
 		"beyond the guarantee, workers borrow within the borrowing limit": {
 			job:   jobOf(main, 1, "a100"),
 			nodes: []slurm.Node{a100Node("a1").obj(), a100Node("a2").obj()},
-			queue: []slurm.Job{elastictest.QOSJob(101, "borrow-proj-a", "RUNNING", mustTRES(t, "gres/gpu:a100=1"))},
+			queue: []slurm.Job{elastictest.QOSJob(101, "borrow-proj-a", "RUNNING", elastictest.MustTRES(t, "gres/gpu:a100=1"))},
 			qos:   guarFull,
 			want:  map[policy.GPUType]int{"a100": 2},
 		},
@@ -250,7 +250,7 @@ func TestOfCountsTheMainTypesAssociationRoom(t *testing.T) {
 func TestPlace(t *testing.T) {
 	main := mainJob()
 	snap := snapshotOf([]slurm.Node{a100Node("a1").obj(), a100Node("a2").obj()}, main)
-	snap.QOS = map[string]gpureq.TRES{"guar-proj-a": mustTRES(t, "gres/gpu:a100=2"), "elastic-proj-a": mustTRES(t, "gres/gpu:a100=1")}
+	snap.QOS = map[string]gpureq.TRES{"guar-proj-a": elastictest.MustTRES(t, "gres/gpu:a100=2"), "elastic-proj-a": elastictest.MustTRES(t, "gres/gpu:a100=1")}
 	room := Of(snap, jobOf(main, 1, "a100"))
 	guar := Placement{QOS: "guar-proj-a", GuarQOS: "guar-proj-a"}
 	borrowed := Placement{QOS: "elastic-proj-a", Borrowed: true, GuarQOS: "guar-proj-a"}

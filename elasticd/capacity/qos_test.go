@@ -14,7 +14,7 @@ import (
 // for 1: 1 GPU is left to borrow in elastic-proj-a. The borrowing limit counts proj-a's
 // borrowers in its size tiers and its protected borrow QOS too, never another project's.
 func TestRoomForCountsTheBorrowingLimit(t *testing.T) {
-	a100 := func(n string) gpureq.TRES { return mustTRES(t, "gres/gpu:a100="+n) }
+	a100 := func(n string) gpureq.TRES { return elastictest.MustTRES(t, "gres/gpu:a100="+n) }
 	main := asking(t, mainJob(), "cpu=1,gres/gpu=1,gres/gpu:a100=1")
 	queue := []slurm.Job{
 		elastictest.QOSJob(50, "guar-proj-a", "RUNNING", a100("2")),

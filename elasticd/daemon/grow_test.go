@@ -7,20 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
+	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 	"github.com/slurmbridge/slurmbridge/elasticd/reconcile"
 )
-
-func mustTRES(t *testing.T, s string) gpureq.TRES {
-	t.Helper()
-	tres, err := gpureq.ParseTRES(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tres
-}
 
 // The shipped torchrun example asks for --gpus-per-node=4 in its #SBATCH lines: a worker asks
 // for the main job's request as Slurm recorded it, typed, entirely on the command line, and its
@@ -29,7 +20,7 @@ func TestWorkerInheritsTheMainJobsRequestOnTheCommandLineOnly(t *testing.T) {
 	h := newHarness(t, 2, 4)
 	h.slurm.script = "#!/bin/bash\n#SBATCH --elastic=2:4\n#SBATCH --nodes=1 --ntasks=1 --gpus-per-node=4 --cpus-per-task=8\nset -e\nexec python3 train.py\n"
 	main := h.slurm.jobs[mainID]
-	main.QOS, main.TRESReq, main.Start = "guar-proj-a", mustTRES(t, "cpu=8,mem=16000M,node=1,gres/gpu=1,gres/gpu:a100=1"), h.now.Add(-10*time.Minute)
+	main.QOS, main.TRESReq, main.Start = "guar-proj-a", elastictest.MustTRES(t, "cpu=8,mem=16000M,node=1,gres/gpu=1,gres/gpu:a100=1"), h.now.Add(-10*time.Minute)
 	h.slurm.jobs[mainID] = main
 	extra := h.slurm.extras[mainID]
 	extra.Tasks, extra.Features, extra.TimeLimit = 1, "a100", 60
@@ -178,9 +169,9 @@ func TestReclaimedWorkerIsCancelled(t *testing.T) {
 func growWithThreeOfFourGuaranteedHeld(t *testing.T, h *harness) {
 	t.Helper()
 	main := h.slurm.jobs[mainID]
-	main.QOS, main.TRESAlloc = "guar-proj-a", mustTRES(t, "cpu=1,gres/gpu=1,gres/gpu:a100=1")
+	main.QOS, main.TRESAlloc = "guar-proj-a", elastictest.MustTRES(t, "cpu=1,gres/gpu=1,gres/gpu:a100=1")
 	h.slurm.jobs[mainID] = main
-	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
+	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: elastictest.MustTRES(t, "gres/gpu:a100=2")}
 	h.slurm.extras[50] = slurm.Job{ID: 50, Name: "other"}
 	h.cycle()
 }

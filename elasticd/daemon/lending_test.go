@@ -10,6 +10,7 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/quotaapi"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/capacity"
+	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
 )
 
@@ -34,7 +35,7 @@ func lendingHarness(t *testing.T, quotad *fakeQuotad) *harness {
 	}
 	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=3"},
 		{Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
-	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: mustTRES(t, "gres/gpu:a100=2")}
+	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: elastictest.MustTRES(t, "gres/gpu:a100=2")}
 	h.slurm.extras[50] = slurm.Job{ID: 50, Name: "other"}
 	h.slurm.countUsed = true
 	return h
@@ -138,7 +139,7 @@ func TestNoWorkerBorrowsWithoutAFreshQuotadPlan(t *testing.T) {
 func TestKeptNowCountsTheOwnersJobsFromTheQueue(t *testing.T) {
 	limitA := capacity.LendLimit{Account: "proj-a", GuarQOS: "guar-proj-a", GPUType: "a100", Never: 3, KeptIdle: 0}
 	running := func(id uint32, qos, tres string) slurm.Job {
-		return slurm.Job{ID: id, Account: "proj-a", QOS: qos, State: "RUNNING", TRESAlloc: mustTRES(t, tres)}
+		return slurm.Job{ID: id, Account: "proj-a", QOS: qos, State: "RUNNING", TRESAlloc: elastictest.MustTRES(t, tres)}
 	}
 	with := func(l capacity.LendLimit, edit func(*capacity.LendLimit)) capacity.LendLimit { edit(&l); return l }
 	tests := []struct {

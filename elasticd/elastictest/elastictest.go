@@ -6,6 +6,7 @@ package elastictest
 import (
 	"slices"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
@@ -115,4 +116,14 @@ func WithAssocLimits(assocs []slurm.AssociationLimits, account, user string, set
 		}
 	}
 	return out
+}
+
+// MustTRES parses a TRES string as Slurm prints it, failing the test when it cannot.
+func MustTRES(t *testing.T, s string) gpureq.TRES {
+	t.Helper()
+	tres, err := gpureq.ParseTRES(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tres
 }
