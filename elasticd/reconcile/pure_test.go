@@ -1,42 +1,21 @@
 package reconcile_test
 
 import (
-	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 )
 
 // TestReconcileDoesNoIO fails when the package comes to import anything that reaches outside
 // its arguments (files, processes, the network, Slurm, elasticd's state directory) or to read
 // the clock: its decisions must follow from the state, the snapshot and the time it is given.
 func TestReconcileDoesNoIO(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		problems, err := impurities(name, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		read++
-		for _, p := range problems {
-			t.Error(p)
-		}
-	}
-	if read == 0 {
-		t.Fatal("no source file read (run in the wrong directory?)")
-	}
+	elastictest.CheckNoIO(t, allowed...)
 }
+
+// allowed are what reconcile may import.
+var allowed = []string{"fmt", "maps", "slices", "strconv", "time", "github.com/slurmbridge/slurmbridge/elasticd/policy"}
 
 // The check itself catches the clock however "time" is imported: plainly, under another name
 // or with a dot; time's values and durations are no I/O.
@@ -55,7 +34,7 @@ func TestImpuritiesFindTheClockUnderAnyName(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			problems, err := impurities("planted.go", "package reconcile\n"+tc.src+"\n")
+			problems, err := elastictest.Impurities("planted.go", "package reconcile\n"+tc.src+"\n", allowed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,51 +46,4 @@ func TestImpuritiesFindTheClockUnderAnyName(t *testing.T) {
 			}
 		})
 	}
-}
-
-// impurities parses the file name (from src when not nil) and says what in it reaches outside
-// the package's arguments: an import not allowed, or a call of time's clock functions. The
-// clock is looked for under the name the file gives the import path "time", so an aliased
-// import is checked like a plain one, and a dot import, which would hide the calls, is one.
-func impurities(name string, src any) ([]string, error) {
-	allowed := map[string]bool{
-		"fmt": true, "maps": true, "slices": true, "strconv": true, "time": true,
-		"github.com/slurmbridge/slurmbridge/elasticd/policy": true,
-	}
-	clock := map[string]bool{"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true, "Tick": true, "NewTimer": true, "NewTicker": true, "AfterFunc": true}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, name, src, 0)
-	if err != nil {
-		return nil, err
-	}
-	var problems []string
-	timeAs := ""
-	for _, imp := range f.Imports {
-		path, _ := strconv.Unquote(imp.Path.Value)
-		if !allowed[path] {
-			problems = append(problems, fmt.Sprintf("%s imports %s", name, path))
-		}
-		if path != "time" {
-			continue
-		}
-		timeAs = "time"
-		if imp.Name != nil {
-			timeAs = imp.Name.Name
-		}
-		if timeAs == "." {
-			problems = append(problems, fmt.Sprintf("%s: imports time with a dot: its clock functions could be called unqualified", fset.Position(imp.Pos())))
-		}
-	}
-	if timeAs == "" || timeAs == "_" || timeAs == "." {
-		return problems, nil
-	}
-	ast.Inspect(f, func(n ast.Node) bool {
-		if sel, ok := n.(*ast.SelectorExpr); ok {
-			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == timeAs && clock[sel.Sel.Name] {
-				problems = append(problems, fmt.Sprintf("%s: %s.%s reads the clock", fset.Position(sel.Pos()), timeAs, sel.Sel.Name))
-			}
-		}
-		return true
-	})
-	return problems, nil
 }
