@@ -91,9 +91,8 @@ class _Rejoin(Exception):
 class _Context:
     def __init__(self):
         self.mode = None
-        self.raw_store = None  # the TCPStore: its server, in the host process
-        self.store = None  # the job's keys (a PrefixStore over raw_store)
-        self.me = None
+        self.store = None  # the job's keys (a PrefixStore over the TCPStore)
+        self.me = None  # this process's member id, new at each (re)join
         self.job = None
         self.gen = None
         self.backend = None
@@ -198,13 +197,13 @@ def init(backend=None, timeout=timedelta(minutes=10), join_timeout=timedelta(sec
     _ctx.max_procs = _env_int("ELASTIC_MAX", 1) * _ctx.per_job
     _ctx.min_procs = _env_int("ELASTIC_MIN", 1) * _ctx.per_job
     _ctx.job = os.environ.get("SLURM_JOB_ID", str(os.getpid()))
-    _ctx.me = membership.member_id(_ctx.job, lr, uuid.uuid4().hex[:8])
     _ctx.is_host = role() == "main" and lr == 0
     _install_term_handler()
-    _ctx.raw_store = _make_store(host, int(port), _ctx.is_host, store_timeout)
     # The elastic job's own keys: a process of another job that reaches this port (the port is
-    # derived from the job id, so two jobs can share one) never sees or answers them.
-    _ctx.store = dist.PrefixStore(f"slurmbridge-elastic/{os.environ.get('ELASTIC_JOB_ID', _ctx.job)}/", _ctx.raw_store)
+    # derived from the job id, so two jobs can share one) never sees or answers them. The prefix
+    # store holds the TCPStore, whose server runs in the host process.
+    _ctx.store = dist.PrefixStore(f"slurmbridge-elastic/{os.environ.get('ELASTIC_JOB_ID', _ctx.job)}/",
+                                  _make_store(host, int(port), _ctx.is_host, store_timeout))
     if _ctx.is_host:
         _ctx.store.set("mode", "in-place")
     else:
