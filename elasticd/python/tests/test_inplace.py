@@ -4,6 +4,7 @@ first process keeps running throughout. Needs torch (python3-torch, installed by
 without it the test fails in CI and is skipped elsewhere."""
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -23,6 +24,20 @@ try:
     HAVE_TORCH = True
 except ImportError:
     HAVE_TORCH = False
+
+
+def free_port():
+    """A free port below the ephemeral range (32768 and up on Linux), so that no outgoing
+    connection of a busy machine takes it between this check and the store's bind."""
+    for _ in range(100):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 class MembershipTest(unittest.TestCase):
@@ -98,14 +113,13 @@ class InPlaceTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
         self.events = os.path.join(self.dir, "events.jsonl")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         self.env = dict(os.environ, EVENTS=self.events, ELASTIC_JOB_ID="1", ELASTIC_MIN="1", ELASTIC_MAX="3",
                         ELASTIC_GPUS_PER_WORKER="1", ELASTIC_RDZV_ENDPOINT=f"127.0.0.1:{port}",
                         ELASTIC_REPORT_DIR=self.dir, LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", CUDA_VISIBLE_DEVICES="")
         self.env.pop("TORCHELASTIC_RUN_ID", None)
         self.procs = {}
+        self.ended = set()  # the jobs the test ended on purpose
 
     def tearDown(self):
         for p in self.procs.values():
@@ -132,7 +146,8 @@ class InPlaceTest(unittest.TestCase):
                 out[j] = f.read()
         return out
 
-    def wait_exit(self, job, timeout=60):
+    def wait_exit(self, job, timeout=120):
+        self.ended.add(job)
         try:
             return self.procs[job].wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -145,9 +160,15 @@ class InPlaceTest(unittest.TestCase):
         except FileNotFoundError:
             return []
 
-    def await_world(self, size, after_gen=0, timeout=60):
+    def await_world(self, size, after_gen=0, timeout=180):
+        # Generous: in CI this runs beside other releases' suites on 2 cores, where importing
+        # torch alone can take tens of seconds. A process that ends early fails it at once.
         deadline = time.time() + timeout
         while time.time() < deadline:
+            for job, p in self.procs.items():
+                if p.poll() is not None and job not in self.ended:
+                    self.fail(f"job {job} ended with status {p.returncode} while a world of {size} was awaited; "
+                              f"events {self.read()}; logs {self.logs()}")
             worlds = [e for e in self.read() if e["kind"] == "world" and e["size"] == size and e["gen"] > after_gen]
             gens = sorted({e["gen"] for e in worlds})
             for g in gens:
@@ -186,6 +207,7 @@ class InPlaceTest(unittest.TestCase):
         self.assertIn("left", [e["kind"] for e in self.read() if e["job"] == "3"])
 
         # A failed node: worker 2 dies; the survivor restores its last commit and goes on alone.
+        self.ended.add(2)
         self.procs[2].kill()
         g5, w5 = self.await_world(1, g4)
         self.assertEqual([e["pid"] for e in w5], [self.procs[1].pid])
