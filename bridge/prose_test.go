@@ -5,8 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,16 +33,7 @@ func proseAssertions(t *testing.T) []string {
 	t.Helper()
 	fset := token.NewFileSet()
 	var found []string
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".." || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	eachTestFile(t, func(path string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
@@ -76,9 +65,6 @@ func proseAssertions(t *testing.T) []string {
 		})
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return found
 }
 

@@ -51,6 +51,23 @@ func TestThreatModelNamesRealTests(t *testing.T) {
 func testFuncs(t *testing.T) []string {
 	t.Helper()
 	var funcs []string
+	eachTestFile(t, func(path string) error {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range testFunc.FindAllStringSubmatch(string(src), -1) {
+			funcs = append(funcs, m[1])
+		}
+		return nil
+	})
+	return funcs
+}
+
+// eachTestFile calls read with the path of every _test.go file of the module, outside hidden
+// folders and testdata.
+func eachTestFile(t *testing.T, read func(path string) error) {
+	t.Helper()
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -61,17 +78,9 @@ func testFuncs(t *testing.T) []string {
 		if !strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, m := range testFunc.FindAllStringSubmatch(string(src), -1) {
-			funcs = append(funcs, m[1])
-		}
-		return nil
+		return read(path)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return funcs
 }
