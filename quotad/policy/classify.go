@@ -35,7 +35,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 			books.arrayStarted[j.ArrayJobID] += j.tasks()
 		}
 		need := c.needs[j]
-		p := books.jobProject(j)
+		p := books.projectOfJob[j]
 		qos := pools.QOSKey(j.QOS)
 		borrowing := books.lenderOf(qos) != nil
 		if len(need) == 0 {

@@ -18,7 +18,7 @@ type reserved struct{ counted }
 func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 	books := in.books
 	for _, j := range in.inQuotaPending {
-		p := books.jobProject(j)
+		p := books.projectOfJob[j]
 		need := c.needs[j]
 		if why := j.notStartable(); why != "" {
 			log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)

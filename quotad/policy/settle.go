@@ -54,7 +54,7 @@ func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).
 func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	need := s.c.needs[j]
-	p := s.books.jobProject(j)
+	p := s.books.projectOfJob[j]
 	if p != nil && s.books.isElastic(j) && j.Requeueable() {
 		return s.settleWorker(j, i, p, need)
 	}

@@ -50,9 +50,8 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}}
 	keptBack := map[*project]bool{}
 	for i := range c.snap.Unreadable {
-		u := &c.snap.Unreadable[i]
-		j := &Job{ID: u.ID, Account: u.Account, User: u.User, QOS: u.QOS, State: u.State}
-		p := books.jobProject(j)
+		u, j := &c.snap.Unreadable[i], &c.unreadable[i]
+		p := books.projectOfJob[j]
 		qos := pools.QOSKey(u.QOS)
 		managed := p != nil && (qos == p.guarQOS || books.lenderOf(qos) != nil)
 		if !managed {
