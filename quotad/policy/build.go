@@ -34,7 +34,8 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	types := gpuTypes(cfg, snap)
 
 	c := newCycle(cfg, snap, types, now)
-	if n := structureBehind(cfg, snap, types); n > 0 {
+	structure := syncStructure(cfg, snap, types)
+	if n := structure.behind(); n > 0 {
 		c.holdMoves = fmt.Sprintf("quotad first applies %d QOS/account change(s); jobs move from the next cycle on", n)
 		plan.Notes = append(plan.Notes, "no job moves this cycle: "+c.holdMoves)
 	}
@@ -48,9 +49,9 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	order := reclaimOrderOf(lent.books)
 	explainRunning(c, lent, order, log)
 
-	var notes []string
-	plan.QOS, plan.Accounts, plan.Users, notes = syncPlan(cfg, snap, types, &order)
-	plan.Notes = append(plan.Notes, notes...)
+	plan.QOS = syncQOS(cfg, structure, order)
+	plan.Accounts, plan.Users = structure.accounts, structure.users
+	plan.Notes = append(plan.Notes, structure.notes...)
 	adopted := adoptStrays(c, counted, log)
 	plan.Moves = slices.Concat(adopted, settled.returns, lent.lends)
 	slices.Sort(log.notes) // the plan must not depend on the snapshot's job order
