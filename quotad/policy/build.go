@@ -276,6 +276,39 @@ func (l *ledger) droppedBorrowQOSOwner(qos string) *project {
 	return nil
 }
 
+// borrowCharge is one borrower's GPUs as the books count them: a job running, promised, or lent
+// in a borrow or elastic QOS.
+type borrowCharge struct {
+	by      *project       // the borrowing project; nil: a job of no project, counted as lent only
+	gpus    map[string]int // by type
+	from    *placement     // the idle nodes they are taken off; nil: held already, or none now
+	elastic bool           // an elastic worker's: by's elastic part counts them too
+}
+
+// charge counts a borrower's GPUs: off the idle nodes, as lent, and as borrowed by its project.
+// Every step that counts a borrower counts it here, so the counts cannot drift apart.
+func (l *ledger) charge(b borrowCharge) {
+	if b.from != nil {
+		l.nodes.take(*b.from)
+	}
+	addAll(l.lent, b.gpus)
+	if b.by == nil {
+		return
+	}
+	b.by.borrow(b.gpus)
+	if b.elastic {
+		addAll(b.by.elastic, b.gpus)
+	}
+}
+
+// placedOn is pl when place found it (ok), else nil: a borrowCharge's from.
+func placedOn(pl placement, ok bool) *placement {
+	if ok {
+		return &pl
+	}
+	return nil
+}
+
 // isElastic says whether j runs or waits in an elastic QOS: a worker elasticd grew a job by.
 func (l *ledger) isElastic(j *Job) bool {
 	return l.elasticOf[pools.QOSKey(j.QOS)] != nil

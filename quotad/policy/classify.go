@@ -51,13 +51,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 			held := j.held()
 			switch {
 			case borrowing || books.former[qos] != nil:
-				addAll(books.lent, held)
-				if p != nil {
-					p.borrow(held)
-					if books.isElastic(j) {
-						addAll(p.elastic, held)
-					}
-				}
+				books.charge(borrowCharge{by: p, gpus: held, elastic: books.isElastic(j)})
 				out.borrowRunning = append(out.borrowRunning, j)
 			case p != nil && qos == p.guarQOS:
 				for t, n := range held {

@@ -92,12 +92,10 @@ func lend(c *cycle, in settled, log *journal) lent {
 		} else if c.snap.WholeArrays {
 			whole = best
 		}
-		lg.books.nodes.take(bestPl)
+		lg.books.charge(borrowCharge{by: best, gpus: bestPl.gpus, from: &bestPl})
 		if j.ArrayThrottle > 0 {
 			lg.books.arrayStarted[j.ArrayJobID]++
 		}
-		addAll(lg.books.lent, bestPl.gpus)
-		best.borrow(bestPl.gpus)
 		lg.invalidateHeads(best, bestPl)
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
