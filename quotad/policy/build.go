@@ -146,9 +146,6 @@ type ledger struct {
 	idleStart map[string]int // type → idle GPUs in the snapshot
 	lent      map[string]int // type → GPUs held or promised in the borrow and elastic QOS
 	limited   []*project     // projects with a lending limit: part of their idle guarantee is never lent
-	// keptMemo is keptForOwners by type while lend runs: lends change neither what projects
-	// run in their guarantee nor what is kept for their in-quota jobs, which it counts.
-	keptMemo map[string]int
 	// arrayStarted counts, per throttled array, its tasks that run or were lent (pending in a
 	// borrow QOS): each takes one of the array's --array=...%N slots.
 	arrayStarted map[uint32]int

@@ -20,12 +20,14 @@ type counted struct {
 	// arrayRecords counts, per array, its pending records in a guaranteed QOS: more than one
 	// when tasks were split off (returned from the borrow QOS, or updated alone).
 	arrayRecords map[uint32]int
+	// candidates are each project's over-quota pending jobs, in serving order: lend's input.
+	candidates map[*project][]*Job
 }
 
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the
 // later steps work on.
 func classify(c *cycle, books *ledger, log *journal) counted {
-	out := counted{books: books, arrayRecords: map[uint32]int{}}
+	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}}
 	for _, n := range books.formerNotes {
 		log.note(n)
 	}
@@ -74,7 +76,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 				}
 				addAll(p.pending, scaled(need, j.tasks()))
 				if c.reasons[j.Reason] {
-					p.candidates = append(p.candidates, j)
+					out.candidates[p] = append(out.candidates[p], j)
 				} else {
 					out.inQuotaPending = append(out.inQuotaPending, j)
 				}
@@ -90,8 +92,8 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 	jobOrder(out.strays)
 	jobOrder(out.inQuotaPending)
 	jobOrder(out.borrowPending)
-	for _, p := range books.projects {
-		jobOrder(p.candidates)
+	for _, jobs := range out.candidates {
+		jobOrder(jobs)
 	}
 	return out
 }

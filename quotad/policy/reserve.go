@@ -48,7 +48,7 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 				break
 			}
 			p.reserve(need)
-			pl, ok := books.place(j, need, nil)
+			pl, ok := books.place(j, need, nil, books.keptForOwners)
 			if !ok {
 				break
 			}

@@ -66,7 +66,7 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	}
 	if p == nil {
 		// It still takes lendable GPUs when it starts, so count it.
-		pl, ok := s.books.place(j, need, nil)
+		pl, ok := s.books.place(j, need, nil, s.books.keptForOwners)
 		s.books.charge(borrowCharge{gpus: resolved(pl, ok, need), from: placedOn(pl, ok)})
 		if why := j.whyNotRequeueable(); why != "" {
 			return CodeNoQuota, fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
@@ -84,9 +84,9 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 		// Requeued by a claim: it would start again on lent GPUs as soon as some are idle.
 		return s.returnJob(j, i, p, need, CodeReturnBackoff, s.c.backoffs[j.ID].text())
 	}
-	pl, ok := s.books.place(j, need, nil)
+	pl, ok := s.books.place(j, need, nil, s.books.keptForOwners)
 	gpus := resolved(pl, ok, need)
-	if over := s.books.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
+	if over := s.books.limitProblems(p, gpus, sum(gpus), s.books.keptForOwners); len(over) > 0 {
 		return s.returnJob(j, i, p, need, CodeReturnOverLimit, "it may no longer borrow: "+joinProblems(over))
 	}
 	s.books.charge(borrowCharge{by: p, gpus: gpus, from: placedOn(pl, ok)})
@@ -117,9 +117,9 @@ func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) 
 		p.use(need)
 		return code, text
 	}
-	pl, ok := s.books.place(j, need, nil)
+	pl, ok := s.books.place(j, need, nil, s.books.keptForOwners)
 	gpus := resolved(pl, ok, need)
-	over := s.books.limitProblems(p, gpus, sum(gpus))
+	over := s.books.limitProblems(p, gpus, sum(gpus), s.books.keptForOwners)
 	s.books.charge(borrowCharge{by: p, gpus: gpus, from: placedOn(pl, ok), elastic: true})
 	text = fmt.Sprintf("is an %s on borrowed GPUs and waits in %s to start: %s is over its guarantee (%s)", who, j.QOS, p.cfg.Account, p.quotaText(need))
 	if ok {
