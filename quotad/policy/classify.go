@@ -6,9 +6,9 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
-// counted is what classify hands on: the books with what every GPU job holds or wants counted
-// (and each project's over-quota candidates queued), and the other pending jobs sorted into
-// the lists the later steps work on.
+// counted is what classify hands on: the books with what every GPU job holds or wants counted,
+// and the pending jobs sorted into the lists the later steps work on (each project's over-quota
+// candidates among them).
 type counted struct {
 	books          *ledger
 	inQuotaPending []*Job // pending in a guaranteed QOS, not (yet) marked over quota
