@@ -12,7 +12,7 @@ import "fmt"
 func adoptStrays(c *cycle, in counted, log *journal) []JobMove {
 	var moves []JobMove
 	for _, j := range in.strays {
-		p := in.books.jobProject(j)
+		p := in.books.projectOfJob[j]
 		why := fmt.Sprintf("it waits in QOS %s, which account %s no longer allows since slurmbridge manages its QOS (it was submitted before): it would never start there, and %s's guarantee would not count it", j.QOS, j.Account, p.cfg.Account)
 		// An array's pending record moves task by task, as a lend does: the array's own id
 		// would name its running and split-off tasks too.

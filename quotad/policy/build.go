@@ -34,12 +34,13 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	types := gpuTypes(cfg, snap)
 
 	c := newCycle(cfg, snap, types, now)
-	if n := structureBehind(cfg, snap, types); n > 0 {
+	structure := syncStructure(cfg, snap, types)
+	if n := structure.behind(); n > 0 {
 		c.holdMoves = fmt.Sprintf("quotad first applies %d QOS/account change(s); jobs move from the next cycle on", n)
 		plan.Notes = append(plan.Notes, "no job moves this cycle: "+c.holdMoves)
 	}
 	books := newLedger(c)
-	log := newJournal(books)
+	log := newJournal(books.projectOfJob)
 	counted := classify(c, books, log)
 	reserved := reserveInQuota(c, counted, log)
 	worst := countUnreadable(c, reserved, log)
@@ -48,9 +49,9 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	order := reclaimOrderOf(lent.books)
 	explainRunning(c, lent, order, log)
 
-	var notes []string
-	plan.QOS, plan.Accounts, plan.Users, notes = syncPlan(cfg, snap, types, &order)
-	plan.Notes = append(plan.Notes, notes...)
+	plan.QOS = syncQOS(cfg, structure, order)
+	plan.Accounts, plan.Users = structure.accounts, structure.users
+	plan.Notes = append(plan.Notes, structure.notes...)
 	adopted := adoptStrays(c, counted, log)
 	plan.Moves = slices.Concat(adopted, settled.returns, lent.lends)
 	slices.Sort(log.notes) // the plan must not depend on the snapshot's job order
@@ -89,12 +90,18 @@ type cycle struct {
 	mains     map[uint32]*Job         // the main jobs elastic workers name, by id
 	needs     map[*Job]map[string]int // each GPU job's need, computed once
 	backoffs  map[uint32]backoff      // jobs a claim took back that are not lent yet (backoff.go)
+	// unreadable stands for each of the snapshot's unreadable jobs, as a Job with what is known
+	// of it, so that the steps and the journal name it as any other job.
+	unreadable []Job
 }
 
 func newCycle(cfg *Config, snap *Snapshot, types []string, now time.Time) *cycle {
 	c := &cycle{cfg: cfg, snap: snap, now: now, types: types, reasons: map[string]bool{},
 		tree: newAccountTree(cfg, snap.Accounts), mains: map[uint32]*Job{}, needs: map[*Job]map[string]int{},
 		backoffs: reclaimBackoffs(cfg.Settings, snap.Reclaims, now)}
+	for _, u := range snap.Unreadable {
+		c.unreadable = append(c.unreadable, Job{ID: u.ID, Account: u.Account, User: u.User, QOS: u.QOS, State: u.State})
+	}
 	for _, r := range cfg.Settings.Reasons() {
 		c.reasons[r] = true
 	}
@@ -125,18 +132,20 @@ type ledger struct {
 	c         *cycle
 	projects  []*project // sorted by account
 	byAccount map[string]*project
-	borrowOf  map[string]*project // borrow QOS name (size tiers too) → its project; nil: known not one
+	// borrowOf is every borrow QOS name of the cycle (size tiers and protected QOS too, those the
+	// table dropped included) → its project; nil: known not one. Filled whole by newLedger.
+	borrowOf  map[string]*project
 	elasticOf map[string]*project // elastic QOS name → its project
 	byQOS     map[string]*project // guaranteed QOS → its project (each name a pools.QOSKey)
+	// projectOfJob is the project each job of the snapshot counts for (the unreadable ones'
+	// stand-ins too), nil for none: found once, by jobProject, and read by every step.
+	projectOfJob map[*Job]*project
 
 	nodes     *idleNodes     // free capacity not yet promised
 	total     map[string]int // type → GPUs in the cluster
 	idleStart map[string]int // type → idle GPUs in the snapshot
 	lent      map[string]int // type → GPUs held or promised in the borrow and elastic QOS
 	limited   []*project     // projects with a lending limit: part of their idle guarantee is never lent
-	// keptMemo is keptForOwners by type while lend runs: lends change neither what projects
-	// run in their guarantee nor what is kept for their in-quota jobs, which it counts.
-	keptMemo map[string]int
 	// arrayStarted counts, per throttled array, its tasks that run or were lent (pending in a
 	// borrow QOS): each takes one of the array's --array=...%N slots.
 	arrayStarted map[uint32]int
@@ -182,6 +191,23 @@ func newLedger(c *cycle) *ledger {
 		l.elasticOf[p.elasticQOS] = p
 		l.byQOS[p.guarQOS] = p
 	}
+	// Every other QOS name the cycle may ask lenderOf about, read once here.
+	for i := range c.snap.Jobs {
+		l.knowBorrowQOS(pools.QOSKey(c.snap.Jobs[i].QOS))
+	}
+	for _, u := range c.snap.Unreadable {
+		l.knowBorrowQOS(pools.QOSKey(u.QOS))
+	}
+	for _, q := range c.snap.QOS {
+		l.knowBorrowQOS(pools.QOSKey(q.Name))
+	}
+	l.projectOfJob = make(map[*Job]*project, len(c.snap.Jobs)+len(c.unreadable))
+	for i := range c.snap.Jobs {
+		l.projectOfJob[&c.snap.Jobs[i]] = l.jobProject(&c.snap.Jobs[i])
+	}
+	for i := range c.unreadable {
+		l.projectOfJob[&c.unreadable[i]] = l.jobProject(&c.unreadable[i])
+	}
 	sort.Slice(l.projects, func(a, b int) bool { return l.projects[a].cfg.Account < l.projects[b].cfg.Account })
 	// A project's usage is its whole subtree's, as its quota covers the subtree.
 	for acct, u := range c.snap.Usage {
@@ -202,7 +228,7 @@ func (l *ledger) projectOf(account string) *project {
 
 // jobProject is the project a job counts for: the owner of the guaranteed, borrow or elastic
 // QOS it is in (Slurm counts it in that QOS's limits whatever its account), else the project
-// covering its account.
+// covering its account. newLedger asks it once per job, for projectOfJob.
 func (l *ledger) jobProject(j *Job) *project {
 	q := pools.QOSKey(j.QOS)
 	if p := l.byQOS[q]; p != nil {
@@ -223,16 +249,61 @@ func (l *ledger) lenderOf(qos string) *project {
 	if p := l.elasticOf[qos]; p != nil {
 		return p
 	}
-	// A size tier or protected QOS the table dropped (keptBorrowQOSOf) still holds borrowers;
-	// the answer is kept, nil too, so each other QOS is read once per cycle.
-	var p *project
-	if acct, _, ok := l.c.cfg.Settings.borrowTierOf(qos); ok {
-		p = l.byAccount[acct]
-	} else if acct, ok := l.c.cfg.Settings.protectedBorrowOf(qos); ok {
-		p = l.byAccount[acct]
+	return l.droppedBorrowQOSOwner(qos)
+}
+
+// knowBorrowQOS records in borrowOf whether qos, not the table's own borrow or elastic QOS, is a
+// borrow QOS all the same, so that lenderOf finds it there.
+func (l *ledger) knowBorrowQOS(qos string) {
+	if _, known := l.borrowOf[qos]; known || l.elasticOf[qos] != nil {
+		return
 	}
-	l.borrowOf[qos] = p
-	return p
+	l.borrowOf[qos] = l.droppedBorrowQOSOwner(qos)
+}
+
+// droppedBorrowQOSOwner is the project of a size tier or protected QOS the table dropped
+// (keptBorrowQOSOf), which still holds borrowers, or nil.
+func (l *ledger) droppedBorrowQOSOwner(qos string) *project {
+	if acct, _, ok := l.c.cfg.Settings.borrowTierOf(qos); ok {
+		return l.byAccount[acct]
+	}
+	if acct, ok := l.c.cfg.Settings.protectedBorrowOf(qos); ok {
+		return l.byAccount[acct]
+	}
+	return nil
+}
+
+// borrowCharge is one borrower's GPUs as the books count them: a job running, promised, or lent
+// in a borrow or elastic QOS.
+type borrowCharge struct {
+	by      *project       // the borrowing project; nil: a job of no project, counted as lent only
+	gpus    map[string]int // by type
+	from    *placement     // the idle nodes they are taken off; nil: held already, or none now
+	elastic bool           // an elastic worker's: by's elastic part counts them too
+}
+
+// charge counts a borrower's GPUs: off the idle nodes, as lent, and as borrowed by its project.
+// Every step that counts a borrower counts it here, so the counts cannot drift apart.
+func (l *ledger) charge(b borrowCharge) {
+	if b.from != nil {
+		l.nodes.take(*b.from)
+	}
+	addAll(l.lent, b.gpus)
+	if b.by == nil {
+		return
+	}
+	b.by.borrow(b.gpus)
+	if b.elastic {
+		addAll(b.by.elastic, b.gpus)
+	}
+}
+
+// placedOn is pl when place found it (ok), else nil: a borrowCharge's from.
+func placedOn(pl placement, ok bool) *placement {
+	if ok {
+		return &pl
+	}
+	return nil
 }
 
 // isElastic says whether j runs or waits in an elastic QOS: a worker elasticd grew a job by.

@@ -6,9 +6,9 @@ import (
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 )
 
-// counted is what classify hands on: the books with what every GPU job holds or wants counted
-// (and each project's over-quota candidates queued), and the other pending jobs sorted into
-// the lists the later steps work on.
+// counted is what classify hands on: the books with what every GPU job holds or wants counted,
+// and the pending jobs sorted into the lists the later steps work on (each project's over-quota
+// candidates among them).
 type counted struct {
 	books          *ledger
 	inQuotaPending []*Job // pending in a guaranteed QOS, not (yet) marked over quota
@@ -20,12 +20,14 @@ type counted struct {
 	// arrayRecords counts, per array, its pending records in a guaranteed QOS: more than one
 	// when tasks were split off (returned from the borrow QOS, or updated alone).
 	arrayRecords map[uint32]int
+	// candidates are each project's over-quota pending jobs, in serving order: lend's input.
+	candidates map[*project][]*Job
 }
 
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the
 // later steps work on.
 func classify(c *cycle, books *ledger, log *journal) counted {
-	out := counted{books: books, arrayRecords: map[uint32]int{}}
+	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}}
 	for _, n := range books.formerNotes {
 		log.note(n)
 	}
@@ -35,7 +37,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 			books.arrayStarted[j.ArrayJobID] += j.tasks()
 		}
 		need := c.needs[j]
-		p := books.jobProject(j)
+		p := books.projectOfJob[j]
 		qos := pools.QOSKey(j.QOS)
 		borrowing := books.lenderOf(qos) != nil
 		if len(need) == 0 {
@@ -51,13 +53,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 			held := j.held()
 			switch {
 			case borrowing || books.former[qos] != nil:
-				addAll(books.lent, held)
-				if p != nil {
-					p.borrow(held)
-					if books.isElastic(j) {
-						addAll(p.elastic, held)
-					}
-				}
+				books.charge(borrowCharge{by: p, gpus: held, elastic: books.isElastic(j)})
 				out.borrowRunning = append(out.borrowRunning, j)
 			case p != nil && qos == p.guarQOS:
 				for t, n := range held {
@@ -80,7 +76,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 				}
 				addAll(p.pending, scaled(need, j.tasks()))
 				if c.reasons[j.Reason] {
-					p.candidates = append(p.candidates, j)
+					out.candidates[p] = append(out.candidates[p], j)
 				} else {
 					out.inQuotaPending = append(out.inQuotaPending, j)
 				}
@@ -96,8 +92,8 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 	jobOrder(out.strays)
 	jobOrder(out.inQuotaPending)
 	jobOrder(out.borrowPending)
-	for _, p := range books.projects {
-		jobOrder(p.candidates)
+	for _, jobs := range out.candidates {
+		jobOrder(jobs)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -233,8 +234,9 @@ func TestParseConfigErrors(t *testing.T) {
 func TestValidateWithoutYAMLHasNoLines(t *testing.T) {
 	cfg := policytest.MakeConfig().Project("p", policytest.GPUs("a100", 1), policytest.Weight(0)).Obj()
 	err := cfg.Validate()
-	if err == nil || err.Error() != "projects.0.weight: project p: weight must be a finite number > 0, got 0" {
-		t.Fatalf("got %v", err)
+	var ce *policy.ConfigError
+	if !errors.As(err, &ce) || ce.Path != "projects.0.weight" || ce.Line != 0 || err.Error() != ce.Path+": "+ce.Msg {
+		t.Fatalf("got %v, want one error at projects.0.weight with no line", err)
 	}
 }
 

@@ -22,18 +22,18 @@ func (c *cycle) workerOf(j *Job) string {
 // journal is what the steps say: one explanation per job (a later step's replaces an earlier
 // one's) and the plan's notes. No step reads it; the plan is made from it at the end.
 type journal struct {
-	projects *ledger // to name a job's project; only its fixed indexes are read
-	explain  map[uint32]*JobExplanation
-	notes    []string
+	projectOfJob map[*Job]*project // to name a job's project (ledger.projectOfJob)
+	explain      map[uint32]*JobExplanation
+	notes        []string
 }
 
-func newJournal(projects *ledger) *journal {
-	return &journal{projects: projects, explain: map[uint32]*JobExplanation{}}
+func newJournal(projectOfJob map[*Job]*project) *journal {
+	return &journal{projectOfJob: projectOfJob, explain: map[uint32]*JobExplanation{}}
 }
 
 func (log *journal) say(j *Job, code Code, format string, args ...any) {
 	x := &JobExplanation{JobID: j.ID, ArrayJobID: j.ArrayJobID, ArrayTasks: j.ArrayTasks, Account: j.Account, User: j.User, State: j.State, Code: code, Text: fmt.Sprintf("job %d ", j.ID) + fmt.Sprintf(format, args...)}
-	if p := log.projects.jobProject(j); p != nil {
+	if p := log.projectOfJob[j]; p != nil {
 		x.Project = p.cfg.Account
 	}
 	log.explain[j.ID] = x
@@ -60,7 +60,7 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 	backingOff := map[*project]int{}
 	for i := range c.snap.Jobs {
 		if j := &c.snap.Jobs[i]; j.State == StatePending && c.backingOff(j) {
-			if p := books.jobProject(j); p != nil {
+			if p := books.projectOfJob[j]; p != nil {
 				backingOff[p]++
 			}
 		}

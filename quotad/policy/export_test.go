@@ -25,7 +25,8 @@ var (
 
 // Placeable says whether a plan at now would find nodes for j on snap's nodes (limits aside).
 func Placeable(cfg *Config, snap *Snapshot, types []string, now time.Time, j *Job) bool {
-	_, ok := newLedger(newCycle(cfg, snap, types, now)).place(j, j.need(), nil)
+	l := newLedger(newCycle(cfg, snap, types, now))
+	_, ok := l.place(j, j.need(), nil, l.keptForOwners)
 	return ok
 }
 

@@ -38,16 +38,19 @@ func (l *ledger) weighByDecayedUsage() {
 	}
 }
 
-func (l *ledger) fairShares() shares {
+// fairShares divides what can be lent among the projects with candidates (queues) or
+// borrowers.
+func (l *ledger) fairShares(queues []*lendQueue, kept keptIdle) shares {
 	s := shares{pool: map[string]float64{}, weights: map[string]float64{}, byUsage: l.c.cfg.Settings.ByDecayedUsage()}
 	lendable := map[string]int{}
 	for _, t := range l.c.types {
-		lendable[t] = max(0, min(l.nodes.lendable(t), l.lendRoom(t)))
+		lendable[t] = max(0, min(l.nodes.lendable(t), l.lendRoom(t, kept)))
 		s.pool[t] = float64(lendable[t])
 	}
-	for _, p := range l.projects {
+	for _, q := range queues {
+		p := q.p
 		wants := map[string]bool{}
-		for _, j := range p.candidates {
+		for _, j := range q.candidates {
 			for t := range l.c.needs[j] {
 				if t != "" {
 					wants[t] = true

@@ -20,15 +20,29 @@ type lent struct {
 	lends []JobMove
 }
 
-// lending is lend's working state: its input, the lends planned so far and what it says of
-// each array record.
+// lending is lend's working state: its input, each project's queue of candidates, the lends
+// planned so far and what it says of each array record.
 type lending struct {
 	c      *cycle
 	in     settled
 	books  *ledger
 	log    *journal
+	queues []*lendQueue // one per project, in the books' order
+	kept   keptIdle     // keptForOwners, counted once per type for all of lend
 	arrays map[*Job]*arrayLends
 	moves  []JobMove
+}
+
+// lendQueue is one project's over-quota pending jobs as lend serves them, and where it stands.
+type lendQueue struct {
+	p          *project
+	candidates []*Job // those that may borrow, in serving order
+	next       int    // candidates[:next] are decided
+	nextTask   int    // and of candidates[next], its first nextTask array tasks
+	// head is where candidates[next] would borrow, while headKnown; headAny marks an
+	// untyped request, whose type choice any lend may change.
+	head               placement
+	headKnown, headAny bool
 }
 
 // lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
@@ -36,11 +50,18 @@ type lending struct {
 // lendable GPUs goes first.
 func lend(c *cycle, in settled, log *journal) lent {
 	lg := &lending{c: c, in: in, books: in.books, log: log, arrays: map[*Job]*arrayLends{}}
-	lg.books.keptMemo = map[string]int{}
-	defer func() { lg.books.keptMemo = nil }()
+	keptMemo := map[string]int{}
+	lg.kept = func(t string) int {
+		kept, ok := keptMemo[t]
+		if !ok {
+			kept = lg.books.keptForOwners(t)
+			keptMemo[t] = kept
+		}
+		return kept
+	}
 	for _, p := range lg.books.projects {
-		kept := p.candidates[:0]
-		for _, j := range p.candidates {
+		var kept []*Job
+		for _, j := range in.candidates[p] {
 			need := c.needs[j]
 			switch {
 			case j.notStartable() != "":
@@ -61,43 +82,42 @@ func lend(c *cycle, in settled, log *journal) lent {
 				kept = append(kept, j)
 			}
 		}
-		p.candidates = kept
+		lg.queues = append(lg.queues, &lendQueue{p: p, candidates: kept})
 	}
-	share := lg.books.fairShares()
-	var whole *project // lending an array whole: its other tasks go next, before any other job
+	share := lg.books.fairShares(lg.queues, lg.kept)
+	var whole *lendQueue // lending an array whole: its other tasks go next, before any other job
 	for {
-		var best *project
+		var bestQ *lendQueue
 		var bestPl placement
 		var bestDeficit float64
-		for _, p := range lg.books.projects {
-			if whole != nil && p != whole {
+		for _, q := range lg.queues {
+			if whole != nil && q != whole {
 				continue
 			}
-			pl, ok := lg.head(p)
+			pl, ok := lg.head(q)
 			if !ok {
 				continue
 			}
-			d := share.deficit(p, pl.gpus)
-			if best == nil || d > bestDeficit || (d == bestDeficit && p.usage/p.weight < best.usage/best.weight) {
-				best, bestPl, bestDeficit = p, pl, d
+			d := share.deficit(q.p, pl.gpus)
+			if bestQ == nil || d > bestDeficit || (d == bestDeficit && q.p.usage/q.p.weight < bestQ.p.usage/bestQ.p.weight) {
+				bestQ, bestPl, bestDeficit = q, pl, d
 			}
 		}
 		whole = nil
-		if best == nil {
+		if bestQ == nil {
 			return lent{settled: in, lends: lg.moves}
 		}
-		j, task := best.candidates[best.next], best.nextTask
-		if best.nextTask++; best.nextTask == j.tasks() {
-			best.next, best.nextTask = best.next+1, 0
+		best := bestQ.p
+		j, task := bestQ.candidates[bestQ.next], bestQ.nextTask
+		if bestQ.nextTask++; bestQ.nextTask == j.tasks() {
+			bestQ.next, bestQ.nextTask = bestQ.next+1, 0
 		} else if c.snap.WholeArrays {
-			whole = best
+			whole = bestQ
 		}
-		lg.books.nodes.take(bestPl)
+		lg.books.charge(borrowCharge{by: best, gpus: bestPl.gpus, from: &bestPl})
 		if j.ArrayThrottle > 0 {
 			lg.books.arrayStarted[j.ArrayJobID]++
 		}
-		addAll(lg.books.lent, bestPl.gpus)
-		best.borrow(bestPl.gpus)
 		lg.invalidateHeads(best, bestPl)
 		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
@@ -155,7 +175,7 @@ func (lg *lending) sayArray(j *Job) {
 // for all of them, and nodes for each in turn (taken, then given back).
 func (lg *lending) allTasksFit(j *Job, need map[string]int, p *project) (string, bool) {
 	n := j.tasks()
-	if over := lg.books.limitProblems(p, scaled(need, n), sum(need)*n); len(over) > 0 {
+	if over := lg.books.limitProblems(p, scaled(need, n), sum(need)*n, lg.kept); len(over) > 0 {
 		return joinProblems(over), false
 	}
 	// Placing task after task costs a scan of the nodes each: first the count the partitions'
@@ -170,7 +190,7 @@ func (lg *lending) allTasksFit(j *Job, need map[string]int, p *project) (string,
 		}
 	}()
 	for range n {
-		pl, ok := lg.books.place(j, need, nil)
+		pl, ok := lg.books.place(j, need, nil, lg.kept)
 		if !ok {
 			return fmt.Sprintf("idle GPUs for %d of its %d tasks only", len(taken), n), false
 		}
@@ -216,17 +236,17 @@ func (l *ledger) tasksIdleCouldHold(j *Job, need map[string]int) int {
 // own (its limits and its head changed), and those drawing on the same GPU types, on any type,
 // or on the same nodes (whose CPUs and memory the lend took).
 func (lg *lending) invalidateHeads(lender *project, lent placement) {
-	for _, p := range lg.books.projects {
-		if !p.headKnown {
+	for _, q := range lg.queues {
+		if !q.headKnown {
 			continue
 		}
-		if p == lender || p.headAny || p.head.sharesNode(lent) {
-			p.headKnown = false
+		if q.p == lender || q.headAny || q.head.sharesNode(lent) {
+			q.headKnown = false
 			continue
 		}
-		for t := range p.head.gpus {
+		for t := range q.head.gpus {
 			if lent.gpus[t] > 0 {
-				p.headKnown = false
+				q.headKnown = false
 				break
 			}
 		}
@@ -235,20 +255,21 @@ func (lg *lending) invalidateHeads(lender *project, lent placement) {
 
 // head returns where p's next lendable job would run, explaining and skipping the jobs that
 // cannot borrow now. Skipping is final within a plan: lending only ever shrinks what is left.
-func (lg *lending) head(p *project) (placement, bool) {
-	if p.headKnown {
-		return p.head, true
+func (lg *lending) head(q *lendQueue) (placement, bool) {
+	if q.headKnown {
+		return q.head, true
 	}
-	for p.next < len(p.candidates) {
-		j := p.candidates[p.next]
+	p := q.p
+	for q.next < len(q.candidates) {
+		j := q.candidates[q.next]
 		need := lg.c.needs[j]
-		pl, ok := lg.books.place(j, need, p)
+		pl, ok := lg.books.place(j, need, p, lg.kept)
 		if ok && j.ArrayThrottle > 0 {
 			// A task lent past the array's throttle would wait in the borrow QOS (reason
 			// JobArrayTaskLimit) on GPUs promised to it. On a release that lends arrays whole,
 			// every task must fit under it.
 			want := 1
-			if lg.c.snap.WholeArrays && p.nextTask == 0 {
+			if lg.c.snap.WholeArrays && q.nextTask == 0 {
 				want = j.tasks()
 			}
 			if started := lg.books.arrayStarted[j.ArrayJobID]; started+want > j.ArrayThrottle {
@@ -262,7 +283,7 @@ func (lg *lending) head(p *project) (placement, bool) {
 			ok = false
 			pl.problems = append(pl.problems, problem{CodeArraySplit, fmt.Sprintf("on this Slurm release a task lent does not start while another of its array waits, and array %d's pending tasks are in %d records (some were split off), which quotad does not lend together", j.ArrayJobID, lg.in.arrayRecords[j.ArrayJobID])})
 		}
-		if ok && lg.c.snap.WholeArrays && j.tasks() > 1 && p.nextTask == 0 {
+		if ok && lg.c.snap.WholeArrays && j.tasks() > 1 && q.nextTask == 0 {
 			// Every task must fit at once, or none is lent (see Snapshot.WholeArrays).
 			if short, all := lg.allTasksFit(j, need, p); !all {
 				ok = false
@@ -270,7 +291,7 @@ func (lg *lending) head(p *project) (placement, bool) {
 			}
 		}
 		if ok {
-			p.head, p.headKnown, p.headAny = pl, true, need[""] > 0
+			q.head, q.headKnown, q.headAny = pl, true, need[""] > 0
 			return pl, true
 		}
 		// The record's other tasks ask for the same and would not fit either.
@@ -282,7 +303,7 @@ func (lg *lending) head(p *project) (placement, bool) {
 			a.waitWhy, a.waitCode = why, pl.problems[0].code
 			lg.sayArray(j)
 		}
-		p.next, p.nextTask = p.next+1, 0
+		q.next, q.nextTask = q.next+1, 0
 	}
 	return placement{}, false
 }

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -48,7 +49,8 @@ func TestLendOrder(t *testing.T) {
 			}
 		})
 	}
-	if _, err := policy.ParseConfig([]byte("settings:\n  lendOrder: newest\nprojects:\n  - account: p\n")); err == nil || !strings.Contains(err.Error(), `"newest" is not a lend order`) {
+	_, err := policy.ParseConfig([]byte("settings:\n  lendOrder: newest\nprojects:\n  - account: p\n"))
+	if ce := (*policy.ConfigError)(nil); !errors.As(err, &ce) || ce.Path != "settings.lendOrder" || ce.Line != 2 || !strings.Contains(ce.Msg, `"newest"`) {
 		t.Errorf("an unknown lend order: %v", err)
 	}
 }

@@ -36,7 +36,7 @@ func joinProblems(ps []problem) string {
 // (GPUs, CPUs and memory per node) can start now. With a borrower p it also applies p's
 // borrowing limits and the lending limits, and an untyped request takes the type with the
 // most room.
-func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool) {
+func (l *ledger) place(j *Job, need map[string]int, p *project, kept keptIdle) (placement, bool) {
 	var pl placement
 	typed := map[string]int{}
 	for t, n := range need {
@@ -46,9 +46,9 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 	}
 	anyN := need[""]
 	if p != nil {
-		pl.problems = l.limitProblems(p, typed, sum(need))
+		pl.problems = l.limitProblems(p, typed, sum(need), kept)
 		if anyN > 0 && !slices.ContainsFunc(l.c.types, func(t string) bool {
-			return t != "" && min(l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t]) >= anyN
+			return t != "" && min(l.borrowRoom(p, t)-typed[t], l.lendRoom(t, kept)-typed[t]) >= anyN
 		}) {
 			pl.problems = append(pl.problems, problem{CodeNoTypeRoom, fmt.Sprintf("no GPU type has borrowing and lending room for %d more GPUs of any type", anyN)})
 		}
@@ -70,7 +70,7 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 			for _, t := range l.c.types {
 				room := l.nodes.idleIn(part, t) - typed[t]
 				if p != nil {
-					room = min(room, l.borrowRoom(p, t)-typed[t], l.lendRoom(t)-typed[t])
+					room = min(room, l.borrowRoom(p, t)-typed[t], l.lendRoom(t, kept)-typed[t])
 				}
 				if room < anyN || room <= bestRoom {
 					continue
@@ -93,8 +93,8 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 		// Idle GPUs of a type may be there and kept by lending limits: say so, not only that
 		// no node has room.
 		for _, t := range l.c.types {
-			if kept := l.keptForOwners(t); kept > 0 && l.nodes.free[t]-typed[t] >= anyN && l.nodes.free[t]-kept-typed[t] < anyN {
-				pl.problems = append(pl.problems, l.keptProblem(t, kept))
+			if k := kept(t); k > 0 && l.nodes.free[t]-typed[t] >= anyN && l.nodes.free[t]-k-typed[t] < anyN {
+				pl.problems = append(pl.problems, l.keptProblem(t, k))
 			}
 		}
 	}
@@ -104,7 +104,7 @@ func (l *ledger) place(j *Job, need map[string]int, p *project) (placement, bool
 
 // limitProblems lists the borrowing and lending limits that typed GPUs gpus, total GPUs in
 // all, would break.
-func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []problem {
+func (l *ledger) limitProblems(p *project, gpus map[string]int, total int, kept keptIdle) []problem {
 	var out []problem
 	for _, t := range slices.Sorted(maps.Keys(gpus)) {
 		n := gpus[t]
@@ -117,8 +117,8 @@ func (l *ledger) limitProblems(p *project, gpus map[string]int, total int) []pro
 		if lim, ok := l.c.cfg.LendLimits[t]; ok && l.lent[t]+n > lim {
 			out = append(out, problem{CodeLendLimit, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t)})
 		}
-		if kept := l.keptForOwners(t); kept > 0 && l.nodes.free[t]-kept < n {
-			out = append(out, l.keptProblem(t, kept))
+		if k := kept(t); k > 0 && l.nodes.free[t]-k < n {
+			out = append(out, l.keptProblem(t, k))
 		}
 	}
 	if lim := p.cfg.BorrowLimit; lim != nil && p.borrowedTotal+total > *lim {
@@ -140,13 +140,13 @@ func (l *ledger) borrowRoom(p *project, t string) int {
 	return room
 }
 
-func (l *ledger) lendRoom(t string) int {
+func (l *ledger) lendRoom(t string, kept keptIdle) int {
 	room := int(^uint(0) >> 1)
 	if lim, ok := l.c.cfg.LendLimits[t]; ok {
 		room = lim - l.lent[t]
 	}
-	if kept := l.keptForOwners(t); kept > 0 {
-		room = min(room, l.nodes.free[t]-kept)
+	if k := kept(t); k > 0 {
+		room = min(room, l.nodes.free[t]-k)
 	}
 	return room
 }
@@ -157,18 +157,17 @@ func (l *ledger) lendRoom(t string) int {
 // placed: a borrower may start on any idle GPU of the type as long as that many stay idle, as
 // Kueue counts a lendingLimit.
 func (l *ledger) keptForOwners(t string) int {
-	if kept, ok := l.keptMemo[t]; ok {
-		return kept
-	}
 	kept := 0
 	for _, p := range l.limited {
 		kept += l.keptFor(p, t)
 	}
-	if l.keptMemo != nil {
-		l.keptMemo[t] = kept
-	}
 	return kept
 }
+
+// keptIdle is keptForOwners by type as a step reads it: l.keptForOwners itself while the
+// guarantees' counts change, or lend's memo of it (lends change neither what projects run in
+// their guarantee nor what is kept for their in-quota jobs, which it counts).
+type keptIdle func(t string) int
 
 func (l *ledger) keptFor(p *project, t string) int {
 	return max(0, p.cfg.KeptFromLending(t)-p.inUse[t]-p.reserved[t])

@@ -30,13 +30,6 @@ type project struct {
 	// is the highest Slurm priority among such jobs.
 	claiming      bool
 	claimPriority int64
-	candidates    []*Job // over-quota pending jobs, in serving order
-	next          int    // candidates[:next] are decided
-	nextTask      int    // and of candidates[next], its first nextTask array tasks
-	// head is where candidates[next] would borrow, while headKnown; headAny marks an
-	// untyped request, whose type choice any lend may change.
-	head               placement
-	headKnown, headAny bool
 }
 
 // holdingText is what p holds against its guarantee, e.g. "6 GPUs of a 4-GPU guarantee".

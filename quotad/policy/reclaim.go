@@ -104,7 +104,7 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 	}
 	for _, j := range in.borrowRunning {
 		held := j.held()
-		p := books.jobProject(j)
+		p := books.projectOfJob[j]
 		if p == nil {
 			log.say(j, CodeNoQuota, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
 			continue

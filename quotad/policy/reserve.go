@@ -18,7 +18,7 @@ type reserved struct{ counted }
 func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 	books := in.books
 	for _, j := range in.inQuotaPending {
-		p := books.jobProject(j)
+		p := books.projectOfJob[j]
 		need := c.needs[j]
 		if why := j.notStartable(); why != "" {
 			log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
@@ -48,7 +48,7 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 				break
 			}
 			p.reserve(need)
-			pl, ok := books.place(j, need, nil)
+			pl, ok := books.place(j, need, nil, books.keptForOwners)
 			if !ok {
 				break
 			}

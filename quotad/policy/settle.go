@@ -54,7 +54,7 @@ func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).
 func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	need := s.c.needs[j]
-	p := s.books.jobProject(j)
+	p := s.books.projectOfJob[j]
 	if p != nil && s.books.isElastic(j) && j.Requeueable() {
 		return s.settleWorker(j, i, p, need)
 	}
@@ -66,11 +66,8 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	}
 	if p == nil {
 		// It still takes lendable GPUs when it starts, so count it.
-		pl, ok := s.books.place(j, need, nil)
-		if ok {
-			s.books.nodes.take(pl)
-		}
-		addAll(s.books.lent, resolved(pl, ok, need))
+		pl, ok := s.books.place(j, need, nil, s.books.keptForOwners)
+		s.books.charge(borrowCharge{gpus: resolved(pl, ok, need), from: placedOn(pl, ok)})
 		if why := j.whyNotRequeueable(); why != "" {
 			return CodeNoQuota, fmt.Sprintf("waits in %s, but account %s has no quota: quotad cannot return it; %s, so a reclaim would kill it once it runs", j.QOS, j.Account, why)
 		}
@@ -87,16 +84,12 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 		// Requeued by a claim: it would start again on lent GPUs as soon as some are idle.
 		return s.returnJob(j, i, p, need, CodeReturnBackoff, s.c.backoffs[j.ID].text())
 	}
-	pl, ok := s.books.place(j, need, nil)
+	pl, ok := s.books.place(j, need, nil, s.books.keptForOwners)
 	gpus := resolved(pl, ok, need)
-	if over := s.books.limitProblems(p, gpus, sum(gpus)); len(over) > 0 {
+	if over := s.books.limitProblems(p, gpus, sum(gpus), s.books.keptForOwners); len(over) > 0 {
 		return s.returnJob(j, i, p, need, CodeReturnOverLimit, "it may no longer borrow: "+joinProblems(over))
 	}
-	if ok {
-		s.books.nodes.take(pl)
-	}
-	addAll(s.books.lent, gpus)
-	p.borrow(gpus)
+	s.books.charge(borrowCharge{by: p, gpus: gpus, from: placedOn(pl, ok)})
 	over, promised, waits := fmt.Sprintf("%s is over its guarantee (%s)", p.cfg.Account, p.quotaText(need)), CodePromised, CodeLentWaitsForGPUs
 	if why := s.in.unaccountedText(p); why != "" {
 		over, promised, waits = "it is not returned: "+why, CodeUnaccounted, CodeUnaccounted
@@ -124,15 +117,10 @@ func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) 
 		p.use(need)
 		return code, text
 	}
-	pl, ok := s.books.place(j, need, nil)
+	pl, ok := s.books.place(j, need, nil, s.books.keptForOwners)
 	gpus := resolved(pl, ok, need)
-	over := s.books.limitProblems(p, gpus, sum(gpus))
-	if ok {
-		s.books.nodes.take(pl)
-	}
-	addAll(s.books.lent, gpus)
-	p.borrow(gpus)
-	addAll(p.elastic, gpus)
+	over := s.books.limitProblems(p, gpus, sum(gpus), s.books.keptForOwners)
+	s.books.charge(borrowCharge{by: p, gpus: gpus, from: placedOn(pl, ok), elastic: true})
 	text = fmt.Sprintf("is an %s on borrowed GPUs and waits in %s to start: %s is over its guarantee (%s)", who, j.QOS, p.cfg.Account, p.quotaText(need))
 	if ok {
 		text += fmt.Sprintf("; %s idle in partition %s are promised to it", gpuList(gpus), pl.partition)

@@ -1,6 +1,6 @@
 package policy
 
-// The reclaim order is written into the borrow and elastic QOS' Priority (desiredQOSList). A
+// The reclaim order is written into the borrow and elastic QOS' Priority (withReclaimFields). A
 // project's place on that scale is its slot. Slots are spread out, and each project keeps the
 // slot its QOS already carry wherever the new order allows it: when a lend moves one project
 // up the order, that project's QOS are rewritten, not those of every project it passed.
@@ -32,7 +32,7 @@ func slotSpace(n, band, base int) int {
 }
 
 // bandStart is the Priority of the lowest QOS in slot's borrow band, on a scale of space slots
-// whose bands are band wide above base and above every elastic QOS (desiredQOSList). Slot
+// whose bands are band wide above base and above every elastic QOS (withReclaimFields). Slot
 // space, one past the last, bounds the scale: every Priority on it is below.
 func bandStart(base, space, band, slot int) int { return base + space + 1 + slot*band }
 

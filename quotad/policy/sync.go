@@ -50,6 +50,12 @@ type desiredQOS struct {
 	graceTime         *time.Duration
 	preemptExemptTime *time.Duration
 	priority          *int
+	// guaranteeOf is the project whose guaranteed QOS this is; "" for the others.
+	guaranteeOf string
+	// bandPlace is a borrow QOS's place in its project's band, from the bottom; elastic marks
+	// an elastic QOS instead, below every band. withReclaimFields sets Priority from them.
+	bandPlace int
+	elastic   bool
 }
 
 // reclaimOrder is who may lose borrowers to a claim now, and in which order: the accounts
@@ -66,11 +72,75 @@ type reclaimOrder struct {
 	former map[string][]string
 }
 
-// desiredQOSList is every QOS the table wants: each project's borrow QOS (its size tiers
-// first), then each project's elastic QOS, then each project's guaranteed QOS, whose Preempt
-// lists name the others. Without an order (nil) the reclaim fields (the guaranteed QOS' Preempt
-// lists and the elastic and borrow QOS' Priority) are left unmanaged: that is the structure
-// lends rest on. kept is the borrow QOS kept beside each project's borrow QOS (keptBorrowQOSOf).
+// desiredQOSList is every QOS the table wants, its reclaim fields left out (the guaranteed QOS'
+// Preempt lists and the elastic and borrow QOS' Priority): each project's borrow QOS (its size
+// tiers first), then each project's elastic QOS, then each project's guaranteed QOS. That is the
+// structure lends rest on; withReclaimFields adds the rest once the reclaim order is known. kept
+// is the borrow QOS kept beside each project's borrow QOS (keptBorrowQOSOf).
+func desiredQOSList(cfg *Config, types []string, kept keptBorrowQOS) []desiredQOS {
+	s := cfg.Settings
+	requeue := "requeue"
+	grace, exempt := s.GraceTime, s.PreemptExemptTime
+	none := []string{} // a borrow or elastic QOS preempts nobody
+	band := bandWidth(kept)
+	var borrows, elastics, guars []desiredQOS
+	for _, p := range cfg.Projects {
+		lending := func(name string, bandPlace int, elastic bool) desiredQOS {
+			return desiredQOS{
+				name:              name,
+				project:           p.Account,
+				grpTRES:           borrowCaps(cfg, p, types),
+				preempt:           &none,
+				preemptMode:       &requeue,
+				graceTime:         &grace,
+				preemptExemptTime: &exempt,
+				bandPlace:         bandPlace,
+				elastic:           elastic,
+			}
+		}
+		for i, size := range kept.tiers[p.Account] {
+			borrows = append(borrows, lending(s.borrowTierName(p.Account, size), i, false))
+		}
+		top := band - 1
+		if kept.protected[p.Account] {
+			borrows = append(borrows, lending(s.ProtectedBorrowQOSName(p.Account), top, false))
+		}
+		if len(kept.protected) > 0 {
+			top--
+		}
+		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), top, false))
+		elastics = append(elastics, lending(s.ElasticQOSName(p.Account), 0, true))
+		limits := map[string]int64{gpuTRES: int64(p.Total())}
+		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
+		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
+		for _, t := range types {
+			limits[typedTRES(t)] = int64(p.GPUs[t])
+		}
+		guars = append(guars, desiredQOS{
+			name:        s.GuaranteedQOSName(p.Account),
+			guaranteeOf: p.Account,
+			grpTRES:     limits,
+			priority:    s.GuaranteedPriority,
+		})
+	}
+	return slices.Concat(borrows, elastics, guars)
+}
+
+// bandWidth is how many Priority values each project's band of borrow QOS takes: one per size
+// tier and one for its borrow QOS, with one more for a protected QOS once any is kept.
+func bandWidth(kept keptBorrowQOS) int {
+	band := 1
+	for _, ts := range kept.tiers {
+		band = max(band, len(ts)+1)
+	}
+	if len(kept.protected) > 0 {
+		band++
+	}
+	return band
+}
+
+// withReclaimFields is structure (desiredQOSList's) with the reclaim fields order decides: the
+// guaranteed QOS' Preempt lists and the elastic and borrow QOS' Priority.
 //
 // Priorities, with base BorrowPriority, a scale of S slots (slotSpace) and at most k tiers in a
 // project: a project's elastic QOS gets base plus its slot s, its borrow QOS base+S+1 plus
@@ -89,112 +159,65 @@ type reclaimOrder struct {
 //
 // A former borrow QOS (former.go, order.former) stays in the Preempt lists that name it now,
 // and is added to no other.
-func desiredQOSList(cfg *Config, types []string, order *reclaimOrder, kept keptBorrowQOS, current map[string]*QOS) []desiredQOS {
+func withReclaimFields(cfg *Config, structure []desiredQOS, order reclaimOrder, kept keptBorrowQOS, current map[string]*QOS) []desiredQOS {
 	s := cfg.Settings
-	requeue := "requeue"
-	grace, exempt := s.GraceTime, s.PreemptExemptTime
-	none := []string{} // a borrow or elastic QOS preempts nobody
-	var preempt []string
-	slots := map[string]int{}
-	base, n, band := 0, len(cfg.Projects), 1
+	base, band := 0, bandWidth(kept)
 	if s.BorrowPriority != nil {
 		base = *s.BorrowPriority
-	}
-	tiers := kept.tiers
-	for _, ts := range tiers {
-		band = max(band, len(ts)+1)
-	}
-	if len(kept.protected) > 0 {
-		band++
 	}
 	threshold := map[string]*int64{}
 	for _, p := range cfg.Projects {
 		threshold[p.Account] = p.ReclaimPriorityThreshold
 	}
-	space := slotSpace(n, band, base)
-	if order != nil {
-		preempt = make([]string, 0, 2*len(order.reclaimable))
-		for _, acct := range order.reclaimable {
-			for _, size := range tiers[acct] {
-				preempt = append(preempt, s.borrowTierName(acct, size))
-			}
-			preempt = append(preempt, s.BorrowQOSName(acct), s.ElasticQOSName(acct))
-			if kept.protected[acct] && threshold[acct] == nil {
-				preempt = append(preempt, s.ProtectedBorrowQOSName(acct))
-			}
+	space := slotSpace(len(cfg.Projects), band, base)
+	preempt := make([]string, 0, 2*len(order.reclaimable))
+	for _, acct := range order.reclaimable {
+		for _, size := range kept.tiers[acct] {
+			preempt = append(preempt, s.borrowTierName(acct, size))
 		}
-		accounts := make([]string, len(cfg.Projects))
-		was := map[string]int{}
-		for i, p := range cfg.Projects {
-			accounts[i] = p.Account
-			if q := current[pools.QOSKey(s.ElasticQOSName(p.Account))]; q != nil {
-				was[p.Account] = q.Priority - base
-			}
+		preempt = append(preempt, s.BorrowQOSName(acct), s.ElasticQOSName(acct))
+		if kept.protected[acct] && threshold[acct] == nil {
+			preempt = append(preempt, s.ProtectedBorrowQOSName(acct))
 		}
-		slots = reclaimSlots(order.reclaimable, accounts, was, space)
 	}
-	var borrows, elastics, guars []desiredQOS
-	for _, p := range cfg.Projects {
-		lending := func(name string, priority int) desiredQOS {
-			q := desiredQOS{
-				name:              name,
-				project:           p.Account,
-				grpTRES:           borrowCaps(cfg, p, types),
-				preempt:           &none,
-				preemptMode:       &requeue,
-				graceTime:         &grace,
-				preemptExemptTime: &exempt,
-			}
-			if order != nil {
-				q.priority = &priority
-			}
-			return q
+	accounts := make([]string, len(cfg.Projects))
+	was := map[string]int{}
+	for i, p := range cfg.Projects {
+		accounts[i] = p.Account
+		if q := current[pools.QOSKey(s.ElasticQOSName(p.Account))]; q != nil {
+			was[p.Account] = q.Priority - base
 		}
-		slot := slots[p.Account]
-		first := bandStart(base, space, band, slot)
-		for i, size := range tiers[p.Account] {
-			borrows = append(borrows, lending(s.borrowTierName(p.Account, size), first+i))
-		}
-		top := first + band - 1
-		if kept.protected[p.Account] {
-			borrows = append(borrows, lending(s.ProtectedBorrowQOSName(p.Account), top))
-		}
-		if len(kept.protected) > 0 {
-			top--
-		}
-		borrows = append(borrows, lending(s.BorrowQOSName(p.Account), top))
-		elastics = append(elastics, lending(s.ElasticQOSName(p.Account), base+slot))
-		limits := map[string]int64{gpuTRES: int64(p.Total())}
-		// Types without a guarantee get 0: a job of such a type in the guaranteed QOS would
-		// hold GPUs no one can reclaim; it pends (QOSGrpGRES) and can only borrow.
-		for _, t := range types {
-			limits[typedTRES(t)] = int64(p.GPUs[t])
-		}
-		guar := desiredQOS{
-			name:     s.GuaranteedQOSName(p.Account),
-			grpTRES:  limits,
-			priority: s.GuaranteedPriority,
-		}
-		if order != nil {
+	}
+	slots := reclaimSlots(order.reclaimable, accounts, was, space)
+	out := slices.Clone(structure)
+	for i := range out {
+		q := &out[i]
+		switch {
+		case q.guaranteeOf != "":
 			own := preempt
-			if claim, ok := order.claims[p.Account]; ok {
+			if claim, ok := order.claims[q.guaranteeOf]; ok {
 				own = slices.Clone(preempt)
 				for _, acct := range order.reclaimable {
-					if t := threshold[acct]; acct != p.Account && kept.protected[acct] && t != nil && claim >= *t {
+					if t := threshold[acct]; acct != q.guaranteeOf && kept.protected[acct] && t != nil && claim >= *t {
 						own = append(own, s.ProtectedBorrowQOSName(acct))
 					}
 				}
 			}
-			for _, q := range slices.Sorted(maps.Keys(order.former)) {
-				if slices.Contains(order.former[q], guar.name) {
-					own = append(slices.Clone(own), q)
+			for _, f := range slices.Sorted(maps.Keys(order.former)) {
+				if slices.Contains(order.former[f], q.name) {
+					own = append(slices.Clone(own), f)
 				}
 			}
-			guar.preempt = &own
+			q.preempt = &own
+		case q.elastic:
+			priority := base + slots[q.project]
+			q.priority = &priority
+		default:
+			priority := bandStart(base, space, band, slots[q.project]) + q.bandPlace
+			q.priority = &priority
 		}
-		guars = append(guars, guar)
 	}
-	return slices.Concat(borrows, elastics, guars)
+	return out
 }
 
 // keptBorrowQOS is, per project, the borrow QOS beside its borrow QOS itself that quotad keeps:
@@ -346,20 +369,28 @@ func normalizeNames(names []string) []string {
 	return slices.Compact(out)
 }
 
-// syncPlan diffs the QOS objects, accounts and user associations against the quota table, with
-// the reclaim fields when order is given. Accounts missing from slurmdbd are reported, never
+// structureSync is what it takes to bring slurmdbd to the quota table, the QOS' reclaim fields
+// aside: the structure lends rest on. Accounts missing from slurmdbd are reported (notes), never
 // created: creating accounts is the administrator's call.
-func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) (qos []QOSChange, accounts []AccountChange, users []UserChange, notes []string) {
-	current := map[string]*QOS{}
+type structureSync struct {
+	current  map[string]*QOS // the snapshot's QOS, by pools.QOSKey
+	kept     keptBorrowQOS
+	want     []desiredQOS // desiredQOSList: the QOS, their reclaim fields left out
+	qos      []QOSChange  // what makes the QOS want
+	accounts []AccountChange
+	users    []UserChange
+	notes    []string
+}
+
+// syncStructure diffs the QOS objects (their reclaim fields left out), accounts and user
+// associations against the quota table.
+func syncStructure(cfg *Config, snap *Snapshot, types []string) structureSync {
+	out := structureSync{current: map[string]*QOS{}, kept: keptBorrowQOSOf(cfg, snap)}
 	for i := range snap.QOS {
-		current[pools.QOSKey(snap.QOS[i].Name)] = &snap.QOS[i]
+		out.current[pools.QOSKey(snap.QOS[i].Name)] = &snap.QOS[i]
 	}
-	kept := keptBorrowQOSOf(cfg, snap)
-	for _, want := range desiredQOSList(cfg, types, order, kept, current) {
-		if c, changed := diffQOS(want, current[want.name]); changed {
-			qos = append(qos, c)
-		}
-	}
+	out.want = desiredQOSList(cfg, types, out.kept)
+	out.qos = diffQOSList(out.want, out.current)
 	accts := map[string]*Account{}
 	for i := range snap.Accounts {
 		accts[snap.Accounts[i].Name] = &snap.Accounts[i]
@@ -368,19 +399,36 @@ func syncPlan(cfg *Config, snap *Snapshot, types []string, order *reclaimOrder) 
 	sort.Slice(projects, func(a, b int) bool { return projects[a].Account < projects[b].Account })
 	for _, p := range projects {
 		if _, ok := accts[p.Account]; !ok {
-			notes = append(notes, "account "+p.Account+" is in the quota table but not in slurmdbd: it is not managed until an administrator creates it")
+			out.notes = append(out.notes, "account "+p.Account+" is in the quota table but not in slurmdbd: it is not managed until an administrator creates it")
 		}
 	}
-	return qos, accountChanges(cfg, snap.Accounts, kept), userChanges(cfg, snap.Accounts, snap.Users, kept), notes
+	out.accounts = accountChanges(cfg, snap.Accounts, out.kept)
+	out.users = userChanges(cfg, snap.Accounts, snap.Users, out.kept)
+	return out
 }
 
-// structureBehind counts the changes that would bring the QOS (their reclaim fields left out),
-// accounts and users to the table: the structure lends rest on. Until it is 0, the plan moves
-// no job. The reclaim fields are left out because they follow the lends the plan is about to
-// make (see desiredQOSList): the full sync is planned after them, with the reclaim order.
-func structureBehind(cfg *Config, snap *Snapshot, types []string) int {
-	qos, accounts, users, _ := syncPlan(cfg, snap, types, nil)
-	return len(qos) + len(accounts) + len(users)
+// behind counts the changes that would bring the structure to the table. Until it is 0, the
+// plan moves no job. The reclaim fields are left out because they follow the lends the plan is
+// about to make: syncQOS plans them after the lends, with the reclaim order.
+func (st structureSync) behind() int {
+	return len(st.qos) + len(st.accounts) + len(st.users)
+}
+
+// syncQOS diffs the QOS objects against the quota table, reclaim fields included: the plan's
+// QOS changes.
+func syncQOS(cfg *Config, st structureSync, order reclaimOrder) []QOSChange {
+	return diffQOSList(withReclaimFields(cfg, st.want, order, st.kept, st.current), st.current)
+}
+
+// diffQOSList is the changes that turn the current QOS into the wanted ones, in want's order.
+func diffQOSList(want []desiredQOS, current map[string]*QOS) []QOSChange {
+	var out []QOSChange
+	for _, w := range want {
+		if c, changed := diffQOS(w, current[w.name]); changed {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // projectQOS is every QOS of the project's an account (or user) under it must be allowed,

@@ -50,9 +50,8 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}}
 	keptBack := map[*project]bool{}
 	for i := range c.snap.Unreadable {
-		u := &c.snap.Unreadable[i]
-		j := &Job{ID: u.ID, Account: u.Account, User: u.User, QOS: u.QOS, State: u.State}
-		p := books.jobProject(j)
+		u, j := &c.snap.Unreadable[i], &c.unreadable[i]
+		p := books.projectOfJob[j]
 		qos := pools.QOSKey(u.QOS)
 		managed := p != nil && (qos == p.guarQOS || books.lenderOf(qos) != nil)
 		if !managed {
@@ -78,7 +77,7 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 			kept := books.keepBack(func(t string) int { return p.guaranteeRoom(t) - p.reserved[t] }, p.cfg.Total()-p.inUseTotal-sum(p.reserved))
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))
 		default:
-			kept := books.keepBack(func(t string) int { return min(books.borrowRoom(p, t), books.lendRoom(t)) }, books.borrowRoom(p, ""))
+			kept := books.keepBack(func(t string) int { return min(books.borrowRoom(p, t), books.lendRoom(t, books.keptForOwners)) }, books.borrowRoom(p, ""))
 			what = fmt.Sprintf("it may start on as many GPUs as %s may still borrow: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))
 		}
 		log.say(j, CodeUnreadable, "cannot be read (%s); counted at its worst: %s; no job of %s is lent or returned on its guarantee room while it is unaccounted", u.Problem, what, p.cfg.Account)
