@@ -73,7 +73,7 @@ func Judge(f Facts) []Verdict {
 	vs = append(vs, preemption(f.Config)...)
 	vs = append(vs, accounting(f.Config, gpuTypes(f.Nodes, cfg))...)
 	vs = append(vs, quotadUser(f.Config, f.Quotad))
-	vs = append(vs, borrowQOS(f.Config, cfg, f.Quotad.User, f.QOSPreempts, f.QOSErr)...)
+	vs = append(vs, borrowQOS(f.Config, cfg, f.Quotad.User, slurm.PreemptsByQOS(f.QOS), f.QOSErr)...)
 	vs = append(vs, quotad(f.QuotadMetrics, f.Now, f.MaxCycleAge))
 	vs = append(vs, elasticd(f.ElasticdMetrics))
 	vs = append(vs, credentials(f.Credentials)...)

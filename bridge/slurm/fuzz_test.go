@@ -272,10 +272,10 @@ func FuzzParseSacct(f *testing.F) {
 	})
 }
 
-func FuzzParseAssociationLimits(f *testing.F) {
+func FuzzParseAssociations(f *testing.F) {
 	addFixtures(f, "sacctmgr-assoc-limits-*.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		assocs, err := ParseAssociationLimits(out)
+		assocs, err := ParseAssociations(out, capturedAssociationFields)
 		if err != nil {
 			if assocs != nil {
 				t.Fatalf("associations and an error: %v", err)
