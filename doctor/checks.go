@@ -322,7 +322,7 @@ func borrowQOS(conf slurm.Config, cfg *pools.Config, quotadUser string, preempts
 		return []Verdict{skipped(check, "pools.yaml is not usable")}
 	}
 	pattern, elastic := cfg.BorrowQOSPattern(), cfg.ElasticQOSPattern()
-	const fix = "set borrow_qos and elastic_qos in pools.yaml to the quota table's settings.borrowQOS and settings.elasticQOS (quotactl export shows them)"
+	const fix = "set borrow_qos and elastic_qos in pools.yaml to the QOS patterns quotad lends in (quotad takes them from there; a quota table's settings.borrowQOS and settings.elasticQOS may only repeat them)"
 	if qosErr != nil {
 		return []Verdict{problem(check, "check slurmdbd (sacctmgr show qos)", "cannot read the QOS: %v", firstLine(qosErr.Error()))}
 	}
