@@ -9,7 +9,7 @@ import (
 )
 
 // Fuzz targets for every reader of Slurm's text in this package (FuzzParseQueue is in
-// queue_test.go). Each is seeded from the captured fixtures of every release and checks
+// jobs_test.go). Each is seeded from the captured fixtures of every release and checks
 // properties beyond "no panic": never both a value and an error, the same answer twice, and
 // bounds on what a value may hold. `make fuzz` runs each for FUZZTIME.
 
