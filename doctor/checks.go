@@ -73,7 +73,7 @@ func Judge(f Facts) []Verdict {
 	vs = append(vs, preemption(f.Config)...)
 	vs = append(vs, accounting(f.Config, gpuTypes(f.Nodes, cfg))...)
 	vs = append(vs, quotadUser(f.Config, f.Quotad))
-	vs = append(vs, borrowQOS(f.Config, cfg, f.Quotad.User, f.QOSPreempts, f.QOSErr)...)
+	vs = append(vs, borrowQOS(f.Config, cfg, f.Quotad.User, slurm.PreemptsByQOS(f.QOS), f.QOSErr)...)
 	vs = append(vs, quotad(f.QuotadMetrics, f.Now, f.MaxCycleAge))
 	vs = append(vs, elasticd(f.ElasticdMetrics))
 	vs = append(vs, credentials(f.Credentials)...)
@@ -322,7 +322,7 @@ func borrowQOS(conf slurm.Config, cfg *pools.Config, quotadUser string, preempts
 		return []Verdict{skipped(check, "pools.yaml is not usable")}
 	}
 	pattern, elastic := cfg.BorrowQOSPattern(), cfg.ElasticQOSPattern()
-	const fix = "set borrow_qos and elastic_qos in pools.yaml to the quota table's settings.borrowQOS and settings.elasticQOS (quotactl export shows them)"
+	const fix = "set borrow_qos and elastic_qos in pools.yaml to the QOS patterns quotad lends in (quotad takes them from there; a quota table's settings.borrowQOS and settings.elasticQOS may only repeat them)"
 	if qosErr != nil {
 		return []Verdict{problem(check, "check slurmdbd (sacctmgr show qos)", "cannot read the QOS: %v", firstLine(qosErr.Error()))}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +47,7 @@ func healthy(t *testing.T) Facts {
 		SlurmctldOnDisk: "22.05.8",
 		Pools:           readPools(t, testbedPools),
 		Nodes:           nodes,
-		QOSPreempts:     testbedQOS,
+		QOS:             qosPreempting(testbedQOS),
 		QuotadMetrics: Metrics{URL: "http://q/metrics", Samples: map[string]float64{
 			"quotad_last_successful_cycle_timestamp_seconds": float64(now.Add(-10*time.Second).UnixNano()) / 1e9}},
 		ElasticdMetrics: Metrics{URL: "http://e/metrics", Samples: map[string]float64{"elasticd_cycle_seconds_count": 42}},
@@ -223,7 +224,7 @@ func TestJudge(t *testing.T) {
 		{"SlurmUser needs no AdminLevel nor borrow_qos_admins", func(f *Facts) { f.Quotad = QuotadAccount{User: "slurm"} }, nil},
 
 		{"a preemptable QOS neither pattern names", func(f *Facts) {
-			f.QOSPreempts = map[string][]string{"normal": nil, "lend": nil, "guar-proj-a": {"lend"}, "guar-proj-b": {"lend", "normal"}}
+			f.QOS = qosPreempting(map[string][]string{"normal": nil, "lend": nil, "guar-proj-a": {"lend"}, "guar-proj-b": {"lend", "normal"}})
 		}, []string{
 			"borrow-qos: QOS lend can be preempted (by guar-proj-a,guar-proj-b) but neither pools.yaml's borrow_qos borrow-{account} nor its elastic_qos elastic-{account} names it: the plugin lets salloc, srun and --no-requeue jobs into it, and a reclaim kills them | set borrow_qos and elastic_qos in pools.yaml",
 			"borrow-qos: QOS normal can be preempted (by guar-proj-b)",
@@ -412,4 +413,13 @@ func TestPluginSuitsTheInstalledSlurmctldWhenNoneAnswers(t *testing.T) {
 	if len(plugin) != 1 || plugin[0].Status != OK || plugin[0].Text != "/plugins/job_submit_pools.so built for Slurm 22.05.8, as the installed slurmctld" {
 		t.Errorf("plugin verdicts: %+v", plugin)
 	}
+}
+
+// qosPreempting is a QOS list in which each QOS preempts those preempts names for it.
+func qosPreempting(preempts map[string][]string) []slurm.QOS {
+	var qos []slurm.QOS
+	for _, name := range slices.Sorted(maps.Keys(preempts)) {
+		qos = append(qos, slurm.QOS{Name: name, Preempt: preempts[name]})
+	}
+	return qos
 }

@@ -57,9 +57,9 @@ type Facts struct {
 	// NodesErr is why the nodes could not be read.
 	NodesErr error
 	Quotad   QuotadAccount
-	// QOSPreempts lists, by QOS, the QOS it may preempt (sacctmgr's Preempt).
-	QOSPreempts map[string][]string
-	QOSErr      error
+	// QOS is every QOS, read with sacctmgr (doctor reads who preempts whom).
+	QOS    []slurm.QOS
+	QOSErr error
 
 	QuotadMetrics   Metrics
 	ElasticdMetrics Metrics
@@ -135,7 +135,7 @@ func Gather(ctx context.Context, env Env, opts Options) Facts {
 		f.Pools.Data, f.Pools.Err = os.ReadFile(opts.PoolsPath)
 		f.Nodes, f.NodesErr = env.Slurm.Nodes(ctx)
 		f.Quotad = quotadAccount(ctx, env.Slurm, f.Config, opts.QuotadUser)
-		f.QOSPreempts, f.QOSErr = env.Slurm.QOSPreempts(ctx)
+		f.QOS, f.QOSErr = env.Slurm.QOS(ctx)
 		httpClient := env.HTTP
 		if httpClient == nil {
 			httpClient = &http.Client{Timeout: 5 * time.Second}

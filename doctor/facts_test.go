@@ -52,7 +52,7 @@ func (r *replay) Run(_ context.Context, name string, args ...string) ([]byte, er
 	return nil, nil
 }
 
-const qosCommand = "sacctmgr -n -P show qos format=name,preempt"
+const qosCommand = "sacctmgr -n -P show qos format=name,grptres,preempt,preemptmode,gracetime,preemptexempttime,priority"
 const systemctlShow = "systemctl show --property=LoadState,User quotad.service"
 
 // testbedReplay is a testbed-like cluster to gather from: the captured config with PluginDir
@@ -62,7 +62,7 @@ func testbedReplay(t *testing.T, pluginDir string) *replay {
 	return &replay{t: t,
 		config: setConfig(t, string(slurmtest.Fixture(t, "scontrol-show-config-22.05-testbed.txt")), "PluginDir", pluginDir+":/nonexistent/slurm-wlm"),
 		outputs: map[string]string{
-			qosCommand: "normal|\nborrow-proj-a|\nborrow-proj-b|\nelastic-proj-a|\nelastic-proj-b|\nguar-proj-a|borrow-proj-b,elastic-proj-b\nguar-proj-b|borrow-proj-a,elastic-proj-a\n",
+			qosCommand: "normal||||||0\nborrow-proj-a||||||0\nborrow-proj-b||||||0\nelastic-proj-a||||||0\nelastic-proj-b||||||0\nguar-proj-a||borrow-proj-b,elastic-proj-b||||0\nguar-proj-b||borrow-proj-a,elastic-proj-a||||0\n",
 		},
 		fails: map[string]error{systemctlShow: fmt.Errorf("System has not been booted with systemd")},
 	}
@@ -127,8 +127,8 @@ func TestGatherReadsEveryFact(t *testing.T) {
 	if f.Quotad != (QuotadAccount{User: "slurmbridge", AdminLevel: "Operator"}) {
 		t.Errorf("quotad account: %+v", f.Quotad)
 	}
-	if f.QOSErr != nil || len(f.QOSPreempts["guar-proj-a"]) != 2 {
-		t.Errorf("QOS: %v, %v", f.QOSPreempts, f.QOSErr)
+	if q, _ := slurm.QOSByName(f.QOS, "guar-proj-a"); f.QOSErr != nil || len(q.Preempt) != 2 {
+		t.Errorf("QOS: %v, %v", f.QOS, f.QOSErr)
 	}
 	if m := f.QuotadMetrics; m.Err != nil || len(m.Samples) != 2 || m.Samples["quotad_last_successful_cycle_timestamp_seconds"] != 1.7e9 || m.Samples["quotad_lease_held"] != 1 {
 		t.Errorf("quotad's metrics: %+v", m)

@@ -122,7 +122,7 @@ func waitSynced(t *testing.T, c *testbed.Cluster, log string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-a", "proj-b"}})
+		assocs, err := c.Slurm().Associations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-a", "proj-b"}})
 		synced := 0
 		for _, a := range assocs {
 			if strings.HasPrefix(a.DefaultQOS, "guar-proj-") {

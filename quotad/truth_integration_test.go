@@ -137,7 +137,7 @@ func TestSubAccountCountsInProjectGuarantee(t *testing.T) {
 
 	// team-a2 was created with its own QOS list (normal): quotad's sync gives it proj-a's.
 	waitFor(t, "team-a2's association synced to guar-proj-a", 30*time.Second, func() bool {
-		assocs, err := c.Slurm().ShowAssociations(ctxFor(t, 10*time.Second), slurm.AssociationFilter{Accounts: []string{"team-a2"}})
+		assocs, err := c.Slurm().Associations(ctxFor(t, 10*time.Second), slurm.AssociationFilter{Accounts: []string{"team-a2"}})
 		if err != nil || len(assocs) == 0 {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
@@ -35,11 +36,11 @@ projects:
 // qosPreempts is the Preempt list sacctmgr shows for each QOS.
 func qosPreempts(t *testing.T, c *testbed.Cluster) map[string][]string {
 	t.Helper()
-	p, err := c.Slurm().QOSPreempts(ctxFor(t, 10*time.Second))
+	qos, err := c.Slurm().QOS(ctxFor(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return slurm.PreemptsByQOS(qos)
 }
 
 // The old layout: QOS borrow shared by every project, named by each project account's QOS list

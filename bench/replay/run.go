@@ -329,16 +329,16 @@ func (r *Runner) quotaTable() (string, error) {
 // checkStaticQuotas makes sure each project runs capped: its account's default QOS is its
 // guaranteed QOS, and that QOS caps GPUs.
 func (r *Runner) checkStaticQuotas(ctx context.Context, projects []Project) error {
-	qos, err := r.Cluster.Slurm().ShowQOS(ctx)
+	qos, err := r.Cluster.Slurm().QOS(ctx)
 	if err != nil {
 		return err
 	}
 	capped := map[string]bool{}
 	for _, q := range qos {
-		capped[q.Name] = strings.Contains(q.GrpTRES, "gres/gpu")
+		capped[q.Name] = slices.ContainsFunc(slices.Collect(maps.Keys(q.GrpTRES)), func(t string) bool { return strings.HasPrefix(t, "gres/gpu") })
 	}
 	// The default QOS of each project user's association: what the replay's jobs run in.
-	assocs, err := r.Cluster.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{})
+	assocs, err := r.Cluster.Slurm().Associations(ctx, slurm.AssociationFilter{})
 	if err != nil {
 		return err
 	}

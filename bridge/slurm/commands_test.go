@@ -3,7 +3,6 @@ package slurm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -81,18 +80,12 @@ func TestClientCommandLines(t *testing.T) {
 		{"add user qos, nothing to add", "", func(c Client) error { return c.AddUserQOS(context.Background(), "bob", "proj-b", "", "", nil) }, nil},
 		{"admin level", "Administrator\n", func(c Client) error { _, err := c.UserAdminLevel(context.Background(), "quotad"); return err },
 			[]string{"sacctmgr -n -P show user quotad format=adminlevel"}},
-		{"show qos", "normal||\n", func(c Client) error { _, err := c.ShowQOS(context.Background()); return err },
-			[]string{"sacctmgr -n -P show qos format=name,grptres,preempt"}},
-		{"qos preempts", "normal|\nguar-proj-a|borrow-proj-b\n", func(c Client) error { _, err := c.QOSPreempts(context.Background()); return err },
-			[]string{"sacctmgr -n -P show qos format=name,preempt"}},
+		{"qos", "normal||||||0\n", func(c Client) error { _, err := c.QOS(context.Background()); return err },
+			[]string{"sacctmgr -n -P show qos format=name,grptres,preempt,preemptmode,gracetime,preemptexempttime,priority"}},
 		{"associations", "", func(c Client) error {
-			_, err := c.ShowAssociations(context.Background(), AssociationFilter{Accounts: []string{"proj-a", "proj-b"}, Cluster: "testbed"})
+			_, err := c.Associations(context.Background(), AssociationFilter{Accounts: []string{"proj-a", "proj-b"}, Cluster: "testbed"})
 			return err
-		}, []string{"sacctmgr -n -P show assoc where account=proj-a,proj-b cluster=testbed format=account,user,defaultqos"}},
-		{"association limits", "", func(c Client) error {
-			_, err := c.ShowAssociationLimits(context.Background(), "testbed")
-			return err
-		}, []string{"sacctmgr -n -P show assoc where cluster=testbed format=cluster,account,user,partition,parentname,grptres,maxtres,grpjobs,grpsubmitjobs,maxjobs,maxsubmitjobs"}},
+		}, []string{"sacctmgr -n -P show assoc where account=proj-a,proj-b cluster=testbed format=cluster,account,user,partition,parentname,defaultqos,grptres,maxtres,grpjobs,grpsubmitjobs,maxjobs,maxsubmitjobs"}},
 		{"sacct", "", func(c Client) error {
 			_, err := c.SacctJobs(context.Background(), SacctFilter{JobIDs: []string{"1", "2"}, Duplicates: true}, "JobID", "State")
 			return err
@@ -285,73 +278,6 @@ func TestParseSacct(t *testing.T) {
 	}
 }
 
-func TestShowAssociationsAndQOS(t *testing.T) {
-	r := &scriptRunner{out: "proj-a||guar-proj-a\nproj-a|alice|guar-proj-a\n"}
-	assocs, err := Client{Runner: r}.ShowAssociations(context.Background(), AssociationFilter{})
-	want := []Association{{"proj-a", "", "guar-proj-a"}, {"proj-a", "alice", "guar-proj-a"}}
-	if err != nil || !slices.Equal(assocs, want) || r.calls[0] != "sacctmgr -n -P show assoc format=account,user,defaultqos" {
-		t.Errorf("associations %+v, %v, ran %q", assocs, err, r.calls)
-	}
-	r = &scriptRunner{out: "normal||\nguar-proj-a|gres/gpu=4|borrow-proj-b,borrow-proj-c\n"}
-	qos, err := Client{Runner: r}.ShowQOS(context.Background())
-	if err != nil || !slices.Equal(qos, []QOSLimits{{"normal", "", ""}, {"guar-proj-a", "gres/gpu=4", "borrow-proj-b,borrow-proj-c"}}) {
-		t.Errorf("qos %+v, %v", qos, err)
-	}
-}
-
-// testdata/sacctmgr-assoc-limits-REL.txt are the testbed's associations with limits set on
-// alice's association in proj-a and on account proj-b (capture/assoc-limits.sh), on each
-// release.
-func TestParseAssociationLimitsOfEachRelease(t *testing.T) {
-	for _, r := range releases {
-		rel := r.name
-		t.Run(rel, func(t *testing.T) {
-			assocs, err := ParseAssociationLimits(fixture(t, "sacctmgr-assoc-limits-"+rel+".txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			find := func(account, user string) AssociationLimits {
-				t.Helper()
-				i := slices.IndexFunc(assocs, func(a AssociationLimits) bool { return a.Account == account && a.User == user })
-				if i < 0 {
-					t.Fatalf("no association %s/%s in %+v", account, user, assocs)
-				}
-				return assocs[i]
-			}
-			alice := find("proj-a", "alice")
-			want := AssociationLimits{Cluster: "testbed", Account: "proj-a", User: "alice", GrpTRES: "gres/gpu=2", MaxTRESPerJob: "gres/gpu:a100=3",
-				GrpJobs: 6, GrpSubmitJobs: 8, MaxJobs: 5, MaxSubmitJobs: 7}
-			if alice != want {
-				t.Errorf("alice in proj-a = %+v, want %+v", alice, want)
-			}
-			projB := find("proj-b", "")
-			if projB.ParentAccount != "root" || projB.MaxJobs != 9 || projB.GrpJobs != NoLimit || projB.MaxSubmitJobs != NoLimit {
-				t.Errorf("proj-b = %+v", projB)
-			}
-			if grp := strings.Split(projB.GrpTRES, ","); !slices.Contains(grp, "cpu=16") || !slices.Contains(grp, "gres/gpu:a100=4") || len(grp) != 2 {
-				t.Errorf("proj-b GrpTRES = %q", projB.GrpTRES)
-			}
-			// A user's association shows its account's Max limits as its own; Grp limits are
-			// the account's alone.
-			if bob := find("proj-b", "bob"); bob.MaxJobs != 9 || bob.GrpTRES != "" || bob.GrpJobs != NoLimit || bob.ParentAccount != "" {
-				t.Errorf("bob in proj-b = %+v, want MaxJobs 9 from proj-b and no Grp limit", bob)
-			}
-			if carol := find("proj-c", "carol"); carol.GrpTRES != "" || carol.MaxJobs != NoLimit || carol.MaxSubmitJobs != NoLimit {
-				t.Errorf("carol in proj-c has limits: %+v", carol)
-			}
-			if root := find("root", ""); root.ParentAccount != "" {
-				t.Errorf("root = %+v", root)
-			}
-		})
-	}
-	if _, err := ParseAssociationLimits([]byte("testbed|proj-a|alice||||||x||\n")); err == nil {
-		t.Error("a count that is no number is no error")
-	}
-	if _, err := ParseAssociationLimits([]byte("testbed|proj-a|alice\n")); err == nil {
-		t.Error("a short line is no error")
-	}
-}
-
 // Operators and administrators see every job; any other level, or none, does not.
 func TestUserIsOperator(t *testing.T) {
 	for out, want := range map[string]bool{"Administrator\n": true, "Operator\n": true, "operator\n": true, "None\n": false, "": false} {
@@ -363,48 +289,5 @@ func TestUserIsOperator(t *testing.T) {
 	fail := &CommandError{Command: "sacctmgr", ExitCode: 1, Stderr: "Problem talking to the database"}
 	if ok, err := NewClient(&scriptRunner{err: fail}).UserIsOperator(context.Background(), "alice"); ok || err == nil {
 		t.Errorf("a failed read: operator %v, %v; want false and the error", ok, err)
-	}
-}
-
-// Over MaxQOSPerRun QOS take one more run each MaxQOSPerRun, all with the same settings.
-func TestModifyQOSSplitsLongNameLists(t *testing.T) {
-	names := make([]string, MaxQOSPerRun+2)
-	for i := range names {
-		names[i] = fmt.Sprintf("guar-team%04d", i)
-	}
-	r := &scriptRunner{}
-	if err := (Client{Runner: r}).ModifyQOS(context.Background(), names, QOSSettings{Preempt: &[]string{}}); err != nil {
-		t.Fatal(err)
-	}
-	last := fmt.Sprintf("name=guar-team%04d,guar-team%04d set preempt=", MaxQOSPerRun, MaxQOSPerRun+1)
-	if len(r.calls) != 2 || strings.Count(r.calls[0], ",") != MaxQOSPerRun-1 || !strings.HasSuffix(r.calls[1], last) {
-		t.Errorf("%d runs, the last %.80q", len(r.calls), r.calls[len(r.calls)-1])
-	}
-}
-
-// Long names are cut by the bytes of their list as well, so no run's argument reaches
-// Linux's limit for one argument.
-func TestQOSRunsKeepsEachListWithinOneArgument(t *testing.T) {
-	long := strings.Repeat("x", 190)
-	names := make([]string, 1200)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s%04d", long, i)
-	}
-	var runs [][]string
-	for run := range QOSRuns(names, itself) {
-		runs = append(runs, run)
-	}
-	n := 0
-	for _, run := range runs {
-		if size := len(strings.Join(run, ",")); size > maxNamesArg || len(run) > MaxQOSPerRun {
-			t.Errorf("a run of %d names, %d bytes", len(run), size)
-		}
-		n += len(run)
-	}
-	if n != len(names) || len(runs) != 3 || runs[0][0] != names[0] || runs[2][len(runs[2])-1] != names[len(names)-1] {
-		t.Errorf("%d runs of %d names in all", len(runs), n)
-	}
-	for range QOSRuns([]string{}, itself) {
-		t.Error("a run of no names")
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Fuzz targets for every reader of Slurm's text in this package (FuzzParseQueue is in
-// queue_test.go). Each is seeded from the captured fixtures of every release and checks
+// jobs_test.go). Each is seeded from the captured fixtures of every release and checks
 // properties beyond "no panic": never both a value and an error, the same answer twice, and
 // bounds on what a value may hold. `make fuzz` runs each for FUZZTIME.
 
@@ -272,10 +272,10 @@ func FuzzParseSacct(f *testing.F) {
 	})
 }
 
-func FuzzParseAssociationLimits(f *testing.F) {
+func FuzzParseAssociations(f *testing.F) {
 	addFixtures(f, "sacctmgr-assoc-limits-*.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		assocs, err := ParseAssociationLimits(out)
+		assocs, err := ParseAssociations(out, capturedAssociationFields)
 		if err != nil {
 			if assocs != nil {
 				t.Fatalf("associations and an error: %v", err)

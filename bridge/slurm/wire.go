@@ -157,3 +157,20 @@ func splitState(names stateNames, bases []string) (base string, flags []string) 
 	}
 	return base, flags
 }
+
+// parsePipes reads -n -P output (one record a line, fields split by "|") with n fields a line;
+// the last field takes any further "|" (a job name may have one).
+func parsePipes(out []byte, n int, what string) ([][]string, error) {
+	var rows [][]string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.SplitN(line, "|", n)
+		if len(f) != n {
+			return nil, fmt.Errorf("%s line %q: want %d fields", what, line, n)
+		}
+		rows = append(rows, f)
+	}
+	return rows, nil
+}

@@ -110,7 +110,7 @@ func TestClusterShape(t *testing.T) {
 		t.Errorf("sinfo nodes:\n got %q\nwant %q", got, want)
 	}
 
-	assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Cluster: tf.Cluster})
+	assocs, err := c.Slurm().Associations(ctx, slurm.AssociationFilter{Cluster: tf.Cluster})
 	if err != nil {
 		t.Fatal(err)
 	}

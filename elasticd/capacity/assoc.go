@@ -14,7 +14,7 @@ import (
 // assocScope is one association that limits the main job's user: its limits, the jobs they
 // count, and how the status names it.
 type assocScope struct {
-	limits slurm.AssociationLimits
+	limits slurm.Association
 	covers func(slurm.Job) bool
 	name   string
 	user   bool // a user's association, where Max limits apply
@@ -120,7 +120,7 @@ func (r *tightest) grpLimits(sc assocScope, use usage, worker, qos gpureq.TRES) 
 // maxLimits counts a user's association's MaxJobs, MaxSubmitJobs and MaxTRES per job, each
 // from the nearest of lineage (the association, then its accounts up the tree) that sets it.
 func (r *tightest) maxLimits(sc assocScope, lineage []assocScope, use usage, worker gpureq.TRES) {
-	inherited := func(get func(slurm.AssociationLimits) int) int {
+	inherited := func(get func(slurm.Association) int) int {
 		for _, up := range lineage {
 			if v := get(up.limits); v != slurm.NoLimit {
 				return v
@@ -128,10 +128,10 @@ func (r *tightest) maxLimits(sc assocScope, lineage []assocScope, use usage, wor
 		}
 		return slurm.NoLimit
 	}
-	if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxJobs }); l != slurm.NoLimit {
+	if l := inherited(func(a slurm.Association) int { return a.MaxJobs }); l != slurm.NoLimit {
 		r.limit(int64(l)-use.running, fmt.Sprintf("%s has MaxJobs=%d, and %d of its jobs run", sc.name, l, use.running))
 	}
-	if l := inherited(func(a slurm.AssociationLimits) int { return a.MaxSubmitJobs }); l != slurm.NoLimit {
+	if l := inherited(func(a slurm.Association) int { return a.MaxSubmitJobs }); l != slurm.NoLimit {
 		r.limit(int64(l)-use.queued, fmt.Sprintf("%s has MaxSubmitJobs=%d, and %d of its jobs run or wait", sc.name, l, use.queued))
 	}
 	for _, up := range lineage {
@@ -154,9 +154,9 @@ func (r *tightest) maxLimits(sc assocScope, lineage []assocScope, use usage, wor
 // associationChain is the main job's user's associations in its account (those of the
 // partitions its workers may use, or of none), and its account's and every account's above,
 // nearest first.
-func associationChain(assocs []slurm.AssociationLimits, main slurm.Job, parts []string) (users, accounts []assocScope) {
+func associationChain(assocs []slurm.Association, main slurm.Job, parts []string) (users, accounts []assocScope) {
 	parent := map[string]string{}
-	byName := map[string]slurm.AssociationLimits{}
+	byName := map[string]slurm.Association{}
 	for _, a := range assocs {
 		switch {
 		case a.User == "" && a.Partition == "":

@@ -28,7 +28,7 @@ type Snapshot struct {
 	QOS map[string]gpureq.TRES
 	// Assocs are the cluster's associations with their limits; AssocErr says why they could
 	// not be read, and then no worker is submitted (it could wait on a limit for ever).
-	Assocs   []slurm.AssociationLimits
+	Assocs   []slurm.Association
 	AssocErr error
 	// Lending is what the projects' lending limits keep idle (KeptNow); unless it is fresh,
 	// no worker borrows.

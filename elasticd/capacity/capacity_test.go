@@ -18,7 +18,7 @@ import (
 // (a limit, what its jobs hold) are what the case is about, and no code carries them.
 func TestOf(t *testing.T) {
 	main := mainJob()
-	aliceLimits := func(set func(*slurm.AssociationLimits)) []slurm.AssociationLimits {
+	aliceLimits := func(set func(*slurm.Association)) []slurm.Association {
 		return elastictest.WithAssocLimits(elastictest.AssocTree(), "proj-a", "alice", set)
 	}
 	fourTasksOnTwoNodes := asking(t, main, "cpu=8,node=2,gres/gpu=2,gres/gpu:a100=2")
@@ -30,7 +30,7 @@ func TestOf(t *testing.T) {
 		nodes   []slurm.Node
 		queue   []slurm.Job // besides the main job
 		qos     map[string]gpureq.TRES
-		assocs  []slurm.AssociationLimits
+		assocs  []slurm.Association
 		lending *policy.Lending // nil: a fresh plan keeping nothing
 		// assocErr: the associations could not be read.
 		assocErr error
@@ -97,7 +97,7 @@ func TestOf(t *testing.T) {
 		"any-type workers within a limit on every GPU": {
 			job:    Job{Main: main, GPUsPerWorker: 1, MainType: "gpu", Partitions: map[policy.GPUType][]string{"gpu": {"a100"}}},
 			nodes:  []slurm.Node{a100Node("a1").obj(), makeNode("v1", "a100").gpus("v100", 2).obj()},
-			assocs: aliceLimits(func(a *slurm.AssociationLimits) { a.GrpTRES = "gres/gpu=4" }),
+			assocs: aliceLimits(func(a *slurm.Association) { a.GrpTRES = "gres/gpu=4" }),
 			want:   map[policy.GPUType]int{"gpu": 3},
 			why:    map[policy.GPUType]string{"gpu": "the association of user alice in account proj-a has GrpTRES gres/gpu=4, and its jobs hold or wait for 1"},
 		},
@@ -105,7 +105,7 @@ func TestOf(t *testing.T) {
 			job:    jobOf(main, 1, "a100"),
 			nodes:  []slurm.Node{a100Node("a1").obj()},
 			queue:  []slurm.Job{elastictest.GPUJob(101, "alice", "proj-a", "PENDING", 1)},
-			assocs: aliceLimits(func(a *slurm.AssociationLimits) { a.GrpTRES = "gres/gpu=3" }),
+			assocs: aliceLimits(func(a *slurm.Association) { a.GrpTRES = "gres/gpu=3" }),
 			want:   map[policy.GPUType]int{"a100": 1},
 			why:    map[policy.GPUType]string{"a100": "GrpTRES gres/gpu=3, and its jobs hold or wait for 2"},
 		},
@@ -113,27 +113,27 @@ func TestOf(t *testing.T) {
 			job:    jobOf(main, 1, "a100"),
 			nodes:  []slurm.Node{a100Node("a1").obj()},
 			queue:  []slurm.Job{elastictest.GPUJob(101, "bob", "proj-a", "RUNNING", 2)},
-			assocs: elastictest.WithAssocLimits(elastictest.AssocTree(), "proj-a", "", func(a *slurm.AssociationLimits) { a.GrpTRES = "gres/gpu=4" }),
+			assocs: elastictest.WithAssocLimits(elastictest.AssocTree(), "proj-a", "", func(a *slurm.Association) { a.GrpTRES = "gres/gpu=4" }),
 			want:   map[policy.GPUType]int{"a100": 1},
 			why:    map[policy.GPUType]string{"a100": "account proj-a has GrpTRES gres/gpu=4, and its jobs hold or wait for 3"},
 		},
 		"a limit looser than the free nodes holds nothing": {
 			job:    jobOf(main, 1, "a100"),
 			nodes:  []slurm.Node{a100Node("a1").used("a100", 3, 3, 3000).obj()},
-			assocs: aliceLimits(func(a *slurm.AssociationLimits) { a.GrpTRES = "gres/gpu=8" }),
+			assocs: aliceLimits(func(a *slurm.Association) { a.GrpTRES = "gres/gpu=8" }),
 			want:   map[policy.GPUType]int{"a100": 1},
 		},
 		"MaxTRES per job below the worker's GPUs": {
 			job:    jobOf(main, 2, "a100"),
 			nodes:  []slurm.Node{a100Node("a1").obj()},
-			assocs: aliceLimits(func(a *slurm.AssociationLimits) { a.MaxTRESPerJob = "gres/gpu=1" }),
+			assocs: aliceLimits(func(a *slurm.Association) { a.MaxTRESPerJob = "gres/gpu=1" }),
 			want:   map[policy.GPUType]int{"a100": 0},
 			why:    map[policy.GPUType]string{"a100": "has MaxTRES gres/gpu=1 per job, and a worker asks for 2"},
 		},
 		"MaxJobs on the user": {
 			job:    jobOf(main, 1, "a100"),
 			nodes:  []slurm.Node{a100Node("a1").obj()},
-			assocs: aliceLimits(func(a *slurm.AssociationLimits) { a.MaxJobs = 3 }),
+			assocs: aliceLimits(func(a *slurm.Association) { a.MaxJobs = 3 }),
 			want:   map[policy.GPUType]int{"a100": 2},
 			why:    map[policy.GPUType]string{"a100": "has MaxJobs=3, and 1 of its jobs run"},
 		},
@@ -231,7 +231,7 @@ func TestOfLeavesWaitingJobsTheirGPUs(t *testing.T) {
 func TestOfCountsTheMainTypesAssociationRoom(t *testing.T) {
 	main := mainJob()
 	snap := snapshotOf([]slurm.Node{makeNode("v1", "v100").gpus("v100", 4).obj()}, main)
-	snap.Assocs = elastictest.WithAssocLimits(elastictest.AssocTree(), "proj-a", "alice", func(a *slurm.AssociationLimits) { a.MaxJobs = 3 })
+	snap.Assocs = elastictest.WithAssocLimits(elastictest.AssocTree(), "proj-a", "alice", func(a *slurm.Association) { a.MaxJobs = 3 })
 	room := Of(snap, jobOf(main, 1, "v100"))
 	if workers, _ := room.Capacity(); !maps.Equal(workers, map[policy.GPUType]int{"v100": 2}) {
 		t.Fatalf("workers %v, want 2 v100 (MaxJobs)", workers)

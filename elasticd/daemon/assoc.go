@@ -9,7 +9,7 @@ import (
 
 // readAssociations is the cluster's associations with their limits. The cluster's name is
 // read once: the associations of another cluster of the same slurmdbd are not this one's.
-func (d *Daemon) readAssociations(ctx context.Context) ([]slurm.AssociationLimits, error) {
+func (d *Daemon) readAssociations(ctx context.Context) ([]slurm.Association, error) {
 	if d.cluster == "" {
 		name, err := d.slurm.ClusterName(ctx)
 		if err != nil {

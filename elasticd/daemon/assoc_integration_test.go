@@ -62,8 +62,8 @@ func TestAssociationGrpTRESHoldsGrowthAndSaysWhy(t *testing.T) {
 			t.Errorf("clearing alice's limit: %v", err)
 		}
 	})
-	assocs, err := c.Slurm().ShowAssociationLimits(ctx, "")
-	if i := slices.IndexFunc(assocs, func(a slurm.AssociationLimits) bool { return a.User == "alice" && a.Account == "proj-a" }); err != nil || i < 0 || assocs[i].GrpTRES != "gres/gpu=6" {
+	assocs, err := c.Slurm().Associations(ctx, slurm.AssociationFilter{})
+	if i := slices.IndexFunc(assocs, func(a slurm.Association) bool { return a.User == "alice" && a.Account == "proj-a" }); err != nil || i < 0 || assocs[i].GrpTRES != "gres/gpu=6" {
 		t.Fatalf("alice's association after the change: %+v, %v", assocs, err)
 	}
 

@@ -36,9 +36,9 @@ type fakeSlurm struct {
 	submits   []SubmitRequest
 	terminate []uint32
 	cancel    []uint32
-	qos       []slurm.QOSLimits
+	qos       []slurm.QOS
 	qosErr    error
-	assocs    []slurm.AssociationLimits
+	assocs    []slurm.Association
 	assocErr  error
 	submitErr error
 	lent      map[uint32]string    // workers elasticd lent after their held submission, to their QOS
@@ -88,13 +88,13 @@ func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
 	return append([]slurm.Node{n}, f.moreNodes...), nil
 }
 
-func (f *fakeSlurm) QOS(context.Context) ([]slurm.QOSLimits, error) {
+func (f *fakeSlurm) QOS(context.Context) ([]slurm.QOS, error) {
 	return f.qos, f.qosErr
 }
 
 func (f *fakeSlurm) ClusterName(context.Context) (string, error) { return "testbed", nil }
 
-func (f *fakeSlurm) Associations(_ context.Context, cluster string) ([]slurm.AssociationLimits, error) {
+func (f *fakeSlurm) Associations(_ context.Context, cluster string) ([]slurm.Association, error) {
 	if cluster != "testbed" {
 		return nil, fmt.Errorf("associations of cluster %q", cluster)
 	}

@@ -98,7 +98,7 @@ func TestShippedTorchrunExampleGrowsPastMin(t *testing.T) {
 func waitQuotas(ctx context.Context, t *testing.T, c *testbed.Cluster) {
 	t.Helper()
 	for {
-		assocs, err := c.Slurm().ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-a", "proj-b"}})
+		assocs, err := c.Slurm().Associations(ctx, slurm.AssociationFilter{Accounts: []string{"proj-a", "proj-b"}})
 		synced := 0
 		for _, a := range assocs {
 			if strings.HasPrefix(a.DefaultQOS, "guar-proj-") {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmbridge/slurmbridge/bridge/gpureq"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/elasticd/elastictest"
 	"github.com/slurmbridge/slurmbridge/elasticd/policy"
@@ -56,8 +57,8 @@ func TestWorkerInheritsTheMainJobsRequestOnTheCommandLineOnly(t *testing.T) {
 // (elasticd/capacity: TestRoomForCountsTheBorrowingLimit).
 func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 	h := newHarness(t, 3, 6)
-	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=3"},
-		{Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
+	h.slurm.qos = []slurm.QOS{{Name: "guar-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 4}}, {Name: "borrow-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 3}},
+		{Name: "elastic-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 3}}}
 	growWithThreeOfFourGuaranteedHeld(t, h)
 	qos := submittedQOS(h)
 	if !slices.Equal(qos, []string{"guar-proj-a", "elastic-proj-a"}) {
@@ -76,7 +77,7 @@ func TestWorkersBeyondTheGuaranteeRunInTheElasticQOS(t *testing.T) {
 // not left held in the guarantee, and counts as a refused submission.
 func TestWorkerThatCannotBeLentIsCancelled(t *testing.T) {
 	h := newHarness(t, 3, 6)
-	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
+	h.slurm.qos = []slurm.QOS{{Name: "guar-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 4}}, {Name: "elastic-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 3}}}
 	h.slurm.lendErr = errors.New("scontrol: Invalid qos specification")
 	growWithThreeOfFourGuaranteedHeld(t, h)
 	if len(h.slurm.submits) != 2 || !slices.Equal(h.slurm.cancel, []uint32{202}) {
@@ -101,7 +102,7 @@ func TestOnlyTheHeldWorkerSubmittedIsLent(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, 3, 6)
-			h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
+			h.slurm.qos = []slurm.QOS{{Name: "guar-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 4}}, {Name: "elastic-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 3}}}
 			if other.User == "" {
 				other.User = "alice"
 			}
@@ -122,7 +123,7 @@ func TestOnlyTheHeldWorkerSubmittedIsLent(t *testing.T) {
 // the user's.
 func TestWorkersDoNotBorrowWithoutAnElasticQOS(t *testing.T) {
 	h := newHarness(t, 3, 6)
-	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=2"}}
+	h.slurm.qos = []slurm.QOS{{Name: "guar-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 4}}, {Name: "borrow-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 2}}}
 	growWithThreeOfFourGuaranteedHeld(t, h)
 	qos := submittedQOS(h)
 	// Below its min the job still asks for both workers: the one past the guarantee waits there.

@@ -33,8 +33,8 @@ func lendingHarness(t *testing.T, quotad *fakeQuotad) *harness {
 	} else {
 		*h.quotad = *quotad
 	}
-	h.slurm.qos = []slurm.QOSLimits{{Name: "guar-proj-a", GrpTRES: "gres/gpu:a100=4"}, {Name: "borrow-proj-a", GrpTRES: "gres/gpu:a100=3"},
-		{Name: "elastic-proj-a", GrpTRES: "gres/gpu:a100=3"}}
+	h.slurm.qos = []slurm.QOS{{Name: "guar-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 4}}, {Name: "borrow-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 3}},
+		{Name: "elastic-proj-a", GrpTRES: gpureq.TRES{"gres/gpu:a100": 3}}}
 	h.slurm.jobs[50] = slurm.Job{ID: 50, User: "alice", Account: "proj-a", QOS: "guar-proj-a", State: "RUNNING", TRESAlloc: elastictest.MustTRES(t, "gres/gpu:a100=2")}
 	h.slurm.extras[50] = slurm.Job{ID: 50, Name: "other"}
 	h.slurm.countUsed = true

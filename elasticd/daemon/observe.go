@@ -294,9 +294,8 @@ func (d *Daemon) readQOS(ctx context.Context) map[string]gpureq.TRES {
 	}
 	out := make(map[string]gpureq.TRES, len(list))
 	for _, q := range list {
-		t, err := gpureq.ParseTRES(q.GrpTRES)
-		if err != nil {
-			d.log.Warn().Err(err).Str("qos", q.Name).Msg("QOS GrpTRES unreadable; taken as no limit")
+		t := q.GrpTRES
+		if t == nil {
 			t = gpureq.TRES{}
 		}
 		out[pools.QOSKey(q.Name)] = t

@@ -17,12 +17,12 @@ type Slurm interface {
 	// Queue is one `squeue --json`: every job with every field (slurm.AllFields), one moment.
 	Queue(ctx context.Context) ([]slurm.Job, error)
 	Nodes(ctx context.Context) ([]slurm.Node, error)
-	// QOS lists every QOS with its GrpTRES.
-	QOS(ctx context.Context) ([]slurm.QOSLimits, error)
+	// QOS lists every QOS (elasticd reads its GrpTRES).
+	QOS(ctx context.Context) ([]slurm.QOS, error)
 	// ClusterName is slurmctld's ClusterName.
 	ClusterName(ctx context.Context) (string, error)
 	// Associations lists the cluster's associations with their limits.
-	Associations(ctx context.Context, cluster string) ([]slurm.AssociationLimits, error)
+	Associations(ctx context.Context, cluster string) ([]slurm.Association, error)
 	// BatchScript is the main job's batch script, which every worker runs too.
 	BatchScript(ctx context.Context, jobID uint32) ([]byte, error)
 	// Submit runs sbatch as the job's user and returns the new job's id.
@@ -69,8 +69,8 @@ func (c CommandSlurm) Nodes(ctx context.Context) ([]slurm.Node, error) {
 }
 
 // QOS implements Slurm.
-func (c CommandSlurm) QOS(ctx context.Context) ([]slurm.QOSLimits, error) {
-	return c.Client.ShowQOS(ctx)
+func (c CommandSlurm) QOS(ctx context.Context) ([]slurm.QOS, error) {
+	return c.Client.QOS(ctx)
 }
 
 // ClusterName implements Slurm.
@@ -86,8 +86,8 @@ func (c CommandSlurm) ClusterName(ctx context.Context) (string, error) {
 }
 
 // Associations implements Slurm.
-func (c CommandSlurm) Associations(ctx context.Context, cluster string) ([]slurm.AssociationLimits, error) {
-	return c.Client.ShowAssociationLimits(ctx, cluster)
+func (c CommandSlurm) Associations(ctx context.Context, cluster string) ([]slurm.Association, error) {
+	return c.Client.Associations(ctx, slurm.AssociationFilter{Cluster: cluster})
 }
 
 // BatchScript implements Slurm.

@@ -89,26 +89,26 @@ func QOSJob(id uint32, qos, state string, tres gpureq.TRES) slurm.Job {
 
 // AssocTree is the associations of cluster testbed: root > proj-a (alice, bob) and root > dept >
 // proj-b (carol), every limit unset.
-func AssocTree() []slurm.AssociationLimits {
-	none := func(a slurm.AssociationLimits) slurm.AssociationLimits {
+func AssocTree() []slurm.Association {
+	none := func(a slurm.Association) slurm.Association {
 		a.Cluster, a.GrpJobs, a.GrpSubmitJobs, a.MaxJobs, a.MaxSubmitJobs = "testbed", slurm.NoLimit, slurm.NoLimit, slurm.NoLimit, slurm.NoLimit
 		return a
 	}
-	return []slurm.AssociationLimits{
-		none(slurm.AssociationLimits{Account: "root"}),
-		none(slurm.AssociationLimits{Account: "root", User: "root"}),
-		none(slurm.AssociationLimits{Account: "proj-a", ParentAccount: "root"}),
-		none(slurm.AssociationLimits{Account: "proj-a", User: "alice"}),
-		none(slurm.AssociationLimits{Account: "proj-a", User: "bob"}),
-		none(slurm.AssociationLimits{Account: "dept", ParentAccount: "root"}),
-		none(slurm.AssociationLimits{Account: "proj-b", ParentAccount: "dept"}),
-		none(slurm.AssociationLimits{Account: "proj-b", User: "carol"}),
+	return []slurm.Association{
+		none(slurm.Association{Account: "root"}),
+		none(slurm.Association{Account: "root", User: "root"}),
+		none(slurm.Association{Account: "proj-a", ParentAccount: "root"}),
+		none(slurm.Association{Account: "proj-a", User: "alice"}),
+		none(slurm.Association{Account: "proj-a", User: "bob"}),
+		none(slurm.Association{Account: "dept", ParentAccount: "root"}),
+		none(slurm.Association{Account: "proj-b", ParentAccount: "dept"}),
+		none(slurm.Association{Account: "proj-b", User: "carol"}),
 	}
 }
 
 // WithAssocLimits is assocs with the association of account and user ("" an account's own)
 // changed by set.
-func WithAssocLimits(assocs []slurm.AssociationLimits, account, user string, set func(*slurm.AssociationLimits)) []slurm.AssociationLimits {
+func WithAssocLimits(assocs []slurm.Association, account, user string, set func(*slurm.Association)) []slurm.Association {
 	out := slices.Clone(assocs)
 	for i := range out {
 		if out[i].Account == account && out[i].User == user {

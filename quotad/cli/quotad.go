@@ -33,7 +33,7 @@ func QuotadApp() *ucli.App {
 			&ucli.IntFlag{Name: "max-commands", Usage: "most sacctmgr commands (QOS, accounts, users) one cycle runs; a plan whose QOS limits, Preempt lists, accounts and users take more runs that many and leaves the rest, and its job moves, to the next cycle; past them the reclaim order waits, a whole project at a time, and jobs still move (0: no bound)", Value: actuate.DefaultMaxCommands, EnvVars: []string{"QUOTAD_MAX_COMMANDS"}},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
 			auth.MungeSocketFlag(),
-			&ucli.StringFlag{Name: "pools", Usage: "pools file for the cluster page's pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{pools.ConfigEnv}},
+			&ucli.StringFlag{Name: "pools", Usage: "pools file: its borrow_qos and elastic_qos name the QOS patterns, and the cluster page shows its pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{pools.ConfigEnv}},
 			&ucli.StringFlag{Name: "log-level", Value: "info"},
 			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
 			// Tests only: slows an apply down so that a test can cut the lease between two actions.
@@ -66,8 +66,14 @@ func runQuotad(c *ucli.Context) error {
 		return fmt.Errorf("--lease-timeout %s must be longer than --interval %s: the active quotad would lose its lease between cycles", leaseTimeout, interval(c))
 	}
 	lease := &daemon.DBLease{DB: e.quotaDB, IdleTimeout: leaseTimeout}
+	poolsPath := c.String("pools")
+	if poolsPath == "" {
+		poolsPath = pools.ConfigPathFromEnv()
+	}
+	loadPools := func() (*pools.Config, error) { return pools.Load(poolsPath) }
 	d := &daemon.Daemon{
-		Config:    e.store,
+		// pools.yaml names the QOS patterns; the quota table may only repeat them.
+		Config:    daemon.PoolsQOSPatterns{Table: e.store, Pools: loadPools},
 		Snapshots: e.builder,
 		Lease:     lease,
 		// Every action is fenced by the lease on the connection that holds it.
@@ -90,11 +96,7 @@ func runQuotad(c *ucli.Context) error {
 	}
 	if addr := c.String("listen"); addr != "" {
 		d.View = &view.View{Cluster: c.String("cluster"), Interval: interval(c), DryRun: d.DryRun}
-		poolsPath := c.String("pools")
-		if poolsPath == "" {
-			poolsPath = pools.ConfigPathFromEnv()
-		}
-		d.Pools = func() (*pools.Config, error) { return pools.Load(poolsPath) }
+		d.Pools = loadPools
 		d.Audit = e.store
 		// Everything but /metrics goes to the view: the read-only API under /api/ and the cluster page.
 		bound, err := serve.MetricsAndAPI(ctx, addr, m.Registry, "/", view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))),

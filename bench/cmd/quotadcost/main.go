@@ -709,7 +709,7 @@ func (b *bench) waitSynced(ctx context.Context) error {
 	p := b.sh.gpuProject
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		assocs, err := b.admin.ShowAssociations(ctx, slurm.AssociationFilter{Accounts: []string{p.Account}})
+		assocs, err := b.admin.Associations(ctx, slurm.AssociationFilter{Accounts: []string{p.Account}})
 		synced := err == nil && len(assocs) > 0
 		for _, a := range assocs {
 			synced = synced && a.DefaultQOS == p.GuaranteedQOS

@@ -58,7 +58,7 @@ func (b *bench) widen(ctx context.Context) (restore func(), err error) {
 		if _, err := b.c.Run(ctx, "sacctmgr", "-i", "delete", "account", "where", "name="+strings.Join(extra, ","), "cluster="+cluster); err != nil {
 			fmt.Fprintf(os.Stderr, "quotadcost: removing accounts %s...: %v\n", extra[0], err)
 		}
-		qos, err := b.admin.ShowQOS(ctx)
+		qos, err := b.admin.QOS(ctx)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "quotadcost: listing the QOS to remove:", err)
 			return

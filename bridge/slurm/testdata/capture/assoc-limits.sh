@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Captures what ShowAssociationLimits's sacctmgr prints, with limits set, from a testbed that
+# Captures what Client.Associations's sacctmgr prints (less its defaultqos column), with limits set, from a testbed that
 # is up (slurmdbd holds associations; capture.sh's cluster has none), for bridge/slurm's
 # fixtures:
 #
@@ -18,7 +18,7 @@ user_limits grptres=gres/gpu=2 grpjobs=6 grpsubmitjobs=8 maxjobs=5 maxsubmitjobs
 account_limits grptres=cpu=16,gres/gpu:a100=4 maxjobs=9
 trap 'user_limits grptres=gres/gpu=-1 grpjobs=-1 grpsubmitjobs=-1 maxjobs=-1 maxsubmitjobs=-1 maxtres=gres/gpu:a100=-1
 	account_limits grptres=cpu=-1,gres/gpu:a100=-1 maxjobs=-1' EXIT
-# The format of ShowAssociationLimits (bridge/slurm/sacctmgr.go, associationLimitFields).
+# The format the fixtures are read with (bridge/slurm/associations_test.go, capturedAssociationFields).
 sacctmgr -n -P show assoc where cluster="$(scontrol show config | sed -n 's/^ClusterName *= *//p')" \
 	format=cluster,account,user,partition,parentname,grptres,maxtres,grpjobs,grpsubmitjobs,maxjobs,maxsubmitjobs \
 	>"$OUT/sacctmgr-assoc-limits-$REL.txt"

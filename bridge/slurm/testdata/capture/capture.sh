@@ -13,7 +13,7 @@
 #   squeue-REL-idle.json  sinfo-REL-idle.json  scontrol-nodes-REL-idle.json   before any job
 #   squeue-REL-mixed.json sinfo-REL-busy.json  scontrol-nodes-REL-busy.json   with the jobs
 #   scontrol-nodes-REL-{idle,busy}.txt   the node read (scontrol --oneliner --details show
-#                            nodes, bridge/slurm/nodes_text.go) right after the JSON of the
+#                            nodes, bridge/slurm/nodes.go) right after the JSON of the
 #                            moment: `sinfo --json` on 22.05, `scontrol show nodes --json` later
 #   scontrol-nodes-REL.args  the node read's command line
 #   scontrol-nodes-REL-marked.txt and its JSON (sinfo-22.05-marked.json on 22.05)   at the end:
@@ -58,7 +58,7 @@ if [ "${1:-}" = --inside ]; then
 	}
 	rel=$2
 	sinfo --version >"/out/version-$rel.txt"
-	# The node read (bridge/slurm/nodes_text.go): nodes_args and the environment must match
+	# The node read (bridge/slurm/nodes.go): nodes_args and the environment must match
 	# slurm.NodesArgs and slurm.NodesEnv (a unit test compares the .args file).
 	nodes_args=(--oneliner --details show nodes)
 	printf '%s\n' "${nodes_args[@]}" >"/out/scontrol-nodes-$rel.args"
@@ -87,7 +87,7 @@ if [ "${1:-}" = --inside ]; then
 	sleep 8
 	squeue
 	capture "squeue-$rel-mixed.json" squeue --json
-	# quotad's fast read (bridge/slurm/queue.go): the same moment as text. queue_args must
+	# quotad's fast read (bridge/slurm/jobs.go): the same moment as text. queue_args must
 	# match slurm.QueueArgs (a unit test compares them with the .args file).
 	sep=$'\x1f'
 	fields=(JobId ArrayJobId ArrayTaskId UserName Account QOS Partition State BatchFlag Requeue
