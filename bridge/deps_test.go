@@ -118,6 +118,9 @@ var components = []component{
 	// The attacker's suite is end to end across the components: it sends one daemon's
 	// credential to the other, and reads their APIs' wire types.
 	{dir: "attacks", mayImport: map[string]string{"*": "attacks is the end-to-end attacker's suite"}},
+	// The docs' test (nothing but a test) reads each component's settings and flags to check
+	// the settings reference against them.
+	{dir: "docs", mayImport: map[string]string{"*": "docs checks every component's settings"}},
 }
 
 // crossImports are the imports in graph that break the components' rules, as
