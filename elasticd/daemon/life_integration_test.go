@@ -286,7 +286,7 @@ func TestOwnerPinsASize(t *testing.T) {
 
 	mainID, main := r.submitMain(ctx, t, synthetic(t, "1:4:1", "--interval 0.5 --curve 1:100,2:190,3:200,4:205"))
 	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return true })
-	if out, err := elasticd("bob", "pin", mainID, "3"); err == nil || !strings.Contains(out, "only the job's owner or root") {
+	if out, err := elasticd("bob", "pin", mainID, "3"); err == nil || !strings.Contains(out, errNotOwner.Error()) {
 		t.Fatalf("bob pinned alice's job: %v: %s", err, out)
 	}
 	if out, err := elasticd("alice", "pin", mainID, "3"); err != nil {
