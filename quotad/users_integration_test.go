@@ -119,7 +119,7 @@ func TestOrdinaryUsersListAndExplainWithoutASecret(t *testing.T) {
 		}
 	}
 	out, stderr, err = as("alice", "explain", borrowed)
-	if err == nil || !strings.Contains(stderr, "403") || !strings.Contains(stderr, "is not alice's") || strings.Contains(out, "job "+borrowed+" ") {
+	if err == nil || !strings.Contains(stderr, "403") || !strings.Contains(stderr, "job "+borrowed+" ") || !strings.Contains(stderr, " alice's") || strings.Contains(out, "job "+borrowed+" ") {
 		t.Errorf("alice explains bob's job %s: err %v\nstdout %s\nstderr %s", borrowed, err, out, stderr)
 	}
 	out, stderr, err = as("bob", "explain", "--json", borrowed)
