@@ -33,7 +33,7 @@ func upAtCleanup(t *testing.T, c *testbed.Cluster) {
 	})
 }
 
-// loggedEvent says whether a line of quotad's JSON log is an event that is picks out.
+// loggedEvent says whether any line of quotad's JSON log is an event the function is picks out.
 func loggedEvent(log []byte, is func(fields map[string]any) bool) bool {
 	for line := range bytes.Lines(log) {
 		var fields map[string]any
