@@ -7,6 +7,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,13 +106,19 @@ func Main(ctx context.Context, args []string, env Env) int {
 	return cliargs.Run(ctx, app, args, env.Err, exitProblems)
 }
 
+// ErrNoRunner is doctor given a fetcher that cannot run Slurm's commands (poolctl's fakes).
+var ErrNoRunner = errors.New("doctor needs Slurm's commands (no command runner behind the fetcher)")
+
+// NoProblems is doctor's last line when every check passed.
+const NoProblems = "doctor: no problems"
+
 func action(env Env) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		if c.Args().Present() {
 			return cli.Exit(fmt.Sprintf("doctor takes no arguments, got %q", c.Args().First()), exitUsage)
 		}
 		if env.Slurm.Runner == nil {
-			return cli.Exit("doctor needs Slurm's commands (no command runner behind the fetcher)", exitProblems)
+			return cli.Exit(ErrNoRunner.Error(), exitProblems)
 		}
 		opts := Options{
 			PoolsPath:      c.String("config"),
@@ -128,7 +135,7 @@ func action(env Env) cli.ActionFunc {
 		if n := Run(c.Context, env, opts); n > 0 {
 			return cli.Exit(fmt.Sprintf("doctor: %d %s", n, validation.Plural(n, "problem")), exitProblems)
 		}
-		fmt.Fprintln(env.Out, "doctor: no problems")
+		fmt.Fprintln(env.Out, NoProblems)
 		return nil
 	}
 }

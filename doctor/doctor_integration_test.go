@@ -36,7 +36,7 @@ func liveDoctor(t *testing.T, c *testbed.Cluster, extra ...string) result {
 func TestLiveDoctorIsCleanOnTheTestbed(t *testing.T) {
 	c := testbed.Require(t)
 	r := liveDoctor(t, c)
-	if r.code != 0 || !strings.HasSuffix(r.out, "doctor: no problems\n") {
+	if r.code != 0 || !strings.HasSuffix(r.out, NoProblems+"\n") {
 		t.Fatalf("exit %d, err %q, out:\n%s", r.code, r.errOut, r.out)
 	}
 	testbed.MustContain(t, "doctor output", r.out,

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -233,6 +234,9 @@ func quotadAccount(ctx context.Context, client slurm.Client, conf slurm.Config, 
 	return a
 }
 
+// ErrNotMetricsPage is a metrics URL that answered something else, such as a login page.
+var ErrNotMetricsPage = errors.New("not a Prometheus text page")
+
 // readMetrics reads a Prometheus text page: unlabelled samples by name.
 func readMetrics(ctx context.Context, client *http.Client, url string) Metrics {
 	m := Metrics{URL: url}
@@ -259,7 +263,7 @@ func readMetrics(ctx context.Context, client *http.Client, url string) Metrics {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		m.Err = fmt.Errorf("%s is not a Prometheus text page: %w", url, err)
+		m.Err = fmt.Errorf("%s is %w: %w", url, ErrNotMetricsPage, err)
 		return m
 	}
 	m.Samples = unlabelledSamples(families)

@@ -221,7 +221,7 @@ func TestReadMetricsReadsWhatClientGolangWrites(t *testing.T) {
 		fmt.Fprint(w, "<html>a login page</html>\n")
 	}))
 	defer garbage.Close()
-	if m := readMetrics(context.Background(), garbage.Client(), garbage.URL); m.Err == nil || !strings.Contains(m.Err.Error(), "not a Prometheus text page") {
+	if m := readMetrics(context.Background(), garbage.Client(), garbage.URL); !errors.Is(m.Err, ErrNotMetricsPage) {
 		t.Errorf("an HTML page read as %v, err %v", m.Samples, m.Err)
 	}
 }

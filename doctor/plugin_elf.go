@@ -3,6 +3,7 @@ package doctor
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -33,6 +34,9 @@ func (i PluginInfo) ReadsJobRecordOf(v slurm.Version) bool {
 
 // BuiltFor is the Slurm version the plugin was built for, the only one whose slurmctld loads it.
 func (i PluginInfo) BuiltFor() slurm.Version { return slurm.VersionOfNumber(i.Version) }
+
+// ErrNotPlugin is an ELF file without the symbols every Slurm plugin defines.
+var ErrNotPlugin = errors.New("not a Slurm plugin")
 
 // PluginInfoOf reads plugin_type and plugin_version from the dynamic symbols of a Slurm
 // plugin; path names it in errors (ReadPluginInfo opens the file).
@@ -78,7 +82,7 @@ func PluginInfoOf(r io.ReaderAt, path string) (PluginInfo, error) {
 		}
 	}
 	if !haveType || !haveVersion {
-		return PluginInfo{}, fmt.Errorf("%s: no plugin_type or plugin_version symbol: not a Slurm plugin", path)
+		return PluginInfo{}, fmt.Errorf("%s: no plugin_type or plugin_version symbol: %w", path, ErrNotPlugin)
 	}
 	return info, nil
 }

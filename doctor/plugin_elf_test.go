@@ -6,6 +6,7 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -83,7 +84,7 @@ func TestPluginInfoOfTheBuiltPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadPluginInfo(exe); err == nil || !strings.Contains(err.Error(), "not a Slurm plugin") {
+	if _, err := ReadPluginInfo(exe); !errors.Is(err, ErrNotPlugin) {
 		t.Fatalf("test binary: %v", err)
 	}
 }
@@ -149,7 +150,7 @@ func TestDoctorEndToEnd(t *testing.T) {
 	}
 
 	res := doctor()
-	if res.code != 0 || !strings.HasSuffix(res.out, "doctor: no problems\n") || len(problemLines(res.out)) != 0 || res.errOut != "" {
+	if res.code != 0 || !strings.HasSuffix(res.out, NoProblems+"\n") || len(problemLines(res.out)) != 0 || res.errOut != "" {
 		t.Fatalf("exit %d, err %q, out:\n%s", res.code, res.errOut, res.out)
 	}
 	testbed.MustContain(t, "doctor output", res.out,
@@ -183,7 +184,7 @@ func TestDoctorEndToEnd(t *testing.T) {
 func TestDoctorUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
 	env := Env{Slurm: slurm.Client{Runner: &replay{t: t}}, Out: &out, Err: &errOut}
-	if code := Main(context.Background(), []string{"slurmbridge-doctor", "extra"}, env); code != 2 || !strings.Contains(errOut.String(), `doctor takes no arguments, got "extra"`) {
+	if code := Main(context.Background(), []string{"slurmbridge-doctor", "extra"}, env); code != exitUsage || !strings.Contains(errOut.String(), `"extra"`) {
 		t.Errorf("an argument: exit %d, %q", code, errOut.String())
 	}
 	if code := Main(context.Background(), []string{"slurmbridge-doctor", "--no-such-flag"}, env); code != 2 {

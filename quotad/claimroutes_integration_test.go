@@ -187,11 +187,21 @@ func readLinesIfAny(path string) []string {
 	return strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 }
 
+// resumeLine reads the line the checkpointing job prints as a run starts: its run and the step
+// it resumes at.
+func resumeLine(l string) (run, step int, ok bool) {
+	_, err := fmt.Sscanf(l, "run %d resumes at step %d", &run, &step)
+	return run, step, err == nil
+}
+
 // resumedAt is the step a rerun resumed at when lines are a whole first run's log followed by
 // a rerun that resumed from the checkpoint and logged two steps, else -1. The checkpoint may be
 // one step behind the log: a SIGTERM can land between the two.
 func resumedAt(lines []string) int {
-	if len(lines) == 0 || lines[0] != "run 0 resumes at step 0" {
+	if len(lines) == 0 {
+		return -1
+	}
+	if run, step, ok := resumeLine(lines[0]); !ok || run != 0 || step != 0 {
 		return -1
 	}
 	for i, l := range lines {

@@ -114,7 +114,7 @@ func TestReclaimSignalsTheBorrowerFirst(t *testing.T) {
 				for shape, id := range ids {
 					lines := readLines(t, outs[shape])
 					o := graceOutcome{termed: slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "SIGTERM at step ") })}
-					o.rerun = slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "run 1 resumes at step ") })
+					o.rerun = slices.ContainsFunc(lines, func(l string) bool { run, _, ok := resumeLine(l); return ok && run == 1 })
 					o.outLost = len(lines) < len(firstRuns[shape]) || !slices.Equal(lines[:len(firstRuns[shape])], firstRuns[shape])
 					o.state, _ = c.JobState(ctx, id)
 					got[shape] = o

@@ -3,12 +3,16 @@
 package quotad_test
 
 import (
-	"strings"
+	"encoding/json"
+	"regexp"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
+	"github.com/slurmbridge/slurmbridge/quotad/cli"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
+	"github.com/slurmbridge/slurmbridge/quotad/view"
 )
 
 // TestLendingLimitKeepsTheOwnersGPUs: proj-a lends at most 1 of its 4 a100. bob (proj-b)
@@ -42,12 +46,18 @@ func TestLendingLimitKeepsTheOwnersGPUs(t *testing.T) {
 	if waiting == "" {
 		t.Fatalf("none of bob's jobs waits in guar-proj-b:\n%s", listRows(rows, bob))
 	}
-	// The words carry the figure the test is about: the 3 a100 proj-a keeps.
-	if j := wantCode(t, c, waiting, policy.CodeOwnersKeep); !strings.Contains(j.Explanation, "lending limits keep 3 of the 3 idle a100") {
+	// The explanation's figures are what the test is about: the 3 a100 kept, of the 3 idle.
+	if j := wantCode(t, c, waiting, policy.CodeOwnersKeep); !slices.Equal(keptOfIdleA100.FindStringSubmatch(j.Explanation), []string{"keep 3 of the 3 idle a100", "3", "3"}) {
 		t.Errorf("explain %s: %q, want proj-a's 3 kept a100 named", waiting, j.Explanation)
 	}
-	if out := quotactl(t, c, "explain", "proj-a"); !strings.Contains(out, "lends at most 1 (3 idle kept for its own jobs)") {
-		t.Errorf("quotactl explain proj-a does not show its lending limit and the 3 a100 it keeps:\n%s", out)
+	out := quotactl(t, c, "explain", "--json", "proj-a")
+	var proj cli.AccountExplanation
+	if err := json.Unmarshal([]byte(out), &proj); err != nil || proj.Project == nil {
+		t.Fatalf("quotactl explain --json proj-a: %v\n%s", err, out)
+	}
+	if i := slices.IndexFunc(proj.Project.GPUs, func(g view.ProjectGPUs) bool { return g.GPUType == "a100" }); i < 0 ||
+		proj.Project.GPUs[i].LendLimit == nil || *proj.Project.GPUs[i].LendLimit != 1 || proj.Project.GPUs[i].KeptIdle != 3 {
+		t.Errorf("quotactl explain proj-a does not show its lending limit 1 and the 3 a100 it keeps:\n%s", out)
 	}
 
 	alice := submitTyped(t, c, "alice", 3)
@@ -62,3 +72,6 @@ func TestLendingLimitKeepsTheOwnersGPUs(t *testing.T) {
 	}
 	assertNoneKilled(t, c, logStart)
 }
+
+// keptOfIdleA100 reads from an explanation the a100 the lending limits keep and those idle.
+var keptOfIdleA100 = regexp.MustCompile(`keep (\d+) of the (\d+) idle a100`)

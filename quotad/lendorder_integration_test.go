@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestLendOrderByDecayedUsage(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("job %s was lent, but quotactl history has no lend of it", id)
-		case !strings.Contains(why, "for its decayed GPU use"):
+		case !decayedUseFactor.MatchString(why):
 			t.Errorf("the lend of job %s does not name its decayed-usage factor: %s", id, why)
 		}
 	}
@@ -90,3 +91,6 @@ func decayedUsage(t *testing.T, c *testbed.Cluster) map[string]float64 {
 	}
 	return usage
 }
+
+// decayedUseFactor is the weight of a project and its decayed-usage factor in a lend's reason.
+var decayedUseFactor = regexp.MustCompile(`\(weight \S+ × \d+\.\d\d for\b`)

@@ -56,6 +56,10 @@ func (c Caller) MayRead(owner string) bool {
 // ErrUnauthenticated is a request for private data without a valid credential (HTTP 401).
 var ErrUnauthenticated = errors.New("unauthenticated")
 
+// ErrUndecodable is a credential munged would not decode: expired, replayed, or made with
+// another MUNGE key. It comes wrapped with ErrUnauthenticated.
+var ErrUndecodable = errors.New("the MUNGE credential does not decode")
+
 // ErrBusy is a request that found every credential check slot taken for longer than the wait
 // (HTTP 503 with Retry-After): the client should retry in a moment.
 var ErrBusy = errors.New("busy, retry")
@@ -249,7 +253,7 @@ func (a Munge) Identity(r *http.Request, payload string) (slurm.MungeIdentity, e
 	id, err := a.Decode(r.Context(), cred)
 	release()
 	if err != nil {
-		return slurm.MungeIdentity{}, fmt.Errorf("%w: the MUNGE credential does not decode (expired, replayed, or from another MUNGE key): %v", ErrUnauthenticated, err)
+		return slurm.MungeIdentity{}, fmt.Errorf("%w: %w (expired, replayed, or from another MUNGE key): %v", ErrUnauthenticated, ErrUndecodable, err)
 	}
 	if id.Payload != payload {
 		return slurm.MungeIdentity{}, fmt.Errorf("%w: the MUNGE credential was made for %q, not for %q", ErrUnauthenticated, id.Payload, payload)

@@ -283,8 +283,11 @@ func TestMungeWithoutItsDaemonsAPIRefusesEveryRequest(t *testing.T) {
 	req.Header.Set("Authorization", cred(0, "/v1/jobs"))
 	rec := httptest.NewRecorder()
 	callerHandler(a).ServeHTTP(rec, req)
-	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "must name its own") {
+	if rec.Code != http.StatusInternalServerError || rec.Body.String() != errNoAPI.Error()+"\n" {
 		t.Fatalf("%d %s, want 500 saying the daemon must name its API", rec.Code, rec.Body.String())
+	}
+	if _, err := a.Caller(req); !errors.Is(err, errNoAPI) {
+		t.Fatalf("Caller: %v, want errNoAPI", err)
 	}
 }
 

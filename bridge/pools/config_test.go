@@ -217,8 +217,10 @@ func TestParseRefusesABrokenFile(t *testing.T) {
 	if cfg != nil || !errors.As(err, &problems) {
 		t.Fatalf("Parse = %v, %v; want nil and Problems", cfg, err)
 	}
-	if got := err.Error(); got != "pools.yaml:3: pool cpu: node.memory_mb must be at least 1" {
-		t.Errorf("error = %q", got)
+	// The problem's line, pool, field and minimum, and the error printing them where the user looks.
+	if len(problems) != 1 || problems[0].Line != 3 || problems[0].Pool != "cpu" || !strings.HasPrefix(problems[0].Msg, "node.memory_mb ") || !strings.HasSuffix(problems[0].Msg, " least 1") ||
+		!strings.HasPrefix(err.Error(), "pools.yaml:3: pool cpu: node.memory_mb ") {
+		t.Errorf("problems %+v, error %q; want one about node.memory_mb on line 3 of pool cpu", problems, err)
 	}
 }
 

@@ -89,8 +89,9 @@ func TestAssociationLimitsCapWorkers(t *testing.T) {
 		t.Fatalf("beside a QOS limiting only cpu: room %d (%q), want 0 by the association's gres/gpu limit", n, why)
 	}
 
-	snap = &Snapshot{Jobs: map[uint32]slurm.Job{100: main}, AssocErr: errors.New("sacctmgr: Problem talking to the database")}
-	if n, why := associationRoom(snap, main, shape, "a100", []string{"a100"}, nil); n != 0 || !strings.Contains(why, "Problem talking to the database") {
+	unreadable := errors.New("sacctmgr: Problem talking to the database")
+	snap = &Snapshot{Jobs: map[uint32]slurm.Job{100: main}, AssocErr: unreadable}
+	if n, why := associationRoom(snap, main, shape, "a100", []string{"a100"}, nil); n != 0 || !strings.Contains(why, unreadable.Error()) {
 		t.Fatalf("unreadable limits: room %d (%q), want none", n, why)
 	}
 }

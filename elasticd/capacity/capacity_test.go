@@ -3,6 +3,7 @@ package capacity
 import (
 	"errors"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -218,7 +219,8 @@ func TestOfLeavesWaitingJobsTheirGPUs(t *testing.T) {
 	job.Workers = []uint32{201}
 	room := Of(snapshotOf(nodes, main, waiting, own), job)
 	growth, why := room.Growth()
-	if !maps.Equal(growth, map[policy.GPUType]int{"a100": 2}) || !strings.Contains(why["a100"], "jobs waiting in a100 ask for 2 GPUs, 4 of a100 free there") {
+	// The figures growth yields by: 2 GPUs asked by the waiting jobs in a100, of its 4 free.
+	if m := waitingAskFree.FindStringSubmatch(why["a100"]); !maps.Equal(growth, map[policy.GPUType]int{"a100": 2}) || m == nil || m[1] != "a100" || m[2] != "2" || m[3] != "4" {
 		t.Fatalf("growth %v (%q), want 2 a100 left beside the 2 bob waits for, and no room on v100", growth, why)
 	}
 	if workers, _ := room.Capacity(); !maps.Equal(workers, map[policy.GPUType]int{"a100": 4, "v100": 2}) {
@@ -270,3 +272,7 @@ func TestPlace(t *testing.T) {
 		t.Fatalf("limits unknown: placed %+v", got)
 	}
 }
+
+// waitingAskFree reads a growth limit's figures: the partitions, the GPUs the jobs waiting there
+// ask for and those free.
+var waitingAskFree = regexp.MustCompile(`in (\S+) ask for (\d+) GPUs, (\d+) of`)

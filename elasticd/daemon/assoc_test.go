@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -38,10 +39,10 @@ func TestAssociationLimitHoldsGrowthAndBelowMinSaysWhy(t *testing.T) {
 			workers = append(workers, id)
 		}
 	}
-	// The words are checked for the limit that holds the job, which no code carries.
+	// The limit that holds the job is in its reason alone, which no code carries: read its figures.
 	st := h.d.Status()[0]
 	if len(workers) != 2 || st.Decision != "hold" || st.ReasonCode != string(policy.CodeNoCapacity) ||
-		!strings.Contains(st.Reason, "(the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2)") {
+		assocGPULimitIn(st.Reason) != (assocGPULimit{user: "alice", account: "proj-a", limit: "2", held: "2"}) {
 		t.Fatalf("%d workers, status %s %q; want 2 and a hold naming the association's GrpTRES", len(workers), st.Decision, st.Reason)
 	}
 
@@ -49,9 +50,9 @@ func TestAssociationLimitHoldsGrowthAndBelowMinSaysWhy(t *testing.T) {
 	below.slurm.assocs = h.slurm.assocs
 	below.slurm.jobs[mainID] = h.slurm.jobs[mainID]
 	below.cycle()
-	// Here too the words are checked for the limit that stops the rest.
+	// Here too the reason's figures are checked for the limit that stops the rest.
 	if d := below.decision(); len(below.slurm.submits) != 1 || d.Action != policy.Grow || d.Code != policy.CodeBelowTarget || d.Count != 1 ||
-		!strings.Contains(d.Reason, "the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
+		assocGPULimitIn(d.Reason).limit != "2" || assocGPULimitIn(d.Reason).account != "proj-a" {
 		t.Fatalf("below min: %d submitted, decision %+v; want 1 worker, as far as the limit allows", len(below.slurm.submits), d)
 	}
 	below.slurm.run(201, WorkerName(mainID), below.uid, below.now)
@@ -62,4 +63,19 @@ func TestAssociationLimitHoldsGrowthAndBelowMinSaysWhy(t *testing.T) {
 	if d := below.decision(); len(below.slurm.submits) != 1 || d.Action != policy.Hold || d.Code != policy.CodeBelowTarget || !strings.Contains(d.Reason, "GrpTRES gres/gpu=2") {
 		t.Fatalf("below min at the limit: %d submitted, decision %+v; want a hold naming the limit", len(below.slurm.submits), d)
 	}
+}
+
+// assocGPULimit is an association's GrpTRES gres/gpu limit as a reason names it.
+type assocGPULimit struct{ user, account, limit, held string }
+
+var assocGPULimitRE = regexp.MustCompile(`user (\S+) in account (\S+) has GrpTRES gres/gpu=(\d+)\D*(\d*)`)
+
+// assocGPULimitIn reads the association's gres/gpu limit from a reason; held is "" when the
+// reason gives no figure after the limit.
+func assocGPULimitIn(reason string) assocGPULimit {
+	m := assocGPULimitRE.FindStringSubmatch(reason)
+	if m == nil {
+		return assocGPULimit{}
+	}
+	return assocGPULimit{user: m[1], account: m[2], limit: m[3], held: m[4]}
 }

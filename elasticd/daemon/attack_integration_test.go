@@ -198,7 +198,7 @@ func TestAttackAliceForgesThrottleSignalsForBobsJob(t *testing.T) {
 	if err := json.Unmarshal([]byte(answer), &toRead); err != nil || !slices.ContainsFunc(toRead.Read, func(j api.JobGPUs) bool { return j.JobID == bob && len(j.GPUs) == 1 }) {
 		t.Errorf("the answer to a report from %s: %s (%v), want bob's job %d and its one GPU", node, answer, err, bob)
 	}
-	if code, answer := send(ctx, t, http.MethodPost, url, harmless, rootCred); code != http.StatusUnauthorized || !strings.Contains(answer, "does not decode") {
+	if code, answer := send(ctx, t, http.MethodPost, url, harmless, rootCred); code != http.StatusUnauthorized || !strings.Contains(answer, auth.ErrUndecodable.Error()) {
 		t.Errorf("root's credential replayed: %d %q, want 401", code, answer)
 	}
 

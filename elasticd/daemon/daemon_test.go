@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -438,7 +439,7 @@ func TestElasticValueWeighsTheGainAgainstThePrice(t *testing.T) {
 	if len(poor.slurm.submits) != 0 {
 		t.Fatalf("value 5: %d submissions, want none", len(poor.slurm.submits))
 	}
-	if d := poor.decision(); d.Action != policy.Hold || d.Code != policy.CodeNotWorthCost || !strings.Contains(d.Reason, "worth at most $1.80/h for $3.00/h") {
+	if d := poor.decision(); d.Action != policy.Hold || d.Code != policy.CodeNotWorthCost || !slices.Equal(dollarsPerHour.FindAllString(d.Reason, -1), []string{"$1.80/h", "$3.00/h"}) {
 		t.Fatalf("value 5: decision %+v, want a hold that names the worth and the cost", d)
 	}
 }
@@ -714,3 +715,6 @@ func TestIdleCycleReadsNoQueue(t *testing.T) {
 		t.Fatalf("an idle cycle: %v", err)
 	}
 }
+
+// dollarsPerHour finds the worth and the cost a reason gives.
+var dollarsPerHour = regexp.MustCompile(`\$\d+\.\d\d/h`)

@@ -225,8 +225,8 @@ func TestMaxBatchStopsGrowth(t *testing.T) {
 	st := r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool {
 		return st.Decision == "hold" && st.ReasonCode == string(policy.CodeAtMax)
 	})
-	// The words are checked for the batch that lowers the max, its figures: no code carries them.
-	if st.Size["a100"] != 2 || st.MaxWorkers != 2 || !strings.Contains(st.Reason, "max global batch 64 at 32 per GPU") {
+	// The reason's figures are checked for the batch that lowers the max: no code carries them.
+	if m := batchPerGPU.FindStringSubmatch(st.Reason); st.Size["a100"] != 2 || st.MaxWorkers != 2 || m == nil || m[1] != "64" || m[2] != "32" {
 		t.Fatalf("status %+v, want held at 2 by the batch", st)
 	}
 	workers := liveWorkers(ctx, t, r.c, main)
@@ -235,11 +235,11 @@ func TestMaxBatchStopsGrowth(t *testing.T) {
 	}
 	out := filepath.Join(r.work, fmt.Sprintf("elastic-worker-%s-%s.out", mainID, workers[0]))
 	var data []byte
-	for ctx.Err() == nil && !strings.Contains(string(data), "batch per device") {
+	for ctx.Err() == nil && !perDeviceOfMax.Match(data) {
 		data, _ = os.ReadFile(out)
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !strings.Contains(string(data), "batch per device 32 of max 64") {
+	if m := perDeviceOfMax.FindSubmatch(data); m == nil || string(m[1]) != "32" || string(m[2]) != "64" {
 		t.Fatalf("worker output %q lacks its per-GPU batch", data)
 	}
 }
@@ -286,7 +286,7 @@ func TestOwnerPinsASize(t *testing.T) {
 
 	mainID, main := r.submitMain(ctx, t, synthetic(t, "1:4:1", "--interval 0.5 --curve 1:100,2:190,3:200,4:205"))
 	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return true })
-	if out, err := elasticd("bob", "pin", mainID, "3"); err == nil || !strings.Contains(out, "only the job's owner or root") {
+	if out, err := elasticd("bob", "pin", mainID, "3"); err == nil || !strings.Contains(out, errNotOwner.Error()) {
 		t.Fatalf("bob pinned alice's job: %v: %s", err, out)
 	}
 	if out, err := elasticd("alice", "pin", mainID, "3"); err != nil {
@@ -313,3 +313,10 @@ func TestOwnerPinsASize(t *testing.T) {
 	}
 	r.cycleUntil(ctx, t, main, func(st *api.JobStatus) bool { return st.Pin == 0 })
 }
+
+// batchPerGPU reads the max global batch and the batch per GPU from a reason; perDeviceOfMax
+// the same two from a worker's output, per GPU first.
+var (
+	batchPerGPU    = regexp.MustCompile(`global batch (\d+) at (\d+) per GPU`)
+	perDeviceOfMax = regexp.MustCompile(`per device (\S+) of max (\S+)`)
+)

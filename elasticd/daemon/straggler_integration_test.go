@@ -224,7 +224,7 @@ func TestSlowMainJobHoldsAndSaysSo(t *testing.T) {
 		t.Fatalf("after %s: the job did not hold on its slow main job for 8 cycles: %+v", time.Since(start).Round(time.Second), st)
 	}
 	t.Logf("held %d cycles: %s", held, st.Reason)
-	if n := strings.Count(logged.String(), "is the straggler"); n != 1 {
+	if n := strings.Count(logged.String(), `"code":"`+string(policy.CodeMainStraggler)+`"`); n != 1 {
 		t.Errorf("the slow main job was logged %d times, want once", n)
 	}
 	if n := strings.Count(logged.String(), `"worker submitted"`); n != 1 {

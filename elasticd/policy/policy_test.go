@@ -863,9 +863,10 @@ func TestCapacityLimitIsQuotedWhenItStopsGrowth(t *testing.T) {
 	s.settle(Settings{})
 	in := s.input(elasticJob(1, 4, 1), Settings{})
 	in.Capacity = map[GPUType]int{"a100": 0}
-	in.CapacityLimit = map[GPUType]string{"a100": "the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2"}
+	limit := "the association of user alice in account proj-a has GrpTRES gres/gpu=2, and its jobs hold or wait for 2"
+	in.CapacityLimit = map[GPUType]string{"a100": limit}
 	d := Decide(in)
-	if d.Action != Hold || d.Code != CodeNoCapacity || !strings.Contains(d.Reason, "(the association of user alice in account proj-a has GrpTRES gres/gpu=2") {
+	if d.Action != Hold || d.Code != CodeNoCapacity || !strings.Contains(d.Reason, "("+limit) {
 		t.Fatalf("decision %s %q, want a hold naming the association limit", d.Action, d.Reason)
 	}
 }

@@ -107,7 +107,8 @@ func TestApplyArgvAndAudit(t *testing.T) {
 	if e := audit.entries[0]; e.Subject != "qos borrow" || e.New != "created" {
 		t.Errorf("creation audit entry = %+v", e)
 	}
-	if e := audit.entries[4]; e.Subject != "user bob in account proj-b" || e.Old != "qos=guar-proj-b,normal" || e.New != "qos=borrow-proj-b,guar-proj-b,normal" {
+	if e := audit.entries[4]; e.Kind != store.KindAccount || e.Subject != userSubject(policy.UserChange{User: "bob", Account: "proj-b"}) ||
+		e.Old != "qos=guar-proj-b,normal" || e.New != "qos=borrow-proj-b,guar-proj-b,normal" {
 		t.Errorf("user audit entry = %+v", e)
 	}
 	if e := audit.entries[2]; e.Old != "grptres gres/gpu=2 grptres gres/gpu:v100=1 preempt=" || !strings.Contains(e.New, "gres/gpu:v100=none") {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -29,9 +30,14 @@ func TestOvercommitNamesTypeAndProjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := func(t string, n int) policy.Node { return policy.Node{GPUs: map[string]int{t: n}} }
-	msgs := Overcommit(cfg, []policy.Node{node("a100", 8), node("a100", 4), node("v100", 8)})
-	if len(msgs) != 1 || !strings.Contains(msgs[0], "a100 is overcommitted: guarantees add up to 14 (proj-a 8, proj-b 6) but the pools hold 12") {
-		t.Errorf("Overcommit = %q", msgs)
+	over := Overcommits(cfg, []policy.Node{node("a100", 8), node("a100", 4), node("v100", 8)})
+	if len(over) != 1 || over[0].GPUType != "a100" || over[0].Guaranteed != 14 || over[0].Held != 12 ||
+		!maps.Equal(over[0].ByProject, map[string]int{"proj-a": 8, "proj-b": 6}) {
+		t.Fatalf("Overcommits = %+v, want a100's 14 guaranteed (proj-a 8, proj-b 6) over the 12 held", over)
+	}
+	// The warning lists the projects in order, each with its figure.
+	if msg := over[0].String(); !strings.Contains(msg, " 14 (proj-a 8, proj-b 6) ") || !strings.HasSuffix(msg, " 12") {
+		t.Errorf("warning %q", msg)
 	}
 }
 

@@ -52,7 +52,9 @@ func TestWriteClusterShowsThePagesNumbers(t *testing.T) {
 	if err := WriteCluster(&b, r, ""); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "STALE: no fresh cycle since 2026-11-24 02:10:03 UTC") {
+	// Marked stale, with the time of the last fresh cycle.
+	_, stale, marked := strings.Cut(b.String(), "\nSTALE: ")
+	if stale, _, _ = strings.Cut(stale, "\n"); !marked || !strings.Contains(stale, " 2026-11-24 02:10:03 UTC") {
 		t.Errorf("a stale plan is not shown as stale:\n%s", b.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -54,7 +55,8 @@ func TestExplainJSONOfAJob(t *testing.T) {
 			t.Errorf("job %d:\n got %s\nwant %s", id, gj, wj)
 		}
 	}
-	if err := ExplainJSON(&bytes.Buffer{}, plan, cfg, "99"); err == nil || !strings.Contains(err.Error(), "job 99 is not a GPU job") {
+	var unknown *NoJobError
+	if err := ExplainJSON(&bytes.Buffer{}, plan, cfg, "99"); !errors.As(err, &unknown) || unknown.Job != "99" {
 		t.Errorf("job 99: %v", err)
 	}
 }
@@ -170,7 +172,8 @@ func TestExplainAnArrayTask(t *testing.T) {
 		}
 	}
 	for _, arg := range []string{"20_9", "22_0"} {
-		if err := Explain(&bytes.Buffer{}, plan, arg); err == nil || !strings.Contains(err.Error(), "job "+arg+" is not a GPU job") {
+		var unknown *NoJobError
+		if err := Explain(&bytes.Buffer{}, plan, arg); !errors.As(err, &unknown) || unknown.Job != arg {
 			t.Errorf("explain %s: %v, want it unknown", arg, err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -328,13 +327,30 @@ func warnOvercommit(ctx context.Context, w io.Writer, e *env, cfg *policy.Config
 		fmt.Fprintf(w, "warning: cannot read the GPU pools (%v): overcommit not checked\n", err)
 		return
 	}
-	for _, msg := range Overcommit(cfg, snapshot.Nodes(nodes)) {
-		fmt.Fprintln(w, "warning:", msg)
+	for _, o := range Overcommits(cfg, snapshot.Nodes(nodes)) {
+		fmt.Fprintln(w, "warning:", o)
 	}
 }
 
-// Overcommit names each GPU type whose guarantees exceed the GPUs the nodes hold.
-func Overcommit(cfg *policy.Config, nodes []policy.Node) []string {
+// Overcommit is a GPU type whose guarantees exceed the GPUs the nodes hold.
+type Overcommit struct {
+	GPUType    string
+	Guaranteed int            // the guarantees of every project, added up
+	ByProject  map[string]int // each project's guarantee of the type
+	Held       int            // the type's GPUs on the nodes
+}
+
+// String is the warning quotactl prints.
+func (o Overcommit) String() string {
+	who := make([]string, 0, len(o.ByProject))
+	for _, account := range slices.Sorted(maps.Keys(o.ByProject)) {
+		who = append(who, fmt.Sprintf("%s %d", account, o.ByProject[account]))
+	}
+	return fmt.Sprintf("%s is overcommitted: guarantees add up to %d (%s) but the pools hold %d", o.GPUType, o.Guaranteed, strings.Join(who, ", "), o.Held)
+}
+
+// Overcommits lists each GPU type whose guarantees exceed the GPUs the nodes hold, by type.
+func Overcommits(cfg *policy.Config, nodes []policy.Node) []Overcommit {
 	total := map[string]int{}
 	for _, n := range nodes {
 		for t, c := range n.GPUs {
@@ -342,20 +358,22 @@ func Overcommit(cfg *policy.Config, nodes []policy.Node) []string {
 		}
 	}
 	guaranteed := map[string]int{}
-	who := map[string][]string{}
+	who := map[string]map[string]int{}
 	for _, p := range cfg.Projects {
 		for t, n := range p.GPUs {
 			if n > 0 {
 				guaranteed[t] += n
-				who[t] = append(who[t], fmt.Sprintf("%s %d", p.Account, n))
+				if who[t] == nil {
+					who[t] = map[string]int{}
+				}
+				who[t][p.Account] += n
 			}
 		}
 	}
-	var out []string
+	var out []Overcommit
 	for _, t := range slices.Sorted(maps.Keys(guaranteed)) {
 		if guaranteed[t] > total[t] {
-			sort.Strings(who[t])
-			out = append(out, fmt.Sprintf("%s is overcommitted: guarantees add up to %d (%s) but the pools hold %d", t, guaranteed[t], strings.Join(who[t], ", "), total[t]))
+			out = append(out, Overcommit{GPUType: t, Guaranteed: guaranteed[t], ByProject: who[t], Held: total[t]})
 		}
 	}
 	return out
@@ -511,9 +529,16 @@ func jobArg(plan *policy.Plan, arg string) (id uint32, isJob bool, err error) {
 	return id, true, nil
 }
 
-func noJobError(job string) error {
-	return fmt.Errorf("job %s is not a GPU job slurmctld knows as pending or running: quotad has nothing to say about it", job)
+// NoJobError is a job the plan does not hold: not a GPU job slurmctld knows as pending or running.
+type NoJobError struct {
+	Job string // as the user named it: 123, or an array task 123_7
 }
+
+func (e *NoJobError) Error() string {
+	return fmt.Sprintf("job %s is not a GPU job slurmctld knows as pending or running: quotad has nothing to say about it", e.Job)
+}
+
+func noJobError(job string) error { return &NoJobError{Job: job} }
 
 // AccountExplanation is quotactl explain --json ACCOUNT: the account's project (null when it
 // is none) and its jobs, as the API shows them.

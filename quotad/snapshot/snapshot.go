@@ -124,6 +124,18 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return "reading the quota table: " + e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// ArrayThrottleError is a pending array whose task throttle slurmctld did not give: the
+// snapshot fails, as the array's share of its guarantee is unknown.
+type ArrayThrottleError struct {
+	ArrayJobID uint32
+	Err        error
+}
+
+func (e *ArrayThrottleError) Error() string {
+	return fmt.Sprintf("slurmctld (scontrol show job %d, array throttle): %v", e.ArrayJobID, e.Err)
+}
+func (e *ArrayThrottleError) Unwrap() error { return e.Err }
+
 // Take reads every source, for the quota table cfg. See TakeLoading.
 func (b *Builder) Take(ctx context.Context, cfg *policy.Config) (*Snapshot, error) {
 	_, snap, err := b.TakeLoading(ctx, func(context.Context) (*policy.Config, error) { return cfg, nil })
@@ -294,7 +306,7 @@ func (b *Builder) splitArrayThrottles(ctx context.Context, cfg *policy.Config, j
 		if !ok || now.Sub(read.at) >= throttleReadFor || now.Before(read.at) {
 			n, err := b.Live.ArrayTaskThrottle(ctx, j.ArrayJobID)
 			if err != nil {
-				return fmt.Errorf("slurmctld (scontrol show job %d, array throttle): %w", j.ArrayJobID, err)
+				return &ArrayThrottleError{ArrayJobID: j.ArrayJobID, Err: err}
 			}
 			read = throttleRead{n: n, at: now}
 		}

@@ -344,7 +344,8 @@ func TestTakeReadsThrottleOfArraysWithSplitTasks(t *testing.T) {
 
 	// An array that cannot be read fails the snapshot: its throttle is unknown.
 	live.taskThrottles = nil
-	if _, err := (&Builder{Live: live, Accounting: fakeAccounting{}}).Take(context.Background(), testConfig(t)); err == nil || !strings.Contains(err.Error(), "scontrol show job 500") {
+	var unread *ArrayThrottleError
+	if _, err := (&Builder{Live: live, Accounting: fakeAccounting{}}).Take(context.Background(), testConfig(t)); !errors.As(err, &unread) || unread.ArrayJobID != 500 {
 		t.Errorf("Take with an unreadable array: %v", err)
 	}
 }
@@ -496,11 +497,12 @@ func TestTheQuotaTableLoadsBesideTheQueueRead(t *testing.T) {
 	if err != nil || cfg != want || snap == nil || len(snap.Jobs) == 0 {
 		t.Fatalf("cfg %p (want %p), snapshot %v, err %v", cfg, want, snap != nil, err)
 	}
+	missing := errors.New("Table 'slurmbridge.quota_projects' doesn't exist")
 	_, _, err = b.TakeLoading(context.Background(), func(context.Context) (*policy.Config, error) {
-		return nil, errors.New("Table 'slurmbridge.quota_projects' doesn't exist")
+		return nil, missing
 	})
 	var ce *ConfigError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "reading the quota table: Table") {
+	if !errors.As(err, &ce) || !errors.Is(ce.Err, missing) {
 		t.Errorf("a table that cannot be loaded: err %v, want a ConfigError saying so", err)
 	}
 }

@@ -1,10 +1,12 @@
 package view
 
 import (
+	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,13 +152,14 @@ func TestClusterJSONHasPoolsProjectsTypesAndActions(t *testing.T) {
 func TestAPoolsFileThatCannotBeReadIsSaidNotHidden(t *testing.T) {
 	v, _, plan := planned(t)
 	cfg, _ := scene(t)
-	v.Record(Cycle{Start: t0, Outcome: "acted", Plan: plan, Config: cfg, SnapshotAt: t0, PoolsErr: errString("open /etc/slurm/pools.yaml: no such file")})
+	why := errString("open /etc/slurm/pools.yaml: " + syscall.ENOENT.Error())
+	v.Record(Cycle{Start: t0, Outcome: "acted", Plan: plan, Config: cfg, SnapshotAt: t0, PoolsErr: why})
 	c := v.clusterData(v.read())
-	if len(c.Pools) != 0 || !strings.Contains(c.PoolsError, "no such file") {
+	if len(c.Pools) != 0 || !strings.HasSuffix(c.PoolsError, ": "+why.Error()) {
 		t.Errorf("pools %+v error %q", c.Pools, c.PoolsError)
 	}
 	page := render(t, Handler(v, nil), "/cluster")
-	if !strings.Contains(page, "no such file") {
+	if !strings.Contains(page, template.HTMLEscapeString(why.Error())) {
 		t.Error("the page hides why it has no pools")
 	}
 }
@@ -253,7 +256,8 @@ func TestBeforeAPlanThePageSaysSo(t *testing.T) {
 	v := &View{Cluster: "testbed", Interval: 5 * time.Second}
 	rec := httptest.NewRecorder()
 	Handler(v, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "has not planned on a fresh snapshot yet") {
+	// The page's status line, shown only while there is no plan.
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `<p class="warn" role="status">`) {
 		t.Errorf("%d %s", rec.Code, rec.Body.String())
 	}
 	if code, _ := get(t, Handler(v, nil), http.MethodGet, ClusterPath, ""); code != http.StatusServiceUnavailable {

@@ -214,7 +214,7 @@ func TestProjectsAndTypesCarryTheNumbersAndLimits(t *testing.T) {
 	if one := decode[ProjectResponse](t, body); code != http.StatusOK || one.Project.Account != "proj-a" {
 		t.Errorf("projects/proj-a: %d %s", code, body)
 	}
-	if code, body = get(t, h, http.MethodGet, "/api/v1/projects/proj-zz", ""); code != http.StatusNotFound || !strings.Contains(string(body), "proj-zz has no quota") {
+	if code, body = get(t, h, http.MethodGet, "/api/v1/projects/proj-zz", ""); code != http.StatusNotFound || !strings.Contains(decode[ErrorResponse](t, body).Error, " proj-zz ") {
 		t.Errorf("unknown project: %d %s", code, body)
 	}
 }

@@ -29,13 +29,16 @@ func borrowQOSAsked(cfg *pools.Config, qosList string) string {
 	return ""
 }
 
+// notBatchJob is why an salloc or srun allocation cannot be requeued.
+const notBatchJob = "this is an salloc or srun allocation, not a batch job"
+
 // whyNotRequeueable says why Slurm could not requeue the job on preemption, "" when it could.
 // Slurm requeues only batch jobs (job_desc->script set) whose requeue flag is 1: --requeue, or
 // neither flag where slurm.conf has JobRequeue=1. Any other preempted job is killed.
 func whyNotRequeueable(req *pools.Request, conf SlurmConf) string {
 	switch {
 	case !req.Batch:
-		return "this is an salloc or srun allocation, not a batch job"
+		return notBatchJob
 	case req.Requeue == 0:
 		return "this job was submitted with --no-requeue"
 	case req.Requeue == pools.NoVal16 && !conf.Known:
@@ -58,9 +61,12 @@ func submitBorrowRefusal(cfg *pools.Config, req *pools.Request, conf SlurmConf) 
 		return ""
 	}
 	return fmt.Sprintf("slurmbridge: QOS %s is preemptable and Slurm can only requeue batch jobs with --requeue; %s, "+
-		"so it would be killed when its GPUs are reclaimed. Submit it without --qos: quotad lends idle GPUs to batch jobs "+
-		"Slurm can requeue (sbatch, with --requeue where the cluster's JobRequeue is 0).", qos, why)
+		"so it would be killed when its GPUs are reclaimed. %s", qos, why, submitWithoutQOS)
 }
+
+// submitWithoutQOS ends every refusal of a job Slurm could not requeue: what the user does instead.
+const submitWithoutQOS = "Submit it without --qos: quotad lends idle GPUs to batch jobs Slurm can requeue " +
+	"(sbatch, with --requeue where the cluster's JobRequeue is 0)."
 
 // submitLendingRefusal refuses a new job of a user that asks for a lending QOS: an elastic QOS
 // (elasticd submits its workers to begin later and lends them itself), or a QOS of the borrow pattern:
@@ -105,17 +111,18 @@ func submitLendingRefusal(cfg *pools.Config, req *pools.Request, uid uint32, con
 	return "", ""
 }
 
-// modifyBorrowRefusal is the message refusing a user's update of a job into a borrow QOS, or "".
+// modifyBorrowRefusal is the refusal of a user's update of a job into a borrow QOS and its
+// message, or "" and "".
 // Only quotad (root, SlurmUser or a borrow_qos_admins user) may move jobs there: it lends only
 // jobs Slurm can requeue, and it alone keeps the account's borrowing within what it lends (the
 // job's record, when it can be read at all, says whether the job could be requeued, not whether
 // it should borrow). lentJobRefusal (modify.go) keeps a job already there requeueable.
-func modifyBorrowRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) string {
+func modifyBorrowRefusal(cfg *pools.Config, req *pools.Request, uid uint32, conf SlurmConf, admins map[uint32]bool) (pools.Refusal, string) {
 	qos := borrowQOSAsked(cfg, req.QOS)
 	if qos == "" || isPrivileged(uid, conf, admins) {
-		return ""
+		return "", ""
 	}
-	return fmt.Sprintf("slurmbridge: only quotad moves jobs into QOS %s: it is preemptable, and a job Slurm cannot requeue "+
+	return pools.RefusedBorrowQuotadOnly, fmt.Sprintf("slurmbridge: only quotad moves jobs into QOS %s: it is preemptable, and a job Slurm cannot requeue "+
 		"(salloc, srun, --no-requeue) would be killed when its GPUs are reclaimed, and quotad alone keeps every project's "+
 		"lending and borrowing limits. Leave the QOS to quotad: it lends idle GPUs to batch jobs Slurm can requeue.", qos)
 }

@@ -68,7 +68,7 @@ func TestSubmitIntoBorrowQOSOnlyWhenSlurmCanRequeue(t *testing.T) {
 			if tt.want != "" && !strings.Contains(got, tt.want) {
 				t.Fatalf("refusal %q, want it to say %q", got, tt.want)
 			}
-			if got != "" && !strings.Contains(got, "Submit it without --qos: quotad lends idle GPUs to batch jobs Slurm can requeue") {
+			if got != "" && !strings.HasSuffix(got, " "+submitWithoutQOS) {
 				t.Fatalf("refusal %q does not say what to do", got)
 			}
 		})
@@ -106,12 +106,12 @@ func TestModifyIntoBorrowQOSOnlyByQuotad(t *testing.T) {
 	cfg := configWithBorrow(t, "")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := modifyBorrowRefusal(cfg, update(tt.qos), tt.uid, tt.conf, admins)
-			if (got != "") != tt.want {
-				t.Fatalf("refusal %q, want refused %v", got, tt.want)
+			refusal, got := modifyBorrowRefusal(cfg, update(tt.qos), tt.uid, tt.conf, admins)
+			if (got != "") != tt.want || (refusal != "") != tt.want {
+				t.Fatalf("refusal %s %q, want refused %v", refusal, got, tt.want)
 			}
-			if got != "" && !strings.Contains(got, "only quotad moves jobs into QOS") {
-				t.Fatalf("refusal %q does not say why", got)
+			if got != "" && (refusal != pools.RefusedBorrowQuotadOnly || !strings.Contains(got, " QOS "+tt.qos+": ")) {
+				t.Fatalf("refusal %s %q, want %s naming QOS %s", refusal, got, pools.RefusedBorrowQuotadOnly, tt.qos)
 			}
 		})
 	}
@@ -201,8 +201,8 @@ func TestPluginRefusesBorrowSubmissionsAndResolvesAdmins(t *testing.T) {
 
 	missing := newFixture(t, "")
 	missing.p.SlurmConf = conf
-	// "salloc or srun": the words say why Slurm could not requeue it, which no code tells apart.
-	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || out.Refusal != pools.RefusedBorrowNotRequeueable || !strings.Contains(out.UserMessage, "salloc or srun") {
+	// The message gives why Slurm could not requeue it, which no code tells apart: not a batch job.
+	if out := missing.p.Submit(req, 1001); out.Reject != RejectQOS || out.Refusal != pools.RefusedBorrowNotRequeueable || !strings.Contains(out.UserMessage, "; "+notBatchJob+",") {
 		t.Fatalf("without pools.yaml: %+v, want the salloc refused", out)
 	}
 	if !missing.log.contains("submit by uid 1001 refused: slurmbridge: ") || !missing.log.endsWith(" code="+string(pools.RefusedBorrowNotRequeueable)) {

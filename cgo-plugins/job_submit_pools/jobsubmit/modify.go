@@ -59,8 +59,8 @@ func (p *Plugin) Modify(upd *Update, job *Job, uid uint32) Outcome {
 		return Outcome{}
 	}
 	conf := p.slurmConf()
-	if msg := modifyBorrowRefusal(l.cfg, &upd.Request, uid, conf, l.admins); msg != "" {
-		return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: pools.RefusedBorrowQuotadOnly, UserMessage: msg})
+	if refusal, msg := modifyBorrowRefusal(l.cfg, &upd.Request, uid, conf, l.admins); msg != "" {
+		return p.refuse(fmt.Sprintf("update by uid %d", uid), Outcome{Reject: RejectQOS, Refusal: refusal, UserMessage: msg})
 	}
 	lendInto := ""
 	if upd.Set&FieldQOS != 0 {

@@ -356,7 +356,7 @@ func TestBrokenConfigIsReportedAndNeverBlocksJobs(t *testing.T) {
 		c.Cancel(id)
 		return msg
 	}
-	routed := func(msg string) bool { return strings.Contains(msg, "job sent to pools a100-spot,a100") }
+	routed := func(msg string) bool { return strings.Contains(msg, " pools a100-spot,a100") }
 	// Submissions go on while the plugin rechecks the file; wait for the log line it writes.
 	// lastGoodKept: every job is routed meanwhile (the plugin kept its last good config).
 	submitUntilLogged := func(want string, lastGoodKept bool) {

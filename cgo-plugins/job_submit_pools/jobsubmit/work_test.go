@@ -115,7 +115,7 @@ func TestUserTextCannotForgeALogLine(t *testing.T) {
 	f.log.mu.Lock()
 	defer f.log.mu.Unlock()
 	last := f.log.lines[len(f.log.lines)-1]
-	if strings.ContainsAny(last, "\n\r\x1b") || !strings.Contains(last, `borrow-x\njob_submit/pools: submit by uid 0`) {
+	if strings.ContainsAny(last, "\n\r\x1b") || !strings.Contains(last, `borrow-x\njob_submit/pools:`) || !strings.Contains(last, `a100\x0d\x1b[2K`) {
 		t.Fatalf("logged %q: want one line with the user's text escaped", last)
 	}
 }
