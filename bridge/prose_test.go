@@ -15,7 +15,7 @@ import (
 // that looks for words in a message breaks when the message is reworded and passes when the
 // figure in it is wrong; one that reads the code or the figure as a field does neither. What
 // is left is mostly Slurm's own messages, which the adapter has to recognise as words.
-const maxProseAssertions = 86
+const maxProseAssertions = 20
 
 // threeWords is prose: three plain words in a row (letters only, a trailing ',', '.', ':' or
 // ';' allowed), as "cannot run this job" and unlike "gres/gpu=2" or "--qos=borrow".

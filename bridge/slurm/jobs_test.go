@@ -382,13 +382,15 @@ func TestUpdateFailuresOfTaskSets(t *testing.T) {
 	if !reflect.DeepEqual(got, map[string]string{"10_3": "Job is no longer pending execution"}) {
 		t.Errorf("a cut success: %v", got)
 	}
-	got = UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "10_1,3,9...: Job is no longer pending execution\n10_2: No error\n"})
-	if len(got) != 4 || got["7"] != "" || !strings.Contains(got["10_2"], "cut the set's list short") || !strings.Contains(got["10_9"], "no longer pending") {
+	const noLongerPending = "Job is no longer pending execution" // Slurm's, passed on as the reason
+	got = UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "10_1,3,9...: " + noLongerPending + "\n10_2: No error\n"})
+	if len(got) != 4 || got["7"] != "" || !strings.HasPrefix(got["10_2"], OutcomeUnknown) || !strings.HasSuffix(got["10_2"], SetListCut) ||
+		!strings.HasSuffix(got["10_9"], SetListCut) || !strings.Contains(got["10_9"], "("+noLongerPending+")") {
 		t.Errorf("a cut failure: %v", got)
 	}
 	// A set that names no id of the run is not taken as explained: every id's outcome is unknown.
 	got = UpdateFailures(ids, &CommandError{ExitCode: 1, Stderr: "99_[1-3]: Job has already finished\n"})
-	if len(got) != len(ids) || !strings.Contains(got["7"], "outcome unknown") {
+	if len(got) != len(ids) || !strings.HasPrefix(got["7"], OutcomeUnknown) {
 		t.Errorf("a set of another array: %v", got)
 	}
 }
@@ -452,7 +454,7 @@ func TestUpdateJobsQOSRunsSideBySideKeepEachFailure(t *testing.T) {
 		t.Fatalf("%d failed (want 101: 1001 and the 100 of the run that named none): 1001 %q", len(failed), failed["1001"])
 	}
 	for i := 1100; i < 1200; i++ {
-		if !strings.Contains(failed[fmt.Sprint(i)], "outcome unknown") {
+		if !strings.HasPrefix(failed[fmt.Sprint(i)], OutcomeUnknown) {
 			t.Fatalf("job %d: %q, want its outcome unknown", i, failed[fmt.Sprint(i)])
 		}
 	}

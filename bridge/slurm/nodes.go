@@ -147,6 +147,10 @@ type wireNode struct {
 	Hostname    string     `json:"hostname"`
 }
 
+// ErrSinfoJSONHasNoNodes: from 23.02 `sinfo --json` aggregates nodes per partition and lists
+// none; nodes are read with `scontrol show nodes --json` there.
+var ErrSinfoJSONHasNoNodes = errors.New(`sinfo JSON of Slurm 23.02 or later has no "nodes" array: read scontrol show nodes --json`)
+
 // ParseNodes reads the nodes of Slurm 22.05's `sinfo --json` or of `scontrol show nodes
 // --json` (23.02 on): both have a top-level "nodes" array. An answer with errors, or without
 // that array, is an error: never a partial or empty list that looks like an empty cluster.
@@ -165,7 +169,7 @@ func ParseNodes(data []byte) ([]Node, error) {
 	}
 	if resp.Nodes == nil {
 		if resp.Sinfo != nil {
-			return nil, errors.New(`sinfo JSON of Slurm 23.02 or later has no "nodes" array: read scontrol show nodes --json`)
+			return nil, ErrSinfoJSONHasNoNodes
 		}
 		return nil, errors.New(`nodes JSON has no "nodes" array`)
 	}

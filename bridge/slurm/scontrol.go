@@ -223,7 +223,7 @@ func (c Client) groupByTimeLimit(ctx context.Context, ids []string) ([]timeLimit
 			limit = byRecord[id]
 		}
 		if unknown[id] {
-			failed[id] = "not moved: " + why + ", and Slurm reports no time limit of it to keep (NOT_SET or INVALID)"
+			failed[id] = "not moved: " + why + ", and " + NoTimeLimitToKeep
 			continue
 		}
 		i, seen := at[limit]
@@ -389,6 +389,17 @@ func arrayOf(job string, known map[string]bool) bool {
 	return false
 }
 
+// The reasons a move's failure names, which callers and tests read as codes.
+const (
+	// OutcomeUnknown starts the reason of an id whose move may or may not have happened.
+	OutcomeUnknown = "outcome unknown"
+	// SetListCut: Slurm 22.05 cut a failed task set's list at 32 bytes, so which tasks failed
+	// is unknown.
+	SetListCut = "Slurm cut the set's list short"
+	// NoTimeLimitToKeep: a move that must keep the job's time limit cannot read it.
+	NoTimeLimitToKeep = "Slurm reports no time limit of it to keep (NOT_SET or INVALID)"
+)
+
 // UpdateFailures reads which of ids a `scontrol update jobid=LIST` run failed for. scontrol
 // prints "MESSAGE for job ID" when a job's request fails and "ID: MESSAGE" for the tasks of an
 // array request that came to the same end (22.05 to 26.05 alike), ID a task set where the
@@ -451,7 +462,7 @@ func UpdateFailures(ids []string, runErr error) map[string]string {
 		for id := range known {
 			if j, _, ok := arrayTaskID(id); ok && j == job {
 				if _, named := failed[id]; !named {
-					failed[id] = "outcome unknown, a task set of its array failed (" + msg + ") but Slurm cut the set's list short"
+					failed[id] = OutcomeUnknown + ", a task set of its array failed (" + msg + ") but " + SetListCut
 				}
 			}
 		}
@@ -465,7 +476,7 @@ func UpdateFailures(ids []string, runErr error) map[string]string {
 	}
 	for _, id := range ids {
 		if _, named := failed[id]; !named {
-			failed[id] = "outcome unknown, scontrol failed: " + why
+			failed[id] = OutcomeUnknown + ", scontrol failed: " + why
 		}
 	}
 	return failed

@@ -77,7 +77,7 @@ func TestQOSMovesNameTheTimeLimitWhereSlurmWouldResetIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(failed) != 1 || !strings.Contains(failed["44"], "no time limit of it to keep") {
+	if len(failed) != 1 || !strings.HasSuffix(failed["44"], NoTimeLimitToKeep) {
 		t.Errorf("failed %v, want job 44 alone, for its unknown limit", failed)
 	}
 	want := []string{
