@@ -15,8 +15,10 @@ import (
 	"github.com/rs/zerolog"
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/slurm"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
+	"github.com/slurmbridge/slurmbridge/quotad/daemon"
 	"github.com/slurmbridge/slurmbridge/quotad/slurmdb"
 	"github.com/slurmbridge/slurmbridge/quotad/snapshot"
 	"github.com/slurmbridge/slurmbridge/quotad/store"
@@ -26,6 +28,20 @@ import (
 // file exports.
 // Needed by every command that opens the databases (openEnv checks); quotactl list and explain
 // through quotad need none of these flags.
+// poolsFlag names the pools file: its borrow_qos and elastic_qos are the QOS patterns quotad
+// lends in, so every plan, quotad's and quotactl's, is built with them.
+func poolsFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "pools", Usage: "pools file: its borrow_qos and elastic_qos name the QOS patterns, and the cluster page shows its pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{pools.ConfigEnv}}
+}
+
+// poolsPath is the pools file poolsFlag names, or the plugin's.
+func poolsPath(c *ucli.Context) string {
+	if p := c.String("pools"); p != "" {
+		return p
+	}
+	return pools.ConfigPathFromEnv()
+}
+
 func dbFlags() []ucli.Flag {
 	return append(slurmdbd.Flags(),
 		&ucli.StringFlag{Name: "quota-db", Usage: "quotad's own database (quotas, audit)", EnvVars: []string{"SLURMBRIDGE_QUOTA_DB"}, Value: "slurmbridge"})
@@ -36,9 +52,11 @@ type env struct {
 	acctDB, quotaDB *sqlx.DB
 	reader          *slurmdb.Reader
 	store           *store.Store
-	slurm           slurm.Client
-	builder         *snapshot.Builder
-	log             zerolog.Logger
+	// table is the quota table with pools.yaml's QOS patterns, what every plan is built on.
+	table   *daemon.PoolsQOSPatterns
+	slurm   slurm.Client
+	builder *snapshot.Builder
+	log     zerolog.Logger
 }
 
 func (e *env) Close() {
@@ -87,6 +105,8 @@ func openEnv(c *ucli.Context, log zerolog.Logger, access dbAccess) (*env, error)
 	// Slurm commands inherit our environment (SLURM_CONF); no shell is involved.
 	e.slurm = slurm.NewClient(slurm.ExecRunner{Timeout: 20 * time.Second})
 	e.builder = &snapshot.Builder{Live: e.slurm, Accounting: e.reader}
+	path := poolsPath(c)
+	e.table = &daemon.PoolsQOSPatterns{Table: e.store, Pools: func() (*pools.Config, error) { return pools.Load(path) }}
 	return e, nil
 }
 

@@ -36,7 +36,7 @@ func QuotactlApp() *ucli.App {
 	return &ucli.App{
 		Name:                 "quotactl",
 		Usage:                "manage slurmbridge's guaranteed GPU quotas",
-		Flags:                append(dbFlags(), quotadFlag(), auth.MungeSocketFlag()),
+		Flags:                append(dbFlags(), quotadFlag(), auth.MungeSocketFlag(), poolsFlag()),
 		EnableBashCompletion: true,
 		Commands: []*ucli.Command{
 			{
@@ -387,7 +387,7 @@ func planNow(ctx context.Context, e *env) (*policy.Plan, *snapshot.Snapshot, err
 
 // planAndConfigNow is planNow, with the quota table the plan was built on.
 func planAndConfigNow(ctx context.Context, e *env) (*policy.Plan, *snapshot.Snapshot, *policy.Config, error) {
-	cfg, err := e.store.Load(ctx)
+	cfg, err := e.table.Load(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}

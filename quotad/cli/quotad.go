@@ -33,7 +33,7 @@ func QuotadApp() *ucli.App {
 			&ucli.IntFlag{Name: "max-commands", Usage: "most sacctmgr commands (QOS, accounts, users) one cycle runs; a plan whose QOS limits, Preempt lists, accounts and users take more runs that many and leaves the rest, and its job moves, to the next cycle; past them the reclaim order waits, a whole project at a time, and jobs still move (0: no bound)", Value: actuate.DefaultMaxCommands, EnvVars: []string{"QUOTAD_MAX_COMMANDS"}},
 			&ucli.StringFlag{Name: "listen", Usage: "address of /metrics and of the read-only API /api/v1/ (empty: none)", Value: view.DefaultAddr, EnvVars: []string{"QUOTAD_LISTEN"}},
 			auth.MungeSocketFlag(),
-			&ucli.StringFlag{Name: "pools", Usage: "pools file: its borrow_qos and elastic_qos name the QOS patterns, and the cluster page shows its pools (default: the job_submit plugin's, pools.yaml beside slurm.conf)", EnvVars: []string{pools.ConfigEnv}},
+			poolsFlag(),
 			&ucli.StringFlag{Name: "log-level", Value: "info"},
 			&ucli.StringFlag{Name: "log-format", Usage: "json or console", Value: "json"},
 			// Tests only: slows an apply down so that a test can cut the lease between two actions.
@@ -66,14 +66,14 @@ func runQuotad(c *ucli.Context) error {
 		return fmt.Errorf("--lease-timeout %s must be longer than --interval %s: the active quotad would lose its lease between cycles", leaseTimeout, interval(c))
 	}
 	lease := &daemon.DBLease{DB: e.quotaDB, IdleTimeout: leaseTimeout}
-	poolsPath := c.String("pools")
-	if poolsPath == "" {
-		poolsPath = pools.ConfigPathFromEnv()
+	poolsFile := poolsPath(c)
+	loadPools := func() (*pools.Config, error) { return pools.Load(poolsFile) }
+	e.table.Broken = func(err error) {
+		log.Error().Err(err).Str("pools", poolsFile).Msg("the pools file does not load: the last good file's borrow and elastic QOS patterns stand")
 	}
-	loadPools := func() (*pools.Config, error) { return pools.Load(poolsPath) }
 	d := &daemon.Daemon{
 		// pools.yaml names the QOS patterns; the quota table may only repeat them.
-		Config:    daemon.PoolsQOSPatterns{Table: e.store, Pools: loadPools},
+		Config:    e.table,
 		Snapshots: e.builder,
 		Lease:     lease,
 		// Every action is fenced by the lease on the connection that holds it.
@@ -104,7 +104,7 @@ func runQuotad(c *ucli.Context) error {
 		if err != nil {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		log.Info().Str("addr", bound.String()).Str("pools", poolsPath).Msg("serving /metrics, the read-only API /api/v1/ and the cluster page /")
+		log.Info().Str("addr", bound.String()).Str("pools", poolsFile).Msg("serving /metrics, the read-only API /api/v1/ and the cluster page /")
 	}
 	log.Info().Dur("interval", c.Duration("interval")).Bool("dry_run", d.DryRun).Str("cluster", c.String("cluster")).Msg("quotad starting")
 	err = d.Run(ctx, interval(c))

@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
@@ -15,25 +17,32 @@ import (
 // settings.elasticQOS, from before) loads only while they name the same QOS; otherwise the
 // load fails with a *pools.QOSPatternMismatch naming both settings. Without a pools.yaml (a
 // site without the plugin) the table's patterns stand.
+//
+// Like the plugin, it keeps the last good file's patterns when pools.yaml turns broken or
+// disappears (an admin's half-saved edit): a typo there must not switch quotad to other QOS
+// names, nor stop its cycles. Broken hears of each such load.
 type PoolsQOSPatterns struct {
-	Table ConfigLoader
-	Pools func() (*pools.Config, error)
+	Table  ConfigLoader
+	Pools  func() (*pools.Config, error)
+	Broken func(error)
+
+	mu       sync.Mutex
+	lastGood *pools.QOSPatterns
 }
 
 // Load implements ConfigLoader.
-func (l PoolsQOSPatterns) Load(ctx context.Context) (*policy.Config, error) {
+func (l *PoolsQOSPatterns) Load(ctx context.Context) (*policy.Config, error) {
 	cfg, err := l.Table.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pc, err := l.Pools()
-	if errors.Is(err, fs.ErrNotExist) {
-		return cfg, nil
-	}
+	patterns, ok, err := l.patterns()
 	if err != nil {
 		return nil, err
 	}
-	patterns := pc.QOSPatterns()
+	if !ok {
+		return cfg, nil
+	}
 	if err := patterns.CheckTable(cfg.Settings.BorrowQOS, cfg.Settings.ElasticQOS); err != nil {
 		return nil, err
 	}
@@ -41,4 +50,27 @@ func (l PoolsQOSPatterns) Load(ctx context.Context) (*policy.Config, error) {
 	withPatterns := *cfg
 	withPatterns.Settings.BorrowQOS, withPatterns.Settings.ElasticQOS = patterns.Borrow, patterns.Elastic
 	return &withPatterns, nil
+}
+
+// patterns are pools.yaml's patterns, the last good ones while it does not load, and false
+// when there has never been a pools.yaml.
+func (l *PoolsQOSPatterns) patterns() (pools.QOSPatterns, bool, error) {
+	pc, err := l.Pools()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		p := pc.QOSPatterns()
+		l.lastGood = &p
+		return p, true, nil
+	}
+	if l.lastGood != nil {
+		if l.Broken != nil {
+			l.Broken(err)
+		}
+		return *l.lastGood, true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return pools.QOSPatterns{}, false, nil
+	}
+	return pools.QOSPatterns{}, false, fmt.Errorf("the pools file names the borrow and elastic QOS, and it does not load: %w", err)
 }

@@ -36,7 +36,7 @@ func TestPoolsQOSPatternsAreTheQuotaTables(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			table := tableOf(policy.Config{Settings: tt.table})
-			l := PoolsQOSPatterns{Table: &table, Pools: func() (*pools.Config, error) { return tt.pools, tt.poolsErr }}
+			l := &PoolsQOSPatterns{Table: &table, Pools: func() (*pools.Config, error) { return tt.pools, tt.poolsErr }}
 			cfg, err := l.Load(context.Background())
 			var mismatch *pools.QOSPatternMismatch
 			if errors.As(err, &mismatch) {
@@ -52,5 +52,40 @@ func TestPoolsQOSPatternsAreTheQuotaTables(t *testing.T) {
 				t.Errorf("patterns %q, %q; want %q, %q", cfg.Settings.BorrowQOS, cfg.Settings.ElasticQOS, tt.wantBorrow, tt.wantElastic)
 			}
 		})
+	}
+}
+
+// An admin's half-saved pools.yaml, or one moved away, leaves the last good patterns in force:
+// quotad neither stops nor lends in other QOS, and says so each cycle.
+func TestPoolsQOSPatternsKeepTheLastGoodFile(t *testing.T) {
+	table := tableOf(policy.Config{})
+	broken := errors.New("pools.yaml:3: unknown key")
+	answers := []struct {
+		cfg *pools.Config
+		err error
+	}{
+		{&pools.Config{BorrowQOS: "lend-{account}"}, nil},
+		{nil, broken},
+		{nil, fs.ErrNotExist},
+	}
+	var heard []error
+	l := &PoolsQOSPatterns{Table: &table, Broken: func(err error) { heard = append(heard, err) }}
+	for i, a := range answers {
+		l.Pools = func() (*pools.Config, error) { return a.cfg, a.err }
+		cfg, err := l.Load(context.Background())
+		if err != nil {
+			t.Fatalf("load %d: %v", i, err)
+		}
+		if cfg.Settings.BorrowQOS != "lend-{account}" {
+			t.Errorf("load %d: borrow QOS %q, want the last good file's", i, cfg.Settings.BorrowQOS)
+		}
+	}
+	if len(heard) != 2 || !errors.Is(heard[0], broken) || !errors.Is(heard[1], fs.ErrNotExist) {
+		t.Errorf("heard %v, want the broken file and the missing one", heard)
+	}
+	// A pools.yaml broken from the start stops the cycle: no patterns are known.
+	first := &PoolsQOSPatterns{Table: &table, Pools: func() (*pools.Config, error) { return nil, broken }}
+	if _, err := first.Load(context.Background()); !errors.Is(err, broken) {
+		t.Errorf("a pools file broken from the start: %v", err)
 	}
 }
