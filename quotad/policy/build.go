@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
@@ -19,14 +18,20 @@ import (
 // compiler saying so. Moves are planned only when nothing needs syncing, so they rest on QOS
 // that already match the table.
 func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
+	plan, _ := buildPlan(cfg, snap, now)
+	return plan
+}
+
+// buildPlan is BuildPlan, and the books it ended with (nil when it did not act), for the tests.
+func buildPlan(cfg *Config, snap *Snapshot, now time.Time) (*Plan, *ledger) {
 	plan := &Plan{}
 	if err := cfg.Validate(); err != nil {
 		plan.Notes = append(plan.Notes, "quota table is invalid, nothing is done: "+err.Error())
-		return plan
+		return plan, nil
 	}
 	if note, fresh := freshness(snap.TakenAt, now, cfg.Settings.SnapshotMaxAge()); !fresh {
 		plan.Notes = append(plan.Notes, note)
-		return plan
+		return plan, nil
 	}
 	plan.Acting = true
 	plan.Unreadable = slices.Clone(snap.Unreadable)
@@ -59,7 +64,7 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	plan.Projects = projectStatuses(c, lent.books)
 	plan.Types = typeStatuses(c, lent.books)
 	plan.Jobs = log.jobExplanations()
-	return plan
+	return plan, books
 }
 
 // freshness refuses snapshots that are old, undated or from the future (a clock step).
@@ -125,13 +130,16 @@ func newCycle(cfg *Config, snap *Snapshot, types []string, now time.Time) *cycle
 	return c
 }
 
-// ledger is the GPU books of one plan: what each project holds, borrows and has kept for it,
-// the idle capacity not yet promised, and what is lent. It is the only thing the steps change,
-// and it passes from one step to the next inside each step's result.
+// ledger is the GPU books of one plan: the projects' facts (read only) and, changing as the
+// steps go, what each project holds, borrows and has kept for it (counts), the idle capacity
+// not yet promised, and what is lent. It passes from one step to the next inside each step's
+// result.
 type ledger struct {
 	c         *cycle
-	projects  []*project // sorted by account
+	projects  []*project // the projects' facts (newProjects), sorted by account
 	byAccount map[string]*project
+	// counts are what the steps count for each project (projectCounts).
+	counts map[*project]*projectCounts
 	// borrowOf is every borrow QOS name of the cycle (size tiers and protected QOS too, those the
 	// table dropped included) → its project; nil: known not one. Filled whole by newLedger.
 	borrowOf  map[string]*project
@@ -158,30 +166,22 @@ type ledger struct {
 func newLedger(c *cycle) *ledger {
 	l := &ledger{
 		c:            c,
-		byAccount:    map[string]*project{},
 		borrowOf:     map[string]*project{},
 		elasticOf:    map[string]*project{},
 		byQOS:        map[string]*project{},
 		lent:         map[string]int{},
 		arrayStarted: map[uint32]int{},
 	}
+	l.projects, l.byAccount = newProjects(c)
+	l.counts = make(map[*project]*projectCounts, len(l.projects))
+	for _, p := range l.projects {
+		l.counts[p] = newProjectCounts(p)
+	}
 	for _, pc := range c.cfg.Projects {
-		p := &project{
-			cfg:        pc,
-			guarQOS:    c.cfg.Settings.GuaranteedQOSName(pc.Account),
-			borrowQOS:  c.cfg.Settings.BorrowQOSName(pc.Account),
-			elasticQOS: c.cfg.Settings.ElasticQOSName(pc.Account),
-			weight:     pc.ShareWeight(),
-			inUse:      map[string]int{},
-			borrowed:   map[string]int{},
-			elastic:    map[string]int{},
-			pending:    map[string]int{},
-		}
-		l.projects = append(l.projects, p)
+		p := l.byAccount[pc.Account]
 		if len(pc.LendLimitByType) > 0 {
 			l.limited = append(l.limited, p)
 		}
-		l.byAccount[pc.Account] = p
 		for _, q := range c.cfg.Settings.BorrowQOSNames(pc.Account) {
 			l.borrowOf[q] = p
 		}
@@ -208,14 +208,6 @@ func newLedger(c *cycle) *ledger {
 	for i := range c.unreadable {
 		l.projectOfJob[&c.unreadable[i]] = l.jobProject(&c.unreadable[i])
 	}
-	sort.Slice(l.projects, func(a, b int) bool { return l.projects[a].cfg.Account < l.projects[b].cfg.Account })
-	// A project's usage is its whole subtree's, as its quota covers the subtree.
-	for acct, u := range c.snap.Usage {
-		if p := l.projectOf(acct); p != nil {
-			p.usage += u
-		}
-	}
-	l.weighByDecayedUsage()
 	l.nodes, l.total, l.idleStart = newIdleNodes(c.snap.Nodes)
 	l.former, l.formerNotes = formerBorrowQOSOf(l)
 	return l
@@ -292,9 +284,10 @@ func (l *ledger) charge(b borrowCharge) {
 	if b.by == nil {
 		return
 	}
-	b.by.borrow(b.gpus)
+	by := l.counts[b.by]
+	by.borrow(b.gpus)
 	if b.elastic {
-		addAll(b.by.elastic, b.gpus)
+		addAll(by.elastic, b.gpus)
 	}
 }
 

@@ -56,10 +56,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 				books.charge(borrowCharge{by: p, gpus: held, elastic: books.isElastic(j)})
 				out.borrowRunning = append(out.borrowRunning, j)
 			case p != nil && qos == p.guarQOS:
-				for t, n := range held {
-					p.inUse[t] += n
-					p.inUseTotal += n
-				}
+				books.counts[p].use(held)
 				log.say(j, CodeInQuota, "runs within %s's guarantee in %s (%s): it is never reclaimed", p.cfg.Account, p.guarQOS, gpuList(held))
 			case p == nil:
 				log.say(j, CodeNoQuota, "runs in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
@@ -74,7 +71,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 				if j.ArrayJobID != 0 {
 					out.arrayRecords[j.ArrayJobID]++
 				}
-				addAll(p.pending, scaled(need, j.tasks()))
+				addAll(books.counts[p].pending, scaled(need, j.tasks()))
 				if c.reasons[j.Reason] {
 					out.candidates[p] = append(out.candidates[p], j)
 				} else {

@@ -66,14 +66,15 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 		}
 	}
 	for _, p := range books.projects {
+		n := books.counts[p]
 		st := ProjectStatus{Account: p.cfg.Account, GuaranteedQOS: p.guarQOS, Weight: p.weight, Usage: p.usage, BackingOff: backingOff[p]}
 		types := slices.Clone(c.types)
-		if p.inUse[""]+p.borrowed[""]+p.pending[""] > 0 {
+		if n.inUse[""]+n.borrowed[""]+n.pending[""] > 0 {
 			types = append([]string{""}, types...)
 		}
 		var parts []string
 		for _, t := range types {
-			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: p.inUse[t], Borrowed: p.borrowed[t], Elastic: p.elastic[t], Pending: p.pending[t], LendLimit: -1}
+			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: n.inUse[t], Borrowed: n.borrowed[t], Elastic: n.elastic[t], Pending: n.pending[t], LendLimit: -1}
 			if lim, ok := p.cfg.LendLimitByType[t]; ok {
 				row.LendLimit, row.KeptIdle = lim, min(books.keptFor(p, t), books.idleStart[t])
 			}
@@ -88,7 +89,7 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 			}
 			parts = append(parts, fmt.Sprintf("%s %d/%d guaranteed in use, %s, %d pending%s", typeName(t), row.InUse, row.Guaranteed, borrowed, row.Pending, lends))
 		}
-		st.Summary = fmt.Sprintf("%s (QOS %s, weight %g): %s; all types %d/%d guaranteed in use, %d borrowed", p.cfg.Account, p.guarQOS, p.weight, strings.Join(parts, "; "), p.inUseTotal, p.cfg.Total(), p.borrowedTotal)
+		st.Summary = fmt.Sprintf("%s (QOS %s, weight %g): %s; all types %d/%d guaranteed in use, %d borrowed", p.cfg.Account, p.guarQOS, p.weight, strings.Join(parts, "; "), n.inUseTotal, p.cfg.Total(), n.borrowedTotal)
 		if st.BackingOff > 0 {
 			st.Summary += fmt.Sprintf("; %d job(s) a claim took back wait out their reclaim backoff", st.BackingOff)
 		}

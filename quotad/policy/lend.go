@@ -60,6 +60,7 @@ func lend(c *cycle, in settled, log *journal) lent {
 		return kept
 	}
 	for _, p := range lg.books.projects {
+		n := lg.books.counts[p]
 		var kept []*Job
 		for _, j := range in.candidates[p] {
 			need := c.needs[j]
@@ -68,14 +69,14 @@ func lend(c *cycle, in settled, log *journal) lent {
 				lg.log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
 			case in.unaccountedText(p) != "":
 				log.say(j, CodeUnaccounted, "waits: it is not lent: %s", in.unaccountedText(p))
-			case p.fits(need):
-				lg.log.say(j, CodeGuaranteeHasRoom, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
+			case n.fits(need):
+				lg.log.say(j, CodeGuaranteeHasRoom, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, n.quotaText(need), p.guarQOS)
 			case !j.Requeueable():
-				lg.log.say(j, CodeNotRequeueable, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
+				lg.log.say(j, CodeNotRequeueable, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, n.quotaUsage(need), j.whyNotRequeueable())
 			case c.backingOff(j):
-				lg.log.say(j, CodeReclaimBackoff, "waits for %s's guarantee in %s: %s; %s", p.cfg.Account, p.guarQOS, p.quotaUsage(need), c.backoffs[j.ID].text())
+				lg.log.say(j, CodeReclaimBackoff, "waits for %s's guarantee in %s: %s; %s", p.cfg.Account, p.guarQOS, n.quotaUsage(need), c.backoffs[j.ID].text())
 			case c.holdMoves != "":
-				log.say(j, CodeMovesHeld, "waits: %s; %s", p.quotaUsage(need), c.holdMoves)
+				log.say(j, CodeMovesHeld, "waits: %s; %s", n.quotaUsage(need), c.holdMoves)
 			case in.noLends != "":
 				log.say(j, CodeNoLends, "waits: nothing is lent this cycle: %s", in.noLends)
 			default:
@@ -98,7 +99,7 @@ func lend(c *cycle, in settled, log *journal) lent {
 			if !ok {
 				continue
 			}
-			d := share.deficit(q.p, pl.gpus)
+			d := share.deficit(lg.books.counts[q.p], pl.gpus)
 			if bestQ == nil || d > bestDeficit || (d == bestDeficit && q.p.usage/q.p.weight < bestQ.p.usage/bestQ.p.weight) {
 				bestQ, bestPl, bestDeficit = q, pl, d
 			}
@@ -119,7 +120,7 @@ func lend(c *cycle, in settled, log *journal) lent {
 			lg.books.arrayStarted[j.ArrayJobID]++
 		}
 		lg.invalidateHeads(best, bestPl)
-		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
+		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", lg.books.counts[best].quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
 		to := c.cfg.Settings.BorrowTierQOSName(best.cfg.Account, sum(bestPl.gpus))
 		terms := c.reclaimTerms(best)
@@ -295,7 +296,7 @@ func (lg *lending) head(q *lendQueue) (placement, bool) {
 			return pl, true
 		}
 		// The record's other tasks ask for the same and would not fit either.
-		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), joinProblems(pl.problems))
+		why := fmt.Sprintf("%s; %s", lg.books.counts[p].quotaUsage(need), joinProblems(pl.problems))
 		if j.tasks() == 1 {
 			lg.log.say(j, pl.problems[0].code, "waits: %s", why)
 		} else {

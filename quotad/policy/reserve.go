@@ -19,6 +19,7 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 	books := in.books
 	for _, j := range in.inQuotaPending {
 		p := books.projectOfJob[j]
+		n := books.counts[p]
 		need := c.needs[j]
 		if why := j.notStartable(); why != "" {
 			log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
@@ -29,25 +30,25 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 				p.guarQOS, j.ArrayThrottle, j.ArrayThrottle, books.arrayStarted[j.ArrayJobID])
 			continue
 		}
-		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, p.quotaText(need), j.Reason)
+		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, n.quotaText(need), j.Reason)
 		if !waitingForNodes[j.Reason] {
 			log.say(j, CodeWaitsInQuota, "%s", base)
 			continue
 		}
-		if !p.fitsReserved(need) {
+		if !n.fitsReserved(need) {
 			// Over its guarantee, but Slurm has not marked it QOSGrpGRES yet (it stopped at a
 			// job before it): it cannot start in its QOS, so it keeps nothing.
-			log.say(j, CodeOverQuotaUnmarked, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
+			log.say(j, CodeOverQuotaUnmarked, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, n.quotaText(need), gpuList(n.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
 			continue
 		}
-		p.claiming, p.claimPriority = true, max(p.claimPriority, j.Priority)
+		n.claiming, n.claimPriority = true, max(n.claimPriority, j.Priority)
 		// Each task of an array record that fits the guarantee keeps its GPUs.
 		kept, keptTasks, lastPart := map[string]int{}, 0, ""
 		for i := range j.tasks() {
-			if i > 0 && !p.fitsReserved(need) {
+			if i > 0 && !n.fitsReserved(need) {
 				break
 			}
-			p.reserve(need)
+			n.reserve(need)
 			pl, ok := books.place(j, need, nil, books.keptForOwners)
 			if !ok {
 				break

@@ -74,7 +74,8 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee, kept back already", p.cfg.Account)
 		case qos == p.guarQOS:
 			keptBack[p] = true
-			kept := books.keepBack(func(t string) int { return p.guaranteeRoom(t) - p.reserved[t] }, p.cfg.Total()-p.inUseTotal-sum(p.reserved))
+			n := books.counts[p]
+			kept := books.keepBack(func(t string) int { return n.guaranteeRoom(t) - n.reserved[t] }, p.cfg.Total()-n.inUseTotal-sum(n.reserved))
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))
 		default:
 			kept := books.keepBack(func(t string) int { return min(books.borrowRoom(p, t), books.lendRoom(t, books.keptForOwners)) }, books.borrowRoom(p, ""))
