@@ -13,9 +13,10 @@ import (
 // Settings.MaxSnapshotAge; otherwise the plan has Acting=false, no actions, and Notes say why.
 //
 // The steps run in the order written here, and each takes what the step before it handed on:
-// the GPU books (a *ledger, the one thing that changes as the cycle goes) inside the previous
-// step's result, plus what that step decided. So two steps cannot be swapped without the
-// compiler saying so. Moves are planned only when nothing needs syncing, so they rest on QOS
+// the GPU books (a *ledger: the projects' fixed facts, and the counts that change as the cycle
+// goes) inside the previous step's result, plus what that step decided. So two steps cannot be
+// swapped without the compiler saying so. Each step's result holds what it explained (its
+// journal, said), and the plan keeps, for each job, the last step's explanation. Moves are planned only when nothing needs syncing, so they rest on QOS
 // that already match the table.
 func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	plan, _ := buildPlan(cfg, snap, now)
@@ -45,25 +46,27 @@ func buildPlan(cfg *Config, snap *Snapshot, now time.Time) (*Plan, *ledger) {
 		plan.Notes = append(plan.Notes, "no job moves this cycle: "+c.holdMoves)
 	}
 	books := newLedger(c)
-	log := newJournal(books.projectOfJob)
-	counted := classify(c, books, log)
-	reserved := reserveInQuota(c, counted, log)
-	worst := countUnreadable(c, reserved, log)
-	settled := settleBorrowers(c, worst, log)
-	lent := lend(c, settled, log)
+	counted := classify(c, books)
+	reserved := reserveInQuota(c, counted)
+	worst := countUnreadable(c, reserved)
+	settled := settleBorrowers(c, worst)
+	lent := lend(c, settled)
 	order := reclaimOrderOf(lent.books)
-	explainRunning(c, lent, order, log)
+	running := explainRunning(c, lent, order)
 
 	plan.QOS = syncQOS(cfg, structure, order)
 	plan.Accounts, plan.Users = structure.accounts, structure.users
 	plan.Notes = append(plan.Notes, structure.notes...)
-	adopted := adoptStrays(c, counted, log)
-	plan.Moves = slices.Concat(adopted, settled.returns, lent.lends)
-	slices.Sort(log.notes) // the plan must not depend on the snapshot's job order
-	plan.Notes = append(plan.Notes, log.notes...)
+	adopted := adoptStrays(c, counted)
+	plan.Moves = slices.Concat(adopted.moves, settled.returns, lent.lends)
+	// Each job's explanation is the last of the steps that explained it, in the order they ran:
+	// a later step decided more about it.
+	said := merged(counted.said, reserved.said, worst.said, settled.said, lent.said, running, adopted.said)
+	slices.Sort(said.notes) // the plan must not depend on the snapshot's job order
+	plan.Notes = append(plan.Notes, said.notes...)
 	plan.Projects = projectStatuses(c, lent.books)
 	plan.Types = typeStatuses(c, lent.books)
-	plan.Jobs = log.jobExplanations()
+	plan.Jobs = said.jobExplanations()
 	return plan, books
 }
 

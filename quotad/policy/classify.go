@@ -22,12 +22,14 @@ type counted struct {
 	arrayRecords map[uint32]int
 	// candidates are each project's over-quota pending jobs, in serving order: lend's input.
 	candidates map[*project][]*Job
+	said       *journal // what classify explained: jobs it leaves alone, guaranteed ones running
 }
 
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the
 // later steps work on.
-func classify(c *cycle, books *ledger, log *journal) counted {
-	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}}
+func classify(c *cycle, books *ledger) counted {
+	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}, said: newJournal(books.projectOfJob)}
+	log := out.said
 	for _, n := range books.formerNotes {
 		log.note(n)
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -19,8 +20,9 @@ func (c *cycle) workerOf(j *Job) string {
 	return "elastic worker"
 }
 
-// journal is what the steps say: one explanation per job (a later step's replaces an earlier
-// one's) and the plan's notes. No step reads it; the plan is made from it at the end.
+// journal is what one step says: its explanation of each job it decided (its last, where it
+// spoke of a job twice) and its notes. Each step returns its own; no step reads one, and
+// BuildPlan merges them (merged) into the plan's.
 type journal struct {
 	projectOfJob map[*Job]*project // to name a job's project (ledger.projectOfJob)
 	explain      map[uint32]*JobExplanation
@@ -40,6 +42,17 @@ func (log *journal) say(j *Job, code Code, format string, args ...any) {
 }
 
 func (log *journal) note(text string) { log.notes = append(log.notes, text) }
+
+// merged is the steps' journals as one, in the order given: a job's explanation is the last
+// step's that gave one, and the notes are all of theirs.
+func merged(steps ...*journal) *journal {
+	out := newJournal(nil)
+	for _, s := range steps {
+		maps.Copy(out.explain, s.explain)
+		out.notes = append(out.notes, s.notes...)
+	}
+	return out
+}
 
 func ordinal(n int) string {
 	switch {

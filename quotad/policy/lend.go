@@ -18,6 +18,7 @@ type arrayLends struct {
 type lent struct {
 	settled
 	lends []JobMove
+	said  *journal // what lend explained: each over-quota pending job
 }
 
 // lending is lend's working state: its input, each project's queue of candidates, the lends
@@ -48,7 +49,8 @@ type lendQueue struct {
 // lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
 // projects whose next job can borrow, the one furthest below its weighted fair share of the
 // lendable GPUs goes first.
-func lend(c *cycle, in settled, log *journal) lent {
+func lend(c *cycle, in settled) lent {
+	log := newJournal(in.books.projectOfJob)
 	lg := &lending{c: c, in: in, books: in.books, log: log, arrays: map[*Job]*arrayLends{}}
 	keptMemo := map[string]int{}
 	lg.kept = func(t string) int {
@@ -106,7 +108,7 @@ func lend(c *cycle, in settled, log *journal) lent {
 		}
 		whole = nil
 		if bestQ == nil {
-			return lent{settled: in, lends: lg.moves}
+			return lent{settled: in, lends: lg.moves, said: log}
 		}
 		best := bestQ.p
 		j, task := bestQ.candidates[bestQ.next], bestQ.nextTask

@@ -86,9 +86,10 @@ func (pc *projectCounts) excess() int {
 }
 
 // explainRunning says for each started borrower whether, by whom and in which order it can be
-// reclaimed now.
-func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
+// reclaimed now, and returns what it said.
+func explainRunning(c *cycle, in lent, order reclaimOrder) *journal {
 	books := in.books
+	log := newJournal(books.projectOfJob)
 	// Who could reclaim a type: the projects with unused guarantee of it, found once.
 	reclaimers := map[string][]string{}
 	for _, t := range append([]string{""}, c.types...) {
@@ -172,6 +173,7 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 		}
 		log.say(j, CodeReclaimable, "%s: %s; %s; %s; %s (it is a batch job with Requeue=1), so it runs again later. %s", subject, loses, when, who, reclaimWindow(c.cfg.Settings.GraceTime), workSurvives)
 	}
+	return log
 }
 
 // workSurvives tells a borrower how its work outlives a reclaim, and what it must do for it.

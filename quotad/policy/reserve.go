@@ -11,12 +11,16 @@ var waitingForNodes = map[string]bool{"Resources": true, "Priority": true, "None
 
 // reserved is what reserveInQuota hands on: classify's lists, and books whose idle capacity
 // no longer holds the GPUs kept for in-quota jobs (and whose projects count them as reserved).
-type reserved struct{ counted }
+type reserved struct {
+	counted
+	said *journal // what reserveInQuota explained: each in-quota pending job
+}
 
 // reserveInQuota keeps idle GPUs for pending jobs within their guarantee: lending them would
 // only have Slurm preempt the borrower at once.
-func reserveInQuota(c *cycle, in counted, log *journal) reserved {
+func reserveInQuota(c *cycle, in counted) reserved {
 	books := in.books
+	log := newJournal(books.projectOfJob)
 	for _, j := range in.inQuotaPending {
 		p := books.projectOfJob[j]
 		n := books.counts[p]
@@ -66,5 +70,5 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 			log.say(j, CodeWaitsInQuota, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
 		}
 	}
-	return reserved{in}
+	return reserved{counted: in, said: log}
 }

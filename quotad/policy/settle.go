@@ -11,6 +11,7 @@ import (
 type settled struct {
 	atWorst
 	returns []JobMove
+	said    *journal // what settleBorrowers explained: each pending borrower
 }
 
 // settling is settleBorrowers' working state: its input and the returns planned so far.
@@ -24,8 +25,9 @@ type settling struct {
 // settleBorrowers decides each pending job in the borrow QOS, task by task for an array
 // record: back to its guaranteed QOS when that has room again or when it may no longer borrow,
 // else it keeps its promised GPUs.
-func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
+func settleBorrowers(c *cycle, in atWorst) settled {
 	s := &settling{c: c, in: in, books: in.books}
+	log := newJournal(in.books.projectOfJob)
 	for _, j := range in.borrowPending {
 		if j.tasks() == 1 {
 			code, text := s.settleTask(j, 0)
@@ -48,7 +50,7 @@ func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
 		}
 		log.say(j, order[0], "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
 	}
-	return settled{atWorst: in, returns: s.moves}
+	return settled{atWorst: in, returns: s.moves, said: log}
 }
 
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).

@@ -41,13 +41,15 @@ type atWorst struct {
 	reserved
 	unaccounted map[*project]uint32
 	noLends     string
+	said        *journal // what countUnreadable explained: each unreadable job
 }
 
 // countUnreadable applies the rule above, after reserveInQuota: the GPUs kept back come after
 // those of the readable in-quota jobs, which start first.
-func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
+func countUnreadable(c *cycle, in reserved) atWorst {
 	books := in.books
-	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}}
+	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}, said: newJournal(books.projectOfJob)}
+	log := out.said
 	keptBack := map[*project]bool{}
 	for i := range c.snap.Unreadable {
 		u, j := &c.snap.Unreadable[i], &c.unreadable[i]
