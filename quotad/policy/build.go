@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -214,6 +215,21 @@ func newLedger(c *cycle) *ledger {
 	l.nodes, l.total, l.idleStart = newIdleNodes(c.snap.Nodes)
 	l.former, l.formerNotes = formerBorrowQOSOf(l)
 	return l
+}
+
+// withOwnCounts is l with a copy of its counts (each project's, what is lent, the arrays'
+// started tasks), for a step that changes them: the step's result holds the copy, and the books
+// it was handed stay as the step before left them. The facts are shared, being read only, and
+// so are the idle nodes: each step takes off them what it places or keeps, for the next.
+func (l *ledger) withOwnCounts() *ledger {
+	next := *l
+	next.counts = make(map[*project]*projectCounts, len(l.counts))
+	for p, n := range l.counts {
+		next.counts[p] = n.clone()
+	}
+	next.lent = clone(l.lent)
+	next.arrayStarted = maps.Clone(l.arrayStarted)
+	return &next
 }
 
 // projectOf is the project whose quota covers account (see accountTree), or nil.

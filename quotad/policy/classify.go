@@ -10,10 +10,10 @@ import (
 // and the pending jobs sorted into the lists the later steps work on (each project's over-quota
 // candidates among them).
 type counted struct {
-	books          *ledger
-	inQuotaPending []*Job // pending in a guaranteed QOS, not (yet) marked over quota
-	borrowPending  []*Job // pending in a borrow or elastic QOS
-	borrowRunning  []*Job // holding GPUs in a borrow or elastic QOS
+	books          *ledger // with classify's counts: what GPU jobs hold and want
+	inQuotaPending []*Job  // pending in a guaranteed QOS, not (yet) marked over quota
+	borrowPending  []*Job  // pending in a borrow or elastic QOS
+	borrowRunning  []*Job  // holding GPUs in a borrow or elastic QOS
 	// strays are pending in a QOS that is not their project's and that their association no
 	// longer allows (submitted before quotad gave the account its QOS): adopt moves them.
 	strays []*Job
@@ -28,6 +28,7 @@ type counted struct {
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the
 // later steps work on.
 func classify(c *cycle, books *ledger) counted {
+	books = books.withOwnCounts()
 	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}, said: newJournal(books.projectOfJob)}
 	log := out.said
 	for _, n := range books.formerNotes {

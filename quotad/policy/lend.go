@@ -17,6 +17,7 @@ type arrayLends struct {
 // lent is what lend hands on: the books with every lend counted, and the lends it planned.
 type lent struct {
 	settled
+	books *ledger // the counts before, and every lend borrowed and lent
 	lends []JobMove
 	said  *journal // what lend explained: each over-quota pending job
 }
@@ -51,7 +52,7 @@ type lendQueue struct {
 // lendable GPUs goes first.
 func lend(c *cycle, in settled) lent {
 	log := newJournal(in.books.projectOfJob)
-	lg := &lending{c: c, in: in, books: in.books, log: log, arrays: map[*Job]*arrayLends{}}
+	lg := &lending{c: c, in: in, books: in.books.withOwnCounts(), log: log, arrays: map[*Job]*arrayLends{}}
 	keptMemo := map[string]int{}
 	lg.kept = func(t string) int {
 		kept, ok := keptMemo[t]
@@ -108,7 +109,7 @@ func lend(c *cycle, in settled) lent {
 		}
 		whole = nil
 		if bestQ == nil {
-			return lent{settled: in, lends: lg.moves, said: log}
+			return lent{settled: in, books: lg.books, lends: lg.moves, said: log}
 		}
 		best := bestQ.p
 		j, task := bestQ.candidates[bestQ.next], bestQ.nextTask

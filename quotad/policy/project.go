@@ -42,6 +42,16 @@ type projectCounts struct {
 	claimPriority int64
 }
 
+// clone is a copy of pc that shares nothing with it.
+func (pc *projectCounts) clone() *projectCounts {
+	out := *pc
+	out.inUse, out.borrowed, out.elastic, out.pending = clone(pc.inUse), clone(pc.borrowed), clone(pc.elastic), clone(pc.pending)
+	if pc.reserved != nil {
+		out.reserved = clone(pc.reserved)
+	}
+	return &out
+}
+
 // newProjects makes the facts of the table's projects, sorted by account, and finds them by
 // account: the one place facts are written.
 func newProjects(c *cycle) ([]*project, map[string]*project) {

@@ -13,13 +13,14 @@ var waitingForNodes = map[string]bool{"Resources": true, "Priority": true, "None
 // no longer holds the GPUs kept for in-quota jobs (and whose projects count them as reserved).
 type reserved struct {
 	counted
-	said *journal // what reserveInQuota explained: each in-quota pending job
+	books *ledger  // classify's counts and the GPUs reserved, claims found
+	said  *journal // what reserveInQuota explained: each in-quota pending job
 }
 
 // reserveInQuota keeps idle GPUs for pending jobs within their guarantee: lending them would
 // only have Slurm preempt the borrower at once.
 func reserveInQuota(c *cycle, in counted) reserved {
-	books := in.books
+	books := in.books.withOwnCounts()
 	log := newJournal(books.projectOfJob)
 	for _, j := range in.inQuotaPending {
 		p := books.projectOfJob[j]
@@ -70,5 +71,5 @@ func reserveInQuota(c *cycle, in counted) reserved {
 			log.say(j, CodeWaitsInQuota, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
 		}
 	}
-	return reserved{counted: in, said: log}
+	return reserved{counted: in, books: books, said: log}
 }

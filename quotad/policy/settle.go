@@ -10,6 +10,7 @@ import (
 // returns it planned.
 type settled struct {
 	atWorst
+	books   *ledger // the counts before, and each borrower kept (borrowed) or returned (in use)
 	returns []JobMove
 	said    *journal // what settleBorrowers explained: each pending borrower
 }
@@ -26,7 +27,7 @@ type settling struct {
 // record: back to its guaranteed QOS when that has room again or when it may no longer borrow,
 // else it keeps its promised GPUs.
 func settleBorrowers(c *cycle, in atWorst) settled {
-	s := &settling{c: c, in: in, books: in.books}
+	s := &settling{c: c, in: in, books: in.books.withOwnCounts()}
 	log := newJournal(in.books.projectOfJob)
 	for _, j := range in.borrowPending {
 		if j.tasks() == 1 {
@@ -50,7 +51,7 @@ func settleBorrowers(c *cycle, in atWorst) settled {
 		}
 		log.say(j, order[0], "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
 	}
-	return settled{atWorst: in, returns: s.moves, said: log}
+	return settled{atWorst: in, books: s.books, returns: s.moves, said: log}
 }
 
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).
