@@ -9,8 +9,9 @@ import "fmt"
 // the project's guarantee and its limits. In the guaranteed QOS it runs, or is lent, as any
 // job submitted since. Run only on a synced cycle (classify keeps no strays otherwise), so the
 // guaranteed QOS exists.
-func adoptStrays(c *cycle, in counted, log *journal) []JobMove {
+func adoptStrays(c *cycle, in counted) adopted {
 	var moves []JobMove
+	log := newJournal(in.books.projectOfJob)
 	for _, j := range in.strays {
 		p := in.books.projectOfJob[j]
 		why := fmt.Sprintf("it waits in QOS %s, which account %s no longer allows since slurmbridge manages its QOS (it was submitted before): it would never start there, and %s's guarantee would not count it", j.QOS, j.Account, p.cfg.Account)
@@ -23,5 +24,11 @@ func adoptStrays(c *cycle, in counted, log *journal) []JobMove {
 		}
 		log.say(j, CodeAdopted, "moves from %s to %s's guaranteed QOS %s: %s", j.QOS, p.cfg.Account, p.guarQOS, why)
 	}
-	return moves
+	return adopted{moves: moves, said: log}
+}
+
+// adopted is what adoptStrays hands on: the moves it planned, and what it said of each stray.
+type adopted struct {
+	moves []JobMove
+	said  *journal
 }

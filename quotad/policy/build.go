@@ -2,8 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/pools"
@@ -14,19 +14,26 @@ import (
 // Settings.MaxSnapshotAge; otherwise the plan has Acting=false, no actions, and Notes say why.
 //
 // The steps run in the order written here, and each takes what the step before it handed on:
-// the GPU books (a *ledger, the one thing that changes as the cycle goes) inside the previous
-// step's result, plus what that step decided. So two steps cannot be swapped without the
-// compiler saying so. Moves are planned only when nothing needs syncing, so they rest on QOS
+// the GPU books (a *ledger: the projects' fixed facts, and the counts that change as the cycle
+// goes) inside the previous step's result, plus what that step decided. So two steps cannot be
+// swapped without the compiler saying so. Each step's result holds what it explained (its
+// journal, said), and the plan keeps, for each job, the last step's explanation. Moves are planned only when nothing needs syncing, so they rest on QOS
 // that already match the table.
 func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
+	plan, _ := buildPlan(cfg, snap, now)
+	return plan
+}
+
+// buildPlan is BuildPlan, and the books it ended with (nil when it did not act), for the tests.
+func buildPlan(cfg *Config, snap *Snapshot, now time.Time) (*Plan, *ledger) {
 	plan := &Plan{}
 	if err := cfg.Validate(); err != nil {
 		plan.Notes = append(plan.Notes, "quota table is invalid, nothing is done: "+err.Error())
-		return plan
+		return plan, nil
 	}
 	if note, fresh := freshness(snap.TakenAt, now, cfg.Settings.SnapshotMaxAge()); !fresh {
 		plan.Notes = append(plan.Notes, note)
-		return plan
+		return plan, nil
 	}
 	plan.Acting = true
 	plan.Unreadable = slices.Clone(snap.Unreadable)
@@ -40,26 +47,28 @@ func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 		plan.Notes = append(plan.Notes, "no job moves this cycle: "+c.holdMoves)
 	}
 	books := newLedger(c)
-	log := newJournal(books.projectOfJob)
-	counted := classify(c, books, log)
-	reserved := reserveInQuota(c, counted, log)
-	worst := countUnreadable(c, reserved, log)
-	settled := settleBorrowers(c, worst, log)
-	lent := lend(c, settled, log)
+	counted := classify(c, books)
+	reserved := reserveInQuota(c, counted)
+	worst := countUnreadable(c, reserved)
+	settled := settleBorrowers(c, worst)
+	lent := lend(c, settled)
 	order := reclaimOrderOf(lent.books)
-	explainRunning(c, lent, order, log)
+	running := explainRunning(c, lent, order)
 
 	plan.QOS = syncQOS(cfg, structure, order)
 	plan.Accounts, plan.Users = structure.accounts, structure.users
 	plan.Notes = append(plan.Notes, structure.notes...)
-	adopted := adoptStrays(c, counted, log)
-	plan.Moves = slices.Concat(adopted, settled.returns, lent.lends)
-	slices.Sort(log.notes) // the plan must not depend on the snapshot's job order
-	plan.Notes = append(plan.Notes, log.notes...)
+	adopted := adoptStrays(c, counted)
+	plan.Moves = slices.Concat(adopted.moves, settled.returns, lent.lends)
+	// Each job's explanation is the last of the steps that explained it, in the order they ran:
+	// a later step decided more about it.
+	said := merged(counted.said, reserved.said, worst.said, settled.said, lent.said, running, adopted.said)
+	slices.Sort(said.notes) // the plan must not depend on the snapshot's job order
+	plan.Notes = append(plan.Notes, said.notes...)
 	plan.Projects = projectStatuses(c, lent.books)
 	plan.Types = typeStatuses(c, lent.books)
-	plan.Jobs = log.jobExplanations()
-	return plan
+	plan.Jobs = said.jobExplanations()
+	return plan, books
 }
 
 // freshness refuses snapshots that are old, undated or from the future (a clock step).
@@ -125,13 +134,16 @@ func newCycle(cfg *Config, snap *Snapshot, types []string, now time.Time) *cycle
 	return c
 }
 
-// ledger is the GPU books of one plan: what each project holds, borrows and has kept for it,
-// the idle capacity not yet promised, and what is lent. It is the only thing the steps change,
-// and it passes from one step to the next inside each step's result.
+// ledger is the GPU books of one plan: the projects' facts (read only) and, changing as the
+// steps go, what each project holds, borrows and has kept for it (counts), the idle capacity
+// not yet promised, and what is lent. It passes from one step to the next inside each step's
+// result.
 type ledger struct {
 	c         *cycle
-	projects  []*project // sorted by account
+	projects  []*project // the projects' facts (newProjects), sorted by account
 	byAccount map[string]*project
+	// counts are what the steps count for each project (projectCounts).
+	counts map[*project]*projectCounts
 	// borrowOf is every borrow QOS name of the cycle (size tiers and protected QOS too, those the
 	// table dropped included) → its project; nil: known not one. Filled whole by newLedger.
 	borrowOf  map[string]*project
@@ -158,30 +170,22 @@ type ledger struct {
 func newLedger(c *cycle) *ledger {
 	l := &ledger{
 		c:            c,
-		byAccount:    map[string]*project{},
 		borrowOf:     map[string]*project{},
 		elasticOf:    map[string]*project{},
 		byQOS:        map[string]*project{},
 		lent:         map[string]int{},
 		arrayStarted: map[uint32]int{},
 	}
+	l.projects, l.byAccount = newProjects(c)
+	l.counts = make(map[*project]*projectCounts, len(l.projects))
+	for _, p := range l.projects {
+		l.counts[p] = newProjectCounts(p)
+	}
 	for _, pc := range c.cfg.Projects {
-		p := &project{
-			cfg:        pc,
-			guarQOS:    c.cfg.Settings.GuaranteedQOSName(pc.Account),
-			borrowQOS:  c.cfg.Settings.BorrowQOSName(pc.Account),
-			elasticQOS: c.cfg.Settings.ElasticQOSName(pc.Account),
-			weight:     pc.ShareWeight(),
-			inUse:      map[string]int{},
-			borrowed:   map[string]int{},
-			elastic:    map[string]int{},
-			pending:    map[string]int{},
-		}
-		l.projects = append(l.projects, p)
+		p := l.byAccount[pc.Account]
 		if len(pc.LendLimitByType) > 0 {
 			l.limited = append(l.limited, p)
 		}
-		l.byAccount[pc.Account] = p
 		for _, q := range c.cfg.Settings.BorrowQOSNames(pc.Account) {
 			l.borrowOf[q] = p
 		}
@@ -208,17 +212,24 @@ func newLedger(c *cycle) *ledger {
 	for i := range c.unreadable {
 		l.projectOfJob[&c.unreadable[i]] = l.jobProject(&c.unreadable[i])
 	}
-	sort.Slice(l.projects, func(a, b int) bool { return l.projects[a].cfg.Account < l.projects[b].cfg.Account })
-	// A project's usage is its whole subtree's, as its quota covers the subtree.
-	for acct, u := range c.snap.Usage {
-		if p := l.projectOf(acct); p != nil {
-			p.usage += u
-		}
-	}
-	l.weighByDecayedUsage()
 	l.nodes, l.total, l.idleStart = newIdleNodes(c.snap.Nodes)
 	l.former, l.formerNotes = formerBorrowQOSOf(l)
 	return l
+}
+
+// withOwnCounts is l with a copy of its counts (each project's, what is lent, the arrays'
+// started tasks), for a step that changes them: the step's result holds the copy, and the books
+// it was handed stay as the step before left them. The facts are shared, being read only, and
+// so are the idle nodes: each step takes off them what it places or keeps, for the next.
+func (l *ledger) withOwnCounts() *ledger {
+	next := *l
+	next.counts = make(map[*project]*projectCounts, len(l.counts))
+	for p, n := range l.counts {
+		next.counts[p] = n.clone()
+	}
+	next.lent = clone(l.lent)
+	next.arrayStarted = maps.Clone(l.arrayStarted)
+	return &next
 }
 
 // projectOf is the project whose quota covers account (see accountTree), or nil.
@@ -292,9 +303,10 @@ func (l *ledger) charge(b borrowCharge) {
 	if b.by == nil {
 		return
 	}
-	b.by.borrow(b.gpus)
+	by := l.counts[b.by]
+	by.borrow(b.gpus)
 	if b.elastic {
-		addAll(b.by.elastic, b.gpus)
+		addAll(by.elastic, b.gpus)
 	}
 }
 

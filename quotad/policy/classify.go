@@ -10,10 +10,10 @@ import (
 // and the pending jobs sorted into the lists the later steps work on (each project's over-quota
 // candidates among them).
 type counted struct {
-	books          *ledger
-	inQuotaPending []*Job // pending in a guaranteed QOS, not (yet) marked over quota
-	borrowPending  []*Job // pending in a borrow or elastic QOS
-	borrowRunning  []*Job // holding GPUs in a borrow or elastic QOS
+	books          *ledger // with classify's counts: what GPU jobs hold and want
+	inQuotaPending []*Job  // pending in a guaranteed QOS, not (yet) marked over quota
+	borrowPending  []*Job  // pending in a borrow or elastic QOS
+	borrowRunning  []*Job  // holding GPUs in a borrow or elastic QOS
 	// strays are pending in a QOS that is not their project's and that their association no
 	// longer allows (submitted before quotad gave the account its QOS): adopt moves them.
 	strays []*Job
@@ -22,12 +22,15 @@ type counted struct {
 	arrayRecords map[uint32]int
 	// candidates are each project's over-quota pending jobs, in serving order: lend's input.
 	candidates map[*project][]*Job
+	said       *journal // what classify explained: jobs it leaves alone, guaranteed ones running
 }
 
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the
 // later steps work on.
-func classify(c *cycle, books *ledger, log *journal) counted {
-	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}}
+func classify(c *cycle, books *ledger) counted {
+	books = books.withOwnCounts()
+	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}, said: newJournal(books.projectOfJob)}
+	log := out.said
 	for _, n := range books.formerNotes {
 		log.note(n)
 	}
@@ -56,10 +59,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 				books.charge(borrowCharge{by: p, gpus: held, elastic: books.isElastic(j)})
 				out.borrowRunning = append(out.borrowRunning, j)
 			case p != nil && qos == p.guarQOS:
-				for t, n := range held {
-					p.inUse[t] += n
-					p.inUseTotal += n
-				}
+				books.counts[p].use(held)
 				log.say(j, CodeInQuota, "runs within %s's guarantee in %s (%s): it is never reclaimed", p.cfg.Account, p.guarQOS, gpuList(held))
 			case p == nil:
 				log.say(j, CodeNoQuota, "runs in account %s, which has no quota and is under no project: quotad does not manage it", j.Account)
@@ -74,7 +74,7 @@ func classify(c *cycle, books *ledger, log *journal) counted {
 				if j.ArrayJobID != 0 {
 					out.arrayRecords[j.ArrayJobID]++
 				}
-				addAll(p.pending, scaled(need, j.tasks()))
+				addAll(books.counts[p].pending, scaled(need, j.tasks()))
 				if c.reasons[j.Reason] {
 					out.candidates[p] = append(out.candidates[p], j)
 				} else {

@@ -30,10 +30,15 @@
 //
 // BuildPlan (build.go) calls the steps in order, each in a file named for it, and each takes
 // the previous step's result and returns its own, so the order is written once and two steps
-// cannot be swapped unnoticed. The GPU books (ledger: what each project holds, the idle
-// capacity not yet promised, what is lent) pass from step to step inside those results; the
-// cycle (table, snapshot, each job's need) is read-only; the journal collects what the steps
-// say and is read by none of them.
+// cannot be swapped unnoticed. The cycle (table, snapshot, each job's need and project) is
+// read-only. A project's facts (project: its table entry, QOS names, weight, usage) are set
+// once by newProjects and read by every step (TestFactsStayFixed); what the steps count
+// (projectCounts: GPUs held, borrowed, pending, reserved, claiming; what is lent) travels in
+// the GPU books (ledger) inside each result, and a step that changes the counts works on its
+// own copy, so the books a step was handed stay as the step before left them. The idle nodes
+// are the one part the steps share and take GPUs off in place. Each step returns what it said
+// of jobs (its said journal); BuildPlan merges them in step order, the later step's word on a
+// job standing.
 //
 //	classify.go    → counted: what jobs hold, pending jobs sorted into lists
 //	reserve.go     → reserved: idle GPUs kept for in-quota jobs
@@ -44,6 +49,7 @@
 //	reclaim.go     → the order in which Slurm may take borrowers back, and what running
 //	                 borrowers are told
 //
-// explain.go turns the journal and the books into the plan's per-job texts and status tables.
+// explain.go turns the merged journal and the last books into the plan's per-job texts and
+// status tables.
 // project.go holds a project's guarantee arithmetic, counts.go the GPU-count map helpers.
 package policy

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -19,8 +20,9 @@ func (c *cycle) workerOf(j *Job) string {
 	return "elastic worker"
 }
 
-// journal is what the steps say: one explanation per job (a later step's replaces an earlier
-// one's) and the plan's notes. No step reads it; the plan is made from it at the end.
+// journal is what one step says: its explanation of each job it decided (its last, where it
+// spoke of a job twice) and its notes. Each step returns its own; no step reads one, and
+// BuildPlan merges them (merged) into the plan's.
 type journal struct {
 	projectOfJob map[*Job]*project // to name a job's project (ledger.projectOfJob)
 	explain      map[uint32]*JobExplanation
@@ -40,6 +42,17 @@ func (log *journal) say(j *Job, code Code, format string, args ...any) {
 }
 
 func (log *journal) note(text string) { log.notes = append(log.notes, text) }
+
+// merged is the steps' journals as one, in the order given: a job's explanation is the last
+// step's that gave one, and the notes are all of theirs.
+func merged(steps ...*journal) *journal {
+	out := newJournal(nil)
+	for _, s := range steps {
+		maps.Copy(out.explain, s.explain)
+		out.notes = append(out.notes, s.notes...)
+	}
+	return out
+}
 
 func ordinal(n int) string {
 	switch {
@@ -66,14 +79,15 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 		}
 	}
 	for _, p := range books.projects {
+		n := books.counts[p]
 		st := ProjectStatus{Account: p.cfg.Account, GuaranteedQOS: p.guarQOS, Weight: p.weight, Usage: p.usage, BackingOff: backingOff[p]}
 		types := slices.Clone(c.types)
-		if p.inUse[""]+p.borrowed[""]+p.pending[""] > 0 {
+		if n.inUse[""]+n.borrowed[""]+n.pending[""] > 0 {
 			types = append([]string{""}, types...)
 		}
 		var parts []string
 		for _, t := range types {
-			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: p.inUse[t], Borrowed: p.borrowed[t], Elastic: p.elastic[t], Pending: p.pending[t], LendLimit: -1}
+			row := ProjectTypeStatus{Type: t, Guaranteed: p.cfg.GPUs[t], InUse: n.inUse[t], Borrowed: n.borrowed[t], Elastic: n.elastic[t], Pending: n.pending[t], LendLimit: -1}
 			if lim, ok := p.cfg.LendLimitByType[t]; ok {
 				row.LendLimit, row.KeptIdle = lim, min(books.keptFor(p, t), books.idleStart[t])
 			}
@@ -88,7 +102,7 @@ func projectStatuses(c *cycle, books *ledger) []ProjectStatus {
 			}
 			parts = append(parts, fmt.Sprintf("%s %d/%d guaranteed in use, %s, %d pending%s", typeName(t), row.InUse, row.Guaranteed, borrowed, row.Pending, lends))
 		}
-		st.Summary = fmt.Sprintf("%s (QOS %s, weight %g): %s; all types %d/%d guaranteed in use, %d borrowed", p.cfg.Account, p.guarQOS, p.weight, strings.Join(parts, "; "), p.inUseTotal, p.cfg.Total(), p.borrowedTotal)
+		st.Summary = fmt.Sprintf("%s (QOS %s, weight %g): %s; all types %d/%d guaranteed in use, %d borrowed", p.cfg.Account, p.guarQOS, p.weight, strings.Join(parts, "; "), n.inUseTotal, p.cfg.Total(), n.borrowedTotal)
 		if st.BackingOff > 0 {
 			st.Summary += fmt.Sprintf("; %d job(s) a claim took back wait out their reclaim backoff", st.BackingOff)
 		}

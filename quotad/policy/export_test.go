@@ -1,6 +1,10 @@
 package policy
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // What the tests in package policy_test need of the package's inside.
 
@@ -33,4 +37,38 @@ func Placeable(cfg *Config, snap *Snapshot, types []string, now time.Time, j *Jo
 // ReclaimSlots places projects on the reclaim order's scale (reclaimSlots).
 func ReclaimSlots(order, projects []string, was map[string]int, space int) map[string]int {
 	return reclaimSlots(order, projects, was, space)
+}
+
+// FactsWritten says which projects' facts (newProjects) a plan changed: each project's facts as
+// a fresh cycle makes them, and as they are after every step ran. A step must write none.
+func FactsWritten(cfg *Config, snap *Snapshot, now time.Time) []string {
+	before := newLedger(newCycle(cfg, snap, gpuTypes(cfg, snap), now))
+	was := map[string]string{}
+	for _, p := range before.projects {
+		was[p.cfg.Account] = p.factsText()
+	}
+	_, books := buildPlan(cfg, snap, now)
+	if books == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range books.projects {
+		if now := p.factsText(); now != was[p.cfg.Account] {
+			out = append(out, fmt.Sprintf("%s: %s, was %s", p.cfg.Account, now, was[p.cfg.Account]))
+		}
+	}
+	if len(books.projects) != len(before.projects) {
+		out = append(out, fmt.Sprintf("%d projects, was %d", len(books.projects), len(before.projects)))
+	}
+	return out
+}
+
+// factsText spells out every fact of p, the table's maps and pointers by value.
+func (p *project) factsText() string {
+	cfg, err := json.Marshal(p.cfg)
+	if err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("cfg=%s guarQOS=%q borrowQOS=%q elasticQOS=%q weight=%v usage=%v lendWeight=%v usageFactor=%v",
+		cfg, p.guarQOS, p.borrowQOS, p.elasticQOS, p.weight, p.usage, p.lendWeight, p.usageFactor)
 }

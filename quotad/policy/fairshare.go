@@ -21,18 +21,19 @@ type shares struct {
 // fair-share factor 2^(-U/S) of its decayed GPU usage, U its part of all projects' usage and S
 // its part of all weights, so a project that used twice its share of the cluster lately
 // counts a quarter of its weight. Without that order, or with no usage at all, the weight.
-func (l *ledger) weighByDecayedUsage() {
+// Part of newProjects: it writes facts.
+func weighByDecayedUsage(c *cycle, projects []*project) {
 	var used, weights float64
-	for _, p := range l.projects {
+	for _, p := range projects {
 		p.lendWeight, p.usageFactor = p.weight, 1
-		used += l.c.snap.DecayedUsage[p.cfg.Account]
+		used += c.snap.DecayedUsage[p.cfg.Account]
 		weights += p.weight
 	}
-	if !l.c.cfg.Settings.ByDecayedUsage() || used <= 0 || weights <= 0 {
+	if !c.cfg.Settings.ByDecayedUsage() || used <= 0 || weights <= 0 {
 		return
 	}
-	for _, p := range l.projects {
-		u, s := l.c.snap.DecayedUsage[p.cfg.Account]/used, p.weight/weights
+	for _, p := range projects {
+		u, s := c.snap.DecayedUsage[p.cfg.Account]/used, p.weight/weights
 		p.usageFactor = math.Exp2(-u / s)
 		p.lendWeight = p.weight * p.usageFactor
 	}
@@ -61,25 +62,25 @@ func (l *ledger) fairShares(queues []*lendQueue, kept keptIdle) shares {
 				}
 			}
 		}
-		for t, n := range p.borrowed {
+		for t, n := range l.counts[p].borrowed {
 			if n > 0 {
 				wants[t] = true
 			}
 		}
 		for _, t := range slices.Sorted(maps.Keys(wants)) {
-			s.pool[t] += float64(p.borrowed[t])
+			s.pool[t] += float64(l.counts[p].borrowed[t])
 			s.weights[t] += p.lendWeight
 		}
 	}
 	return s
 }
 
-// deficit is how far p is below its weighted fair share of the types in gpus; for a job of
-// several types, the smallest (the type where p is best served decides).
-func (s shares) deficit(p *project, gpus map[string]int) float64 {
+// deficit is how far a project is below its weighted fair share of the types in gpus; for a
+// job of several types, the smallest (the type where it is best served decides).
+func (s shares) deficit(n *projectCounts, gpus map[string]int) float64 {
 	first, d := true, 0.0
 	for _, t := range slices.Sorted(maps.Keys(gpus)) {
-		v := s.fair(p, t) - float64(p.borrowed[t])
+		v := s.fair(n.of, t) - float64(n.borrowed[t])
 		if first || v < d {
 			first, d = false, v
 		}

@@ -133,7 +133,8 @@ func formerBorrowQOSOf(l *ledger) (map[string]*formerQOS, []string) {
 // explainFormer says how a borrower running in former borrow QOS f may be reclaimed: by any
 // claim in the guaranteed QOS that keep it, whatever its project holds, as under the layout it
 // was lent in.
-func explainFormer(c *cycle, j *Job, p *project, f *formerQOS, log *journal) {
+func explainFormer(c *cycle, j *Job, n *projectCounts, f *formerQOS, log *journal) {
+	p := n.of
 	held := j.held()
 	exempt := j.StartTime.Add(f.qos.PreemptExemptTime)
 	when := "its PreemptExemptTime has passed"
@@ -143,5 +144,5 @@ func explainFormer(c *cycle, j *Job, p *project, f *formerQOS, log *journal) {
 	log.say(j, CodeReclaimable, "runs borrowed in %s (%s), a QOS the quota table does not name that %s preempted before quotad managed them (one borrow QOS shared by every project, of an older layout): "+
 		"quotad keeps it in those Preempt lists until no borrower runs in it, so that no claim waits on it. %s holds %s, and a pending job in any of those QOS may reclaim it whatever %s holds, "+
 		"Slurm taking the jobs of the lowest QOS Priority first (%s has %d); %s; %s (it is a batch job with Requeue=1), and quotad then moves it into %s's guaranteed QOS %s. %s",
-		j.QOS, gpuList(held), strings.Join(f.namedBy, ", "), p.cfg.Account, p.holdingText(), p.cfg.Account, j.QOS, f.qos.Priority, when, reclaimWindow(f.qos.GraceTime), p.cfg.Account, p.guarQOS, workSurvives)
+		j.QOS, gpuList(held), strings.Join(f.namedBy, ", "), p.cfg.Account, n.holdingText(), p.cfg.Account, j.QOS, f.qos.Priority, when, reclaimWindow(f.qos.GraceTime), p.cfg.Account, p.guarQOS, workSurvives)
 }

@@ -98,6 +98,17 @@ func randomCluster(tb testing.TB, seed uint64, nProjects, nPending int) (*policy
 	return cfg, snap
 }
 
+// TestFactsStayFixed checks that no step writes a project's facts: what the table and the
+// snapshot say of a project is the same after the plan as before it.
+func TestFactsStayFixed(t *testing.T) {
+	for seed := uint64(0); seed < 50; seed++ {
+		cfg, snap := randomCluster(t, seed, 8, 120)
+		if written := policy.FactsWritten(cfg, snap, policytest.T0); len(written) > 0 {
+			t.Fatalf("seed %d: a step wrote facts:\n%s", seed, strings.Join(written, "\n"))
+		}
+	}
+}
+
 // TestPlanInvariants checks, over many random clusters, what must hold for every plan.
 func TestPlanInvariants(t *testing.T) {
 	kinds := map[policy.MoveKind]int{}

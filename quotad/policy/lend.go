@@ -17,7 +17,9 @@ type arrayLends struct {
 // lent is what lend hands on: the books with every lend counted, and the lends it planned.
 type lent struct {
 	settled
+	books *ledger // the counts before, and every lend borrowed and lent
 	lends []JobMove
+	said  *journal // what lend explained: each over-quota pending job
 }
 
 // lending is lend's working state: its input, each project's queue of candidates, the lends
@@ -48,8 +50,9 @@ type lendQueue struct {
 // lend serves over-quota pending jobs from the idle GPUs that remain: each round, among the
 // projects whose next job can borrow, the one furthest below its weighted fair share of the
 // lendable GPUs goes first.
-func lend(c *cycle, in settled, log *journal) lent {
-	lg := &lending{c: c, in: in, books: in.books, log: log, arrays: map[*Job]*arrayLends{}}
+func lend(c *cycle, in settled) lent {
+	log := newJournal(in.books.projectOfJob)
+	lg := &lending{c: c, in: in, books: in.books.withOwnCounts(), log: log, arrays: map[*Job]*arrayLends{}}
 	keptMemo := map[string]int{}
 	lg.kept = func(t string) int {
 		kept, ok := keptMemo[t]
@@ -60,6 +63,7 @@ func lend(c *cycle, in settled, log *journal) lent {
 		return kept
 	}
 	for _, p := range lg.books.projects {
+		n := lg.books.counts[p]
 		var kept []*Job
 		for _, j := range in.candidates[p] {
 			need := c.needs[j]
@@ -68,14 +72,14 @@ func lend(c *cycle, in settled, log *journal) lent {
 				lg.log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so it is not lent", p.guarQOS, j.Reason, j.notStartable())
 			case in.unaccountedText(p) != "":
 				log.say(j, CodeUnaccounted, "waits: it is not lent: %s", in.unaccountedText(p))
-			case p.fits(need):
-				lg.log.say(j, CodeGuaranteeHasRoom, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, p.quotaText(need), p.guarQOS)
+			case n.fits(need):
+				lg.log.say(j, CodeGuaranteeHasRoom, "waits with reason %s, but %s's guarantee has room (%s): Slurm should start it in %s; not lent", j.Reason, p.cfg.Account, n.quotaText(need), p.guarQOS)
 			case !j.Requeueable():
-				lg.log.say(j, CodeNotRequeueable, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, p.quotaUsage(need), j.whyNotRequeueable())
+				lg.log.say(j, CodeNotRequeueable, "waits for %s's guarantee in %s: %s; it is never lent: %s, and a borrower's GPUs may be reclaimed, which would kill it. To borrow idle GPUs, submit it with sbatch --requeue", p.cfg.Account, p.guarQOS, n.quotaUsage(need), j.whyNotRequeueable())
 			case c.backingOff(j):
-				lg.log.say(j, CodeReclaimBackoff, "waits for %s's guarantee in %s: %s; %s", p.cfg.Account, p.guarQOS, p.quotaUsage(need), c.backoffs[j.ID].text())
+				lg.log.say(j, CodeReclaimBackoff, "waits for %s's guarantee in %s: %s; %s", p.cfg.Account, p.guarQOS, n.quotaUsage(need), c.backoffs[j.ID].text())
 			case c.holdMoves != "":
-				log.say(j, CodeMovesHeld, "waits: %s; %s", p.quotaUsage(need), c.holdMoves)
+				log.say(j, CodeMovesHeld, "waits: %s; %s", n.quotaUsage(need), c.holdMoves)
 			case in.noLends != "":
 				log.say(j, CodeNoLends, "waits: nothing is lent this cycle: %s", in.noLends)
 			default:
@@ -98,14 +102,14 @@ func lend(c *cycle, in settled, log *journal) lent {
 			if !ok {
 				continue
 			}
-			d := share.deficit(q.p, pl.gpus)
+			d := share.deficit(lg.books.counts[q.p], pl.gpus)
 			if bestQ == nil || d > bestDeficit || (d == bestDeficit && q.p.usage/q.p.weight < bestQ.p.usage/bestQ.p.weight) {
 				bestQ, bestPl, bestDeficit = q, pl, d
 			}
 		}
 		whole = nil
 		if bestQ == nil {
-			return lent{settled: in, lends: lg.moves}
+			return lent{settled: in, books: lg.books, lends: lg.moves, said: log}
 		}
 		best := bestQ.p
 		j, task := bestQ.candidates[bestQ.next], bestQ.nextTask
@@ -119,7 +123,7 @@ func lend(c *cycle, in settled, log *journal) lent {
 			lg.books.arrayStarted[j.ArrayJobID]++
 		}
 		lg.invalidateHeads(best, bestPl)
-		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", best.quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
+		why := fmt.Sprintf("%s; borrows %s idle in partition %s (%s)", lg.books.counts[best].quotaUsage(c.needs[j]), gpuList(bestPl.gpus), bestPl.partition, share.describe(best, bestPl.gpus, bestDeficit))
 		arrayJob, taskID := j.target(task)
 		to := c.cfg.Settings.BorrowTierQOSName(best.cfg.Account, sum(bestPl.gpus))
 		terms := c.reclaimTerms(best)
@@ -295,7 +299,7 @@ func (lg *lending) head(q *lendQueue) (placement, bool) {
 			return pl, true
 		}
 		// The record's other tasks ask for the same and would not fit either.
-		why := fmt.Sprintf("%s; %s", p.quotaUsage(need), joinProblems(pl.problems))
+		why := fmt.Sprintf("%s; %s", lg.books.counts[p].quotaUsage(need), joinProblems(pl.problems))
 		if j.tasks() == 1 {
 			lg.log.say(j, pl.problems[0].code, "waits: %s", why)
 		} else {

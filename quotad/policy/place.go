@@ -111,8 +111,8 @@ func (l *ledger) limitProblems(p *project, gpus map[string]int, total int, kept 
 		if t == "" {
 			continue
 		}
-		if lim, ok := p.cfg.BorrowLimitByType[t]; ok && p.borrowed[t]+n > lim {
-			out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit of %s reached: %s borrows %d %s, limit %d", t, p.cfg.Account, p.borrowed[t], t, lim)})
+		if lim, ok := p.cfg.BorrowLimitByType[t]; ok && l.counts[p].borrowed[t]+n > lim {
+			out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit of %s reached: %s borrows %d %s, limit %d", t, p.cfg.Account, l.counts[p].borrowed[t], t, lim)})
 		}
 		if lim, ok := l.c.cfg.LendLimits[t]; ok && l.lent[t]+n > lim {
 			out = append(out, problem{CodeLendLimit, fmt.Sprintf("lending limit of %s reached: %d/%d %s lent", t, l.lent[t], lim, t)})
@@ -121,8 +121,8 @@ func (l *ledger) limitProblems(p *project, gpus map[string]int, total int, kept 
 			out = append(out, l.keptProblem(t, k))
 		}
 	}
-	if lim := p.cfg.BorrowLimit; lim != nil && p.borrowedTotal+total > *lim {
-		out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit reached: %s borrows %d GPUs, limit %d", p.cfg.Account, p.borrowedTotal, *lim)})
+	if lim := p.cfg.BorrowLimit; lim != nil && l.counts[p].borrowedTotal+total > *lim {
+		out = append(out, problem{CodeBorrowLimit, fmt.Sprintf("borrowing limit reached: %s borrows %d GPUs, limit %d", p.cfg.Account, l.counts[p].borrowedTotal, *lim)})
 	}
 	return out
 }
@@ -132,10 +132,10 @@ func (l *ledger) limitProblems(p *project, gpus map[string]int, total int, kept 
 func (l *ledger) borrowRoom(p *project, t string) int {
 	room := int(^uint(0) >> 1)
 	if lim, ok := p.cfg.BorrowLimitByType[t]; ok {
-		room = lim - p.borrowed[t]
+		room = lim - l.counts[p].borrowed[t]
 	}
 	if lim := p.cfg.BorrowLimit; lim != nil {
-		room = min(room, *lim-p.borrowedTotal)
+		room = min(room, *lim-l.counts[p].borrowedTotal)
 	}
 	return room
 }
@@ -170,7 +170,8 @@ func (l *ledger) keptForOwners(t string) int {
 type keptIdle func(t string) int
 
 func (l *ledger) keptFor(p *project, t string) int {
-	return max(0, p.cfg.KeptFromLending(t)-p.inUse[t]-p.reserved[t])
+	n := l.counts[p]
+	return max(0, p.cfg.KeptFromLending(t)-n.inUse[t]-n.reserved[t])
 }
 
 // keptProblem says that lending limits keep kept idle GPUs of type t, naming whose, e.g.

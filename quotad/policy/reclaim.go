@@ -35,13 +35,13 @@ func reclaimWindow(grace time.Duration) string {
 func reclaimOrderOf(books *ledger) reclaimOrder {
 	var over []*project
 	for _, p := range books.projects {
-		if p.excess() > 0 {
+		if books.counts[p].excess() > 0 {
 			over = append(over, p)
 		}
 	}
 	sort.SliceStable(over, func(a, b int) bool {
 		x, y := over[a], over[b]
-		ex, ey := float64(x.excess())/x.weight, float64(y.excess())/y.weight
+		ex, ey := float64(books.counts[x].excess())/x.weight, float64(books.counts[y].excess())/y.weight
 		if ex != ey {
 			return ex > ey
 		}
@@ -55,8 +55,8 @@ func reclaimOrderOf(books *ledger) reclaimOrder {
 		o.reclaimable = append(o.reclaimable, p.cfg.Account)
 	}
 	for _, p := range books.projects {
-		if p.claiming {
-			o.claims[p.cfg.Account] = p.claimPriority
+		if n := books.counts[p]; n.claiming {
+			o.claims[p.cfg.Account] = n.claimPriority
 		}
 	}
 	o.former = map[string][]string{}
@@ -68,32 +68,33 @@ func reclaimOrderOf(books *ledger) reclaimOrder {
 
 // excess is how many GPUs p holds beyond its guarantee, in-quota jobs and borrowers (running
 // or promised) together: the typed overshoots summed, or the all-types one if larger.
-func (p *project) excess() int {
+func (pc *projectCounts) excess() int {
 	types := map[string]bool{}
-	for t := range p.inUse {
+	for t := range pc.inUse {
 		types[t] = true
 	}
-	for t := range p.borrowed {
+	for t := range pc.borrowed {
 		types[t] = true
 	}
 	typed := 0
 	for t := range types {
 		if t != "" {
-			typed += max(0, p.inUse[t]+p.borrowed[t]-p.cfg.GPUs[t])
+			typed += max(0, pc.inUse[t]+pc.borrowed[t]-pc.of.cfg.GPUs[t])
 		}
 	}
-	return max(typed, p.inUseTotal+p.borrowedTotal-p.cfg.Total(), 0)
+	return max(typed, pc.inUseTotal+pc.borrowedTotal-pc.of.cfg.Total(), 0)
 }
 
 // explainRunning says for each started borrower whether, by whom and in which order it can be
-// reclaimed now.
-func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
+// reclaimed now, and returns what it said.
+func explainRunning(c *cycle, in lent, order reclaimOrder) *journal {
 	books := in.books
+	log := newJournal(books.projectOfJob)
 	// Who could reclaim a type: the projects with unused guarantee of it, found once.
 	reclaimers := map[string][]string{}
 	for _, t := range append([]string{""}, c.types...) {
 		for _, p := range books.projects {
-			if p.guaranteeRoom(t) > 0 {
+			if books.counts[p].guaranteeRoom(t) > 0 {
 				reclaimers[t] = append(reclaimers[t], p.cfg.Account)
 			}
 		}
@@ -109,8 +110,9 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 			log.say(j, CodeNoQuota, "runs in %s (%s), but account %s has no quota: quotad does not manage it", j.QOS, gpuList(held), j.Account)
 			continue
 		}
+		n := books.counts[p]
 		if f := books.former[pools.QOSKey(j.QOS)]; f != nil {
-			explainFormer(c, j, p, f, log)
+			explainFormer(c, j, n, f, log)
 			continue
 		}
 		i, reclaimable := rank[p.cfg.Account]
@@ -119,7 +121,7 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 			subject = fmt.Sprintf("is an %s on borrowed GPUs in %s (%s)", c.workerOf(j), j.QOS, gpuList(held))
 		}
 		if !reclaimable {
-			text := fmt.Sprintf("%s: %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", subject, p.cfg.Account, p.holdingText())
+			text := fmt.Sprintf("%s: %s holds %s, borrowers counted, which is within its guarantee, so no claim may reclaim it (quotad re-checks this every cycle)", subject, p.cfg.Account, n.holdingText())
 			if books.isElastic(j) && j.Requeueable() {
 				text += "; should the project go over its guarantee, elastic workers are the first borrowers reclaimed, and elasticd counts a reclaim as a shrink"
 			}
@@ -158,7 +160,7 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 		if c.now.Before(exempt) {
 			when = fmt.Sprintf("it is exempt from reclaim until %s (PreemptExemptTime %s)", exempt.UTC().Format(time.RFC3339), c.cfg.Settings.PreemptExemptTime)
 		}
-		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, p.holdingText(), p.excess(), ordinal(i+1), len(order.reclaimable))
+		loses := fmt.Sprintf("%s holds %s, %d GPU(s) beyond its guarantee: %s of %d over-quota projects to lose borrowers", p.cfg.Account, n.holdingText(), n.excess(), ordinal(i+1), len(order.reclaimable))
 		if !j.Requeueable() {
 			// It got here without quotad (a user's own update, or flags changed after a lend).
 			log.say(j, CodeReclaimWouldKill, "%s: %s; %s; %s; a reclaim would KILL it, not requeue it: %s. quotad cannot move a running job out of %s", subject, loses, when, who, j.whyNotRequeueable(), j.QOS)
@@ -171,6 +173,7 @@ func explainRunning(c *cycle, in lent, order reclaimOrder, log *journal) {
 		}
 		log.say(j, CodeReclaimable, "%s: %s; %s; %s; %s (it is a batch job with Requeue=1), so it runs again later. %s", subject, loses, when, who, reclaimWindow(c.cfg.Settings.GraceTime), workSurvives)
 	}
+	return log
 }
 
 // workSurvives tells a borrower how its work outlives a reclaim, and what it must do for it.

@@ -11,14 +11,20 @@ var waitingForNodes = map[string]bool{"Resources": true, "Priority": true, "None
 
 // reserved is what reserveInQuota hands on: classify's lists, and books whose idle capacity
 // no longer holds the GPUs kept for in-quota jobs (and whose projects count them as reserved).
-type reserved struct{ counted }
+type reserved struct {
+	counted
+	books *ledger  // classify's counts and the GPUs reserved, claims found
+	said  *journal // what reserveInQuota explained: each in-quota pending job
+}
 
 // reserveInQuota keeps idle GPUs for pending jobs within their guarantee: lending them would
 // only have Slurm preempt the borrower at once.
-func reserveInQuota(c *cycle, in counted, log *journal) reserved {
-	books := in.books
+func reserveInQuota(c *cycle, in counted) reserved {
+	books := in.books.withOwnCounts()
+	log := newJournal(books.projectOfJob)
 	for _, j := range in.inQuotaPending {
 		p := books.projectOfJob[j]
+		n := books.counts[p]
 		need := c.needs[j]
 		if why := j.notStartable(); why != "" {
 			log.say(j, CodeNotStartable, "waits in %s (reason %s): %s, so no idle GPUs are kept for it", p.guarQOS, j.Reason, why)
@@ -29,25 +35,25 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 				p.guarQOS, j.ArrayThrottle, j.ArrayThrottle, books.arrayStarted[j.ArrayJobID])
 			continue
 		}
-		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, p.quotaText(need), j.Reason)
+		base := fmt.Sprintf("waits in %s's guarantee (%s; reason %s): Slurm starts it when GPUs are free, preempting borrowers if it must", p.cfg.Account, n.quotaText(need), j.Reason)
 		if !waitingForNodes[j.Reason] {
 			log.say(j, CodeWaitsInQuota, "%s", base)
 			continue
 		}
-		if !p.fitsReserved(need) {
+		if !n.fitsReserved(need) {
 			// Over its guarantee, but Slurm has not marked it QOSGrpGRES yet (it stopped at a
 			// job before it): it cannot start in its QOS, so it keeps nothing.
-			log.say(j, CodeOverQuotaUnmarked, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, p.quotaText(need), gpuList(p.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
+			log.say(j, CodeOverQuotaUnmarked, "waits in %s with reason %s, but %s's guarantee has no room for it (%s, %s kept for jobs before it): no idle GPUs are kept for it; it can borrow once Slurm marks it %s", p.guarQOS, j.Reason, p.cfg.Account, n.quotaText(need), gpuList(n.reserved), strings.Join(c.cfg.Settings.Reasons(), " or "))
 			continue
 		}
-		p.claiming, p.claimPriority = true, max(p.claimPriority, j.Priority)
+		n.claiming, n.claimPriority = true, max(n.claimPriority, j.Priority)
 		// Each task of an array record that fits the guarantee keeps its GPUs.
 		kept, keptTasks, lastPart := map[string]int{}, 0, ""
 		for i := range j.tasks() {
-			if i > 0 && !p.fitsReserved(need) {
+			if i > 0 && !n.fitsReserved(need) {
 				break
 			}
-			p.reserve(need)
+			n.reserve(need)
 			pl, ok := books.place(j, need, nil, books.keptForOwners)
 			if !ok {
 				break
@@ -65,5 +71,5 @@ func reserveInQuota(c *cycle, in counted, log *journal) reserved {
 			log.say(j, CodeWaitsInQuota, "%s; %s idle are kept for %d of its %d pending tasks, not lent", base, gpuList(kept), keptTasks, j.tasks())
 		}
 	}
-	return reserved{in}
+	return reserved{counted: in, books: books, said: log}
 }

@@ -10,7 +10,9 @@ import (
 // returns it planned.
 type settled struct {
 	atWorst
+	books   *ledger // the counts before, and each borrower kept (borrowed) or returned (in use)
 	returns []JobMove
+	said    *journal // what settleBorrowers explained: each pending borrower
 }
 
 // settling is settleBorrowers' working state: its input and the returns planned so far.
@@ -24,8 +26,9 @@ type settling struct {
 // settleBorrowers decides each pending job in the borrow QOS, task by task for an array
 // record: back to its guaranteed QOS when that has room again or when it may no longer borrow,
 // else it keeps its promised GPUs.
-func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
-	s := &settling{c: c, in: in, books: in.books}
+func settleBorrowers(c *cycle, in atWorst) settled {
+	s := &settling{c: c, in: in, books: in.books.withOwnCounts()}
+	log := newJournal(in.books.projectOfJob)
 	for _, j := range in.borrowPending {
 		if j.tasks() == 1 {
 			code, text := s.settleTask(j, 0)
@@ -48,13 +51,14 @@ func settleBorrowers(c *cycle, in atWorst, log *journal) settled {
 		}
 		log.say(j, order[0], "(array %d, %d pending tasks in %s): %s", j.ArrayJobID, j.tasks(), j.QOS, strings.Join(parts, "; "))
 	}
-	return settled{atWorst: in, returns: s.moves}
+	return settled{atWorst: in, books: s.books, returns: s.moves, said: log}
 }
 
 // settleTask decides task i of a pending borrower and says how (outcome) and why (text).
 func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	need := s.c.needs[j]
 	p := s.books.projectOfJob[j]
+	n := s.books.counts[p]
 	if p != nil && s.books.isElastic(j) && j.Requeueable() {
 		return s.settleWorker(j, i, p, need)
 	}
@@ -76,9 +80,9 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 	switch {
 	case !j.Requeueable():
 		return s.returnJob(j, i, p, need, CodeReturnNotRequeueable, j.whyNotRequeueable()+": a reclaim would kill it, so it must not borrow")
-	case p.fits(need) && s.in.unaccountedText(p) == "":
-		code, text := s.returnJob(j, i, p, need, CodeReturnGuaranteeRoom, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, p.quotaText(need)))
-		p.use(need) // promised: the next returned job must not count the same room
+	case n.fits(need) && s.in.unaccountedText(p) == "":
+		code, text := s.returnJob(j, i, p, need, CodeReturnGuaranteeRoom, fmt.Sprintf("%s is under quota again (%s), so it runs where it cannot be reclaimed", p.cfg.Account, n.quotaText(need)))
+		n.use(need) // promised: the next returned job must not count the same room
 		return code, text
 	case s.c.backingOff(j):
 		// Requeued by a claim: it would start again on lent GPUs as soon as some are idle.
@@ -90,7 +94,7 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 		return s.returnJob(j, i, p, need, CodeReturnOverLimit, "it may no longer borrow: "+joinProblems(over))
 	}
 	s.books.charge(borrowCharge{by: p, gpus: gpus, from: placedOn(pl, ok)})
-	over, promised, waits := fmt.Sprintf("%s is over its guarantee (%s)", p.cfg.Account, p.quotaText(need)), CodePromised, CodeLentWaitsForGPUs
+	over, promised, waits := fmt.Sprintf("%s is over its guarantee (%s)", p.cfg.Account, n.quotaText(need)), CodePromised, CodeLentWaitsForGPUs
 	if why := s.in.unaccountedText(p); why != "" {
 		over, promised, waits = "it is not returned: "+why, CodeUnaccounted, CodeUnaccounted
 	}
@@ -109,19 +113,20 @@ func (s *settling) settleTask(j *Job, i int) (outcome Code, text string) {
 // lends a little less.
 func (s *settling) settleWorker(j *Job, i int, p *project, need map[string]int) (outcome Code, text string) {
 	who := s.c.workerOf(j)
+	n := s.books.counts[p]
 	if why := j.notStartable(); why != "" {
 		return CodeNotStartable, fmt.Sprintf("is an %s and waits in %s (reason %s): %s, so no GPUs are promised to it; elasticd ends a worker Slurm requeued (the job shrinks) and one that waits too long", who, j.QOS, j.Reason, why)
 	}
-	if p.fits(need) && s.in.unaccountedText(p) == "" {
-		code, text := s.returnJob(j, i, p, need, CodeElasticWorkerReturned, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, p.quotaText(need)))
-		p.use(need)
+	if n.fits(need) && s.in.unaccountedText(p) == "" {
+		code, text := s.returnJob(j, i, p, need, CodeElasticWorkerReturned, fmt.Sprintf("it is an %s and %s's guarantee has room again (%s), so it runs where it cannot be reclaimed", who, p.cfg.Account, n.quotaText(need)))
+		n.use(need)
 		return code, text
 	}
 	pl, ok := s.books.place(j, need, nil, s.books.keptForOwners)
 	gpus := resolved(pl, ok, need)
 	over := s.books.limitProblems(p, gpus, sum(gpus), s.books.keptForOwners)
 	s.books.charge(borrowCharge{by: p, gpus: gpus, from: placedOn(pl, ok), elastic: true})
-	text = fmt.Sprintf("is an %s on borrowed GPUs and waits in %s to start: %s is over its guarantee (%s)", who, j.QOS, p.cfg.Account, p.quotaText(need))
+	text = fmt.Sprintf("is an %s on borrowed GPUs and waits in %s to start: %s is over its guarantee (%s)", who, j.QOS, p.cfg.Account, n.quotaText(need))
 	if ok {
 		text += fmt.Sprintf("; %s idle in partition %s are promised to it", gpuList(gpus), pl.partition)
 	}

@@ -41,13 +41,15 @@ type atWorst struct {
 	reserved
 	unaccounted map[*project]uint32
 	noLends     string
+	said        *journal // what countUnreadable explained: each unreadable job
 }
 
 // countUnreadable applies the rule above, after reserveInQuota: the GPUs kept back come after
 // those of the readable in-quota jobs, which start first.
-func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
+func countUnreadable(c *cycle, in reserved) atWorst {
 	books := in.books
-	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}}
+	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}, said: newJournal(books.projectOfJob)}
+	log := out.said
 	keptBack := map[*project]bool{}
 	for i := range c.snap.Unreadable {
 		u, j := &c.snap.Unreadable[i], &c.unreadable[i]
@@ -74,7 +76,8 @@ func countUnreadable(c *cycle, in reserved, log *journal) atWorst {
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee, kept back already", p.cfg.Account)
 		case qos == p.guarQOS:
 			keptBack[p] = true
-			kept := books.keepBack(func(t string) int { return p.guaranteeRoom(t) - p.reserved[t] }, p.cfg.Total()-p.inUseTotal-sum(p.reserved))
+			n := books.counts[p]
+			kept := books.keepBack(func(t string) int { return n.guaranteeRoom(t) - n.reserved[t] }, p.cfg.Total()-n.inUseTotal-sum(n.reserved))
 			what = fmt.Sprintf("it may start on what is left of %s's guarantee: %s idle kept back, not lent", p.cfg.Account, gpuList(kept))
 		default:
 			kept := books.keepBack(func(t string) int { return min(books.borrowRoom(p, t), books.lendRoom(t, books.keptForOwners)) }, books.borrowRoom(p, ""))
