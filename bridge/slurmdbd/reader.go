@@ -90,18 +90,6 @@ func GPUTypes(names map[uint32]string) map[string]bool {
 	return types
 }
 
-// QOSRow is one qos_table row as stored.
-type QOSRow struct {
-	ID                uint32        `db:"id"`
-	Name              string        `db:"name"`
-	GrpTRES           string        `db:"grp_tres"`
-	Preempt           string        `db:"preempt"`
-	PreemptMode       int64         `db:"preempt_mode"`
-	GraceTime         sql.NullInt64 `db:"grace_time"`
-	PreemptExemptTime sql.NullInt64 `db:"preempt_exempt_time"`
-	Priority          sql.NullInt64 `db:"priority"`
-}
-
 // ChangeMark is what moves in slurmdbd's database whenever a TRES, QOS, account, user or
 // association changes: the newest transaction (slurmdbd writes one for every add, modify and
 // remove of those), how many of the last txnWindow transactions are there (one that commits after
@@ -131,17 +119,6 @@ func (r *Reader) ChangeMark(ctx context.Context) (ChangeMark, error) {
 		return ChangeMark{}, fmt.Errorf("reading the accounting tables' change mark: %w", err)
 	}
 	return m, nil
-}
-
-// QOSRows reads every live QOS.
-func (r *Reader) QOSRows(ctx context.Context) ([]QOSRow, error) {
-	var rows []QOSRow
-	err := r.DB.SelectContext(ctx, &rows, `SELECT id, name, grp_tres, preempt, preempt_mode, grace_time,
-		preempt_exempt_time, priority FROM qos_table WHERE deleted = 0 ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("reading qos_table: %w", err)
-	}
-	return rows, nil
 }
 
 // AssocRow is one <cluster>_assoc_table row.
