@@ -1,8 +1,9 @@
 // Package slurmdbd reads slurmdbd's MariaDB: the connection and its password file, and the
 // rows slurmbridge's components read (TRES, QOS, associations, admin levels, the job table).
 // It only reads Slurm's tables: every change to Slurm's own objects goes through sacctmgr, so
-// slurmdbd stays the one writer. What the rows mean to a component (quotad's policy, poolctl's
-// profiles) is that component's business.
+// slurmdbd stays the one writer. A Slurm object that bridge/slurm has a record for is read as
+// that record (Reader.QOS: slurm.QOS, as sacctmgr gives it); what the rest mean to a component
+// (quotad's policy, poolctl's profiles) is that component's business.
 package slurmdbd
 
 import (
