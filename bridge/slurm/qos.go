@@ -133,8 +133,8 @@ func (c Client) ModifyQOS(ctx context.Context, names []string, s QOSSettings) er
 }
 
 // QOS is one QOS with every field slurmbridge reads of it. Client.QOS reads it with sacctmgr;
-// bridge/slurmdbd reads the same record from slurmdbd's tables, for quotad, which reads MariaDB
-// directly to keep its cycle short.
+// slurmdbd.Reader.QOS reads the same record from slurmdbd's qos_table, for quotad, which reads
+// MariaDB directly to keep its cycle short.
 type QOS struct {
 	Name string
 	// GrpTRES caps what the QOS's running jobs hold together (nil: no limit); sizes in MB.

@@ -1,8 +1,9 @@
 // Package slurmdbd reads slurmdbd's MariaDB: the connection and its password file, and the
 // rows slurmbridge's components read (TRES, QOS, associations, admin levels, the job table).
 // It only reads Slurm's tables: every change to Slurm's own objects goes through sacctmgr, so
-// slurmdbd stays the one writer. What the rows mean to a component (quotad's policy, poolctl's
-// profiles) is that component's business.
+// slurmdbd stays the one writer. A Slurm object that bridge/slurm has a record for is read as
+// that record (Reader.QOS: slurm.QOS, as sacctmgr gives it); what the rest mean to a component
+// (quotad's policy, poolctl's profiles) is that component's business.
 package slurmdbd
 
 import (
@@ -90,18 +91,6 @@ func GPUTypes(names map[uint32]string) map[string]bool {
 	return types
 }
 
-// QOSRow is one qos_table row as stored.
-type QOSRow struct {
-	ID                uint32        `db:"id"`
-	Name              string        `db:"name"`
-	GrpTRES           string        `db:"grp_tres"`
-	Preempt           string        `db:"preempt"`
-	PreemptMode       int64         `db:"preempt_mode"`
-	GraceTime         sql.NullInt64 `db:"grace_time"`
-	PreemptExemptTime sql.NullInt64 `db:"preempt_exempt_time"`
-	Priority          sql.NullInt64 `db:"priority"`
-}
-
 // ChangeMark is what moves in slurmdbd's database whenever a TRES, QOS, account, user or
 // association changes: the newest transaction (slurmdbd writes one for every add, modify and
 // remove of those), how many of the last txnWindow transactions are there (one that commits after
@@ -131,17 +120,6 @@ func (r *Reader) ChangeMark(ctx context.Context) (ChangeMark, error) {
 		return ChangeMark{}, fmt.Errorf("reading the accounting tables' change mark: %w", err)
 	}
 	return m, nil
-}
-
-// QOSRows reads every live QOS.
-func (r *Reader) QOSRows(ctx context.Context) ([]QOSRow, error) {
-	var rows []QOSRow
-	err := r.DB.SelectContext(ctx, &rows, `SELECT id, name, grp_tres, preempt, preempt_mode, grace_time,
-		preempt_exempt_time, priority FROM qos_table WHERE deleted = 0 ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("reading qos_table: %w", err)
-	}
-	return rows, nil
 }
 
 // AssocRow is one <cluster>_assoc_table row.

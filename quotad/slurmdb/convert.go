@@ -1,6 +1,7 @@
 // Package slurmdb turns what bridge/slurmdbd reads from slurmdbd's MariaDB into quotad's
-// policy terms: QOS with names for ids, accounts and users with their QOS lists resolved
-// through inheritance as Slurm applies them, and GPU-seconds per account.
+// policy terms: QOS (bridge reads them as slurm.QOS; here they are mapped field by field),
+// accounts and users with their QOS lists resolved through inheritance as Slurm applies them,
+// and GPU-seconds per account.
 package slurmdb
 
 import (
@@ -34,102 +35,23 @@ func NewReader(db *sqlx.DB, cluster string) (*Reader, error) {
 
 // QOS reads every live QOS in the policy's terms.
 func (r *Reader) QOS(ctx context.Context, tres map[uint32]string) ([]policy.QOS, error) {
-	rows, err := r.QOSRows(ctx)
+	qos, err := r.Reader.QOS(ctx, tres)
 	if err != nil {
 		return nil, err
 	}
-	return ConvertQOS(rows, tres)
+	return policyQOS(qos), nil
 }
 
-// Slurm's preempt_mode bits (slurm/slurm.h, the same from 22.05 to 26.05; PRIORITY from 25.05);
-// 0 means "use the cluster's PreemptMode".
-const (
-	preemptModeSuspend  = 0x0001
-	preemptModeRequeue  = 0x0002
-	preemptModeCancel   = 0x0008
-	preemptModePriority = 0x2000
-	preemptModeWithin   = 0x4000
-	preemptModeGang     = 0x8000
-)
-
-// infinite32 is Slurm's INFINITE for 32-bit time fields (a value that means "not set").
-const infinite32 = 0xffffffff
-
-// ConvertQOS turns qos_table rows into policy.QOS: TRES ids become names and the Preempt id
-// list becomes names.
-func ConvertQOS(rows []slurmdbd.QOSRow, tres map[uint32]string) ([]policy.QOS, error) {
-	byID := make(map[string]string, len(rows))
-	for _, row := range rows {
-		byID[strconv.FormatUint(uint64(row.ID), 10)] = row.Name
-	}
-	out := make([]policy.QOS, 0, len(rows))
-	for _, row := range rows {
-		ids, err := gpureq.ParseTRESIDs(row.GrpTRES)
-		if err != nil {
-			return nil, fmt.Errorf("qos %s: grp_tres %q: %w", row.Name, row.GrpTRES, err)
+// policyQOS maps QOS records to the policy's, field by field.
+func policyQOS(qos []slurm.QOS) []policy.QOS {
+	out := make([]policy.QOS, 0, len(qos))
+	for _, q := range qos {
+		p := policy.QOS{Name: q.Name, GrpTRES: make(map[string]int64, len(q.GrpTRES)), Preempt: q.Preempt, PreemptMode: q.PreemptMode,
+			GraceTime: q.GraceTime, PreemptExemptTime: q.PreemptExemptTime, Priority: q.Priority}
+		for name, v := range q.GrpTRES {
+			p.GrpTRES[name] = int64(v)
 		}
-		named, err := ids.Named(tres)
-		if err != nil {
-			return nil, fmt.Errorf("qos %s: grp_tres: %w", row.Name, err)
-		}
-		q := policy.QOS{Name: row.Name, GrpTRES: map[string]int64{}, PreemptMode: preemptModeName(row.PreemptMode)}
-		for name, v := range named {
-			q.GrpTRES[name] = int64(v)
-		}
-		for _, id := range splitIDList(row.Preempt) {
-			name, ok := byID[id]
-			if !ok {
-				return nil, fmt.Errorf("qos %s: preempts QOS id %s, which is not in qos_table", row.Name, id)
-			}
-			q.Preempt = append(q.Preempt, name)
-		}
-		if row.GraceTime.Valid && row.GraceTime.Int64 > 0 && row.GraceTime.Int64 < infinite32 {
-			q.GraceTime = time.Duration(row.GraceTime.Int64) * time.Second
-		}
-		if row.PreemptExemptTime.Valid && row.PreemptExemptTime.Int64 > 0 && row.PreemptExemptTime.Int64 < infinite32-1 {
-			q.PreemptExemptTime = time.Duration(row.PreemptExemptTime.Int64) * time.Second
-		}
-		if row.Priority.Valid {
-			q.Priority = int(row.Priority.Int64)
-		}
-		out = append(out, q)
-	}
-	return out, nil
-}
-
-// preemptModeName spells preempt_mode as sacctmgr does ("cluster" when unset).
-func preemptModeName(mode int64) string {
-	var parts []string
-	switch {
-	case mode&preemptModeCancel != 0:
-		parts = append(parts, "cancel")
-	case mode&preemptModeRequeue != 0:
-		parts = append(parts, "requeue")
-	case mode&preemptModeSuspend != 0:
-		parts = append(parts, "suspend")
-	}
-	if mode&preemptModeGang != 0 {
-		parts = append(parts, "gang")
-	}
-	if mode&preemptModeWithin != 0 {
-		parts = append(parts, "within")
-	}
-	if mode&preemptModePriority != 0 {
-		parts = append(parts, "priority")
-	}
-	if len(parts) == 0 {
-		return "cluster"
-	}
-	return strings.Join(parts, ",")
-}
-
-// splitIDList reads slurmdbd's ",1,2," id lists.
-func splitIDList(s string) []string {
-	var out []string
-	for id := range strings.SplitSeq(s, ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			out = append(out, id)
-		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -142,7 +64,7 @@ func (r *Reader) Associations(ctx context.Context) ([]policy.Account, []policy.U
 	if err != nil {
 		return nil, nil, err
 	}
-	qos, err := r.QOSRows(ctx)
+	qos, err := r.QOSNamesByID(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -167,10 +89,10 @@ type resolvedAssoc struct {
 // (slurmdbd keeps "+id"/"-id" entries there; older rows may have them in qos). Empty: it
 // inherits.
 func ownList(a *slurmdbd.AssocRow) []string {
-	if list := splitIDList(a.QOS); len(list) > 0 {
+	if list := slurmdbd.IDList(a.QOS); len(list) > 0 {
 		return list
 	}
-	return splitIDList(a.DeltaQOS)
+	return slurmdbd.IDList(a.DeltaQOS)
 }
 
 // applyList resolves an association's own list over its parent's: an absolute list replaces
@@ -237,8 +159,7 @@ func accountResolver(assocs []slurmdbd.AssocRow) func(acct string) *resolvedAsso
 
 // ConvertAccounts resolves the account associations (user "") as slurmdbd does (see
 // accountResolver). Each account keeps its parent, for the account tree.
-func ConvertAccounts(assocs []slurmdbd.AssocRow, qosRows []slurmdbd.QOSRow) ([]policy.Account, error) {
-	qosName := qosNames(qosRows)
+func ConvertAccounts(assocs []slurmdbd.AssocRow, qosName map[string]string) ([]policy.Account, error) {
 	resolve := accountResolver(assocs)
 	var out []policy.Account
 	for _, a := range assocs {
@@ -272,8 +193,7 @@ func ConvertAccounts(assocs []slurmdbd.AssocRow, qosRows []slurmdbd.QOSRow) ([]p
 // ConvertUsers resolves the user associations that set their own QOS list, absolute or as a
 // delta over their account's (whose association is their parent), as slurmdbd does. Users that
 // inherit their account's list are left out: the account's sync reaches them.
-func ConvertUsers(assocs []slurmdbd.AssocRow, qosRows []slurmdbd.QOSRow) ([]policy.UserAssociation, error) {
-	qosName := qosNames(qosRows)
+func ConvertUsers(assocs []slurmdbd.AssocRow, qosName map[string]string) ([]policy.UserAssociation, error) {
 	resolve := accountResolver(assocs)
 	var out []policy.UserAssociation
 	for _, a := range assocs {
@@ -289,14 +209,6 @@ func ConvertUsers(assocs []slurmdbd.AssocRow, qosRows []slurmdbd.QOSRow) ([]poli
 		out = append(out, u)
 	}
 	return out, nil
-}
-
-func qosNames(rows []slurmdbd.QOSRow) map[string]string {
-	names := make(map[string]string, len(rows))
-	for _, q := range rows {
-		names[strconv.FormatUint(uint64(q.ID), 10)] = q.Name
-	}
-	return names
 }
 
 // namesOf turns QOS ids into names; who says whose list it is, for the error.

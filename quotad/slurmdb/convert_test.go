@@ -19,7 +19,9 @@ var (
 		{ID: 3, Name: "borrow", PreemptMode: 2, GraceTime: sql.NullInt64{Int64: 2, Valid: true}, PreemptExemptTime: sql.NullInt64{Int64: 20, Valid: true}},
 		{ID: 4, Name: "guar-proj-a", GrpTRES: "1001=4,1002=4,1003=0", Preempt: ",3,"},
 	}
-	testAssocs = []slurmdbd.AssocRow{
+	// testQOSNames is testQOS by id, as QOSNamesByID reads it.
+	testQOSNames = map[string]string{"1": "normal", "3": "borrow", "4": "guar-proj-a"}
+	testAssocs   = []slurmdbd.AssocRow{
 		{ID: 1, Account: "root", QOS: ",1,"},
 		{ID: 2, User: "root", Account: "root"},
 		{ID: 3, Account: "proj-a", ParentAcct: "root", QOS: ",3,4,", DefQOSID: sql.NullInt64{Int64: 4, Valid: true}},
@@ -32,33 +34,13 @@ var (
 	}
 )
 
-func TestConvertQOS(t *testing.T) {
-	qos, err := ConvertQOS(testQOS, testTRES)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, g := qos[1], qos[2]
-	if b.PreemptMode != "requeue" || b.GraceTime != 2*time.Second || b.PreemptExemptTime != 20*time.Second || len(b.GrpTRES) != 0 {
-		t.Errorf("borrow = %+v", b)
-	}
-	if g.GrpTRES["gres/gpu"] != 4 || g.GrpTRES["gres/gpu:a100"] != 4 || g.GrpTRES["gres/gpu:v100"] != 0 || len(g.GrpTRES) != 3 {
-		t.Errorf("guar-proj-a GrpTRES = %v", g.GrpTRES)
-	}
-	if !slices.Equal(g.Preempt, []string{"borrow"}) || g.PreemptMode != "cluster" {
-		t.Errorf("guar-proj-a preempt %v mode %s", g.Preempt, g.PreemptMode)
-	}
-	if _, err := ConvertQOS([]slurmdbd.QOSRow{{ID: 9, Name: "x", GrpTRES: "1009=1"}}, testTRES); err == nil {
-		t.Error("a TRES id missing from tres_table is accepted")
-	}
-}
-
 func TestConvertUsersOwnLists(t *testing.T) {
 	assocs := append(slices.Clone(testAssocs),
 		slurmdbd.AssocRow{ID: 11, User: "bob", Account: "proj-a", QOS: ",1,4,"},                    // sacctmgr modify user set qos=normal,guar-proj-a
 		slurmdbd.AssocRow{ID: 12, User: "dave", Account: "team-a1", DeltaQOS: ",-3,"},              // qos-=borrow over the inherited list
 		slurmdbd.AssocRow{ID: 13, User: "erin", Account: "proj-b", Partition: "a100", QOS: ",+4,"}, // an older row with the delta in qos
 	)
-	users, err := ConvertUsers(assocs, testQOS)
+	users, err := ConvertUsers(assocs, testQOSNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +58,13 @@ func TestConvertUsersOwnLists(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("users = %v, want %v (users that inherit their account's list are left out)", got, want)
 	}
-	if _, err := ConvertUsers(append(slices.Clone(testAssocs), slurmdbd.AssocRow{ID: 14, User: "x", Account: "proj-a", QOS: ",99,"}), testQOS); err == nil {
+	if _, err := ConvertUsers(append(slices.Clone(testAssocs), slurmdbd.AssocRow{ID: 14, User: "x", Account: "proj-a", QOS: ",99,"}), testQOSNames); err == nil {
 		t.Error("a user's QOS id missing from qos_table is accepted")
 	}
 }
 
 func TestConvertAccountsInherits(t *testing.T) {
-	accts, err := ConvertAccounts(testAssocs, testQOS)
+	accts, err := ConvertAccounts(testAssocs, testQOSNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +92,7 @@ func TestConvertAccountsInherits(t *testing.T) {
 }
 
 func TestConvertAccountsKeepsTheTreeAndWhatIsOwn(t *testing.T) {
-	accts, err := ConvertAccounts(testAssocs, testQOS)
+	accts, err := ConvertAccounts(testAssocs, testQOSNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,13 +147,13 @@ func TestSumUsageClipsToWindow(t *testing.T) {
 
 func TestConvertAccountsDoesNotDependOnRowOrder(t *testing.T) {
 	// Ordered by id_assoc, an account re-parented under a newer one comes before its parent.
-	want, err := ConvertAccounts(testAssocs, testQOS)
+	want, err := ConvertAccounts(testAssocs, testQOSNames)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reversed := slices.Clone(testAssocs)
 	slices.Reverse(reversed)
-	got, err := ConvertAccounts(reversed, testQOS)
+	got, err := ConvertAccounts(reversed, testQOSNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,24 +168,6 @@ func TestConvertAccountsDoesNotDependOnRowOrder(t *testing.T) {
 	}
 	if w, g := key(want), key(got); !maps.Equal(w, g) {
 		t.Fatalf("reversed rows resolve to %v, want %v", g, w)
-	}
-}
-
-// qos_table.preempt_mode holds slurm.h's bits: WITHIN is 0x4000 and GANG 0x8000 (a QOS an
-// admin set to requeue,within is not quotad's plain requeue), PRIORITY 0x2000 from 25.05.
-func TestPreemptModeNameReadsSlurmsBits(t *testing.T) {
-	for mode, want := range map[int64]string{
-		0:      "cluster",
-		0x0002: "requeue",
-		0x0008: "cancel",
-		0x0001: "suspend",
-		0x8001: "suspend,gang",
-		0x4002: "requeue,within",
-		0x2002: "requeue,priority",
-	} {
-		if got := preemptModeName(mode); got != want {
-			t.Errorf("preempt_mode %#x = %q, want %q", mode, got, want)
-		}
 	}
 }
 
