@@ -170,5 +170,6 @@ func slowFirstWorker(body, marker string) (string, error) {
 	return body[:i] + slow + body[i+len("\ncase "):], nil
 }
 
-// computeTime is a straggler's compute time per step as a reason gives it, e.g. "1.2s of compute".
-var computeTime = regexp.MustCompile(`\d\S* of compute\b`)
+// computeTime is a straggler's compute time per step as a reason gives it: "137 ms of compute"
+// or "1.2s of compute".
+var computeTime = regexp.MustCompile(`\d+(?:\.\d+)? ?(?:ms|s) of compute\b`)
