@@ -3,13 +3,23 @@
 package python
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 )
 
+// systemPython is the distribution's python3, which has the testbed's python3-torch: a
+// python3 earlier in PATH (pyenv's, a virtualenv's) may have no torch, and the in-place test
+// would see its workers fail at their import.
+const systemPython = "/usr/bin/python3"
+
 func TestPythonHelper(t *testing.T) {
-	out, err := exec.Command("python3", "-m", "unittest", "discover", "-s", "tests", "-v").CombinedOutput()
+	python := systemPython
+	if _, err := os.Stat(python); err != nil {
+		python = "python3"
+	}
+	out, err := exec.Command(python, "-m", "unittest", "discover", "-s", "tests", "-v").CombinedOutput()
 	t.Logf("%s", out)
 	// Each failure's exception again, one t.Error each, so that CI's summary (which keeps only
 	// the lines a t.Error starts) says why a test failed and not only that it did.
