@@ -13,13 +13,7 @@ import (
 
 // Rows as the testbed's slurmdbd wrote them after quotad's first sync.
 var (
-	testTRES = map[uint32]string{1: "cpu", 2: "mem", 4: "node", 5: "billing", 1001: "gres/gpu", 1002: "gres/gpu:a100", 1003: "gres/gpu:v100"}
-	testQOS  = []slurmdbd.QOSRow{
-		{ID: 1, Name: "normal"},
-		{ID: 3, Name: "borrow", PreemptMode: 2, GraceTime: sql.NullInt64{Int64: 2, Valid: true}, PreemptExemptTime: sql.NullInt64{Int64: 20, Valid: true}},
-		{ID: 4, Name: "guar-proj-a", GrpTRES: "1001=4,1002=4,1003=0", Preempt: ",3,"},
-	}
-	// testQOSNames is testQOS by id, as QOSNamesByID reads it.
+	// testQOSNames are the testbed's QOS by id, as QOSNamesByID reads them.
 	testQOSNames = map[string]string{"1": "normal", "3": "borrow", "4": "guar-proj-a"}
 	testAssocs   = []slurmdbd.AssocRow{
 		{ID: 1, Account: "root", QOS: ",1,"},
