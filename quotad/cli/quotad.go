@@ -11,7 +11,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/slurmbridge/slurmbridge/bridge/auth"
-	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/serve"
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
 	"github.com/slurmbridge/slurmbridge/quotad/actuate"
@@ -67,7 +66,6 @@ func runQuotad(c *ucli.Context) error {
 	}
 	lease := &daemon.DBLease{DB: e.quotaDB, IdleTimeout: leaseTimeout}
 	poolsFile := poolsPath(c)
-	loadPools := func() (*pools.Config, error) { return pools.Load(poolsFile) }
 	e.table.Broken = func(err error) {
 		log.Error().Err(err).Str("pools", poolsFile).Msg("the pools file does not load: the last good file's borrow and elastic QOS patterns stand")
 	}
@@ -96,7 +94,7 @@ func runQuotad(c *ucli.Context) error {
 	}
 	if addr := c.String("listen"); addr != "" {
 		d.View = &view.View{Cluster: c.String("cluster"), Interval: interval(c), DryRun: d.DryRun}
-		d.Pools = loadPools
+		d.Pools = e.table.LastRead // the file as the cycle's table load read it
 		d.Audit = e.store
 		// Everything but /metrics goes to the view: the read-only API under /api/ and the cluster page.
 		bound, err := serve.MetricsAndAPI(ctx, addr, m.Registry, "/", view.Handler(d.View, mungeAuth(e, c.String("munge-socket"))),

@@ -21,6 +21,9 @@ import (
 // Like the plugin, it keeps the last good file's patterns when pools.yaml turns broken or
 // disappears (an admin's half-saved edit): a typo there must not switch quotad to other QOS
 // names, nor stop its cycles. Broken hears of each such load.
+//
+// Each Load reads pools.yaml once; LastRead gives that read to the cluster page, so the page
+// shows the file the cycle planned with and the file is not read twice.
 type PoolsQOSPatterns struct {
 	Table  ConfigLoader
 	Pools  func() (*pools.Config, error)
@@ -28,6 +31,15 @@ type PoolsQOSPatterns struct {
 
 	mu       sync.Mutex
 	lastGood *pools.QOSPatterns
+	lastRead *pools.Config
+	readErr  error
+}
+
+// LastRead is the pools file as the latest Load read it, or why it could not.
+func (l *PoolsQOSPatterns) LastRead() (*pools.Config, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastRead, l.readErr
 }
 
 // Load implements ConfigLoader.
@@ -58,6 +70,7 @@ func (l *PoolsQOSPatterns) patterns() (pools.QOSPatterns, bool, error) {
 	pc, err := l.Pools()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lastRead, l.readErr = pc, err
 	if err == nil {
 		p := pc.QOSPatterns()
 		l.lastGood = &p

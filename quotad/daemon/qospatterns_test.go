@@ -79,10 +79,15 @@ func TestPoolsQOSPatternsKeepTheLastGoodFile(t *testing.T) {
 		if cfg.Settings.BorrowQOS != "lend-{account}" {
 			t.Errorf("load %d: borrow QOS %q, want the last good file's", i, cfg.Settings.BorrowQOS)
 		}
+		// The cluster page gets this load's read as it was, not the last good file.
+		if pc, err := l.LastRead(); pc != a.cfg || err != a.err {
+			t.Errorf("load %d: LastRead %v, %v; want %v, %v", i, pc, err, a.cfg, a.err)
+		}
 	}
 	if len(heard) != 2 || !errors.Is(heard[0], broken) || !errors.Is(heard[1], fs.ErrNotExist) {
 		t.Errorf("heard %v, want the broken file and the missing one", heard)
 	}
+
 	// A pools.yaml broken from the start stops the cycle: no patterns are known.
 	first := &PoolsQOSPatterns{Table: &table, Pools: func() (*pools.Config, error) { return nil, broken }}
 	if _, err := first.Load(context.Background()); !errors.Is(err, broken) {
