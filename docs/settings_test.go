@@ -4,6 +4,7 @@ package docs
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -168,7 +169,7 @@ func TestSettingsReferenceMatchesTheCode(t *testing.T) {
 	// The quota table: every YAML key of policy.Config, with the defaults its accessors give.
 	quota := map[string]string{}
 	for _, k := range yamlKeys(reflect.TypeFor[policy.Config](), "") {
-		quota[k] = "-" // no default checked
+		quota[k] = "" // no default checked, unless named below
 	}
 	var none policy.Settings
 	for k, v := range map[string]string{
@@ -186,11 +187,6 @@ func TestSettingsReferenceMatchesTheCode(t *testing.T) {
 			t.Errorf("the quota table has no setting %s (this test's defaults name it)", k)
 		}
 		quota[k] = v
-	}
-	for k, v := range quota {
-		if v == "-" {
-			quota[k] = ""
-		}
 	}
 	check("quota", quota)
 
@@ -210,9 +206,7 @@ func TestSettingsReferenceMatchesTheCode(t *testing.T) {
 	elastic := flagDefaults("", app.Flags)
 	for _, c := range app.Commands {
 		if slices.Contains([]string{"run", "agent"}, c.Name) {
-			for k, v := range flagDefaults(c.Name+" ", c.Flags) {
-				elastic[k] = v
-			}
+			maps.Copy(elastic, flagDefaults(c.Name+" ", c.Flags))
 		}
 	}
 	check("elasticd", elastic)
