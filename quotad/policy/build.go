@@ -17,8 +17,8 @@ import (
 // the GPU books (a *ledger: the projects' fixed facts, and the counts that change as the cycle
 // goes) inside the previous step's result, plus what that step decided. So two steps cannot be
 // swapped without the compiler saying so. Each step's result holds what it explained (its
-// journal, said), and the plan keeps, for each job, the last step's explanation. Moves are planned only when nothing needs syncing, so they rest on QOS
-// that already match the table.
+// journal, said), and the plan keeps, for each job, the last step's explanation. Moves are
+// planned only when nothing needs syncing, so they rest on QOS that already match the table.
 func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	plan, _ := buildPlan(cfg, snap, now)
 	return plan
