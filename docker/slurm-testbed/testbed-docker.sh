@@ -115,12 +115,33 @@ cmd_build() {
 	local t0=$SECONDS
 	stage_context
 	say "building $IMAGE from $BASE_IMAGE (context staged in $((SECONDS - t0))s)"
+	local log
+	log=$(mktemp "${TMPDIR:-/tmp}/testbed-docker-build.XXXXXX")
+	# A mirror's hiccup should not fail the build: it is tried once more, and the layers that
+	# were finished come from the cache. A failure that repeats is a real one.
+	if ! docker_build "$log" $t0; then
+		build_failed "$log"
+		say "trying the build once more in 20s"
+		sleep 20
+		docker_build "$log" $t0 || { build_failed "$log"; rm -f "$log"; die "docker build failed twice (its last lines above)"; }
+	fi
+	rm -f "$log"
+	say "built $IMAGE in $((SECONDS - t0))s"
+}
+
+# docker_build LOG T0 builds $IMAGE, its output on stdout with the step times and in LOG.
+docker_build() {
 	# The classic builder: BuildKit needs the buildx plugin on Docker 23+ and is not always there.
 	DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build -f "$HERE/Dockerfile" -t "$IMAGE" \
 		--build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg DEBIAN_MIRROR="$DEBIAN_MIRROR" \
 		--build-arg SLURM_PACKAGING="$SLURM_PACKAGING" \
-		"$CONTEXT" | stamp_steps $t0 || die "docker build failed"
-	say "built $IMAGE in $((SECONDS - t0))s"
+		"$CONTEXT" 2>&1 | tee "$1" | stamp_steps "$2"
+}
+
+# build_failed repeats a failed build's last lines as errors, so that a CI run's summary, which
+# keeps error lines only, says why (an apt mirror, the disk, the Go build).
+build_failed() {
+	tail -n 25 "$1" | sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^/testbed-docker: error: | /' >&2
 }
 
 ctld() { compose exec -T slurmctld "$@"; }
