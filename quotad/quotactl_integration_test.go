@@ -4,11 +4,13 @@ package quotad_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/slurmbridge/slurmbridge/bridge/pools"
 	"github.com/slurmbridge/slurmbridge/bridge/testbed"
 )
 
@@ -108,4 +110,44 @@ func TestConcurrentSetsLoseNoUpdate(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A quota table naming another borrow QOS pattern than pools.yaml is refused by quotactl
+// import, as every quotad cycle would refuse it, and the table in use stays; one naming the
+// same pattern is taken.
+func TestImportRefusesATableThatContradictsPoolsYAML(t *testing.T) {
+	c := testbed.Require(t)
+	table := filepath.Join(repoRoot(t), "slurm-conf/testbed/quotas.yaml")
+	quotactl(t, c, "import", table)
+	t.Cleanup(func() { quotactl(t, c, "import", table) })
+	before := quotactl(t, c, "export")
+	data, err := os.ReadFile(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBorrow := func(pattern string) string {
+		f := filepath.Join(t.TempDir(), "quotas.yaml")
+		out := strings.Replace(string(data), "\n  borrowQOS: borrow-{account}\n", "\n  borrowQOS: "+pattern+"\n", 1)
+		if !strings.Contains(out, "borrowQOS: "+pattern) {
+			t.Fatal("the testbed's quota table does not name borrowQOS: borrow-{account} as this test expects")
+		}
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	out, err := quotactlErr(c, "import", withBorrow("lend-{account}"))
+	if err == nil {
+		t.Fatalf("quotactl import of a table contradicting pools.yaml was accepted:\n%s", out)
+	}
+	for _, setting := range []string{pools.TableBorrowQOS, pools.PoolsBorrowQOS, "lend-{account}"} {
+		if !strings.Contains(out, setting) {
+			t.Errorf("the refusal does not name %s:\n%s", setting, out)
+		}
+	}
+	if after := quotactl(t, c, "export"); after != before {
+		t.Errorf("the refused import altered the table:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	quotactl(t, c, "import", withBorrow("borrow-{account}"))
 }

@@ -641,6 +641,10 @@ func cmdImport(c *ucli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	// quotad would refuse every cycle on a table whose QOS patterns pools.yaml contradicts.
+	if err := e.table.Check(cfg); err != nil {
+		return fmt.Errorf("%s: %w (nothing was imported)", c.Args().First(), err)
+	}
 	for _, p := range cfg.Projects {
 		ok, err := e.reader.AccountExists(c.Context, p.Account)
 		if err != nil {

@@ -48,20 +48,38 @@ func (l *PoolsQOSPatterns) Load(ctx context.Context) (*policy.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	patterns, ok, err := l.patterns()
+	patterns, ok, err := l.check(cfg)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return cfg, nil
 	}
-	if err := patterns.CheckTable(cfg.Settings.BorrowQOS, cfg.Settings.ElasticQOS); err != nil {
-		return nil, err
-	}
 	// A copy: the table loader may hand out the same Config again.
 	withPatterns := *cfg
 	withPatterns.Settings.BorrowQOS, withPatterns.Settings.ElasticQOS = patterns.Borrow, patterns.Elastic
 	return &withPatterns, nil
+}
+
+// Check says whether quotad could plan with cfg as its quota table: a table naming other QOS
+// patterns than pools.yaml is refused, as Load would refuse it in every cycle. quotactl import
+// checks a new table with it before the table replaces the one in use.
+func (l *PoolsQOSPatterns) Check(cfg *policy.Config) error {
+	_, _, err := l.check(cfg)
+	return err
+}
+
+// check is cfg's patterns checked against pools.yaml's, which it returns (false without any
+// pools.yaml).
+func (l *PoolsQOSPatterns) check(cfg *policy.Config) (pools.QOSPatterns, bool, error) {
+	patterns, ok, err := l.patterns()
+	if err != nil || !ok {
+		return patterns, ok, err
+	}
+	if err := patterns.CheckTable(cfg.Settings.BorrowQOS, cfg.Settings.ElasticQOS); err != nil {
+		return patterns, ok, err
+	}
+	return patterns, true, nil
 }
 
 // patterns are pools.yaml's patterns, the last good ones while it does not load, and false

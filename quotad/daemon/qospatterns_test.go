@@ -38,6 +38,10 @@ func TestPoolsQOSPatternsAreTheQuotaTables(t *testing.T) {
 			table := tableOf(policy.Config{Settings: tt.table})
 			l := &PoolsQOSPatterns{Table: &table, Pools: func() (*pools.Config, error) { return tt.pools, tt.poolsErr }}
 			cfg, err := l.Load(context.Background())
+			// quotactl import refuses the tables that every cycle would refuse, and no other.
+			if checkErr := l.Check(&policy.Config{Settings: tt.table}); (checkErr == nil) != (err == nil) {
+				t.Errorf("Check: %v, while Load: %v", checkErr, err)
+			}
 			var mismatch *pools.QOSPatternMismatch
 			if errors.As(err, &mismatch) {
 				if mismatch.TableSetting != tt.wantMismatch {
