@@ -55,9 +55,6 @@ func (f *fakeFetcher) Queue(_ context.Context, r slurm.QueueRead) ([]slurm.Job, 
 	return slurm.ParseQueue(slurmtest.Fixture(f.t, f.squeue), slurm.AllFields)
 }
 
-// readFixture reads one of the Slurm adapter's captures.
-func readFixture(t *testing.T, name string) []byte { return slurmtest.Fixture(t, name) }
-
 type result struct {
 	code        int
 	out, errOut string

@@ -107,7 +107,6 @@ type job struct {
 	stopping  map[uint32]time.Time       // workers sent TERM, with when
 	replacing map[uint32]uint32          // new worker → the straggler it replaces
 	leaving   map[uint32]reconcile.Leave // straggler sent TERM before its successor is submitted
-	finished  time.Time                  // main job left the queue
 	// mainStart is when the main job's current run started; another start is a restart.
 	mainStart time.Time
 	pin       int    // size pinned by the job's owner or root (0: none)
