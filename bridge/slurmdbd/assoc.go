@@ -105,7 +105,10 @@ func AssociationsFromRows(cluster string, rows []AssocRow, qosName map[string]st
 		slices.Sort(a.QOS) // as sacctmgr prints them
 		if res.def != "" {
 			name, ok := qosName[res.def]
-			if !ok {
+			// slurmdbd leaves def_qos_id as it was when its QOS is removed. An account's
+			// default is an error, as quotad sets accounts' defaults; a user's reads as none,
+			// since nothing here acts on it and a cycle must not stop over it.
+			if !ok && row.User == "" {
 				return nil, fmt.Errorf("%s has default QOS id %s, which is not in qos_table", who, res.def)
 			}
 			a.DefaultQOS = name

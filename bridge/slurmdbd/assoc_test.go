@@ -267,12 +267,23 @@ func TestAssociationsFromRowsRefusesUnknownQOS(t *testing.T) {
 		"account default": {ID: 30, Account: "bad", ParentAcct: "root", DefQOSID: defQOS(99)},
 		"user list":       {ID: 30, User: "x", Account: "proj-a", QOS: ",99,"},
 		"user delta":      {ID: 30, User: "y", Account: "proj-a", DeltaQOS: ",+99,"},
-		"user default":    {ID: 30, User: "z", Account: "proj-a", DefQOSID: defQOS(99)},
 	} {
 		_, err := AssociationsFromRows("testbed", append(slices.Clone(testAssocs), row), testQOSNames)
 		if err == nil || !strings.Contains(err.Error(), " 99,") {
 			t.Errorf("%s: QOS id 99 missing from qos_table: err %v, want one naming the id", name, err)
 		}
+	}
+}
+
+// A user's default QOS removed from qos_table (slurmdbd leaves def_qos_id behind) reads as
+// none: quotad does not act on users' defaults, and its cycle must not stop over one.
+func TestAssociationsFromRowsReadARemovedUserDefaultAsNone(t *testing.T) {
+	got, err := AssociationsFromRows("testbed", append(slices.Clone(testAssocs), AssocRow{ID: 30, User: "z", Account: "proj-a", DefQOSID: defQOS(99)}), testQOSNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z := got[len(got)-1]; z.User != "z" || z.DefaultQOS != "" || !z.OwnDefaultQOS {
+		t.Errorf("user z = %+v, want no default QOS, set on its own association", z)
 	}
 }
 
