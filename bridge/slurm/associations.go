@@ -69,20 +69,40 @@ func (c Client) UserIsOperator(ctx context.Context, user string) (bool, error) {
 }
 
 // Association is one association: an account's own (User "") or one of its users', with the
-// limits that keep a job pending: its own and, for Max limits, those it inherits (sacctmgr
-// prints a user's association with its parents' Max limits filled in where it sets none). A
-// user's association may be limited to one Partition. A count of NoLimit is no limit.
+// QOS it allows and the limits that keep a job pending: its own and, for Max limits, those it
+// inherits (sacctmgr prints a user's association with its parents' Max limits filled in where
+// it sets none). A user's association may be limited to one Partition. A count of NoLimit is
+// no limit. Client.Associations reads it with sacctmgr; slurmdbd.Reader.Associations reads the
+// same record from slurmdbd's assoc_table, for quotad, which reads MariaDB directly to keep its
+// cycle short. Each field says which of the two fills it.
 type Association struct {
+	// Cluster, Account, User and Partition: both readers.
 	Cluster, Account, User, Partition string
+	// ID is the association's id in slurmdbd (assoc_table's id_assoc, sacctmgr's id), which
+	// the job table's rows name. Both readers.
+	ID uint32
 	// ParentAccount is the account above an account's association ("" for root's and for
-	// users' associations, whose parent is their Account).
+	// users' associations, whose parent is their Account). Both readers.
 	ParentAccount string
-	DefaultQOS    string
+	// QOS is the QOS names the association allows, inheritance applied, sorted: what
+	// `sacctmgr show assoc format=qos` prints. Both readers.
+	QOS []string
+	// DefaultQOS is the association's default QOS, inherited from its parent when it sets none
+	// (sacctmgr's defaultqos); "" none. Both readers.
+	DefaultQOS string
+	// OwnQOS and OwnDefaultQOS say the association sets its QOS list (or adds to or removes
+	// from its parent's) or its default itself, rather than inheriting the parent's: a change
+	// of the parent's then does not reach it. Only slurmdbd.Reader.Associations fills them,
+	// from the association's own columns; sacctmgr prints the list and default with
+	// inheritance applied and cannot tell, so Client.Associations leaves them false.
+	OwnQOS, OwnDefaultQOS bool
 	// GrpTRES caps what the association's running jobs (its users' and sub-accounts' too)
 	// hold together; MaxTRESPerJob caps each job. Named TRES strings ("gres/gpu=4,cpu=64").
+	// Only Client.Associations fills them (slurmdbd.Reader.Associations leaves them "").
 	GrpTRES, MaxTRESPerJob string
 	// GrpJobs/GrpSubmitJobs cap the jobs running (running and pending) in the association and
-	// under it; MaxJobs/MaxSubmitJobs those of each user association.
+	// under it; MaxJobs/MaxSubmitJobs those of each user association. Only
+	// Client.Associations fills them (slurmdbd.Reader.Associations leaves them NoLimit).
 	GrpJobs, GrpSubmitJobs, MaxJobs, MaxSubmitJobs int
 }
 
@@ -96,16 +116,18 @@ type AssociationFilter struct {
 }
 
 // AssociationFields is the format of Client.Associations, in its columns' order.
-var AssociationFields = []string{"cluster", "account", "user", "partition", "parentname", "defaultqos",
+var AssociationFields = []string{"cluster", "id", "account", "user", "partition", "parentname", "qos", "defaultqos",
 	"grptres", "maxtres", "grpjobs", "grpsubmitjobs", "maxjobs", "maxsubmitjobs"}
 
 // associationColumns sets, per sacctmgr format field, the Association field it prints.
 var associationColumns = map[string]func(a *Association, s string) error{
 	"cluster":       func(a *Association, s string) error { a.Cluster = s; return nil },
+	"id":            func(a *Association, s string) (err error) { a.ID, err = assocID(s); return err },
 	"account":       func(a *Association, s string) error { a.Account = s; return nil },
 	"user":          func(a *Association, s string) error { a.User = s; return nil },
 	"partition":     func(a *Association, s string) error { a.Partition = s; return nil },
 	"parentname":    func(a *Association, s string) error { a.ParentAccount = s; return nil },
+	"qos":           func(a *Association, s string) error { a.QOS = NameList(s); return nil },
 	"defaultqos":    func(a *Association, s string) error { a.DefaultQOS = s; return nil },
 	"grptres":       func(a *Association, s string) error { a.GrpTRES = s; return nil },
 	"maxtres":       func(a *Association, s string) error { a.MaxTRESPerJob = s; return nil },
@@ -172,4 +194,16 @@ func limitCount(s string) (int, error) {
 		return 0, fmt.Errorf("limit %q is not a count", s)
 	}
 	return n, nil
+}
+
+// assocID reads an association's id; empty is 0.
+func assocID(s string) (uint32, error) {
+	if s = strings.TrimSpace(s); s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("id %q is not an association id", s)
+	}
+	return uint32(n), nil
 }

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -12,20 +13,26 @@ import (
 var capturedAssociationFields = []string{"cluster", "account", "user", "partition", "parentname",
 	"grptres", "maxtres", "grpjobs", "grpsubmitjobs", "maxjobs", "maxsubmitjobs"}
 
+// sacctmgr prints the QOS list with inheritance applied and cannot tell an association's own
+// list from its parent's: OwnQOS and OwnDefaultQOS stay false (slurmdbd.Reader fills them).
 func TestAssociationsReadsEveryField(t *testing.T) {
-	r := &scriptRunner{out: "testbed|proj-a|||root|guar-proj-a|gres/gpu=4||2|||\ntestbed|proj-a|alice|a100||guar-proj-a||gres/gpu=1|||3|\n"}
+	r := &scriptRunner{out: "testbed|7|proj-a|||root|borrow,guar-proj-a|guar-proj-a|gres/gpu=4||2|||\n" +
+		"testbed|9|proj-a|alice|a100|||guar-proj-a||gres/gpu=1|||3|\n"}
 	assocs, err := Client{Runner: r}.Associations(context.Background(), AssociationFilter{})
 	want := []Association{
-		{Cluster: "testbed", Account: "proj-a", ParentAccount: "root", DefaultQOS: "guar-proj-a", GrpTRES: "gres/gpu=4",
-			GrpJobs: 2, GrpSubmitJobs: NoLimit, MaxJobs: NoLimit, MaxSubmitJobs: NoLimit},
-		{Cluster: "testbed", Account: "proj-a", User: "alice", Partition: "a100", DefaultQOS: "guar-proj-a", MaxTRESPerJob: "gres/gpu=1",
+		{Cluster: "testbed", ID: 7, Account: "proj-a", ParentAccount: "root", QOS: []string{"borrow", "guar-proj-a"}, DefaultQOS: "guar-proj-a",
+			GrpTRES: "gres/gpu=4", GrpJobs: 2, GrpSubmitJobs: NoLimit, MaxJobs: NoLimit, MaxSubmitJobs: NoLimit},
+		{Cluster: "testbed", ID: 9, Account: "proj-a", User: "alice", Partition: "a100", DefaultQOS: "guar-proj-a", MaxTRESPerJob: "gres/gpu=1",
 			GrpJobs: NoLimit, GrpSubmitJobs: NoLimit, MaxJobs: 3, MaxSubmitJobs: NoLimit},
 	}
-	if err != nil || !slices.Equal(assocs, want) {
+	if err != nil || !reflect.DeepEqual(assocs, want) {
 		t.Errorf("associations %+v, %v; want %+v", assocs, err, want)
 	}
 	if _, err := ParseAssociations(nil, []string{"account", "fairshare"}); err == nil {
 		t.Error("a field the reader cannot read is no error")
+	}
+	if _, err := ParseAssociations([]byte("testbed|x|proj-a\n"), []string{"cluster", "id", "account"}); err == nil {
+		t.Error("an id that is no number is no error")
 	}
 }
 
@@ -64,7 +71,7 @@ func TestAssociationsOfEachRelease(t *testing.T) {
 					GrpJobs: NoLimit, GrpSubmitJobs: NoLimit, MaxJobs: NoLimit, MaxSubmitJobs: NoLimit}},
 			}
 			for _, tt := range tests {
-				if got := find(tt.account, tt.user); got != tt.want {
+				if got := find(tt.account, tt.user); !reflect.DeepEqual(got, tt.want) {
 					t.Errorf("%s/%s = %+v, want %+v", tt.account, tt.user, got, tt.want)
 				}
 			}

@@ -85,7 +85,7 @@ func TestClientCommandLines(t *testing.T) {
 		{"associations", "", func(c Client) error {
 			_, err := c.Associations(context.Background(), AssociationFilter{Accounts: []string{"proj-a", "proj-b"}, Cluster: "testbed"})
 			return err
-		}, []string{"sacctmgr -n -P show assoc where account=proj-a,proj-b cluster=testbed format=cluster,account,user,partition,parentname,defaultqos,grptres,maxtres,grpjobs,grpsubmitjobs,maxjobs,maxsubmitjobs"}},
+		}, []string{"sacctmgr -n -P show assoc where account=proj-a,proj-b cluster=testbed format=cluster,id,account,user,partition,parentname,qos,defaultqos,grptres,maxtres,grpjobs,grpsubmitjobs,maxjobs,maxsubmitjobs"}},
 		{"sacct", "", func(c Client) error {
 			_, err := c.SacctJobs(context.Background(), SacctFilter{JobIDs: []string{"1", "2"}, Duplicates: true}, "JobID", "State")
 			return err

@@ -144,13 +144,3 @@ func IDList(s string) []string {
 	}
 	return out
 }
-
-// QOSNamesByID maps the live QOS's qos_table ids, as slurmdbd's id lists spell them, to their
-// names: what an association row's qos, delta_qos and def_qos_id name.
-func (r *Reader) QOSNamesByID(ctx context.Context) (map[string]string, error) {
-	rows, err := r.qosRows(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return qosNames(rows), nil
-}

@@ -2,8 +2,10 @@
 // rows slurmbridge's components read (TRES, QOS, associations, admin levels, the job table).
 // It only reads Slurm's tables: every change to Slurm's own objects goes through sacctmgr, so
 // slurmdbd stays the one writer. A Slurm object that bridge/slurm has a record for is read as
-// that record (Reader.QOS: slurm.QOS, as sacctmgr gives it); what the rest mean to a component
-// (quotad's policy, poolctl's profiles) is that component's business.
+// that record, as sacctmgr gives it (Reader.QOS: slurm.QOS; Reader.Associations:
+// slurm.Association, QOS lists resolved through inheritance here, as slurmdbd resolves them for
+// sacctmgr), so a component reads one record whichever source it reads; what the records mean
+// to a component (quotad's policy, poolctl's profiles) is that component's business.
 package slurmdbd
 
 import (
@@ -120,37 +122,6 @@ func (r *Reader) ChangeMark(ctx context.Context) (ChangeMark, error) {
 		return ChangeMark{}, fmt.Errorf("reading the accounting tables' change mark: %w", err)
 	}
 	return m, nil
-}
-
-// AssocRow is one <cluster>_assoc_table row.
-type AssocRow struct {
-	ID         uint32        `db:"id_assoc"`
-	User       string        `db:"user"`
-	Account    string        `db:"acct"`
-	ParentAcct string        `db:"parent_acct"`
-	Partition  string        `db:"partition"`
-	QOS        string        `db:"qos"`       // ",1,2,": set on the association; "" inherits
-	DeltaQOS   string        `db:"delta_qos"` // ",+3,-1,": added to or removed from the inherited list
-	DefQOSID   sql.NullInt64 `db:"def_qos_id"`
-}
-
-// AssocRows reads the cluster's live associations, in the order they were created.
-func (r *Reader) AssocRows(ctx context.Context) ([]AssocRow, error) {
-	var rows []AssocRow
-	err := r.DB.SelectContext(ctx, &rows, assocRowsQuery(r.table("assoc_table")))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s_assoc_table: %w", r.Cluster, err)
-	}
-	return rows, nil
-}
-
-// assocRowsQuery selects the live associations of one <cluster>_assoc_table. It orders by
-// id_assoc, not by the lft/rgt tree columns: slurmdbd stopped maintaining those in 23.11 and
-// dropped them in 25.05. Inheritance follows parent_acct (ConvertAccounts), so no tree order is
-// needed.
-func assocRowsQuery(table string) string {
-	return "SELECT id_assoc, user, acct, parent_acct, `partition`, qos, delta_qos, def_qos_id FROM " + table +
-		" WHERE deleted = 0 ORDER BY id_assoc"
 }
 
 // AccountExists says whether slurmdbd has a live association for the account on this cluster.

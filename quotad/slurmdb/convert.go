@@ -1,14 +1,12 @@
 // Package slurmdb turns what bridge/slurmdbd reads from slurmdbd's MariaDB into quotad's
-// policy terms: QOS (bridge reads them as slurm.QOS; here they are mapped field by field),
-// accounts and users with their QOS lists resolved through inheritance as Slurm applies them,
-// and GPU-seconds per account.
+// policy terms: QOS and associations (bridge reads them as slurm.QOS and slurm.Association, the
+// records sacctmgr gives, associations with their QOS lists resolved through inheritance; here
+// they are mapped field by field), and GPU-seconds per account.
 package slurmdb
 
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -56,172 +54,35 @@ func policyQOS(qos []slurm.QOS) []policy.QOS {
 	return out
 }
 
-// Associations reads each account's own association with its QOS list and default QOS
-// resolved through inheritance, as Slurm applies them, and the user associations that set their
-// own QOS list, resolved the same way.
+// Associations reads each account's own association (root's left out: it is no project) and
+// the user associations that set their own QOS list, in the policy's terms. bridge reads them
+// as slurm.Association, QOS lists and defaults resolved through inheritance as Slurm applies
+// them; here they are mapped field by field.
 func (r *Reader) Associations(ctx context.Context) ([]policy.Account, []policy.UserAssociation, error) {
-	assocs, err := r.AssocRows(ctx)
+	assocs, err := r.Reader.Associations(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	qos, err := r.QOSNamesByID(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	accounts, err := ConvertAccounts(assocs, qos)
-	if err != nil {
-		return nil, nil, err
-	}
-	users, err := ConvertUsers(assocs, qos)
-	if err != nil {
-		return nil, nil, err
-	}
+	accounts, users := policyAssociations(assocs)
 	return accounts, users, nil
 }
 
-// resolvedAssoc is an association's QOS list and default QOS as ids, inheritance applied.
-type resolvedAssoc struct {
-	qos []string // ids
-	def string   // id, "" none
-}
-
-// ownList is what the association sets itself: its qos column, or else its delta_qos column
-// (slurmdbd keeps "+id"/"-id" entries there; older rows may have them in qos). Empty: it
-// inherits.
-func ownList(a *slurmdbd.AssocRow) []string {
-	if list := slurmdbd.IDList(a.QOS); len(list) > 0 {
-		return list
-	}
-	return slurmdbd.IDList(a.DeltaQOS)
-}
-
-// applyList resolves an association's own list over its parent's: an absolute list replaces
-// it, a delta list ("+id", "-id") adds to or removes from it, an empty one inherits it.
-func applyList(parent, list []string) []string {
-	if len(list) == 0 {
-		return parent
-	}
-	set := map[string]bool{}
-	if strings.HasPrefix(list[0], "+") || strings.HasPrefix(list[0], "-") {
-		for _, id := range parent {
-			set[id] = true
-		}
-	}
-	for _, e := range list {
+// policyAssociations maps association records to the policy's, field by field: the accounts'
+// own associations but root's, and the user associations that set their own QOS list. Users
+// that inherit their account's list are left out: the account's sync reaches them.
+func policyAssociations(assocs []slurm.Association) ([]policy.Account, []policy.UserAssociation) {
+	var accounts []policy.Account
+	var users []policy.UserAssociation
+	for _, a := range assocs {
 		switch {
-		case strings.HasPrefix(e, "+"):
-			set[e[1:]] = true
-		case strings.HasPrefix(e, "-"):
-			delete(set, e[1:])
-		default:
-			set[e] = true
+		case a.User == "" && a.Account != "root":
+			accounts = append(accounts, policy.Account{Name: a.Account, Parent: a.ParentAccount, QOS: a.QOS,
+				DefaultQOS: a.DefaultQOS, OwnQOS: a.OwnQOS, OwnDefaultQOS: a.OwnDefaultQOS})
+		case a.User != "" && a.OwnQOS:
+			users = append(users, policy.UserAssociation{User: a.User, Account: a.Account, Partition: a.Partition, QOS: a.QOS})
 		}
 	}
-	out := make([]string, 0, len(set))
-	for id := range set {
-		out = append(out, id)
-	}
-	return out
-}
-
-// accountResolver resolves the account associations (user "") as slurmdbd does: an own list
-// over the parent account's (applyList), and a NULL def_qos_id inherits the parent's default.
-func accountResolver(assocs []slurmdbd.AssocRow) func(acct string) *resolvedAssoc {
-	byAcct := map[string]*slurmdbd.AssocRow{}
-	for i := range assocs {
-		if assocs[i].User == "" {
-			byAcct[assocs[i].Account] = &assocs[i]
-		}
-	}
-	cache := map[string]*resolvedAssoc{}
-	var resolve func(acct string, depth int) *resolvedAssoc
-	resolve = func(acct string, depth int) *resolvedAssoc {
-		if r, ok := cache[acct]; ok {
-			return r
-		}
-		a, ok := byAcct[acct]
-		if !ok || depth > 64 {
-			return &resolvedAssoc{}
-		}
-		parent := &resolvedAssoc{}
-		if a.ParentAcct != "" && a.ParentAcct != acct {
-			parent = resolve(a.ParentAcct, depth+1)
-		}
-		res := &resolvedAssoc{qos: applyList(parent.qos, ownList(a)), def: parent.def}
-		if a.DefQOSID.Valid && a.DefQOSID.Int64 > 0 {
-			res.def = strconv.FormatInt(a.DefQOSID.Int64, 10)
-		}
-		cache[acct] = res
-		return res
-	}
-	return func(acct string) *resolvedAssoc { return resolve(acct, 0) }
-}
-
-// ConvertAccounts resolves the account associations (user "") as slurmdbd does (see
-// accountResolver). Each account keeps its parent, for the account tree.
-func ConvertAccounts(assocs []slurmdbd.AssocRow, qosName map[string]string) ([]policy.Account, error) {
-	resolve := accountResolver(assocs)
-	var out []policy.Account
-	for _, a := range assocs {
-		if a.User != "" || a.Account == "root" {
-			continue
-		}
-		res := resolve(a.Account)
-		acct := policy.Account{
-			Name: a.Account, OwnQOS: len(ownList(&a)) > 0,
-			OwnDefaultQOS: a.DefQOSID.Valid && a.DefQOSID.Int64 > 0,
-		}
-		if a.ParentAcct != a.Account {
-			acct.Parent = a.ParentAcct
-		}
-		var err error
-		if acct.QOS, err = namesOf(res.qos, qosName, "account "+a.Account+" allows"); err != nil {
-			return nil, err
-		}
-		if res.def != "" {
-			name, ok := qosName[res.def]
-			if !ok {
-				return nil, fmt.Errorf("account %s has default QOS id %s, which is not in qos_table", a.Account, res.def)
-			}
-			acct.DefaultQOS = name
-		}
-		out = append(out, acct)
-	}
-	return out, nil
-}
-
-// ConvertUsers resolves the user associations that set their own QOS list, absolute or as a
-// delta over their account's (whose association is their parent), as slurmdbd does. Users that
-// inherit their account's list are left out: the account's sync reaches them.
-func ConvertUsers(assocs []slurmdbd.AssocRow, qosName map[string]string) ([]policy.UserAssociation, error) {
-	resolve := accountResolver(assocs)
-	var out []policy.UserAssociation
-	for _, a := range assocs {
-		own := ownList(&a)
-		if a.User == "" || len(own) == 0 {
-			continue
-		}
-		u := policy.UserAssociation{User: a.User, Account: a.Account, Partition: a.Partition}
-		var err error
-		if u.QOS, err = namesOf(applyList(resolve(a.Account).qos, own), qosName, "user "+a.User+" in account "+a.Account+" allows"); err != nil {
-			return nil, err
-		}
-		out = append(out, u)
-	}
-	return out, nil
-}
-
-// namesOf turns QOS ids into names; who says whose list it is, for the error.
-func namesOf(ids []string, qosName map[string]string, who string) ([]string, error) {
-	var out []string
-	for _, id := range ids {
-		name, ok := qosName[id]
-		if !ok {
-			return nil, fmt.Errorf("%s QOS id %s, which is not in qos_table", who, id)
-		}
-		out = append(out, name)
-	}
-	return out, nil
+	return accounts, users
 }
 
 // Usage is GPU-seconds per account of jobs that ran in [since, now]. gpuID is gres/gpu's

@@ -1,126 +1,11 @@
 package slurmdb
 
 import (
-	"database/sql"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/slurmbridge/slurmbridge/bridge/slurmdbd"
-	"github.com/slurmbridge/slurmbridge/quotad/policy"
 )
-
-// Rows as the testbed's slurmdbd wrote them after quotad's first sync.
-var (
-	// testQOSNames are the testbed's QOS by id, as QOSNamesByID reads them.
-	testQOSNames = map[string]string{"1": "normal", "3": "borrow", "4": "guar-proj-a"}
-	testAssocs   = []slurmdbd.AssocRow{
-		{ID: 1, Account: "root", QOS: ",1,"},
-		{ID: 2, User: "root", Account: "root"},
-		{ID: 3, Account: "proj-a", ParentAcct: "root", QOS: ",3,4,", DefQOSID: sql.NullInt64{Int64: 4, Valid: true}},
-		{ID: 4, User: "alice", Account: "proj-a"},
-		{ID: 5, Account: "proj-b", ParentAcct: "root"},
-		{ID: 7, Account: "proj-c", ParentAcct: "root", QOS: ",+3,"},
-		{ID: 8, Account: "team-a1", ParentAcct: "proj-a"},                      // inherits everything
-		{ID: 9, Account: "team-a2", ParentAcct: "proj-a", DeltaQOS: ",+1,-3,"}, // sacctmgr qos+=normal,qos-=borrow
-		{ID: 10, User: "carol", Account: "team-a1"},
-	}
-)
-
-func TestConvertUsersOwnLists(t *testing.T) {
-	assocs := append(slices.Clone(testAssocs),
-		slurmdbd.AssocRow{ID: 11, User: "bob", Account: "proj-a", QOS: ",1,4,"},                    // sacctmgr modify user set qos=normal,guar-proj-a
-		slurmdbd.AssocRow{ID: 12, User: "dave", Account: "team-a1", DeltaQOS: ",-3,"},              // qos-=borrow over the inherited list
-		slurmdbd.AssocRow{ID: 13, User: "erin", Account: "proj-b", Partition: "a100", QOS: ",+4,"}, // an older row with the delta in qos
-	)
-	users, err := ConvertUsers(assocs, testQOSNames)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, u := range users {
-		q := slices.Clone(u.QOS)
-		slices.Sort(q)
-		got[u.User+"@"+u.Account+"/"+u.Partition] = join(q)
-	}
-	want := map[string]string{
-		"bob@proj-a/":      "guar-proj-a,normal",
-		"dave@team-a1/":    "guar-proj-a",        // team-a1 inherits proj-a's borrow,guar-proj-a
-		"erin@proj-b/a100": "guar-proj-a,normal", // proj-b inherits root's normal
-	}
-	if !maps.Equal(got, want) {
-		t.Errorf("users = %v, want %v (users that inherit their account's list are left out)", got, want)
-	}
-	if _, err := ConvertUsers(append(slices.Clone(testAssocs), slurmdbd.AssocRow{ID: 14, User: "x", Account: "proj-a", QOS: ",99,"}), testQOSNames); err == nil {
-		t.Error("a user's QOS id missing from qos_table is accepted")
-	}
-}
-
-func TestConvertAccountsInherits(t *testing.T) {
-	accts, err := ConvertAccounts(testAssocs, testQOSNames)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, a := range accts {
-		q := slices.Clone(a.QOS)
-		slices.Sort(q)
-		got[a.Name] = a.DefaultQOS + "|" + join(q)
-	}
-	want := map[string]string{
-		"proj-a":  "guar-proj-a|borrow,guar-proj-a",
-		"proj-b":  "|normal",                        // empty list: the parent's
-		"proj-c":  "|borrow,normal",                 // "+id": added to the parent's
-		"team-a1": "guar-proj-a|borrow,guar-proj-a", // a sub-account inherits list and default
-		"team-a2": "guar-proj-a|guar-proj-a,normal", // delta_qos applied to the parent's list
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
-		}
-	}
-	if _, ok := got["root"]; ok {
-		t.Error("root is listed as a project account")
-	}
-}
-
-func TestConvertAccountsKeepsTheTreeAndWhatIsOwn(t *testing.T) {
-	accts, err := ConvertAccounts(testAssocs, testQOSNames)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]policy.Account{}
-	for _, a := range accts {
-		got[a.Name] = a
-	}
-	for name, want := range map[string]struct {
-		parent        string
-		ownQOS, ownDe bool
-	}{
-		"proj-a":  {"root", true, true},
-		"proj-b":  {"root", false, false},
-		"proj-c":  {"root", true, false},
-		"team-a1": {"proj-a", false, false},
-		"team-a2": {"proj-a", true, false},
-	} {
-		a := got[name]
-		if a.Parent != want.parent || a.OwnQOS != want.ownQOS || a.OwnDefaultQOS != want.ownDe {
-			t.Errorf("%s: parent %q own qos %v own default %v, want %q %v %v", name, a.Parent, a.OwnQOS, a.OwnDefaultQOS, want.parent, want.ownQOS, want.ownDe)
-		}
-	}
-}
-
-func join(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += x
-	}
-	return out
-}
 
 func TestSumUsageClipsToWindow(t *testing.T) {
 	since, now := time.Unix(1000, 0), time.Unix(2000, 0)
@@ -136,32 +21,6 @@ func TestSumUsageClipsToWindow(t *testing.T) {
 	}
 	if u["proj-a"] != 1100 || u["proj-b"] != 0 {
 		t.Errorf("usage = %v, want proj-a 1100, proj-b 0", u)
-	}
-}
-
-func TestConvertAccountsDoesNotDependOnRowOrder(t *testing.T) {
-	// Ordered by id_assoc, an account re-parented under a newer one comes before its parent.
-	want, err := ConvertAccounts(testAssocs, testQOSNames)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reversed := slices.Clone(testAssocs)
-	slices.Reverse(reversed)
-	got, err := ConvertAccounts(reversed, testQOSNames)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := func(accts []policy.Account) map[string]string {
-		m := map[string]string{}
-		for _, a := range accts {
-			q := slices.Clone(a.QOS)
-			slices.Sort(q)
-			m[a.Name] = a.DefaultQOS + "|" + join(q)
-		}
-		return m
-	}
-	if w, g := key(want), key(got); !maps.Equal(w, g) {
-		t.Fatalf("reversed rows resolve to %v, want %v", g, w)
 	}
 }
 

@@ -771,11 +771,11 @@ func (b *bench) seed(ctx context.Context) (int, error) {
 	if have >= b.o.rows {
 		return 0, nil
 	}
-	rows, err := b.acct.AssocRows(ctx)
+	all, err := b.acct.Associations(ctx)
 	if err != nil {
 		return 0, err
 	}
-	assocs := slices.DeleteFunc(rows, func(a slurmdbd.AssocRow) bool { return a.User == "" || !slices.Contains(b.sh.users, a.User) })
+	assocs := slices.DeleteFunc(all, func(a slurm.Association) bool { return a.User == "" || !slices.Contains(b.sh.users, a.User) })
 	if len(assocs) == 0 {
 		return 0, fmt.Errorf("no associations of %s in %s_assoc_table", strings.Join(b.sh.users, ", "), b.acct.Cluster)
 	}
