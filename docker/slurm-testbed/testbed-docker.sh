@@ -142,6 +142,9 @@ docker_build() {
 # keeps error lines only, says why (an apt mirror, the disk, the Go build).
 build_failed() {
 	tail -n 25 "$1" | sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^/testbed-docker: error: | /' >&2
+	# A full disk or an exhausted memory fails a build with the step's output saying little.
+	{ df -h "$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /)" | tail -n 1; free -m | sed -n 2p; } 2>&1 |
+		sed 's/^/testbed-docker: error: | disk, memory: /' >&2
 }
 
 ctld() { compose exec -T slurmctld "$@"; }
