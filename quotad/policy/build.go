@@ -14,11 +14,13 @@ import (
 // Settings.MaxSnapshotAge; otherwise the plan has Acting=false, no actions, and Notes say why.
 //
 // The steps run in the order written here, and each takes what the step before it handed on:
-// the GPU books (a *ledger: the projects' fixed facts, and the counts that change as the cycle
-// goes) inside the previous step's result, plus what that step decided. So two steps cannot be
-// swapped without the compiler saying so. Each step's result holds what it explained (its
-// journal, said), and the plan keeps, for each job, the last step's explanation. Moves are
-// planned only when nothing needs syncing, so they rest on QOS that already match the table.
+// the GPU books (a *ledger: the projects' fixed facts, and the counts and idle nodes that change
+// as the cycle goes) inside the previous step's result, plus what that step decided. So two
+// steps cannot be swapped without the compiler saying so. A step that changes the books changes
+// its own copy of them (withOwnBooks), never the books it was handed. Each step's result holds
+// what it explained (its journal, said), and the plan keeps, for each job, the last step's
+// explanation. Moves are planned only when nothing needs syncing, so they rest on QOS that
+// already match the table.
 func BuildPlan(cfg *Config, snap *Snapshot, now time.Time) *Plan {
 	plan, _ := buildPlan(cfg, snap, now)
 	return plan
@@ -137,7 +139,7 @@ func newCycle(cfg *Config, snap *Snapshot, types []string, now time.Time) *cycle
 // ledger is the GPU books of one plan: the projects' facts (read only) and, changing as the
 // steps go, what each project holds, borrows and has kept for it (counts), the idle capacity
 // not yet promised, and what is lent. It passes from one step to the next inside each step's
-// result.
+// result; a step that changes it works on its own copy (withOwnBooks).
 type ledger struct {
 	c         *cycle
 	projects  []*project // the projects' facts (newProjects), sorted by account
@@ -153,7 +155,7 @@ type ledger struct {
 	// stand-ins too), nil for none: found once, by jobProject, and read by every step.
 	projectOfJob map[*Job]*project
 
-	nodes     *idleNodes     // free capacity not yet promised
+	nodes     *idleNodes     // free capacity not yet promised: each step's own (withOwnBooks)
 	total     map[string]int // type → GPUs in the cluster
 	idleStart map[string]int // type → idle GPUs in the snapshot
 	lent      map[string]int // type → GPUs held or promised in the borrow and elastic QOS
@@ -217,11 +219,12 @@ func newLedger(c *cycle) *ledger {
 	return l
 }
 
-// withOwnCounts is l with a copy of its counts (each project's, what is lent, the arrays'
-// started tasks), for a step that changes them: the step's result holds the copy, and the books
-// it was handed stay as the step before left them. The facts are shared, being read only, and
-// so are the idle nodes: each step takes off them what it places or keeps, for the next.
-func (l *ledger) withOwnCounts() *ledger {
+// withOwnBooks is l with a copy of everything the steps change: each project's counts, what
+// is lent, the arrays' started tasks and the idle nodes (idleNodes.clone), for a step that
+// changes them. The step's result holds the copy, and the books it was handed stay as the step
+// before left them. The rest (the facts, the QOS and job look-ups, the snapshot's totals) is
+// shared, being read only once newLedger made it.
+func (l *ledger) withOwnBooks() *ledger {
 	next := *l
 	next.counts = make(map[*project]*projectCounts, len(l.counts))
 	for p, n := range l.counts {
@@ -229,6 +232,7 @@ func (l *ledger) withOwnCounts() *ledger {
 	}
 	next.lent = clone(l.lent)
 	next.arrayStarted = maps.Clone(l.arrayStarted)
+	next.nodes = l.nodes.clone()
 	return &next
 }
 

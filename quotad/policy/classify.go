@@ -28,7 +28,7 @@ type counted struct {
 // classify counts what every GPU job holds or wants and sorts pending jobs into the lists the
 // later steps work on.
 func classify(c *cycle, books *ledger) counted {
-	books = books.withOwnCounts()
+	books = books.withOwnBooks()
 	out := counted{books: books, arrayRecords: map[uint32]int{}, candidates: map[*project][]*Job{}, said: newJournal(books.projectOfJob)}
 	log := out.said
 	for _, n := range books.formerNotes {

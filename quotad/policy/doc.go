@@ -33,12 +33,11 @@
 // cannot be swapped unnoticed. The cycle (table, snapshot, each job's need and project) is
 // read-only. A project's facts (project: its table entry, QOS names, weight, usage) are set
 // once by newProjects and read by every step (TestFactsStayFixed); what the steps count
-// (projectCounts: GPUs held, borrowed, pending, reserved, claiming; what is lent) travels in
-// the GPU books (ledger) inside each result, and a step that changes the counts works on its
-// own copy, so the books a step was handed stay as the step before left them. The idle nodes
-// are the one part the steps share and take GPUs off in place. Each step returns what it said
-// of jobs (its said journal); BuildPlan merges them in step order, the later step's word on a
-// job standing.
+// (projectCounts: GPUs held, borrowed, pending, reserved, claiming; what is lent) and the idle
+// nodes' free room travel in the GPU books (ledger) inside each result, and a step that changes
+// them works on its own copy (withOwnBooks), so the books a step was handed stay as the step
+// before left them (TestStepsKeepHandedBooks). Each step returns what it said of jobs (its said
+// journal); BuildPlan merges them in step order, the later step's word on a job standing.
 //
 //	classify.go    → counted: what jobs hold, pending jobs sorted into lists
 //	reserve.go     → reserved: idle GPUs kept for in-quota jobs

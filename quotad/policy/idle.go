@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,7 +15,8 @@ import (
 // the same nodeRoom, so what one placement takes is gone for all of them.
 type nodeRoom struct {
 	name  string
-	parts []string
+	at    int           // its index in idleNodes.all
+	parts []string      // read only once newIdleNodes made it
 	free  noderoom.Free // idle GPUs by type, free CPUs and memory, less what the plan took
 }
 
@@ -24,7 +26,7 @@ type idleNodes struct {
 	byPartition map[string][]*nodeRoom
 	idle        map[string]map[string]int // partition → type → idle GPUs on its nodes, kept with take
 	free        map[string]int            // type → idle GPUs on all usable nodes, each node once, kept with take
-	partitions  []string                  // sorted, for jobs that list none
+	partitions  []string                  // sorted, for jobs that list none; read only
 	// unfit are the partitions and shapes a scan of the nodes found no room for. Room only
 	// shrinks while a plan lends (take), so they stay unfit until giveBack: without this, a
 	// queue of jobs of one shape that fits nowhere would scan every node once per job.
@@ -48,7 +50,7 @@ func newIdleNodes(nodes []Node) (in *idleNodes, total, idle map[string]int) {
 		if n.Unusable != "" {
 			continue
 		}
-		r := &nodeRoom{name: n.Name, free: noderoom.Free{GPUs: map[string]int{}, CPUs: max(n.FreeCPUs, 0), MemoryMB: max(n.FreeMemMB, 0)}}
+		r := &nodeRoom{name: n.Name, at: len(in.all), free: noderoom.Free{GPUs: map[string]int{}, CPUs: max(n.FreeCPUs, 0), MemoryMB: max(n.FreeMemMB, 0)}}
 		for t, c := range n.IdleGPUs {
 			if c > 0 {
 				r.free.GPUs[t] = c
@@ -72,6 +74,37 @@ func newIdleNodes(nodes []Node) (in *idleNodes, total, idle map[string]int) {
 	sort.Strings(in.partitions)
 	in.free = clone(idle)
 	return in, total, idle
+}
+
+// clone is a copy of in that shares nothing the steps change: each node's free room (one
+// copy per node, shared by its partitions as in in), the idle counts and what did not fit. The
+// node names, their partitions and the partition list, read only, are shared.
+func (in *idleNodes) clone() *idleNodes {
+	rooms := make([]nodeRoom, len(in.all))
+	out := &idleNodes{
+		all:         make([]*nodeRoom, len(in.all)),
+		byPartition: make(map[string][]*nodeRoom, len(in.byPartition)),
+		idle:        make(map[string]map[string]int, len(in.idle)),
+		free:        maps.Clone(in.free),
+		partitions:  in.partitions,
+		unfit:       maps.Clone(in.unfit),
+	}
+	for i, r := range in.all {
+		rooms[i] = *r
+		rooms[i].free.GPUs = maps.Clone(r.free.GPUs)
+		out.all[i] = &rooms[i]
+	}
+	for part, rs := range in.byPartition {
+		own := make([]*nodeRoom, len(rs))
+		for i, r := range rs {
+			own[i] = out.all[r.at]
+		}
+		out.byPartition[part] = own
+	}
+	for part, idle := range in.idle {
+		out.idle[part] = maps.Clone(idle)
+	}
+	return out
 }
 
 // idleIn is the idle GPUs of type t on the partition's usable nodes.

@@ -109,6 +109,58 @@ func TestFactsStayFixed(t *testing.T) {
 	}
 }
 
+// TestStepsKeepHandedBooks checks that no step writes the books it was handed, their counts
+// nor their idle nodes: a step that changes the books changes its own copy, and hands that on.
+func TestStepsKeepHandedBooks(t *testing.T) {
+	changed := map[string]int{}
+	for seed := uint64(0); seed < 50; seed++ {
+		cfg, snap := randomCluster(t, seed, 8, 120)
+		if seed%2 == 1 { // jobs quotad cannot read, for which countUnreadable keeps idle GPUs back
+			acct := fmt.Sprintf("proj-%03d", seed%8)
+			for i, qos := range []string{cfg.Settings.GuaranteedQOSName(acct), cfg.Settings.BorrowQOSName(acct)} {
+				snap.Unreadable = append(snap.Unreadable, policy.UnreadableJob{ID: uint32(100001 + i), Account: acct, User: "u1", QOS: qos, State: policy.StatePending, Problem: `tres_per_node "gres/gpu:a100:two"`})
+			}
+		}
+		steps := policy.StepsBooks(cfg, snap, policytest.T0)
+		if len(steps) != 9 {
+			t.Fatalf("seed %d: %d steps checked, want 9", seed, len(steps))
+		}
+		for _, s := range steps {
+			if s.After != s.Before {
+				line, was, now := firstDifference(s.Before, s.After)
+				t.Fatalf("seed %d: %s wrote the books it was handed: line %d was %q, is %q", seed, s.Step, line, was, now)
+			}
+			if s.Result != s.Before {
+				changed[s.Step]++
+			}
+		}
+	}
+	// The steps that count must change books of their own, or the check above proves little.
+	for _, step := range []string{"classify", "reserveInQuota", "countUnreadable", "settleBorrowers", "lend"} {
+		if changed[step] == 0 {
+			t.Errorf("%s changed the books in none of the clusters", step)
+		}
+	}
+}
+
+// firstDifference is the first line (from 1) where a and b differ, and that line in each.
+func firstDifference(a, b string) (int, string, string) {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(la), len(lb)) {
+		var x, y string
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if x != y {
+			return i + 1, x, y
+		}
+	}
+	return 0, "", ""
+}
+
 // TestPlanInvariants checks, over many random clusters, what must hold for every plan.
 func TestPlanInvariants(t *testing.T) {
 	kinds := map[policy.MoveKind]int{}

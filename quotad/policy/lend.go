@@ -52,7 +52,7 @@ type lendQueue struct {
 // lendable GPUs goes first.
 func lend(c *cycle, in settled) lent {
 	log := newJournal(in.books.projectOfJob)
-	lg := &lending{c: c, in: in, books: in.books.withOwnCounts(), log: log, arrays: map[*Job]*arrayLends{}}
+	lg := &lending{c: c, in: in, books: in.books.withOwnBooks(), log: log, arrays: map[*Job]*arrayLends{}}
 	keptMemo := map[string]int{}
 	lg.kept = func(t string) int {
 		kept, ok := keptMemo[t]

@@ -20,7 +20,7 @@ type reserved struct {
 // reserveInQuota keeps idle GPUs for pending jobs within their guarantee: lending them would
 // only have Slurm preempt the borrower at once.
 func reserveInQuota(c *cycle, in counted) reserved {
-	books := in.books.withOwnCounts()
+	books := in.books.withOwnBooks()
 	log := newJournal(books.projectOfJob)
 	for _, j := range in.inQuotaPending {
 		p := books.projectOfJob[j]

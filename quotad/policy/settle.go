@@ -27,7 +27,7 @@ type settling struct {
 // record: back to its guaranteed QOS when that has room again or when it may no longer borrow,
 // else it keeps its promised GPUs.
 func settleBorrowers(c *cycle, in atWorst) settled {
-	s := &settling{c: c, in: in, books: in.books.withOwnCounts()}
+	s := &settling{c: c, in: in, books: in.books.withOwnBooks()}
 	log := newJournal(in.books.projectOfJob)
 	for _, j := range in.borrowPending {
 		if j.tasks() == 1 {

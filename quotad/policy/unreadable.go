@@ -39,6 +39,7 @@ import (
 // unreadable job), and, when set, why nothing is lent this cycle.
 type atWorst struct {
 	reserved
+	books       *ledger // reserve's books, less the idle GPUs kept back
 	unaccounted map[*project]uint32
 	noLends     string
 	said        *journal // what countUnreadable explained: each unreadable job
@@ -47,8 +48,8 @@ type atWorst struct {
 // countUnreadable applies the rule above, after reserveInQuota: the GPUs kept back come after
 // those of the readable in-quota jobs, which start first.
 func countUnreadable(c *cycle, in reserved) atWorst {
-	books := in.books
-	out := atWorst{reserved: in, unaccounted: map[*project]uint32{}, said: newJournal(books.projectOfJob)}
+	books := in.books.withOwnBooks()
+	out := atWorst{reserved: in, books: books, unaccounted: map[*project]uint32{}, said: newJournal(books.projectOfJob)}
 	log := out.said
 	keptBack := map[*project]bool{}
 	for i := range c.snap.Unreadable {
