@@ -262,6 +262,9 @@ func TestParseQueueLines(t *testing.T) {
 		t.Errorf("job with a bad TRES = %+v", bad)
 	}
 	jobs, err = ParseQueue([]byte(queueLine(append(goodLine("5", "5", "N/A"), "more")...)), SchedulingFields)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("a line with a field more: %+v, %v; want its job read", jobs, err)
+	}
 	j := jobs[0]
 	if j.ID != 5 || j.User != "bob" || !j.Pending() || !j.Batch || !j.Requeue || j.Priority != 100 || j.Submit.Unix() != 1795473003 ||
 		!j.Start.IsZero() || j.TRESReq.GPUs("a100") != 1 || j.TRESAlloc != nil || j.TaskCount() != 1 {

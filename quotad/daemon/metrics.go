@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
 	"github.com/slurmbridge/slurmbridge/quotad/policy"
@@ -68,7 +69,7 @@ func NewMetrics() *Metrics {
 		unreadableLogged: map[uint32]bool{},
 	}
 	reg.MustRegister(m.cycleSeconds, m.lastSuccess, m.active, m.fenced, m.unreadable,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
