@@ -91,3 +91,39 @@ func TestAssociationsOfEachRelease(t *testing.T) {
 		t.Error("a short line is no error")
 	}
 }
+
+// testdata/sacctmgr-assoc-REL.txt are the testbed's associations in Client.Associations's own
+// format, id and qos included (capture/assoc.sh), on each release: the reader's fields are
+// those every release's sacctmgr prints.
+func TestAssociationsInTheReadersFormatOfEachRelease(t *testing.T) {
+	for _, r := range releases {
+		t.Run(r.name, func(t *testing.T) {
+			assocs, err := ParseAssociations(fixture(t, "sacctmgr-assoc-"+r.name+".txt"), AssociationFields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			none := func(a Association) Association {
+				a.GrpJobs, a.GrpSubmitJobs, a.MaxJobs, a.MaxSubmitJobs = NoLimit, NoLimit, NoLimit, NoLimit
+				return a
+			}
+			want := map[uint32]Association{
+				1: none(Association{Cluster: "testbed", ID: 1, Account: "root", QOS: []string{"normal"}, DefaultQOS: ""}),
+				3: none(Association{Cluster: "testbed", ID: 3, Account: "proj-a", ParentAccount: "root",
+					QOS: []string{"borrow-proj-a", "elastic-proj-a", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}),
+				4: none(Association{Cluster: "testbed", ID: 4, Account: "proj-a", User: "alice",
+					QOS: []string{"borrow-proj-a", "elastic-proj-a", "guar-proj-a"}, DefaultQOS: "guar-proj-a"}),
+			}
+			for _, a := range assocs {
+				if w, ok := want[a.ID]; ok {
+					if !reflect.DeepEqual(a, w) {
+						t.Errorf("association %d = %+v, want %+v", a.ID, a, w)
+					}
+					delete(want, a.ID)
+				}
+			}
+			if len(want) > 0 {
+				t.Errorf("associations missing: %+v", want)
+			}
+		})
+	}
+}

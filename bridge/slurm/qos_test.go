@@ -106,3 +106,34 @@ func TestQOSRunsKeepsEachListWithinOneArgument(t *testing.T) {
 		t.Error("a run of no names")
 	}
 }
+
+// testdata/sacctmgr-qos-REL.txt is each release's QOS with one that sets every field the reader
+// reads and one that sets none (capture/qos.sh), beside Slurm's default and the testbed's own.
+func TestQOSOfEachRelease(t *testing.T) {
+	for _, r := range releases {
+		t.Run(r.name, func(t *testing.T) {
+			qos, err := ParseQOS(fixture(t, "sacctmgr-qos-"+r.name+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, okAll := QOSByName(qos, "capture-all")
+			none, okNone := QOSByName(qos, "capture-none")
+			if !okAll || !okNone {
+				t.Fatalf("the capture lacks capture-all or capture-none: %+v", qos)
+			}
+			wantAll := QOS{Name: "capture-all", GrpTRES: gpureq.TRES{"cpu": 16, "mem": 64 << 10, "gres/gpu:a100": 4},
+				Preempt: []string{"capture-none"}, PreemptMode: "requeue", GraceTime: 90 * time.Second,
+				PreemptExemptTime: 26*time.Hour + 3*time.Minute + 4*time.Second, Priority: 42}
+			if !reflect.DeepEqual(all, wantAll) {
+				t.Errorf("capture-all = %+v, want %+v", all, wantAll)
+			}
+			if want := (QOS{Name: "capture-none", PreemptMode: "cluster"}); !reflect.DeepEqual(none, want) {
+				t.Errorf("capture-none = %+v, want %+v", none, want)
+			}
+			// Slurm's own QOS, as every cluster has it.
+			if normal, ok := QOSByName(qos, "normal"); !ok || normal.PreemptMode != "cluster" {
+				t.Errorf("normal = %+v, %v; want Slurm's default QOS", normal, ok)
+			}
+		})
+	}
+}
