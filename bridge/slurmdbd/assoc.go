@@ -94,8 +94,7 @@ func AssociationsFromRows(cluster string, rows []AssocRow, qosName map[string]st
 			}
 		} else {
 			// A user's association: its parent is its account's association.
-			parent := resolve(row.Account)
-			res = &resolvedAssoc{qos: applyList(parent.qos, ownList(row)), def: cmp.Or(ownDefault(row), parent.def)}
+			res = resolvedOver(resolve(row.Account), row)
 			who = "user " + row.User + " in account " + row.Account
 		}
 		var err error
@@ -141,6 +140,12 @@ func ownDefault(a *AssocRow) string {
 		return strconv.FormatInt(a.DefQOSID.Int64, 10)
 	}
 	return ""
+}
+
+// resolvedOver resolves an association over its parent's resolution: its own list applied to
+// the parent's (applyList), its own default or else the parent's.
+func resolvedOver(parent *resolvedAssoc, a *AssocRow) *resolvedAssoc {
+	return &resolvedAssoc{qos: applyList(parent.qos, ownList(a)), def: cmp.Or(ownDefault(a), parent.def)}
 }
 
 // applyList resolves an association's own list over its parent's: an absolute list replaces
@@ -200,10 +205,7 @@ func accountResolver(assocs []AssocRow) func(acct string) *resolvedAssoc {
 		if a.ParentAcct != "" && a.ParentAcct != acct {
 			parent = resolve(a.ParentAcct, depth+1)
 		}
-		res := &resolvedAssoc{qos: applyList(parent.qos, ownList(a)), def: parent.def}
-		if own := ownDefault(a); own != "" {
-			res.def = own
-		}
+		res := resolvedOver(parent, a)
 		cache[acct] = res
 		return res
 	}
